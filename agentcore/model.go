@@ -1,0 +1,102 @@
+package agentcore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+)
+
+// Roles of a Message, as the OpenAI chat format spells them.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// Message is one chat message sent to the model. It is what Project builds
+// from the event chain.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	// Reasoning is the model's reasoning text for an assistant message. It is
+	// sent back only when the model's settings ask for it (see
+	// openai.Config.FeedReasoning); otherwise clients drop it.
+	Reasoning  string     `json:"reasoning,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	// Name is the tool's name on a tool-result message.
+	Name string `json:"name,omitempty"`
+}
+
+// ToolCall is one tool invocation requested by the model.
+type ToolCall struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Arguments is the JSON text of the arguments exactly as the model sent it
+	// (clients turn an object sent by servers such as Ollama into its text).
+	// It may be invalid JSON; the loop reports that to the model.
+	Arguments string `json:"arguments"`
+}
+
+// Tool describes a function the model may call.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"` // JSON Schema object
+}
+
+// Request is one chat-completion call.
+type Request struct {
+	Messages []Message
+	// Tools offered to the model. Nil means the text protocol: no tools are
+	// sent and the model answers in plain text.
+	Tools []Tool
+	// OnText, if set, receives content text as it streams in. It is called
+	// from the goroutine running Complete and must not block for long.
+	OnText func(delta string)
+	// MaxTokens limits the completion; 0 leaves it to the server.
+	MaxTokens int
+}
+
+// Response is the model's answer to a Request.
+type Response struct {
+	// Content is the visible answer text, with <think> blocks and text-form
+	// tool calls removed.
+	Content string
+	// Reasoning is reasoning_content, reasoning, or <think> text.
+	Reasoning string
+	// ToolCalls are in the order the model sent them, including tool calls
+	// the model wrote as text (<tool_call>{...}</tool_call>).
+	ToolCalls []ToolCall
+	// FinishReason is the server's finish_reason ("stop", "tool_calls",
+	// "length", ...), or "" if the stream ended without one.
+	FinishReason string
+	Usage        Usage
+	Model        string
+}
+
+// Usage is the token accounting the server reported for one call.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	CachedTokens     int `json:"cached_tokens,omitempty"`
+}
+
+// Model answers chat-completion requests. agentcore/openai implements it over
+// HTTP. Complete blocks until the answer is complete, ctx is done, or the
+// call fails; it may be called concurrently for different sessions.
+type Model interface {
+	Complete(ctx context.Context, req Request) (Response, error)
+}
+
+// Errors a Model returns (wrapped) so that the loop can react to them.
+var (
+	// ErrToolsUnsupported is returned when the server rejects tool calling
+	// (an HTTP 400 about tools or tool_choice). The loop then switches the
+	// session to the text protocol and records the switch.
+	ErrToolsUnsupported = errors.New("model server does not support tool calling")
+	// ErrContextLength is returned when the prompt exceeds the model's
+	// context window. The loop compacts once and retries.
+	ErrContextLength = errors.New("prompt exceeds the model's context window")
+)

@@ -1,0 +1,121 @@
+package bot
+
+import (
+	"context"
+	"time"
+)
+
+// Thread identifies one chat thread; a thread is one agent session.
+type Thread struct {
+	// Platform is "mattermost" or "slack".
+	Platform string
+	// Channel is the platform's channel id.
+	Channel string
+	// Root is the id of the thread's root post (Slack: thread_ts). When a
+	// top-level post mentions the bot, Root is that post's own id.
+	Root string
+}
+
+// Key is the session key of the thread: "platform/channel/root".
+func (t Thread) Key() string { return t.Platform + "/" + t.Channel + "/" + t.Root }
+
+// User is a chat user as the platform reports them.
+type User struct {
+	ID   string
+	Name string // user name without "@"; may be empty if unknown
+}
+
+// Message is one incoming chat message.
+type Message struct {
+	Thread Thread
+	// ID is the platform's message id (Mattermost post id, Slack ts); the bot
+	// deduplicates on it.
+	ID   string
+	User User
+	// Text is the message text with the bot's own mention removed and
+	// surrounding space trimmed.
+	Text string
+	// Mentioned reports whether the message mentioned the bot.
+	Mentioned bool
+	// Direct reports whether the message is in a direct-message channel with the bot.
+	Direct bool
+	// FromBot reports whether the author is a bot account (never the bot
+	// itself: adapters drop their own posts).
+	FromBot bool
+	Time    time.Time
+}
+
+// Button is an interactive button on a post.
+type Button struct {
+	// ID is the action id reported back in a Click ("approve", "deny").
+	ID    string
+	Label string
+	// Style is "primary", "danger" or "" (default).
+	Style string
+}
+
+// File is an attachment uploaded with a post.
+type File struct {
+	Name string
+	Data []byte
+}
+
+// Post is an outgoing message. Text is Markdown; adapters convert it to the
+// platform's dialect and split or truncate it to the platform's limits.
+type Post struct {
+	Text string
+	// Buttons, if any, are shown under the text; a click reaches
+	// Handler.HandleClick with Value.
+	Buttons []Button
+	// Value is carried by every button click (the approval request id).
+	// Adapters authenticate it (HMAC) so forged callbacks are refused.
+	Value string
+	// File, if set, is uploaded into the thread with this post.
+	File *File
+}
+
+// Click is a press of a post's button.
+type Click struct {
+	Thread   Thread
+	PostID   string
+	ActionID string // Button.ID
+	Value    string // Post.Value, authenticated by the adapter
+	User     User
+}
+
+// ClickResult is the bot's answer to a Click.
+type ClickResult struct {
+	// Ephemeral, if set, is shown only to the clicker (refusals).
+	Ephemeral string
+	// Update, if set, replaces the clicked post (its buttons removed unless
+	// Update has some).
+	Update *Post
+}
+
+// Handler receives what an adapter reads from the platform.
+type Handler interface {
+	// HandleMessage is called once per incoming message, in order of arrival.
+	// It returns quickly: the bot queues the work.
+	HandleMessage(ctx context.Context, m Message)
+	// HandleClick is called for each button press and returns what the
+	// platform should show. It returns within a few seconds (platforms time
+	// interactive callbacks out).
+	HandleClick(ctx context.Context, c Click) ClickResult
+}
+
+// Adapter connects the bot to one chat platform. Implementations live in
+// bot/mattermost and bot/slack. All methods may be called concurrently.
+type Adapter interface {
+	// Run connects, calls h for incoming messages and clicks until ctx is
+	// done, reconnecting with backoff by itself. It returns ctx.Err() on
+	// shutdown, or an error only when it cannot work at all (bad token).
+	Run(ctx context.Context, h Handler) error
+	// Post sends p into the thread t and returns the new post's id.
+	Post(ctx context.Context, t Thread, p Post) (string, error)
+	// Update replaces the text (and buttons) of a post the bot made. A
+	// File in p is ignored.
+	Update(ctx context.Context, t Thread, postID string, p Post) error
+	// IsMember reports whether user is a member of channel (for the
+	// "any member of this channel" approver rule).
+	IsMember(ctx context.Context, channel, userID string) (bool, error)
+}

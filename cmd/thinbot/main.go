@@ -1,0 +1,113 @@
+// Command thinbot is a thin ChatOps agent: it puts an LLM agent into Mattermost
+// or Slack threads (thinbot serve) or a terminal (thinbot ask|chat|goal), gates
+// every command, and records every event in a hash-chained, verifiable log.
+//
+// This package is wiring only: flags, environment, config files and signals.
+// main calls run, which the end-to-end tests call too.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at link time: -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+// errUsage marks an error caused by bad arguments; run prints usage for it.
+var errUsage = errors.New("usage")
+
+// env is the process environment as run sees it. Only cmd/thinbot reads the
+// environment; it passes values down in config structs.
+type env struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+	// interrupts delivers SIGINT in interactive modes; nil in tests that do not need it.
+	interrupts <-chan os.Signal
+}
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, e *env, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"ask", "answer one question in this directory and exit", cmdAsk},
+		{"chat", "talk with the agent in this directory (interactive)", cmdChat},
+		{"goal", "work on a goal until the model says it is done or a budget ends", cmdGoal},
+		{"serve", "run the chat daemon (Mattermost or Slack)", cmdServe},
+		{"sessions", "list or clear this directory's sessions", cmdSessions},
+		{"audit", "verify, export or follow the event chain", cmdAudit},
+		{"gate", "check commands against the gate, print the policy", cmdGate},
+		{"skills", "list skills and why some are hidden, check a skill folder", cmdSkills},
+		{"config", "check a daemon config file", cmdConfig},
+		{"version", "print the version", cmdVersion},
+		{"help", "show this help", nil},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	ints := make(chan os.Signal, 4)
+	signal.Notify(ints, os.Interrupt)
+	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, interrupts: ints}
+	if err := run(ctx, e, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "thinbot:", err)
+		var ec exitCoder
+		if errors.As(err, &ec) {
+			os.Exit(ec.ExitCode())
+		}
+		os.Exit(1)
+	}
+}
+
+// exitCoder lets an error choose the process exit code (audit verify uses 2 for
+// "chain broken" versus 1 for "could not check").
+type exitCoder interface{ ExitCode() int }
+
+// run dispatches one thinbot invocation.
+func run(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		usage(e.stderr)
+		return fmt.Errorf("%w: no command given", errUsage)
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "--help":
+		usage(e.stdout)
+		return nil
+	case "-v", "--version":
+		name = "version"
+	}
+	for _, c := range commands() {
+		if c.name == name && c.run != nil {
+			return c.run(ctx, e, rest)
+		}
+	}
+	usage(e.stderr)
+	return fmt.Errorf("%w: unknown command %q", errUsage, name)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "thinbot: a thin, audited agent for chat threads and terminals")
+	fmt.Fprintln(w, "\nusage: thinbot COMMAND [flags] [args]\n\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'thinbot COMMAND -h' for a command's flags.")
+}
+
+func cmdVersion(_ context.Context, e *env, _ []string) error {
+	fmt.Fprintln(e.stdout, "thinbot", version)
+	return nil
+}
