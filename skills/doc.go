@@ -1,0 +1,34 @@
+// Package skills reads skill folders: a SKILL.md with YAML frontmatter
+// (name, description, requires, and the fields other agents use) and
+// Markdown instructions for the model, plus optional scripts/, references/
+// and assets/. It is a leaf package: it imports nothing of thinbot's.
+//
+// # Loading
+//
+// Load walks the search path once at start (there is no hot reload): every
+// folder directly under each search-path folder that holds a SKILL.md is a
+// candidate. Broken files, unmet requirements and unreadable folders are
+// hidden from the model and listed in Set.Filtered with a one-line reason; an
+// earlier skill of the same name shadows a later one (Set.Shadowed). Skills
+// written for Claude Code, Codex or OpenClaw in the open Agent Skills format
+// load unchanged, including OpenClaw's metadata.openclaw.requires gating.
+//
+// # Progressive disclosure
+//
+// The system prompt holds only Set.Index: one line per skill within a byte
+// budget (IndexBudget: 2% of the context window, at the EstimateTokens rule
+// of 4 bytes per token). The skill tool returns Skill.Text, the body with
+// {SKILL_DIR} filled in and the skill's file list.
+//
+// # Read-only scripts
+//
+// A skill may declare some of its own scripts read-only
+// (metadata.thinbot.read-only-scripts, or a top-level read-only-scripts).
+// Load keeps only paths that resolve inside the skill folder to regular files
+// the bot's user cannot change; Set.ReadOnlyScripts gives them to the gate,
+// which then passes `bash PATH …` or `python3 PATH …` for exactly those paths.
+// See README.md in this folder for the authoring rules.
+//
+// The sub-folders of this package's directory are the skill packs shipped
+// with thinbot (csv-stats, sys-doctor, log-triage, skill-author).
+package skills
