@@ -1,0 +1,339 @@
+package mattermost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mattermost/mattermost/server/public/model"
+
+	"github.com/thinbot/thinbot/bot"
+)
+
+var _ bot.Adapter = (*Adapter)(nil)
+
+// Platform is the bot.Thread.Platform value of Mattermost threads.
+const Platform = "mattermost"
+
+// Backoff bounds the delay between reconnect attempts. The delay doubles
+// from Min up to Max, with random jitter. A zero Backoff means 1s..60s.
+type Backoff struct {
+	Min time.Duration
+	Max time.Duration
+}
+
+// Config configures an Adapter. URL, Token, CallbackURL and ActionSecret
+// are required; every other field has a usable zero value.
+type Config struct {
+	// URL is the server's base URL, e.g. https://mm.example.com.
+	URL string
+	// Token is the bot account's access token. It is never logged.
+	Token string
+	// CallbackURL is the URL Mattermost calls for button clicks, served by
+	// thinbot's own listener through CallbackHandler, e.g.
+	// http://10.0.0.5:8065/hooks/mattermost/actions.
+	CallbackURL string
+	// ActionSecret is the HMAC key that authenticates button contexts
+	// (at least 16 bytes; cmd generates and persists 32 random bytes).
+	ActionSecret []byte
+	// Channels, if not empty, is an allow-list of channel ids or names
+	// (direct-message channels included): posts elsewhere are dropped.
+	// Empty means every channel the bot is a member of.
+	Channels []string
+	// Since, if not zero, makes the first connection catch up on posts
+	// created after it (cmd passes the time of the last handled message).
+	Since time.Time
+	// Logger receives connection and error logs; nil discards them.
+	Logger *slog.Logger
+	// Backoff bounds reconnect delays; the zero value means 1s..60s.
+	Backoff Backoff
+	// HTTPClient, if set, is used for the REST API (for a custom CA, say);
+	// its transport is wrapped to retry rate-limited requests. Nil means a
+	// client with a 30s timeout.
+	HTTPClient *http.Client
+}
+
+// Adapter is a bot.Adapter for one Mattermost bot account. Create it with
+// New. All methods may be called concurrently; Run may be active only once
+// at a time.
+type Adapter struct {
+	cfg    Config
+	log    *slog.Logger
+	client *model.Client4
+	wsURL  string
+	allow  map[string]bool
+
+	running   atomic.Bool
+	connected atomic.Bool
+	handler   atomic.Pointer[handlerBox]
+
+	mu      sync.Mutex
+	botID   string
+	botName string
+	users   map[string]string // user id -> username
+}
+
+type handlerBox struct{ h bot.Handler }
+
+const (
+	defaultBackoffMin = time.Second
+	defaultBackoffMax = 60 * time.Second
+	// userCacheMax bounds the id -> username cache; it is cleared when full.
+	userCacheMax = 4096
+)
+
+// New checks cfg and returns an Adapter. It does not contact the server;
+// Run does.
+func New(cfg Config) (*Adapter, error) {
+	base, err := url.Parse(strings.TrimRight(cfg.URL, "/"))
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("mattermost: url %q: want http(s)://host", cfg.URL)
+	}
+	if cfg.Token == "" {
+		return nil, errors.New("mattermost: token is empty")
+	}
+	cb, err := url.Parse(cfg.CallbackURL)
+	if err != nil || (cb.Scheme != "http" && cb.Scheme != "https") || cb.Host == "" {
+		return nil, fmt.Errorf("mattermost: callback url %q: want http(s)://host/path", cfg.CallbackURL)
+	}
+	if len(cfg.ActionSecret) < 16 {
+		return nil, errors.New("mattermost: action secret must be at least 16 bytes")
+	}
+	if cfg.Backoff.Min <= 0 {
+		cfg.Backoff.Min = defaultBackoffMin
+	}
+	if cfg.Backoff.Max <= 0 {
+		cfg.Backoff.Max = defaultBackoffMax
+	}
+	if cfg.Backoff.Max < cfg.Backoff.Min {
+		cfg.Backoff.Max = cfg.Backoff.Min
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	log = log.With("platform", Platform)
+
+	hc := &http.Client{Timeout: 30 * time.Second}
+	if cfg.HTTPClient != nil {
+		c := *cfg.HTTPClient
+		hc = &c
+	}
+	inner := hc.Transport
+	if inner == nil {
+		inner = http.DefaultTransport
+	}
+	hc.Transport = &retryTransport{base: inner, log: log, maxRetries: 3, maxWait: time.Minute}
+
+	client := model.NewAPIv4Client(base.String())
+	client.HTTPClient = hc
+	client.SetToken(cfg.Token)
+
+	ws := *base
+	if ws.Scheme == "https" {
+		ws.Scheme = "wss"
+	} else {
+		ws.Scheme = "ws"
+	}
+	ws.Path = strings.TrimRight(ws.Path, "/") + model.APIURLSuffix + "/websocket"
+
+	allow := make(map[string]bool, len(cfg.Channels))
+	for _, c := range cfg.Channels {
+		if c = strings.TrimSpace(c); c != "" {
+			allow[c] = true
+		}
+	}
+	cfg.ActionSecret = append([]byte(nil), cfg.ActionSecret...)
+	return &Adapter{
+		cfg:    cfg,
+		log:    log,
+		client: client,
+		wsURL:  ws.String(),
+		allow:  allow,
+		users:  make(map[string]string),
+	}, nil
+}
+
+// Connected reports whether the event WebSocket is connected and
+// authenticated (for /readyz).
+func (a *Adapter) Connected() bool { return a.connected.Load() }
+
+// errAuth marks errors that retrying cannot fix (a bad or revoked token).
+var errAuth = errors.New("authentication failed")
+
+// Run logs in, connects the WebSocket and calls h for every new post until
+// ctx is done, reconnecting with backoff and catching up on missed posts by
+// itself. Button callbacks reach h through CallbackHandler while Run is
+// active. Run returns ctx.Err() on shutdown, or an error when the token is
+// refused.
+func (a *Adapter) Run(ctx context.Context, h bot.Handler) error {
+	if h == nil {
+		return errors.New("mattermost: run: nil handler")
+	}
+	if !a.running.CompareAndSwap(false, true) {
+		return errors.New("mattermost: run: already running")
+	}
+	defer a.running.Store(false)
+	a.handler.Store(&handlerBox{h: h})
+	defer a.handler.Store(nil)
+
+	st := &runState{seen: newIDSet(10000)}
+	if !a.cfg.Since.IsZero() {
+		st.catchupFrom = a.cfg.Since.UnixMilli()
+		st.strict = true
+	}
+	attempt := 0
+	for {
+		connected, err := a.session(ctx, h, st)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, errAuth) {
+			return err
+		}
+		if connected {
+			attempt = 0
+		}
+		d := a.backoff(attempt)
+		attempt++
+		a.log.Warn("mattermost connection lost; reconnecting", "err", err, "in", d.Round(time.Millisecond))
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// backoff returns the delay before reconnect attempt n (0-based): Min*2^n
+// capped at Max, with the upper half randomised.
+func (a *Adapter) backoff(n int) time.Duration {
+	d := a.cfg.Backoff.Min
+	for i := 0; i < n && d < a.cfg.Backoff.Max; i++ {
+		d *= 2
+	}
+	d = min(d, a.cfg.Backoff.Max)
+	half := d / 2
+	if half <= 0 {
+		return d
+	}
+	return half + rand.N(half+1)
+}
+
+// me returns the bot's user id and name, fetching them once.
+func (a *Adapter) me(ctx context.Context) (id, name string, err error) {
+	a.mu.Lock()
+	id, name = a.botID, a.botName
+	a.mu.Unlock()
+	if id != "" {
+		return id, name, nil
+	}
+	u, resp, err := a.client.GetMe(ctx, "")
+	if err != nil {
+		err = apiError("get me", resp, err)
+		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
+			err = fmt.Errorf("%w: %w", errAuth, err)
+		}
+		return "", "", err
+	}
+	a.mu.Lock()
+	a.botID, a.botName = u.Id, u.Username
+	a.mu.Unlock()
+	a.log.Info("mattermost login", "user_id", u.Id, "username", u.Username, "server_version", resp.ServerVersion)
+	return u.Id, u.Username, nil
+}
+
+// userName resolves a user id to a username through a small cache. It
+// returns "" if the lookup fails (the failure is logged).
+func (a *Adapter) userName(ctx context.Context, id string) string {
+	if id == "" {
+		return ""
+	}
+	a.mu.Lock()
+	name, ok := a.users[id]
+	a.mu.Unlock()
+	if ok {
+		return name
+	}
+	u, resp, err := a.client.GetUser(ctx, id, "")
+	if err != nil {
+		a.log.Warn("mattermost user lookup failed", "user_id", id, "err", apiError("get user", resp, err))
+		return ""
+	}
+	a.rememberUser(id, u.Username)
+	return u.Username
+}
+
+func (a *Adapter) rememberUser(id, name string) {
+	if id == "" || name == "" {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.users) >= userCacheMax {
+		clear(a.users)
+	}
+	a.users[id] = name
+}
+
+// APIError is a failed Mattermost API call. It carries the HTTP status and
+// the id and message of the server's AppError JSON, never the token.
+type APIError struct {
+	Op        string // what was attempted, e.g. "create post"
+	Status    int    // HTTP status, 0 if no response arrived
+	ID        string // AppError id, e.g. "api.context.permissions.app_error"
+	Message   string // AppError message
+	RequestID string // X-Request-ID of the response
+	Err       error  // underlying error
+}
+
+// Error formats the failure for logs.
+func (e *APIError) Error() string {
+	var b strings.Builder
+	b.WriteString("mattermost: ")
+	b.WriteString(e.Op)
+	if e.Status != 0 {
+		fmt.Fprintf(&b, ": HTTP %d", e.Status)
+	}
+	if e.ID != "" || e.Message != "" {
+		fmt.Fprintf(&b, ": %s (%s)", e.Message, e.ID)
+	} else if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	if e.RequestID != "" {
+		fmt.Fprintf(&b, " [request %s]", e.RequestID)
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying error.
+func (e *APIError) Unwrap() error { return e.Err }
+
+// apiError turns a Client4 failure into an *APIError.
+func apiError(op string, resp *model.Response, err error) error {
+	e := &APIError{Op: op, Err: err}
+	if resp != nil {
+		e.Status = resp.StatusCode
+		e.RequestID = resp.RequestId
+	}
+	var ae *model.AppError
+	if errors.As(err, &ae) {
+		e.ID, e.Message = ae.Id, ae.Message
+		if e.Status == 0 {
+			e.Status = ae.StatusCode
+		}
+	}
+	return e
+}

@@ -1,0 +1,429 @@
+package mattermost
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/mattermost/mattermost/server/public/model"
+
+	"github.com/thinbot/thinbot/bot"
+)
+
+const (
+	// readTimeout is how long a connection may stay silent; the adapter
+	// pings every pingInterval, and the server answers with a pong.
+	readTimeout  = 90 * time.Second
+	pingInterval = 30 * time.Second
+	authTimeout  = 30 * time.Second
+	// catchupOverlap is how far before the last known point a reconnect
+	// catch-up starts, to absorb clock skew and posts committed out of
+	// order; the id set removes what was already delivered.
+	catchupOverlap = 2 * time.Minute
+	// postsSinceLimit is the server's cap on one /posts?since= answer.
+	postsSinceLimit = 1000
+)
+
+// runState is what Run keeps across connections.
+type runState struct {
+	seen *idSet
+	// catchupFrom is the time (Unix ms) after which posts must be fetched
+	// at the next connection; 0 means no catch-up.
+	catchupFrom int64
+	// strict is true while catchupFrom is Config.Since, which is exact (no
+	// overlap).
+	strict bool
+	// lastPost is the newest create_at seen on any post.
+	lastPost int64
+}
+
+// wsMessage is one frame of the Mattermost WebSocket: an event (Event set)
+// or a reply to a request we sent (SeqReply set).
+type wsMessage struct {
+	Event     string          `json:"event"`
+	Data      json.RawMessage `json:"data"`
+	Broadcast struct {
+		ChannelID string `json:"channel_id"`
+		TeamID    string `json:"team_id"`
+		UserID    string `json:"user_id"`
+	} `json:"broadcast"`
+	Seq      int64  `json:"seq"`
+	Status   string `json:"status"`
+	SeqReply int64  `json:"seq_reply"`
+	Error    *struct {
+		ID      string `json:"id"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// postedData is the data of a "posted" event. post and mentions are JSON
+// documents encoded as strings.
+type postedData struct {
+	ChannelDisplayName string `json:"channel_display_name"`
+	ChannelName        string `json:"channel_name"`
+	ChannelType        string `json:"channel_type"`
+	Post               string `json:"post"`
+	SenderName         string `json:"sender_name"`
+	TeamID             string `json:"team_id"`
+	Mentions           string `json:"mentions"`
+}
+
+// incoming is a post with what the adapter knows about its channel.
+type incoming struct {
+	post        *model.Post
+	channelType string
+	channelName string
+	senderName  string
+	mentions    []string
+}
+
+// parsePosted decodes the data of a "posted" WebSocket event.
+func parsePosted(data []byte) (incoming, error) {
+	var d postedData
+	if err := json.Unmarshal(data, &d); err != nil {
+		return incoming{}, fmt.Errorf("posted event: %w", err)
+	}
+	var p model.Post
+	if err := json.Unmarshal([]byte(d.Post), &p); err != nil {
+		return incoming{}, fmt.Errorf("posted event: post: %w", err)
+	}
+	if p.Id == "" || p.ChannelId == "" {
+		return incoming{}, errors.New("posted event: post without id or channel_id")
+	}
+	in := incoming{
+		post:        &p,
+		channelType: d.ChannelType,
+		channelName: d.ChannelName,
+		senderName:  strings.TrimPrefix(d.SenderName, "@"),
+	}
+	if d.Mentions != "" {
+		if err := json.Unmarshal([]byte(d.Mentions), &in.mentions); err != nil {
+			return incoming{}, fmt.Errorf("posted event: mentions: %w", err)
+		}
+	}
+	return in, nil
+}
+
+// session runs one WebSocket connection: connect, authenticate, catch up,
+// then deliver events until the connection or ctx ends. connected reports
+// whether authentication succeeded (so Run can reset its backoff).
+func (a *Adapter) session(ctx context.Context, h bot.Handler, st *runState) (connected bool, err error) {
+	botID, botName, err := a.me(ctx)
+	if err != nil {
+		return false, err
+	}
+	dialer := websocket.Dialer{HandshakeTimeout: authTimeout, Proxy: http.ProxyFromEnvironment}
+	conn, resp, err := dialer.DialContext(ctx, a.wsURL, nil)
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
+	if err != nil {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		return false, fmt.Errorf("mattermost: websocket dial (HTTP %d): %w", status, err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+
+	if err := a.authenticate(conn); err != nil {
+		return false, err
+	}
+	connectedAt := time.Now().UnixMilli()
+	a.connected.Store(true)
+	defer a.connected.Store(false)
+	a.log.Info("mattermost websocket connected")
+
+	frames := make(chan wsMessage, 256)
+	readErr := make(chan error, 1)
+	done := make(chan struct{})
+	go readFrames(conn, frames, readErr)
+	go pingLoop(conn, done)
+	defer func() {
+		close(done)
+		conn.Close()
+		for range frames { // wait for the reader to stop
+		}
+	}()
+
+	if st.catchupFrom > 0 {
+		from := st.catchupFrom
+		if !st.strict {
+			from -= catchupOverlap.Milliseconds()
+		}
+		if err := a.catchUp(ctx, h, st, botID, botName, from); err != nil {
+			return true, err
+		}
+	}
+	// From now on a reconnect catches up from this connection's start or
+	// the newest post seen, whichever is later.
+	st.strict = false
+	st.catchupFrom = max(connectedAt, st.lastPost)
+
+	for f := range frames {
+		if f.Event != string(model.WebsocketEventPosted) {
+			continue
+		}
+		in, err := parsePosted(f.Data)
+		if err != nil {
+			a.log.Warn("mattermost: bad posted event", "err", err)
+			continue
+		}
+		a.deliver(ctx, h, st, botID, botName, in)
+		st.catchupFrom = max(st.catchupFrom, st.lastPost)
+	}
+	if ctx.Err() != nil {
+		return true, ctx.Err()
+	}
+	return true, <-readErr
+}
+
+// authenticate answers the server's authentication challenge on a fresh
+// connection and waits for the OK (or the hello event).
+func (a *Adapter) authenticate(conn *websocket.Conn) error {
+	conn.SetWriteDeadline(time.Now().Add(authTimeout))
+	challenge := map[string]any{
+		"seq":    1,
+		"action": string(model.WebsocketAuthenticationChallenge),
+		"data":   map[string]string{"token": a.cfg.Token},
+	}
+	if err := conn.WriteJSON(challenge); err != nil {
+		return fmt.Errorf("mattermost: websocket auth: %w", err)
+	}
+	conn.SetWriteDeadline(time.Time{})
+	conn.SetReadDeadline(time.Now().Add(authTimeout))
+	defer conn.SetReadDeadline(time.Time{})
+	for {
+		var m wsMessage
+		if err := conn.ReadJSON(&m); err != nil {
+			return fmt.Errorf("mattermost: websocket auth: %w", err)
+		}
+		switch {
+		case m.Event == string(model.WebsocketEventHello):
+			return nil
+		case m.SeqReply == 1 && m.Status == model.StatusOk:
+			return nil
+		case m.SeqReply == 1:
+			msg := m.Status
+			if m.Error != nil {
+				msg = m.Error.ID + ": " + m.Error.Message
+			}
+			return fmt.Errorf("mattermost: websocket: %w: %s", errAuth, msg)
+		}
+	}
+}
+
+// readFrames reads frames until the connection fails, then reports the
+// error and closes frames.
+func readFrames(conn *websocket.Conn, frames chan<- wsMessage, readErr chan<- error) {
+	defer close(frames)
+	extend := func(string) error { return conn.SetReadDeadline(time.Now().Add(readTimeout)) }
+	conn.SetPongHandler(extend)
+	conn.SetPingHandler(func(data string) error {
+		extend(data)
+		err := conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(10*time.Second))
+		if errors.Is(err, websocket.ErrCloseSent) {
+			return nil
+		}
+		return err
+	})
+	extend("")
+	for {
+		_, data, err := conn.ReadMessage()
+		if err != nil {
+			readErr <- fmt.Errorf("mattermost: websocket read: %w", err)
+			return
+		}
+		extend("")
+		var m wsMessage
+		if err := json.Unmarshal(data, &m); err != nil {
+			continue // not an event we understand; the server sends only JSON
+		}
+		frames <- m
+	}
+}
+
+// pingLoop pings the server until done is closed, so a dead connection is
+// noticed within readTimeout even when the server sends nothing.
+func pingLoop(conn *websocket.Conn, done <-chan struct{}) {
+	t := time.NewTicker(pingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(10*time.Second)); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// catchUp fetches the posts created after from (Unix ms) in every channel
+// the bot is a member of and delivers them in creation order.
+func (a *Adapter) catchUp(ctx context.Context, h bot.Handler, st *runState, botID, botName string, from int64) error {
+	channels, err := a.memberChannels(ctx, botID)
+	if err != nil {
+		return err
+	}
+	var posts []incoming
+	for _, ch := range channels {
+		if !a.allowed(ch.Id, ch.Name) {
+			continue
+		}
+		list, resp, err := a.client.GetPostsSince(ctx, ch.Id, from, false)
+		if err != nil {
+			// One unreadable channel must not block the others.
+			a.log.Warn("mattermost catch-up failed for channel", "channel_id", ch.Id, "err", apiError("get posts since", resp, err))
+			continue
+		}
+		if len(list.Posts) >= postsSinceLimit {
+			a.log.Warn("mattermost catch-up hit the server's page limit; older missed posts are skipped", "channel_id", ch.Id, "posts", len(list.Posts))
+		}
+		for _, p := range list.Posts {
+			if p == nil || p.CreateAt <= from || p.DeleteAt != 0 {
+				continue
+			}
+			posts = append(posts, incoming{post: p, channelType: string(ch.Type), channelName: ch.Name})
+		}
+	}
+	slices.SortFunc(posts, func(x, y incoming) int {
+		if c := x.post.CreateAt - y.post.CreateAt; c != 0 {
+			if c < 0 {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(x.post.Id, y.post.Id)
+	})
+	a.log.Info("mattermost catch-up", "since", time.UnixMilli(from).UTC().Format(time.RFC3339), "channels", len(channels), "posts", len(posts))
+	for _, in := range posts {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		a.deliver(ctx, h, st, botID, botName, in)
+	}
+	return nil
+}
+
+// memberChannels lists the channels (direct ones included) the bot is a
+// member of, over every team it belongs to. A bot in no team falls back to
+// GET /users/{id}/channels, which servers before 6.2 may lack.
+func (a *Adapter) memberChannels(ctx context.Context, botID string) ([]*model.Channel, error) {
+	teams, resp, err := a.client.GetTeamsForUser(ctx, botID, "")
+	if err != nil {
+		return nil, apiError("get teams", resp, err)
+	}
+	var out []*model.Channel
+	seen := make(map[string]bool)
+	add := func(chs []*model.Channel) {
+		for _, c := range chs {
+			if c != nil && !seen[c.Id] {
+				seen[c.Id] = true
+				out = append(out, c)
+			}
+		}
+	}
+	for _, t := range teams {
+		chs, resp, err := a.client.GetChannelsForTeamForUser(ctx, t.Id, botID, false, "")
+		if err != nil {
+			return nil, apiError("get channels of team "+t.Id, resp, err)
+		}
+		add(chs)
+	}
+	if len(teams) == 0 {
+		chs, resp, err := a.client.GetChannelsForUserWithLastDeleteAt(ctx, botID, 0)
+		if err != nil {
+			if resp != nil && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusNotImplemented) {
+				a.log.Warn("mattermost: bot is in no team and the server cannot list its channels; catch-up skipped")
+				return nil, nil
+			}
+			return nil, apiError("get channels", resp, err)
+		}
+		add(chs)
+	}
+	return out, nil
+}
+
+// allowed applies Config.Channels.
+func (a *Adapter) allowed(channelID, channelName string) bool {
+	return len(a.allow) == 0 || a.allow[channelID] || (channelName != "" && a.allow[channelName])
+}
+
+// deliver filters one post and hands it to h as a bot.Message.
+func (a *Adapter) deliver(ctx context.Context, h bot.Handler, st *runState, botID, botName string, in incoming) {
+	p := in.post
+	st.lastPost = max(st.lastPost, p.CreateAt)
+	switch {
+	case p.UserId == botID: // never answer ourselves
+		return
+	case p.Type != "": // system messages: joins, header changes, ...
+		return
+	case p.DeleteAt != 0:
+		return
+	case !a.allowed(p.ChannelId, in.channelName):
+		return
+	}
+	if !st.seen.add(p.Id) {
+		return
+	}
+	name := in.senderName
+	if name != "" {
+		a.rememberUser(p.UserId, name)
+	} else {
+		name = a.userName(ctx, p.UserId)
+	}
+	direct := in.channelType == string(model.ChannelTypeDirect)
+	text, byName := stripMention(p.Message, botName)
+	root := p.RootId
+	if root == "" {
+		root = p.Id
+	}
+	props := p.GetProps()
+	m := bot.Message{
+		Thread:    bot.Thread{Platform: Platform, Channel: p.ChannelId, Root: root},
+		ID:        p.Id,
+		User:      bot.User{ID: p.UserId, Name: name},
+		Text:      text,
+		Mentioned: byName || direct || slices.Contains(in.mentions, botID),
+		Direct:    direct,
+		FromBot:   props[model.PostPropsFromBot] == "true" || props[model.PostPropsFromWebhook] == "true",
+		Time:      time.UnixMilli(p.CreateAt),
+	}
+	h.HandleMessage(ctx, m)
+}
+
+// idSet is a bounded set of recently delivered post ids; the oldest id is
+// forgotten first. It is used by Run's goroutine only.
+type idSet struct {
+	ids  map[string]struct{}
+	ring []string
+	next int
+}
+
+func newIDSet(n int) *idSet {
+	return &idSet{ids: make(map[string]struct{}, n), ring: make([]string, n)}
+}
+
+// add records id and reports whether it was new.
+func (s *idSet) add(id string) bool {
+	if _, ok := s.ids[id]; ok {
+		return false
+	}
+	if old := s.ring[s.next]; old != "" {
+		delete(s.ids, old)
+	}
+	s.ring[s.next] = id
+	s.ids[id] = struct{}{}
+	s.next = (s.next + 1) % len(s.ring)
+	return true
+}

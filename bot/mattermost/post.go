@@ -1,0 +1,175 @@
+package mattermost
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/mattermost/mattermost/server/public/model"
+
+	"github.com/thinbot/thinbot/bot"
+)
+
+// Post sends p into thread t and returns the new post's id. A text longer
+// than Mattermost's limit is truncated and attached in full as a file; a
+// File in p is uploaded and attached to the same post.
+func (a *Adapter) Post(ctx context.Context, t bot.Thread, p bot.Post) (string, error) {
+	if t.Channel == "" {
+		return "", errors.New("mattermost: post: thread has no channel")
+	}
+	text, cut := fitText(p.Text, truncatedNotice)
+	var fileIDs model.StringArray
+	upload := func(f bot.File) error {
+		name := f.Name
+		if name == "" {
+			name = "file.txt"
+		}
+		res, resp, err := a.client.UploadFile(ctx, f.Data, t.Channel, name)
+		if err != nil {
+			return apiError("upload file", resp, err)
+		}
+		for _, fi := range res.FileInfos {
+			fileIDs = append(fileIDs, fi.Id)
+		}
+		return nil
+	}
+	if p.File != nil {
+		if err := upload(*p.File); err != nil {
+			return "", err
+		}
+	}
+	if cut {
+		if err := upload(bot.File{Name: fullTextName, Data: []byte(p.Text)}); err != nil {
+			return "", err
+		}
+	}
+	post := &model.Post{
+		ChannelId: t.Channel,
+		RootId:    t.Root,
+		Message:   text,
+		FileIds:   fileIDs,
+	}
+	if len(p.Buttons) > 0 {
+		post.SetProps(a.props(t.Channel, t.Root, p))
+	}
+	created, resp, err := a.client.CreatePost(ctx, post)
+	if err != nil {
+		return "", apiError("create post", resp, err)
+	}
+	return created.Id, nil
+}
+
+// Update replaces the text and buttons of the bot's post postID in t. The
+// buttons' clicks keep reporting t.Root as their thread root.
+func (a *Adapter) Update(ctx context.Context, t bot.Thread, postID string, p bot.Post) error {
+	text, _ := fitText(p.Text, updateTruncatedNotice)
+	props := model.StringInterface(a.props(t.Channel, t.Root, p))
+	patch := &model.PostPatch{Message: &text, Props: &props}
+	if _, resp, err := a.client.PatchPost(ctx, postID, patch); err != nil {
+		return apiError("patch post", resp, err)
+	}
+	return nil
+}
+
+// IsMember reports whether userID is a member of channel. A user or channel
+// the server does not know is not a member.
+func (a *Adapter) IsMember(ctx context.Context, channel, userID string) (bool, error) {
+	_, resp, err := a.client.GetChannelMember(ctx, channel, userID, "")
+	if err != nil {
+		if resp != nil && resp.StatusCode == http.StatusNotFound {
+			return false, nil
+		}
+		return false, apiError("get channel member", resp, err)
+	}
+	return true, nil
+}
+
+// attachment is the part of a Slack-style message attachment thinbot uses.
+type attachment struct {
+	Fallback string              `json:"fallback,omitempty"`
+	Text     string              `json:"text,omitempty"`
+	Actions  []*model.PostAction `json:"actions"`
+}
+
+// props builds a post's props: one attachment holding p's buttons, or an
+// empty attachment list (which removes earlier buttons) when p has none.
+func (a *Adapter) props(channel, root string, p bot.Post) map[string]any {
+	if len(p.Buttons) == 0 {
+		return map[string]any{"attachments": []attachment{}}
+	}
+	actions := make([]*model.PostAction, 0, len(p.Buttons))
+	used := make(map[string]bool)
+	for i, b := range p.Buttons {
+		style := b.Style
+		if style == "" {
+			style = "default"
+		}
+		actions = append(actions, &model.PostAction{
+			Id:    actionID(b.ID, i, used),
+			Type:  model.PostActionTypeButton,
+			Name:  b.Label,
+			Style: style,
+			Integration: &model.PostActionIntegration{
+				URL: a.cfg.CallbackURL,
+				Context: map[string]any{
+					ctxValue:  p.Value,
+					ctxAction: b.ID,
+					ctxRoot:   root,
+					ctxMAC:    a.mac(channel, root, p.Value, b.ID),
+				},
+			},
+		})
+	}
+	return map[string]any{"attachments": []attachment{{Fallback: "buttons", Actions: actions}}}
+}
+
+// actionID derives Mattermost's action id from a button id. Mattermost
+// mishandles ids with characters other than letters and digits in some
+// versions, so others are dropped; the real button id travels in the
+// authenticated context.
+func actionID(id string, i int, used map[string]bool) string {
+	out := make([]byte, 0, len(id))
+	for j := 0; j < len(id); j++ {
+		c := id[j]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			out = append(out, c)
+		}
+	}
+	s := string(out)
+	if s == "" || used[s] {
+		s = "button" + strconv.Itoa(i)
+	}
+	used[s] = true
+	return s
+}
+
+// Keys of a button's integration context.
+const (
+	ctxValue  = "value"
+	ctxAction = "action"
+	ctxRoot   = "root"
+	ctxMAC    = "mac"
+)
+
+// mac authenticates a button: HMAC-SHA256 over a version tag and the
+// channel, thread root, value and action id, each length-prefixed so no
+// two tuples share an encoding.
+func (a *Adapter) mac(channel, root, value, action string) string {
+	m := hmac.New(sha256.New, a.cfg.ActionSecret)
+	m.Write([]byte("thinbot-mattermost-action-v1"))
+	for _, s := range []string{channel, root, value, action} {
+		fmt.Fprintf(m, "\x00%d:%s", len(s), s)
+	}
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// validMAC checks mac in constant time.
+func (a *Adapter) validMAC(channel, root, value, action, mac string) bool {
+	want := a.mac(channel, root, value, action)
+	return hmac.Equal([]byte(want), []byte(mac))
+}
