@@ -57,12 +57,12 @@ var legacyVendors = []string{"openclaw", "clawdbot", "moltbot", "clawdis"}
 
 // loader carries the per-Load state: options and the python probe result.
 type loader struct {
-	opts       Options
-	pyDone     bool
-	pyMajor    int
-	pyMinor    int
-	pyErr      error
-	uid        int
+	opts    Options
+	pyDone  bool
+	pyMajor int
+	pyMinor int
+	pyErr   error
+	uid     int
 }
 
 func newLoader(opts Options) *loader {
