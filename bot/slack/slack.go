@@ -1,0 +1,469 @@
+package slack
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/slack-go/slack"
+
+	"github.com/thinbot/thinbot/bot"
+)
+
+// Platform is the bot.Thread.Platform of Slack threads.
+const Platform = "slack"
+
+const (
+	defaultAPIURL     = "https://slack.com/api/"
+	defaultBackoffMin = time.Second
+	defaultBackoffMax = 2 * time.Minute
+	// maxRetries bounds the 429 retries of one Web API call.
+	maxRetries = 5
+	// maxTextLen keeps a message under Slack's 40,000-character text limit.
+	maxTextLen = 39000
+	// maxSectionLen is Slack's limit for a section block's text.
+	maxSectionLen = 3000
+	// memberTTL is how long a channel's member list is cached.
+	memberTTL = 30 * time.Second
+	// inboxSize is the number of received events waiting for the handler.
+	inboxSize = 256
+)
+
+// Config configures an Adapter. The zero value is not usable: BotToken is
+// required, and so is AppToken in socket mode or SigningSecret in HTTP mode.
+type Config struct {
+	// BotToken is the bot user OAuth token (xoxb-…).
+	BotToken string
+	// AppToken is the app-level token (xapp-…) with connections:write,
+	// used in socket mode.
+	AppToken string
+	// SigningSecret verifies HTTP-mode requests; it also keys the HMAC of
+	// button values when set.
+	SigningSecret string
+	// Mode is "socket" (the default when empty) or "http".
+	Mode string
+	// APIURL is the Web API base URL, ending in "/"; "" means
+	// https://slack.com/api/. Tests point it at a fake; proxies may too.
+	APIURL string
+	// HTTPClient makes Web API calls; nil means http.DefaultClient.
+	HTTPClient *http.Client
+	// Logger receives the adapter's logs; nil discards them.
+	Logger *slog.Logger
+	// BackoffMin and BackoffMax bound the reconnect backoff (defaults 1s
+	// and 2m; tests use milliseconds).
+	BackoffMin, BackoffMax time.Duration
+	// Now is the clock for signature timestamps; nil means time.Now.
+	Now func() time.Time
+}
+
+// Adapter is the Slack implementation of bot.Adapter. Create it with New.
+// All methods may be called concurrently. Post, Update and IsMember work
+// before Run; Run may be called once.
+type Adapter struct {
+	cfg    Config
+	api    *slack.Client
+	log    *slog.Logger
+	now    func() time.Time
+	btnKey []byte
+
+	inbox     chan inbound
+	connected atomic.Bool
+	running   atomic.Bool
+	seen      *dedupe
+
+	mu      sync.Mutex
+	self    identity
+	names   map[string]string // user id -> name
+	members map[string]memberList
+}
+
+// identity is who the bot is, from auth.test.
+type identity struct{ userID, botID string }
+
+type memberList struct {
+	ids     map[string]bool
+	fetched time.Time
+}
+
+var _ bot.Adapter = (*Adapter)(nil)
+
+// New validates cfg and returns an Adapter. It makes no network calls.
+func New(cfg Config) (*Adapter, error) {
+	if cfg.BotToken == "" {
+		return nil, errors.New("slack: bot token is required")
+	}
+	switch cfg.Mode {
+	case "", "socket":
+		cfg.Mode = "socket"
+		if cfg.AppToken == "" {
+			return nil, errors.New("slack: socket mode needs an app-level token (xapp-…)")
+		}
+	case "http":
+		if cfg.SigningSecret == "" {
+			return nil, errors.New("slack: http mode needs the signing secret")
+		}
+	default:
+		return nil, fmt.Errorf("slack: unknown mode %q (want socket or http)", cfg.Mode)
+	}
+	if cfg.APIURL == "" {
+		cfg.APIURL = defaultAPIURL
+	}
+	if !strings.HasSuffix(cfg.APIURL, "/") {
+		cfg.APIURL += "/"
+	}
+	if cfg.BackoffMin <= 0 {
+		cfg.BackoffMin = defaultBackoffMin
+	}
+	if cfg.BackoffMax < cfg.BackoffMin {
+		cfg.BackoffMax = max(defaultBackoffMax, cfg.BackoffMin)
+	}
+	a := &Adapter{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		now:     cfg.Now,
+		inbox:   make(chan inbound, inboxSize),
+		seen:    newDedupe(4096),
+		names:   map[string]string{},
+		members: map[string]memberList{},
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	a.btnKey = buttonKey(cfg.BotToken, cfg.SigningSecret)
+	opts := []slack.Option{slack.OptionAPIURL(cfg.APIURL)}
+	if cfg.AppToken != "" {
+		opts = append(opts, slack.OptionAppLevelToken(cfg.AppToken))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, slack.OptionHTTPClient(cfg.HTTPClient))
+	}
+	a.api = slack.New(cfg.BotToken, opts...)
+	return a, nil
+}
+
+// Connected reports whether the adapter is receiving events: in socket mode,
+// a socket is open and Slack said hello; in HTTP mode, Run is serving.
+func (a *Adapter) Connected() bool { return a.connected.Load() }
+
+// Run authenticates with auth.test, then receives events until ctx is done
+// and passes them to h one at a time, in order of arrival; clicks are
+// handled concurrently. It reconnects with backoff by itself and returns
+// ctx.Err() on shutdown, or an error when the token is refused.
+func (a *Adapter) Run(ctx context.Context, h bot.Handler) error {
+	if !a.running.CompareAndSwap(false, true) {
+		return errors.New("slack: Run called twice")
+	}
+	if err := a.authenticate(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	errc := make(chan error, 1)
+	if a.cfg.Mode == "socket" {
+		wg.Go(func() { errc <- a.runSocket(ctx) })
+	} else {
+		a.connected.Store(true)
+		defer a.connected.Store(false)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-errc:
+			return err
+		case in := <-a.inbox:
+			switch {
+			case in.click != nil && in.refusal != "":
+				wg.Go(func() { a.refuseClick(ctx, *in.click, in.refusal) })
+			case in.click != nil:
+				wg.Go(func() { a.handleClick(ctx, h, *in.click) })
+			default:
+				in.msg.User.Name = a.userName(ctx, in.msg.User.ID)
+				h.HandleMessage(ctx, in.msg)
+			}
+		}
+	}
+}
+
+// authenticate learns the bot's own ids, retrying with backoff until the
+// token is accepted, refused, or ctx is done.
+func (a *Adapter) authenticate(ctx context.Context) error {
+	delay := a.cfg.BackoffMin
+	for {
+		var res *slack.AuthTestResponse
+		err := a.call(ctx, "auth.test", func() error {
+			var err error
+			res, err = a.api.AuthTestContext(ctx)
+			return err
+		})
+		if err == nil {
+			a.mu.Lock()
+			a.self = identity{userID: res.UserID, botID: res.BotID}
+			a.mu.Unlock()
+			a.log.Info("slack: authenticated", "user_id", res.UserID, "bot_id", res.BotID, "team", res.Team)
+			return nil
+		}
+		if fatalAuth(err) || ctx.Err() != nil {
+			return fmt.Errorf("slack: auth.test: %w", err)
+		}
+		a.log.Warn("slack: auth.test failed, retrying", "err", err, "in", delay)
+		if err := sleep(ctx, delay); err != nil {
+			return err
+		}
+		delay = min(delay*2, a.cfg.BackoffMax)
+	}
+}
+
+// fatalAuth reports whether err means the token itself is refused.
+func fatalAuth(err error) bool {
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) {
+		switch se.Err {
+		case "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired", "not_allowed_token_type":
+			return true
+		}
+	}
+	switch err.Error() {
+	case "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired", "not_allowed_token_type":
+		return true
+	}
+	return false
+}
+
+// call runs one Web API call, retrying after Retry-After when Slack answers
+// 429, at most maxRetries times.
+func (a *Adapter) call(ctx context.Context, method string, fn func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		wait, limited := retryAfter(err)
+		if !limited || attempt >= maxRetries {
+			return err
+		}
+		a.log.Warn("slack: rate limited", "method", method, "retry_after", wait, "attempt", attempt+1)
+		if err := sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// retryAfter reports whether err is a 429 and how long to wait.
+func retryAfter(err error) (time.Duration, bool) {
+	if rl, ok := errors.AsType[*slack.RateLimitedError](err); ok {
+		return max(rl.RetryAfter, 100*time.Millisecond), true
+	}
+	if sc, ok := errors.AsType[slack.StatusCodeError](err); ok && sc.Code == http.StatusTooManyRequests {
+		return time.Second, true // 429 without Retry-After
+	}
+	return 0, false
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Post sends p into thread t (a new top-level post when t.Root is "") and
+// returns the new message's ts. Text is converted to mrkdwn and truncated to
+// Slack's limit; buttons become a Block Kit actions block; a File is
+// uploaded into the thread after the message.
+func (a *Adapter) Post(ctx context.Context, t bot.Thread, p bot.Post) (string, error) {
+	text := p.Text
+	if strings.TrimSpace(text) == "" && p.File != nil {
+		text = "Attached: " + p.File.Name
+	}
+	opts := a.msgOptions(t.Channel, text, p, false)
+	if t.Root != "" {
+		opts = append(opts, slack.MsgOptionTS(t.Root))
+	}
+	var ts string
+	err := a.call(ctx, "chat.postMessage", func() error {
+		var err error
+		_, ts, err = a.api.PostMessageContext(ctx, t.Channel, opts...)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("slack: chat.postMessage: %w", err)
+	}
+	if p.File != nil {
+		root := t.Root
+		if root == "" {
+			root = ts
+		}
+		if err := a.upload(ctx, t.Channel, root, *p.File); err != nil {
+			return ts, err
+		}
+	}
+	return ts, nil
+}
+
+// Update replaces the text and buttons of the bot's message postID with
+// chat.update. A File in p is ignored.
+func (a *Adapter) Update(ctx context.Context, t bot.Thread, postID string, p bot.Post) error {
+	opts := a.msgOptions(t.Channel, p.Text, p, true)
+	err := a.call(ctx, "chat.update", func() error {
+		_, _, _, err := a.api.UpdateMessageContext(ctx, t.Channel, postID, opts...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("slack: chat.update: %w", err)
+	}
+	return nil
+}
+
+// msgOptions renders a post. Updates always carry blocks so that an update
+// without buttons removes the old ones.
+func (a *Adapter) msgOptions(channel, markdown string, p bot.Post, update bool) []slack.MsgOption {
+	text := truncate(Mrkdwn(markdown), maxTextLen)
+	opts := []slack.MsgOption{slack.MsgOptionText(text, false), slack.MsgOptionDisableLinkUnfurl(), slack.MsgOptionDisableMediaUnfurl()}
+	if len(p.Buttons) > 0 || update {
+		opts = append(opts, slack.MsgOptionBlocks(a.blocks(channel, text, p)...))
+	}
+	return opts
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, closing an open
+// code block and saying that it did.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const note = "\n… (truncated)"
+	cut := n - len(note) - 4
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	s = s[:cut]
+	if strings.Count(s, "```")%2 == 1 {
+		s += "\n```"
+	}
+	return s + note
+}
+
+// upload shares f into the thread with the current upload flow:
+// files.getUploadURLExternal, a POST of the bytes, files.completeUploadExternal.
+func (a *Adapter) upload(ctx context.Context, channel, threadTS string, f bot.File) error {
+	if len(f.Data) == 0 {
+		return fmt.Errorf("slack: upload %q: empty file", f.Name)
+	}
+	var u *slack.GetUploadURLExternalResponse
+	err := a.call(ctx, "files.getUploadURLExternal", func() error {
+		var err error
+		u, err = a.api.GetUploadURLExternalContext(ctx, slack.GetUploadURLExternalParameters{FileName: f.Name, FileSize: len(f.Data)})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("slack: files.getUploadURLExternal: %w", err)
+	}
+	err = a.call(ctx, "upload", func() error {
+		return a.api.UploadToURL(ctx, slack.UploadToURLParameters{UploadURL: u.UploadURL, Reader: bytes.NewReader(f.Data), Filename: f.Name})
+	})
+	if err != nil {
+		return fmt.Errorf("slack: upload %q: %w", f.Name, err)
+	}
+	err = a.call(ctx, "files.completeUploadExternal", func() error {
+		_, err := a.api.CompleteUploadExternalContext(ctx, slack.CompleteUploadExternalParameters{
+			Files:           []slack.FileSummary{{ID: u.FileID, Title: f.Name}},
+			Channel:         channel,
+			ThreadTimestamp: threadTS,
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("slack: files.completeUploadExternal: %w", err)
+	}
+	return nil
+}
+
+// IsMember reports whether userID is a member of channel, from
+// conversations.members (all pages), cached for 30 seconds per channel.
+func (a *Adapter) IsMember(ctx context.Context, channel, userID string) (bool, error) {
+	a.mu.Lock()
+	ml, ok := a.members[channel]
+	a.mu.Unlock()
+	if ok && a.now().Sub(ml.fetched) < memberTTL {
+		return ml.ids[userID], nil
+	}
+	ids := map[string]bool{}
+	cursor := ""
+	for {
+		var page []string
+		var next string
+		err := a.call(ctx, "conversations.members", func() error {
+			var err error
+			page, next, err = a.api.GetUsersInConversationContext(ctx, &slack.GetUsersInConversationParameters{ChannelID: channel, Cursor: cursor, Limit: 200})
+			return err
+		})
+		if err != nil {
+			return false, fmt.Errorf("slack: conversations.members: %w", err)
+		}
+		for _, id := range page {
+			ids[id] = true
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	a.mu.Lock()
+	a.members[channel] = memberList{ids: ids, fetched: a.now()}
+	a.mu.Unlock()
+	return ids[userID], nil
+}
+
+// userName returns the user's name from users.info, cached; "" if unknown.
+func (a *Adapter) userName(ctx context.Context, id string) string {
+	a.mu.Lock()
+	name, ok := a.names[id]
+	a.mu.Unlock()
+	if ok || id == "" {
+		return name
+	}
+	var u *slack.User
+	err := a.call(ctx, "users.info", func() error {
+		var err error
+		u, err = a.api.GetUserInfoContext(ctx, id)
+		return err
+	})
+	if err != nil {
+		a.log.Debug("slack: users.info failed", "user", id, "err", err)
+		return ""
+	}
+	a.mu.Lock()
+	a.names[id] = u.Name
+	a.mu.Unlock()
+	return u.Name
+}
+
+// parseTS converts a Slack ts ("1712345678.000200") to a time.
+func parseTS(ts string) time.Time {
+	sec, frac, _ := strings.Cut(ts, ".")
+	s, err := strconv.ParseInt(sec, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	us, _ := strconv.ParseInt((frac + "000000")[:6], 10, 64)
+	return time.Unix(s, us*1000).UTC()
+}
