@@ -1,0 +1,320 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// openAudit opens the export and reconciles it with the store.
+//
+// Every commit records in the meta bucket a checkpoint (seq, offset): the
+// export was fsynced up to that event and byte offset before the commit
+// began. So after a crash only the bytes past the checkpoint can be damaged.
+// openAudit checks the checkpointed line, keeps the complete lines after it
+// that equal the store's, cuts the rest (a partial line), and appends what
+// is missing. A file shorter than its checkpoint, or one whose checkpointed
+// line differs from the store, was tampered with: ErrAuditMismatch.
+func (db *DB) openAudit() error {
+	var ckSeq uint64
+	var ckOff int64
+	if err := db.view(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketMeta).Get(keyAudit); len(v) == 16 {
+			ckSeq, ckOff = binary.BigEndian.Uint64(v), int64(binary.BigEndian.Uint64(v[8:]))
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("store: audit: %w", err)
+	}
+	if _, err := os.Stat(db.auditPath); errors.Is(err, fs.ErrNotExist) {
+		if db.lastSeq.Load() > 0 {
+			db.log.Warn("audit export missing; rebuilding it from the store", "path", db.auditPath, "events", db.lastSeq.Load())
+		}
+		return db.rebuildAudit(context.Background())
+	}
+	f, err := os.OpenFile(db.auditPath, os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("store: audit: %w", err)
+	}
+	off, seq, err := db.reconcile(f, ckSeq, ckOff)
+	if err == nil {
+		db.auditFile, db.auditOff, db.auditSeq = f, off, seq
+		err = db.catchUpAudit()
+	}
+	if err != nil {
+		f.Close()
+		db.auditFile = nil
+		return err
+	}
+	return nil
+}
+
+// reconcile returns the offset and seq of the end of the export's good
+// prefix, having cut everything after it.
+func (db *DB) reconcile(f *os.File, ckSeq uint64, ckOff int64) (int64, uint64, error) {
+	mismatch := func(format string, args ...any) error {
+		return fmt.Errorf("store: %s: %w: %s; see 'thinbot audit verify', and 'thinbot audit rebuild' rewrites it keeping the old file",
+			db.auditPath, ErrAuditMismatch, fmt.Sprintf(format, args...))
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: audit: %w", err)
+	}
+	if st.Size() < ckOff {
+		return 0, 0, mismatch("it is %d bytes, shorter than its checkpoint at seq %d (%d bytes)", st.Size(), ckSeq, ckOff)
+	}
+	if ckSeq > db.lastSeq.Load() {
+		return 0, 0, mismatch("checkpoint seq %d is beyond the store's last event %d", ckSeq, db.lastSeq.Load())
+	}
+	if ckSeq > 0 {
+		want, err := db.line(ckSeq)
+		if err != nil {
+			return 0, 0, err
+		}
+		want = append(want, '\n')
+		got := make([]byte, len(want))
+		if int64(len(want)) > ckOff {
+			return 0, 0, mismatch("checkpointed line %d does not match the store", ckSeq)
+		}
+		if _, err := f.ReadAt(got, ckOff-int64(len(want))); err != nil {
+			return 0, 0, fmt.Errorf("store: audit: %w", err)
+		}
+		if !bytes.Equal(got, want) {
+			return 0, 0, mismatch("checkpointed line %d does not match the store", ckSeq)
+		}
+	}
+	off, seq := ckOff, ckSeq
+	br := bufio.NewReader(io.NewSectionReader(f, ckOff, st.Size()-ckOff))
+	for seq < db.lastSeq.Load() {
+		got, err := br.ReadBytes('\n')
+		if err != nil {
+			break // partial or no line: cut below
+		}
+		want, err := db.line(seq + 1)
+		if err != nil {
+			return 0, 0, err
+		}
+		if !bytes.Equal(got[:len(got)-1], want) {
+			break
+		}
+		off += int64(len(got))
+		seq++
+	}
+	if st.Size() > off {
+		db.log.Warn("audit export: cutting bytes past the last line that matches the store", "path", db.auditPath, "seq", seq, "bytes", st.Size()-off)
+		if err := f.Truncate(off); err != nil {
+			return 0, 0, fmt.Errorf("store: audit: %w", err)
+		}
+	}
+	return off, seq, nil
+}
+
+// line returns the stored line of seq.
+func (db *DB) line(seq uint64) ([]byte, error) {
+	var out []byte
+	err := db.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketEvents).Get(seqKey(seq))
+		if v == nil {
+			return fmt.Errorf("event %d missing", seq)
+		}
+		out = bytes.Clone(v)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: read: %w", err)
+	}
+	return out, nil
+}
+
+// catchUpAudit appends the store's events after auditSeq to the export.
+// Callers hold auditMu or own the DB exclusively (Open).
+func (db *DB) catchUpAudit() error {
+	if db.auditBroken {
+		if err := db.auditFile.Truncate(db.auditOff); err != nil {
+			return fmt.Errorf("store: audit: %w", err)
+		}
+		db.auditBroken = false
+	}
+	var buf []byte
+	last := db.lastSeq.Load()
+	for lines, err := range db.allLines(db.auditSeq + 1) {
+		if err != nil {
+			return err
+		}
+		buf = buf[:0]
+		n := 0
+		for _, l := range lines {
+			if db.auditSeq+uint64(n) >= last {
+				break
+			}
+			buf = append(append(buf, l...), '\n')
+			n++
+		}
+		if err := db.writeAt(buf, uint64(n)); err != nil {
+			return err
+		}
+		if db.auditSeq >= last {
+			break
+		}
+	}
+	return nil
+}
+
+// writeAt appends buf (n whole lines) at auditOff and fsyncs.
+func (db *DB) writeAt(buf []byte, n uint64) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	if _, err := db.auditFile.WriteAt(buf, db.auditOff); err != nil {
+		db.auditBroken = true
+		return fmt.Errorf("store: audit: write: %w", err)
+	}
+	if err := db.auditFile.Sync(); err != nil {
+		db.auditBroken = true
+		return fmt.Errorf("store: audit: sync: %w", err)
+	}
+	db.auditOff += int64(len(buf))
+	db.auditSeq += n
+	return nil
+}
+
+// writeAudit extends the export with a just-committed batch (lines of seqs
+// first, first+1, ...). A write error is logged, not returned: the events
+// are committed, and the next batch (or the next Open) catches the export up.
+func (db *DB) writeAudit(first uint64, lines [][]byte) {
+	var err error
+	if db.auditFile == nil || db.auditBroken || db.auditSeq+1 != first {
+		if db.auditFile == nil {
+			err = errors.New("export file not open")
+		} else {
+			err = db.catchUpAudit()
+		}
+	} else {
+		size := len(lines)
+		for _, l := range lines {
+			size += len(l)
+		}
+		buf := make([]byte, 0, size)
+		for _, l := range lines {
+			buf = append(append(buf, l...), '\n')
+		}
+		err = db.writeAt(buf, uint64(len(lines)))
+	}
+	if err != nil {
+		db.log.Error("audit export is behind the store; it will be caught up on the next commit or Open",
+			"path", db.auditPath, "export_seq", db.auditSeq, "store_seq", db.lastSeq.Load(), "err", err)
+	}
+}
+
+// RebuildAudit rewrites the JSONL export from the store. If an old export
+// exists and differs from the rebuilt one, it is kept as
+// PATH.replaced-YYYYMMDDTHHMMSSZ and its name is logged. Appends wait while
+// it runs. It returns ErrReadOnly on a read-only DB.
+func (db *DB) RebuildAudit(ctx context.Context) error {
+	if db.readOnly {
+		return ErrReadOnly
+	}
+	if db.auditPath == "" {
+		return errors.New("store: rebuild audit: the export is disabled")
+	}
+	db.auditMu.Lock()
+	defer db.auditMu.Unlock()
+	return db.rebuildAudit(ctx)
+}
+
+func (db *DB) rebuildAudit(ctx context.Context) error {
+	tmpPath := db.auditPath + ".rebuild"
+	tmp, err := os.OpenFile(tmpPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("store: rebuild audit: %w", err)
+	}
+	fail := func(err error) error {
+		tmp.Close()
+		os.Remove(tmpPath)
+		return fmt.Errorf("store: rebuild audit: %w", err)
+	}
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	if err := db.Export(ctx, bw, "", 1); err != nil {
+		return fail(err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fail(err)
+	}
+	off, err := tmp.Seek(0, io.SeekEnd)
+	if err != nil {
+		return fail(err)
+	}
+	same, err := sameContent(db.auditPath, tmp)
+	if err != nil {
+		return fail(err)
+	}
+	if !same {
+		if _, err := os.Stat(db.auditPath); err == nil {
+			kept := db.auditPath + ".replaced-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+			if err := os.Rename(db.auditPath, kept); err != nil {
+				return fail(err)
+			}
+			db.log.Warn("audit export rebuilt; the old file differed and was kept", "path", db.auditPath, "kept", kept)
+		}
+	}
+	if err := os.Rename(tmpPath, db.auditPath); err != nil {
+		return fail(err)
+	}
+	if d, err := os.Open(filepath.Dir(db.auditPath)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	if db.auditFile != nil {
+		db.auditFile.Close()
+	}
+	// The export and the store hold the same events; the checkpoint offsets
+	// stay valid because a line is the stored bytes.
+	db.auditFile, db.auditOff, db.auditSeq, db.auditBroken = tmp, off, db.lastSeq.Load(), false
+	return nil
+}
+
+// sameContent reports whether the file at path exists and has tmp's bytes.
+func sameContent(path string, tmp *os.File) (bool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	a, b := bufio.NewReaderSize(f, 1<<16), bufio.NewReaderSize(io.NewSectionReader(tmp, 0, 1<<62), 1<<16)
+	bufA, bufB := make([]byte, 1<<16), make([]byte, 1<<16)
+	for {
+		na, errA := io.ReadFull(a, bufA)
+		nb, errB := io.ReadFull(b, bufB)
+		if na != nb || !bytes.Equal(bufA[:na], bufB[:nb]) {
+			return false, nil
+		}
+		if errA != nil || errB != nil {
+			if (errA == io.EOF || errA == io.ErrUnexpectedEOF) && (errB == io.EOF || errB == io.ErrUnexpectedEOF) {
+				return true, nil
+			}
+			if errA != nil && errA != io.EOF && errA != io.ErrUnexpectedEOF {
+				return false, errA
+			}
+			if errB != nil && errB != io.EOF && errB != io.ErrUnexpectedEOF {
+				return false, errB
+			}
+			return false, nil
+		}
+	}
+}

@@ -1,0 +1,190 @@
+package store
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"iter"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// readChunk is how many events a reader takes per read transaction. Readers
+// never hold a transaction while yielding, so a loop body may Append.
+const readChunk = 512
+
+// SessionInfo summarises one session of the chain.
+type SessionInfo struct {
+	ID       string
+	Events   int
+	First    time.Time // time of the first event
+	Last     time.Time // time of the last event
+	FirstSeq uint64
+	LastSeq  uint64
+}
+
+// All returns the whole chain from fromSeq (1 if 0) in order, as committed
+// when each chunk is read. Iteration stops at the first error, which is
+// yielded with a zero Event. It may run concurrently with Append.
+func (db *DB) All(fromSeq uint64) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		for lines, err := range db.allLines(fromSeq) {
+			if err != nil {
+				yield(Event{}, err)
+				return
+			}
+			for _, l := range lines {
+				ev, err := decodeLine(l)
+				if err != nil {
+					yield(Event{}, fmt.Errorf("store: read: %w", err))
+					return
+				}
+				if !yield(ev, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// allLines yields stored lines in chunks, from fromSeq on.
+func (db *DB) allLines(fromSeq uint64) iter.Seq2[[][]byte, error] {
+	return func(yield func([][]byte, error) bool) {
+		next := max(fromSeq, 1)
+		for {
+			var lines [][]byte
+			err := db.view(func(tx *bolt.Tx) error {
+				c := tx.Bucket(bucketEvents).Cursor()
+				for k, v := c.Seek(seqKey(next)); k != nil && len(lines) < readChunk; k, v = c.Next() {
+					lines = append(lines, bytes.Clone(v))
+					next = binary.BigEndian.Uint64(k) + 1
+				}
+				return nil
+			})
+			if err != nil {
+				yield(nil, fmt.Errorf("store: read: %w", err))
+				return
+			}
+			if len(lines) == 0 || !yield(lines, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Events returns session's events with Seq >= fromSeq, in order, read through
+// the per-session index (no scan of other sessions). Errors are yielded as
+// for All; an index entry without its event is an error.
+func (db *DB) Events(session string, fromSeq uint64) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		for lines, err := range db.sessionLines(session, fromSeq) {
+			if err != nil {
+				yield(Event{}, err)
+				return
+			}
+			for _, l := range lines {
+				ev, err := decodeLine(l)
+				if err != nil {
+					yield(Event{}, fmt.Errorf("store: read: %w", err))
+					return
+				}
+				if !yield(ev, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+func (db *DB) sessionLines(session string, fromSeq uint64) iter.Seq2[[][]byte, error] {
+	return func(yield func([][]byte, error) bool) {
+		prefix := append([]byte(session), 0)
+		next := max(fromSeq, 1)
+		for {
+			var lines [][]byte
+			err := db.view(func(tx *bolt.Tx) error {
+				events := tx.Bucket(bucketEvents)
+				c := tx.Bucket(bucketIndex).Cursor()
+				for k, _ := c.Seek(indexKey(session, next)); k != nil && len(lines) < readChunk; k, _ = c.Next() {
+					if len(k) != len(prefix)+8 || !bytes.HasPrefix(k, prefix) {
+						break
+					}
+					seq := binary.BigEndian.Uint64(k[len(prefix):])
+					v := events.Get(seqKey(seq))
+					if v == nil {
+						return fmt.Errorf("session %q index points at missing event %d", session, seq)
+					}
+					lines = append(lines, bytes.Clone(v))
+					next = seq + 1
+				}
+				return nil
+			})
+			if err != nil {
+				yield(nil, fmt.Errorf("store: read: %w", err))
+				return
+			}
+			if len(lines) == 0 || !yield(lines, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Sessions lists the sessions of the chain, least recently active first
+// (ordered by LastSeq).
+func (db *DB) Sessions() ([]SessionInfo, error) {
+	var out []SessionInfo
+	err := db.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketSessions).ForEach(func(k, v []byte) error {
+			si, ok := decodeSessionInfo(v)
+			if !ok {
+				return fmt.Errorf("session %q: damaged session record", k)
+			}
+			out = append(out, SessionInfo{
+				ID: string(k), Events: int(si.events),
+				First: time.Unix(0, si.first).UTC(), Last: time.Unix(0, si.last).UTC(),
+				FirstSeq: si.firstSeq, LastSeq: si.lastSeq,
+			})
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: sessions: %w", err)
+	}
+	slices.SortFunc(out, func(a, b SessionInfo) int { return cmp.Compare(a.LastSeq, b.LastSeq) })
+	return out, nil
+}
+
+// Export writes events with Seq >= sinceSeq as JSONL, one stored line per
+// event: the whole chain when session is "", else that session's events.
+// The whole-chain export from seq 1 is byte-identical to the audit file and
+// verifies with VerifyJSONL; a one-session export has gaps by design and
+// only its hashes can be checked. It stops when ctx is done.
+func (db *DB) Export(ctx context.Context, w io.Writer, session string, sinceSeq uint64) error {
+	chunks := db.allLines(sinceSeq)
+	if session != "" {
+		chunks = db.sessionLines(session, sinceSeq)
+	}
+	var buf []byte
+	for lines, err := range chunks {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		buf = buf[:0]
+		for _, l := range lines {
+			buf = append(append(buf, l...), '\n')
+		}
+		if _, err := w.Write(buf); err != nil {
+			return fmt.Errorf("store: export: %w", err)
+		}
+	}
+	return nil
+}

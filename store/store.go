@@ -1,0 +1,565 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// ErrClosed is returned by Append, Wait and the readers when the DB has been
+// closed.
+var ErrClosed = errors.New("store: closed")
+
+// ErrLocked is returned (wrapped, with the file name) by Open when another
+// process holds the database file's lock for longer than Options.Timeout.
+var ErrLocked = errors.New("database file is locked")
+
+// ErrCorrupt is returned (wrapped) by Open when the file is not a readable
+// thinbot store: not a bbolt file, a damaged one, or a bbolt file of some other
+// program.
+var ErrCorrupt = errors.New("not a valid thinbot store")
+
+// ErrReadOnly is returned by Append and RebuildAudit on a DB opened with
+// Options.ReadOnly.
+var ErrReadOnly = errors.New("store: opened read-only")
+
+// ErrInvalid is returned (wrapped, with the reason) by Append when an event
+// is not appendable: empty session or type, bad UTF-8, payload not JSON.
+var ErrInvalid = errors.New("invalid event")
+
+// ErrAuditMismatch is returned (wrapped) by Open when the existing JSONL audit
+// export does not match the store: it was truncated, edited or replaced. Open
+// repairs crash damage (a cut last line, missing lines) on its own; it never
+// silently overwrites evidence of anything else. Open with
+// Options.RebuildAudit set to rewrite the export (the old file is kept aside).
+var ErrAuditMismatch = errors.New("audit export does not match the store")
+
+// DefaultPayloadCap is the payload size above which Append stores the capped
+// marker instead of the payload.
+const DefaultPayloadCap = 256 << 10
+
+// formatVersion is stored in the meta bucket; Open refuses other values.
+const formatVersion = "thinbot-events-1"
+
+// maxBatchEvents bounds how many events one group commit collects.
+const maxBatchEvents = 4096
+
+var (
+	bucketEvents   = []byte("events")
+	bucketIndex    = []byte("index")
+	bucketSessions = []byte("sessions")
+	bucketMeta     = []byte("meta")
+	keyFormat      = []byte("format")
+	keyLast        = []byte("last")
+	keyAudit       = []byte("audit")
+)
+
+// Options configures Open. A nil *Options or a zero Options consists entirely
+// of defaults.
+type Options struct {
+	// Timeout is how long Open waits for the file lock; 0 means 1s. A lock
+	// still held after it gives an error wrapping ErrLocked that names the
+	// file.
+	Timeout time.Duration
+	// PayloadCap is the largest stored payload in bytes; 0 means
+	// DefaultPayloadCap. Values below 1024 are raised to 1024.
+	PayloadCap int
+	// AuditPath is the JSONL export; "" means audit.jsonl next to the
+	// database file, "-" disables the export.
+	AuditPath string
+	// Now is the clock for event times; nil means time.Now.
+	Now func() time.Time
+	// Logger receives warnings (audit export write failures, rebuilds); nil
+	// discards them.
+	Logger *slog.Logger
+	// ReadOnly opens the file with a shared lock for reading and verifying:
+	// Append fails with ErrReadOnly, the export is read but never written.
+	ReadOnly bool
+	// RebuildAudit makes Open rewrite the JSONL export from the store instead
+	// of reconciling it; a differing old file is kept as PATH.replaced-TIME.
+	RebuildAudit bool
+}
+
+// DB is an open event store. Its methods may be called concurrently. Close
+// it when done; it owns one committer goroutine and the file lock.
+type DB struct {
+	path       string
+	bolt       *bolt.DB
+	log        *slog.Logger
+	now        func() time.Time
+	payloadCap int
+	readOnly   bool
+
+	lastSeq atomic.Uint64
+	// lastHash is owned by the committer goroutine.
+	lastHash string
+
+	reqs     chan *request
+	loopDone chan struct{}
+
+	closeMu sync.RWMutex
+	closed  bool
+	closing chan struct{}
+
+	notifyMu sync.Mutex
+	notify   chan struct{}
+
+	// auditMu guards the export state and is held by the committer for a
+	// whole batch, so VerifyAudit and RebuildAudit see file == store.
+	auditMu     sync.Mutex
+	auditPath   string
+	auditFile   *os.File
+	auditOff    int64
+	auditSeq    uint64
+	auditBroken bool
+}
+
+type request struct {
+	ctx  context.Context
+	evs  []Event
+	err  error
+	done chan struct{}
+}
+
+// Open opens or creates the store at path (directories 0700, files 0600),
+// reconciles the JSONL export with it, and starts the committer. It fails
+// with an error wrapping ErrLocked when another process holds the file, with
+// ErrCorrupt when the file is not a thinbot store, and with ErrAuditMismatch
+// when the export was tampered with.
+func Open(path string, opts *Options) (*DB, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = time.Second
+	}
+	if o.PayloadCap == 0 {
+		o.PayloadCap = DefaultPayloadCap
+	}
+	o.PayloadCap = max(o.PayloadCap, 1024)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch o.AuditPath {
+	case "":
+		o.AuditPath = filepath.Join(filepath.Dir(path), "audit.jsonl")
+	case "-":
+		o.AuditPath = ""
+	}
+	if o.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("store: open %s: %w", path, err)
+		}
+	} else {
+		for _, p := range []string{path, o.AuditPath} {
+			if p == "" {
+				continue
+			}
+			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+				return nil, fmt.Errorf("store: create directory: %w", err)
+			}
+		}
+	}
+	bdb, err := openBolt(path, o)
+	if err != nil {
+		return nil, err
+	}
+	db := &DB{
+		path: path, bolt: bdb, log: o.Logger, now: o.Now, payloadCap: o.PayloadCap,
+		readOnly: o.ReadOnly, auditPath: o.AuditPath,
+		closing: make(chan struct{}), notify: make(chan struct{}),
+	}
+	if err := db.init(); err != nil {
+		bdb.Close()
+		return nil, err
+	}
+	if !o.ReadOnly && db.auditPath != "" {
+		if o.RebuildAudit {
+			err = db.rebuildAudit(context.Background())
+		} else {
+			err = db.openAudit()
+		}
+		if err != nil {
+			bdb.Close()
+			return nil, err
+		}
+	}
+	if !o.ReadOnly {
+		db.reqs = make(chan *request, 256)
+		db.loopDone = make(chan struct{})
+		go db.loop()
+	}
+	return db, nil
+}
+
+// openBolt opens the bbolt file, turning its errors (and panics on damaged
+// files) into ErrLocked and ErrCorrupt.
+func openBolt(path string, o Options) (bdb *bolt.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			bdb, err = nil, fmt.Errorf("store: open %s: %w: %v", path, ErrCorrupt, r)
+		}
+	}()
+	bdb, err = bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:      o.Timeout,
+		ReadOnly:     o.ReadOnly,
+		FreelistType: bolt.FreelistMapType,
+	})
+	switch {
+	case err == nil:
+		return bdb, nil
+	case errors.Is(err, berrors.ErrTimeout):
+		return nil, fmt.Errorf("store: %s is in use by another thinbot process? (%w after %v)", path, ErrLocked, o.Timeout)
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum),
+		errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrInvalidMapping):
+		return nil, fmt.Errorf("store: open %s: %w (%v)", path, ErrCorrupt, err)
+	default:
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+}
+
+// init creates the buckets of a new file, checks the format of an existing
+// one and loads the chain head.
+func (db *DB) init() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("store: open %s: %w: %v", db.path, ErrCorrupt, r)
+		}
+	}()
+	check := func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil || !bytes.Equal(meta.Get(keyFormat), []byte(formatVersion)) {
+			return fmt.Errorf("store: open %s: %w (no %q format marker)", db.path, ErrCorrupt, formatVersion)
+		}
+		for _, b := range [][]byte{bucketEvents, bucketIndex, bucketSessions} {
+			if tx.Bucket(b) == nil {
+				return fmt.Errorf("store: open %s: %w (bucket %s missing)", db.path, ErrCorrupt, b)
+			}
+		}
+		db.lastHash = ZeroHash
+		if v := meta.Get(keyLast); v != nil {
+			if len(v) != 8+32 {
+				return fmt.Errorf("store: open %s: %w (bad chain head)", db.path, ErrCorrupt)
+			}
+			db.lastSeq.Store(binary.BigEndian.Uint64(v))
+			db.lastHash = hex.EncodeToString(v[8:])
+		}
+		return nil
+	}
+	if db.readOnly {
+		return db.bolt.View(check)
+	}
+	return db.bolt.Update(func(tx *bolt.Tx) error {
+		empty := true
+		_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
+		if empty {
+			for _, b := range [][]byte{bucketEvents, bucketIndex, bucketSessions, bucketMeta} {
+				if _, err := tx.CreateBucket(b); err != nil {
+					return fmt.Errorf("store: create bucket: %w", err)
+				}
+			}
+			if err := tx.Bucket(bucketMeta).Put(keyFormat, []byte(formatVersion)); err != nil {
+				return fmt.Errorf("store: init: %w", err)
+			}
+		}
+		return check(tx)
+	})
+}
+
+// Path returns the database file's path.
+func (db *DB) Path() string { return db.path }
+
+// AuditPath returns the JSONL export's path, or "" when the export is
+// disabled.
+func (db *DB) AuditPath() string { return db.auditPath }
+
+// LastSeq returns the sequence number of the last committed event (0 for an
+// empty store).
+func (db *DB) LastSeq() uint64 { return db.lastSeq.Load() }
+
+// Close stops the committer after it has committed every Append already
+// accepted, then closes the export and the database file. Appends that
+// arrive later fail with ErrClosed. Close is idempotent.
+func (db *DB) Close() error {
+	db.closeMu.Lock()
+	if db.closed {
+		db.closeMu.Unlock()
+		return nil
+	}
+	db.closed = true
+	close(db.closing)
+	db.closeMu.Unlock()
+	if db.reqs != nil {
+		close(db.reqs)
+		<-db.loopDone
+	}
+	var errs []error
+	db.auditMu.Lock()
+	if db.auditFile != nil {
+		errs = append(errs, db.auditFile.Close())
+		db.auditFile = nil
+	}
+	db.auditMu.Unlock()
+	errs = append(errs, db.bolt.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}
+
+// Append commits evs, in order and as consecutive sequence numbers, and
+// returns them with Seq, Time, Prev, Hash and the stored Payload filled in.
+// It returns only after the events are durably committed (fsync), and after
+// they were written to the JSONL export. Concurrent callers are batched into
+// shared transactions; the chain order is the commit order.
+//
+// Validation errors wrap ErrInvalid and append nothing. If ctx is done
+// before the committer takes the events, nothing is appended and ctx.Err()
+// is returned; once taken, Append waits for the commit whatever ctx says, so
+// a nil error always means "committed" and a non-nil one "not committed".
+func (db *DB) Append(ctx context.Context, evs ...Event) ([]Event, error) {
+	if db.readOnly {
+		return nil, ErrReadOnly
+	}
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	own := make([]Event, len(evs))
+	for i, ev := range evs {
+		if err := validate(&ev, db.payloadCap); err != nil {
+			return nil, fmt.Errorf("store: append: event %d: %w: %v", i, ErrInvalid, err)
+		}
+		own[i] = ev
+	}
+	r := &request{ctx: ctx, evs: own, done: make(chan struct{})}
+	db.closeMu.RLock()
+	if db.closed {
+		db.closeMu.RUnlock()
+		return nil, ErrClosed
+	}
+	select {
+	case db.reqs <- r:
+	case <-ctx.Done():
+		db.closeMu.RUnlock()
+		return nil, ctx.Err()
+	}
+	db.closeMu.RUnlock()
+	<-r.done
+	if r.err != nil {
+		return nil, r.err
+	}
+	return r.evs, nil
+}
+
+// loop is the committer: it collects waiting requests into one batch and
+// commits it, until Close closes reqs.
+func (db *DB) loop() {
+	defer close(db.loopDone)
+	batch := make([]*request, 0, 64)
+	for r := range db.reqs {
+		batch = append(batch[:0], r)
+		n := len(r.evs)
+	collect:
+		for n < maxBatchEvents {
+			select {
+			case r2, ok := <-db.reqs:
+				if !ok {
+					break collect
+				}
+				batch = append(batch, r2)
+				n += len(r2.evs)
+			default:
+				break collect
+			}
+		}
+		db.commit(batch)
+	}
+}
+
+// commit writes one batch in one transaction, extends the export, and
+// answers each caller.
+func (db *DB) commit(batch []*request) {
+	live := batch[:0]
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.err = err
+			close(r.done)
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	db.auditMu.Lock()
+	defer db.auditMu.Unlock()
+
+	now := db.now().UTC().Round(0)
+	seq, prev := db.lastSeq.Load(), db.lastHash
+	first := seq + 1
+	var lines [][]byte
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		events, index := tx.Bucket(bucketEvents), tx.Bucket(bucketIndex)
+		sessions, meta := tx.Bucket(bucketSessions), tx.Bucket(bucketMeta)
+		events.FillPercent = 1.0
+		touched := map[string]*sessionInfo{}
+		for _, r := range live {
+			for i := range r.evs {
+				ev := &r.evs[i]
+				seq++
+				ev.Seq, ev.Time, ev.Prev = seq, now, prev
+				line, h := encodeLine(ev)
+				ev.Hash, prev = h, h
+				lines = append(lines, line)
+				if err := events.Put(seqKey(seq), line); err != nil {
+					return err
+				}
+				if err := index.Put(indexKey(ev.Session, seq), nil); err != nil {
+					return err
+				}
+				si := touched[ev.Session]
+				if si == nil {
+					si = &sessionInfo{}
+					if v := sessions.Get([]byte(ev.Session)); v != nil {
+						var ok bool
+						if *si, ok = decodeSessionInfo(v); !ok {
+							return fmt.Errorf("session %q: damaged session record", ev.Session)
+						}
+					}
+					touched[ev.Session] = si
+				}
+				si.add(seq, now)
+			}
+		}
+		for id, si := range touched {
+			if err := sessions.Put([]byte(id), si.encode()); err != nil {
+				return err
+			}
+		}
+		head := make([]byte, 8, 8+32)
+		binary.BigEndian.PutUint64(head, seq)
+		head, _ = hex.AppendDecode(head, []byte(prev))
+		if err := meta.Put(keyLast, head); err != nil {
+			return err
+		}
+		ck := make([]byte, 16)
+		binary.BigEndian.PutUint64(ck, db.auditSeq)
+		binary.BigEndian.PutUint64(ck[8:], uint64(db.auditOff))
+		return meta.Put(keyAudit, ck)
+	})
+	if err != nil {
+		err = fmt.Errorf("store: append: commit: %w", err)
+		if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+			err = ErrClosed
+		}
+		for _, r := range live {
+			r.err = err
+			close(r.done)
+		}
+		return
+	}
+	db.lastSeq.Store(seq)
+	db.lastHash = prev
+	if db.auditPath != "" {
+		db.writeAudit(first, lines)
+	}
+	for _, r := range live {
+		close(r.done)
+	}
+	db.notifyMu.Lock()
+	close(db.notify)
+	db.notify = make(chan struct{})
+	db.notifyMu.Unlock()
+}
+
+// Wait blocks until LastSeq() > afterSeq, ctx is done (returns ctx.Err()) or
+// the DB is closed (returns ErrClosed). On a read-only DB nothing commits, so
+// it returns only for an already-satisfied afterSeq, ctx or Close.
+func (db *DB) Wait(ctx context.Context, afterSeq uint64) error {
+	for {
+		db.notifyMu.Lock()
+		ch := db.notify
+		db.notifyMu.Unlock()
+		if db.lastSeq.Load() > afterSeq {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-db.closing:
+			return ErrClosed
+		}
+	}
+}
+
+func seqKey(seq uint64) []byte {
+	k := make([]byte, 8)
+	binary.BigEndian.PutUint64(k, seq)
+	return k
+}
+
+// indexKey is session + 0x00 + 8-byte big-endian seq; session ids hold no NUL,
+// so one session's keys are contiguous and in seq order.
+func indexKey(session string, seq uint64) []byte {
+	k := make([]byte, 0, len(session)+9)
+	k = append(k, session...)
+	k = append(k, 0)
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+// sessionInfo is the stored per-session summary: five big-endian uint64s.
+type sessionInfo struct {
+	events, firstSeq, lastSeq uint64
+	first, last               int64 // unix nanoseconds
+}
+
+func (si *sessionInfo) add(seq uint64, t time.Time) {
+	if si.events == 0 {
+		si.firstSeq, si.first = seq, t.UnixNano()
+	}
+	si.events++
+	si.lastSeq, si.last = seq, t.UnixNano()
+}
+
+func (si *sessionInfo) encode() []byte {
+	b := make([]byte, 0, 40)
+	for _, v := range []uint64{si.events, si.firstSeq, si.lastSeq, uint64(si.first), uint64(si.last)} {
+		b = binary.BigEndian.AppendUint64(b, v)
+	}
+	return b
+}
+
+func decodeSessionInfo(b []byte) (sessionInfo, bool) {
+	if len(b) != 40 {
+		return sessionInfo{}, false
+	}
+	u := func(i int) uint64 { return binary.BigEndian.Uint64(b[i*8:]) }
+	return sessionInfo{events: u(0), firstSeq: u(1), lastSeq: u(2), first: int64(u(3)), last: int64(u(4))}, true
+}
+
+// view runs fn in a read transaction, mapping a closed database to ErrClosed.
+func (db *DB) view(fn func(tx *bolt.Tx) error) error {
+	db.closeMu.RLock()
+	defer db.closeMu.RUnlock()
+	if db.closed {
+		return ErrClosed
+	}
+	return db.bolt.View(fn)
+}

@@ -1,0 +1,325 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Report is the result of a verification. When OK is false, BadSeq is the
+// first sequence number found bad (or missing) and Problem says why; Events
+// then counts the good events before it.
+type Report struct {
+	Events   uint64 // events checked and found good
+	OK       bool
+	BadSeq   uint64
+	Problem  string
+	LastSeq  uint64 // seq of the last good event
+	LastHash string // hash of the last good event (ZeroHash if none): anchor it elsewhere to detect a rewritten chain
+	Sessions int    // sessions in the store (Verify only)
+	Beyond   uint64 // VerifyAudit: events the store has past the end of the export
+}
+
+// chain checks lines one after another: seq gapless from 1, prev links,
+// canonical form and hash.
+type chain struct {
+	rep Report
+}
+
+func newChain() *chain { return &chain{rep: Report{OK: true, LastHash: ZeroHash}} }
+
+// check verifies the next line and returns its event; on a problem it marks
+// the report bad and returns false.
+func (c *chain) check(line []byte) (Event, bool) {
+	want := c.rep.LastSeq + 1
+	ev, err := parseLine(line)
+	switch {
+	case err != nil && ev.Seq != 0 && ev.Seq != want:
+		return ev, c.fail(want, fmt.Sprintf("expected seq %d, found seq %d (%v)", want, ev.Seq, err))
+	case err != nil:
+		return ev, c.fail(want, err.Error())
+	case ev.Seq != want:
+		return ev, c.fail(want, fmt.Sprintf("expected seq %d, found seq %d: an event is missing, swapped or inserted", want, ev.Seq))
+	case ev.Prev != c.rep.LastHash:
+		return ev, c.fail(want, fmt.Sprintf("prev %.12s… does not match the hash of seq %d (%.12s…): an event before it was removed, replaced or inserted", ev.Prev, want-1, c.rep.LastHash))
+	}
+	c.rep.Events++
+	c.rep.LastSeq, c.rep.LastHash = ev.Seq, ev.Hash
+	return ev, true
+}
+
+func (c *chain) fail(seq uint64, problem string) bool {
+	if c.rep.OK {
+		c.rep.OK, c.rep.BadSeq, c.rep.Problem = false, seq, problem
+	}
+	return false
+}
+
+// Verify checks the whole store in one read transaction: every event's
+// canonical form and hash, the gapless seq and prev links, the chain head
+// recorded in the meta bucket (a deleted tail), the per-session index (each
+// event indexed, no entry pointing at nothing) and the session summaries.
+// It reports the first problem; the error is non-nil only if it could not
+// check (closed DB, ctx done, unreadable file). A damaged bbolt page that
+// makes bbolt panic is reported as an error wrapping ErrCorrupt.
+func (db *DB) Verify(ctx context.Context) (rep Report, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			rep, err = Report{}, fmt.Errorf("store: verify: %w: %v", ErrCorrupt, r)
+		}
+	}()
+	c := newChain()
+	err = db.view(func(tx *bolt.Tx) error {
+		index := tx.Bucket(bucketIndex)
+		sums := map[string]*sessionInfo{}
+		cur := tx.Bucket(bucketEvents).Cursor()
+		for k, v := cur.First(); k != nil; k, v = cur.Next() {
+			if c.rep.Events%1024 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			want := c.rep.LastSeq + 1
+			if len(k) != 8 {
+				c.fail(want, fmt.Sprintf("malformed key %x in the events bucket", k))
+				return nil
+			}
+			if got := binary.BigEndian.Uint64(k); got != want {
+				c.fail(want, fmt.Sprintf("event %d is missing (the next stored key is %d)", want, got))
+				return nil
+			}
+			ev, ok := c.check(v)
+			if !ok {
+				return nil
+			}
+			if index.Get(indexKey(ev.Session, ev.Seq)) == nil {
+				c.fail(ev.Seq, fmt.Sprintf("event %d is missing from session %q's index", ev.Seq, ev.Session))
+				return nil
+			}
+			si := sums[ev.Session]
+			if si == nil {
+				si = &sessionInfo{}
+				sums[ev.Session] = si
+			}
+			si.add(ev.Seq, ev.Time)
+		}
+		meta := tx.Bucket(bucketMeta)
+		headSeq, headHash := uint64(0), ZeroHash
+		if v := meta.Get(keyLast); len(v) == 40 {
+			headSeq, headHash = binary.BigEndian.Uint64(v), hex.EncodeToString(v[8:])
+		}
+		switch {
+		case headSeq > c.rep.LastSeq:
+			c.fail(c.rep.LastSeq+1, fmt.Sprintf("the chain ends at seq %d but its recorded head is seq %d: events %d-%d were deleted", c.rep.LastSeq, headSeq, c.rep.LastSeq+1, headSeq))
+			return nil
+		case headSeq < c.rep.LastSeq || headHash != c.rep.LastHash:
+			c.fail(headSeq+1, fmt.Sprintf("the recorded chain head (seq %d, %.12s…) does not match the last event (seq %d, %.12s…)", headSeq, headHash, c.rep.LastSeq, c.rep.LastHash))
+			return nil
+		}
+		if problem, seq := checkIndex(tx, sums, c.rep.Events); problem != "" {
+			c.fail(seq, problem)
+			return nil
+		}
+		problem, seq := checkSessions(tx, sums)
+		if problem != "" {
+			c.fail(seq, problem)
+		}
+		c.rep.Sessions = len(sums)
+		return nil
+	})
+	if err != nil {
+		return Report{}, fmt.Errorf("store: verify: %w", err)
+	}
+	return c.rep, nil
+}
+
+// checkIndex looks for index entries that point at nothing. Every event was
+// found in the index, so if the counts agree there are none.
+func checkIndex(tx *bolt.Tx, sums map[string]*sessionInfo, events uint64) (string, uint64) {
+	index := tx.Bucket(bucketIndex)
+	if n := uint64(index.Stats().KeyN); n == events {
+		return "", 0
+	}
+	evb := tx.Bucket(bucketEvents)
+	c := index.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		i := bytes.IndexByte(k, 0)
+		if i < 0 || len(k) != i+9 {
+			return fmt.Sprintf("malformed session index key %q", k), 0
+		}
+		session, seq := string(k[:i]), binary.BigEndian.Uint64(k[i+1:])
+		v := evb.Get(seqKey(seq))
+		if v == nil {
+			return fmt.Sprintf("session %q's index points at event %d, which does not exist", session, seq), seq
+		}
+		if ev, err := decodeLine(v); err != nil || ev.Session != session {
+			return fmt.Sprintf("session %q's index points at event %d of another session", session, seq), seq
+		}
+	}
+	return "the session index has more entries than the chain has events", 0
+}
+
+// checkSessions compares the stored session summaries with the chain.
+func checkSessions(tx *bolt.Tx, sums map[string]*sessionInfo) (string, uint64) {
+	seen := 0
+	var problem string
+	var bad uint64
+	_ = tx.Bucket(bucketSessions).ForEach(func(k, v []byte) error {
+		si, ok := decodeSessionInfo(v)
+		want := sums[string(k)]
+		switch {
+		case !ok:
+			problem = fmt.Sprintf("session %q: damaged session record", k)
+		case want == nil:
+			problem, bad = fmt.Sprintf("session %q is recorded (%d events from seq %d) but has no events in the chain: they were deleted", k, si.events, si.firstSeq), si.firstSeq
+		case si != *want:
+			problem, bad = fmt.Sprintf("session %q: recorded summary (%d events, seq %d-%d) does not match the chain (%d events, seq %d-%d)",
+				k, si.events, si.firstSeq, si.lastSeq, want.events, want.firstSeq, want.lastSeq), min(si.firstSeq, want.firstSeq)
+		default:
+			seen++
+			return nil
+		}
+		return errors.New("stop")
+	})
+	if problem == "" && seen != len(sums) {
+		for id, si := range sums {
+			if tx.Bucket(bucketSessions).Get([]byte(id)) == nil {
+				return fmt.Sprintf("session %q has events but no session record", id), si.firstSeq
+			}
+		}
+	}
+	return problem, bad
+}
+
+// VerifyJSONL checks a JSONL export read from r: canonical form and hash of
+// every line, gapless seq from 1 and prev links. A last line without its
+// newline is reported as a cut line. A cut-off tail of whole lines cannot be
+// seen from the file alone: compare LastSeq and LastHash with the store
+// (VerifyAudit does) or with an anchor kept elsewhere. The error is non-nil
+// only if r fails or ctx is done.
+func VerifyJSONL(ctx context.Context, r io.Reader) (Report, error) {
+	c := newChain()
+	err := eachLine(ctx, r, func(line []byte, complete bool) bool {
+		if !complete {
+			return c.fail(c.rep.LastSeq+1, fmt.Sprintf("the last line (%d bytes) is cut: it has no newline", len(line)))
+		}
+		_, ok := c.check(line)
+		return ok
+	})
+	if err != nil {
+		return Report{}, fmt.Errorf("store: verify jsonl: %w", err)
+	}
+	return c.rep, nil
+}
+
+// eachLine calls fn for each line of r without its newline; complete is
+// false for a last line with no newline. It stops when fn returns false.
+func eachLine(ctx context.Context, r io.Reader, fn func(line []byte, complete bool) bool) error {
+	br := bufio.NewReaderSize(r, 1<<16)
+	for n := 0; ; n++ {
+		if n%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long := bytes.Clone(line)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
+		switch {
+		case err == io.EOF:
+			if len(line) > 0 {
+				fn(line, false)
+			}
+			return nil
+		case err != nil:
+			return err
+		}
+		if !fn(line[:len(line)-1], true) {
+			return nil
+		}
+	}
+}
+
+// VerifyAudit checks the JSONL export against the store: the file's own
+// chain, that each line is byte-identical to the stored event, and that the
+// file is not behind the store. A truncated export is reported with BadSeq
+// the first missing seq and Beyond the number of events the store has past
+// its end. On a writable DB, appends wait while it reads the file.
+func (db *DB) VerifyAudit(ctx context.Context) (Report, error) {
+	if db.auditPath == "" {
+		return Report{}, errors.New("store: verify audit: the export is disabled")
+	}
+	if !db.readOnly {
+		db.auditMu.Lock()
+		defer db.auditMu.Unlock()
+	}
+	f, err := os.Open(db.auditPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		last := db.lastSeq.Load()
+		rep := Report{OK: last == 0, LastHash: ZeroHash, Beyond: last}
+		if last > 0 {
+			rep.BadSeq, rep.Problem = 1, fmt.Sprintf("%s does not exist; the store has %d events", db.auditPath, last)
+		}
+		return rep, nil
+	}
+	if err != nil {
+		return Report{}, fmt.Errorf("store: verify audit: %w", err)
+	}
+	defer f.Close()
+	c := newChain()
+	var storeLast uint64
+	err = db.view(func(tx *bolt.Tx) error {
+		events := tx.Bucket(bucketEvents)
+		if v := tx.Bucket(bucketMeta).Get(keyLast); len(v) == 40 {
+			storeLast = binary.BigEndian.Uint64(v)
+		}
+		return eachLine(ctx, f, func(line []byte, complete bool) bool {
+			want, prevHash := c.rep.LastSeq+1, c.rep.LastHash
+			if !complete {
+				return c.fail(want, fmt.Sprintf("the last line (%d bytes) is cut: it has no newline", len(line)))
+			}
+			if _, ok := c.check(line); !ok {
+				return false
+			}
+			problem := ""
+			stored := events.Get(seqKey(want))
+			switch {
+			case stored == nil && want > storeLast:
+				problem = fmt.Sprintf("the export has seq %d, past the store's last event %d", want, storeLast)
+			case !bytes.Equal(stored, line):
+				problem = fmt.Sprintf("line for seq %d differs from the stored event", want)
+			default:
+				return true
+			}
+			c.rep.Events--
+			c.rep.LastSeq, c.rep.LastHash = want-1, prevHash
+			return c.fail(want, problem)
+		})
+	})
+	if err != nil {
+		return Report{}, fmt.Errorf("store: verify audit: %w", err)
+	}
+	if c.rep.OK && c.rep.LastSeq < storeLast {
+		c.rep.OK, c.rep.BadSeq = false, c.rep.LastSeq+1
+		c.rep.Beyond = storeLast - c.rep.LastSeq
+		c.rep.Problem = fmt.Sprintf("the export ends at seq %d; the store has %d more events (seq %d-%d)", c.rep.LastSeq, c.rep.Beyond, c.rep.LastSeq+1, storeLast)
+	} else if storeLast > c.rep.LastSeq {
+		c.rep.Beyond = storeLast - c.rep.LastSeq
+	}
+	return c.rep, nil
+}
