@@ -1,11 +1,286 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
-// cmdConfig is a placeholder until its issue lands; it is replaced, not extended.
-func cmdConfig(_ context.Context, _ *env, _ []string) error {
-	return errors.New("config: not built yet")
+// daemonConfig is the YAML config file of thinbot serve. deploy/thinbot.example.yaml
+// explains every key.
+type daemonConfig struct {
+	Model struct {
+		BaseURL       string  `yaml:"base_url"`
+		Model         string  `yaml:"model"`
+		APIKeyFile    string  `yaml:"api_key_file"`
+		ContextWindow int     `yaml:"context_window"`
+		TextProtocol  bool    `yaml:"text_protocol"`
+		FeedReasoning bool    `yaml:"feed_reasoning"`
+		CompactAt     float64 `yaml:"compact_at"`
+		Timeout       string  `yaml:"timeout"`
+	} `yaml:"model"`
+	Platform   string `yaml:"platform"`
+	Mattermost struct {
+		URL         string `yaml:"url"`
+		TokenFile   string `yaml:"token_file"`
+		CallbackURL string `yaml:"callback_url"`
+	} `yaml:"mattermost"`
+	Slack struct {
+		Mode              string `yaml:"mode"`
+		BotTokenFile      string `yaml:"bot_token_file"`
+		AppTokenFile      string `yaml:"app_token_file"`
+		SigningSecretFile string `yaml:"signing_secret_file"`
+		APIURL            string `yaml:"api_url"`
+	} `yaml:"slack"`
+	Listen           string   `yaml:"listen"`
+	StateDir         string   `yaml:"state_dir"`
+	PolicyFile       string   `yaml:"policy_file"`
+	InstructionsFile string   `yaml:"instructions_file"`
+	SkillsDirs       []string `yaml:"skills_dirs"`
+	Users            []string `yaml:"users"`
+	AllowBots        bool     `yaml:"allow_bots"`
+	MentionInThread  bool     `yaml:"mention_in_thread"`
+	MaxConcurrent    int      `yaml:"max_concurrent_runs"`
+	ApprovalTimeout  string   `yaml:"approval_timeout"`
+	EnvAllow         []string `yaml:"env_allow"`
+	LogLevel         string   `yaml:"log_level"`
+	Budgets          struct {
+		MaxSteps       int    `yaml:"max_steps"`
+		MaxModelCalls  int    `yaml:"max_model_calls"`
+		MaxWall        string `yaml:"max_wall"`
+		MaxToolErrors  int    `yaml:"max_tool_errors"`
+		CommandTimeout string `yaml:"command_timeout"`
+	} `yaml:"budgets"`
+	Channels []channelConfig `yaml:"channels"`
+}
+
+type channelConfig struct {
+	// ID is the channel id, or "*" for every channel not listed.
+	ID               string   `yaml:"id"`
+	Workspace        string   `yaml:"workspace"`
+	InstructionsFile string   `yaml:"instructions_file"`
+	Approvers        []string `yaml:"approvers"`
+	AnyMember        bool     `yaml:"any_member_approves"`
+	TwoPerson        bool     `yaml:"two_person_rule"`
+	AllowAll         bool     `yaml:"allow_all"`
+}
+
+// durations holds the parsed duration fields.
+type durations struct {
+	modelTimeout, approval, maxWall, command time.Duration
+}
+
+// loadConfig reads and checks a config file. It returns every problem found,
+// joined, so that `thinbot config check` reports them all at once.
+func loadConfig(path string, getenv func(string) string) (*daemonConfig, durations, error) {
+	var d durations
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, d, fmt.Errorf("config: %w", err)
+	}
+	var c daemonConfig
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, d, fmt.Errorf("config %s: %w", path, err)
+	}
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Model.BaseURL == "" {
+		c.Model.BaseURL = getenv("AGENT_BASE_URL")
+	}
+	if c.Model.Model == "" {
+		c.Model.Model = getenv("AGENT_MODEL")
+	}
+	if c.Model.BaseURL == "" {
+		bad("model.base_url is empty (or set AGENT_BASE_URL)")
+	} else if u, err := url.Parse(c.Model.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		bad("model.base_url %q is not an http(s) URL", c.Model.BaseURL)
+	}
+	if c.Model.Model == "" {
+		bad("model.model is empty (or set AGENT_MODEL)")
+	}
+	if c.Model.APIKeyFile != "" {
+		if err := checkSecretFile(c.Model.APIKeyFile); err != nil {
+			bad("model.api_key_file: %v", err)
+		}
+	}
+	switch c.Platform {
+	case "mattermost":
+		if c.Mattermost.URL == "" {
+			bad("mattermost.url is empty")
+		}
+		if c.Mattermost.TokenFile == "" {
+			bad("mattermost.token_file is empty (the bot account's access token)")
+		} else if err := checkSecretFile(c.Mattermost.TokenFile); err != nil {
+			bad("mattermost.token_file: %v", err)
+		}
+		if c.Mattermost.CallbackURL == "" {
+			bad("mattermost.callback_url is empty (the URL Mattermost calls for buttons, served on listen)")
+		} else if _, err := url.Parse(c.Mattermost.CallbackURL); err != nil {
+			bad("mattermost.callback_url: %v", err)
+		}
+	case "slack":
+		mode := c.Slack.Mode
+		if mode == "" {
+			mode = "socket"
+		}
+		if mode != "socket" && mode != "http" {
+			bad("slack.mode %q: want socket or http", mode)
+		}
+		need := map[string]string{"slack.bot_token_file": c.Slack.BotTokenFile}
+		if mode == "socket" {
+			need["slack.app_token_file"] = c.Slack.AppTokenFile
+		} else {
+			need["slack.signing_secret_file"] = c.Slack.SigningSecretFile
+		}
+		for key, f := range need {
+			if f == "" {
+				bad("%s is empty", key)
+			} else if err := checkSecretFile(f); err != nil {
+				bad("%s: %v", key, err)
+			}
+		}
+		if c.Slack.SigningSecretFile != "" && mode == "socket" {
+			if err := checkSecretFile(c.Slack.SigningSecretFile); err != nil {
+				bad("slack.signing_secret_file: %v", err)
+			}
+		}
+	case "":
+		bad("platform is empty: want mattermost or slack")
+	default:
+		bad("platform %q: want mattermost or slack", c.Platform)
+	}
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8065"
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen %q: %v", c.Listen, err)
+	}
+	if c.StateDir == "" {
+		bad("state_dir is empty (where the event chain and audit.jsonl live)")
+	}
+	if c.PolicyFile != "" {
+		if _, err := loadPolicy(c.PolicyFile); err != nil {
+			bad("policy_file: %v", err)
+		}
+	}
+	if c.InstructionsFile != "" {
+		if _, err := os.Stat(c.InstructionsFile); err != nil {
+			bad("instructions_file: %v", err)
+		}
+	}
+	parse := func(key, s string, def time.Duration) time.Duration {
+		if s == "" {
+			return def
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil || v <= 0 {
+			bad("%s %q: want a positive duration like 15m", key, s)
+			return def
+		}
+		return v
+	}
+	d.modelTimeout = parse("model.timeout", c.Model.Timeout, 0)
+	d.approval = parse("approval_timeout", c.ApprovalTimeout, 15*time.Minute)
+	d.maxWall = parse("budgets.max_wall", c.Budgets.MaxWall, 0)
+	d.command = parse("budgets.command_timeout", c.Budgets.CommandTimeout, 0)
+	if len(c.Channels) == 0 {
+		bad("channels is empty: list the channels the bot works in (id, workspace, approvers)")
+	}
+	seen := map[string]bool{}
+	for i, ch := range c.Channels {
+		where := fmt.Sprintf("channels[%d]", i)
+		if ch.ID == "" {
+			bad("%s.id is empty (a channel id, or \"*\" for all others)", where)
+		}
+		if seen[ch.ID] {
+			bad("%s.id %q is listed twice", where, ch.ID)
+		}
+		seen[ch.ID] = true
+		if ch.Workspace == "" {
+			bad("%s.workspace is empty", where)
+		} else if st, err := os.Stat(ch.Workspace); err != nil || !st.IsDir() {
+			bad("%s.workspace %q is not a directory", where, ch.Workspace)
+		}
+		if len(ch.Approvers) == 0 && !ch.AnyMember && !ch.AllowAll {
+			bad("%s has no approvers (list approvers or set any_member_approves): every write would wait until it expires", where)
+		}
+		if ch.InstructionsFile != "" {
+			if _, err := os.Stat(ch.InstructionsFile); err != nil {
+				bad("%s.instructions_file: %v", where, err)
+			}
+		}
+	}
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o002 != 0 {
+		bad("config file %s is writable by every user; chmod o-w it", path)
+	}
+	return &c, d, errors.Join(errs...)
+}
+
+// checkSecretFile refuses a credentials file that other users can read.
+func checkSecretFile(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s is readable or writable by other users (mode %s); chmod 600 it", path, st.Mode().Perm())
+	}
+	return nil
+}
+
+// readSecret reads a credentials file, trimmed.
+func readSecret(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	if err := checkSecretFile(path); err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func cmdConfig(_ context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] != "check" {
+		return fmt.Errorf("%w: thinbot config check --config FILE", errUsage)
+	}
+	fs := flag.NewFlagSet("config check", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	path := fs.String("config", "", "config `file`")
+	if err := fs.Parse(args[1:]); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *path == "" && fs.NArg() > 0 {
+		*path = fs.Arg(0)
+	}
+	if *path == "" {
+		return fmt.Errorf("%w: thinbot config check --config FILE", errUsage)
+	}
+	c, _, err := loadConfig(*path, e.getenv)
+	if err != nil {
+		var n int
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(e.stdout, "problem: %s\n", line)
+			n++
+		}
+		return fmt.Errorf("config %s: %d problem(s)", *path, n)
+	}
+	abs, _ := filepath.Abs(c.StateDir)
+	fmt.Fprintf(e.stdout, "config %s is fine: platform %s, %d channel(s), state in %s, listening on %s\n", *path, c.Platform, len(c.Channels), abs, c.Listen)
+	return nil
 }

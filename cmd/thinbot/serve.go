@@ -2,10 +2,324 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/agentcore/openai"
+	"github.com/thinbot/thinbot/bot"
+	"github.com/thinbot/thinbot/bot/mattermost"
+	"github.com/thinbot/thinbot/bot/slack"
+	"github.com/thinbot/thinbot/skills"
+	"github.com/thinbot/thinbot/store"
 )
 
-// cmdServe is a placeholder until its issue lands; it is replaced, not extended.
-func cmdServe(_ context.Context, _ *env, _ []string) error {
-	return errors.New("serve: not built yet")
+// chatAdapter is what serve needs of an adapter beyond bot.Adapter.
+type chatAdapter interface {
+	bot.Adapter
+	Connected() bool
+}
+
+func cmdServe(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	path := fs.String("config", "", "config `file` (YAML); see deploy/thinbot.example.yaml")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *path == "" {
+		return fmt.Errorf("%w: thinbot serve --config FILE", errUsage)
+	}
+	c, d, err := loadConfig(*path, e.getenv)
+	if err != nil {
+		return fmt.Errorf("%w\n(run 'thinbot config check --config %s' for the full list)", err, *path)
+	}
+	level := slog.LevelInfo
+	_ = level.UnmarshalText([]byte(c.LogLevel))
+	logger := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+
+	if err := os.MkdirAll(c.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	db, err := store.Open(filepath.Join(c.StateDir, "events.db"), &store.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	apiKey := e.getenv("AGENT_API_KEY")
+	if c.Model.APIKeyFile != "" {
+		if apiKey, err = readSecret(c.Model.APIKeyFile); err != nil {
+			return fmt.Errorf("model api key: %w", err)
+		}
+	}
+	model, err := openai.New(openai.Config{BaseURL: c.Model.BaseURL, Model: c.Model.Model, APIKey: apiKey,
+		Timeout: d.modelTimeout, FeedReasoning: c.Model.FeedReasoning, Logger: logger})
+	if err != nil {
+		return err
+	}
+	policy, err := loadPolicy(c.PolicyFile)
+	if err != nil {
+		return err
+	}
+	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
+	protected := []string{abs(c.StateDir), abs(*path)}
+	for _, f := range []string{c.Model.APIKeyFile, c.Mattermost.TokenFile, c.Slack.BotTokenFile, c.Slack.AppTokenFile, c.Slack.SigningSecretFile} {
+		if f != "" {
+			protected = append(protected, abs(f))
+		}
+	}
+	policy = policy.WithProtected(protected...)
+	global := ""
+	if c.InstructionsFile != "" {
+		global = readText(c.InstructionsFile)
+	}
+
+	// One Agent per workspace: its skills are the configured dirs, then the
+	// workspace's ./skills.
+	agents := map[string]*agentcore.Agent{}
+	channels := map[string]bot.Channel{}
+	for _, cc := range c.Channels {
+		ws := abs(cc.Workspace)
+		ag := agents[ws]
+		if ag == nil {
+			dirs := append(append([]string(nil), c.SkillsDirs...), filepath.Join(ws, "skills"))
+			set := skills.Load(dirs, skills.Options{Probe: skills.Probe{Getenv: e.getenv, UID: -1}, Logger: logger})
+			ag, err = agentcore.New(agentcore.Config{
+				Store: db, Model: model, Policy: policy, Skills: set, GlobalInstructions: global,
+				TextProtocol: c.Model.TextProtocol, ContextWindow: c.Model.ContextWindow, CompactAt: c.Model.CompactAt,
+				Exec: agentcore.ExecConfig{Timeout: d.command, Environ: os.Environ(), AllowEnv: c.EnvAllow},
+				Budgets: agentcore.Budgets{MaxSteps: c.Budgets.MaxSteps, MaxModelCalls: c.Budgets.MaxModelCalls,
+					MaxWall: d.maxWall, MaxToolErrors: c.Budgets.MaxToolErrors},
+				Logger: logger,
+			})
+			if err != nil {
+				return err
+			}
+			agents[ws] = ag
+			for _, f := range set.Filtered {
+				logger.Warn("skill hidden", "skill", f.Name, "dir", f.Dir, "reason", f.Reason)
+				if _, err := ag.Note("system:skills", agentcore.EvSkillFiltered, "system", f); err != nil {
+					return err
+				}
+			}
+		}
+		ch := bot.Channel{Agent: ag, Workspace: ws, Approvers: cc.Approvers, AnyMember: cc.AnyMember,
+			TwoPerson: cc.TwoPerson, AllowAll: cc.AllowAll}
+		if cc.InstructionsFile != "" {
+			ch.Instructions = readText(cc.InstructionsFile)
+		}
+		channels[cc.ID] = ch
+	}
+	var anyAgent *agentcore.Agent
+	for _, ag := range agents {
+		anyAgent = ag
+		break
+	}
+	unfinished, err := anyAgent.Recover()
+	if err != nil {
+		return err
+	}
+	sessions, seen, err := anyAgent.Sessions()
+	if err != nil {
+		return err
+	}
+
+	mux := http.NewServeMux()
+	adapter, err := newAdapter(c, db, mux, logger)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	b, err := bot.New(bot.Config{
+		Adapter: adapter,
+		Channel: func(id string) (bot.Channel, bool) {
+			if ch, ok := channels[id]; ok {
+				return ch, true
+			}
+			ch, ok := channels["*"]
+			return ch, ok
+		},
+		Users: c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread,
+		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: d.approval,
+		Sessions: sessions, Seen: seen, Metrics: bot.NewMetrics(reg), Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	b.Recover(ctx, unfinished)
+
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	ready := &readiness{adapter: adapter, db: db, model: model, stateDir: c.StateDir}
+	mux.HandleFunc("GET /readyz", ready.serve)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http listener", "err", err)
+		}
+	}()
+	logger.Info("thinbot serving", "platform", c.Platform, "listen", ln.Addr().String(), "channels", len(c.Channels),
+		"recovered_approvals", len(unfinished.Approvals), "interrupted_runs", len(unfinished.Runs))
+	runErr := b.Run(ctx)
+	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shut)
+	wg.Wait()
+	logger.Info("thinbot stopped", "last_seq", db.LastSeq())
+	return runErr
+}
+
+func readText(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// newAdapter builds the configured chat adapter and mounts its HTTP
+// handlers on mux.
+func newAdapter(c *daemonConfig, db *store.DB, mux *http.ServeMux, logger *slog.Logger) (chatAdapter, error) {
+	switch c.Platform {
+	case "mattermost":
+		token, err := readSecret(c.Mattermost.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("mattermost token: %w", err)
+		}
+		secret, err := actionSecret(filepath.Join(c.StateDir, "action.key"))
+		if err != nil {
+			return nil, err
+		}
+		var since time.Time
+		if n := db.LastSeq(); n > 0 {
+			for ev, err := range db.All(n) {
+				if err == nil {
+					since = ev.Time
+				}
+			}
+		}
+		a, err := mattermost.New(mattermost.Config{URL: c.Mattermost.URL, Token: token, CallbackURL: c.Mattermost.CallbackURL,
+			ActionSecret: secret, Since: since, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		u, _ := url.Parse(c.Mattermost.CallbackURL)
+		p := u.Path
+		if p == "" {
+			p = "/"
+		}
+		mux.Handle("POST "+p, a.CallbackHandler())
+		return a, nil
+	case "slack":
+		botToken, err := readSecret(c.Slack.BotTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("slack bot token: %w", err)
+		}
+		appToken, err := readSecret(c.Slack.AppTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("slack app token: %w", err)
+		}
+		signing, err := readSecret(c.Slack.SigningSecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("slack signing secret: %w", err)
+		}
+		a, err := slack.New(slack.Config{BotToken: botToken, AppToken: appToken, SigningSecret: signing,
+			Mode: c.Slack.Mode, APIURL: c.Slack.APIURL, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		if c.Slack.Mode == "http" {
+			mux.Handle("/slack/", a.HTTPHandler())
+		}
+		return a, nil
+	}
+	return nil, fmt.Errorf("platform %q: want mattermost or slack", c.Platform)
+}
+
+// actionSecret reads the HMAC key for button callbacks, creating it (32
+// random bytes, mode 0600) on first start so that buttons survive restarts.
+func actionSecret(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err == nil && len(b) >= 32 {
+		return b, nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("action key: %w", err)
+	}
+	b = make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, fmt.Errorf("action key: %w", err)
+	}
+	return b, nil
+}
+
+// readiness answers /readyz: chat connected, store writable, model reachable.
+type readiness struct {
+	adapter  chatAdapter
+	db       *store.DB
+	model    *openai.Client
+	stateDir string
+
+	mu       sync.Mutex
+	checked  time.Time
+	modelErr error
+}
+
+func (r *readiness) serve(w http.ResponseWriter, req *http.Request) {
+	var problems []string
+	if !r.adapter.Connected() {
+		problems = append(problems, "chat: not connected")
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(r.stateDir, &st); err != nil {
+		problems = append(problems, "store: "+err.Error())
+	} else if st.Bavail*uint64(st.Bsize) < 16<<20 {
+		problems = append(problems, "store: less than 16 MiB free on the state disk")
+	}
+	r.mu.Lock()
+	if time.Since(r.checked) > 30*time.Second {
+		ctx, cancel := context.WithTimeout(req.Context(), 5*time.Second)
+		r.modelErr = r.model.Ping(ctx)
+		cancel()
+		r.checked = time.Now()
+	}
+	if r.modelErr != nil {
+		problems = append(problems, "model: "+r.modelErr.Error())
+	}
+	r.mu.Unlock()
+	if len(problems) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		for _, p := range problems {
+			fmt.Fprintln(w, p)
+		}
+		return
+	}
+	fmt.Fprintln(w, "ready")
 }

@@ -1,0 +1,717 @@
+package agentcore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/thinbot/thinbot/gate"
+	"github.com/thinbot/thinbot/skills"
+	"github.com/thinbot/thinbot/store"
+)
+
+// Errors returned by Run (wrapped).
+var (
+	// ErrBudget is returned when a run ends because a budget was exhausted.
+	ErrBudget = errors.New("budget exhausted")
+	// ErrNeedsApproval is never returned; it names the refusal reason given
+	// to the model when a confirm verdict meets a run without an approver.
+	errNoApprover = errors.New("needs a human's approval, and this run has no approver (non-interactive, without --allow-all)")
+)
+
+// Budgets limit one run. Zero fields take the defaults noted.
+type Budgets struct {
+	MaxSteps      int           // tool-using steps per run; 0 means 30 (goal mode: 100)
+	MaxModelCalls int           // model calls per run; 0 means 2×MaxSteps
+	MaxWall       time.Duration // wall time per run; 0 means 30 minutes
+	MaxToolErrors int           // consecutive failed tool calls; 0 means 8
+}
+
+// Config configures an Agent. Store, Model and Policy are required.
+type Config struct {
+	Store  *store.DB
+	Model  Model
+	Policy *gate.Policy
+	// Skills are the loaded skills; the zero Set means none.
+	Skills skills.Set
+	// Prompt is the base system prompt; "" means the built-in one.
+	Prompt string
+	// GlobalInstructions is the global AGENT.md text (config folder), put
+	// before the workspace's own AGENT.md.
+	GlobalInstructions string
+	// TextProtocol forces the text protocol (no tool calling).
+	TextProtocol bool
+	Exec         ExecConfig
+	Budgets      Budgets
+	// ContextWindow is the model's context window in tokens; 0 means 32768.
+	ContextWindow int
+	// CompactAt is the share of ContextWindow at which the session is
+	// compacted before a model call; 0 means 0.75.
+	CompactAt float64
+	// CompactPrompt replaces the built-in compaction instruction if set.
+	CompactPrompt string
+	// SkillIndexShare is the share of the context window the skill index may
+	// take; 0 means 0.02 (as Codex does).
+	SkillIndexShare float64
+	Logger          *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Agent runs turns of sessions. One Agent serves many sessions; Run may be
+// called concurrently for different sessions (calls for the same session
+// are serialised).
+type Agent struct {
+	cfg   Config
+	log   *slog.Logger
+	mu    sync.Mutex
+	state map[string]*session
+}
+
+// session is the cached projection of one session.
+type session struct {
+	mu   sync.Mutex
+	proj Projector
+	last uint64
+	// smu guards status, which /status reads while a turn runs.
+	smu    sync.Mutex
+	status Status
+}
+
+func (s *session) setStatus(f func(*Status)) {
+	s.smu.Lock()
+	f(&s.status)
+	s.smu.Unlock()
+}
+
+// Status is what a session is doing, for /status.
+type Status struct {
+	Running    bool
+	Goal       bool
+	Steps      int
+	ModelCalls int
+	Started    time.Time
+	Current    string // the command running or awaiting approval, if any
+	Budgets    Budgets
+	Usage      Usage
+}
+
+// New checks cfg and returns an Agent.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Store == nil || cfg.Model == nil || cfg.Policy == nil {
+		return nil, errors.New("agentcore: Store, Model and Policy are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ContextWindow <= 0 {
+		cfg.ContextWindow = 32768
+	}
+	if cfg.CompactAt <= 0 || cfg.CompactAt > 1 {
+		cfg.CompactAt = 0.75
+	}
+	if cfg.SkillIndexShare <= 0 {
+		cfg.SkillIndexShare = 0.02
+	}
+	if ro := cfg.Skills.ReadOnlyScripts(); len(ro) > 0 {
+		cfg.Policy = cfg.Policy.WithReadOnlyScripts(ro...)
+	}
+	cfg.Exec = cfg.Exec.withDefaults()
+	return &Agent{cfg: cfg, log: cfg.Logger, state: map[string]*session{}}, nil
+}
+
+func (b Budgets) withDefaults(goal bool) Budgets {
+	if b.MaxSteps <= 0 {
+		b.MaxSteps = 30
+		if goal {
+			b.MaxSteps = 100
+		}
+	}
+	if b.MaxModelCalls <= 0 {
+		b.MaxModelCalls = 2 * b.MaxSteps
+	}
+	if b.MaxWall <= 0 {
+		b.MaxWall = 30 * time.Minute
+	}
+	if b.MaxToolErrors <= 0 {
+		b.MaxToolErrors = 8
+	}
+	return b
+}
+
+// Approval is a confirm verdict put to a human.
+type Approval struct {
+	Session   string
+	RequestID string // unique in the chain: "r" + the gate decision's sequence number
+	Command   string // exactly what will run if approved
+	SHA256    string // of Command
+	Reason    string // the model's reason
+	Rule      string // the gate rule that asked for confirmation
+	Requester string // the turn's actor
+	Dir       string
+}
+
+// ApprovalDecision is a human's answer.
+type ApprovalDecision struct {
+	Approved bool
+	By       string // who decided ("user:bob", "expiry", "terminal")
+	Why      string // e.g. "expired after 15m0s"
+}
+
+// Approver asks a human whether a gated command may run. Approve blocks
+// until a decision, ctx's end, or an error. Anything other than an approved
+// decision with a nil error means "do not run" (fail closed).
+type Approver interface {
+	Approve(ctx context.Context, a Approval) (ApprovalDecision, error)
+}
+
+// ApproverFunc adapts a function to Approver.
+type ApproverFunc func(ctx context.Context, a Approval) (ApprovalDecision, error)
+
+// Approve calls f.
+func (f ApproverFunc) Approve(ctx context.Context, a Approval) (ApprovalDecision, error) {
+	return f(ctx, a)
+}
+
+// Hooks let a front end show a run's progress. Every field may be nil. Hooks
+// are called from the goroutine running Run and must not block for long.
+type Hooks struct {
+	// Text receives model content as it streams.
+	Text func(delta string)
+	// Command is called when a command (or file read) has its decision,
+	// before it runs or is refused. Action is "run", "ask" or "refuse".
+	Command func(c CommandInfo)
+	// Result is called with what the model will see of a tool's result.
+	Result func(c CommandInfo, content string, isError bool)
+	// Model is called after each model call with its latency and error.
+	Model func(latency time.Duration, err error)
+}
+
+// CommandInfo describes one tool call for Hooks.
+type CommandInfo struct {
+	Tool    string
+	Command string // the command line, the path for read_file, the skill name
+	Verdict string
+	Reason  string
+	Action  string
+}
+
+// Turn is one user message to handle.
+type Turn struct {
+	Session string
+	// Actor is who speaks, e.g. "user:alice" (recorded with each event).
+	Actor string
+	Text  string
+	// MessageID is the chat message id, recorded for deduplication.
+	MessageID string
+	// Dir is the working directory of commands and the workspace whose
+	// AGENT.md and memory the prompt includes.
+	Dir string
+	// Instructions are extra instruction layers after the workspace's
+	// AGENT.md (a chat channel's AGENT.md).
+	Instructions []string
+	// Goal runs in goal mode: the loop goes on until agent_done or a budget.
+	Goal bool
+	// AllowAll runs confirm verdicts without asking. It never overrides deny.
+	AllowAll bool
+	// Approver asks a human about confirm verdicts; nil refuses them.
+	Approver Approver
+	Hooks    Hooks
+}
+
+// Result is the outcome of a run.
+type Result struct {
+	Status     string // one of the Status* constants
+	Answer     string
+	Steps      int
+	ModelCalls int
+	Usage      Usage
+	// LastSeq is the sequence number of the run's last event.
+	LastSeq uint64
+}
+
+func (a *Agent) session(id string) (*session, error) {
+	a.mu.Lock()
+	s, ok := a.state[id]
+	if !ok {
+		s = &session{}
+		a.state[id] = s
+	}
+	a.mu.Unlock()
+	return s, nil
+}
+
+// load brings the session's projection up to date with the chain. The
+// caller holds s.mu.
+func (a *Agent) load(id string, s *session) error {
+	for e, err := range a.cfg.Store.Events(id, s.last+1) {
+		if err != nil {
+			return fmt.Errorf("read session %s: %w", id, err)
+		}
+		s.proj.Apply(e)
+		s.last = e.Seq
+	}
+	return nil
+}
+
+// runState carries one run's counters.
+type runState struct {
+	t          Turn
+	s          *session
+	budgets    Budgets
+	steps      int
+	calls      int
+	toolErrors int
+	usage      Usage
+	text       bool
+	compacted  bool // compacted after a context-length error in this step
+}
+
+// Run handles one turn: it records the user's message, then calls the model
+// and runs tools until the model answers, agent_done (goal mode), a budget
+// ends the run, or ctx is cancelled. Every step is committed to the store
+// before it takes effect; if the store cannot append, nothing more runs and
+// the error is returned. A cancelled run returns a Result with
+// StatusCancelled and ctx's error.
+func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
+	s, err := a.session(t.Session)
+	if err != nil {
+		return Result{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := a.load(t.Session, s); err != nil {
+		return Result{Status: StatusError}, err
+	}
+	rs := &runState{t: t, s: s, budgets: a.cfg.Budgets.withDefaults(t.Goal)}
+	rs.text = a.cfg.TextProtocol || s.proj.TextProtocol()
+	s.setStatus(func(st *Status) { *st = Status{Running: true, Goal: t.Goal, Started: a.cfg.Now(), Budgets: rs.budgets} })
+	defer s.setStatus(func(st *Status) { *st = Status{} })
+
+	runCtx, cancel := context.WithTimeout(ctx, rs.budgets.MaxWall)
+	defer cancel()
+
+	if err := a.syncPrompt(rs); err != nil {
+		return Result{Status: StatusError}, err
+	}
+	if _, err := a.append(rs, store.Event{Type: EvRunStarted, Actor: t.Actor, Payload: mustJSON(runPayload{Goal: t.Goal})},
+		store.Event{Type: EvUserMessage, Actor: t.Actor, Payload: mustJSON(userMessagePayload{Text: t.Text, MessageID: t.MessageID})}); err != nil {
+		return Result{Status: StatusError}, err
+	}
+	res, runErr := a.loop(runCtx, rs)
+	if runErr != nil && ctx.Err() != nil {
+		res.Status = StatusCancelled
+	} else if runErr != nil && runCtx.Err() != nil && res.Status != StatusBudget {
+		res.Status = StatusBudget
+		runErr = fmt.Errorf("%w: wall time %s", ErrBudget, rs.budgets.MaxWall)
+	}
+	res.Steps, res.ModelCalls, res.Usage = rs.steps, rs.calls, rs.usage
+	detail := ""
+	if runErr != nil {
+		detail = runErr.Error()
+	}
+	evs, err := a.append(rs, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(runPayload{
+		Status: res.Status, Goal: t.Goal, Steps: rs.steps, ModelCalls: rs.calls, Detail: detail})})
+	if err != nil {
+		return res, errors.Join(runErr, err)
+	}
+	res.LastSeq = evs[len(evs)-1].Seq
+	return res, runErr
+}
+
+// append commits events to the session's current branch and applies them to
+// the projection. The caller holds rs.s.mu.
+func (a *Agent) append(rs *runState, evs ...store.Event) ([]store.Event, error) {
+	return a.appendTo(rs.t.Session, rs.s, evs...)
+}
+
+func (a *Agent) appendTo(id string, s *session, evs ...store.Event) ([]store.Event, error) {
+	for i := range evs {
+		evs[i].Session = id
+		if evs[i].Type != EvClear {
+			evs[i].Branch = s.proj.Branch()
+		}
+	}
+	// Store methods follow bbolt and take no part in cancellation: a record
+	// of a cancelled run must still be written.
+	out, err := a.cfg.Store.Append(context.WithoutCancel(context.Background()), evs...)
+	if err != nil {
+		return nil, fmt.Errorf("record %s: %w", evs[0].Type, err)
+	}
+	for _, e := range out {
+		s.proj.Apply(e)
+		s.last = e.Seq
+	}
+	return out, nil
+}
+
+func (a *Agent) loop(ctx context.Context, rs *runState) (Result, error) {
+	for {
+		if rs.steps >= rs.budgets.MaxSteps {
+			return a.exhausted(rs, "steps", rs.budgets.MaxSteps)
+		}
+		if rs.calls >= rs.budgets.MaxModelCalls {
+			return a.exhausted(rs, "model calls", rs.budgets.MaxModelCalls)
+		}
+		if rs.toolErrors >= rs.budgets.MaxToolErrors {
+			return a.exhausted(rs, "consecutive tool errors", rs.budgets.MaxToolErrors)
+		}
+		if err := ctx.Err(); err != nil {
+			return Result{Status: StatusCancelled}, err
+		}
+		if err := a.maybeCompact(ctx, rs, false); err != nil {
+			return Result{Status: StatusError}, err
+		}
+		resp, err := a.complete(ctx, rs)
+		if err != nil {
+			return Result{Status: StatusError}, err
+		}
+		if rs.text {
+			done, answer, err := a.textStep(ctx, rs, resp)
+			if done || err != nil {
+				return answer, err
+			}
+			continue
+		}
+		if len(resp.ToolCalls) == 0 {
+			if rs.t.Goal {
+				if err := a.nudge(rs); err != nil {
+					return Result{Status: StatusError}, err
+				}
+				rs.steps++
+				continue
+			}
+			return Result{Status: StatusAnswered, Answer: resp.Content}, nil
+		}
+		rs.steps++
+		for _, call := range resp.ToolCalls {
+			done, summary, err := a.toolCall(ctx, rs, call)
+			if err != nil {
+				return Result{Status: StatusError}, err
+			}
+			if done {
+				return Result{Status: StatusDone, Answer: summary}, nil
+			}
+		}
+	}
+}
+
+func (a *Agent) exhausted(rs *runState, what string, limit int) (Result, error) {
+	return Result{Status: StatusBudget, Answer: fmt.Sprintf("Stopped: the run used its budget of %d %s.", limit, what)},
+		fmt.Errorf("%w: %d %s", ErrBudget, limit, what)
+}
+
+// nudge tells a goal-mode model that a reply without a tool call does not end
+// the goal.
+func (a *Agent) nudge(rs *runState) error {
+	msg := "Continue working toward the goal. When it is reached, call agent_done with a summary."
+	if rs.text {
+		msg = "Continue working toward the goal. When it is reached, write your summary and then agent-done on its own line."
+	}
+	_, err := a.append(rs, store.Event{Type: EvUserMessage, Actor: "system", Payload: mustJSON(userMessagePayload{Text: msg})})
+	return err
+}
+
+// complete makes one model call with the session's projection, handling the
+// switch to the text protocol and one compaction on a context-length error.
+func (a *Agent) complete(ctx context.Context, rs *runState) (Response, error) {
+	for attempt := 0; ; attempt++ {
+		req := Request{Messages: rs.s.proj.Messages(), OnText: rs.t.Hooks.Text}
+		if !rs.text {
+			req.Tools = toolDefs(rs.t.Goal, len(a.cfg.Skills.Skills) > 0)
+		}
+		rs.calls++
+		rs.s.setStatus(func(st *Status) { st.ModelCalls, st.Steps = rs.calls, rs.steps })
+		start := a.cfg.Now()
+		resp, err := a.cfg.Model.Complete(ctx, req)
+		latency := a.cfg.Now().Sub(start)
+		if rs.t.Hooks.Model != nil {
+			rs.t.Hooks.Model(latency, err)
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrToolsUnsupported) && !rs.text && attempt < 2:
+			rs.text = true
+			if _, err := a.append(rs, store.Event{Type: EvProtocolSwitch, Actor: "system",
+				Payload: mustJSON(protocolSwitchPayload{From: "tools", To: "text", Reason: err.Error()})}); err != nil {
+				return Response{}, err
+			}
+			if err := a.syncPrompt(rs); err != nil {
+				return Response{}, err
+			}
+			continue
+		case errors.Is(err, ErrContextLength) && attempt < 2 && !rs.compacted:
+			rs.compacted = true
+			if cerr := a.maybeCompact(ctx, rs, true); cerr != nil {
+				return Response{}, fmt.Errorf("compact after context overflow: %w (first error: %v)", cerr, err)
+			}
+			continue
+		default:
+			return Response{}, fmt.Errorf("model: %w", err)
+		}
+		rs.compacted = false
+		rs.usage.PromptTokens += resp.Usage.PromptTokens
+		rs.usage.CompletionTokens += resp.Usage.CompletionTokens
+		rs.usage.CachedTokens += resp.Usage.CachedTokens
+		rs.s.setStatus(func(st *Status) { st.Usage = rs.usage })
+		proto := "tools"
+		calls := resp.ToolCalls
+		if rs.text {
+			proto, calls = "text", nil
+		}
+		if _, err := a.append(rs, store.Event{Type: EvAssistantMessage, Actor: "model", Payload: mustJSON(assistantPayload{
+			Content: resp.Content, Reasoning: resp.Reasoning, ToolCalls: calls, FinishReason: resp.FinishReason,
+			Usage: resp.Usage, Model: resp.Model, Protocol: proto, LatencyMS: latency.Milliseconds()})}); err != nil {
+			return Response{}, err
+		}
+		return resp, nil
+	}
+}
+
+// textStep acts on a text-protocol reply.
+func (a *Agent) textStep(ctx context.Context, rs *runState, resp Response) (bool, Result, error) {
+	act := ParseTextReply(resp.Content)
+	if act.Command == "" {
+		if act.Done || !rs.t.Goal {
+			st := StatusAnswered
+			if act.Done && rs.t.Goal {
+				st = StatusDone
+			}
+			return true, Result{Status: st, Answer: strings.TrimSpace(stripDone(resp.Content))}, nil
+		}
+		return false, Result{}, a.nudge(rs)
+	}
+	rs.steps++
+	call := ToolCall{ID: fmt.Sprintf("text-%d", rs.s.last), Name: ToolRun}
+	content, isErr, ex, err := a.runCommand(ctx, rs, call, act.Command, "")
+	if err != nil {
+		return true, Result{Status: StatusError}, err
+	}
+	if act.Blocks > 1 {
+		content += "\n(Only the first command block of your reply ran; send one block per reply.)"
+	}
+	if err := a.result(rs, call, "Output of `"+oneLine(act.Command)+"`:\n"+content, isErr, ex); err != nil {
+		return true, Result{Status: StatusError}, err
+	}
+	return false, Result{}, nil
+}
+
+func stripDone(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if !isDone(l) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// toolCall handles one structured tool call; done reports agent_done.
+func (a *Agent) toolCall(ctx context.Context, rs *runState, call ToolCall) (done bool, summary string, err error) {
+	args, perr := parseArgs(call, toolDefs(rs.t.Goal, len(a.cfg.Skills.Skills) > 0))
+	if perr != nil {
+		return false, "", a.result(rs, call, "error: "+perr.Error(), true, nil)
+	}
+	switch call.Name {
+	case ToolRun:
+		content, isErr, ex, err := a.runCommand(ctx, rs, call, args.Command, args.Reason)
+		if err != nil {
+			return false, "", err
+		}
+		return false, "", a.result(rs, call, content, isErr, ex)
+	case ToolReadFile:
+		content, isErr, err := a.readFile(ctx, rs, call, args)
+		if err != nil {
+			return false, "", err
+		}
+		return false, "", a.result(rs, call, content, isErr, nil)
+	case ToolSkill:
+		content, isErr := a.skillText(args.Name)
+		a.hookResult(rs, CommandInfo{Tool: ToolSkill, Command: args.Name}, content, isErr)
+		return false, "", a.result(rs, call, content, isErr, nil)
+	case ToolMemory:
+		content, isErr, err := a.remember(rs, args.Note)
+		if err != nil {
+			return false, "", err
+		}
+		return false, "", a.result(rs, call, content, isErr, nil)
+	case ToolAgentDone:
+		if err := a.result(rs, call, "done", false, nil); err != nil {
+			return false, "", err
+		}
+		return true, args.Summary, nil
+	}
+	return false, "", a.result(rs, call, "error: unknown tool "+call.Name, true, nil)
+}
+
+// result records a tool's result (what the model sees) and counts errors.
+func (a *Agent) result(rs *runState, call ToolCall, content string, isErr bool, ex *ExecResult) error {
+	p := toolResultPayload{CallID: call.ID, Tool: call.Name, Content: content, IsError: isErr}
+	if ex != nil {
+		code := ex.ExitCode
+		p.ExitCode, p.OutputSize, p.OutputSHA = &code, ex.Size, ex.SHA256
+		p.DurationMS, p.TimedOut = ex.Duration.Milliseconds(), ex.TimedOut
+	}
+	if isErr {
+		rs.toolErrors++
+	} else {
+		rs.toolErrors = 0
+	}
+	_, err := a.append(rs, store.Event{Type: EvToolResult, Actor: "system", Payload: mustJSON(p)})
+	return err
+}
+
+func (a *Agent) hookCommand(rs *runState, c CommandInfo) {
+	rs.s.setStatus(func(st *Status) { st.Current = c.Command })
+	if rs.t.Hooks.Command != nil {
+		rs.t.Hooks.Command(c)
+	}
+}
+
+func (a *Agent) hookResult(rs *runState, c CommandInfo, content string, isErr bool) {
+	rs.s.setStatus(func(st *Status) { st.Current = "" })
+	if rs.t.Hooks.Result != nil {
+		rs.t.Hooks.Result(c, content, isErr)
+	}
+}
+
+// decide records the gate's decision and, for confirm, the human's; it
+// reports whether the action may go ahead and, if not, what the model is
+// told. A false with a nil error is a refusal; an error is a store failure.
+func (a *Agent) decide(ctx context.Context, rs *runState, call ToolCall, info CommandInfo, d gate.Decision, reason string) (bool, string, error) {
+	action := "refuse"
+	switch {
+	case d.Verdict == gate.Pass:
+		action = "run"
+	case d.Verdict == gate.Confirm && rs.t.AllowAll:
+		action = "run"
+	case d.Verdict == gate.Confirm && rs.t.Approver != nil:
+		action = "ask"
+	}
+	info.Verdict, info.Reason, info.Action = d.Verdict.String(), d.Reason, action
+	gp := gatePayload{CallID: call.ID, Tool: info.Tool, Dir: rs.t.Dir, Verdict: d.Verdict.String(), Reason: d.Reason, Rule: d.Rule, Action: action}
+	if info.Tool == ToolReadFile {
+		gp.Path = info.Command
+	} else {
+		gp.Command = info.Command
+	}
+	evs, err := a.append(rs, store.Event{Type: EvGateDecision, Actor: "gate", Payload: mustJSON(gp)})
+	if err != nil {
+		return false, "", err
+	}
+	a.hookCommand(rs, info)
+	switch action {
+	case "run":
+		return true, "", nil
+	case "refuse":
+		if d.Verdict == gate.Deny {
+			return false, fmt.Sprintf("refused by policy (%s): %s. Do not try to get around this; choose another way or tell the user.", d.Rule, d.Reason), nil
+		}
+		return false, fmt.Sprintf("not run: %s (%s). %v.", d.Reason, d.Rule, errNoApprover), nil
+	}
+	sum := sha256.Sum256([]byte(info.Command))
+	ap := Approval{Session: rs.t.Session, RequestID: fmt.Sprintf("r%d", evs[0].Seq), Command: info.Command,
+		SHA256: hex.EncodeToString(sum[:]), Reason: reason, Rule: d.Rule, Requester: rs.t.Actor, Dir: rs.t.Dir}
+	if info.Tool == ToolReadFile {
+		ap.Command = "read_file " + info.Command
+	}
+	if _, err := a.append(rs, store.Event{Type: EvApprovalAsked, Actor: "gate", Payload: mustJSON(approvalAskedPayload{
+		CallID: call.ID, RequestID: ap.RequestID, Command: info.Command, SHA256: ap.SHA256, Reason: reason, Requester: rs.t.Actor})}); err != nil {
+		return false, "", err
+	}
+	dec, aerr := rs.t.Approver.Approve(ctx, ap)
+	if aerr != nil {
+		dec = ApprovalDecision{Approved: false, By: "system", Why: aerr.Error()}
+		if ctx.Err() != nil {
+			dec.Why = "cancelled before a decision"
+		}
+	}
+	if _, err := a.append(rs, store.Event{Type: EvApprovalDecided, Actor: orSystem(dec.By), Payload: mustJSON(approvalDecidedPayload{
+		CallID: call.ID, RequestID: ap.RequestID, Approved: dec.Approved, By: dec.By, Why: dec.Why, SHA256: ap.SHA256})}); err != nil {
+		return false, "", err
+	}
+	if !dec.Approved {
+		why := dec.Why
+		if why == "" {
+			why = "denied"
+		}
+		by := ""
+		if dec.By != "" {
+			by = " by " + dec.By
+		}
+		return false, fmt.Sprintf("not run: the approval was refused%s (%s).", by, why), nil
+	}
+	return true, "", nil
+}
+
+func orSystem(by string) string {
+	if by == "" {
+		return "system"
+	}
+	return by
+}
+
+// runCommand gates and runs one shell command, returning what the model sees.
+func (a *Agent) runCommand(ctx context.Context, rs *runState, call ToolCall, command, reason string) (string, bool, *ExecResult, error) {
+	d := a.cfg.Policy.ClassifyIn(rs.t.Dir, command)
+	info := CommandInfo{Tool: ToolRun, Command: command}
+	ok, refusal, err := a.decide(ctx, rs, call, info, d, reason)
+	if err != nil {
+		return "", false, nil, err
+	}
+	info.Verdict, info.Reason = d.Verdict.String(), d.Reason
+	if !ok {
+		a.hookResult(rs, info, refusal, true)
+		return refusal, true, nil, nil
+	}
+	if err := ctx.Err(); err != nil {
+		// Cancelled while waiting for approval: record why nothing ran.
+		return "not run: the run was interrupted", true, nil, nil
+	}
+	ex, err := Exec(ctx, a.cfg.Exec, rs.t.Dir, command)
+	if err != nil {
+		content := "error: " + err.Error()
+		a.hookResult(rs, info, content, true)
+		return content, true, nil, nil
+	}
+	content := formatExec(ex, a.cfg.Exec.ViewLimit)
+	isErr := ex.ExitCode != 0 || ex.TimedOut || ex.Cancelled
+	a.hookResult(rs, info, content, isErr)
+	return content, isErr, &ex, nil
+}
+
+func formatExec(ex ExecResult, view int) string {
+	var b strings.Builder
+	switch {
+	case ex.TimedOut:
+		fmt.Fprintf(&b, "timed out after %s; the process group was killed\n", ex.Duration.Round(time.Second))
+	case ex.Cancelled:
+		b.WriteString("interrupted by the user; the process group was killed\n")
+	default:
+		fmt.Fprintf(&b, "exit code: %d\n", ex.ExitCode)
+	}
+	out := string(ex.Output)
+	if out == "" {
+		b.WriteString("(no output)")
+	} else {
+		b.WriteString(headTail(out, view))
+	}
+	return b.String()
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	return s
+}

@@ -1,0 +1,540 @@
+package agentcore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/thinbot/thinbot/gate"
+	"github.com/thinbot/thinbot/store"
+)
+
+// scriptedModel answers from a list of replies and records the requests.
+// One call too many fails the test.
+type scriptedModel struct {
+	t       testing.TB
+	mu      sync.Mutex
+	replies []func(Request) (Response, error)
+	reqs    []Request
+}
+
+func (m *scriptedModel) Complete(ctx context.Context, req Request) (Response, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reqs = append(m.reqs, req)
+	if len(m.replies) == 0 {
+		m.t.Errorf("model called %d times, script has fewer replies", len(m.reqs))
+		return Response{}, errors.New("script exhausted")
+	}
+	f := m.replies[0]
+	m.replies = m.replies[1:]
+	return f(req)
+}
+
+func say(text string) func(Request) (Response, error) {
+	return func(Request) (Response, error) { return Response{Content: text, FinishReason: "stop"}, nil }
+}
+
+func call(name, args string) func(Request) (Response, error) {
+	return func(r Request) (Response, error) {
+		return Response{ToolCalls: []ToolCall{{ID: fmt.Sprintf("c%d", len(r.Messages)), Name: name, Arguments: args}}, FinishReason: "tool_calls"}, nil
+	}
+}
+
+func runCmd(cmd string) func(Request) (Response, error) {
+	b, _ := json.Marshal(map[string]string{"command": cmd, "reason": "test"})
+	return call(ToolRun, string(b))
+}
+
+func fail(err error) func(Request) (Response, error) {
+	return func(Request) (Response, error) { return Response{}, err }
+}
+
+type fixture struct {
+	a     *Agent
+	db    *store.DB
+	model *scriptedModel
+	dir   string
+}
+
+func newFixture(t *testing.T, cfg Config, replies ...func(Request) (Response, error)) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := store.Open(filepath.Join(t.TempDir(), "events.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	m := &scriptedModel{t: t, replies: replies}
+	t.Cleanup(func() {
+		if len(m.replies) > 0 {
+			t.Errorf("%d scripted replies not used", len(m.replies))
+		}
+	})
+	cfg.Store, cfg.Model = db, m
+	if cfg.Policy == nil {
+		cfg.Policy = gate.DefaultPolicy()
+	}
+	cfg.Exec.Environ = append(cfg.Exec.Environ, "PATH="+os.Getenv("PATH"))
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{a: a, db: db, model: m, dir: dir}
+}
+
+func (f *fixture) events(t *testing.T, session string) []store.Event {
+	t.Helper()
+	var out []store.Event
+	for e, err := range f.db.Events(session, 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func types(evs []store.Event) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+func lastToolContent(r Request) string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == RoleTool || r.Messages[i].Role == RoleUser {
+			return r.Messages[i].Content
+		}
+	}
+	return ""
+}
+
+func TestReadOnlyCommandRunsAndReachesModel(t *testing.T) {
+	var saw string
+	f := newFixture(t, Config{}, runCmd("echo hello-from-shell"), func(r Request) (Response, error) {
+		saw = lastToolContent(r)
+		return Response{Content: "it said hello"}, nil
+	})
+	res, err := f.a.Run(t.Context(), Turn{Session: "s", Actor: "user:al", Text: "say hi", Dir: f.dir})
+	if err != nil || res.Status != StatusAnswered || res.Answer != "it said hello" {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+	if !strings.Contains(saw, "hello-from-shell") || !strings.Contains(saw, "exit code: 0") {
+		t.Errorf("model saw %q", saw)
+	}
+	want := []string{EvSystemPrompt, EvRunStarted, EvUserMessage, EvAssistantMessage, EvGateDecision, EvToolResult, EvAssistantMessage, EvRunFinished}
+	if got := types(f.events(t, "s")); !reflect.DeepEqual(got, want) {
+		t.Errorf("events = %v\nwant %v", got, want)
+	}
+}
+
+func TestConfirmWithoutApproverIsRefused(t *testing.T) {
+	var saw string
+	f := newFixture(t, Config{}, runCmd("touch made-by-model"), func(r Request) (Response, error) {
+		saw = lastToolContent(r)
+		return Response{Content: "could not"}, nil
+	})
+	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "make a file", Dir: f.dir}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "made-by-model")); err == nil {
+		t.Fatal("the write ran without approval")
+	}
+	if !strings.Contains(saw, "approval") {
+		t.Errorf("model was told %q", saw)
+	}
+}
+
+func TestAllowAllRunsConfirmButNeverDeny(t *testing.T) {
+	f := newFixture(t, Config{}, runCmd("touch made"), runCmd("rm -rf /"), say("ok"))
+	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: f.dir, AllowAll: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "made")); err != nil {
+		t.Errorf("allow-all did not run the write: %v", err)
+	}
+	var verdicts []string
+	for _, e := range f.events(t, "s") {
+		if e.Type == EvGateDecision {
+			var p gatePayload
+			json.Unmarshal(e.Payload, &p)
+			verdicts = append(verdicts, p.Verdict+"/"+p.Action)
+		}
+	}
+	if want := []string{"confirm/run", "deny/refuse"}; !reflect.DeepEqual(verdicts, want) {
+		t.Errorf("decisions = %v, want %v", verdicts, want)
+	}
+}
+
+func TestApprovalIsCommittedBeforeTheCommandRuns(t *testing.T) {
+	f := newFixture(t, Config{}, runCmd("touch approved-file"), say("done"))
+	var sawAsk bool
+	approver := ApproverFunc(func(ctx context.Context, a Approval) (ApprovalDecision, error) {
+		// The request is in the chain before the human is asked.
+		for e := range f.db.Events("s", 1) {
+			sawAsk = sawAsk || e.Type == EvApprovalAsked
+		}
+		if a.Command != "touch approved-file" || a.SHA256 == "" || a.RequestID == "" {
+			t.Errorf("approval = %+v", a)
+		}
+		return ApprovalDecision{Approved: true, By: "user:bob"}, nil
+	})
+	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: f.dir, Approver: approver}); err != nil {
+		t.Fatal(err)
+	}
+	if !sawAsk {
+		t.Error("approval_requested was not committed before asking")
+	}
+	got := types(f.events(t, "s"))
+	i := indexOf(got, EvApprovalDecided)
+	if i < 0 || got[i+1] != EvToolResult {
+		t.Errorf("events = %v: want approval_decision right before tool_result", got)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "approved-file")); err != nil {
+		t.Error("approved command did not run")
+	}
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestStoreFailureStopsBeforeRunning(t *testing.T) {
+	f := newFixture(t, Config{}, runCmd("touch should-not-exist"))
+	approver := ApproverFunc(func(ctx context.Context, a Approval) (ApprovalDecision, error) {
+		f.db.Close() // the decision cannot be committed now
+		return ApprovalDecision{Approved: true, By: "user:bob"}, nil
+	})
+	_, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: f.dir, Approver: approver})
+	if err == nil {
+		t.Fatal("Run succeeded with a closed store")
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "should-not-exist")); err == nil {
+		t.Fatal("command ran although its approval was not committed")
+	}
+}
+
+func TestToolErrorsGoBackToTheModel(t *testing.T) {
+	var seen []string
+	grab := func(next func(Request) (Response, error)) func(Request) (Response, error) {
+		return func(r Request) (Response, error) {
+			seen = append(seen, lastToolContent(r))
+			return next(r)
+		}
+	}
+	f := newFixture(t, Config{},
+		call(ToolRun, `{"command": "ls"`),
+		grab(call("launch_missiles", `{}`)),
+		grab(call(ToolRun, `{"reason":"no command"}`)),
+		grab(call(ToolReadFile, `{"path":"/etc/shadow"}`)),
+		grab(say("gave up")))
+	res, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: f.dir})
+	if err != nil || res.Answer != "gave up" {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+	wants := []string{"not a valid JSON object", "unknown tool \"launch_missiles\"", "needs the field \"command\"", "not run"}
+	for i, w := range wants {
+		if !strings.Contains(seen[i], w) {
+			t.Errorf("tool result %d = %q, want it to mention %q", i, seen[i], w)
+		}
+	}
+}
+
+func TestBudgetStopsAModelThatNeverFinishes(t *testing.T) {
+	var replies []func(Request) (Response, error)
+	for range 3 {
+		replies = append(replies, runCmd("true"))
+	}
+	f := newFixture(t, Config{Budgets: Budgets{MaxSteps: 3}}, replies...)
+	res, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "loop", Dir: f.dir, Goal: true})
+	if !errors.Is(err, ErrBudget) || res.Status != StatusBudget {
+		t.Fatalf("Run = %+v, %v; want budget", res, err)
+	}
+	evs := f.events(t, "s")
+	var p runPayload
+	json.Unmarshal(evs[len(evs)-1].Payload, &p)
+	if p.Status != StatusBudget || !strings.Contains(p.Detail, "steps") {
+		t.Errorf("run_finished = %+v", p)
+	}
+}
+
+func TestGoalModeEndsAtAgentDone(t *testing.T) {
+	f := newFixture(t, Config{}, runCmd("true"), say("thinking aloud"), call(ToolAgentDone, `{"summary":"all good"}`))
+	res, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "check", Dir: f.dir, Goal: true})
+	if err != nil || res.Status != StatusDone || res.Answer != "all good" {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+	// The model saw agent_done among its tools.
+	if !hasTool(f.model.reqs[0].Tools, ToolAgentDone) {
+		t.Error("goal mode did not offer agent_done")
+	}
+}
+
+func hasTool(tools []Tool, name string) bool {
+	for _, t := range tools {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func TestPrefixIsStableAcrossCalls(t *testing.T) {
+	f := newFixture(t, Config{}, runCmd("echo one"), runCmd("echo two"), say("done"))
+	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: f.dir}); err != nil {
+		t.Fatal(err)
+	}
+	f.model.replies = append(f.model.replies, say("again"))
+	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "y", Dir: f.dir}); err != nil {
+		t.Fatal(err)
+	}
+	reqs := f.model.reqs
+	for i := 1; i < len(reqs); i++ {
+		prev, cur := reqs[i-1].Messages, reqs[i].Messages
+		if len(cur) <= len(prev) {
+			t.Fatalf("request %d has %d messages, previous %d", i, len(cur), len(prev))
+		}
+		a, _ := json.Marshal(prev)
+		b, _ := json.Marshal(cur[:len(prev)])
+		if string(a) != string(b) {
+			t.Errorf("request %d does not start with request %d's messages", i, i-1)
+		}
+	}
+}
+
+func TestProjectIsPureAndMatchesIncremental(t *testing.T) {
+	f := newFixture(t, Config{}, runCmd("echo a"), say("first"), say("second"))
+	f.a.Run(t.Context(), Turn{Session: "s", Text: "one", Dir: f.dir})
+	if err := f.a.Clear("s", "user:x"); err != nil {
+		t.Fatal(err)
+	}
+	f.a.Run(t.Context(), Turn{Session: "s", Text: "two", Dir: f.dir})
+	evs := f.events(t, "s")
+	a, _ := json.Marshal(Project(evs))
+	b, _ := json.Marshal(Project(evs))
+	inc, _ := f.a.Messages("s")
+	c, _ := json.Marshal(inc)
+	if string(a) != string(b) || string(a) != string(c) {
+		t.Fatalf("projections differ:\n%s\n%s\n%s", a, b, c)
+	}
+	// After /clear only the new branch is projected.
+	msgs := Project(evs)
+	if strings.Contains(string(a), "\"one\"") || msgs[len(msgs)-1].Content != "second" {
+		t.Errorf("projection after clear = %s", a)
+	}
+}
+
+func TestInterruptedToolCallIsClosedInProjection(t *testing.T) {
+	evs := []store.Event{
+		{Type: EvUserMessage, Payload: mustJSON(userMessagePayload{Text: "hi"})},
+		{Type: EvAssistantMessage, Payload: mustJSON(assistantPayload{Protocol: "tools", ToolCalls: []ToolCall{{ID: "c1", Name: ToolRun, Arguments: "{}"}}})},
+		{Type: EvUserMessage, Payload: mustJSON(userMessagePayload{Text: "again"})},
+	}
+	msgs := Project(evs)
+	if len(msgs) != 4 || msgs[2].Role != RoleTool || msgs[2].ToolCallID != "c1" || msgs[3].Content != "again" {
+		t.Errorf("Project = %+v", msgs)
+	}
+}
+
+func TestChildEnvironmentIsAllowlisted(t *testing.T) {
+	env := []string{"PATH=/usr/bin:/bin", "HOME=/root", "AGENT_API_KEY=sk-secret", "SLACK_BOT_TOKEN=xoxb-1",
+		"LC_ALL=C", "MY_PASSWORD=x", "KUBECONFIG=/k", "THINBOT_X=1", "RANDOM_VAR=1"}
+	got := ChildEnv(env, []string{"KUBECONFIG", "AGENT_API_KEY", "MY_*"})
+	want := []string{"PATH=/usr/bin:/bin", "HOME=/root", "LC_ALL=C", "KUBECONFIG=/k"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ChildEnv = %v, want %v", got, want)
+	}
+}
+
+func TestExecKillsTheProcessGroupOnCancel(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan ExecResult, 1)
+	go func() {
+		res, err := Exec(ctx, ExecConfig{Environ: []string{"PATH=" + os.Getenv("PATH")}}, dir, "sleep 60 & echo $! > pid; wait")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	var pid int
+	for range 500 {
+		if b, err := os.ReadFile(pidFile); err == nil && len(b) > 1 {
+			fmt.Sscan(string(b), &pid)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pid == 0 {
+		t.Fatal("the child never wrote its pid")
+	}
+	cancel()
+	res := <-done
+	if !res.Cancelled {
+		t.Errorf("result = %+v, want Cancelled", res)
+	}
+	// The background sleep in the group is gone (or a zombie being reaped).
+	for range 200 {
+		if err := syscall.Kill(pid, 0); err != nil {
+			return
+		}
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); strings.Contains(string(b), ") Z ") {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("process %d of the group survived the cancellation", pid)
+}
+
+func TestExecTimeoutAndOutputCap(t *testing.T) {
+	cfg := ExecConfig{Timeout: 200 * time.Millisecond, Environ: []string{"PATH=" + os.Getenv("PATH")}}
+	res, err := Exec(t.Context(), cfg, t.TempDir(), "sleep 5")
+	if err != nil || !res.TimedOut {
+		t.Fatalf("Exec = %+v, %v; want timeout", res, err)
+	}
+	cfg = ExecConfig{CaptureLimit: 1000, Environ: []string{"PATH=" + os.Getenv("PATH")}}
+	res, err = Exec(t.Context(), cfg, t.TempDir(), "seq 1 100000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Size != 588895 || len(res.Output) > 1100 || !strings.Contains(string(res.Output), "bytes omitted") ||
+		!strings.HasPrefix(string(res.Output), "1\n2\n") || !strings.HasSuffix(string(res.Output), "100000\n") {
+		t.Errorf("size %d, output %d bytes: %.80q...", res.Size, len(res.Output), res.Output)
+	}
+	if v := headTail(strings.Repeat("é", 100), 51); !strings.Contains(v, "omitted") || !utf8Valid(v) {
+		t.Errorf("headTail broke UTF-8: %q", v)
+	}
+}
+
+func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "?") == s }
+
+func TestTextProtocolSwitchIsRecorded(t *testing.T) {
+	f := newFixture(t, Config{},
+		fail(fmt.Errorf("HTTP 400: %w", ErrToolsUnsupported)),
+		func(r Request) (Response, error) {
+			if r.Tools != nil {
+				t.Error("tools sent after the switch")
+			}
+			return Response{Content: "Checking.\n```bash\necho via-text\n```"}, nil
+		},
+		func(r Request) (Response, error) {
+			if !strings.Contains(lastToolContent(r), "via-text") {
+				t.Errorf("model saw %q", lastToolContent(r))
+			}
+			return Response{Content: "All fine."}, nil
+		})
+	res, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: f.dir})
+	if err != nil || res.Answer != "All fine." {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+	if indexOf(types(f.events(t, "s")), EvProtocolSwitch) < 0 {
+		t.Error("no protocol_switch event")
+	}
+}
+
+func TestContextOverflowCompactsAndRetries(t *testing.T) {
+	f := newFixture(t, Config{}, say("first answer"),
+		fail(fmt.Errorf("HTTP 400: %w", ErrContextLength)),
+		say("SUMMARY: user asked things"),
+		func(r Request) (Response, error) {
+			if !strings.Contains(r.Messages[1].Content, "SUMMARY: user asked things") {
+				t.Errorf("after compaction the request starts with %q", r.Messages[1].Content)
+			}
+			return Response{Content: "second answer"}, nil
+		})
+	f.a.Run(t.Context(), Turn{Session: "s", Text: "one", Dir: f.dir})
+	res, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "two", Dir: f.dir})
+	if err != nil || res.Answer != "second answer" {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+}
+
+func TestAutomaticCompactionKeepsPromptUnderLimit(t *testing.T) {
+	big := strings.Repeat("x", 3000)
+	var replies []func(Request) (Response, error)
+	for range 6 {
+		replies = append(replies, say("noted "+big))
+	}
+	replies = append(replies, say("SUMMARY"), func(r Request) (Response, error) {
+		if n := EstimateTokens(r.Messages); n > 3000 {
+			t.Errorf("prompt after compaction is %d tokens", n)
+		}
+		return Response{Content: "ok"}, nil
+	})
+	f := newFixture(t, Config{ContextWindow: 8000, CompactAt: 0.5}, replies...)
+	for i := range 7 {
+		if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: fmt.Sprintf("message %d %s", i, big), Dir: f.dir}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if indexOf(types(f.events(t, "s")), EvCompacted) < 0 {
+		t.Error("no compaction happened")
+	}
+}
+
+func TestMemoryToolWritesFileAndEvent(t *testing.T) {
+	f := newFixture(t, Config{}, call(ToolMemory, `{"note":"db01 is the primary"}`), say("remembered"))
+	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "remember", Dir: f.dir}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(f.dir, MemoryFile))
+	if err != nil || !strings.Contains(string(b), "db01 is the primary") {
+		t.Fatalf("memory file = %q, %v", b, err)
+	}
+	f.model.replies = append(f.model.replies, func(r Request) (Response, error) {
+		if !strings.Contains(r.Messages[0].Content, "db01 is the primary") {
+			t.Error("memory not in the next run's system prompt")
+		}
+		return Response{Content: "ok"}, nil
+	})
+	f.a.Run(t.Context(), Turn{Session: "s2", Text: "hi", Dir: f.dir})
+}
+
+func TestRecoverClosesPendingApprovalsAndRuns(t *testing.T) {
+	f := newFixture(t, Config{}, runCmd("touch x"))
+	// Simulate a crash while waiting for approval: the approver never
+	// returns before the run's context dies and the record is cut short.
+	ctx, cancel := context.WithCancel(t.Context())
+	approver := ApproverFunc(func(ctx context.Context, a Approval) (ApprovalDecision, error) {
+		f.a.NoteSync("s", EvNote, "bot", NotePayload{Kind: "approval_posted", RequestID: a.RequestID, PostID: "post1"})
+		f.db.Close() // the process "dies": nothing more is recorded
+		cancel()
+		return ApprovalDecision{}, ctx.Err()
+	})
+	f.a.Run(ctx, Turn{Session: "s", Text: "x", Dir: f.dir, Approver: approver})
+	db, err := store.Open(f.db.Path(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	a2, _ := New(Config{Store: db, Model: f.model, Policy: gate.DefaultPolicy()})
+	u, err := a2.Recover()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(u.Approvals) != 1 || u.Approvals[0].PostID != "post1" || len(u.Runs) != 1 {
+		t.Fatalf("Recover = %+v", u)
+	}
+	u, _ = a2.Recover()
+	if len(u.Approvals)+len(u.Runs) != 0 {
+		t.Errorf("second Recover = %+v, want nothing", u)
+	}
+}

@@ -1,0 +1,418 @@
+package agentcore
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/thinbot/thinbot/gate"
+	"github.com/thinbot/thinbot/store"
+)
+
+// basePrompt is the built-in system prompt.
+const basePrompt = `You are thinbot, an operations assistant working on a Linux machine for an on-call team.
+You work through tools: run shell commands, read files, load skills. Read-only commands run at once; commands that change anything wait for a human's approval, so give a short reason with each; some commands are refused by policy: do not try to get around a refusal.
+Prefer small, targeted commands with compact output (use head, tail, grep, wc). Investigate before you conclude, and say what you verified and what you assume.
+When a skill in the index fits the task, load it with the skill tool and follow it.
+Answer in the user's language, briefly, in Markdown.`
+
+// defaultCompactPrompt asks the model for a summary that replaces history.
+const defaultCompactPrompt = `The conversation is getting long. Write a summary that will replace everything above it.
+Keep: the user's goal and requests, facts found (host names, paths, numbers, errors), commands that worked and their key results, decisions and approvals, what is still open and the next step.
+Leave out: raw command output, failed attempts that taught nothing. Write plain text, at most 400 words.`
+
+// MemoryFile is where a workspace's memory lives, relative to the workspace.
+const MemoryFile = ".thinbot/memory.md"
+
+const (
+	maxInstructionBytes = 64 << 10
+	maxMemoryBytes      = 32 << 10
+	readFileLimit       = 64 << 10
+)
+
+// systemPrompt builds the prompt for a run: base prompt, instruction layers
+// (global, workspace, channel), skill index and memory.
+func (a *Agent) systemPrompt(rs *runState) string {
+	var b strings.Builder
+	base := a.cfg.Prompt
+	if base == "" {
+		base = basePrompt
+	}
+	b.WriteString(base)
+	if rs.text {
+		b.WriteString("\n\n")
+		p := textProtocolPrompt
+		if !rs.t.Goal {
+			p = strings.Replace(p, goalDoneHint, "", 1)
+		}
+		b.WriteString(p)
+	} else if rs.t.Goal {
+		b.WriteString("\n\nYou are in goal mode: keep working step by step until the goal is reached, then call agent_done with a summary.")
+	}
+	layers := []string{a.cfg.GlobalInstructions}
+	if rs.t.Dir != "" {
+		layers = append(layers, readLimited(filepath.Join(rs.t.Dir, "AGENT.md"), maxInstructionBytes))
+	}
+	layers = append(layers, rs.t.Instructions...)
+	first := true
+	for _, l := range layers {
+		if l = strings.TrimSpace(l); l == "" {
+			continue
+		}
+		if first {
+			b.WriteString("\n\n# Instructions\n")
+			first = false
+		}
+		b.WriteString("\n")
+		b.WriteString(l)
+		b.WriteString("\n")
+	}
+	if len(a.cfg.Skills.Skills) > 0 {
+		budget := int(float64(a.cfg.ContextWindow)*a.cfg.SkillIndexShare) * 4 // tokens -> bytes, ~4 bytes a token
+		b.WriteString("\n\n# Skills\n")
+		if rs.text {
+			b.WriteString("Each skill's instructions are in its SKILL.md; cat it before using the skill.\n")
+		} else {
+			b.WriteString("Load a skill's instructions with the skill tool before using it.\n")
+		}
+		b.WriteString(a.cfg.Skills.Index(budget))
+	}
+	if rs.t.Dir != "" {
+		if mem := strings.TrimSpace(readLimited(filepath.Join(rs.t.Dir, MemoryFile), maxMemoryBytes)); mem != "" {
+			b.WriteString("\n\n# Memory (notes kept from earlier sessions)\n")
+			b.WriteString(mem)
+		}
+	}
+	if rs.t.Dir != "" {
+		fmt.Fprintf(&b, "\n\nWorking directory: %s", rs.t.Dir)
+	}
+	return b.String()
+}
+
+// syncPrompt records the system prompt when it differs from the one the
+// session's projection holds. Within a run the prompt does not change, so
+// consecutive model calls share their prefix byte for byte.
+func (a *Agent) syncPrompt(rs *runState) error {
+	p := a.systemPrompt(rs)
+	if p == rs.s.proj.System() {
+		return nil
+	}
+	_, err := a.append(rs, store.Event{Type: EvSystemPrompt, Actor: "system", Payload: mustJSON(systemPromptPayload{Text: p})})
+	return err
+}
+
+// readLimited reads a small text file; a missing or unreadable file is "".
+func readLimited(path string, limit int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, limit))
+	return string(b)
+}
+
+// EstimateTokens is the kernel's token estimate: one token per 4 bytes,
+// rounded up, which over-counts English slightly and keeps compaction early
+// rather than late.
+func EstimateTokens(msgs []Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Content) + len(m.Reasoning) + 8
+		for _, c := range m.ToolCalls {
+			n += len(c.Name) + len(c.Arguments) + 8
+		}
+	}
+	return (n + 3) / 4
+}
+
+// maybeCompact compacts the session when its projection exceeds the
+// configured share of the context window, or always when force is set.
+func (a *Agent) maybeCompact(ctx context.Context, rs *runState, force bool) error {
+	msgs := rs.s.proj.Messages()
+	before := EstimateTokens(msgs)
+	if !force && float64(before) < a.cfg.CompactAt*float64(a.cfg.ContextWindow) {
+		return nil
+	}
+	if len(msgs) < 3 {
+		return nil // nothing to summarise beyond the prompt and one message
+	}
+	return a.compact(ctx, rs.t.Session, rs.s, msgs, before, rs)
+}
+
+func (a *Agent) compact(ctx context.Context, id string, s *session, msgs []Message, before int, rs *runState) error {
+	prompt := a.cfg.CompactPrompt
+	if prompt == "" {
+		prompt = defaultCompactPrompt
+	}
+	// Keep the system prompt and as much recent history as fits: when the
+	// history itself overflows the window, drop the oldest messages from the
+	// summarisation request (they are still in the chain).
+	req := append(msgs[:len(msgs):len(msgs)], Message{Role: RoleUser, Content: prompt})
+	limit := int(0.9 * float64(a.cfg.ContextWindow))
+	for EstimateTokens(req) > limit && len(req) > 3 {
+		req = append(req[:1:1], req[2:]...)
+		for len(req) > 2 && req[1].Role == RoleTool {
+			req = append(req[:1:1], req[2:]...)
+		}
+	}
+	if rs != nil {
+		rs.calls++
+	}
+	resp, err := a.cfg.Model.Complete(ctx, Request{Messages: req})
+	if err != nil {
+		return fmt.Errorf("compaction: %w", err)
+	}
+	summary := strings.TrimSpace(resp.Content)
+	if summary == "" {
+		return errors.New("compaction: the model returned an empty summary")
+	}
+	after := EstimateTokens([]Message{{Role: RoleSystem, Content: s.proj.System()}, {Role: RoleUser, Content: summaryPrefix + summary}})
+	_, err = a.appendTo(id, s, store.Event{Type: EvCompacted, Actor: "model", Payload: mustJSON(compactedPayload{
+		Summary: summary, UpToSeq: s.last, TokensBefore: before, TokensAfter: after})})
+	return err
+}
+
+// readFile serves the read_file tool: gated by gate.ClassifyPath, audited.
+func (a *Agent) readFile(ctx context.Context, rs *runState, call ToolCall, args toolArgs) (string, bool, error) {
+	path := args.Path
+	if strings.HasPrefix(path, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			path = filepath.Join(home, path[2:])
+		}
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(rs.t.Dir, path)
+	}
+	path = filepath.Clean(path)
+	d := a.cfg.Policy.ClassifyPath(path)
+	// The real file behind a symlink must pass too.
+	if real, err := filepath.EvalSymlinks(path); err == nil && real != path {
+		if d2 := a.cfg.Policy.ClassifyPath(real); d2.Verdict < d.Verdict {
+			d = d2
+		}
+	}
+	info := CommandInfo{Tool: ToolReadFile, Command: path}
+	ok, refusal, err := a.decide(ctx, rs, call, info, d, "read "+path)
+	if err != nil {
+		return "", false, err
+	}
+	info.Verdict, info.Reason = d.Verdict.String(), d.Reason
+	if !ok {
+		a.hookResult(rs, info, refusal, true)
+		return refusal, true, nil
+	}
+	content, isErr := readLines(path, args.Offset, args.Limit)
+	a.hookResult(rs, info, content, isErr)
+	return content, isErr, nil
+}
+
+// readLines returns lines [offset, offset+limit) of a text file, numbered,
+// within readFileLimit bytes.
+func readLines(path string, offset, limit int) (string, bool) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "error: " + err.Error(), true
+	}
+	if st.IsDir() {
+		return "error: " + path + " is a directory; use run with ls", true
+	}
+	if !st.Mode().IsRegular() {
+		return "error: " + path + " is not a regular file", true
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "error: " + err.Error(), true
+	}
+	defer f.Close()
+	if offset < 1 {
+		offset = 1
+	}
+	if limit <= 0 {
+		limit = 2000
+	}
+	var b strings.Builder
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	n, shown := 0, 0
+	for sc.Scan() {
+		n++
+		if n < offset {
+			continue
+		}
+		if shown >= limit || b.Len() > readFileLimit {
+			fmt.Fprintf(&b, "[... more lines; continue with offset %d ...]\n", n)
+			break
+		}
+		line := sc.Text()
+		if !utf8.ValidString(line) || strings.ContainsRune(line, 0) {
+			return fmt.Sprintf("error: %s looks binary (line %d); use run with file/xxd/strings", path, n), true
+		}
+		fmt.Fprintf(&b, "%6d\t%s\n", n, line)
+		shown++
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Sprintf("error: reading %s: %v", path, err), true
+	}
+	if shown == 0 {
+		return fmt.Sprintf("(no lines from %d; the file has %d lines)", offset, n), false
+	}
+	return b.String(), false
+}
+
+// skillText serves the skill tool.
+func (a *Agent) skillText(name string) (string, bool) {
+	sk, ok := a.cfg.Skills.Get(name)
+	if !ok {
+		names := make([]string, 0, len(a.cfg.Skills.Skills))
+		for _, s := range a.cfg.Skills.Skills {
+			names = append(names, s.Name)
+		}
+		return fmt.Sprintf("error: no skill named %q; the skills are: %s", name, strings.Join(names, ", ")), true
+	}
+	text, err := sk.Text()
+	if err != nil {
+		return "error: " + err.Error(), true
+	}
+	return text, false
+}
+
+// remember appends a note to the workspace memory file and records it.
+func (a *Agent) remember(rs *runState, note string) (string, bool, error) {
+	if rs.t.Dir == "" {
+		return "error: this session has no workspace, so there is no memory file", true, nil
+	}
+	note = strings.TrimSpace(note)
+	if len(note) > 2000 {
+		return "error: a memory note must be under 2000 bytes; keep it to durable facts", true, nil
+	}
+	path := filepath.Join(rs.t.Dir, MemoryFile)
+	// The memory change is an event first, then the file: the chain is the
+	// record, the file a convenience the next session's prompt reads.
+	if _, err := a.append(rs, store.Event{Type: EvMemory, Actor: "model", Payload: mustJSON(memoryPayload{Text: note, File: path})}); err != nil {
+		return "", false, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "error: " + err.Error(), true, nil
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return "error: " + err.Error(), true, nil
+	}
+	_, werr := fmt.Fprintf(f, "- %s\n", strings.ReplaceAll(note, "\n", " "))
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return "error: " + werr.Error(), true, nil
+	}
+	return "saved to memory; it will be in the prompt of future sessions", false, nil
+}
+
+// Clear starts a new branch of the session: older events stay in the chain
+// but leave the projection.
+func (a *Agent) Clear(session, actor string) error {
+	s, _ := a.session(session)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := a.load(session, s); err != nil {
+		return err
+	}
+	_, err := a.appendTo(session, s, store.Event{Type: EvClear, Branch: s.proj.Branch() + 1, Actor: actor, Payload: mustJSON(map[string]int{"branch": s.proj.Branch() + 1})})
+	return err
+}
+
+// Compact summarises the session now (the /compact command). It reports the
+// estimated tokens before and after.
+func (a *Agent) Compact(ctx context.Context, session string) (before, after int, err error) {
+	s, _ := a.session(session)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := a.load(session, s); err != nil {
+		return 0, 0, err
+	}
+	msgs := s.proj.Messages()
+	before = EstimateTokens(msgs)
+	if len(msgs) < 3 {
+		return before, before, errors.New("nothing to compact yet")
+	}
+	if err := a.compact(ctx, session, s, msgs, before, nil); err != nil {
+		return before, 0, err
+	}
+	return before, EstimateTokens(s.proj.Messages()), nil
+}
+
+// Note records an event on behalf of a front end (approval message posted,
+// click refused, run interrupted by a restart). Type is usually EvNote.
+func (a *Agent) Note(session, typ, actor string, payload any) (store.Event, error) {
+	evs, err := a.appendSession(session, store.Event{Type: typ, Actor: actor, Payload: mustJSON(payload)})
+	if err != nil {
+		return store.Event{}, err
+	}
+	return evs[0], nil
+}
+
+// NoteSync records an event without waiting for a running turn of the
+// session (Note waits for it). Use it from click handlers while the turn
+// blocks on an approval.
+func (a *Agent) NoteSync(session, typ, actor string, payload any) (store.Event, error) {
+	evs, err := a.cfg.Store.Append(context.Background(), store.Event{Session: session, Type: typ, Actor: actor, Payload: mustJSON(payload)})
+	if err != nil {
+		return store.Event{}, fmt.Errorf("record %s: %w", typ, err)
+	}
+	return evs[0], nil
+}
+
+// SessionStatus reports what the session is doing.
+func (a *Agent) SessionStatus(session string) Status {
+	a.mu.Lock()
+	s := a.state[session]
+	a.mu.Unlock()
+	if s == nil {
+		return Status{}
+	}
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	return s.status
+}
+
+// Messages returns the session's current projection (what the next model
+// call would see, before the next user message).
+func (a *Agent) Messages(session string) ([]Message, error) {
+	s, _ := a.session(session)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := a.load(session, s); err != nil {
+		return nil, err
+	}
+	return s.proj.Messages(), nil
+}
+
+// Policy is the gate policy the agent uses (with skills' read-only scripts).
+func (a *Agent) Policy() *gate.Policy { return a.cfg.Policy }
+
+// SkillsSummary is what /skills shows: loaded skills, and hidden ones with
+// the reason.
+func (a *Agent) SkillsSummary() string {
+	var b strings.Builder
+	set := a.cfg.Skills
+	if len(set.Skills) == 0 {
+		b.WriteString("No skills are loaded.\n")
+	}
+	for _, s := range set.Skills {
+		fmt.Fprintf(&b, "- **%s**: %s\n", s.Name, oneLine(s.Description))
+	}
+	for _, f := range set.Filtered {
+		fmt.Fprintf(&b, "- hidden `%s` (%s): %s\n", f.Name, f.Dir, f.Reason)
+	}
+	for _, s := range set.Shadowed {
+		fmt.Fprintf(&b, "- shadowed `%s` in %s by %s\n", s.Name, s.Dir, s.By)
+	}
+	return b.String()
+}

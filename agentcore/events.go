@@ -1,0 +1,122 @@
+package agentcore
+
+// Event types this package appends. They live in the chain forever: never
+// rename one, only add.
+const (
+	EvSystemPrompt     = "system_prompt"      // the system prompt the session's next model calls use
+	EvUserMessage      = "user_message"       // a person's words
+	EvAssistantMessage = "assistant_message"  // one model reply (text, reasoning, tool calls, usage)
+	EvGateDecision     = "gate_decision"      // the gate's verdict on a command or path, before anything runs
+	EvApprovalAsked    = "approval_requested" // a confirm verdict sent to a human
+	EvApprovalDecided  = "approval_decision"  // the human's (or the expiry's) answer, before anything runs
+	EvToolResult       = "tool_result"        // what a tool call produced, exactly as the model sees it
+	EvProtocolSwitch   = "protocol_switch"    // tool calling -> text protocol
+	EvRunStarted       = "run_started"
+	EvRunFinished      = "run_finished" // status: answered, done, budget, cancelled, error
+	EvClear            = "clear"        // starts a new branch; older events leave the projection
+	EvCompacted        = "compacted"    // a summary replacing everything before it in the projection
+	EvMemory           = "memory"       // a note the model appended to the workspace memory
+	EvSkillFiltered    = "skill_filtered"
+	EvNote             = "note" // something a front end records (approval posted, click refused, interrupted run)
+)
+
+// Run statuses recorded in EvRunFinished.
+const (
+	StatusAnswered  = "answered"  // the model gave a final answer
+	StatusDone      = "done"      // goal mode: the model called agent_done
+	StatusBudget    = "budget"    // a budget ended the run
+	StatusCancelled = "cancelled" // the run's context was cancelled (/stop, Ctrl+C, shutdown)
+	StatusError     = "error"     // the model or the store failed
+)
+
+type systemPromptPayload struct {
+	Text string `json:"text"`
+}
+
+type userMessagePayload struct {
+	Text string `json:"text"`
+	// MessageID is the chat platform's id of the message, for deduplication.
+	MessageID string `json:"message_id,omitempty"`
+}
+
+type assistantPayload struct {
+	Content      string     `json:"content"`
+	Reasoning    string     `json:"reasoning,omitempty"`
+	ToolCalls    []ToolCall `json:"tool_calls,omitempty"`
+	FinishReason string     `json:"finish_reason,omitempty"`
+	Usage        Usage      `json:"usage"`
+	Model        string     `json:"model,omitempty"`
+	// Protocol is "tools" or "text": how this reply's commands were read.
+	Protocol  string `json:"protocol"`
+	LatencyMS int64  `json:"latency_ms"`
+}
+
+type gatePayload struct {
+	CallID  string `json:"call_id"`
+	Tool    string `json:"tool"`
+	Command string `json:"command,omitempty"`
+	Path    string `json:"path,omitempty"`
+	Dir     string `json:"dir,omitempty"`
+	Verdict string `json:"verdict"`
+	Reason  string `json:"reason"`
+	Rule    string `json:"rule"`
+	// Action is what the kernel does with the verdict: run, ask, refuse.
+	Action string `json:"action"`
+}
+
+type approvalAskedPayload struct {
+	CallID    string `json:"call_id"`
+	RequestID string `json:"request_id"`
+	Command   string `json:"command"`
+	SHA256    string `json:"sha256"`
+	Reason    string `json:"reason,omitempty"`
+	Requester string `json:"requester,omitempty"`
+}
+
+type approvalDecidedPayload struct {
+	CallID    string `json:"call_id"`
+	RequestID string `json:"request_id"`
+	Approved  bool   `json:"approved"`
+	By        string `json:"by,omitempty"`
+	Why       string `json:"why,omitempty"`
+	SHA256    string `json:"sha256"`
+}
+
+type toolResultPayload struct {
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// Content is exactly what the model sees as the tool's result.
+	Content    string `json:"content"`
+	IsError    bool   `json:"is_error,omitempty"`
+	ExitCode   *int   `json:"exit_code,omitempty"`
+	OutputSize int64  `json:"output_size,omitempty"`
+	OutputSHA  string `json:"output_sha256,omitempty"`
+	DurationMS int64  `json:"duration_ms,omitempty"`
+	TimedOut   bool   `json:"timed_out,omitempty"`
+}
+
+type protocolSwitchPayload struct {
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Reason string `json:"reason"`
+}
+
+type runPayload struct {
+	Status     string `json:"status,omitempty"`
+	Goal       bool   `json:"goal,omitempty"`
+	Steps      int    `json:"steps,omitempty"`
+	ModelCalls int    `json:"model_calls,omitempty"`
+	Detail     string `json:"detail,omitempty"`
+}
+
+type compactedPayload struct {
+	Summary      string `json:"summary"`
+	UpToSeq      uint64 `json:"up_to_seq"`
+	TokensBefore int    `json:"tokens_before"`
+	TokensAfter  int    `json:"tokens_after"`
+}
+
+type memoryPayload struct {
+	Text string `json:"text"`
+	File string `json:"file"`
+}

@@ -1,0 +1,229 @@
+package agentcore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ExecConfig says how commands run.
+type ExecConfig struct {
+	// Shell runs each command as Shell -c COMMAND. "" means /bin/bash (or
+	// /bin/sh where bash is missing).
+	Shell string
+	// Timeout per command; 0 means 120s.
+	Timeout time.Duration
+	// CaptureLimit is how many bytes of output are kept in memory (head and
+	// tail halves); 0 means 1 MiB. The full size and SHA-256 are always known.
+	CaptureLimit int
+	// ViewLimit is how many bytes of output the model sees (head and tail,
+	// with an "N bytes omitted" marker); 0 means 16 KiB.
+	ViewLimit int
+	// Environ is the environment to choose from (cmd passes os.Environ()).
+	// Only allowlisted names reach a command: see ChildEnv.
+	Environ []string
+	// AllowEnv names more variables to pass through (exact names, or a
+	// prefix ending in "*"). Secrets (AGENT_API_KEY, THINBOT_*) never pass.
+	AllowEnv []string
+}
+
+func (c ExecConfig) withDefaults() ExecConfig {
+	if c.Shell == "" {
+		c.Shell = "/bin/bash"
+		if _, err := exec.LookPath(c.Shell); err != nil {
+			c.Shell = "/bin/sh"
+		}
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 120 * time.Second
+	}
+	if c.CaptureLimit <= 0 {
+		c.CaptureLimit = 1 << 20
+	}
+	if c.ViewLimit <= 0 {
+		c.ViewLimit = 16 << 10
+	}
+	return c
+}
+
+// baseEnv are the variables a command always receives when set.
+var baseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_*", "TZ", "TERM"}
+
+// ChildEnv returns the allowlisted part of environ: PATH, HOME, USER,
+// LOGNAME, LANG, LC_*, TZ, TERM and the names in allow. AGENT_API_KEY,
+// anything starting with THINBOT_ or AGENT_ and names that look like secrets
+// (containing TOKEN, SECRET, PASSWORD or API_KEY) never pass, even if
+// allowed explicitly.
+func ChildEnv(environ, allow []string) []string {
+	pats := append(append([]string(nil), baseEnv...), allow...)
+	var out []string
+	for _, kv := range environ {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok || secretName(name) {
+			continue
+		}
+		for _, p := range pats {
+			if p == name || (strings.HasSuffix(p, "*") && strings.HasPrefix(name, strings.TrimSuffix(p, "*"))) {
+				out = append(out, kv)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func secretName(name string) bool {
+	u := strings.ToUpper(name)
+	if strings.HasPrefix(u, "AGENT_") || strings.HasPrefix(u, "THINBOT_") {
+		return true
+	}
+	for _, s := range []string{"TOKEN", "SECRET", "PASSWORD", "API_KEY", "APIKEY"} {
+		if strings.Contains(u, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// ExecResult is the outcome of one command.
+type ExecResult struct {
+	ExitCode int
+	// Output is stdout and stderr interleaved, head and tail kept within
+	// the capture limit.
+	Output   []byte
+	Size     int64  // bytes the command wrote in all
+	SHA256   string // of all the bytes it wrote
+	Duration time.Duration
+	TimedOut bool
+	// Cancelled reports that ctx ended the command.
+	Cancelled bool
+}
+
+// Exec runs command with the shell in dir, in its own process group, with
+// the allowlisted environment. When ctx is done or the timeout passes, the
+// whole process group is killed. The error is non-nil only when the command
+// could not be started; a non-zero exit is reported in ExitCode.
+func Exec(ctx context.Context, cfg ExecConfig, dir, command string) (ExecResult, error) {
+	cfg = cfg.withDefaults()
+	ctx2, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx2, cfg.Shell, "-c", command)
+	cmd.Dir = dir
+	cmd.Env = ChildEnv(cfg.Environ, cfg.AllowEnv)
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		// Negative pid: the whole group, so pipelines and background
+		// children die with the shell.
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	// Children that keep the output pipe open must not hold Wait forever.
+	cmd.WaitDelay = 2 * time.Second
+	out := newCapture(cfg.CaptureLimit)
+	cmd.Stdout, cmd.Stderr = out, out
+	start := time.Now()
+	err := cmd.Start()
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("start %s: %w", cfg.Shell, err)
+	}
+	err = cmd.Wait()
+	// Kill what is left of the group even after a normal exit: a command
+	// must not leave background processes behind.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	res := ExecResult{
+		Output:   out.Bytes(),
+		Size:     out.n,
+		SHA256:   hex.EncodeToString(out.sum.Sum(nil)),
+		Duration: time.Since(start),
+		ExitCode: cmd.ProcessState.ExitCode(),
+	}
+	if ctx2.Err() != nil {
+		if ctx.Err() != nil {
+			res.Cancelled = true
+		} else {
+			res.TimedOut = true
+		}
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) && ctx2.Err() == nil {
+		return res, fmt.Errorf("wait: %w", err)
+	}
+	return res, nil
+}
+
+// capture keeps the first and last limit/2 bytes written, the total size and
+// a hash of everything.
+type capture struct {
+	head, tail []byte
+	half       int
+	n          int64
+	sum        hash.Hash
+}
+
+func newCapture(limit int) *capture {
+	return &capture{half: limit / 2, sum: sha256.New()}
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	c.sum.Write(p)
+	c.n += int64(len(p))
+	q := p
+	if room := c.half - len(c.head); room > 0 {
+		k := min(room, len(q))
+		c.head = append(c.head, q[:k]...)
+		q = q[k:]
+	}
+	if len(q) > 0 {
+		c.tail = append(c.tail, q...)
+		if len(c.tail) > 2*c.half {
+			c.tail = append(c.tail[:0], c.tail[len(c.tail)-c.half:]...)
+		}
+	}
+	return len(p), nil
+}
+
+// Bytes returns head + tail, with a marker where bytes were dropped.
+func (c *capture) Bytes() []byte {
+	tail := c.tail
+	if len(tail) > c.half {
+		tail = tail[len(tail)-c.half:]
+	}
+	kept := int64(len(c.head) + len(tail))
+	if kept == c.n {
+		return append(append([]byte(nil), c.head...), tail...)
+	}
+	var b bytes.Buffer
+	b.Write(c.head)
+	fmt.Fprintf(&b, "\n[... %d bytes omitted ...]\n", c.n-kept)
+	b.Write(tail)
+	return b.Bytes()
+}
+
+// headTail shortens s to about limit bytes: its head and tail with a marker
+// saying how many bytes were left out. Cuts never split a UTF-8 sequence.
+func headTail(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	h := limit / 2
+	for h > 0 && !utf8Start(s[h]) {
+		h--
+	}
+	t := len(s) - limit/2
+	for t < len(s) && !utf8Start(s[t]) {
+		t++
+	}
+	return fmt.Sprintf("%s\n[... %d bytes omitted ...]\n%s", s[:h], t-h, s[t:])
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

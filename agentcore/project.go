@@ -1,0 +1,154 @@
+package agentcore
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/thinbot/thinbot/store"
+)
+
+// summaryPrefix introduces a compaction summary in the projection.
+const summaryPrefix = "Summary of the conversation so far (older messages were compacted):\n\n"
+
+// interruptedResult is what the model sees for a tool call whose result was
+// never recorded (the process died or the run was cancelled mid-call).
+const interruptedResult = "(no result: the run was interrupted before this call finished)"
+
+// Project turns a session's events into the messages the model sees. It is a
+// pure function: the same events always give the same messages. Events of
+// other sessions must not be passed in.
+func Project(events []store.Event) []Message {
+	var p Projector
+	for _, e := range events {
+		p.Apply(e)
+	}
+	return p.Messages()
+}
+
+// Projector is the incremental form of Project: Apply each event once, in
+// chain order, and Messages gives what Project would give for all of them.
+// The cost of Apply does not grow with the session's length. The zero value
+// is ready to use. A Projector is not safe for concurrent use.
+type Projector struct {
+	system string
+	msgs   []Message
+	branch int
+	text   bool // the session switched to the text protocol
+	// open holds tool calls of the last assistant message still waiting for a result.
+	open []ToolCall
+}
+
+// Branch is the branch of the newest event applied.
+func (p *Projector) Branch() int { return p.branch }
+
+// TextProtocol reports whether the session switched to the text protocol.
+func (p *Projector) TextProtocol() bool { return p.text }
+
+// System is the newest system prompt applied.
+func (p *Projector) System() string { return p.system }
+
+// Apply adds one event to the projection.
+func (p *Projector) Apply(e store.Event) {
+	if e.Branch > p.branch {
+		// A new branch leaves everything before it out of the projection.
+		p.branch, p.msgs, p.open = e.Branch, nil, nil
+	}
+	if e.Branch < p.branch {
+		return
+	}
+	switch e.Type {
+	case EvSystemPrompt:
+		var v systemPromptPayload
+		if decode(e, &v) {
+			p.system = v.Text
+		}
+	case EvProtocolSwitch:
+		p.text = true
+	case EvClear:
+		p.msgs, p.open = nil, nil
+	case EvCompacted:
+		var v compactedPayload
+		if decode(e, &v) {
+			p.msgs, p.open = []Message{{Role: RoleUser, Content: summaryPrefix + v.Summary}}, nil
+		}
+	case EvUserMessage:
+		var v userMessagePayload
+		if decode(e, &v) {
+			p.closeOpen()
+			p.msgs = append(p.msgs, Message{Role: RoleUser, Content: v.Text})
+		}
+	case EvAssistantMessage:
+		var v assistantPayload
+		if !decode(e, &v) {
+			return
+		}
+		p.closeOpen()
+		m := Message{Role: RoleAssistant, Content: v.Content, Reasoning: v.Reasoning}
+		if v.Protocol != "text" && len(v.ToolCalls) > 0 {
+			m.ToolCalls = v.ToolCalls
+			p.open = append(p.open[:0], v.ToolCalls...)
+		}
+		p.msgs = append(p.msgs, m)
+	case EvToolResult:
+		var v toolResultPayload
+		if !decode(e, &v) {
+			return
+		}
+		i := p.openIndex(v.CallID)
+		if i < 0 {
+			// Text protocol (or a result without a structured call): the
+			// output goes back as a user message.
+			p.msgs = append(p.msgs, Message{Role: RoleUser, Content: v.Content})
+			return
+		}
+		p.open = append(p.open[:i], p.open[i+1:]...)
+		p.msgs = append(p.msgs, Message{Role: RoleTool, ToolCallID: v.CallID, Name: v.Tool, Content: v.Content})
+	}
+}
+
+func (p *Projector) openIndex(id string) int {
+	for i, c := range p.open {
+		if c.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// closeOpen answers tool calls left without a result, so that the message
+// list stays valid for the API (every tool call needs an answer).
+func (p *Projector) closeOpen() {
+	for _, c := range p.open {
+		p.msgs = append(p.msgs, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, Content: interruptedResult})
+	}
+	p.open = p.open[:0]
+}
+
+// Messages returns the system prompt followed by the projected messages. The
+// returned slice is a fresh copy; callers may append to it.
+func (p *Projector) Messages() []Message {
+	out := make([]Message, 0, len(p.msgs)+1+len(p.open))
+	if p.system != "" {
+		out = append(out, Message{Role: RoleSystem, Content: p.system})
+	}
+	out = append(out, p.msgs...)
+	for _, c := range p.open {
+		out = append(out, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, Content: interruptedResult})
+	}
+	return out
+}
+
+// decode reads an event's payload; an undecodable payload (which verify
+// would flag anyway) is left out of the projection rather than crashing it.
+func decode(e store.Event, v any) bool {
+	return json.Unmarshal(e.Payload, v) == nil
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Payload structs contain only strings, numbers and slices of them.
+		panic(fmt.Sprintf("agentcore: encode payload: %v", err))
+	}
+	return b
+}

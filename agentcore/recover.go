@@ -1,0 +1,150 @@
+package agentcore
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/thinbot/thinbot/store"
+)
+
+// StatusInterrupted is recorded for a run that a crash or restart cut short.
+const StatusInterrupted = "interrupted"
+
+// NotePayload is the payload of EvNote events that front ends record.
+type NotePayload struct {
+	// Kind says what happened: "approval_posted", "click_refused",
+	// "run_interrupted", ...
+	Kind      string `json:"kind"`
+	RequestID string `json:"request_id,omitempty"`
+	PostID    string `json:"post_id,omitempty"`
+	User      string `json:"user,omitempty"`
+	Detail    string `json:"detail,omitempty"`
+}
+
+// PendingApproval is an approval request left without a decision.
+type PendingApproval struct {
+	Session   string
+	RequestID string
+	Command   string
+	// PostID is the chat message that carries the buttons, if one was
+	// recorded with an "approval_posted" note.
+	PostID string
+}
+
+// Unfinished is what a previous process left open.
+type Unfinished struct {
+	Approvals []PendingApproval
+	// Runs are the sessions whose last run started but never finished.
+	Runs []string
+}
+
+// Recover closes what a previous process left open: every approval request
+// without a decision gets a refusal (expired by the restart), and every run
+// without an end gets a run_finished event with StatusInterrupted. It
+// returns what it closed so that front ends can update their messages and
+// tell the threads. Call it once at start, before any run.
+func (a *Agent) Recover() (Unfinished, error) {
+	type runInfo struct{ open bool }
+	runs := map[string]*runInfo{}
+	var order []string
+	pending := map[string]*PendingApproval{}
+	var porder []string
+	sha := map[string]string{}
+	callOf := map[string]string{}
+	for e, err := range a.cfg.Store.All(1) {
+		if err != nil {
+			return Unfinished{}, fmt.Errorf("scan chain: %w", err)
+		}
+		switch e.Type {
+		case EvRunStarted:
+			r := runs[e.Session]
+			if r == nil {
+				r = &runInfo{}
+				runs[e.Session] = r
+				order = append(order, e.Session)
+			}
+			r.open = true
+		case EvRunFinished:
+			if r := runs[e.Session]; r != nil {
+				r.open = false
+			}
+		case EvApprovalAsked:
+			var p approvalAskedPayload
+			if json.Unmarshal(e.Payload, &p) == nil {
+				pending[p.RequestID] = &PendingApproval{Session: e.Session, RequestID: p.RequestID, Command: p.Command}
+				porder = append(porder, p.RequestID)
+				sha[p.RequestID], callOf[p.RequestID] = p.SHA256, p.CallID
+			}
+		case EvApprovalDecided:
+			var p approvalDecidedPayload
+			if json.Unmarshal(e.Payload, &p) == nil {
+				delete(pending, p.RequestID)
+			}
+		case EvNote:
+			var p NotePayload
+			if json.Unmarshal(e.Payload, &p) == nil && p.Kind == "approval_posted" {
+				if pa := pending[p.RequestID]; pa != nil {
+					pa.PostID = p.PostID
+				}
+			}
+		}
+	}
+	var u Unfinished
+	for _, id := range porder {
+		pa := pending[id]
+		if pa == nil {
+			continue
+		}
+		if _, err := a.appendSession(pa.Session, store.Event{Type: EvApprovalDecided, Actor: "system", Payload: mustJSON(approvalDecidedPayload{
+			CallID: callOf[id], RequestID: id, Approved: false, By: "system", Why: "expired: thinbot restarted before a decision", SHA256: sha[id]})}); err != nil {
+			return u, err
+		}
+		u.Approvals = append(u.Approvals, *pa)
+	}
+	for _, sid := range order {
+		if !runs[sid].open {
+			continue
+		}
+		if _, err := a.appendSession(sid, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(runPayload{
+			Status: StatusInterrupted, Detail: "the process ended before the run finished"})}); err != nil {
+			return u, err
+		}
+		u.Runs = append(u.Runs, sid)
+	}
+	return u, nil
+}
+
+// appendSession appends to a session outside a run.
+func (a *Agent) appendSession(id string, evs ...store.Event) ([]store.Event, error) {
+	s, _ := a.session(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := a.load(id, s); err != nil {
+		return nil, err
+	}
+	return a.appendTo(id, s, evs...)
+}
+
+// Sessions lists the ids of sessions in the chain that have a user message,
+// with the chat message ids already handled (for deduplication after a
+// restart).
+func (a *Agent) Sessions() (sessions []string, messageIDs []string, err error) {
+	seen := map[string]bool{}
+	for e, err := range a.cfg.Store.All(1) {
+		if err != nil {
+			return nil, nil, fmt.Errorf("scan chain: %w", err)
+		}
+		if e.Type != EvUserMessage {
+			continue
+		}
+		if !seen[e.Session] {
+			seen[e.Session] = true
+			sessions = append(sessions, e.Session)
+		}
+		var p userMessagePayload
+		if json.Unmarshal(e.Payload, &p) == nil && p.MessageID != "" {
+			messageIDs = append(messageIDs, p.MessageID)
+		}
+	}
+	return sessions, messageIDs, nil
+}

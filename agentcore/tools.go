@@ -1,0 +1,109 @@
+package agentcore
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Tool names the model sees.
+const (
+	ToolRun       = "run"
+	ToolReadFile  = "read_file"
+	ToolSkill     = "skill"
+	ToolMemory    = "memory"
+	ToolAgentDone = "agent_done"
+)
+
+func toolDefs(goal, withSkills bool) []Tool {
+	tools := []Tool{
+		{Name: ToolRun, Description: "Run one shell command (bash) in the working directory and return its exit code and output. Read-only commands run at once; commands that change things wait for a human's approval; dangerous ones are refused.",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string","description":"the command line"},"reason":{"type":"string","description":"why you run it, shown to the human who approves it"}},"required":["command"]}`)},
+		{Name: ToolReadFile, Description: "Read a text file, optionally a range of lines.",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"offset":{"type":"integer","description":"first line, from 1"},"limit":{"type":"integer","description":"number of lines"}},"required":["path"]}`)},
+	}
+	if withSkills {
+		tools = append(tools, Tool{Name: ToolSkill, Description: "Return the full instructions of a skill from the skill index, with its folder filled in.",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`)})
+	}
+	tools = append(tools, Tool{Name: ToolMemory, Description: "Append a short note to this workspace's memory, shown in future sessions. Use it for durable facts, not for progress notes.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"note":{"type":"string"}},"required":["note"]}`)})
+	if goal {
+		tools = append(tools, Tool{Name: ToolAgentDone, Description: "Finish the goal: call it when the goal is reached (or cannot be), with a summary for the user.",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"summary":{"type":"string"}},"required":["summary"]}`)})
+	}
+	return tools
+}
+
+// toolArgs are the union of all tools' arguments.
+type toolArgs struct {
+	Command string `json:"command"`
+	Reason  string `json:"reason"`
+	Path    string `json:"path"`
+	Offset  int    `json:"offset"`
+	Limit   int    `json:"limit"`
+	Name    string `json:"name"`
+	Note    string `json:"note"`
+	Summary string `json:"summary"`
+}
+
+// parseArgs validates a tool call's arguments. The error text goes back to
+// the model, so it says how to do better.
+func parseArgs(call ToolCall, known []Tool) (toolArgs, error) {
+	found := false
+	names := make([]string, 0, len(known))
+	for _, t := range known {
+		names = append(names, t.Name)
+		found = found || t.Name == call.Name
+	}
+	if !found {
+		return toolArgs{}, fmt.Errorf("unknown tool %q; the tools are: %s", call.Name, strings.Join(names, ", "))
+	}
+	var a toolArgs
+	raw := strings.TrimSpace(call.Arguments)
+	if raw == "" {
+		raw = "{}"
+	}
+	if err := json.Unmarshal([]byte(raw), &a); err != nil {
+		return toolArgs{}, fmt.Errorf("arguments of %s are not a valid JSON object (%v); send an object like %s", call.Name, err, example(call.Name))
+	}
+	missing := ""
+	switch call.Name {
+	case ToolRun:
+		if strings.TrimSpace(a.Command) == "" {
+			missing = "command"
+		}
+	case ToolReadFile:
+		if a.Path == "" {
+			missing = "path"
+		}
+	case ToolSkill:
+		if a.Name == "" {
+			missing = "name"
+		}
+	case ToolMemory:
+		if strings.TrimSpace(a.Note) == "" {
+			missing = "note"
+		}
+	}
+	if missing != "" {
+		return toolArgs{}, fmt.Errorf("%s needs the field %q; send an object like %s", call.Name, missing, example(call.Name))
+	}
+	return a, nil
+}
+
+func example(tool string) string {
+	switch tool {
+	case ToolRun:
+		return `{"command":"df -h","reason":"check free space"}`
+	case ToolReadFile:
+		return `{"path":"/var/log/syslog","offset":1,"limit":200}`
+	case ToolSkill:
+		return `{"name":"log-triage"}`
+	case ToolMemory:
+		return `{"note":"db01 is the primary"}`
+	case ToolAgentDone:
+		return `{"summary":"what was done"}`
+	}
+	return "{}"
+}

@@ -1,0 +1,180 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/thinbot/thinbot/agentcore"
+)
+
+// Button ids of an approval request.
+const (
+	ActionApprove = "approve"
+	ActionDeny    = "deny"
+)
+
+// request is an open approval request.
+type request struct {
+	ap        agentcore.Approval
+	th        *thread
+	requester User
+	expires   time.Time
+	postID    string
+	decided   chan agentcore.ApprovalDecision // buffered 1; written once by whoever takes the request
+}
+
+// threadApprover asks a thread's approvers through buttons.
+type threadApprover struct {
+	b         *Bot
+	th        *thread
+	requester User
+}
+
+// Approve posts the request with Approve/Deny buttons and waits for an
+// authorised click, the expiry (a deny) or ctx's end. A failure to post is
+// an error, so nothing runs (fail closed).
+func (a *threadApprover) Approve(ctx context.Context, ap agentcore.Approval) (agentcore.ApprovalDecision, error) {
+	b := a.b
+	req := &request{ap: ap, th: a.th, requester: a.requester, expires: b.cfg.Now().Add(b.cfg.ApprovalTimeout),
+		decided: make(chan agentcore.ApprovalDecision, 1)}
+	b.mu.Lock()
+	b.pending[ap.RequestID] = req
+	b.mu.Unlock()
+	postID, err := b.cfg.Adapter.Post(ctx, a.th.t, Post{
+		Text:    approvalText(req),
+		Buttons: []Button{{ID: ActionApprove, Label: "Approve", Style: "primary"}, {ID: ActionDeny, Label: "Deny", Style: "danger"}},
+		Value:   ap.RequestID,
+	})
+	if err != nil {
+		b.take(ap.RequestID)
+		b.cfg.Metrics.error("chat")
+		return agentcore.ApprovalDecision{}, fmt.Errorf("post approval request: %w", err)
+	}
+	b.mu.Lock()
+	req.postID = postID
+	b.mu.Unlock()
+	if _, err := a.th.ch.Agent.NoteSync(ap.Session, agentcore.EvNote, "bot", agentcore.NotePayload{
+		Kind: "approval_posted", RequestID: ap.RequestID, PostID: postID}); err != nil {
+		// Without the record a restart could not expire the message; do
+		// not let this request be decided.
+		b.take(ap.RequestID)
+		b.update(ctx, a.th.t, postID, Post{Text: "**Cancelled** — the request could not be recorded. Nothing was run."})
+		return agentcore.ApprovalDecision{}, err
+	}
+	timer := time.NewTimer(time.Until(req.expires))
+	defer timer.Stop()
+	select {
+	case d := <-req.decided:
+		return d, nil
+	case <-timer.C:
+		if b.take(ap.RequestID) == nil {
+			return <-req.decided, nil // a click won the race
+		}
+		b.cfg.Metrics.approval("expired")
+		b.update(ctx, a.th.t, postID, Post{Text: decidedText(req, "**Expired** — nobody decided within " + b.cfg.ApprovalTimeout.String() + ". Nothing was run.")})
+		return agentcore.ApprovalDecision{By: "expiry", Why: "expired after " + b.cfg.ApprovalTimeout.String()}, nil
+	case <-ctx.Done():
+		if b.take(ap.RequestID) == nil {
+			return <-req.decided, nil
+		}
+		b.cfg.Metrics.approval("cancelled")
+		b.update(ctx, a.th.t, postID, Post{Text: decidedText(req, "**Cancelled** — the run was stopped. Nothing was run.")})
+		return agentcore.ApprovalDecision{}, ctx.Err()
+	}
+}
+
+// take removes an open request; nil means it was already taken (decided,
+// expired or cancelled). Taking is what makes a decision final, so two
+// clicks cannot both decide.
+func (b *Bot) take(id string) *request {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.pending[id]
+	delete(b.pending, id)
+	return r
+}
+
+// HandleClick implements Handler: it authorises a click on an approval
+// button and hands the decision to the waiting run.
+func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
+	b.mu.Lock()
+	req := b.pending[c.Value]
+	b.mu.Unlock()
+	if req == nil || (req.postID != "" && c.PostID != "" && c.PostID != req.postID) {
+		return ClickResult{Ephemeral: "This approval request is no longer open (it was decided, expired, or thinbot restarted). Nothing was changed."}
+	}
+	if c.ActionID != ActionApprove && c.ActionID != ActionDeny {
+		return ClickResult{Ephemeral: "Unknown action."}
+	}
+	if why := b.authorize(ctx, req, c.User); why != "" {
+		b.cfg.Metrics.approval("refused_click")
+		b.log.Warn("approval click refused", "conv", req.ap.Session, "request", req.ap.RequestID, "user", c.User.ID, "name", c.User.Name, "why", why)
+		if _, err := req.th.ch.Agent.NoteSync(req.ap.Session, agentcore.EvNote, "user:"+displayName(c.User), agentcore.NotePayload{
+			Kind: "click_refused", RequestID: req.ap.RequestID, User: c.User.ID, Detail: why}); err != nil {
+			b.log.Error("record refused click", "err", err)
+		}
+		return ClickResult{Ephemeral: "You cannot decide this request: " + why + ". Nothing was changed."}
+	}
+	if b.take(req.ap.RequestID) == nil {
+		return ClickResult{Ephemeral: "This request was already decided. Nothing was changed."}
+	}
+	d := agentcore.ApprovalDecision{Approved: c.ActionID == ActionApprove, By: "user:" + displayName(c.User)}
+	outcome := "**Denied** by @" + displayName(c.User) + ". Nothing was run."
+	if d.Approved {
+		outcome = "**Approved** by @" + displayName(c.User) + " at " + b.cfg.Now().UTC().Format("15:04:05 UTC") + " — running."
+		b.cfg.Metrics.approval("approved")
+	} else {
+		d.Why = "denied by " + displayName(c.User)
+		b.cfg.Metrics.approval("denied")
+	}
+	req.decided <- d
+	return ClickResult{Update: &Post{Text: decidedText(req, outcome)}}
+}
+
+// authorize returns why u may not decide req, or "" if they may.
+func (b *Bot) authorize(ctx context.Context, req *request, u User) string {
+	ch := req.th.ch
+	if ch.TwoPerson && u.ID == req.requester.ID {
+		return "the two-person rule is on, so the requester cannot approve their own request"
+	}
+	if matchUser(nonEmpty(ch.Approvers), u) {
+		return ""
+	}
+	if ch.AnyMember {
+		ok, err := b.cfg.Adapter.IsMember(ctx, req.th.t.Channel, u.ID)
+		if err != nil {
+			b.log.Warn("check channel membership", "channel", req.th.t.Channel, "user", u.ID, "err", err)
+			return "your channel membership could not be checked"
+		}
+		if ok {
+			return ""
+		}
+		return "only members of this channel may approve"
+	}
+	return "you are not an approver for this channel"
+}
+
+// nonEmpty keeps an empty approver list from matching everyone.
+func nonEmpty(list []string) []string {
+	if len(list) == 0 {
+		return []string{"\x00nobody"}
+	}
+	return list
+}
+
+func approvalText(req *request) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**Approval needed** — @%s's request wants to run:\n```\n%s\n```\n", displayName(req.requester), req.ap.Command)
+	if req.ap.Reason != "" {
+		fmt.Fprintf(&b, "Reason: %s\n", req.ap.Reason)
+	}
+	fmt.Fprintf(&b, "Gate rule: `%s` · expires %s · request `%s` · sha256 `%s`", req.ap.Rule,
+		req.expires.UTC().Format("15:04 UTC"), req.ap.RequestID, req.ap.SHA256[:12])
+	return b.String()
+}
+
+func decidedText(req *request, outcome string) string {
+	return fmt.Sprintf("%s\n```\n%s\n```\nRequested for @%s · request `%s`", outcome, req.ap.Command, displayName(req.requester), req.ap.RequestID)
+}

@@ -1,0 +1,425 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/thinbot/thinbot/agentcore"
+)
+
+// Channel is how the bot works in one chat channel.
+type Channel struct {
+	// Agent runs the channel's sessions (one Agent per workspace).
+	Agent *agentcore.Agent
+	// Workspace is the working directory of commands (its skills, AGENT.md
+	// and memory).
+	Workspace string
+	// Instructions is the channel's own AGENT.md text, after the workspace's.
+	Instructions string
+	// Approvers are user names (without @) or user ids who may approve.
+	Approvers []string
+	// AnyMember lets any member of the channel approve.
+	AnyMember bool
+	// TwoPerson forbids the requester approving their own request.
+	TwoPerson bool
+	// AllowAll runs confirm verdicts without asking (never deny). Meant for
+	// sandbox channels only.
+	AllowAll bool
+}
+
+// Config configures a Bot. Adapter and Channel are required.
+type Config struct {
+	Adapter Adapter
+	// Channel returns the configuration of a channel id; false means the
+	// bot ignores the channel.
+	Channel func(channelID string) (Channel, bool)
+	// Users may talk to the bot (names or ids); empty means everyone.
+	Users []string
+	// AllowBots lets other bots' messages start and continue sessions.
+	AllowBots bool
+	// MentionInThread requires a fresh mention for every message in a
+	// thread; by default any reply in a session's thread continues it.
+	MentionInThread bool
+	// MaxConcurrent is the global limit of concurrent runs; 0 means 4.
+	MaxConcurrent int
+	// ApprovalTimeout is how long an approval request stays open; 0 means
+	// 15 minutes. An unanswered request is a deny.
+	ApprovalTimeout time.Duration
+	// UpdateInterval throttles progress-message updates; 0 means 1s.
+	UpdateInterval time.Duration
+	// Sessions are thread keys of sessions that already exist (replies in
+	// them continue without a mention); Seen are message ids already
+	// handled. Both come from the chain at start.
+	Sessions []string
+	Seen     []string
+	Metrics  *Metrics
+	Logger   *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Bot is the chat daemon: it implements Handler for an Adapter.
+type Bot struct {
+	cfg   Config
+	log   *slog.Logger
+	slots chan struct{}
+	wg    sync.WaitGroup
+
+	mu       sync.Mutex
+	threads  map[string]*thread
+	known    map[string]bool
+	seen     map[string]bool
+	seenList []string
+	pending  map[string]*request
+	closing  bool
+}
+
+// thread is one chat thread's queue and run state.
+type thread struct {
+	t            Thread
+	ch           Channel
+	queue        []item
+	running      bool
+	cancel       context.CancelFunc // cancels the current run
+	participants map[string]bool    // user ids who wrote in the thread
+}
+
+// item is one queued piece of work.
+type item struct {
+	msg Message
+	cmd string // "", "clear" or "compact"
+}
+
+const maxSeen = 100000
+
+// New checks cfg and returns a Bot.
+func New(cfg Config) (*Bot, error) {
+	if cfg.Adapter == nil || cfg.Channel == nil {
+		return nil, errors.New("bot: Adapter and Channel are required")
+	}
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = 4
+	}
+	if cfg.ApprovalTimeout <= 0 {
+		cfg.ApprovalTimeout = 15 * time.Minute
+	}
+	if cfg.UpdateInterval <= 0 {
+		cfg.UpdateInterval = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	b := &Bot{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.MaxConcurrent),
+		threads: map[string]*thread{}, known: map[string]bool{}, seen: map[string]bool{}, pending: map[string]*request{}}
+	for _, k := range cfg.Sessions {
+		b.known[k] = true
+	}
+	for _, id := range cfg.Seen {
+		b.markSeen(id)
+	}
+	return b, nil
+}
+
+// Run connects the adapter and serves until ctx is done. It returns after
+// every run it started has ended and recorded its end.
+func (b *Bot) Run(ctx context.Context) error {
+	err := b.cfg.Adapter.Run(ctx, b)
+	b.mu.Lock()
+	b.closing = true
+	b.mu.Unlock()
+	b.wg.Wait()
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// markSeen records a message id; it reports false if it was seen before.
+// The caller holds b.mu (or is New).
+func (b *Bot) markSeen(id string) bool {
+	if id == "" {
+		return true
+	}
+	if b.seen[id] {
+		return false
+	}
+	b.seen[id] = true
+	b.seenList = append(b.seenList, id)
+	if len(b.seenList) > maxSeen {
+		drop := len(b.seenList) - maxSeen
+		for _, old := range b.seenList[:drop] {
+			delete(b.seen, old)
+		}
+		b.seenList = append([]string(nil), b.seenList[drop:]...)
+	}
+	return true
+}
+
+// HandleMessage implements Handler.
+func (b *Bot) HandleMessage(ctx context.Context, m Message) {
+	if m.FromBot && !b.cfg.AllowBots {
+		return
+	}
+	ch, ok := b.cfg.Channel(m.Thread.Channel)
+	if !ok {
+		b.log.Debug("message in a channel without configuration", "channel", m.Thread.Channel)
+		return
+	}
+	key := m.Thread.Key()
+	b.mu.Lock()
+	if b.closing || !b.markSeen(m.ID) {
+		b.mu.Unlock()
+		return
+	}
+	known := b.known[key]
+	b.mu.Unlock()
+	if !m.Direct && !m.Mentioned && (!known || b.cfg.MentionInThread) {
+		return
+	}
+	if !matchUser(b.cfg.Users, m.User) {
+		b.log.Info("message from a user not allowed", "user", m.User.ID, "name", m.User.Name)
+		b.post(ctx, m.Thread, Post{Text: fmt.Sprintf("Sorry, @%s is not allowed to use this bot.", displayName(m.User))})
+		return
+	}
+	text := strings.TrimSpace(m.Text)
+	if name, ok := commandName(text); ok {
+		b.command(ctx, m, ch, name)
+		return
+	}
+	if text == "" {
+		b.post(ctx, m.Thread, Post{Text: "Yes? Tell me what to look at, or send `/help`."})
+		return
+	}
+	b.enqueue(ctx, m, ch, item{msg: m})
+}
+
+// enqueue adds work to a thread's queue and starts its worker if idle.
+func (b *Bot) enqueue(ctx context.Context, m Message, ch Channel, it item) {
+	key := m.Thread.Key()
+	b.mu.Lock()
+	th := b.threads[key]
+	if th == nil {
+		th = &thread{t: m.Thread, ch: ch, participants: map[string]bool{}}
+		b.threads[key] = th
+	}
+	b.known[key] = true
+	th.participants[m.User.ID] = true
+	th.queue = append(th.queue, it)
+	queued := len(th.queue)
+	start := !th.running
+	th.running = true
+	if start {
+		b.wg.Add(1)
+	}
+	b.mu.Unlock()
+	b.cfg.Metrics.queue(1)
+	if it.cmd == "" {
+		b.cfg.Metrics.message()
+	}
+	if start {
+		go b.work(ctx, th)
+	} else if it.cmd == "" {
+		b.post(ctx, m.Thread, Post{Text: fmt.Sprintf("Queued: I will handle this after the current run (%d waiting). Send `/stop` to stop the run.", queued)})
+	}
+}
+
+// work drains a thread's queue, one run at a time.
+func (b *Bot) work(ctx context.Context, th *thread) {
+	defer b.wg.Done()
+	for {
+		b.mu.Lock()
+		if len(th.queue) == 0 || ctx.Err() != nil {
+			n := len(th.queue)
+			th.queue, th.running = nil, false
+			b.mu.Unlock()
+			b.cfg.Metrics.queue(-float64(n))
+			if n > 0 {
+				b.post(context.WithoutCancel(ctx), th.t, Post{Text: "thinbot is shutting down; queued messages were not handled. Mention me again after the restart."})
+			}
+			return
+		}
+		it := th.queue[0]
+		th.queue = th.queue[1:]
+		b.mu.Unlock()
+		b.cfg.Metrics.queue(-1)
+		if !b.acquire(ctx, th) {
+			continue
+		}
+		switch it.cmd {
+		case "clear":
+			b.clear(ctx, th, it.msg)
+		case "compact":
+			b.compact(ctx, th)
+		default:
+			b.turn(ctx, th, it.msg)
+		}
+		<-b.slots
+	}
+}
+
+// acquire takes a run slot, telling the thread when it has to wait.
+func (b *Bot) acquire(ctx context.Context, th *thread) bool {
+	select {
+	case b.slots <- struct{}{}:
+		return true
+	default:
+	}
+	b.post(ctx, th.t, Post{Text: fmt.Sprintf("Waiting: %d runs are in progress (the limit); this thread is next in line.", b.cfg.MaxConcurrent)})
+	select {
+	case b.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// turn runs one message through the agent and renders it into the thread.
+func (b *Bot) turn(ctx context.Context, th *thread, m Message) {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	b.mu.Lock()
+	th.cancel = cancel
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		th.cancel = nil
+		b.mu.Unlock()
+	}()
+	b.cfg.Metrics.activeRuns(1)
+	defer b.cfg.Metrics.activeRuns(-1)
+
+	r := newRenderer(b, th.t)
+	r.start(ctx)
+	defer r.stop()
+	approver := &threadApprover{b: b, th: th, requester: m.User}
+	res, err := th.ch.Agent.Run(runCtx, agentcore.Turn{
+		Session:      th.t.Key(),
+		Actor:        "user:" + displayName(m.User),
+		Text:         m.Text,
+		MessageID:    m.ID,
+		Dir:          th.ch.Workspace,
+		Instructions: []string{th.ch.Instructions},
+		AllowAll:     th.ch.AllowAll,
+		Approver:     approver,
+		Hooks:        r.hooks(),
+	})
+	b.cfg.Metrics.run(res.Status)
+	out := context.WithoutCancel(ctx)
+	switch {
+	case res.Status == agentcore.StatusCancelled && ctx.Err() != nil:
+		r.finish(out, "Stopped: thinbot is shutting down. The session is kept; mention me again after the restart.")
+	case res.Status == agentcore.StatusCancelled:
+		r.finish(out, "Stopped by `/stop`. The session is kept; send a new message to continue.")
+	case res.Status == agentcore.StatusBudget:
+		r.finish(out, res.Answer+" Send a new message to continue.")
+	case err != nil:
+		kind := "model"
+		if !isModelError(err) {
+			kind = "store"
+		}
+		b.cfg.Metrics.error(kind)
+		b.log.Error("run failed", "conv", th.t.Key(), "seq", res.LastSeq, "err", err)
+		r.finish(out, userError(err, res.LastSeq))
+	default:
+		r.finish(out, res.Answer)
+	}
+}
+
+// isModelError tells model failures (the endpoint) from store failures.
+func isModelError(err error) bool {
+	return strings.Contains(err.Error(), "model:") || strings.Contains(err.Error(), "compaction")
+}
+
+// userError is the short message a thread sees for a failed run; operators
+// find the details in the log and the chain under the reference.
+func userError(err error, ref uint64) string {
+	if isModelError(err) {
+		return fmt.Sprintf("I could not reach the model endpoint, so this run stopped (ref %d). Please try again later; operators can see the details in the log.", ref)
+	}
+	return fmt.Sprintf("Something went wrong and the run stopped before doing anything more (ref %d). Operators can see the details in the log.", ref)
+}
+
+// post sends a message, logging (not returning) a failure: the callers are
+// best-effort notices.
+func (b *Bot) post(ctx context.Context, t Thread, p Post) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	id, err := b.cfg.Adapter.Post(ctx, t, p)
+	if err != nil {
+		b.cfg.Metrics.error("chat")
+		b.log.Warn("post to thread", "conv", t.Key(), "err", err)
+	}
+	return id
+}
+
+func (b *Bot) update(ctx context.Context, t Thread, postID string, p Post) {
+	if postID == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := b.cfg.Adapter.Update(ctx, t, postID, p); err != nil {
+		b.cfg.Metrics.error("chat")
+		b.log.Warn("update post", "conv", t.Key(), "post", postID, "err", err)
+	}
+}
+
+// matchUser reports whether u is in list (by id or name); an empty list
+// matches everyone.
+func matchUser(list []string, u User) bool {
+	if len(list) == 0 {
+		return true
+	}
+	for _, x := range list {
+		x = strings.TrimPrefix(x, "@")
+		if x == u.ID || (u.Name != "" && strings.EqualFold(x, u.Name)) {
+			return true
+		}
+	}
+	return false
+}
+
+func displayName(u User) string {
+	if u.Name != "" {
+		return u.Name
+	}
+	return u.ID
+}
+
+// ThreadOf parses a session key made by Thread.Key.
+func ThreadOf(key string) (Thread, bool) {
+	p := strings.SplitN(key, "/", 3)
+	if len(p) != 3 || p[0] == "" || p[1] == "" || p[2] == "" {
+		return Thread{}, false
+	}
+	return Thread{Platform: p[0], Channel: p[1], Root: p[2]}, true
+}
+
+// Recover updates the threads of what a previous process left open: the
+// approval messages say they expired and interrupted threads are told.
+// Call it after agentcore's Recover and before Run.
+func (b *Bot) Recover(ctx context.Context, u agentcore.Unfinished) {
+	for _, pa := range u.Approvals {
+		t, ok := ThreadOf(pa.Session)
+		if !ok {
+			continue
+		}
+		b.cfg.Metrics.approval("expired")
+		b.update(ctx, t, pa.PostID, Post{Text: fmt.Sprintf("**Expired** — thinbot restarted before anyone decided. Nothing was run.\n```\n%s\n```", pa.Command)})
+	}
+	for _, sid := range u.Runs {
+		t, ok := ThreadOf(sid)
+		if !ok {
+			continue
+		}
+		b.post(ctx, t, Post{Text: "thinbot restarted while working on this thread, so that run was interrupted. The session is kept: send a message to continue."})
+	}
+}

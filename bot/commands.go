@@ -1,0 +1,128 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// commandName reads an in-thread command: "/stop" or "!stop" (Mattermost
+// takes a leading "/" in a direct message for its own slash commands).
+func commandName(text string) (string, bool) {
+	if len(text) < 2 || (text[0] != '/' && text[0] != '!') {
+		return "", false
+	}
+	name := strings.ToLower(strings.Fields(text[1:])[0])
+	switch name {
+	case "stop", "clear", "compact", "skills", "status", "help":
+		return name, true
+	}
+	return "", false
+}
+
+const helpText = "**thinbot** — mention me with a task; this thread is one session.\n" +
+	"- `/stop` stop the current run (the session stays)\n" +
+	"- `/clear` start a new topic (the history stays in the log)\n" +
+	"- `/compact` summarise the conversation to free context\n" +
+	"- `/status` what is running, budgets, pending approvals\n" +
+	"- `/skills` the skills I can use, and hidden ones with the reason\n" +
+	"Read-only commands run at once; changes wait for an approver's click; dangerous commands never run. " +
+	"(In a direct message, write `!stop` instead of `/stop`.)"
+
+// command handles an in-thread command. /stop acts at once, ahead of the
+// queue; /clear and /compact wait their turn in the queue.
+func (b *Bot) command(ctx context.Context, m Message, ch Channel, name string) {
+	key := m.Thread.Key()
+	switch name {
+	case "help":
+		b.post(ctx, m.Thread, Post{Text: helpText})
+	case "skills":
+		b.post(ctx, m.Thread, Post{Text: ch.Agent.SkillsSummary()})
+	case "status":
+		b.post(ctx, m.Thread, Post{Text: b.status(key, ch)})
+	case "stop":
+		b.mu.Lock()
+		th := b.threads[key]
+		allowed := th != nil && th.participants[m.User.ID]
+		var cancel context.CancelFunc
+		if th != nil {
+			cancel = th.cancel
+		}
+		b.mu.Unlock()
+		if !allowed && !matchUser(nonEmpty(ch.Approvers), m.User) {
+			b.post(ctx, m.Thread, Post{Text: "Only people taking part in this thread, or its approvers, can stop its run."})
+			return
+		}
+		if cancel == nil {
+			b.post(ctx, m.Thread, Post{Text: "Nothing is running in this thread."})
+			return
+		}
+		b.log.Info("run stopped", "conv", key, "user", m.User.ID)
+		cancel()
+	case "clear", "compact":
+		b.enqueue(ctx, m, ch, item{msg: m, cmd: name})
+	}
+}
+
+func (b *Bot) clear(ctx context.Context, th *thread, m Message) {
+	if err := th.ch.Agent.Clear(th.t.Key(), "user:"+displayName(m.User)); err != nil {
+		b.log.Error("clear session", "conv", th.t.Key(), "err", err)
+		b.post(ctx, th.t, Post{Text: "Could not start a new topic; operators can see the details in the log."})
+		return
+	}
+	b.post(ctx, th.t, Post{Text: "New topic: earlier messages stay in the log but leave my context."})
+}
+
+func (b *Bot) compact(ctx context.Context, th *thread) {
+	before, after, err := th.ch.Agent.Compact(ctx, th.t.Key())
+	if err != nil {
+		b.log.Warn("compact session", "conv", th.t.Key(), "err", err)
+		b.post(ctx, th.t, Post{Text: "Could not compact: " + shortErr(err)})
+		return
+	}
+	b.post(ctx, th.t, Post{Text: fmt.Sprintf("Compacted the conversation: about %d → %d tokens.", before, after)})
+}
+
+// shortErr keeps only the last part of an error chain for chat.
+func shortErr(err error) string {
+	s := err.Error()
+	if i := strings.LastIndex(s, ": "); i >= 0 && len(s)-i < 120 {
+		return s[i+2:]
+	}
+	return "see the log"
+}
+
+func (b *Bot) status(key string, ch Channel) string {
+	st := ch.Agent.SessionStatus(key)
+	var s strings.Builder
+	if st.Running {
+		fmt.Fprintf(&s, "**Running** for %s: %d/%d steps, %d/%d model calls, %d prompt + %d completion tokens.\n",
+			time.Since(st.Started).Round(time.Second), st.Steps, st.Budgets.MaxSteps, st.ModelCalls, st.Budgets.MaxModelCalls,
+			st.Usage.PromptTokens, st.Usage.CompletionTokens)
+		if st.Current != "" {
+			fmt.Fprintf(&s, "Current: `%s`\n", oneLineMD(st.Current))
+		}
+	} else {
+		s.WriteString("Nothing is running in this thread.\n")
+	}
+	b.mu.Lock()
+	if th := b.threads[key]; th != nil && len(th.queue) > 0 {
+		fmt.Fprintf(&s, "Queued messages: %d\n", len(th.queue))
+	}
+	for _, r := range b.pending {
+		if r.ap.Session == key {
+			fmt.Fprintf(&s, "Waiting for approval: `%s` (request `%s`, expires %s)\n", oneLineMD(r.ap.Command), r.ap.RequestID, r.expires.UTC().Format("15:04 UTC"))
+		}
+	}
+	b.mu.Unlock()
+	return s.String()
+}
+
+func oneLineMD(s string) string {
+	s = strings.ReplaceAll(strings.Join(strings.Fields(s), " "), "`", "'")
+	if len(s) > 120 {
+		s = s[:117] + "..."
+	}
+	return s
+}

@@ -1,0 +1,325 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/agentcore/openai"
+	"github.com/thinbot/thinbot/gate"
+	"github.com/thinbot/thinbot/skills"
+	"github.com/thinbot/thinbot/store"
+)
+
+// localDir is where the terminal front end keeps a directory's sessions.
+const localDir = ".thinbot"
+
+// localSession is the id of a directory's continuing session.
+const localSession = "cli"
+
+// localFlags are the flags of ask, chat and goal.
+type localFlags struct {
+	allowAll    bool
+	withSession bool
+	text        bool
+	policy      string
+	timeout     time.Duration
+	maxSteps    int
+	dir         string
+	verbose     bool
+}
+
+func (f *localFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&f.allowAll, "a", false, "run commands that need confirmation without asking (deny still applies)")
+	fs.BoolVar(&f.allowAll, "allow-all", false, "same as -a")
+	fs.BoolVar(&f.withSession, "s", false, "load and save this directory's session")
+	fs.BoolVar(&f.withSession, "with-session", false, "same as -s")
+	fs.BoolVar(&f.text, "text", false, "use the text protocol instead of tool calling")
+	fs.StringVar(&f.policy, "policy", "", "gate policy `file` (YAML) replacing or extending the defaults")
+	fs.DurationVar(&f.timeout, "timeout", 0, "per-command timeout (default 120s)")
+	fs.IntVar(&f.maxSteps, "max-steps", 0, "maximum tool-using steps per run (default 30, goal mode 100)")
+	fs.StringVar(&f.dir, "C", "", "work in `dir` instead of the current directory")
+	fs.BoolVar(&f.verbose, "v", false, "log details to stderr")
+}
+
+// local is the wiring of a terminal run.
+type local struct {
+	agent *agentcore.Agent
+	db    *store.DB
+	dir   string
+	set   skills.Set
+}
+
+func (l *local) Close() error { return l.db.Close() }
+
+// modelConfig reads the model endpoint from the environment.
+func modelConfig(e *env) (openai.Config, error) {
+	cfg := openai.Config{
+		BaseURL: e.getenv("AGENT_BASE_URL"),
+		Model:   e.getenv("AGENT_MODEL"),
+		APIKey:  e.getenv("AGENT_API_KEY"),
+	}
+	if cfg.BaseURL == "" {
+		return cfg, errors.New("AGENT_BASE_URL is not set (e.g. export AGENT_BASE_URL=http://10.0.0.8:8000/v1)")
+	}
+	if cfg.Model == "" {
+		return cfg, errors.New("AGENT_MODEL is not set (e.g. export AGENT_MODEL=Qwen3-32B)")
+	}
+	return cfg, nil
+}
+
+// loadPolicy returns the default policy, or the file's.
+func loadPolicy(path string) (*gate.Policy, error) {
+	p := gate.DefaultPolicy()
+	if path == "" {
+		return p, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	p, err = gate.ParsePolicy(data, p)
+	if err != nil {
+		return nil, fmt.Errorf("policy %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// skillDirs is the skill search path: AGENT_SKILLS_DIR, then ./skills of dir.
+func skillDirs(e *env, dir string) []string {
+	var dirs []string
+	for _, d := range strings.Split(e.getenv("AGENT_SKILLS_DIR"), ":") {
+		if d = strings.TrimSpace(d); d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	return append(dirs, filepath.Join(dir, "skills"))
+}
+
+func skillProbe(e *env) skills.Probe {
+	return skills.Probe{Getenv: e.getenv, UID: -1}
+}
+
+func openLocal(e *env, f *localFlags) (*local, error) {
+	dir := f.dir
+	if dir == "" {
+		var err error
+		if dir, err = os.Getwd(); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	mc, err := modelConfig(e)
+	if err != nil {
+		return nil, err
+	}
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	mc.Logger = logger
+	model, err := openai.New(mc)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := loadPolicy(f.policy)
+	if err != nil {
+		return nil, err
+	}
+	state := filepath.Join(dir, localDir)
+	policy = policy.WithProtected(state)
+	db, err := store.Open(filepath.Join(state, "events.db"), &store.Options{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	set := skills.Load(skillDirs(e, dir), skills.Options{Probe: skillProbe(e), Logger: logger})
+	agent, err := agentcore.New(agentcore.Config{
+		Store: db, Model: model, Policy: policy, Skills: set, TextProtocol: f.text,
+		Exec:    agentcore.ExecConfig{Timeout: f.timeout, Environ: os.Environ()},
+		Budgets: agentcore.Budgets{MaxSteps: f.maxSteps},
+		Logger:  logger,
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &local{agent: agent, db: db, dir: dir, set: set}, nil
+}
+
+// progress prints each command with its verdict, and a short view of its
+// result, to w (stderr in one-shot mode, so stdout carries only the answer).
+func progress(w io.Writer) agentcore.Hooks {
+	return agentcore.Hooks{
+		Command: func(c agentcore.CommandInfo) {
+			what := c.Command
+			if c.Tool != agentcore.ToolRun {
+				what = c.Tool + " " + what
+			}
+			fmt.Fprintf(w, "[%s] %s\n", c.Verdict, what)
+			if c.Action == "refuse" {
+				fmt.Fprintf(w, "  refused: %s\n", c.Reason)
+			}
+		},
+		Result: func(c agentcore.CommandInfo, content string, isErr bool) {
+			if c.Tool == agentcore.ToolSkill {
+				fmt.Fprintf(w, "[skill] %s\n", c.Command)
+				return
+			}
+			lines := strings.Split(strings.TrimRight(content, "\n"), "\n")
+			if len(lines) > 4 {
+				lines = append(lines[:4], fmt.Sprintf("... (%d more lines)", len(lines)-4))
+			}
+			for _, l := range lines {
+				fmt.Fprintf(w, "  | %s\n", l)
+			}
+		},
+	}
+}
+
+// runError turns an unsuccessful result into the one-line error of a
+// non-interactive run.
+func runError(res agentcore.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	switch res.Status {
+	case agentcore.StatusAnswered, agentcore.StatusDone:
+		return nil
+	}
+	return fmt.Errorf("run ended: %s", res.Status)
+}
+
+func cmdAsk(ctx context.Context, e *env, args []string) error {
+	return oneShot(ctx, e, "ask", args, false)
+}
+
+func cmdGoal(ctx context.Context, e *env, args []string) error {
+	return oneShot(ctx, e, "goal", args, true)
+}
+
+// oneShot runs ask and goal: one turn, the answer on stdout, progress on
+// stderr, non-zero exit on failure.
+func oneShot(ctx context.Context, e *env, name string, args []string, goal bool) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var f localFlags
+	f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	text := strings.TrimSpace(strings.Join(fs.Args(), " "))
+	if text == "" {
+		return fmt.Errorf("%w: thinbot %s [flags] 'TEXT'", errUsage, name)
+	}
+	l, err := openLocal(e, &f)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	session := localSession
+	if !f.withSession {
+		// Recorded in the chain like every run, but not continued later.
+		session = fmt.Sprintf("%s-%d", name, time.Now().UnixNano())
+	}
+	ctx, stop := interruptible(ctx, e)
+	defer stop()
+	res, err := l.agent.Run(ctx, agentcore.Turn{
+		Session: session, Actor: "user:" + userName(e), Text: text, Dir: l.dir,
+		Goal: goal, AllowAll: f.allowAll, Hooks: progress(e.stderr),
+	})
+	if res.Answer != "" {
+		fmt.Fprintln(e.stdout, strings.TrimSpace(res.Answer))
+	}
+	return runError(res, err)
+}
+
+func userName(e *env) string {
+	if u := e.getenv("USER"); u != "" {
+		return u
+	}
+	return "local"
+}
+
+// interruptible returns a context that the first Ctrl+C cancels.
+func interruptible(ctx context.Context, e *env) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	if e.interrupts == nil {
+		return ctx, cancel
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-e.interrupts:
+			fmt.Fprintln(e.stderr, "\n(interrupted)")
+			cancel()
+		case <-done:
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { close(done); wg.Wait(); cancel() }
+}
+
+// lineReader reads stdin lines in one goroutine so that a prompt can also
+// wait for Ctrl+C. Its goroutine ends when stdin does.
+type lineReader struct {
+	lines chan string
+	err   error
+}
+
+func newLineReader(r io.Reader) *lineReader {
+	lr := &lineReader{lines: make(chan string)}
+	go func() {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			lr.lines <- sc.Text()
+		}
+		lr.err = sc.Err()
+		close(lr.lines)
+	}()
+	return lr
+}
+
+// terminalApprover asks on the terminal: y/N showing command and reason.
+type terminalApprover struct {
+	e     *env
+	lines *lineReader
+}
+
+func (t *terminalApprover) Approve(ctx context.Context, a agentcore.Approval) (agentcore.ApprovalDecision, error) {
+	fmt.Fprintf(t.e.stderr, "\nThe model wants to run (%s):\n    %s\n", a.Rule, a.Command)
+	if a.Reason != "" {
+		fmt.Fprintf(t.e.stderr, "  reason: %s\n", a.Reason)
+	}
+	fmt.Fprint(t.e.stderr, "Run it? [y/N] ")
+	select {
+	case line, ok := <-t.lines.lines:
+		if !ok {
+			return agentcore.ApprovalDecision{By: "terminal", Why: "end of input"}, nil
+		}
+		ans := strings.ToLower(strings.TrimSpace(line))
+		if ans == "y" || ans == "yes" {
+			return agentcore.ApprovalDecision{Approved: true, By: "user:" + userName(t.e)}, nil
+		}
+		return agentcore.ApprovalDecision{By: "user:" + userName(t.e), Why: "denied at the terminal"}, nil
+	case <-ctx.Done():
+		return agentcore.ApprovalDecision{}, ctx.Err()
+	}
+}
