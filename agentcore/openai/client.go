@@ -280,7 +280,7 @@ func (c *Client) attempt(ctx context.Context, body []byte, req agentcore.Request
 	}
 	ct, _, _ := mime.ParseMediaType(hresp.Header.Get("Content-Type"))
 	if ct == "text/event-stream" {
-		return readStream(hresp.Body, req.OnText, tools)
+		return readStream(actx, hresp.Body, req.OnText, tools)
 	}
 	resp, err = readWhole(hresp, tools)
 	if err == nil && req.OnText != nil && resp.Content != "" {
@@ -328,8 +328,9 @@ func inStreamError(raw json.RawMessage, tools bool) *APIError {
 	return e
 }
 
-// readStream reads an SSE answer, handing visible text to onText.
-func readStream(r io.Reader, onText func(string), tools bool) (agentcore.Response, bool, error) {
+// readStream reads an SSE answer, handing visible text to onText. It stops
+// as soon as ctx is done, even if more of the answer is buffered.
+func readStream(ctx context.Context, r io.Reader, onText func(string), tools bool) (agentcore.Response, bool, error) {
 	var (
 		a         answer
 		f         = textFilter{toolCalls: tools}
@@ -343,6 +344,9 @@ func readStream(r io.Reader, onText func(string), tools bool) (agentcore.Respons
 		}
 	}
 	for {
+		if err := ctx.Err(); err != nil {
+			return agentcore.Response{}, delivered, context.Cause(ctx)
+		}
 		ev, err := sse.next()
 		if errors.Is(err, io.EOF) {
 			break // ended without [DONE]: judged below
