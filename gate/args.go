@@ -1,0 +1,377 @@
+package gate
+
+import (
+	"slices"
+	"strings"
+)
+
+// flagUse records one flag given to a command, with its value if any.
+type flagUse struct {
+	name  string
+	value string
+}
+
+type flagKind int
+
+const (
+	flagUnknown flagKind = iota
+	flagUnsafe
+	flagBool     // takes no value
+	flagValue    // takes a value
+	flagOptional // long flag that may take an attached value (--color=)
+)
+
+// lookupFlag finds a flag in rules, most specific first: the first rule
+// that mentions the flag decides, so a verb can allow a flag its command
+// marks unsafe (git -p pages, git log -p prints patches).
+func lookupFlag(rules []*Rule, flag string) (flagKind, string) {
+	for _, r := range rules {
+		if reason, ok := r.UnsafeFlags[flag]; ok {
+			return flagUnsafe, reason
+		}
+		switch {
+		case slices.Contains(r.ValueFlags, flag):
+			return flagValue, ""
+		case slices.Contains(r.Flags, flag):
+			return flagBool, ""
+		case strings.HasPrefix(flag, "--") && slices.Contains(r.Flags, flag+"="):
+			return flagOptional, ""
+		}
+	}
+	return flagUnknown, ""
+}
+
+// parseFlag reads the flag at args[0] against the flag tables of rules (a
+// verb's rule, then its command's). It returns how many following
+// arguments the flag consumed as its value, and records uses in seen.
+func parseFlag(cmd string, rules []*Rule, args []arg, seen *[]flagUse) (int, *Decision) {
+	a := args[0].s
+	record := func(name, value string) {
+		if seen != nil {
+			*seen = append(*seen, flagUse{name, value})
+		}
+	}
+	unsafe := func(flag, reason string) *Decision {
+		return ptr(confirm("flag.unsafe", "`%s %s` %s", cmd, flag, reason))
+	}
+	unknown := func(flag string) *Decision {
+		return ptr(confirm("flag.unknown", "`%s` flag %s is not on the read-only table", cmd, flag))
+	}
+	missing := func(flag string) *Decision {
+		return ptr(confirm("flag.unknown", "`%s` flag %s is missing its value", cmd, flag))
+	}
+	if strings.HasPrefix(a, "--") {
+		name, value, hasValue := strings.Cut(a, "=")
+		kind, reason := lookupFlag(rules, name)
+		switch {
+		case kind == flagUnsafe:
+			return 0, unsafe(name, reason)
+		case hasValue && (kind == flagValue || kind == flagOptional):
+			record(name, value)
+			return 0, nil
+		case !hasValue && (kind == flagBool || kind == flagOptional):
+			record(name, "")
+			return 0, nil
+		case !hasValue && kind == flagValue:
+			if len(args) < 2 {
+				return 0, missing(name)
+			}
+			record(name, args[1].s)
+			return 1, nil
+		}
+		return 0, unknown(name)
+	}
+	// A single-dash word flag (find's -name, ip's -br) or a short flag.
+	switch kind, reason := lookupFlag(rules, a); kind {
+	case flagUnsafe:
+		return 0, unsafe(a, reason)
+	case flagBool:
+		record(a, "")
+		return 0, nil
+	case flagValue:
+		if len(args) < 2 {
+			return 0, missing(a)
+		}
+		record(a, args[1].s)
+		return 1, nil
+	}
+	if isNumber(a[1:]) {
+		for _, r := range rules {
+			if r.NumericFlags {
+				record(a, "")
+				return 0, nil
+			}
+		}
+		return 0, unknown(a)
+	}
+	// A cluster of short flags: -la, -n5, -tn 5.
+	for i := 1; i < len(a); i++ {
+		f := "-" + a[i:i+1]
+		switch kind, reason := lookupFlag(rules, f); kind {
+		case flagUnsafe:
+			return 0, unsafe(f, reason)
+		case flagValue:
+			if i+1 < len(a) {
+				record(f, a[i+1:])
+				return 0, nil
+			}
+			if len(args) < 2 {
+				return 0, missing(f)
+			}
+			record(f, args[1].s)
+			return 1, nil
+		case flagBool:
+			record(f, "")
+		default:
+			return 0, unknown(f)
+		}
+	}
+	return 0, nil
+}
+
+func isNumber(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// rule judges a read-only table command's arguments.
+func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
+	if r.Check == "find" {
+		return k.find(name, r, args)
+	}
+	rules := []*Rule{r}
+	cur := r
+	verb := ""
+	var seen []flagUse
+	var operands []arg
+	endFlags := false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !endFlags && a.s == "--" {
+			endFlags = true
+			continue
+		}
+		if !endFlags && isFlag(a.s) && !a.glob {
+			n, d := parseFlag(quoteless(name, verb), rules, args[i:], &seen)
+			if d != nil {
+				return d
+			}
+			i += n
+			continue
+		}
+		if len(r.Verbs) > 0 && verb == "" {
+			if a.glob {
+				return ptr(confirm("word.glob", "a glob as the subcommand of `%s`", name))
+			}
+			vr, ok := r.Verbs[a.s]
+			if !ok {
+				if reason, ok := r.UnsafeOperands[a.s]; ok {
+					return ptr(confirm("verb.unsafe", "`%s %s` %s", name, a.s, reason))
+				}
+				return ptr(confirm("verb.unknown", "`%s %s` is not a read-only subcommand", name, a.s))
+			}
+			verb = a.s
+			cur = vr
+			rules = []*Rule{vr, r}
+			continue
+		}
+		operands = append(operands, a)
+	}
+	label := quoteless(name, verb)
+	for _, rr := range rules {
+		for flag, reason := range rr.RequireFlags {
+			if !slices.ContainsFunc(seen, func(f flagUse) bool { return f.name == flag }) {
+				return ptr(confirm("flag.required", "`%s` %s", label, reason))
+			}
+		}
+	}
+	switch cur.Check {
+	case "sed":
+		var d *Decision
+		if operands, d = sedScripts(seen, operands); d != nil {
+			return d
+		}
+	case "ps":
+		if d := psOperands(operands); d != nil {
+			return d
+		}
+	case "date":
+		for _, a := range operands {
+			if !strings.HasPrefix(a.s, "+") {
+				return ptr(confirm("operand.unsafe", "`date %s` sets the system clock; only +FORMAT operands are read-only", a.s))
+			}
+		}
+	case "git-branch":
+		listing := slices.ContainsFunc(seen, func(f flagUse) bool { return f.name == "--list" || f.name == "-l" })
+		if len(operands) > 0 && !listing {
+			return ptr(confirm("git.branch", "`git branch NAME` creates a branch; only listing (--list) is read-only"))
+		}
+	}
+	if r.Check == "git" {
+		if d := k.gitRepo(seen); d != nil {
+			return d
+		}
+	}
+	if len(cur.PatternFlags) > 0 && len(operands) > 0 {
+		given := slices.ContainsFunc(seen, func(f flagUse) bool { return slices.Contains(cur.PatternFlags, f.name) })
+		if !given {
+			if operands[0].glob {
+				return ptr(confirm("word.glob", "an unquoted glob as the pattern of `%s`", label))
+			}
+			operands = operands[1:] // the pattern, not a file
+		}
+	}
+	return k.operands(label, r, cur, seen, operands)
+}
+
+func quoteless(name, verb string) string {
+	if verb == "" {
+		return name
+	}
+	return name + " " + verb
+}
+
+// operands checks the non-flag arguments against the rule's operand kind.
+func (k *checker) operands(label string, r, cur *Rule, seen []flagUse, operands []arg) *Decision {
+	kind := cur.Operands
+	if len(operands) > 0 && (kind == "" || kind == "none") {
+		return ptr(confirm("operand.none", "`%s` takes no operands on the read-only table", label))
+	}
+	if cur.MaxOperands > 0 && len(operands) > cur.MaxOperands {
+		return ptr(confirm("operand.count", "`%s` with more than %d operands can write a file", label, cur.MaxOperands))
+	}
+	recursive := cur.Recursive || r.Recursive || slices.ContainsFunc(seen, func(f flagUse) bool {
+		return slices.Contains(cur.RecursiveFlags, f.name) || slices.Contains(r.RecursiveFlags, f.name)
+	})
+	for _, a := range operands {
+		for _, part := range strings.FieldsFunc(a.s, func(r rune) bool { return r == ',' || r == '/' }) {
+			if reason, ok := cur.UnsafeOperands[part]; ok {
+				return ptr(confirm("operand.unsafe", "`%s %s` %s", label, a.s, reason))
+			}
+		}
+		if a.glob && !cur.Globs {
+			return ptr(confirm("word.glob", "the glob %q could match a sensitive file", a.s))
+		}
+		if kind != "files" || a.s == "-" {
+			continue
+		}
+		if pat := k.c.sensitive(a.s, k.dir); pat != "" {
+			return ptr(confirm("secret.path", "reads %s, a sensitive path (matches %s)", a.s, pat))
+		}
+		if recursive {
+			if d := k.recursive(label, a.s); d != nil {
+				return d
+			}
+		}
+	}
+	if recursive && kind == "files" && len(operands) == 0 {
+		return k.recursive(label, ".")
+	}
+	return nil
+}
+
+// recursive passes a recursive read of dir only under a recursive read
+// root, and only when no sensitive path that starts at / lies inside it.
+func (k *checker) recursive(label, dir string) *Decision {
+	w := resolvePath(dir, k.dir, k.c.home)
+	if w.absolute {
+		for _, root := range k.p.RecursiveReadRoots {
+			rw := resolvePath(root, "", "")
+			if len(w.segs) >= len(rw.segs) && slices.Equal(w.segs[:len(rw.segs)], rw.segs) {
+				for _, pp := range k.c.anchored {
+					if matchUnder(pp.segs, w.segs) {
+						return ptr(confirm("secret.recursive", "a recursive read of %s could read %s", dir, pp.raw))
+					}
+				}
+				return nil
+			}
+		}
+	}
+	return ptr(confirm("secret.recursive", "`%s` reading %s recursively could read secret files; only %s may be read recursively",
+		label, dir, strings.Join(k.p.RecursiveReadRoots, ", ")))
+}
+
+// gitRepo passes git only inside a trusted repository: a repository's own
+// config can run programs (core.fsmonitor, diff.external, textconv).
+func (k *checker) gitRepo(seen []flagUse) *Decision {
+	if k.p.TrustAllRepos {
+		return nil
+	}
+	dir := k.dir
+	for _, f := range seen {
+		if f.name == "-C" {
+			switch {
+			case strings.HasPrefix(f.value, "/"):
+				dir = f.value
+			case dir != "":
+				dir = dir + "/" + f.value
+			}
+		}
+	}
+	if dir == "" {
+		return ptr(confirm("git.untrusted", "git runs programs named in a repository's config (core.fsmonitor, diff.external) and the repository is unknown"))
+	}
+	w := resolvePath(dir, "", "")
+	for _, repo := range k.p.TrustedRepos {
+		rw := resolvePath(repo, "", "")
+		if len(w.segs) >= len(rw.segs) && slices.Equal(w.segs[:len(rw.segs)], rw.segs) {
+			return nil
+		}
+	}
+	return ptr(confirm("git.untrusted", "git runs programs named in a repository's config (core.fsmonitor, diff.external); %s is not a trusted repository", "/"+strings.Join(w.segs, "/")))
+}
+
+// psOperands rejects BSD-style ps options that print environments.
+func psOperands(operands []arg) *Decision {
+	for _, a := range operands {
+		if isNumber(a.s) {
+			continue
+		}
+		if strings.Contains(a.s, "e") {
+			return ptr(confirm("secret.env", "`ps %s` prints every process's environment, which holds secrets", a.s))
+		}
+		for _, r := range a.s {
+			if !strings.ContainsRune("auxwfjlrTgHhmSv", r) {
+				return ptr(confirm("operand.unknown", "`ps %s` is not a read-only ps option", a.s))
+			}
+		}
+	}
+	return nil
+}
+
+// find judges find's expression grammar: start paths, then tests and
+// actions from the rule's tables.
+func (k *checker) find(name string, r *Rule, args []arg) *Decision {
+	i := 0
+	for i < len(args) && (args[i].s == "-H" || args[i].s == "-L" || args[i].s == "-P") {
+		i++
+	}
+	for i < len(args) && !strings.HasPrefix(args[i].s, "-") && args[i].s != "(" && args[i].s != "!" {
+		i++ // start paths: find prints names, not contents
+	}
+	for ; i < len(args); i++ {
+		a := args[i].s
+		if reason, ok := r.UnsafeFlags[a]; ok {
+			return ptr(confirm("flag.unsafe", "`%s %s` %s", name, a, reason))
+		}
+		switch {
+		case a == "(" || a == ")" || a == "!" || a == ",":
+		case slices.Contains(r.Flags, a):
+		case slices.Contains(r.ValueFlags, a):
+			if i+1 >= len(args) {
+				return ptr(confirm("flag.unknown", "`%s %s` is missing its value", name, a))
+			}
+			i++
+		default:
+			return ptr(confirm("flag.unknown", "`%s` expression %s is not on the read-only table", name, a))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,379 @@
+package gate
+
+import (
+	"path"
+	"regexp"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// passDecision is the result when every part of a command is read-only.
+var passDecision = Decision{Verdict: Pass, Rule: "read-only", Reason: "every command is on the read-only table with safe arguments"}
+
+// Classify judges a command whose working directory is unknown; see
+// ClassifyIn.
+func (p *Policy) Classify(command string) Decision {
+	return p.ClassifyIn("", command)
+}
+
+// ClassifyIn judges a shell command that would run in the working directory
+// dir ("" = unknown). It returns the strictest verdict of the command's
+// parts, with the reason and rule of the part that decided:
+//
+//   - deny when any part, anywhere in the tree (lists, pipelines,
+//     subshells, substitutions, function bodies, wrapped commands, `bash -c`
+//     strings), matches a deny rule, or the text holds a NUL byte;
+//   - pass when every simple command is on the read-only table with
+//     allowed arguments, every word is plain text, and nothing writes,
+//     substitutes, backgrounds or defines;
+//   - confirm otherwise, including parse errors and anything not
+//     understood.
+//
+// dir resolves relative paths for the sensitive-path check and decides
+// whether git runs in a trusted repository. ClassifyIn does no I/O and may
+// be called concurrently.
+func (p *Policy) ClassifyIn(dir, command string) Decision {
+	p = p.orZero()
+	c := p.comp()
+	if d, ok := checkText(command, c.maxBytes); !ok {
+		return d
+	}
+	f, err := parse(command)
+	if err != nil {
+		return confirm("parse-error", "the shell parser could not read the command: %v", err)
+	}
+	s := scanner{p: p, c: c}
+	if d, hit := s.file(f, 0); hit {
+		return d
+	}
+	if strings.TrimSpace(command) == "" {
+		return confirm("input.empty", "the command is empty")
+	}
+	if dir != "" {
+		dir = path.Clean(dir)
+	}
+	k := checker{p: p, c: c, dir: dir}
+	if d := k.stmts(f.Stmts); d != nil {
+		return *d
+	}
+	return passDecision
+}
+
+func parse(src string) (*syntax.File, error) {
+	return syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
+}
+
+// checker walks a parsed command looking for anything that is not pass.
+type checker struct {
+	p   *Policy
+	c   *compiled
+	dir string // working directory; "" = unknown (or changed by cd)
+}
+
+func (k *checker) stmts(list []*syntax.Stmt) *Decision {
+	for _, s := range list {
+		if d := k.stmt(s); d != nil {
+			return d
+		}
+	}
+	return nil
+}
+
+func (k *checker) stmt(s *syntax.Stmt) *Decision {
+	switch {
+	case s.Background:
+		return ptr(confirm("syntax.background", "runs a command in the background with &, where it outlives the check"))
+	case s.Coprocess || s.Disown:
+		return ptr(confirm("syntax.background", "starts a coprocess"))
+	}
+	for _, r := range s.Redirs {
+		if d := k.redirect(r); d != nil {
+			return d
+		}
+	}
+	if s.Cmd == nil {
+		return nil
+	}
+	return k.command(s.Cmd)
+}
+
+var fdNumber = regexp.MustCompile(`^[0-9]$`)
+
+func (k *checker) redirect(r *syntax.Redirect) *Decision {
+	if r.N != nil && !fdNumber.MatchString(r.N.Value) {
+		return ptr(confirm("syntax.redirect", "redirection to a named file descriptor {%s}", r.N.Value))
+	}
+	var target arg
+	if r.Word != nil {
+		a, d := strictWord(r.Word)
+		if d != nil {
+			return d
+		}
+		target = a
+	}
+	switch r.Op {
+	case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrClob:
+		if target.s == "/dev/null" && !target.glob {
+			return nil
+		}
+		return ptr(confirm("syntax.redirect-write", "writes to a file through redirection %s", r.Op))
+	case syntax.DplOut, syntax.DplIn:
+		if fdNumber.MatchString(target.s) {
+			return nil
+		}
+		return ptr(confirm("syntax.redirect-write", "redirection %s%s is not a file descriptor copy", r.Op, target.s))
+	case syntax.RdrIn:
+		if target.glob {
+			return ptr(confirm("word.glob", "a glob as an input redirection"))
+		}
+		if pat := k.c.sensitive(target.s, k.dir); pat != "" {
+			return ptr(confirm("secret.path", "reads %s, a sensitive path (matches %s)", target.s, pat))
+		}
+		return nil
+	case syntax.Hdoc, syntax.DashHdoc:
+		if r.Hdoc != nil {
+			for _, part := range r.Hdoc.Parts {
+				if _, ok := part.(*syntax.Lit); !ok {
+					return ptr(expansionDecision(part))
+				}
+			}
+		}
+		return nil
+	case syntax.WordHdoc:
+		return nil // the word was resolved strictly above
+	}
+	return ptr(confirm("syntax.redirect", "redirection %s is not understood by the gate", r.Op))
+}
+
+func (k *checker) command(cmd syntax.Command) *Decision {
+	switch x := cmd.(type) {
+	case *syntax.CallExpr:
+		return k.call(x)
+	case *syntax.BinaryCmd:
+		switch x.Op {
+		case syntax.AndStmt, syntax.OrStmt, syntax.Pipe, syntax.PipeAll:
+			if d := k.stmt(x.X); d != nil {
+				return d
+			}
+			return k.stmt(x.Y)
+		}
+	case *syntax.Subshell:
+		return k.stmts(x.Stmts)
+	case *syntax.Block:
+		return k.stmts(x.Stmts)
+	case *syntax.TimeClause:
+		if x.Stmt == nil {
+			return nil
+		}
+		return k.stmt(x.Stmt)
+	case *syntax.FuncDecl:
+		return ptr(confirm("syntax.function", "defines a shell function"))
+	case *syntax.DeclClause:
+		return ptr(confirm("secret.variables", "`%s` sets or prints shell variables, which can hold secrets", x.Variant.Value))
+	case *syntax.ArithmCmd, *syntax.LetClause:
+		return ptr(confirm("word.arithmetic", "shell arithmetic can run commands through array subscripts"))
+	case *syntax.IfClause:
+		return ptr(confirm("syntax.compound", "`if` blocks are not on the read-only table"))
+	case *syntax.WhileClause:
+		return ptr(confirm("syntax.compound", "loops are not on the read-only table"))
+	case *syntax.ForClause:
+		return ptr(confirm("syntax.compound", "loops are not on the read-only table"))
+	case *syntax.CaseClause:
+		return ptr(confirm("syntax.compound", "`case` blocks are not on the read-only table"))
+	case *syntax.TestClause:
+		return ptr(confirm("syntax.compound", "[[ … ]] tests are not on the read-only table"))
+	}
+	return ptr(confirm("syntax.unknown", "a shell construct the gate does not understand"))
+}
+
+func (k *checker) call(x *syntax.CallExpr) *Decision {
+	for _, as := range x.Assigns {
+		name := ""
+		if as.Name != nil {
+			name = as.Name.Value
+		}
+		if len(x.Args) == 0 {
+			return ptr(confirm("assign", "sets shell variable %s", name))
+		}
+		if !k.c.assignments[name] || as.Append || as.Index != nil || as.Array != nil || as.Naked {
+			return ptr(confirm("assign", "setting %s can change what the command does", name))
+		}
+		if as.Value != nil {
+			a, d := strictWord(as.Value)
+			if d != nil {
+				return d
+			}
+			if a.glob {
+				return ptr(confirm("word.glob", "a glob in the value of %s", name))
+			}
+		}
+	}
+	args := make([]arg, 0, len(x.Args))
+	for _, w := range x.Args {
+		a, d := strictWord(w)
+		if d != nil {
+			return d
+		}
+		args = append(args, a)
+	}
+	return k.argv(args, false)
+}
+
+var plainName = regexp.MustCompile(`^[A-Za-z0-9._+-]+$`)
+
+// commandName checks the identity of a command word: a bare name, or
+// /usr/bin/NAME or /bin/NAME. ./cat and /tmp/cat are not cat.
+func commandName(a arg) (string, *Decision) {
+	if a.glob {
+		return "", ptr(confirm("command.identity", "the command name %q is a glob pattern", a.s))
+	}
+	if a.tilde {
+		return "", ptr(confirm("command.identity", "the command %q is not a trusted path", a.s))
+	}
+	name := a.s
+	for _, dir := range []string{"/usr/bin/", "/bin/"} {
+		if rest, ok := strings.CutPrefix(name, dir); ok && !strings.Contains(rest, "/") {
+			name = rest
+			break
+		}
+	}
+	if !plainName.MatchString(name) || name == "." || name == ".." {
+		return "", ptr(confirm("command.identity", "the command %q is not a trusted path: only bare names, /usr/bin/NAME and /bin/NAME are read-only", a.s))
+	}
+	return name, nil
+}
+
+// argv judges one simple command, unwrapping wrappers. viaXargs is set when
+// xargs will append operands the gate cannot see.
+func (k *checker) argv(args []arg, viaXargs bool) *Decision {
+	if len(args) == 0 {
+		return nil
+	}
+	name, d := commandName(args[0])
+	if d != nil {
+		return d
+	}
+	if d, ok := k.script(name, args); ok {
+		return d
+	}
+	if w := k.p.Wrappers[name]; w != nil {
+		return k.wrapper(name, w, args[1:], viaXargs)
+	}
+	if r := k.p.Commands[name]; r != nil {
+		if viaXargs && !r.Xargs {
+			return ptr(confirm("xargs", "xargs appends operands the gate cannot see, and `%s` is not marked safe for that", name))
+		}
+		d := k.rule(name, r, args[1:])
+		if d == nil && name == "cd" {
+			k.dir = "" // later relative paths are relative to somewhere else
+		}
+		return d
+	}
+	if reason := matchName(k.p.NeverPass, name); reason != "" {
+		return ptr(confirm("command.never-pass", "`%s` %s", name, reason))
+	}
+	return ptr(confirm("command.unknown", "`%s` is not on the read-only table", name))
+}
+
+// matchName looks a command name up in a table keyed by name patterns.
+func matchName(m map[string]string, name string) string {
+	if r, ok := m[name]; ok {
+		return r
+	}
+	for pat, r := range m {
+		if ok, _ := path.Match(pat, name); ok {
+			return r
+		}
+	}
+	return ""
+}
+
+// script passes `bash|sh PATH args...` and `python3 PATH args...` for the
+// policy's read-only scripts. ok is false when the command is not of that
+// form.
+func (k *checker) script(name string, args []arg) (*Decision, bool) {
+	if len(k.c.scripts) == 0 || len(args) < 2 {
+		return nil, false
+	}
+	switch name {
+	case "bash", "sh", "python3":
+	default:
+		return nil, false
+	}
+	if args[1].glob || args[1].tilde || !strings.HasPrefix(args[1].s, "/") || !k.c.scripts[path.Clean(args[1].s)] {
+		return nil, false
+	}
+	for _, a := range args[2:] {
+		if a.glob || a.tilde {
+			return ptr(confirm("word.glob", "the arguments of a read-only script must be plain text")), true
+		}
+	}
+	return nil, true
+}
+
+func (k *checker) wrapper(name string, w *Wrapper, args []arg, viaXargs bool) *Decision {
+	if w.NeverPass != "" {
+		return ptr(confirm("wrapper.never-pass", "`%s` %s", name, w.NeverPass))
+	}
+	i := 0
+	flags := &Rule{Flags: w.Flags, ValueFlags: w.ValueFlags}
+	for i < len(args) {
+		a := args[i]
+		if a.s == "--" {
+			i++
+			break
+		}
+		if !isFlag(a.s) {
+			break
+		}
+		for _, lf := range w.LookupFlags {
+			if a.s == lf {
+				return k.plainOperands(name, args[i+1:])
+			}
+		}
+		n, d := parseFlag(name, []*Rule{flags}, args[i:], nil)
+		if d != nil {
+			return d
+		}
+		i += 1 + n
+	}
+	if w.Assignments {
+		for i < len(args) && strings.Contains(args[i].s, "=") {
+			n, _, _ := strings.Cut(args[i].s, "=")
+			if !k.c.assignments[n] {
+				return ptr(confirm("assign", "`%s` sets %s, which can change what the command does", name, n))
+			}
+			i++
+		}
+	}
+	for j := 0; j < w.Positional; j++ {
+		if i >= len(args) {
+			return ptr(confirm("wrapper.usage", "`%s` is missing an operand", name))
+		}
+		if args[i].glob {
+			return ptr(confirm("word.glob", "a glob as an operand of `%s`", name))
+		}
+		i++
+	}
+	if i >= len(args) {
+		if w.Alone != "" {
+			return ptr(confirm("wrapper.alone", "`%s` %s", name, w.Alone))
+		}
+		return nil
+	}
+	return k.argv(args[i:], viaXargs || w.Xargs)
+}
+
+func (k *checker) plainOperands(name string, args []arg) *Decision {
+	for _, a := range args {
+		if a.glob {
+			return ptr(confirm("word.glob", "a glob as an operand of `%s`", name))
+		}
+	}
+	return nil
+}
+
+func isFlag(s string) bool {
+	return len(s) > 1 && s[0] == '-'
+}
