@@ -277,13 +277,12 @@ func (l *loader) fill(sk *Skill, fm map[string]any, folder string) {
 	if name == "" {
 		warn("no name: using the folder's name %q", folder)
 		name = folder
-	} else {
-		if !nameRule.MatchString(name) || len(name) > maxNameLen {
-			warn("name %q breaks the naming rule (lowercase letters, digits, single hyphens, at most 64 characters)", name)
-		}
-		if name != folder {
-			warn("name %q differs from its folder %q", name, folder)
-		}
+	}
+	if !nameRule.MatchString(name) || len(name) > maxNameLen {
+		warn("name %q breaks the naming rule (lowercase letters, digits, single hyphens, at most 64 characters)", name)
+	}
+	if name != folder {
+		warn("name %q differs from its folder %q", name, folder)
 	}
 	sk.Name = name
 

@@ -2,10 +2,207 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/thinbot/thinbot/skills"
 )
 
-// cmdSkills is a placeholder until its issue lands; it is replaced, not extended.
-func cmdSkills(_ context.Context, _ *env, _ []string) error {
-	return errors.New("skills: not built yet")
+// dirList is a repeatable --dir flag.
+type dirList []string
+
+func (d *dirList) String() string { return strings.Join(*d, ":") }
+
+func (d *dirList) Set(v string) error {
+	*d = append(*d, v)
+	return nil
+}
+
+// errSkillInvalid is returned by `thinbot skills check` for a skill that
+// would be hidden from the model.
+var errSkillInvalid = errors.New("skill is not usable")
+
+// cmdSkills lists the skills of the search path, or checks one skill folder:
+//
+//	thinbot skills [--dir D]... [--json] [--index] [--context-tokens N]
+//	thinbot skills check DIR
+func cmdSkills(_ context.Context, e *env, args []string) error {
+	if len(args) > 0 && args[0] == "check" {
+		return cmdSkillsCheck(e, args[1:])
+	}
+	fs := flag.NewFlagSet("skills", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var dirs dirList
+	fs.Var(&dirs, "dir", "skill search-path folder, repeatable, earlier shadows later\n(default: $AGENT_SKILLS_DIR, colon-separated, then ./skills)")
+	asJSON := fs.Bool("json", false, "print JSON for scripts and reviewers")
+	index := fs.Bool("index", false, "print the skill index exactly as the model's system prompt holds it")
+	ctxTokens := fs.Int("context-tokens", 0, "model context window in tokens, for the --index budget (0: 8000-byte default)")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: thinbot skills [--dir D]... [--json] [--index]\n       thinbot skills check DIR")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: skills: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("%w: skills: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if len(dirs) == 0 {
+		dirs = defaultSkillDirs(e)
+	}
+	set := skills.Load(dirs, skills.Options{Probe: skills.Probe{Getenv: e.getenv, UID: -1}})
+	switch {
+	case *asJSON:
+		return writeSkillsJSON(e.stdout, dirs, set)
+	case *index:
+		budget := skills.IndexBudget(*ctxTokens)
+		idx := set.Index(budget)
+		fmt.Fprintln(e.stdout, idx)
+		fmt.Fprintf(e.stderr, "%d skills, %d bytes of a %d-byte budget, about %d tokens\n",
+			len(set.Skills), len(idx), budget, skills.EstimateTokens(idx))
+		return nil
+	}
+	writeSkillsText(e.stdout, dirs, set)
+	return nil
+}
+
+// defaultSkillDirs is the search path: AGENT_SKILLS_DIR, then ./skills.
+func defaultSkillDirs(e *env) []string {
+	var dirs []string
+	for d := range strings.SplitSeq(e.getenv("AGENT_SKILLS_DIR"), ":") {
+		if d = strings.TrimSpace(d); d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	return append(dirs, "skills")
+}
+
+func writeSkillsText(w io.Writer, dirs []string, set skills.Set) {
+	fmt.Fprintf(w, "search path: %s\n", strings.Join(dirs, ":"))
+	fmt.Fprintf(w, "\nloaded (%d):\n", len(set.Skills))
+	for _, s := range set.Skills {
+		fmt.Fprintf(w, "  %s  %s\n", s.Name, s.Dir)
+		fmt.Fprintf(w, "      %s\n", oneLine(s.Description, 200))
+		for _, p := range s.ReadOnlyScripts {
+			fmt.Fprintf(w, "      read-only: %s\n", p)
+		}
+		for _, warn := range s.Warnings {
+			fmt.Fprintf(w, "      warning: %s\n", warn)
+		}
+	}
+	if len(set.Shadowed) > 0 {
+		fmt.Fprintf(w, "\nshadowed (%d):\n", len(set.Shadowed))
+		for _, s := range set.Shadowed {
+			fmt.Fprintf(w, "  %s  %s\n      shadowed by %s\n", s.Name, s.Dir, s.By)
+		}
+	}
+	if len(set.Filtered) > 0 {
+		fmt.Fprintf(w, "\nhidden (%d):\n", len(set.Filtered))
+		for _, f := range set.Filtered {
+			fmt.Fprintf(w, "  %s  %s\n      %s\n", f.Name, f.Dir, f.Reason)
+		}
+	}
+}
+
+// skillJSON is one loaded skill in `thinbot skills --json`.
+type skillJSON struct {
+	Name            string          `json:"name"`
+	Description     string          `json:"description"`
+	Dir             string          `json:"dir"`
+	File            string          `json:"file"`
+	Requires        skills.Requires `json:"requires"`
+	ReadOnlyScripts []string        `json:"read_only_scripts"`
+	Warnings        []string        `json:"warnings"`
+}
+
+func writeSkillsJSON(w io.Writer, dirs []string, set skills.Set) error {
+	out := struct {
+		SearchPath []string          `json:"search_path"`
+		Skills     []skillJSON       `json:"skills"`
+		Shadowed   []skills.Shadowed `json:"shadowed"`
+		Filtered   []skills.Filtered `json:"filtered"`
+	}{SearchPath: dirs, Skills: []skillJSON{}, Shadowed: set.Shadowed, Filtered: set.Filtered}
+	if out.Shadowed == nil {
+		out.Shadowed = []skills.Shadowed{}
+	}
+	if out.Filtered == nil {
+		out.Filtered = []skills.Filtered{}
+	}
+	for _, s := range set.Skills {
+		out.Skills = append(out.Skills, skillJSON{Name: s.Name, Description: s.Description, Dir: s.Dir, File: s.File,
+			Requires: s.Requires, ReadOnlyScripts: nonNil(s.ReadOnlyScripts), Warnings: nonNil(s.Warnings)})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return fmt.Errorf("skills: write json: %w", err)
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// cmdSkillsCheck validates one skill folder for its author: it prints the
+// skill as the model will see it and every warning, and fails when the skill
+// would be hidden.
+func cmdSkillsCheck(e *env, args []string) error {
+	fs := flag.NewFlagSet("skills check", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() { fmt.Fprintln(e.stderr, "usage: thinbot skills check DIR") }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: skills check: %v", errUsage, err)
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return fmt.Errorf("%w: skills check needs one skill folder", errUsage)
+	}
+	dir := fs.Arg(0)
+	sk, err := skills.LoadOne(dir, skills.Options{Probe: skills.Probe{Getenv: e.getenv, UID: -1}})
+	for _, w := range sk.Warnings {
+		fmt.Fprintf(e.stdout, "warning: %s\n", w)
+	}
+	if err != nil {
+		fmt.Fprintf(e.stdout, "error: %v\n", err)
+		return fmt.Errorf("%w: %s: %v", errSkillInvalid, dir, err)
+	}
+	line := skills.Set{Skills: []skills.Skill{sk}}.Index(skills.MaxIndexLine)
+	fmt.Fprintf(e.stdout, "ok: %s (%s)\n", sk.Name, sk.Dir)
+	fmt.Fprintf(e.stdout, "index line (%d bytes, about %d tokens):\n%s\n", len(line), skills.EstimateTokens(line), line)
+	if req := sk.Requires; len(req.Bins)+len(req.AnyBins)+len(req.Env)+len(req.OS) > 0 || req.Python != "" {
+		fmt.Fprintf(e.stdout, "requires: %+v (met on this machine)\n", req)
+	}
+	for _, p := range sk.ReadOnlyScripts {
+		fmt.Fprintf(e.stdout, "read-only script: %s\n", p)
+	}
+	fmt.Fprintf(e.stdout, "body: %d lines, about %d tokens\n", strings.Count(sk.Body, "\n"), skills.EstimateTokens(sk.Body))
+	return nil
+}
+
+// oneLine collapses whitespace and cuts s to at most n bytes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
 }
