@@ -1,0 +1,64 @@
+package tests
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// allowedImports is the package map of DESIGN.md: which of our packages each
+// package may import. Packages not listed (cmd/thinbot, tests/...) may
+// import anything.
+var allowedImports = map[string][]string{
+	"gate":             {},
+	"store":            {},
+	"skills":           {},
+	"agentcore":        {"gate", "store", "skills"},
+	"agentcore/openai": {"agentcore"},
+	"bot":              {"agentcore"},
+	"bot/mattermost":   {"bot"},
+	"bot/slack":        {"bot"},
+}
+
+// sdkOwners: only these packages may import the SDK.
+var sdkOwners = map[string]string{
+	"github.com/slack-go/slack":                      "bot/slack",
+	"github.com/mattermost/mattermost/server/public": "bot/mattermost",
+	"go.etcd.io/bbolt":                               "store",
+	"mvdan.cc/sh/v3":                                 "gate",
+}
+
+func TestImportMap(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const mod = "github.com/thinbot/thinbot/"
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(f[0], mod)
+		allowed, ruled := allowedImports[pkg]
+		for _, imp := range f[1:] {
+			if strings.HasPrefix(imp, mod) && ruled {
+				dep := strings.TrimPrefix(imp, mod)
+				if !contains(allowed, dep) {
+					t.Errorf("%s imports %s, which the package map forbids", pkg, dep)
+				}
+			}
+			for sdk, owner := range sdkOwners {
+				if (imp == sdk || strings.HasPrefix(imp, sdk+"/")) && pkg != owner && !strings.HasPrefix(pkg, "tests") {
+					t.Errorf("%s imports %s; only %s may", pkg, imp, owner)
+				}
+			}
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
