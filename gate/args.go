@@ -262,7 +262,7 @@ func (k *checker) operands(label string, r, cur *Rule, seen []flagUse, operands 
 		if kind != "files" || a.s == "-" {
 			continue
 		}
-		if pat := k.c.sensitive(a.s, k.dir); pat != "" {
+		if pat := k.sensitive(a.s); pat != "" {
 			return ptr(confirm("secret.path", "reads %s, a sensitive path (matches %s)", a.s, pat))
 		}
 		if recursive {
@@ -280,7 +280,16 @@ func (k *checker) operands(label string, r, cur *Rule, seen []flagUse, operands 
 // recursive passes a recursive read of dir only under a recursive read
 // root, and only when no sensitive path that starts at / lies inside it.
 func (k *checker) recursive(label, dir string) *Decision {
-	w := resolvePath(dir, k.dir, k.c.home)
+	for _, wd := range k.dirs {
+		if d := k.recursiveIn(label, dir, wd); d != nil {
+			return d
+		}
+	}
+	return nil
+}
+
+func (k *checker) recursiveIn(label, dir, wd string) *Decision {
+	w := resolvePath(dir, wd, k.c.home)
 	if w.absolute {
 		for _, root := range k.p.RecursiveReadRoots {
 			rw := resolvePath(root, "", "")
@@ -304,7 +313,15 @@ func (k *checker) gitRepo(seen []flagUse) *Decision {
 	if k.p.TrustAllRepos {
 		return nil
 	}
-	dir := k.dir
+	for _, wd := range k.dirs {
+		if d := k.gitRepoIn(seen, wd); d != nil {
+			return d
+		}
+	}
+	return nil
+}
+
+func (k *checker) gitRepoIn(seen []flagUse, dir string) *Decision {
 	for _, f := range seen {
 		if f.name == "-C" {
 			switch {

@@ -3,6 +3,7 @@ package gate
 import (
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -53,7 +54,7 @@ func (p *Policy) ClassifyIn(dir, command string) Decision {
 	if dir != "" {
 		dir = path.Clean(dir)
 	}
-	k := checker{p: p, c: c, dir: dir}
+	k := checker{p: p, c: c, dirs: []string{dir}}
 	if d := k.stmts(f.Stmts); d != nil {
 		return *d
 	}
@@ -68,7 +69,50 @@ func parse(src string) (*syntax.File, error) {
 type checker struct {
 	p   *Policy
 	c   *compiled
-	dir string // working directory; "" = unknown (or changed by cd)
+	// dirs are the directories the next command may run in: the working
+	// directory, plus every directory a cd may have moved to (a cd inside
+	// a subshell or pipeline may or may not still apply). "" = unknown.
+	dirs []string
+}
+
+// sensitive returns the sensitive pattern p matches in any possible
+// working directory, or "".
+func (k *checker) sensitive(p string) string {
+	for _, d := range k.dirs {
+		if pat := k.c.sensitive(p, d); pat != "" {
+			return pat
+		}
+	}
+	return ""
+}
+
+// cd adds the directories a `cd` to target may lead to.
+func (k *checker) cd(target []arg) {
+	t := "~"
+	if len(target) > 0 {
+		t = target[0].s
+	}
+	if t == "~" || strings.HasPrefix(t, "~/") {
+		if k.c.home == "" {
+			k.dirs = appendNew(k.dirs, "")
+			return
+		}
+		t = k.c.home + t[1:]
+	}
+	if t == "-" || strings.HasPrefix(t, "~") {
+		k.dirs = appendNew(k.dirs, "")
+		return
+	}
+	if strings.HasPrefix(t, "/") {
+		k.dirs = appendNew(k.dirs, path.Clean(t))
+		return
+	}
+	for _, d := range slices.Clone(k.dirs) {
+		if d == "" {
+			continue
+		}
+		k.dirs = appendNew(k.dirs, path.Join(d, t))
+	}
 }
 
 func (k *checker) stmts(list []*syntax.Stmt) *Decision {
@@ -127,7 +171,7 @@ func (k *checker) redirect(r *syntax.Redirect) *Decision {
 		if target.glob {
 			return ptr(confirm("word.glob", "a glob as an input redirection"))
 		}
-		if pat := k.c.sensitive(target.s, k.dir); pat != "" {
+		if pat := k.sensitive(target.s); pat != "" {
 			return ptr(confirm("secret.path", "reads %s, a sensitive path (matches %s)", target.s, pat))
 		}
 		return nil
@@ -266,7 +310,7 @@ func (k *checker) argv(args []arg, viaXargs bool) *Decision {
 		}
 		d := k.rule(name, r, args[1:])
 		if d == nil && name == "cd" {
-			k.dir = "" // later relative paths are relative to somewhere else
+			k.cd(args[1:])
 		}
 		return d
 	}

@@ -144,12 +144,16 @@ func shellScript(args []string) (string, bool) {
 // (leniently: an unknown flag is taken to have no value) and scans the
 // wrapped command.
 func (s *scanner) unwrap(w *Wrapper, args []string, depth int) (Decision, bool) {
+	if w.ScriptFlag != "" {
+		for i, a := range args {
+			if a == w.ScriptFlag && i+1 < len(args) {
+				return s.script(args[i+1], depth)
+			}
+		}
+	}
 	i := 0
 	for i < len(args) {
 		a := args[i]
-		if w.ScriptFlag != "" && a == w.ScriptFlag && i+1 < len(args) {
-			return s.script(args[i+1], depth)
-		}
 		if a == "--" {
 			i++
 			break

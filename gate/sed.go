@@ -96,7 +96,9 @@ func (p *sedParser) run() string {
 		c := p.s[p.i]
 		p.i++
 		switch c {
-		case '{', '}', '=', 'd', 'D', 'g', 'G', 'h', 'H', 'l', 'n', 'N', 'p', 'P', 'x', 'z', 'F':
+		case '{', '}':
+			continue // a block needs no separator after it
+		case '=', 'd', 'D', 'g', 'G', 'h', 'H', 'l', 'n', 'N', 'p', 'P', 'x', 'z', 'F':
 		case 'q', 'Q', 'L':
 			p.skipSpace()
 			for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
