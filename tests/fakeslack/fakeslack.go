@@ -249,10 +249,13 @@ func (f *Server) notifyLocked() {
 }
 
 // Wait blocks until cond returns true, re-evaluating it after every change
-// of the fake's state, or fails the test when ctx is done. cond must not
-// block; it may call the fake's getters.
+// of the fake's state (and every 10ms, for conditions on state outside the
+// fake such as an adapter's), or fails the test when ctx is done. cond must
+// not block; it may call the fake's getters.
 func (f *Server) Wait(ctx context.Context, what string, cond func() bool) {
 	f.t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		f.mu.Lock()
 		ch := f.changed
@@ -262,6 +265,7 @@ func (f *Server) Wait(ctx context.Context, what string, cond func() bool) {
 		}
 		select {
 		case <-ch:
+		case <-tick.C:
 		case <-ctx.Done():
 			f.t.Fatalf("fakeslack: timed out waiting for %s", what)
 		}
