@@ -85,13 +85,14 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 }
 
 func (s *Server) authUser(r *http.Request) *User {
+	// Like Mattermost, the scheme is case-insensitive (Client4 sends "BEARER").
 	h := r.Header.Get("Authorization")
 	var tok string
 	switch {
-	case strings.HasPrefix(h, "Bearer "):
-		tok = strings.TrimPrefix(h, "Bearer ")
-	case strings.HasPrefix(h, "Token "):
-		tok = strings.TrimPrefix(h, "Token ")
+	case len(h) > 7 && strings.EqualFold(h[:7], "bearer "):
+		tok = h[7:]
+	case len(h) > 6 && strings.EqualFold(h[:6], "token "):
+		tok = h[6:]
 	default:
 		return nil
 	}
