@@ -67,8 +67,8 @@ func parse(src string) (*syntax.File, error) {
 
 // checker walks a parsed command looking for anything that is not pass.
 type checker struct {
-	p   *Policy
-	c   *compiled
+	p *Policy
+	c *compiled
 	// dirs are the directories the next command may run in: the working
 	// directory, plus every directory a cd may have moved to (a cd inside
 	// a subshell or pipeline may or may not still apply). "" = unknown.
