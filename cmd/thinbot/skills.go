@@ -185,7 +185,8 @@ func cmdSkillsCheck(e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "ok: %s (%s)\n", sk.Name, sk.Dir)
 	fmt.Fprintf(e.stdout, "index line (%d bytes, about %d tokens):\n%s\n", len(line), skills.EstimateTokens(line), line)
 	if req := sk.Requires; len(req.Bins)+len(req.AnyBins)+len(req.Env)+len(req.OS) > 0 || req.Python != "" {
-		fmt.Fprintf(e.stdout, "requires: %+v (met on this machine)\n", req)
+		js, _ := json.Marshal(req)
+		fmt.Fprintf(e.stdout, "requires: %s (met on this machine)\n", js)
 	}
 	for _, p := range sk.ReadOnlyScripts {
 		fmt.Fprintf(e.stdout, "read-only script: %s\n", p)
