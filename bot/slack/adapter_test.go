@@ -184,7 +184,7 @@ func TestFiltering(t *testing.T) {
 
 func TestRedeliveredEventAnsweredOnce(t *testing.T) {
 	e := start(t, "socket", nil)
-	e.f.AckTimeout = 20 * time.Millisecond
+	e.f.SetAckTimeout(200 * time.Millisecond)
 	e.f.DropAcks(1)
 	ts := e.f.UserMessage("U1", "C1", "", "<@UBOT> once")
 	if m := e.next(t); m.ID != ts {

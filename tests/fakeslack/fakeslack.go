@@ -589,6 +589,13 @@ func (f *Server) RateLimitNext(method string, retryAfter time.Duration) {
 	f.rateLimit[method] = int(retryAfter.Round(time.Second) / time.Second)
 }
 
+// SetAckTimeout changes AckTimeout while the fake runs.
+func (f *Server) SetAckTimeout(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.AckTimeout = d
+}
+
 // DropAcks makes the fake ignore the next n envelope acks, so those
 // envelopes are redelivered after AckTimeout as Slack would.
 func (f *Server) DropAcks(n int) {

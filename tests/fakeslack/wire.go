@@ -564,10 +564,15 @@ func (f *Server) readLoop(c *conn) {
 			f.dropAcks--
 		} else {
 			for _, e := range f.envelopes {
-				if e.id == ack.EnvelopeID && e.inflight {
-					e.acked, e.inflight = true, false
+				if e.id != ack.EnvelopeID || e.acked {
+					continue
+				}
+				// A late ack still counts, even after a redelivery was queued.
+				if e.inflight {
 					e.timer.Stop()
 				}
+				e.acked, e.inflight = true, false
+				f.pending = slices.DeleteFunc(f.pending, func(x *envelope) bool { return x == e })
 			}
 		}
 		f.notifyLocked()
