@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -279,10 +280,12 @@ func (c *Client) attempt(ctx context.Context, body []byte, req agentcore.Request
 		return resp, false, parseAPIError(hresp.StatusCode, hresp.Header, b, tools)
 	}
 	ct, _, _ := mime.ParseMediaType(hresp.Header.Get("Content-Type"))
-	if ct == "text/event-stream" {
-		return readStream(actx, hresp.Body, req.OnText, tools)
+	br := bufio.NewReaderSize(hresp.Body, 16<<10)
+	if ct == "text/event-stream" || (ct != "application/json" && looksLikeSSE(br)) {
+		// Some proxies drop or rewrite the SSE content type; the body tells.
+		return readStream(actx, br, req.OnText, tools)
 	}
-	resp, err = readWhole(hresp, tools)
+	resp, err = readWhole(br, hresp, tools)
 	if err == nil && req.OnText != nil && resp.Content != "" {
 		req.OnText(resp.Content)
 		delivered = true
@@ -292,8 +295,8 @@ func (c *Client) attempt(ctx context.Context, body []byte, req agentcore.Request
 
 // readWhole reads a non-streamed answer (also what a server sends when it
 // ignores "stream": true).
-func readWhole(hresp *http.Response, tools bool) (agentcore.Response, error) {
-	b, err := io.ReadAll(io.LimitReader(hresp.Body, maxBody+1))
+func readWhole(body io.Reader, hresp *http.Response, tools bool) (agentcore.Response, error) {
+	b, err := io.ReadAll(io.LimitReader(body, maxBody+1))
 	if err != nil {
 		return agentcore.Response{}, &connError{fmt.Errorf("read answer: %w", err)}
 	}
@@ -316,6 +319,13 @@ func readWhole(hresp *http.Response, tools bool) (agentcore.Response, error) {
 	var a answer
 	a.add(&w)
 	return a.response(tools), nil
+}
+
+// looksLikeSSE peeks at the start of a body for an SSE field or comment.
+func looksLikeSSE(br *bufio.Reader) bool {
+	b, _ := br.Peek(64)
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return bytes.HasPrefix(b, []byte("data:")) || bytes.HasPrefix(b, []byte(":")) || bytes.HasPrefix(b, []byte("event:"))
 }
 
 // inStreamError turns the error object of a 200 answer into an APIError.

@@ -217,6 +217,14 @@ func TestWholeAnswerQuirks(t *testing.T) {
 			}
 		})
 	}
+	t.Run("stream without its content type", func(t *testing.T) {
+		srv := rawServer(t, 200, map[string]string{"Content-Type": "text/plain"}, "\n"+chunkC("sse")+"data: [DONE]\n\n")
+		c, _ := newClient(t, srv.URL, nil)
+		resp, err := c.Complete(t.Context(), userReq("q"))
+		if err != nil || resp.Content != "sse" {
+			t.Errorf("Complete = %+v, %v", resp, err)
+		}
+	})
 	t.Run("server ignores stream", func(t *testing.T) {
 		srv := rawServer(t, 200, jsonCT, `{"choices":[{"index":0,"message":{"role":"assistant","content":"whole"},"finish_reason":"stop"}]}`)
 		c, _ := newClient(t, srv.URL, nil)
