@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// The example config documents every key; it must decode into the real
+// struct with no unknown field.
+func TestExampleConfigKeysAreKnown(t *testing.T) {
+	data, err := os.ReadFile("../../deploy/thinbot.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c daemonConfig
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		t.Fatalf("example config: %v", err)
+	}
+	if c.Platform != "mattermost" || len(c.Channels) != 1 || !c.Channels[0].TwoPerson {
+		t.Errorf("decoded %+v", c)
+	}
+}
+
+func TestConfigCheckReportsEveryProblem(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte("secret"), 0o644) // readable by others: refused
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(`
+platform: mattermost
+mattermost:
+  url: https://mm.example.com
+  token_file: `+token+`
+listen: nonsense
+approval_timeout: soon
+channels:
+  - id: abc
+    workspace: /does/not/exist
+`), 0o600)
+	var out bytes.Buffer
+	e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+	err := run(t.Context(), e, []string{"config", "check", "--config", cfg})
+	if err == nil {
+		t.Fatal("config check passed a broken config")
+	}
+	for _, want := range []string{"model.base_url", "model.model", "readable or writable by other users", "callback_url",
+		"listen", "state_dir", "approval_timeout", "is not a directory", "no approvers"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("config check output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestConfigCheckAcceptsAGoodConfig(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte("secret"), 0o600)
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(`
+model: {base_url: "http://127.0.0.1:9/v1", model: m}
+platform: mattermost
+mattermost: {url: "https://mm.example.com", token_file: "`+token+`", callback_url: "http://127.0.0.1:8065/hooks/mm"}
+state_dir: `+filepath.Join(dir, "state")+`
+channels:
+  - {id: "*", workspace: "`+dir+`", approvers: [bob]}
+`), 0o600)
+	var out bytes.Buffer
+	e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+	if err := run(t.Context(), e, []string{"config", "check", "--config", cfg}); err != nil {
+		t.Fatalf("config check: %v\n%s", err, out.String())
+	}
+}
