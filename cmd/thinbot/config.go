@@ -28,6 +28,10 @@ type daemonConfig struct {
 		FeedReasoning bool    `yaml:"feed_reasoning"`
 		CompactAt     float64 `yaml:"compact_at"`
 		Timeout       string  `yaml:"timeout"`
+		// MaxRetries is how often a failed model call is retried (429,
+		// 5xx, connection loss); unset means the client's default (4),
+		// 0 means no retry.
+		MaxRetries *int `yaml:"max_retries"`
 	} `yaml:"model"`
 	Platform   string `yaml:"platform"`
 	Mattermost struct {
@@ -109,6 +113,9 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 	}
 	if c.Model.Model == "" {
 		bad("model.model is empty (or set AGENT_MODEL)")
+	}
+	if c.Model.MaxRetries != nil && *c.Model.MaxRetries < 0 {
+		bad("model.max_retries %d: want 0 or more", *c.Model.MaxRetries)
 	}
 	if c.Model.APIKeyFile != "" {
 		if err := checkSecretFile(c.Model.APIKeyFile); err != nil {

@@ -68,8 +68,15 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("model api key: %w", err)
 		}
 	}
+	retries := 0 // the client's default
+	if c.Model.MaxRetries != nil {
+		retries = *c.Model.MaxRetries
+		if retries == 0 {
+			retries = -1 // openai.Config: negative means none
+		}
+	}
 	model, err := openai.New(openai.Config{BaseURL: c.Model.BaseURL, Model: c.Model.Model, APIKey: apiKey,
-		Timeout: d.modelTimeout, FeedReasoning: c.Model.FeedReasoning, Logger: logger})
+		Timeout: d.modelTimeout, MaxRetries: retries, FeedReasoning: c.Model.FeedReasoning, Logger: logger})
 	if err != nil {
 		return err
 	}
