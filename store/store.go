@@ -103,6 +103,7 @@ type DB struct {
 	readOnly   bool
 
 	lastSeq atomic.Uint64
+	commits atomic.Int64 // transactions committed, for benchmarks
 	// lastHash is owned by the committer goroutine.
 	lastHash string
 
@@ -325,8 +326,9 @@ func (db *DB) Close() error {
 
 // Append commits evs, in order and as consecutive sequence numbers, and
 // returns them with Seq, Time, Prev, Hash and the stored Payload filled in.
-// It returns only after the events are durably committed (fsync), and after
-// they were written to the JSONL export. Concurrent callers are batched into
+// It returns only after the events are durably committed (fsync); the JSONL
+// export gets them right after (VerifyAudit and RebuildAudit wait for that,
+// a reader of the file may see them a moment later). Concurrent callers are batched into
 // shared transactions; the chain order is the commit order.
 //
 // Validation errors wrap ErrInvalid and append nothing. If ctx is done
@@ -476,11 +478,16 @@ func (db *DB) commit(batch []*request) {
 	}
 	db.lastSeq.Store(seq)
 	db.lastHash = prev
-	if db.auditPath != "" {
-		db.writeAudit(first, lines)
-	}
+	db.commits.Add(1)
+	// The callers' events are durable: answer them now, so they can queue
+	// their next events while the export is written (which makes the next
+	// batch bigger). auditMu stays held until the export has this batch, so
+	// VerifyAudit and RebuildAudit never see it behind the store.
 	for _, r := range live {
 		close(r.done)
+	}
+	if db.auditPath != "" {
+		db.writeAudit(first, lines)
 	}
 	db.notifyMu.Lock()
 	close(db.notify)
