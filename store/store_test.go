@@ -44,6 +44,12 @@ func openTest(t testing.TB, dir string, o *Options) *DB {
 	return db
 }
 
+// syncAudit waits until the export has every event Append returned.
+func syncAudit(db *DB) {
+	db.auditMu.Lock()
+	defer db.auditMu.Unlock()
+}
+
 // fill appends n events round-robin over sessions a, b, c (b only in the
 // middle third), one Append per event.
 func fill(t testing.TB, db *DB, n int) []Event {
@@ -456,6 +462,7 @@ func TestExport(t *testing.T) {
 	dir := t.TempDir()
 	db := openTest(t, dir, nil)
 	fill(t, db, 30)
+	syncAudit(db)
 	var all bytes.Buffer
 	if err := db.Export(t.Context(), &all, "", 0); err != nil {
 		t.Fatal(err)
@@ -551,6 +558,7 @@ func TestRebuildAudit(t *testing.T) {
 	dir := t.TempDir()
 	db := openTest(t, dir, nil)
 	fill(t, db, 12)
+	syncAudit(db)
 	before, _ := os.ReadFile(db.AuditPath())
 	if err := db.RebuildAudit(t.Context()); err != nil {
 		t.Fatal(err)
