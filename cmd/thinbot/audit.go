@@ -1,11 +1,307 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/thinbot/thinbot/store"
 )
 
-// cmdAudit is a placeholder until its issue lands; it is replaced, not extended.
-func cmdAudit(_ context.Context, _ *env, _ []string) error {
-	return errors.New("audit: not built yet")
+// defaultDB is the terminal front end's store, relative to the working
+// directory.
+var defaultDB = filepath.Join(localDir, "events.db")
+
+// tailPoll is how often audit tail looks for new lines.
+const tailPoll = 200 * time.Millisecond
+
+// brokenError is a verification that found tampering or damage: exit code 2
+// (1 means "could not check").
+type brokenError struct{ msg string }
+
+func (b brokenError) Error() string { return b.msg }
+func (b brokenError) ExitCode() int { return 2 }
+
+// cmdAudit verifies, exports, follows and rebuilds the event chain:
+//
+//	thinbot audit verify  [--db PATH | --jsonl FILE]
+//	thinbot audit export  [--db PATH] [--session ID] [--since SEQ]
+//	thinbot audit tail    [--db PATH | --jsonl FILE] [--session ID] [--since SEQ] [--json]
+//	thinbot audit rebuild [--db PATH]
+func cmdAudit(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: thinbot audit verify|export|tail|rebuild [flags]", errUsage)
+	}
+	fs := flag.NewFlagSet("audit "+args[0], flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	db := fs.String("db", defaultDB, "event store `PATH`")
+	var jsonl, session *string
+	var since *uint64
+	var asJSON *bool
+	switch args[0] {
+	case "verify":
+		jsonl = fs.String("jsonl", "", "verify this JSONL export `FILE` alone (no store needed)")
+	case "export":
+		session = fs.String("session", "", "only this session's events (such an export has gaps by design)")
+		since = fs.Uint64("since", 0, "only events with seq >= `SEQ`")
+	case "tail":
+		jsonl = fs.String("jsonl", "", "follow this JSONL `FILE` (default: audit.jsonl next to --db)")
+		session = fs.String("session", "", "only this session's events")
+		since = fs.Uint64("since", 0, "print events from `SEQ` on first (default: only new events)")
+		asJSON = fs.Bool("json", false, "print the raw JSONL lines")
+	case "rebuild":
+	default:
+		return fmt.Errorf("%w: unknown audit command %q (want verify, export, tail or rebuild)", errUsage, args[0])
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("%w: audit %s takes no arguments, got %q", errUsage, args[0], fs.Args())
+	}
+	switch args[0] {
+	case "verify":
+		if *jsonl != "" {
+			return verifyJSONLFile(ctx, e, *jsonl)
+		}
+		return verifyStore(ctx, e, *db)
+	case "export":
+		return exportStore(ctx, e, *db, *session, *since)
+	case "tail":
+		path := *jsonl
+		if path == "" {
+			path = filepath.Join(filepath.Dir(*db), "audit.jsonl")
+		}
+		return tailJSONL(ctx, e.stdout, path, *session, *since, *asJSON)
+	default:
+		return rebuildAudit(ctx, e, *db)
+	}
+}
+
+// openReadOnly opens an existing store for reading.
+func openReadOnly(path string) (*store.DB, error) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no event store at %s (use --db)", path)
+	}
+	db, err := store.Open(path, &store.Options{ReadOnly: true})
+	if errors.Is(err, store.ErrLocked) {
+		return nil, fmt.Errorf("%w; a running thinbot holds it: verify its export with --jsonl instead", err)
+	}
+	return db, err
+}
+
+func verifyStore(ctx context.Context, e *env, path string) error {
+	db, err := openReadOnly(path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	rep, err := db.Verify(ctx)
+	if err != nil {
+		return err
+	}
+	var broken []string
+	if rep.OK {
+		fmt.Fprintf(e.stdout, "store  %s: ok, %d events, %d sessions, head seq %d hash %s\n", path, rep.Events, rep.Sessions, rep.LastSeq, rep.LastHash)
+	} else {
+		fmt.Fprintf(e.stdout, "store  %s: BROKEN at seq %d: %s (%d good events before it)\n", path, rep.BadSeq, rep.Problem, rep.Events)
+		broken = append(broken, "store")
+	}
+	arep, err := db.VerifyAudit(ctx)
+	if err != nil {
+		return err
+	}
+	if arep.OK {
+		fmt.Fprintf(e.stdout, "export %s: ok, %d events, identical to the store\n", db.AuditPath(), arep.Events)
+	} else {
+		fmt.Fprintf(e.stdout, "export %s: BROKEN at seq %d: %s", db.AuditPath(), arep.BadSeq, arep.Problem)
+		if arep.Beyond > 0 && rep.OK {
+			fmt.Fprintf(e.stdout, " (the store has %d events beyond its last good line; 'thinbot audit rebuild' rewrites it)", arep.Beyond)
+		}
+		fmt.Fprintln(e.stdout)
+		broken = append(broken, "export")
+	}
+	if len(broken) > 0 {
+		return brokenError{fmt.Sprintf("audit verify: %v failed verification", broken)}
+	}
+	return nil
+}
+
+func verifyJSONLFile(ctx context.Context, e *env, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("audit verify: %w", err)
+	}
+	defer f.Close()
+	rep, err := store.VerifyJSONL(ctx, f)
+	if err != nil {
+		return err
+	}
+	if !rep.OK {
+		fmt.Fprintf(e.stdout, "export %s: BROKEN at seq %d: %s (%d good events before it)\n", path, rep.BadSeq, rep.Problem, rep.Events)
+		return brokenError{"audit verify: the export failed verification"}
+	}
+	fmt.Fprintf(e.stdout, "export %s: ok, %d events, last seq %d hash %s\n", path, rep.Events, rep.LastSeq, rep.LastHash)
+	fmt.Fprintln(e.stdout, "(a file alone cannot show a cut-off tail: compare the last hash with the store or an anchor)")
+	return nil
+}
+
+func exportStore(ctx context.Context, e *env, path, session string, since uint64) error {
+	db, err := openReadOnly(path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.Export(ctx, e.stdout, session, since)
+}
+
+func rebuildAudit(ctx context.Context, e *env, path string) error {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("no event store at %s (use --db)", path)
+	}
+	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
+	db, err := store.Open(path, &store.Options{RebuildAudit: true, Logger: logger})
+	if err != nil {
+		return err
+	}
+	n := db.LastSeq()
+	out := db.AuditPath()
+	if err := db.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "rebuilt %s: %d events\n", out, n)
+	return nil
+}
+
+// tailJSONL prints the export's events as they are appended, until ctx is
+// done. It reads the file rather than the store because a running daemon
+// holds the store's lock. It follows a rebuilt (replaced) file without
+// printing an event twice, and waits for a file that does not exist yet.
+func tailJSONL(ctx context.Context, w io.Writer, path, session string, since uint64, raw bool) error {
+	t := tailer{path: path, printed: 0, skipExisting: since == 0}
+	if since > 0 {
+		t.printed = since - 1
+	}
+	tick := time.NewTicker(tailPoll)
+	defer tick.Stop()
+	defer t.close()
+	for {
+		err := t.poll(func(ev store.Event, line []byte) error {
+			if session != "" && ev.Session != session {
+				return nil
+			}
+			if raw {
+				_, err := fmt.Fprintf(w, "%s\n", line)
+				return err
+			}
+			_, err := fmt.Fprintf(w, "%d %s %s b%d %s %s %s\n", ev.Seq, ev.Time.Format(time.RFC3339), ev.Session, ev.Branch,
+				ev.Type, ev.Actor, preview(ev.Payload, 160))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// tailer holds the follow state of tailJSONL.
+type tailer struct {
+	path         string
+	f            *os.File
+	off          int64
+	pending      []byte
+	printed      uint64 // highest seq printed (or skipped)
+	skipExisting bool   // the first read only records where the file ends
+}
+
+func (t *tailer) close() {
+	if t.f != nil {
+		t.f.Close()
+		t.f = nil
+	}
+}
+
+// poll reads what was appended since the last call and passes each new
+// event to fn.
+func (t *tailer) poll(fn func(store.Event, []byte) error) error {
+	if t.f != nil {
+		// A rebuild renames a new file into place; a truncation shrinks it.
+		cur, err1 := os.Stat(t.path)
+		open, err2 := t.f.Stat()
+		if err1 == nil && err2 == nil && (!os.SameFile(cur, open) || cur.Size() < t.off) {
+			t.close()
+		}
+	}
+	if t.f == nil {
+		f, err := os.Open(t.path)
+		if errors.Is(err, fs.ErrNotExist) {
+			t.skipExisting = false
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("audit tail: %w", err)
+		}
+		t.f, t.off, t.pending = f, 0, nil
+	}
+	buf := make([]byte, 1<<16)
+	for {
+		n, err := t.f.ReadAt(buf, t.off)
+		t.off += int64(n)
+		t.pending = append(t.pending, buf[:n]...)
+		for {
+			i := bytes.IndexByte(t.pending, '\n')
+			if i < 0 {
+				break
+			}
+			line := t.pending[:i]
+			var ev store.Event
+			if json.Unmarshal(line, &ev) == nil && ev.Seq > t.printed {
+				t.printed = ev.Seq
+				if !t.skipExisting {
+					if err := fn(ev, line); err != nil {
+						return err
+					}
+				}
+			}
+			t.pending = t.pending[i+1:]
+		}
+		if err == io.EOF || n == 0 {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("audit tail: %w", err)
+		}
+	}
+	t.skipExisting = false
+	return nil
+}
+
+// preview shortens a payload for one terminal line.
+func preview(p json.RawMessage, n int) string {
+	if c, ok := store.Capped(p); ok {
+		return fmt.Sprintf("[capped: %d bytes, sha256 %.12s…]", c.Size, c.SHA256)
+	}
+	s := string(p)
+	if len(s) > n {
+		s = strings.ToValidUTF8(s[:n], "") + "…"
+	}
+	return s
 }
