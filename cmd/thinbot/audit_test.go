@@ -184,7 +184,9 @@ func TestAuditTail(t *testing.T) {
 	e, _, _ := auditEnv()
 	e.stdout = w
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, e, []string{"audit", "tail", "--db", path, "--since", "2", "--session", "s0"}) }()
+	go func() {
+		done <- run(ctx, e, []string{"audit", "tail", "--db", path, "--since", "2", "--session", "s0"})
+	}()
 
 	if got := <-w.ch; !strings.HasPrefix(got, "3 ") || !strings.Contains(got, "s0 b0 user_message user:alice") {
 		t.Errorf("first tail line %q, want seq 3 of s0", got)
