@@ -13,8 +13,9 @@
 // one committer goroutine, owned by the DB and stopped by Close, collects
 // the calls waiting at that moment into one bbolt transaction (one fsync
 // pair for many callers). The chain order is the commit order, one call's
-// events are consecutive, and each caller returns after its events are
-// durable and written to the export.
+// events are consecutive, and each caller returns once its events are
+// durable; the committer then writes them to the export before it starts
+// the next batch.
 //
 // # Canonical encoding
 //
