@@ -128,6 +128,19 @@ func TestCLISessionPersists(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "cli") {
 		t.Errorf("sessions list: %s %s", r.stdout, r.stderr)
 	}
+	// sessions clear starts a new branch: the next run does not see the old exchange.
+	if r := thinbot(t, dir, nil, "sessions", "clear", "--db", dbOf(dir)); r.code != 0 {
+		t.Fatalf("sessions clear: %s", r.stderr)
+	}
+	m2 := fakemodel.Start(t, fakemodel.Reply{Content: "fresh"})
+	if r := thinbot(t, dir, modelEnv(m2), "ask", "-s", "anything before?"); r.code != 0 {
+		t.Fatalf("third ask: %s", r.stderr)
+	}
+	for _, msg := range m2.Requests()[0].Messages {
+		if strings.Contains(msg.Content, "The answer is 42.") {
+			t.Error("after sessions clear the old exchange is still in the context")
+		}
+	}
 	verifyChain(t, dbOf(dir))
 }
 

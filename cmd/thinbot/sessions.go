@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"text/tabwriter"
 	"time"
+
+	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/gate"
+	"github.com/thinbot/thinbot/store"
 )
 
 // cmdSessions lists or clears a store's sessions:
 //
 //	thinbot sessions list [--db PATH]
-//	thinbot sessions clear ...   (not built yet)
+//	thinbot sessions clear [--db PATH] [--session ID]
 func cmdSessions(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("%w: thinbot sessions list|clear [flags]", errUsage)
@@ -21,7 +25,7 @@ func cmdSessions(ctx context.Context, e *env, args []string) error {
 	case "list":
 		return sessionsList(ctx, e, args[1:])
 	case "clear":
-		return errors.New("sessions clear: not built yet")
+		return sessionsClear(ctx, e, args[1:])
 	}
 	return fmt.Errorf("%w: unknown sessions command %q (want list or clear)", errUsage, args[0])
 }
@@ -54,4 +58,43 @@ func sessionsList(_ context.Context, e *env, args []string) error {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", s.ID, s.Events, s.First.Format(time.RFC3339), s.Last.Format(time.RFC3339))
 	}
 	return tw.Flush()
+}
+
+// sessionsClear starts a new branch of a session (by default this
+// directory's continuing session): its history stays in the chain and the
+// audit export, but the next run starts fresh. Nothing is deleted: the
+// chain is append-only.
+func sessionsClear(_ context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("sessions clear", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	dbPath := fs.String("db", defaultDB, "event store `PATH`")
+	session := fs.String("session", localSession, "session `ID` to clear")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	db, err := store.Open(*dbPath, nil)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	// No model is called: clearing only appends a clear event.
+	ag, err := agentcore.New(agentcore.Config{Store: db, Model: noModel{}, Policy: gate.DefaultPolicy()})
+	if err != nil {
+		return err
+	}
+	if err := ag.Clear(*session, "user:"+userName(e)); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "session %s cleared: a new branch starts; the history stays in the audit log\n", *session)
+	return nil
+}
+
+// noModel is the Model of commands that never call one.
+type noModel struct{}
+
+func (noModel) Complete(context.Context, agentcore.Request) (agentcore.Response, error) {
+	return agentcore.Response{}, errors.New("no model configured for this command")
 }
