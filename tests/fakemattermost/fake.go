@@ -167,13 +167,16 @@ type Server struct {
 	hc  *http.Client
 	wg  sync.WaitGroup
 
+	// reqMu guards reqs; handlers log their status while holding mu.
+	reqMu sync.Mutex
+	reqs  []Request
+
 	mu         sync.Mutex
 	users      map[string]*User
 	byToken    map[string]*User
 	channels   map[string]*Channel
 	posts      map[string]*storedPost
 	files      map[string]*storedFile
-	reqs       []Request
 	failures   []string
 	ephemerals []Ephemeral
 	byTrigger  map[string]string // trigger id -> ephemeral text
@@ -368,8 +371,8 @@ func (s *Server) OmitUserName(omit bool) {
 
 // Requests returns every request received so far, in order.
 func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.reqMu.Lock()
+	defer s.reqMu.Unlock()
 	return append([]Request(nil), s.reqs...)
 }
 

@@ -78,9 +78,11 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			writeErr(w, &apiError{ID: "api.context.session_expired.app_error", Message: "Invalid or expired session, please login again.", RequestID: rid, StatusCode: http.StatusUnauthorized})
 			return
 		}
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		// The request is logged before it is answered, so a test that saw
+		// the answer's effect also finds the request in Requests.
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, s: s, idx: s.record(r, u.ID, 0)}
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, u)))
-		s.record(r, u.ID, sw.status)
+		sw.WriteHeader(0)
 	})
 }
 
@@ -101,20 +103,44 @@ func (s *Server) authUser(r *http.Request) *User {
 	return s.byToken[tok]
 }
 
-func (s *Server) record(r *http.Request, userID string, status int) {
-	s.mu.Lock()
+// record logs a request and returns its index in the log.
+func (s *Server) record(r *http.Request, userID string, status int) int {
+	s.reqMu.Lock()
+	defer s.reqMu.Unlock()
 	s.reqs = append(s.reqs, Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, UserID: userID, Status: status})
-	s.mu.Unlock()
+	return len(s.reqs) - 1
 }
 
+// statusWriter fills in the logged status when the handler answers.
 type statusWriter struct {
 	http.ResponseWriter
+	s      *Server
+	idx    int
 	status int
+	done   bool
 }
 
+// WriteHeader logs code; WriteHeader(0) marks an implicit 200.
 func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
-	w.ResponseWriter.WriteHeader(code)
+	if w.done {
+		return
+	}
+	w.done = true
+	if code != 0 {
+		w.status = code
+	}
+	w.s.reqMu.Lock()
+	w.s.reqs[w.idx].Status = w.status
+	w.s.reqMu.Unlock()
+	if code != 0 {
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+// Write logs an implicit 200.
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.WriteHeader(0)
+	return w.ResponseWriter.Write(b)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

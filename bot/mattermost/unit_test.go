@@ -1,0 +1,210 @@
+package mattermost
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+func TestStripMention(t *testing.T) {
+	tests := []struct {
+		text, want string
+		found      bool
+	}{
+		{"@thinbot df -h", "df -h", true},
+		{"@thinbot: df -h", "df -h", true},
+		{"hey @ThinBot, look", "hey look", true},
+		{"@thinbot", "", true},
+		{"ask @thinbot.", "ask .", true},
+		{"@thinbotx hi", "@thinbotx hi", false},
+		{"@thinbot.dev hi", "@thinbot.dev hi", false},
+		{"mail me@thinbot now", "mail me@thinbot now", false},
+		{"  plain  ", "plain", false},
+		{"@thinbot a @thinbot b", "a b", true},
+	}
+	for _, tt := range tests {
+		got, found := stripMention(tt.text, "thinbot")
+		if got != tt.want || found != tt.found {
+			t.Errorf("stripMention(%q) = %q, %v; want %q, %v", tt.text, got, found, tt.want, tt.found)
+		}
+	}
+}
+
+func TestFitText(t *testing.T) {
+	short := strings.Repeat("a", maxPostRunes)
+	if got, cut := fitText(short, truncatedNotice); cut || got != short {
+		t.Errorf("a text at the limit was cut")
+	}
+	long := strings.Repeat("日本", maxPostRunes)
+	got, cut := fitText(long, truncatedNotice)
+	if !cut || utf8.RuneCountInString(got) != maxPostRunes || !utf8.ValidString(got) || !strings.HasSuffix(got, truncatedNotice) {
+		t.Errorf("long text: cut=%v runes=%d", cut, utf8.RuneCountInString(got))
+	}
+}
+
+func TestRetryDelay(t *testing.T) {
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		h    http.Header
+		want time.Duration
+	}{
+		{"none", http.Header{}, time.Second},
+		{"retry-after", http.Header{"Retry-After": {"3"}}, 3 * time.Second},
+		{"retry-after date", http.Header{"Retry-After": {now.Add(5 * time.Second).Format(http.TimeFormat)}}, 5 * time.Second},
+		{"reset seconds", http.Header{"X-Ratelimit-Reset": {"2"}}, 2 * time.Second},
+		{"reset unix", http.Header{"X-Ratelimit-Reset": {"1735689607"}}, 7 * time.Second},
+		{"retry-after wins", http.Header{"Retry-After": {"1"}, "X-Ratelimit-Reset": {"9"}}, time.Second},
+		{"garbage", http.Header{"Retry-After": {"soon"}}, time.Second},
+		{"huge", http.Header{"Retry-After": {"99999999999999"}}, maxDelaySeconds * time.Second},
+	}
+	for _, tt := range tests {
+		if got := retryDelay(tt.h, now); got != tt.want {
+			t.Errorf("%s: retryDelay = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	a := &Adapter{cfg: Config{Backoff: Backoff{Min: time.Second, Max: 60 * time.Second}}}
+	for n := range 20 {
+		want := min(time.Second<<min(n, 10), 60*time.Second)
+		for range 50 {
+			if d := a.backoff(n); d < want/2 || d > want {
+				t.Fatalf("backoff(%d) = %v, want in [%v, %v]", n, d, want/2, want)
+			}
+		}
+	}
+}
+
+func TestIDSet(t *testing.T) {
+	s := newIDSet(3)
+	for _, id := range []string{"a", "b", "c"} {
+		if !s.add(id) {
+			t.Fatalf("add(%s) = false for a new id", id)
+		}
+	}
+	if s.add("a") {
+		t.Error("add(a) twice = true")
+	}
+	s.add("d") // evicts a
+	if !s.add("a") {
+		t.Error("evicted id a still remembered")
+	}
+}
+
+func TestActionID(t *testing.T) {
+	used := map[string]bool{}
+	for i, tt := range []struct{ in, want string }{{"approve", "approve"}, {"deny_now", "denynow"}, {"approve", "button2"}, {"--", "button3"}} {
+		if got := actionID(tt.in, i, used); got != tt.want {
+			t.Errorf("actionID(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+var postedSeed = `{"channel_display_name":"ops","channel_name":"ops","channel_type":"O","mentions":"[\"b1\"]","post":"{\"id\":\"p1\",\"create_at\":1700000000000,\"user_id\":\"u1\",\"channel_id\":\"c1\",\"root_id\":\"\",\"message\":\"@thinbot uptime\",\"type\":\"\",\"props\":{}}","sender_name":"@alice","set_online":true,"team_id":"t1"}`
+
+func TestParsePosted(t *testing.T) {
+	in, err := parsePosted([]byte(postedSeed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.post.Id != "p1" || in.channelType != "O" || in.senderName != "alice" || len(in.mentions) != 1 || in.mentions[0] != "b1" {
+		t.Errorf("parsePosted = %+v (post %+v)", in, in.post)
+	}
+	for _, bad := range []string{`{}`, `{"post":"{}"}`, `{"post":"{\"id\":\"x\",\"channel_id\":\"c\"}","mentions":"nope"}`, `[]`} {
+		if _, err := parsePosted([]byte(bad)); err == nil {
+			t.Errorf("parsePosted(%s) succeeded", bad)
+		}
+	}
+}
+
+func FuzzParsePosted(f *testing.F) {
+	f.Add([]byte(postedSeed))
+	f.Add([]byte(`{"post":"{\"id\":\"x\",\"channel_id\":\"c\"}"}`))
+	f.Add([]byte(`{"post":"not json"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in, err := parsePosted(data)
+		if err == nil && (in.post == nil || in.post.Id == "" || in.post.ChannelId == "") {
+			t.Fatalf("accepted a post without id or channel: %+v", in)
+		}
+	})
+}
+
+func FuzzStripMention(f *testing.F) {
+	for _, s := range []string{"@thinbot df", "hi @ThinBot: x", "me@thinbot", "@thinbot.", "@@thinbot,,"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		got, found := stripMention(text, "thinbot")
+		if len(got) > len(text) {
+			t.Fatalf("stripMention grew %q to %q", text, got)
+		}
+		if !found && got != strings.TrimSpace(text) {
+			t.Fatalf("no mention found but text changed: %q -> %q", text, got)
+		}
+		if found {
+			if again, _ := stripMention(got, "thinbot"); len(again) > len(got) {
+				t.Fatalf("second strip grew %q", got)
+			}
+		}
+	})
+}
+
+func FuzzCallbackBody(f *testing.F) {
+	a, err := New(Config{URL: "http://127.0.0.1:1", Token: "t", CallbackURL: "http://127.0.0.1:2/cb", ActionSecret: testSecret})
+	if err != nil {
+		f.Fatal(err)
+	}
+	valid, _ := json.Marshal(map[string]any{"user_id": "u", "channel_id": "c", "post_id": "p",
+		"context": map[string]any{"value": "v", "action": "approve", "root": "", "mac": a.mac("c", "", "v", "approve")}})
+	f.Add(valid)
+	f.Add([]byte(`{"context":{"mac":1}}`))
+	f.Add([]byte(`not json`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		w := newRecorderWriter()
+		r, _ := http.NewRequest(http.MethodPost, "/cb", strings.NewReader(string(body)))
+		a.CallbackHandler().ServeHTTP(w, r)
+		// Run is not active: nothing may ever be accepted.
+		if w.code == http.StatusOK {
+			t.Fatalf("accepted %q without a handler", body)
+		}
+	})
+}
+
+// recorderWriter is a minimal http.ResponseWriter.
+type recorderWriter struct {
+	h    http.Header
+	code int
+}
+
+func newRecorderWriter() *recorderWriter              { return &recorderWriter{h: http.Header{}} }
+func (w *recorderWriter) Header() http.Header         { return w.h }
+func (w *recorderWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *recorderWriter) WriteHeader(c int)           { w.code = c }
+
+func BenchmarkParsePosted(b *testing.B) {
+	data := []byte(postedSeed)
+	for b.Loop() {
+		if _, err := parsePosted(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkStripMention(b *testing.B) {
+	text := "hey @thinbot: please check " + strings.Repeat("disk usage on web-01 ", 20)
+	for b.Loop() {
+		stripMention(text, "thinbot")
+	}
+}
+
+func BenchmarkMAC(b *testing.B) {
+	a := &Adapter{cfg: Config{ActionSecret: testSecret}}
+	for b.Loop() {
+		a.validMAC("channel", "root", "request-id", "approve", "00")
+	}
+}
