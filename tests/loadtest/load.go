@@ -1,0 +1,750 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/thinbot/thinbot/store"
+	"github.com/thinbot/thinbot/tests/fakemattermost"
+	"github.com/thinbot/thinbot/tests/fakemodel"
+)
+
+// Config describes one load run. The zero value of every field but
+// Threads, Messages and Latency has a documented default.
+type Config struct {
+	// Bin is the thinbot binary to start; "" builds one (without -race)
+	// into the work directory with `go build`.
+	Bin string
+	// Threads is the number of chat threads driven concurrently; 0 means 200.
+	Threads int
+	// Messages is the number of messages per thread, sent one after the
+	// other (the next one after the answer to the previous); 0 means 1.
+	Messages int
+	// Steps is the number of read-only commands the scripted model runs
+	// before answering each message: 0 is a plain answer.
+	Steps int
+	// Latency is how long the scripted model takes for each call.
+	Latency time.Duration
+	// Timeout bounds the load phase, from starting the daemon until the last
+	// answer; 0 means 2 minutes. Shutdown and verification have their own
+	// short bounds.
+	Timeout time.Duration
+	// MaxConcurrent is the daemon's max_concurrent_runs; 0 means
+	// max(256, Threads), so that the global limit does not queue the load.
+	MaxConcurrent int
+	// Dir is the work directory (state, workspace, config, daemon log);
+	// "" means a temporary directory, removed at the end unless Keep.
+	Dir string
+	// Keep leaves a temporary Dir in place for inspection.
+	Keep bool
+	// Logger receives progress lines; nil discards them.
+	Logger *slog.Logger
+}
+
+// Stats are order statistics of a set of durations (nearest rank).
+type Stats struct {
+	N                          int
+	Min, Median, P90, P99, Max time.Duration
+	Mean                       time.Duration
+}
+
+// Result is what a load run measured.
+type Result struct {
+	Threads, Messages, Steps int
+	Latency                  time.Duration
+	// Sent is the number of messages posted; Answered the number whose
+	// answer arrived in its thread.
+	Sent, Answered int
+	// Duplicates counts answers that arrived more than once; Missing those
+	// that never arrived. Both are counted from the fake server's stored
+	// threads after the daemon stopped.
+	Duplicates, Missing int
+	// ModelCalls is the number of chat completions the fake model served.
+	ModelCalls int
+	// ModelTime is the model's own time per message: Latency × calls.
+	ModelTime time.Duration
+	// EndToEnd is post-to-answer time; Added is EndToEnd minus ModelTime.
+	EndToEnd, Added Stats
+	// PeakRSS is the daemon's VmHWM in bytes (0 if unknown).
+	PeakRSS int64
+	// Events is the number of events in the verified chain.
+	Events uint64
+	// ChainOK reports the in-process verification of the store.
+	ChainOK bool
+	// AuditVerify is the output of `thinbot audit verify`; AuditErr its
+	// failure, if any.
+	AuditVerify string
+	AuditErr    error
+	// Wall is the load phase's duration (first post to last answer).
+	Wall time.Duration
+	// BotReconnects counts the bot's WebSocket connections beyond the first.
+	BotReconnects int
+	// Dir is the work directory (kept when Config.Keep).
+	Dir string
+}
+
+// tagRe finds the load tag in a user message: load-<thread>-<message>.
+var tagRe = regexp.MustCompile(`load-\d+-\d+`)
+
+// answerPrefix starts every final answer of the scripted model.
+const answerPrefix = "Answer for "
+
+// Run performs one load run: it starts the fakes, the daemon, drives the
+// threads, stops the daemon and verifies the chain. It returns the
+// measurements and an error if anything went wrong (a missing or duplicate
+// answer, a broken chain, a daemon that died); the Result is filled as far
+// as the run got. Cancelling ctx ends the run early.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	cfg = defaults(cfg)
+	log := cfg.Logger
+	res := &Result{Threads: cfg.Threads, Messages: cfg.Messages, Steps: cfg.Steps, Latency: cfg.Latency,
+		ModelTime: cfg.Latency * time.Duration(cfg.Steps+1)}
+
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "thinbot-load-")
+		if err != nil {
+			return res, fmt.Errorf("loadtest: %w", err)
+		}
+		dir = d
+		if !cfg.Keep {
+			defer os.RemoveAll(dir)
+		}
+	}
+	res.Dir = dir
+	bin := cfg.Bin
+	if bin == "" {
+		bin = filepath.Join(dir, "thinbot")
+		log.Info("building thinbot", "out", bin)
+		if err := build(ctx, bin); err != nil {
+			return res, err
+		}
+	}
+
+	mm := fakemattermost.New(nil)
+	defer mm.Close()
+	alice := mm.AddUser("alice")
+	channel := mm.AddChannel("load", mm.Bot.ID, alice.ID)
+	model := fakemodel.NewFunc(scriptedModel(cfg.Steps, cfg.Latency))
+	defer model.Close()
+
+	d, err := startDaemon(dir, bin, mm, channel, model.URL, cfg)
+	if err != nil {
+		return res, err
+	}
+	defer d.kill()
+
+	loadCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	// The load ends early if the daemon dies.
+	go func() {
+		select {
+		case <-d.exited:
+			cancel()
+		case <-loadCtx.Done():
+		}
+	}()
+	if err := d.waitReady(loadCtx, mm); err != nil {
+		return res, d.explain(fmt.Errorf("loadtest: daemon not ready: %w", err))
+	}
+	log.Info("daemon ready", "pid", d.cmd.Process.Pid)
+
+	obs, err := observe(loadCtx, mm, alice.Token)
+	if err != nil {
+		return res, fmt.Errorf("loadtest: observer: %w", err)
+	}
+	defer obs.close()
+
+	e2e, runErr := drive(loadCtx, cfg, mm, alice.ID, channel, obs)
+	res.Wall = e2e.wall
+	res.Sent, res.Answered = e2e.sent, len(e2e.samples)
+	res.EndToEnd = stats(e2e.samples)
+	added := make([]time.Duration, len(e2e.samples))
+	for i, s := range e2e.samples {
+		added[i] = s - res.ModelTime
+	}
+	res.Added = stats(added)
+	res.PeakRSS, _ = peakRSS(d.cmd.Process.Pid)
+	if obsErr := obs.err(); obsErr != nil && runErr == nil {
+		runErr = fmt.Errorf("loadtest: observer: %w", obsErr)
+	}
+
+	stopErr := d.stop(10 * time.Second)
+	res.ModelCalls = len(model.Requests())
+	res.Duplicates, res.Missing = countAnswers(mm, e2e.roots, cfg.Messages)
+	n := 0
+	for _, r := range mm.Requests() {
+		if r.Path == "/api/v4/websocket" {
+			n++
+		}
+	}
+	// The observer holds one connection; the bot the others.
+	res.BotReconnects = max(n-2, 0)
+
+	var errs []error
+	if runErr != nil {
+		errs = append(errs, d.explain(runErr))
+	}
+	if stopErr != nil {
+		errs = append(errs, d.explain(stopErr))
+	}
+	if res.Duplicates > 0 || res.Missing > 0 {
+		errs = append(errs, fmt.Errorf("loadtest: %d answer(s) missing, %d duplicated", res.Missing, res.Duplicates))
+	}
+	if want := res.Sent * (cfg.Steps + 1); res.ModelCalls != want && runErr == nil {
+		errs = append(errs, fmt.Errorf("loadtest: the model served %d calls, want %d", res.ModelCalls, want))
+	}
+	if f := mm.Failures(); len(f) > 0 {
+		errs = append(errs, fmt.Errorf("loadtest: fake mattermost: %s", strings.Join(f, "; ")))
+	}
+	if err := model.Err(); err != nil {
+		errs = append(errs, fmt.Errorf("loadtest: %w", err))
+	}
+
+	vctx, vcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer vcancel()
+	dbPath := filepath.Join(dir, "state", "events.db")
+	if err := verifyStore(vctx, dbPath, res); err != nil {
+		errs = append(errs, err)
+	}
+	res.AuditVerify, res.AuditErr = auditVerify(vctx, bin, dbPath)
+	if res.AuditErr != nil {
+		errs = append(errs, res.AuditErr)
+	}
+	return res, errors.Join(errs...)
+}
+
+func defaults(cfg Config) Config {
+	if cfg.Threads <= 0 {
+		cfg.Threads = 200
+	}
+	if cfg.Messages <= 0 {
+		cfg.Messages = 1
+	}
+	if cfg.Steps < 0 {
+		cfg.Steps = 0
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Minute
+	}
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = max(256, cfg.Threads)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg
+}
+
+// build compiles cmd/thinbot without -race.
+func build(ctx context.Context, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "github.com/thinbot/thinbot/cmd/thinbot")
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("loadtest: go build: %w\n%s", err, stderr.String())
+	}
+	return nil
+}
+
+// scriptedModel answers each message with steps `run` calls of a read-only
+// command and then a final answer naming the message's tag. It reads the
+// position from the conversation itself, so it serves any number of
+// sessions concurrently.
+func scriptedModel(steps int, latency time.Duration) func(fakemodel.Request) fakemodel.Reply {
+	return func(req fakemodel.Request) fakemodel.Reply {
+		tag, tools := "", 0
+		for _, m := range req.Messages {
+			switch m.Role {
+			case "user":
+				tag, tools = tagRe.FindString(m.Content), 0
+			case "tool":
+				tools++
+			}
+		}
+		if tag == "" {
+			tag = "(no tag)"
+		}
+		if tools < steps {
+			args, _ := json.Marshal(map[string]string{"command": "echo " + tag, "reason": "load test step"})
+			return fakemodel.Reply{Delay: latency, ToolCalls: []fakemodel.Call{{Name: "run", Args: string(args)}}}
+		}
+		return fakemodel.Reply{Delay: latency, Content: answerPrefix + tag + "."}
+	}
+}
+
+// daemon is a running `thinbot serve` child process.
+type daemon struct {
+	cmd     *exec.Cmd
+	addr    string
+	logPath string
+	exited  chan struct{}
+	waitErr error
+}
+
+func startDaemon(dir, bin string, mm *fakemattermost.Server, channel, modelURL string, cfg Config) (*daemon, error) {
+	ws := filepath.Join(dir, "workspace")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		return nil, fmt.Errorf("loadtest: %w", err)
+	}
+	tokenFile := filepath.Join(dir, "mm.token")
+	if err := os.WriteFile(tokenFile, []byte(mm.Bot.Token+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("loadtest: %w", err)
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	conf := map[string]any{
+		"model":    map[string]any{"base_url": modelURL, "model": "fake"},
+		"platform": "mattermost",
+		"mattermost": map[string]any{"url": mm.URL, "token_file": tokenFile,
+			"callback_url": "http://" + addr + "/hooks/mattermost/actions"},
+		"listen":              addr,
+		"state_dir":           filepath.Join(dir, "state"),
+		"max_concurrent_runs": cfg.MaxConcurrent,
+		"log_level":           "info",
+		"channels":            []any{map[string]any{"id": channel, "workspace": ws, "approvers": []string{"alice"}}},
+	}
+	b, err := yaml.Marshal(conf)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: config: %w", err)
+	}
+	confPath := filepath.Join(dir, "thinbot.yaml")
+	if err := os.WriteFile(confPath, b, 0o600); err != nil {
+		return nil, fmt.Errorf("loadtest: %w", err)
+	}
+	logPath := filepath.Join(dir, "daemon.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: %w", err)
+	}
+	cmd := exec.Command(bin, "serve", "--config", confPath)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("loadtest: start daemon: %w", err)
+	}
+	d := &daemon{cmd: cmd, addr: addr, logPath: logPath, exited: make(chan struct{})}
+	go func() {
+		d.waitErr = cmd.Wait()
+		logFile.Close()
+		close(d.exited)
+	}()
+	return d, nil
+}
+
+// freeAddr finds a free 127.0.0.1 port for the daemon's listener.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("loadtest: free port: %w", err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr, nil
+}
+
+// waitReady waits for the bot's WebSocket on the fake, then for /readyz.
+func (d *daemon) waitReady(ctx context.Context, mm *fakemattermost.Server) error {
+	if err := mm.WaitConnections(ctx, 1); err != nil {
+		return err
+	}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.addr+"/readyz", nil)
+		resp, err := hc.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit, killing after grace.
+func (d *daemon) stop(grace time.Duration) error {
+	select {
+	case <-d.exited:
+		return fmt.Errorf("loadtest: daemon exited during the run: %v", d.waitErr)
+	default:
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("loadtest: stop daemon: %w", err)
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-d.exited:
+		if d.waitErr != nil {
+			return fmt.Errorf("loadtest: daemon exit: %w", d.waitErr)
+		}
+		return nil
+	case <-t.C:
+		d.kill()
+		return fmt.Errorf("loadtest: daemon did not stop within %s after SIGTERM", grace)
+	}
+}
+
+// kill ends the daemon if it still runs and waits for it.
+func (d *daemon) kill() {
+	select {
+	case <-d.exited:
+		return
+	default:
+	}
+	d.cmd.Process.Kill()
+	<-d.exited
+}
+
+// explain adds the tail of the daemon's log to err.
+func (d *daemon) explain(err error) error {
+	b, rerr := os.ReadFile(d.logPath)
+	if rerr != nil || len(b) == 0 {
+		return err
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	var keep []string
+	for _, l := range lines {
+		if strings.Contains(l, `"level":"ERROR"`) || strings.Contains(l, `"level":"WARN"`) || !strings.HasPrefix(l, "{") {
+			keep = append(keep, l)
+		}
+	}
+	if len(keep) > 15 {
+		keep = keep[len(keep)-15:]
+	}
+	if len(keep) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w\ndaemon log (%s), last warnings and errors:\n%s", err, d.logPath, strings.Join(keep, "\n"))
+}
+
+// observer watches the channel as a user over the fake's WebSocket and
+// hands each bot answer to the goroutine waiting for its tag.
+type observer struct {
+	conn  *websocket.Conn
+	botID string
+	done  chan struct{}
+
+	mu      sync.Mutex
+	waiters map[string]chan time.Time
+	readErr error
+	closing bool
+}
+
+func observe(ctx context.Context, mm *fakemattermost.Server, token string) (*observer, error) {
+	u := "ws" + strings.TrimPrefix(mm.URL, "http") + "/api/v4/websocket"
+	conn, resp, err := websocket.DefaultDialer.DialContext(ctx, u, http.Header{"Authorization": {"Bearer " + token}})
+	if err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	o := &observer{conn: conn, botID: mm.Bot.ID, done: make(chan struct{}), waiters: map[string]chan time.Time{}}
+	// The hello event says the connection is authenticated and subscribed.
+	var hello struct {
+		Event string `json:"event"`
+	}
+	if err := conn.ReadJSON(&hello); err != nil || hello.Event != "hello" {
+		conn.Close()
+		return nil, fmt.Errorf("no hello (got %q): %v", hello.Event, err)
+	}
+	go o.read()
+	return o, nil
+}
+
+// expect registers interest in the answer to tag; call it before posting.
+func (o *observer) expect(tag string) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	o.mu.Lock()
+	o.waiters[tag] = ch
+	o.mu.Unlock()
+	return ch
+}
+
+func (o *observer) read() {
+	defer close(o.done)
+	for {
+		_, msg, err := o.conn.ReadMessage()
+		if err != nil {
+			o.mu.Lock()
+			if !o.closing {
+				o.readErr = err
+			}
+			o.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		tag, ok := answerTag(msg, o.botID)
+		if !ok {
+			continue
+		}
+		o.mu.Lock()
+		ch := o.waiters[tag]
+		delete(o.waiters, tag)
+		o.mu.Unlock()
+		if ch != nil {
+			ch <- now
+		}
+	}
+}
+
+// answerTag reads a WebSocket event and returns the tag of a bot's final
+// answer, if the event is one.
+func answerTag(msg []byte, botID string) (string, bool) {
+	var ev struct {
+		Event string `json:"event"`
+		Data  struct {
+			Post string `json:"post"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(msg, &ev) != nil || ev.Event != "posted" || ev.Data.Post == "" {
+		return "", false
+	}
+	var p struct {
+		UserID  string `json:"user_id"`
+		Message string `json:"message"`
+	}
+	if json.Unmarshal([]byte(ev.Data.Post), &p) != nil || p.UserID != botID {
+		return "", false
+	}
+	return tagOfAnswer(p.Message)
+}
+
+// tagOfAnswer returns the tag of a final answer text.
+func tagOfAnswer(text string) (string, bool) {
+	rest, ok := strings.CutPrefix(text, answerPrefix)
+	if !ok {
+		return "", false
+	}
+	tag := tagRe.FindString(rest)
+	return tag, tag != ""
+}
+
+func (o *observer) err() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.readErr
+}
+
+func (o *observer) close() {
+	o.mu.Lock()
+	o.closing = true
+	o.mu.Unlock()
+	o.conn.Close()
+	<-o.done
+}
+
+// driven is what drive measured.
+type driven struct {
+	samples []time.Duration
+	roots   []string // root post id per thread ("" if never posted)
+	sent    int
+	wall    time.Duration
+}
+
+// drive runs the threads: all post their first message at once, then each
+// sends its next message when the previous one is answered.
+func drive(ctx context.Context, cfg Config, mm *fakemattermost.Server, userID, channel string, obs *observer) (driven, error) {
+	type threadResult struct {
+		samples []time.Duration
+		sent    int
+		err     error
+	}
+	out := driven{roots: make([]string, cfg.Threads)}
+	results := make([]threadResult, cfg.Threads)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range cfg.Threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := &results[i]
+			<-start
+			root := ""
+			for m := range cfg.Messages {
+				tag := fmt.Sprintf("load-%d-%d", i, m)
+				answered := obs.expect(tag)
+				text := fmt.Sprintf("@thinbot please look at %s", tag)
+				t0 := time.Now()
+				id := mm.UserPost(userID, channel, root, text)
+				if id == "" {
+					r.err = fmt.Errorf("thread %d: the fake refused message %d", i, m)
+					return
+				}
+				r.sent++
+				if root == "" {
+					root = id
+					out.roots[i] = id
+				}
+				select {
+				case t1 := <-answered:
+					r.samples = append(r.samples, t1.Sub(t0))
+				case <-ctx.Done():
+					r.err = fmt.Errorf("thread %d: no answer to message %d: %w", i, m, ctx.Err())
+					return
+				}
+			}
+		}()
+	}
+	t0 := time.Now()
+	close(start)
+	wg.Wait()
+	out.wall = time.Since(t0)
+	var errs []error
+	for _, r := range results {
+		out.samples = append(out.samples, r.samples...)
+		out.sent += r.sent
+		if r.err != nil {
+			errs = append(errs, r.err)
+		}
+	}
+	if len(errs) > 3 {
+		errs = append(errs[:3], fmt.Errorf("and %d more threads failed", len(errs)-3))
+	}
+	return out, errors.Join(errs...)
+}
+
+// countAnswers counts, in the fake's stored threads, the final answers per
+// message tag: duplicates (beyond one) and missing ones.
+func countAnswers(mm *fakemattermost.Server, roots []string, messages int) (dup, missing int) {
+	for i, root := range roots {
+		seen := map[string]int{}
+		if root != "" {
+			for _, p := range mm.Thread(root) {
+				if p.UserID != mm.Bot.ID {
+					continue
+				}
+				if tag, ok := tagOfAnswer(p.Message); ok {
+					seen[tag]++
+				}
+			}
+		}
+		for m := range messages {
+			switch n := seen[fmt.Sprintf("load-%d-%d", i, m)]; {
+			case n == 0:
+				missing++
+			case n > 1:
+				dup += n - 1
+			}
+		}
+	}
+	return dup, missing
+}
+
+// verifyStore opens the stopped daemon's store read-only and verifies it.
+func verifyStore(ctx context.Context, path string, res *Result) error {
+	db, err := store.Open(path, &store.Options{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("loadtest: open store: %w", err)
+	}
+	defer db.Close()
+	rep, err := db.Verify(ctx)
+	if err != nil {
+		return fmt.Errorf("loadtest: verify store: %w", err)
+	}
+	res.Events, res.ChainOK = rep.Events, rep.OK
+	if !rep.OK {
+		return fmt.Errorf("loadtest: chain broken at seq %d: %s", rep.BadSeq, rep.Problem)
+	}
+	return nil
+}
+
+// auditVerify runs `thinbot audit verify --db path`.
+func auditVerify(ctx context.Context, bin, dbPath string) (string, error) {
+	cmd := exec.CommandContext(ctx, bin, "audit", "verify", "--db", dbPath)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	text := strings.TrimSpace(string(out))
+	if err != nil {
+		return text, fmt.Errorf("loadtest: thinbot audit verify: %w: %s", err, text)
+	}
+	return text, nil
+}
+
+// peakRSS reads VmHWM (the peak resident set size) of a process.
+func peakRSS(pid int) (int64, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return parseHWM(f)
+}
+
+// parseHWM reads the VmHWM line of a /proc/PID/status file, in bytes.
+func parseHWM(r io.Reader) (int64, error) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, fmt.Errorf("VmHWM: unexpected format %q", rest)
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil || kb < 0 || kb > 1<<40 {
+			return 0, fmt.Errorf("VmHWM: bad value %q", f[0])
+		}
+		return kb << 10, nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, errors.New("VmHWM: not found")
+}
+
+// stats computes order statistics by the nearest-rank method.
+func stats(ds []time.Duration) Stats {
+	s := Stats{N: len(ds)}
+	if len(ds) == 0 {
+		return s
+	}
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+	rank := func(p float64) time.Duration {
+		i := int(math.Ceil(p*float64(len(sorted)))) - 1
+		return sorted[min(max(i, 0), len(sorted)-1)]
+	}
+	var sum time.Duration
+	for _, d := range sorted {
+		sum += d
+	}
+	s.Min, s.Max = sorted[0], sorted[len(sorted)-1]
+	s.Median, s.P90, s.P99 = rank(0.50), rank(0.90), rank(0.99)
+	s.Mean = sum / time.Duration(len(sorted))
+	return s
+}

@@ -1,0 +1,162 @@
+// Command loadtest measures what thinbot serve adds to a model's latency
+// when many chat threads are busy at once. It starts the fake Mattermost
+// (tests/fakemattermost) and a scripted OpenAI-compatible model
+// (tests/fakemodel) with a fixed latency in this process, builds thinbot
+// (without -race) and runs `thinbot serve` against them as a child process,
+// posts one mention per thread from as many goroutines at once, and times
+// each answer from the post to the bot's final answer in the thread (as a
+// user's WebSocket sees it). The model's own time (latency × model calls
+// per message) is subtracted to get the daemon's added latency. At the end
+// it stops the daemon, checks that every message was answered exactly
+// once, verifies the event chain and runs `thinbot audit verify`.
+//
+//	go run ./tests/loadtest -threads 200 -latency 200ms
+//	go run ./tests/loadtest -threads 200 -latency 200ms -steps 1 -messages 3
+//
+// It exits 1 if an answer is missing or duplicated, the chain does not
+// verify, or the daemon fails; with -enforce also when a target (p99 added
+// latency, peak memory) is missed.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+// Targets from the issue: p99 added latency and the daemon's peak memory.
+const (
+	targetAddedP99 = 100 * time.Millisecond
+	targetPeakRSS  = 200 << 20
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg Config
+	fs.IntVar(&cfg.Threads, "threads", 200, "concurrent chat threads")
+	fs.IntVar(&cfg.Messages, "messages", 1, "messages per thread, each sent after the previous answer")
+	fs.DurationVar(&cfg.Latency, "latency", 200*time.Millisecond, "the scripted model's latency per call")
+	fs.IntVar(&cfg.Steps, "steps", 0, "read-only commands per message before the answer (0 = plain answer)")
+	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "bound of the load phase")
+	fs.StringVar(&cfg.Bin, "bin", "", "thinbot `binary` to test (default: go build ./cmd/thinbot)")
+	fs.StringVar(&cfg.Dir, "dir", "", "work `directory` (default: a temporary one, removed)")
+	fs.BoolVar(&cfg.Keep, "keep", false, "keep the temporary work directory (state, config, daemon.log)")
+	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", 0, "the daemon's max_concurrent_runs (default max(256, threads))")
+	enforce := fs.Bool("enforce", false, "exit 1 when a target is missed")
+	verbose := fs.Bool("v", false, "log progress to stderr")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if cfg.Threads <= 0 || cfg.Messages <= 0 || cfg.Steps < 0 || cfg.Latency < 0 {
+		return errors.New("-threads and -messages must be positive, -steps and -latency not negative")
+	}
+	if *verbose {
+		cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	res, err := Run(ctx, cfg)
+	if res != nil {
+		printResult(stdout, res)
+		if cfg.Keep || cfg.Dir != "" {
+			fmt.Fprintf(stdout, "work directory: %s\n", res.Dir)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if *enforce {
+		var missed []error
+		if res.Added.P99 >= targetAddedP99 {
+			missed = append(missed, fmt.Errorf("p99 added latency %s is not under %s", res.Added.P99, targetAddedP99))
+		}
+		if res.PeakRSS == 0 || res.PeakRSS >= targetPeakRSS {
+			missed = append(missed, fmt.Errorf("peak RSS %s is not under %s", mib(res.PeakRSS), mib(targetPeakRSS)))
+		}
+		return errors.Join(missed...)
+	}
+	return nil
+}
+
+// printResult writes the result table.
+func printResult(w io.Writer, r *Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "threads\tmessages\tanswered\tmodel calls\tsteps/msg\tmodel latency\tmodel time/msg\twall\n")
+	fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", r.Threads, r.Sent, r.Answered, r.ModelCalls, r.Steps,
+		r.Latency, r.ModelTime, r.Wall.Round(time.Millisecond))
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "latency\tmedian\tp90\tp99\tmax\t\n")
+	for _, row := range []struct {
+		name string
+		s    Stats
+	}{{"end-to-end", r.EndToEnd}, {"added", r.Added}} {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", row.name, ms(row.s.Median), ms(row.s.P90), ms(row.s.P99), ms(row.s.Max))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "added p99\t%s\t(target < %s: %s)\n", ms(r.Added.P99), ms(targetAddedP99), verdict(r.Added.N > 0 && r.Added.P99 < targetAddedP99))
+	fmt.Fprintf(tw, "daemon peak RSS (VmHWM)\t%s\t(target < %s: %s)\n", mib(r.PeakRSS), mib(targetPeakRSS), verdict(r.PeakRSS > 0 && r.PeakRSS < targetPeakRSS))
+	fmt.Fprintf(tw, "answers missing / duplicated\t%d / %d\t\n", r.Missing, r.Duplicates)
+	fmt.Fprintf(tw, "bot websocket reconnects\t%d\t\n", r.BotReconnects)
+	chain := "not verified"
+	if r.Events > 0 || r.ChainOK {
+		chain = "broken"
+		if r.ChainOK {
+			chain = "verified"
+		}
+	}
+	fmt.Fprintf(tw, "events in chain\t%d\t(%s)\n", r.Events, chain)
+	tw.Flush()
+	audit := r.AuditVerify
+	if r.AuditErr != nil {
+		audit = "FAILED: " + r.AuditErr.Error()
+	}
+	fmt.Fprintf(w, "thinbot audit verify: %s\n", oneLine(audit))
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
+func ms(d time.Duration) string {
+	return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+}
+
+func mib(b int64) string {
+	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+}
+
+// oneLine shortens multi-line command output to its first line.
+func oneLine(s string) string {
+	for i, c := range s {
+		if c == '\n' {
+			return s[:i] + " …"
+		}
+	}
+	return s
+}
