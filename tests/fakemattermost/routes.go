@@ -370,23 +370,32 @@ func (s *Server) postPatch(w http.ResponseWriter, r *http.Request, caller *User)
 		writeErr(w, newErr(http.StatusBadRequest, "api.context.invalid_body_param.app_error", "Invalid or missing patch in request body."))
 		return
 	}
+	// The answer is written after s.mu is released: the request log's
+	// status writer takes s.mu too.
+	out, apiErr := s.patch(r.PathValue("id"), caller, in.Message, in.Props)
+	if apiErr != nil {
+		writeErr(w, apiErr)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// patch applies a post patch by caller and returns the post as clients see it.
+func (s *Server) patch(id string, caller *User, msg *string, props *map[string]any) (map[string]any, *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := s.posts[r.PathValue("id")]
+	p := s.posts[id]
 	if p == nil {
-		writeErr(w, newErr(http.StatusNotFound, "app.post.get.app_error", "Unable to get the post."))
-		return
+		return nil, newErr(http.StatusNotFound, "app.post.get.app_error", "Unable to get the post.")
 	}
 	if p.UserID != caller.ID {
-		writeErr(w, newErr(http.StatusForbidden, "api.context.permissions.app_error", "You do not have the appropriate permissions."))
-		return
+		return nil, newErr(http.StatusForbidden, "api.context.permissions.app_error", "You do not have the appropriate permissions.")
 	}
-	if in.Message != nil && utf8Len(*in.Message) > MaxMessageRunes {
-		writeErr(w, newErr(http.StatusBadRequest, "model.post.is_valid.msg.app_error", "Invalid Message."))
-		return
+	if msg != nil && utf8Len(*msg) > MaxMessageRunes {
+		return nil, newErr(http.StatusBadRequest, "model.post.is_valid.msg.app_error", "Invalid Message.")
 	}
-	s.applyUpdate(p, caller, in.Message, in.Props)
-	writeJSON(w, http.StatusOK, clientPost(p))
+	s.applyUpdate(p, caller, msg, props)
+	return clientPost(p), nil
 }
 
 // applyUpdate replaces a post's message and props and broadcasts
