@@ -1,0 +1,539 @@
+package tests
+
+import (
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/thinbot/thinbot/tests/fakemodel"
+	"github.com/thinbot/thinbot/tests/fakeslack"
+)
+
+// The end-to-end tests of `thinbot serve`: the built binary runs as a real
+// process with a config file, against a chat fake (Mattermost or Slack)
+// and the scripted model. Each scenario starts its own process and ends
+// with SIGTERM (exit code 0) and a verified chain.
+
+// serveScenarios run against every chat platform.
+var serveScenarios = []struct {
+	name string
+	run  func(t *testing.T, newChat func(*testing.T) chatSide)
+}{
+	{"MentionAnswersInThread", scMentionAnswersInThread},
+	{"ReadOnlyCommandRuns", scReadOnlyCommandRuns},
+	{"ApprovalRules", scApprovalRules},
+	{"ApprovalExpires", scApprovalExpires},
+	{"StopKillsProcessGroup", scStopKillsProcessGroup},
+	{"ConcurrentThreads", scConcurrentThreads},
+	{"ConnectionDropMidRun", func(t *testing.T, newChat func(*testing.T) chatSide) {
+		scConnectionLossMidRun(t, newChat(t), func(c chatSide) { c.CutConnection() })
+	}},
+	{"ModelDown", scModelDown},
+	{"RestartWithPendingApproval", scRestartWithPendingApproval},
+}
+
+var platforms = []struct {
+	name    string
+	newChat func(*testing.T) chatSide
+}{
+	{"mattermost", newMMChat},
+	{"slack", newSlackChat},
+}
+
+func TestServe(t *testing.T) {
+	for _, p := range platforms {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			for _, sc := range serveScenarios {
+				t.Run(sc.name, func(t *testing.T) { sc.run(t, p.newChat) })
+			}
+		})
+	}
+}
+
+// inOrder reports whether want is a subsequence of got.
+func inOrder(got, want []string) bool {
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// 1. A mention starts a thread session and the answer arrives in that
+// thread; /healthz, /readyz and /metrics answer; SIGTERM exits cleanly.
+func scMentionAnswersInThread(t *testing.T, newChat func(*testing.T) chatSide) {
+	chat := newChat(t)
+	m := fakemodel.Start(t, fakemodel.Reply{Content: "All quiet: nothing is on fire."})
+	r := newRig(t, chat, m.URL, rigOpts{})
+	ops := chat.Ops()
+
+	root := chat.Mention("alice", ops, "", "anything on fire?")
+	r.waitPost(ops, root, "nothing is on fire")
+	if got := lastUser(m.Requests()[0]); !strings.Contains(got, "anything on fire?") || strings.Contains(got, "thinbot") {
+		t.Errorf("the model got the user text %q; want it without the mention", got)
+	}
+	if n := r.countPosts(ops, root, "nothing is on fire"); n != 1 {
+		t.Errorf("the answer was posted %d times", n)
+	}
+
+	if code, body := r.get("/healthz"); code != http.StatusOK || strings.TrimSpace(body) != "ok" {
+		t.Errorf("/healthz = %d %q", code, body)
+	}
+	if code, body := r.get("/readyz"); code != http.StatusOK || strings.TrimSpace(body) != "ready" {
+		t.Errorf("/readyz = %d %q", code, body)
+	}
+	code, body := r.get("/metrics")
+	if code != http.StatusOK || !strings.Contains(body, `thinbot_runs_total{status="answered"} 1`) ||
+		!strings.Contains(body, "thinbot_messages_total 1") {
+		t.Errorf("/metrics = %d, without thinbot_runs_total{status=\"answered\"} 1 or thinbot_messages_total 1:\n%s", code, tail(body, 3000))
+	}
+
+	r.stop()
+	tr := trail(chainEvents(t, r.stateDir), r.session(ops, root))
+	if want := []string{"run_started", "run_finished:answered"}; !slices.Equal(tr, want) {
+		t.Errorf("session trail = %v, want %v", tr, want)
+	}
+}
+
+// 2. A read-only command runs without asking and its output is shown.
+func scReadOnlyCommandRuns(t *testing.T, newChat func(*testing.T) chatSide) {
+	chat := newChat(t)
+	m := fakemodel.Start(t, run("cat notes.txt"), fakemodel.Reply{Content: "The notes say the disk is fine."})
+	r := newRig(t, chat, m.URL, rigOpts{})
+	if err := os.WriteFile(filepath.Join(r.ws, "notes.txt"), []byte("disk: MARKER-4711 fine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ops := chat.Ops()
+
+	root := chat.Mention("alice", ops, "", "what do the notes say?")
+	r.waitPost(ops, root, "the disk is fine")
+	progress := r.waitPost(ops, root, "cat notes.txt")
+	if !strings.Contains(progress.Text, "MARKER-4711") {
+		t.Errorf("the command's output is not shown in the thread:\n%s", progress.Text)
+	}
+	for _, p := range r.chat.BotPosts(ops, root) {
+		if len(p.Buttons) > 0 {
+			t.Errorf("a read-only command asked for approval: %q", p.Text)
+		}
+	}
+	if out := lastToolResult(m.Requests()[1]); !strings.Contains(out, "MARKER-4711") {
+		t.Errorf("the model did not get the output: %q", out)
+	}
+
+	r.stop()
+	tr := trail(chainEvents(t, r.stateDir), r.session(ops, root))
+	if want := []string{"run_started", "gate_decision:pass", "tool_result", "run_finished:answered"}; !slices.Equal(tr, want) {
+		t.Errorf("session trail = %v, want %v", tr, want)
+	}
+}
+
+// 3. A write posts buttons; a non-approver's click is refused and nothing
+// runs; the requester's own click is refused under the two-person rule; an
+// approver's click runs it and the message shows who approved; the chain
+// holds all of it in order.
+func scApprovalRules(t *testing.T, newChat func(*testing.T) chatSide) {
+	chat := newChat(t)
+	m := fakemodel.Start(t, run("touch approved.txt"), fakemodel.Reply{Content: "Created approved.txt."})
+	r := newRig(t, chat, m.URL, rigOpts{})
+	ops := chat.Ops()
+	target := filepath.Join(r.ws, "approved.txt")
+
+	root := chat.Mention("alice", ops, "", "please create approved.txt")
+	req := r.waitButtons(ops, root)
+	if !slices.Contains(req.Buttons, "approve") || !slices.Contains(req.Buttons, "deny") {
+		t.Errorf("buttons = %v, want approve and deny", req.Buttons)
+	}
+	if !strings.Contains(req.Text, "touch approved.txt") || !strings.Contains(req.Text, "alice") {
+		t.Errorf("the request does not show the command and the requester:\n%s", req.Text)
+	}
+
+	chat.Click(t, ops, root, req.ID, "approve", "carol")
+	if e := r.waitEphemeral("carol", 0); !strings.Contains(e, "not an approver") {
+		t.Errorf("carol was told %q", e)
+	}
+	chat.Click(t, ops, root, req.ID, "approve", "alice")
+	if e := r.waitEphemeral("alice", 0); !strings.Contains(e, "two-person rule") {
+		t.Errorf("alice was told %q", e)
+	}
+	if fileExists(target) {
+		t.Fatal("the command ran after refused clicks")
+	}
+	if p := r.post(ops, root, req.ID); len(p.Buttons) == 0 {
+		t.Fatalf("a refused click removed the buttons: %q", p.Text)
+	}
+
+	chat.Click(t, ops, root, req.ID, "approve", "bob")
+	r.waitPost(ops, root, "Created approved.txt.")
+	if !fileExists(target) {
+		t.Error("the approved command did not run")
+	}
+	p := r.post(ops, root, req.ID)
+	if !strings.Contains(p.Text, "Approved") || !strings.Contains(p.Text, "bob") || len(p.Buttons) != 0 {
+		t.Errorf("the request was not updated to show bob's approval: %q buttons %v", p.Text, p.Buttons)
+	}
+	if len(chat.Ephemerals("bob")) != 0 {
+		t.Errorf("bob was shown %q", chat.Ephemerals("bob"))
+	}
+
+	r.stop()
+	tr := trail(chainEvents(t, r.stateDir), r.session(ops, root))
+	want := []string{"run_started", "gate_decision:confirm", "approval_requested", "note:approval_posted:bot",
+		"note:click_refused:user:carol", "note:click_refused:user:alice", "approval_decision:true:user:bob",
+		"tool_result", "run_finished:answered"}
+	if !slices.Equal(tr, want) {
+		t.Errorf("session trail =\n%v\nwant\n%v", tr, want)
+	}
+}
+
+// 4. An unanswered request expires as a deny.
+func scApprovalExpires(t *testing.T, newChat func(*testing.T) chatSide) {
+	chat := newChat(t)
+	m := fakemodel.Start(t, run("touch expired.txt"), fakemodel.Reply{Content: "Nobody approved, so nothing changed."})
+	r := newRig(t, chat, m.URL, rigOpts{ApprovalTimeout: "2s"})
+	ops := chat.Ops()
+
+	root := chat.Mention("alice", ops, "", "please create expired.txt")
+	req := r.waitButtons(ops, root)
+	r.waitPost(ops, root, "Nobody approved")
+	p := r.post(ops, root, req.ID)
+	if !strings.Contains(p.Text, "Expired") || len(p.Buttons) != 0 {
+		t.Errorf("the request was not updated to say it expired: %q buttons %v", p.Text, p.Buttons)
+	}
+	if fileExists(filepath.Join(r.ws, "expired.txt")) {
+		t.Error("an expired request ran")
+	}
+	if out := lastToolResult(m.Requests()[1]); out == "" || strings.Contains(out, "expired.txt:") {
+		t.Errorf("the model was told %q", out)
+	}
+
+	r.stop()
+	tr := trail(chainEvents(t, r.stateDir), r.session(ops, root))
+	if want := []string{"approval_requested", "approval_decision:false:expiry", "tool_result", "run_finished:answered"}; !inOrder(tr, want) {
+		t.Errorf("session trail = %v, want %v in order", tr, want)
+	}
+}
+
+// 5. /stop during a long command kills its process group and the thread
+// is told.
+func scStopKillsProcessGroup(t *testing.T, newChat func(*testing.T) chatSide) {
+	chat := newChat(t)
+	m := fakemodel.Start(t, run("sleep 300 & echo $$ > pid.txt; wait"))
+	r := newRig(t, chat, m.URL, rigOpts{})
+	sb := chat.Sandbox()
+
+	root := chat.Mention("alice", sb, "", "run the long job")
+	var pgid int
+	r.waitFor("the long command to start", func() bool {
+		b, err := os.ReadFile(filepath.Join(r.sandbox, "pid.txt"))
+		if err != nil {
+			return false
+		}
+		pgid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && processGroupAlive(t, pgid)
+	})
+
+	chat.Mention("alice", sb, root, "/stop")
+	r.waitPost(sb, root, "Stopped by")
+	r.waitFor("the command's process group to be gone", func() bool { return !processGroupAlive(t, pgid) })
+
+	r.stop()
+	tr := trail(chainEvents(t, r.stateDir), r.session(sb, root))
+	if want := []string{"gate_decision:confirm", "run_finished:cancelled"}; !inOrder(tr, want) {
+		t.Errorf("session trail = %v, want %v in order", tr, want)
+	}
+	if slices.Contains(tr, "approval_requested") {
+		t.Errorf("an allow_all channel asked for approval: %v", tr)
+	}
+}
+
+// 6. Two threads run concurrently and each answer lands in its own thread.
+func scConcurrentThreads(t *testing.T, newChat func(*testing.T) chatSide) {
+	chat := newChat(t)
+	var mu sync.Mutex
+	arrived := map[string]bool{}
+	both := make(chan struct{})
+	// The model answers neither thread until it has both requests, which
+	// only happens when the two runs are in progress at the same time.
+	m := modelFunc(t, func(req fakemodel.Request) fakemodel.Reply {
+		tok := "thread-A"
+		if strings.Contains(lastUser(req), "thread-B") {
+			tok = "thread-B"
+		}
+		mu.Lock()
+		arrived[tok] = true
+		if len(arrived) == 2 {
+			select {
+			case <-both:
+			default:
+				close(both)
+			}
+		}
+		mu.Unlock()
+		select {
+		case <-both:
+			return fakemodel.Reply{Content: "ANSWER(" + tok + ")"}
+		case <-time.After(waitTimeout):
+			return fakemodel.Reply{Content: "the other thread never ran"}
+		}
+	})
+	r := newRig(t, chat, m.URL, rigOpts{})
+	ops := chat.Ops()
+
+	rootA := chat.Mention("alice", ops, "", "question for thread-A")
+	rootB := chat.Mention("bob", ops, "", "question for thread-B")
+	r.waitPost(ops, rootA, "ANSWER(thread-A)")
+	r.waitPost(ops, rootB, "ANSWER(thread-B)")
+	if r.countPosts(ops, rootA, "thread-B") != 0 || r.countPosts(ops, rootB, "thread-A") != 0 {
+		t.Errorf("an answer landed in the wrong thread\n%s", chat.Dump())
+	}
+	if n := len(m.Requests()); n != 2 {
+		t.Errorf("the model was called %d times, want 2", n)
+	}
+	r.stop()
+}
+
+// 7. The event connection is lost while a run is in progress, and messages
+// arrive meanwhile; thinbot reconnects, catches up and answers every
+// message exactly once. cut breaks the connection.
+func scConnectionLossMidRun(t *testing.T, chat chatSide, cut func(chatSide)) {
+	hold := make(chan struct{})
+	m := modelFunc(t, func(req fakemodel.Request) fakemodel.Reply {
+		text := lastUser(req)
+		for _, tok := range []string{"first", "second", "third"} {
+			if strings.Contains(text, tok+" question") {
+				if tok == "first" {
+					select {
+					case <-hold:
+					case <-time.After(waitTimeout):
+					}
+				}
+				return fakemodel.Reply{Content: "ANSWER(" + tok + ")"}
+			}
+		}
+		return fakemodel.Reply{Content: "unexpected message " + text}
+	})
+	r := newRig(t, chat, m.URL, rigOpts{})
+	ops := chat.Ops()
+
+	root := chat.Mention("alice", ops, "", "first question")
+	r.waitFor("the first run to reach the model", func() bool { return len(m.Requests()) == 1 })
+	cut(chat)
+	chat.Say("alice", ops, root, "second question")
+	root3 := chat.Mention("bob", ops, "", "third question")
+	chat.Restore()
+	r.waitFor("thinbot to reconnect", chat.Connected)
+	close(hold)
+
+	r.waitPost(ops, root, "ANSWER(first)")
+	r.waitPost(ops, root, "ANSWER(second)")
+	r.waitPost(ops, root3, "ANSWER(third)")
+	r.stop()
+	for _, c := range []struct{ root, answer string }{{root, "ANSWER(first)"}, {root, "ANSWER(second)"}, {root3, "ANSWER(third)"}} {
+		if n := r.countPosts(ops, c.root, c.answer); n != 1 {
+			t.Errorf("%s was posted %d times", c.answer, n)
+		}
+	}
+	if n := len(m.Requests()); n != 3 {
+		t.Errorf("the model was called %d times, want 3 (one per message)", n)
+	}
+}
+
+// 8. The model endpoint is down: the thread gets a clear message and
+// nothing crashes.
+func scModelDown(t *testing.T, newChat func(*testing.T) chatSide) {
+	chat := newChat(t)
+	r := newRig(t, chat, "http://"+freeAddr(t)+"/v1", rigOpts{})
+	ops := chat.Ops()
+
+	root := chat.Mention("alice", ops, "", "hello?")
+	r.waitPost(ops, root, "could not reach the model")
+	chat.Say("alice", ops, root, "still there?")
+	r.waitFor("the second message's notice", func() bool { return r.countPosts(ops, root, "could not reach the model") == 2 })
+	if code, _ := r.get("/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d after model failures", code)
+	}
+	if code, body := r.get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "model") {
+		t.Errorf("/readyz = %d %q, want 503 naming the model", code, body)
+	}
+	r.stop()
+	tr := trail(chainEvents(t, r.stateDir), r.session(ops, root))
+	if want := []string{"run_started", "run_finished:error", "run_started", "run_finished:error"}; !slices.Equal(tr, want) {
+		t.Errorf("session trail = %v, want %v", tr, want)
+	}
+}
+
+// 9. After a restart with a pending approval (SIGKILL), the old button
+// answers that the request is no longer open and changes nothing; the
+// message says it expired; the thread is told the run was interrupted.
+func scRestartWithPendingApproval(t *testing.T, newChat func(*testing.T) chatSide) {
+	chat := newChat(t)
+	m := fakemodel.Start(t, run("touch restart.txt"))
+	r := newRig(t, chat, m.URL, rigOpts{})
+	ops := chat.Ops()
+
+	root := chat.Mention("alice", ops, "", "please create restart.txt")
+	req := r.waitButtons(ops, root)
+	press := chat.KeepButton(t, ops, root, req.ID, "approve")
+	if code := r.signal(syscall.SIGKILL); code == 0 {
+		t.Fatalf("SIGKILL gave exit code 0")
+	}
+
+	r.start()
+	r.waitPost(ops, root, "interrupted")
+	p := r.post(ops, root, req.ID)
+	if !strings.Contains(p.Text, "Expired") || !strings.Contains(p.Text, "restarted") || len(p.Buttons) != 0 {
+		t.Errorf("the request was not updated to say it expired: %q buttons %v", p.Text, p.Buttons)
+	}
+	if e := press(t, "bob"); !strings.Contains(e, "no longer open") {
+		t.Errorf("the old button answered %q", e)
+	}
+	if fileExists(filepath.Join(r.ws, "restart.txt")) {
+		t.Error("the old button ran the command")
+	}
+	if after := r.post(ops, root, req.ID); after.Text != p.Text {
+		t.Errorf("the old button changed the message to %q", after.Text)
+	}
+	if n := r.countPosts(ops, root, "interrupted"); n != 1 {
+		t.Errorf("the thread was told %d times about the interruption", n)
+	}
+
+	r.stop()
+	tr := trail(chainEvents(t, r.stateDir), r.session(ops, root))
+	want := []string{"approval_requested", "note:approval_posted:bot", "approval_decision:false:system", "run_finished:interrupted"}
+	if !inOrder(tr, want) || slices.Contains(tr, "tool_result") {
+		t.Errorf("session trail = %v, want %v in order and no tool_result", tr, want)
+	}
+}
+
+// ---- Slack only ----
+
+// A redelivered event (its ack was lost) is answered once.
+func TestServeSlackRedeliveryAnsweredOnce(t *testing.T) {
+	t.Parallel()
+	chat := newSlack(t, "")
+	chat.f.SetAckTimeout(300 * time.Millisecond)
+	m := fakemodel.Start(t, fakemodel.Reply{Content: "ANSWER(redelivered)"})
+	r := newRig(t, chat, m.URL, rigOpts{})
+
+	chat.f.DropAcks(2) // the message event and the app_mention event
+	root := chat.Mention("alice", "COPS", "", "answer me once")
+	r.waitPost("COPS", root, "ANSWER(redelivered)")
+	r.waitFor("the redeliveries to be acked", func() bool {
+		n := 0
+		for _, e := range chat.f.Envelopes() {
+			if e.RetryAttempt > 0 && e.Acked {
+				n++
+			}
+		}
+		return n == 2
+	})
+	r.stop()
+	if n := r.countPosts("COPS", root, "ANSWER(redelivered)"); n != 1 {
+		t.Errorf("the answer was posted %d times", n)
+	}
+	if n := len(m.Requests()); n != 1 {
+		t.Errorf("the model was called %d times", n)
+	}
+}
+
+// Slack's disconnect message mid-run loses nothing.
+func TestServeSlackDisconnectMidRun(t *testing.T) {
+	t.Parallel()
+	scConnectionLossMidRun(t, newSlack(t, ""), func(c chatSide) {
+		c.(*slackChat).f.Disconnect("refresh_requested")
+	})
+}
+
+// A 429 on chat.postMessage is retried after Retry-After.
+func TestServeSlackRateLimitRetried(t *testing.T) {
+	t.Parallel()
+	chat := newSlack(t, "")
+	m := fakemodel.Start(t, fakemodel.Reply{Content: "ANSWER(after 429)"})
+	r := newRig(t, chat, m.URL, rigOpts{})
+
+	chat.f.RateLimitNext("chat.postMessage", time.Second)
+	root := chat.Mention("alice", "COPS", "", "hello")
+	r.waitPost("COPS", root, "ANSWER(after 429)")
+	var statuses []int
+	for _, c := range chat.f.Calls("chat.postMessage") {
+		statuses = append(statuses, c.Status)
+	}
+	if len(statuses) < 3 || statuses[0] != http.StatusTooManyRequests || slices.Contains(statuses[1:], http.StatusTooManyRequests) {
+		t.Errorf("chat.postMessage statuses = %v, want one 429 then successes", statuses)
+	}
+	if n := len(r.chat.BotPosts("COPS", root)); n != 2 {
+		t.Errorf("thread has %d bot posts, want 2 (progress and answer): a retried post was duplicated or lost\n%s", n, chat.Dump())
+	}
+	r.stop()
+}
+
+// HTTP mode: signed events work; requests with a bad, stale or missing
+// signature are refused and change nothing.
+func TestServeSlackHTTPModeSignatures(t *testing.T) {
+	t.Parallel()
+	const secret = "e2e-signing-secret"
+	chat := newSlack(t, secret)
+	m := fakemodel.Start(t, fakemodel.Reply{Content: "ANSWER(over http)"})
+	r := newRig(t, chat, m.URL, rigOpts{})
+	chat.f.DeliverHTTP("http://"+r.addr, secret)
+
+	root := chat.Mention("alice", "COPS", "", "over http")
+	r.waitPost("COPS", root, "ANSWER(over http)")
+
+	events := "http://" + r.addr + "/slack/events"
+	forged := chat.f.MessageEvent("UALICE", "COPS", "", "<@"+fakeslack.BotUserID+"> forged request")
+	click := []byte(url.Values{"payload": {`{"type":"block_actions","user":{"id":"UBOB","name":"bob"},"actions":[{"action_id":"approve","value":"x"}]}`}}.Encode())
+	cases := []struct {
+		name, path, ctype, secret string
+		body                      []byte
+		at                        time.Time
+	}{
+		{"wrong secret", "/slack/events", "application/json", "not-the-secret", forged, time.Now()},
+		{"stale timestamp", "/slack/events", "application/json", secret, forged, time.Now().Add(-10 * time.Minute)},
+		{"future timestamp", "/slack/events", "application/json", secret, forged, time.Now().Add(10 * time.Minute)},
+		{"forged click", "/slack/interactivity", "application/x-www-form-urlencoded", "not-the-secret", click, time.Now()},
+	}
+	for _, c := range cases {
+		req, err := fakeslack.SignedRequest(t.Context(), "http://"+r.addr+c.path, c.ctype, c.body, c.secret, c.at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := postTo(t.Context(), t, req); code != http.StatusUnauthorized {
+			t.Errorf("%s: status %d, want 401", c.name, code)
+		}
+	}
+	unsigned, _ := http.NewRequest(http.MethodPost, events, strings.NewReader(string(forged)))
+	unsigned.Header.Set("Content-Type", "application/json")
+	if code := postTo(t.Context(), t, unsigned); code != http.StatusUnauthorized {
+		t.Errorf("unsigned: status %d, want 401", code)
+	}
+
+	r.stop()
+	if n := len(m.Requests()); n != 1 {
+		t.Errorf("the model was called %d times; a refused request reached it", n)
+	}
+	for _, msg := range chat.f.Messages("COPS") {
+		if strings.Contains(msg.Text, "forged") && len(r.chat.BotPosts("COPS", msg.TS)) > 0 {
+			t.Errorf("thinbot answered the refused request\n%s", chat.Dump())
+		}
+	}
+	if !strings.Contains(r.log.String(), "refused request") {
+		t.Error("refused requests were not logged")
+	}
+}
