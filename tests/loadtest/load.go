@@ -47,6 +47,9 @@ type Config struct {
 	Steps int
 	// Latency is how long the scripted model takes for each call.
 	Latency time.Duration
+	// Ramp spreads the threads' first messages evenly over this duration;
+	// 0 posts them all at once (the harshest burst).
+	Ramp time.Duration
 	// Timeout bounds the load phase, from starting the daemon until the last
 	// answer; 0 means 2 minutes. Shutdown and verification have their own
 	// short bounds.
@@ -73,7 +76,7 @@ type Stats struct {
 // Result is what a load run measured.
 type Result struct {
 	Threads, Messages, Steps int
-	Latency                  time.Duration
+	Latency, Ramp            time.Duration
 	// Sent is the number of messages posted; Answered the number whose
 	// answer arrived in its thread.
 	Sent, Answered int
@@ -87,6 +90,15 @@ type Result struct {
 	ModelTime time.Duration
 	// EndToEnd is post-to-answer time; Added is EndToEnd minus ModelTime.
 	EndToEnd, Added Stats
+	// Ingest is the time from the post to the first model call; Between
+	// the time between model calls beyond the model's latency (commands,
+	// store appends); Render the time from the model's final reply to the
+	// answer in the thread. Ingest + Between + Render = Added.
+	Ingest, Between, Render Stats
+	// DaemonCPU is the daemon's user+system CPU time over its life;
+	// DriverCPU that of this process (the fakes and the driver), which
+	// shares the machine with it.
+	DaemonCPU, DriverCPU time.Duration
 	// PeakRSS is the daemon's VmHWM in bytes (0 if unknown).
 	PeakRSS int64
 	// Events is the number of events in the verified chain.
@@ -119,7 +131,7 @@ const answerPrefix = "Answer for "
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg = defaults(cfg)
 	log := cfg.Logger
-	res := &Result{Threads: cfg.Threads, Messages: cfg.Messages, Steps: cfg.Steps, Latency: cfg.Latency,
+	res := &Result{Threads: cfg.Threads, Messages: cfg.Messages, Steps: cfg.Steps, Latency: cfg.Latency, Ramp: cfg.Ramp,
 		ModelTime: cfg.Latency * time.Duration(cfg.Steps+1)}
 
 	dir := cfg.Dir
@@ -147,7 +159,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer mm.Close()
 	alice := mm.AddUser("alice")
 	channel := mm.AddChannel("load", mm.Bot.ID, alice.ID)
-	model := fakemodel.NewFunc(scriptedModel(cfg.Steps, cfg.Latency))
+	rec := &calls{at: map[string][]time.Time{}}
+	model := fakemodel.NewFunc(scriptedModel(cfg.Steps, cfg.Latency, rec))
 	defer model.Close()
 
 	d, err := startDaemon(dir, bin, mm, channel, model.URL, cfg)
@@ -186,12 +199,30 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		added[i] = s - res.ModelTime
 	}
 	res.Added = stats(added)
+	var ingest, between, render []time.Duration
+	for _, m := range e2e.timed {
+		at := rec.of(m.tag)
+		if len(at) == 0 {
+			continue
+		}
+		ingest = append(ingest, at[0].Sub(m.posted))
+		between = append(between, at[len(at)-1].Sub(at[0])-time.Duration(len(at)-1)*cfg.Latency)
+		render = append(render, m.answered.Sub(at[len(at)-1])-cfg.Latency)
+	}
+	res.Ingest, res.Between, res.Render = stats(ingest), stats(between), stats(render)
 	res.PeakRSS, _ = peakRSS(d.cmd.Process.Pid)
 	if obsErr := obs.err(); obsErr != nil && runErr == nil {
 		runErr = fmt.Errorf("loadtest: observer: %w", obsErr)
 	}
 
 	stopErr := d.stop(10 * time.Second)
+	if st := d.cmd.ProcessState; st != nil {
+		res.DaemonCPU = st.UserTime() + st.SystemTime()
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		res.DriverCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
 	res.ModelCalls = len(model.Requests())
 	res.Duplicates, res.Missing = countAnswers(mm, e2e.roots, cfg.Messages)
 	n := 0
@@ -269,12 +300,31 @@ func build(ctx context.Context, out string) error {
 	return nil
 }
 
+// calls records when the model calls of each message tag arrived.
+type calls struct {
+	mu sync.Mutex
+	at map[string][]time.Time
+}
+
+func (c *calls) add(tag string, t time.Time) {
+	c.mu.Lock()
+	c.at[tag] = append(c.at[tag], t)
+	c.mu.Unlock()
+}
+
+func (c *calls) of(tag string) []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.at[tag]
+}
+
 // scriptedModel answers each message with steps `run` calls of a read-only
 // command and then a final answer naming the message's tag. It reads the
 // position from the conversation itself, so it serves any number of
-// sessions concurrently.
-func scriptedModel(steps int, latency time.Duration) func(fakemodel.Request) fakemodel.Reply {
+// sessions concurrently. It records the arrival of every call in rec.
+func scriptedModel(steps int, latency time.Duration, rec *calls) func(fakemodel.Request) fakemodel.Reply {
 	return func(req fakemodel.Request) fakemodel.Reply {
+		now := time.Now()
 		tag, tools := "", 0
 		for _, m := range req.Messages {
 			switch m.Role {
@@ -287,6 +337,7 @@ func scriptedModel(steps int, latency time.Duration) func(fakemodel.Request) fak
 		if tag == "" {
 			tag = "(no tag)"
 		}
+		rec.add(tag, now)
 		if tools < steps {
 			args, _ := json.Marshal(map[string]string{"command": "echo " + tag, "reason": "load test step"})
 			return fakemodel.Reply{Delay: latency, ToolCalls: []fakemodel.Call{{Name: "run", Args: string(args)}}}
@@ -569,18 +620,25 @@ func (o *observer) close() {
 // driven is what drive measured.
 type driven struct {
 	samples []time.Duration
+	timed   []timedMessage
 	roots   []string // root post id per thread ("" if never posted)
 	sent    int
 	wall    time.Duration
+}
+
+// timedMessage is one answered message.
+type timedMessage struct {
+	tag              string
+	posted, answered time.Time
 }
 
 // drive runs the threads: all post their first message at once, then each
 // sends its next message when the previous one is answered.
 func drive(ctx context.Context, cfg Config, mm *fakemattermost.Server, userID, channel string, obs *observer) (driven, error) {
 	type threadResult struct {
-		samples []time.Duration
-		sent    int
-		err     error
+		timed []timedMessage
+		sent  int
+		err   error
 	}
 	out := driven{roots: make([]string, cfg.Threads)}
 	results := make([]threadResult, cfg.Threads)
@@ -592,6 +650,16 @@ func drive(ctx context.Context, cfg Config, mm *fakemattermost.Server, userID, c
 			defer wg.Done()
 			r := &results[i]
 			<-start
+			if cfg.Ramp > 0 && i > 0 {
+				t := time.NewTimer(cfg.Ramp * time.Duration(i) / time.Duration(cfg.Threads))
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					r.err = fmt.Errorf("thread %d: %w", i, ctx.Err())
+					return
+				}
+			}
 			root := ""
 			for m := range cfg.Messages {
 				tag := fmt.Sprintf("load-%d-%d", i, m)
@@ -610,7 +678,7 @@ func drive(ctx context.Context, cfg Config, mm *fakemattermost.Server, userID, c
 				}
 				select {
 				case t1 := <-answered:
-					r.samples = append(r.samples, t1.Sub(t0))
+					r.timed = append(r.timed, timedMessage{tag: tag, posted: t0, answered: t1})
 				case <-ctx.Done():
 					r.err = fmt.Errorf("thread %d: no answer to message %d: %w", i, m, ctx.Err())
 					return
@@ -624,7 +692,10 @@ func drive(ctx context.Context, cfg Config, mm *fakemattermost.Server, userID, c
 	out.wall = time.Since(t0)
 	var errs []error
 	for _, r := range results {
-		out.samples = append(out.samples, r.samples...)
+		for _, m := range r.timed {
+			out.samples = append(out.samples, m.answered.Sub(m.posted))
+		}
+		out.timed = append(out.timed, r.timed...)
 		out.sent += r.sent
 		if r.err != nil {
 			errs = append(errs, r.err)

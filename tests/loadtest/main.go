@@ -12,6 +12,7 @@
 //
 //	go run ./tests/loadtest -threads 200 -latency 200ms
 //	go run ./tests/loadtest -threads 200 -latency 200ms -steps 1 -messages 3
+//	go run ./tests/loadtest -threads 200 -latency 200ms -ramp 1s
 //
 // It exits 1 if an answer is missing or duplicated, the chain does not
 // verify, or the daemon fails; with -enforce also when a target (p99 added
@@ -54,6 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Threads, "threads", 200, "concurrent chat threads")
 	fs.IntVar(&cfg.Messages, "messages", 1, "messages per thread, each sent after the previous answer")
 	fs.DurationVar(&cfg.Latency, "latency", 200*time.Millisecond, "the scripted model's latency per call")
+	fs.DurationVar(&cfg.Ramp, "ramp", 0, "spread the threads' first messages over this duration (0 = all at once)")
 	fs.IntVar(&cfg.Steps, "steps", 0, "read-only commands per message before the answer (0 = plain answer)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "bound of the load phase")
 	fs.StringVar(&cfg.Bin, "bin", "", "thinbot `binary` to test (default: go build ./cmd/thinbot)")
@@ -68,8 +70,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if cfg.Threads <= 0 || cfg.Messages <= 0 || cfg.Steps < 0 || cfg.Latency < 0 {
-		return errors.New("-threads and -messages must be positive, -steps and -latency not negative")
+	if cfg.Threads <= 0 || cfg.Messages <= 0 || cfg.Steps < 0 || cfg.Latency < 0 || cfg.Ramp < 0 {
+		return errors.New("-threads and -messages must be positive, -steps, -latency and -ramp not negative")
 	}
 	if *verbose {
 		cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
@@ -100,9 +102,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // printResult writes the result table.
 func printResult(w io.Writer, r *Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "threads\tmessages\tanswered\tmodel calls\tsteps/msg\tmodel latency\tmodel time/msg\twall\n")
-	fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", r.Threads, r.Sent, r.Answered, r.ModelCalls, r.Steps,
-		r.Latency, r.ModelTime, r.Wall.Round(time.Millisecond))
+	fmt.Fprintf(tw, "threads\tmessages\tanswered\tmodel calls\tsteps/msg\tmodel latency\tmodel time/msg\tramp\twall\n")
+	fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", r.Threads, r.Sent, r.Answered, r.ModelCalls, r.Steps,
+		r.Latency, r.ModelTime, r.Ramp, r.Wall.Round(time.Millisecond))
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -110,7 +112,7 @@ func printResult(w io.Writer, r *Result) {
 	for _, row := range []struct {
 		name string
 		s    Stats
-	}{{"end-to-end", r.EndToEnd}, {"added", r.Added}} {
+	}{{"end-to-end", r.EndToEnd}, {"added", r.Added}, {"  post→model", r.Ingest}, {"  between calls", r.Between}, {"  model→answer", r.Render}} {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", row.name, ms(row.s.Median), ms(row.s.P90), ms(row.s.P99), ms(row.s.Max))
 	}
 	tw.Flush()
@@ -118,6 +120,7 @@ func printResult(w io.Writer, r *Result) {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "added p99\t%s\t(target < %s: %s)\n", ms(r.Added.P99), ms(targetAddedP99), verdict(r.Added.N > 0 && r.Added.P99 < targetAddedP99))
 	fmt.Fprintf(tw, "daemon peak RSS (VmHWM)\t%s\t(target < %s: %s)\n", mib(r.PeakRSS), mib(targetPeakRSS), verdict(r.PeakRSS > 0 && r.PeakRSS < targetPeakRSS))
+	fmt.Fprintf(tw, "CPU time: daemon / driver+fakes\t%s / %s\t\n", r.DaemonCPU.Round(time.Millisecond), r.DriverCPU.Round(time.Millisecond))
 	fmt.Fprintf(tw, "answers missing / duplicated\t%d / %d\t\n", r.Missing, r.Duplicates)
 	fmt.Fprintf(tw, "bot websocket reconnects\t%d\t\n", r.BotReconnects)
 	chain := "not verified"
