@@ -146,15 +146,24 @@ func (a *Agent) maybeCompact(ctx context.Context, rs *runState, force bool) erro
 	return a.compact(ctx, rs.t.Session, rs.s, msgs, before, rs)
 }
 
+// compact asks the model for a summary and records it. During a run
+// (rs != nil) the newest user message and what follows it are kept after
+// the summary, so the question being worked on is not folded into it.
 func (a *Agent) compact(ctx context.Context, id string, s *session, msgs []Message, before int, rs *runState) error {
 	prompt := a.cfg.CompactPrompt
 	if prompt == "" {
 		prompt = defaultCompactPrompt
 	}
-	// Keep the system prompt and as much recent history as fits: when the
-	// history itself overflows the window, drop the oldest messages from the
-	// summarisation request (they are still in the chain).
-	req := append(msgs[:len(msgs):len(msgs)], Message{Role: RoleUser, Content: prompt})
+	upTo := s.last
+	history := msgs
+	if rs != nil {
+		if idx, seq, ok := s.proj.lastUser(); ok && idx > 1 {
+			history, upTo = msgs[:idx], seq-1
+		}
+	}
+	// When the history itself overflows the window, drop the oldest
+	// messages from the summarisation request (they stay in the chain).
+	req := append(history[:len(history):len(history)], Message{Role: RoleUser, Content: prompt})
 	limit := int(0.9 * float64(a.cfg.ContextWindow))
 	for EstimateTokens(req) > limit && len(req) > 3 {
 		req = append(req[:1:1], req[2:]...)
@@ -173,9 +182,9 @@ func (a *Agent) compact(ctx context.Context, id string, s *session, msgs []Messa
 	if summary == "" {
 		return errors.New("compaction: the model returned an empty summary")
 	}
-	after := EstimateTokens([]Message{{Role: RoleSystem, Content: s.proj.System()}, {Role: RoleUser, Content: summaryPrefix + summary}})
 	_, err = a.appendTo(id, s, store.Event{Type: EvCompacted, Actor: "model", Payload: mustJSON(compactedPayload{
-		Summary: summary, UpToSeq: s.last, TokensBefore: before, TokensAfter: after})})
+		Summary: summary, UpToSeq: upTo, TokensBefore: before,
+		TokensAfter: before - EstimateTokens(history) + EstimateTokens([]Message{{Role: RoleSystem, Content: s.proj.System()}, {Role: RoleUser, Content: summaryPrefix + summary}})})})
 	return err
 }
 

@@ -32,6 +32,7 @@ func Project(events []store.Event) []Message {
 type Projector struct {
 	system string
 	msgs   []Message
+	seqs   []uint64 // the sequence number of the event behind each of msgs
 	branch int
 	text   bool // the session switched to the text protocol
 	// open holds tool calls of the last assistant message still waiting for a result.
@@ -51,7 +52,7 @@ func (p *Projector) System() string { return p.system }
 func (p *Projector) Apply(e store.Event) {
 	if e.Branch > p.branch {
 		// A new branch leaves everything before it out of the projection.
-		p.branch, p.msgs, p.open = e.Branch, nil, nil
+		p.branch, p.msgs, p.seqs, p.open = e.Branch, nil, nil, nil
 	}
 	if e.Branch < p.branch {
 		return
@@ -65,30 +66,45 @@ func (p *Projector) Apply(e store.Event) {
 	case EvProtocolSwitch:
 		p.text = true
 	case EvClear:
-		p.msgs, p.open = nil, nil
+		p.msgs, p.seqs, p.open = nil, nil, nil
 	case EvCompacted:
 		var v compactedPayload
-		if decode(e, &v) {
-			p.msgs, p.open = []Message{{Role: RoleUser, Content: summaryPrefix + v.Summary}}, nil
+		if !decode(e, &v) {
+			return
+		}
+		// The summary replaces every message up to UpToSeq; later ones
+		// (the question being worked on) stay after it.
+		keep := len(p.seqs)
+		for i, sq := range p.seqs {
+			if sq > v.UpToSeq {
+				keep = i
+				break
+			}
+		}
+		msgs := append([]Message{{Role: RoleUser, Content: summaryPrefix + v.Summary}}, p.msgs[keep:]...)
+		seqs := append([]uint64{e.Seq}, p.seqs[keep:]...)
+		p.msgs, p.seqs = msgs, seqs
+		if keep == len(p.seqs) {
+			p.open = nil
 		}
 	case EvUserMessage:
 		var v userMessagePayload
 		if decode(e, &v) {
-			p.closeOpen()
-			p.msgs = append(p.msgs, Message{Role: RoleUser, Content: v.Text})
+			p.closeOpen(e.Seq)
+			p.add(e.Seq, Message{Role: RoleUser, Content: v.Text})
 		}
 	case EvAssistantMessage:
 		var v assistantPayload
 		if !decode(e, &v) {
 			return
 		}
-		p.closeOpen()
+		p.closeOpen(e.Seq)
 		m := Message{Role: RoleAssistant, Content: v.Content, Reasoning: v.Reasoning}
 		if v.Protocol != "text" && len(v.ToolCalls) > 0 {
 			m.ToolCalls = v.ToolCalls
 			p.open = append(p.open[:0], v.ToolCalls...)
 		}
-		p.msgs = append(p.msgs, m)
+		p.add(e.Seq, m)
 	case EvToolResult:
 		var v toolResultPayload
 		if !decode(e, &v) {
@@ -98,11 +114,11 @@ func (p *Projector) Apply(e store.Event) {
 		if i < 0 {
 			// Text protocol (or a result without a structured call): the
 			// output goes back as a user message.
-			p.msgs = append(p.msgs, Message{Role: RoleUser, Content: v.Content})
+			p.add(e.Seq, Message{Role: RoleUser, Content: v.Content})
 			return
 		}
 		p.open = append(p.open[:i], p.open[i+1:]...)
-		p.msgs = append(p.msgs, Message{Role: RoleTool, ToolCallID: v.CallID, Name: v.Tool, Content: v.Content})
+		p.add(e.Seq, Message{Role: RoleTool, ToolCallID: v.CallID, Name: v.Tool, Content: v.Content})
 	}
 }
 
@@ -117,11 +133,32 @@ func (p *Projector) openIndex(id string) int {
 
 // closeOpen answers tool calls left without a result, so that the message
 // list stays valid for the API (every tool call needs an answer).
-func (p *Projector) closeOpen() {
+func (p *Projector) closeOpen(seq uint64) {
 	for _, c := range p.open {
-		p.msgs = append(p.msgs, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, Content: interruptedResult})
+		p.add(seq, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, Content: interruptedResult})
 	}
 	p.open = p.open[:0]
+}
+
+func (p *Projector) add(seq uint64, m Message) {
+	p.msgs = append(p.msgs, m)
+	p.seqs = append(p.seqs, seq)
+}
+
+// lastUser returns the index in Messages() of the newest user message that
+// came from an event, and that event's sequence number; ok is false when
+// there is none.
+func (p *Projector) lastUser() (idx int, seq uint64, ok bool) {
+	off := 0
+	if p.system != "" {
+		off = 1
+	}
+	for i := len(p.msgs) - 1; i >= 0; i-- {
+		if p.msgs[i].Role == RoleUser {
+			return i + off, p.seqs[i], true
+		}
+	}
+	return 0, 0, false
 }
 
 // Messages returns the system prompt followed by the projected messages. The

@@ -42,13 +42,18 @@ func newRenderer(b *Bot, t Thread) *renderer {
 	return &renderer{b: b, t: t, stopc: make(chan struct{})}
 }
 
-// start posts the status message and starts the throttled updater, which
-// stop ends.
+// start starts the updater, which posts the status message (while the
+// first model call is already under way: no chat round trip before the
+// model starts) and then updates it at most once per UpdateInterval, until
+// stop.
 func (r *renderer) start(ctx context.Context) {
-	r.postID = r.b.post(ctx, r.t, Post{Text: "_Working on it…_"})
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		id := r.b.post(ctx, r.t, Post{Text: "_Working on it…_"})
+		r.mu.Lock()
+		r.postID = id
+		r.mu.Unlock()
 		tick := time.NewTicker(r.b.cfg.UpdateInterval)
 		defer tick.Stop()
 		for {
@@ -79,9 +84,9 @@ func (r *renderer) flush(ctx context.Context, final bool) {
 		return
 	}
 	r.dirty = false
-	text := r.statusText(final)
+	text, id := r.statusText(final), r.postID
 	r.mu.Unlock()
-	r.b.update(ctx, r.t, r.postID, Post{Text: text})
+	r.b.update(ctx, r.t, id, Post{Text: text})
 }
 
 // statusText renders the status message; the caller holds r.mu.
@@ -174,10 +179,12 @@ func (r *renderer) hooks() agentcore.Hooks {
 	}
 }
 
-// finish writes the final status and posts the answer.
+// finish posts the answer, then writes the final status.
 func (r *renderer) finish(ctx context.Context, answer string) {
-	r.stop()
-	r.flush(ctx, true)
+	defer func() {
+		r.stop()
+		r.flush(ctx, true)
+	}()
 	answer = strings.TrimSpace(answer)
 	if answer == "" {
 		answer = "_(no answer)_"

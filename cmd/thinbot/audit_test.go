@@ -146,9 +146,9 @@ func TestAuditExportRebuildSessions(t *testing.T) {
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "SESSION") || !strings.HasPrefix(lines[1], "s0 ") || !strings.Contains(lines[2], " 3 ") {
 		t.Errorf("sessions list:\n%s", out)
 	}
-	e, _, _ = auditEnv()
-	if err := run(t.Context(), e, []string{"sessions", "clear"}); err == nil || !strings.Contains(err.Error(), "not built yet") {
-		t.Errorf("sessions clear = %v", err)
+	e, out, _ = auditEnv()
+	if err := run(t.Context(), e, []string{"sessions", "clear", "--db", path, "--session", "s0"}); err != nil || !strings.Contains(out.String(), "s0 cleared") {
+		t.Errorf("sessions clear = %v, %s", err, out)
 	}
 	for _, args := range [][]string{{"audit"}, {"audit", "nope"}, {"audit", "verify", "extra"}, {"sessions"}, {"sessions", "list", "x"}} {
 		e, _, _ = auditEnv()

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,7 @@ type localFlags struct {
 	maxSteps    int
 	dir         string
 	verbose     bool
+	window      int
 }
 
 func (f *localFlags) register(fs *flag.FlagSet) {
@@ -50,6 +52,7 @@ func (f *localFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxSteps, "max-steps", 0, "maximum tool-using steps per run (default 30, goal mode 100)")
 	fs.StringVar(&f.dir, "C", "", "work in `dir` instead of the current directory")
 	fs.BoolVar(&f.verbose, "v", false, "log details to stderr")
+	fs.IntVar(&f.window, "context-window", 0, "the model's context window in tokens (default AGENT_CONTEXT_WINDOW, else 32768); compaction starts at 75% of it")
 }
 
 // local is the wiring of a terminal run.
@@ -146,9 +149,18 @@ func openLocal(e *env, f *localFlags) (*local, error) {
 	if err != nil {
 		return nil, err
 	}
+	window := f.window
+	if window == 0 {
+		if v := e.getenv("AGENT_CONTEXT_WINDOW"); v != "" {
+			if window, err = strconv.Atoi(v); err != nil || window < 0 {
+				db.Close()
+				return nil, fmt.Errorf("AGENT_CONTEXT_WINDOW=%q: want a number of tokens", v)
+			}
+		}
+	}
 	set := skills.Load(skillDirs(e, dir), skills.Options{Probe: skillProbe(e), Logger: logger})
 	agent, err := agentcore.New(agentcore.Config{
-		Store: db, Model: model, Policy: policy, Skills: set, TextProtocol: f.text,
+		Store: db, Model: model, Policy: policy, Skills: set, TextProtocol: f.text, ContextWindow: window,
 		Exec:    agentcore.ExecConfig{Timeout: f.timeout, Environ: os.Environ()},
 		Budgets: agentcore.Budgets{MaxSteps: f.maxSteps},
 		Logger:  logger,
@@ -156,6 +168,13 @@ func openLocal(e *env, f *localFlags) (*local, error) {
 	if err != nil {
 		db.Close()
 		return nil, err
+	}
+	// Hidden skills are recorded, with the reason, like every decision.
+	for _, fl := range set.Filtered {
+		if _, err := agent.Note("system:skills", agentcore.EvSkillFiltered, "system", fl); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	return &local{agent: agent, db: db, dir: dir, set: set}, nil
 }
