@@ -20,7 +20,7 @@ func requestBytes(r fakemodel.Request) int {
 // A long session fills the context until compaction happens; the next
 // request starts with the summary and stays under the limit.
 func TestCompactionEndToEnd(t *testing.T) {
-	const window = 4000 // tokens; compaction at 75% = 3000 tokens ≈ 12000 bytes
+	const window = 4000                                 // tokens; compaction at 75% = 3000 tokens ≈ 12000 bytes
 	big := strings.Repeat("log line with details ", 60) // ~1.3 KB
 	compactions := 0
 	m := fakemodel.NewFunc(func(r fakemodel.Request) fakemodel.Reply {
