@@ -73,7 +73,7 @@ func (a *threadApprover) Approve(ctx context.Context, ap agentcore.Approval) (ag
 			return <-req.decided, nil // a click won the race
 		}
 		b.cfg.Metrics.approval("expired")
-		b.update(ctx, a.th.t, postID, Post{Text: decidedText(req, "**Expired** — nobody decided within " + b.cfg.ApprovalTimeout.String() + ". Nothing was run.")})
+		b.update(ctx, a.th.t, postID, Post{Text: decidedText(req, "**Expired** — nobody decided within "+b.cfg.ApprovalTimeout.String()+". Nothing was run.")})
 		return agentcore.ApprovalDecision{By: "expiry", Why: "expired after " + b.cfg.ApprovalTimeout.String()}, nil
 	case <-ctx.Done():
 		if b.take(ap.RequestID) == nil {
