@@ -659,6 +659,36 @@ func (r *rig) waitEphemeral(user string, n int) string {
 	return got
 }
 
+// waitRecorded waits until the chain's JSONL export, which thinbot writes
+// as events commit, has an event of the session whose line contains each
+// of want. It is how a test knows that something is on the record before
+// it kills the process or races a click against it.
+func (r *rig) waitRecorded(session string, want ...string) {
+	r.t.Helper()
+	r.waitFor(fmt.Sprintf("the chain to record %q in %s", want, session), func() bool {
+		b, err := os.ReadFile(filepath.Join(r.stateDir, "audit.jsonl"))
+		if err != nil {
+			return false
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			var ev struct {
+				Session string `json:"session"`
+			}
+			if json.Unmarshal([]byte(line), &ev) != nil || ev.Session != session {
+				continue
+			}
+			all := true
+			for _, w := range want {
+				all = all && strings.Contains(line, w)
+			}
+			if all {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 // signal sends sig and waits for the process to exit, returning its code.
 func (r *rig) signal(sig syscall.Signal) int {
 	r.t.Helper()
