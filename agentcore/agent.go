@@ -274,6 +274,11 @@ type runState struct {
 	usage      Usage
 	text       bool
 	compacted  bool // compacted after a context-length error in this step
+	// pending are events committed together with the next append: a
+	// model reply rides with what follows it (its tool's gate decision, or
+	// the run's end), which saves one disk sync per step. Nothing acts on
+	// a pending event before it is committed.
+	pending []store.Event
 }
 
 // Run handles one turn: it records the user's message, then calls the model
@@ -300,11 +305,10 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	runCtx, cancel := context.WithTimeout(ctx, rs.budgets.MaxWall)
 	defer cancel()
 
-	if err := a.syncPrompt(rs); err != nil {
-		return Result{Status: StatusError}, err
-	}
-	if _, err := a.append(rs, store.Event{Type: EvRunStarted, Actor: t.Actor, Payload: mustJSON(runPayload{Goal: t.Goal})},
-		store.Event{Type: EvUserMessage, Actor: t.Actor, Payload: mustJSON(userMessagePayload{Text: t.Text, MessageID: t.MessageID})}); err != nil {
+	start := append(a.promptEvent(rs),
+		store.Event{Type: EvRunStarted, Actor: t.Actor, Payload: mustJSON(runPayload{Goal: t.Goal})},
+		store.Event{Type: EvUserMessage, Actor: t.Actor, Payload: mustJSON(userMessagePayload{Text: t.Text, MessageID: t.MessageID})})
+	if _, err := a.append(rs, start...); err != nil {
 		return Result{Status: StatusError}, err
 	}
 	res, runErr := a.loop(runCtx, rs)
@@ -328,10 +332,17 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	return res, runErr
 }
 
-// append commits events to the session's current branch and applies them to
-// the projection. The caller holds rs.s.mu.
+// append commits the run's pending events and evs to the session's current
+// branch and applies them to the projection. It returns the committed evs
+// (without the pending ones). The caller holds rs.s.mu.
 func (a *Agent) append(rs *runState, evs ...store.Event) ([]store.Event, error) {
-	return a.appendTo(rs.t.Session, rs.s, evs...)
+	all := append(rs.pending, evs...)
+	rs.pending = nil
+	out, err := a.appendTo(rs.t.Session, rs.s, all...)
+	if err != nil {
+		return nil, err
+	}
+	return out[len(out)-len(evs):], nil
 }
 
 func (a *Agent) appendTo(id string, s *session, evs ...store.Event) ([]store.Event, error) {
@@ -441,11 +452,9 @@ func (a *Agent) complete(ctx context.Context, rs *runState) (Response, error) {
 		case err == nil:
 		case errors.Is(err, ErrToolsUnsupported) && !rs.text && attempt < 2:
 			rs.text = true
-			if _, err := a.append(rs, store.Event{Type: EvProtocolSwitch, Actor: "system",
-				Payload: mustJSON(protocolSwitchPayload{From: "tools", To: "text", Reason: err.Error()})}); err != nil {
-				return Response{}, err
-			}
-			if err := a.syncPrompt(rs); err != nil {
+			sw := store.Event{Type: EvProtocolSwitch, Actor: "system",
+				Payload: mustJSON(protocolSwitchPayload{From: "tools", To: "text", Reason: err.Error()})}
+			if _, err := a.append(rs, append([]store.Event{sw}, a.promptEvent(rs)...)...); err != nil {
 				return Response{}, err
 			}
 			continue
@@ -468,11 +477,9 @@ func (a *Agent) complete(ctx context.Context, rs *runState) (Response, error) {
 		if rs.text {
 			proto, calls = "text", nil
 		}
-		if _, err := a.append(rs, store.Event{Type: EvAssistantMessage, Actor: "model", Payload: mustJSON(assistantPayload{
+		rs.pending = append(rs.pending, store.Event{Type: EvAssistantMessage, Actor: "model", Payload: mustJSON(assistantPayload{
 			Content: resp.Content, Reasoning: resp.Reasoning, ToolCalls: calls, FinishReason: resp.FinishReason,
-			Usage: resp.Usage, Model: resp.Model, Protocol: proto, LatencyMS: latency.Milliseconds()})}); err != nil {
-			return Response{}, err
-		}
+			Usage: resp.Usage, Model: resp.Model, Protocol: proto, LatencyMS: latency.Milliseconds()})})
 		return resp, nil
 	}
 }

@@ -95,16 +95,16 @@ func (a *Agent) systemPrompt(rs *runState) string {
 	return b.String()
 }
 
-// syncPrompt records the system prompt when it differs from the one the
-// session's projection holds. Within a run the prompt does not change, so
-// consecutive model calls share their prefix byte for byte.
-func (a *Agent) syncPrompt(rs *runState) error {
+// promptEvent returns the system_prompt event to record when the prompt
+// differs from the one the session's projection holds, else nothing.
+// Within a run the prompt does not change, so consecutive model calls share
+// their prefix byte for byte.
+func (a *Agent) promptEvent(rs *runState) []store.Event {
 	p := a.systemPrompt(rs)
 	if p == rs.s.proj.System() {
 		return nil
 	}
-	_, err := a.append(rs, store.Event{Type: EvSystemPrompt, Actor: "system", Payload: mustJSON(systemPromptPayload{Text: p})})
-	return err
+	return []store.Event{{Type: EvSystemPrompt, Actor: "system", Payload: mustJSON(systemPromptPayload{Text: p})}}
 }
 
 // readLimited reads a small text file; a missing or unreadable file is "".
@@ -182,9 +182,14 @@ func (a *Agent) compact(ctx context.Context, id string, s *session, msgs []Messa
 	if summary == "" {
 		return errors.New("compaction: the model returned an empty summary")
 	}
-	_, err = a.appendTo(id, s, store.Event{Type: EvCompacted, Actor: "model", Payload: mustJSON(compactedPayload{
+	ev := store.Event{Type: EvCompacted, Actor: "model", Payload: mustJSON(compactedPayload{
 		Summary: summary, UpToSeq: upTo, TokensBefore: before,
-		TokensAfter: before - EstimateTokens(history) + EstimateTokens([]Message{{Role: RoleSystem, Content: s.proj.System()}, {Role: RoleUser, Content: summaryPrefix + summary}})})})
+		TokensAfter: before - EstimateTokens(history) + EstimateTokens([]Message{{Role: RoleSystem, Content: s.proj.System()}, {Role: RoleUser, Content: summaryPrefix + summary}})})}
+	if rs != nil {
+		_, err = a.append(rs, ev)
+	} else {
+		_, err = a.appendTo(id, s, ev)
+	}
 	return err
 }
 

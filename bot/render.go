@@ -42,29 +42,47 @@ func newRenderer(b *Bot, t Thread) *renderer {
 	return &renderer{b: b, t: t, stopc: make(chan struct{})}
 }
 
-// start starts the updater, which posts the status message (while the
-// first model call is already under way: no chat round trip before the
-// model starts) and then updates it at most once per UpdateInterval, until
-// stop.
+// start starts the updater. It posts the status message once there is
+// something to show (a command, streamed text) or the run has taken longer
+// than two update intervals, so a quick answer arrives alone and no chat
+// round trip delays the first model call. Then it updates the status at most
+// once per UpdateInterval, until stop.
 func (r *renderer) start(ctx context.Context) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		id := r.b.post(ctx, r.t, Post{Text: "_Working on it…_"})
-		r.mu.Lock()
-		r.postID = id
-		r.mu.Unlock()
 		tick := time.NewTicker(r.b.cfg.UpdateInterval)
 		defer tick.Stop()
+		ticks := 0
 		for {
 			select {
 			case <-tick.C:
-				r.flush(ctx, false)
+				ticks++
+				r.mu.Lock()
+				posted, dirty := r.postID != "", r.dirty
+				r.mu.Unlock()
+				if posted {
+					r.flush(ctx, false)
+				} else if dirty || ticks >= 2 {
+					r.postStatus(ctx)
+				}
 			case <-r.stopc:
 				return
 			}
 		}
 	}()
+}
+
+// postStatus posts the status message with what there is to show.
+func (r *renderer) postStatus(ctx context.Context) {
+	r.mu.Lock()
+	text := r.statusText(false)
+	r.dirty = false
+	r.mu.Unlock()
+	id := r.b.post(ctx, r.t, Post{Text: text})
+	r.mu.Lock()
+	r.postID = id
+	r.mu.Unlock()
 }
 
 func (r *renderer) stop() {
@@ -179,12 +197,22 @@ func (r *renderer) hooks() agentcore.Hooks {
 	}
 }
 
-// finish posts the answer, then writes the final status.
+// finish posts the answer, then writes the final status. A run that ran
+// commands before any status was posted gets its status (the commands and
+// their output) posted first, above the answer.
 func (r *renderer) finish(ctx context.Context, answer string) {
-	defer func() {
-		r.stop()
-		r.flush(ctx, true)
-	}()
+	r.stop()
+	r.mu.Lock()
+	posted, steps := r.postID != "", len(r.steps) > 0
+	r.mu.Unlock()
+	if posted {
+		defer r.flush(ctx, true)
+	} else if steps {
+		r.mu.Lock()
+		text := r.statusText(true)
+		r.mu.Unlock()
+		r.b.post(ctx, r.t, Post{Text: text})
+	}
 	answer = strings.TrimSpace(answer)
 	if answer == "" {
 		answer = "_(no answer)_"
