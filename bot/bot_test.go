@@ -1,0 +1,322 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/gate"
+	"github.com/thinbot/thinbot/store"
+)
+
+// fakeAdapter records what the bot posts; tests drive the bot's Handler
+// methods directly, as an adapter would.
+type fakeAdapter struct {
+	mu      sync.Mutex
+	posts   []fakePost
+	members map[string]bool
+	changed chan struct{}
+}
+
+type fakePost struct {
+	id     string
+	thread Thread
+	post   Post
+}
+
+func newFakeAdapter() *fakeAdapter {
+	return &fakeAdapter{members: map[string]bool{}, changed: make(chan struct{}, 1)}
+}
+
+func (f *fakeAdapter) Run(ctx context.Context, h Handler) error { <-ctx.Done(); return ctx.Err() }
+
+func (f *fakeAdapter) Post(_ context.Context, t Thread, p Post) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id := fmt.Sprintf("p%d", len(f.posts)+1)
+	f.posts = append(f.posts, fakePost{id: id, thread: t, post: p})
+	f.notify()
+	return id, nil
+}
+
+func (f *fakeAdapter) Update(_ context.Context, _ Thread, id string, p Post) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.posts {
+		if f.posts[i].id == id {
+			f.posts[i].post = p
+		}
+	}
+	f.notify()
+	return nil
+}
+
+func (f *fakeAdapter) IsMember(_ context.Context, _, user string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.members[user], nil
+}
+
+func (f *fakeAdapter) notify() {
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
+}
+
+// waitPost waits until a post in thread t satisfies ok and returns it.
+func (f *fakeAdapter) waitPost(t *testing.T, th Thread, ok func(Post) bool) fakePost {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		f.mu.Lock()
+		for _, p := range f.posts {
+			if p.thread == th && ok(p.post) {
+				f.mu.Unlock()
+				return p
+			}
+		}
+		f.mu.Unlock()
+		select {
+		case <-f.changed:
+		case <-time.After(20 * time.Millisecond):
+		case <-deadline:
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			t.Fatalf("no matching post in %v; posts: %+v", th, f.posts)
+		}
+	}
+}
+
+func contains(s string) func(Post) bool {
+	return func(p Post) bool { return strings.Contains(p.Text, s) }
+}
+
+// model answers with a tool call running cmd, then with "finished".
+type cmdModel struct{ cmd string }
+
+func (m cmdModel) Complete(_ context.Context, r agentcore.Request) (agentcore.Response, error) {
+	if last := r.Messages[len(r.Messages)-1]; last.Role == agentcore.RoleTool {
+		return agentcore.Response{Content: "finished: " + last.Content}, nil
+	}
+	args, _ := json.Marshal(map[string]string{"command": m.cmd, "reason": "because"})
+	return agentcore.Response{ToolCalls: []agentcore.ToolCall{{ID: "c1", Name: agentcore.ToolRun, Arguments: string(args)}}}, nil
+}
+
+type rig struct {
+	b   *Bot
+	ad  *fakeAdapter
+	db  *store.DB
+	dir string
+	ctx context.Context
+}
+
+func newRig(t *testing.T, model agentcore.Model, ch Channel, cfg Config) *rig {
+	t.Helper()
+	db, err := store.Open(filepath.Join(t.TempDir(), "events.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ag, err := agentcore.New(agentcore.Config{Store: db, Model: model, Policy: gate.DefaultPolicy(),
+		Exec: agentcore.ExecConfig{Environ: []string{"PATH=" + os.Getenv("PATH")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch.Agent = ag
+	ch.Workspace = t.TempDir()
+	ad := newFakeAdapter()
+	cfg.Adapter = ad
+	cfg.Channel = func(id string) (Channel, bool) { return ch, id == "C1" }
+	cfg.UpdateInterval = 10 * time.Millisecond
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { b.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &rig{b: b, ad: ad, db: db, dir: ch.Workspace, ctx: ctx}
+}
+
+var (
+	alice = User{ID: "U1", Name: "alice"}
+	bob   = User{ID: "U2", Name: "bob"}
+	eve   = User{ID: "U3", Name: "eve"}
+	th1   = Thread{Platform: "fake", Channel: "C1", Root: "R1"}
+)
+
+func (r *rig) say(u User, th Thread, id, text string, mention bool) {
+	r.b.HandleMessage(r.ctx, Message{Thread: th, ID: id, User: u, Text: text, Mentioned: mention})
+}
+
+func TestApprovalRules(t *testing.T) {
+	r := newRig(t, cmdModel{cmd: "touch approved.txt"}, Channel{Approvers: []string{"bob", "U1"}, TwoPerson: true}, Config{})
+	r.say(alice, th1, "m1", "make the file", true)
+	req := r.ad.waitPost(t, th1, func(p Post) bool { return len(p.Buttons) == 2 })
+	if !strings.Contains(req.post.Text, "touch approved.txt") || !strings.Contains(req.post.Text, "because") {
+		t.Errorf("approval message = %q", req.post.Text)
+	}
+	click := func(u User, action string) ClickResult {
+		return r.b.HandleClick(r.ctx, Click{Thread: th1, PostID: req.id, ActionID: action, Value: req.post.Value, User: u})
+	}
+	if res := click(eve, ActionApprove); !strings.Contains(res.Ephemeral, "not an approver") || res.Update != nil {
+		t.Errorf("non-approver click = %+v", res)
+	}
+	if res := click(alice, ActionApprove); !strings.Contains(res.Ephemeral, "two-person") {
+		t.Errorf("requester's own click = %+v", res)
+	}
+	if _, err := os.Stat(filepath.Join(r.dir, "approved.txt")); err == nil {
+		t.Fatal("the command ran before an authorised approval")
+	}
+	res := click(bob, ActionApprove)
+	if res.Update == nil || !strings.Contains(res.Update.Text, "Approved") || !strings.Contains(res.Update.Text, "bob") || len(res.Update.Buttons) != 0 {
+		t.Fatalf("approver click = %+v", res)
+	}
+	if res := click(bob, ActionDeny); !strings.Contains(res.Ephemeral, "no longer open") {
+		t.Errorf("second click = %+v", res)
+	}
+	r.ad.waitPost(t, th1, contains("finished: exit code: 0"))
+	if _, err := os.Stat(filepath.Join(r.dir, "approved.txt")); err != nil {
+		t.Error("the approved command did not run")
+	}
+	// The chain holds the refused clicks, the decision and the result, in order.
+	var kinds []string
+	for e := range r.db.Events(th1.Key(), 1) {
+		switch e.Type {
+		case agentcore.EvNote:
+			var p agentcore.NotePayload
+			json.Unmarshal(e.Payload, &p)
+			kinds = append(kinds, p.Kind)
+		case agentcore.EvApprovalAsked, agentcore.EvApprovalDecided, agentcore.EvToolResult:
+			kinds = append(kinds, e.Type)
+		}
+	}
+	want := "approval_requested approval_posted click_refused click_refused approval_decision tool_result"
+	if got := strings.Join(kinds, " "); got != want {
+		t.Errorf("chain = %s\nwant    %s", got, want)
+	}
+}
+
+func TestAnyMemberMayApprove(t *testing.T) {
+	r := newRig(t, cmdModel{cmd: "touch x"}, Channel{AnyMember: true}, Config{})
+	r.ad.members["U2"] = true
+	r.say(alice, th1, "m1", "go", true)
+	req := r.ad.waitPost(t, th1, func(p Post) bool { return len(p.Buttons) == 2 })
+	if res := r.b.HandleClick(r.ctx, Click{PostID: req.id, ActionID: ActionDeny, Value: req.post.Value, User: eve}); !strings.Contains(res.Ephemeral, "members") {
+		t.Errorf("non-member click = %+v", res)
+	}
+	res := r.b.HandleClick(r.ctx, Click{PostID: req.id, ActionID: ActionDeny, Value: req.post.Value, User: bob})
+	if res.Update == nil || !strings.Contains(res.Update.Text, "Denied") {
+		t.Fatalf("member's deny = %+v", res)
+	}
+	r.ad.waitPost(t, th1, contains("finished: not run: the approval was refused"))
+}
+
+func TestUnansweredRequestExpires(t *testing.T) {
+	r := newRig(t, cmdModel{cmd: "touch x"}, Channel{Approvers: []string{"bob"}}, Config{ApprovalTimeout: 50 * time.Millisecond})
+	r.say(alice, th1, "m1", "go", true)
+	r.ad.waitPost(t, th1, contains("Expired"))
+	r.ad.waitPost(t, th1, contains("finished: not run"))
+	if _, err := os.Stat(filepath.Join(r.dir, "x")); err == nil {
+		t.Error("an expired request ran")
+	}
+}
+
+func TestStopCancelsTheRunAndKeepsTheSession(t *testing.T) {
+	r := newRig(t, cmdModel{cmd: "sleep 60"}, Channel{AllowAll: true}, Config{})
+	r.say(alice, th1, "m1", "wait a minute", true)
+	r.ad.waitPost(t, th1, contains("sleep 60"))
+	r.say(eve, th1, "m2", "/stop", true) // not a participant, not an approver
+	r.ad.waitPost(t, th1, contains("Only people taking part"))
+	r.say(alice, th1, "m3", "/stop", true)
+	r.ad.waitPost(t, th1, contains("Stopped by `/stop`"))
+}
+
+func TestMessagesDuringARunAreQueuedAndDeduplicated(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var seen []string
+	model := funcModel(func(r agentcore.Request) (agentcore.Response, error) {
+		last := r.Messages[len(r.Messages)-1].Content
+		mu.Lock()
+		seen = append(seen, last)
+		mu.Unlock()
+		if last == "first" {
+			<-release
+		}
+		return agentcore.Response{Content: "answer to " + last}, nil
+	})
+	r := newRig(t, model, Channel{}, Config{})
+	r.say(alice, th1, "m1", "first", true)
+	r.say(alice, th1, "m2", "second", false) // a reply in the session's thread, no mention needed
+	r.say(alice, th1, "m2", "second", false) // redelivered: ignored
+	r.ad.waitPost(t, th1, contains("Queued"))
+	close(release)
+	r.ad.waitPost(t, th1, contains("answer to second"))
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(seen, ",") != "first,second" {
+		t.Errorf("model saw %v", seen)
+	}
+}
+
+func TestIgnoresWhatIsNotForIt(t *testing.T) {
+	model := funcModel(func(agentcore.Request) (agentcore.Response, error) {
+		t.Error("the model was called")
+		return agentcore.Response{}, nil
+	})
+	r := newRig(t, model, Channel{}, Config{Users: []string{"alice"}})
+	r.say(alice, Thread{Platform: "fake", Channel: "C1", Root: "R9"}, "m1", "no mention, new thread", false)
+	r.say(alice, Thread{Platform: "fake", Channel: "C2", Root: "R1"}, "m2", "unconfigured channel", true)
+	r.b.HandleMessage(r.ctx, Message{Thread: th1, ID: "m3", User: bob, Text: "from a bot", Mentioned: true, FromBot: true})
+	r.say(eve, th1, "m4", "not allowed", true)
+	r.ad.waitPost(t, th1, contains("not allowed to use this bot"))
+	r.ad.mu.Lock()
+	defer r.ad.mu.Unlock()
+	if n := len(r.ad.posts); n != 1 {
+		t.Errorf("%d posts, want only the refusal", n)
+	}
+}
+
+func TestRestartExpiresPendingRequests(t *testing.T) {
+	ad := newFakeAdapter()
+	b, _ := New(Config{Adapter: ad, Channel: func(string) (Channel, bool) { return Channel{}, false }})
+	b.Recover(t.Context(), agentcore.Unfinished{
+		Approvals: []agentcore.PendingApproval{{Session: th1.Key(), RequestID: "r7", Command: "touch x", PostID: "p1"}},
+		Runs:      []string{th1.Key()},
+	})
+	ad.mu.Lock()
+	defer ad.mu.Unlock()
+	if len(ad.posts) != 1 || !strings.Contains(ad.posts[0].post.Text, "interrupted") {
+		t.Errorf("posts = %+v", ad.posts)
+	}
+	if res := b.HandleClick(t.Context(), Click{Value: "r7", ActionID: ActionApprove, User: bob}); !strings.Contains(res.Ephemeral, "no longer open") {
+		t.Errorf("click on an old request = %+v", res)
+	}
+}
+
+func TestThreadOfRoundTrip(t *testing.T) {
+	for _, th := range []Thread{th1, {Platform: "slack", Channel: "C0ABC", Root: "1700000000.000100"}} {
+		if got, ok := ThreadOf(th.Key()); !ok || got != th {
+			t.Errorf("ThreadOf(%q) = %v, %v", th.Key(), got, ok)
+		}
+	}
+	for _, bad := range []string{"", "a/b", "a//c", "/b/c"} {
+		if _, ok := ThreadOf(bad); ok {
+			t.Errorf("ThreadOf(%q) succeeded", bad)
+		}
+	}
+}
+
+type funcModel func(agentcore.Request) (agentcore.Response, error)
+
+func (f funcModel) Complete(_ context.Context, r agentcore.Request) (agentcore.Response, error) { return f(r) }
