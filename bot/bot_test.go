@@ -319,4 +319,6 @@ func TestThreadOfRoundTrip(t *testing.T) {
 
 type funcModel func(agentcore.Request) (agentcore.Response, error)
 
-func (f funcModel) Complete(_ context.Context, r agentcore.Request) (agentcore.Response, error) { return f(r) }
+func (f funcModel) Complete(_ context.Context, r agentcore.Request) (agentcore.Response, error) {
+	return f(r)
+}
