@@ -360,8 +360,13 @@ func (c *slackChat) Connected() bool {
 }
 
 // CutConnection drops the sockets. Slack offers no way to keep thinbot from
-// reconnecting, and needs none: events wait for the next socket.
-func (c *slackChat) CutConnection() { c.f.DropSockets() }
+// reconnecting, and needs none: events wait for the next socket. The ack of
+// the next envelope is lost as well, so that one is delivered again.
+func (c *slackChat) CutConnection() {
+	c.f.SetAckTimeout(500 * time.Millisecond)
+	c.f.DropAcks(1)
+	c.f.DropSockets()
+}
 func (c *slackChat) Restore()       {}
 
 func (c *slackChat) Dump() string {
