@@ -367,7 +367,7 @@ func (c *slackChat) CutConnection() {
 	c.f.DropAcks(1)
 	c.f.DropSockets()
 }
-func (c *slackChat) Restore()       {}
+func (c *slackChat) Restore() {}
 
 func (c *slackChat) Dump() string {
 	var b strings.Builder
