@@ -225,8 +225,8 @@ func scApprovalExpires(t *testing.T, newChat func(*testing.T) chatSide) {
 	if fileExists(filepath.Join(r.ws, "expired.txt")) {
 		t.Error("an expired request ran")
 	}
-	if out := lastToolResult(m.Requests()[1]); out == "" || strings.Contains(out, "expired.txt:") {
-		t.Errorf("the model was told %q", out)
+	if out := lastToolResult(m.Requests()[1]); !strings.Contains(out, "not run") || !strings.Contains(out, "expired") {
+		t.Errorf("the model was told %q, want that the command was not run because the request expired", out)
 	}
 
 	r.stop()
@@ -358,6 +358,19 @@ func scConnectionLossMidRun(t *testing.T, chat chatSide, cut func(chatSide)) {
 	}
 	if n := len(m.Requests()); n != 3 {
 		t.Errorf("the model was called %d times, want 3 (one per message)", n)
+	}
+	if mc, ok := chat.(*mmChat); ok {
+		// The posts made while the WebSocket was refused reached thinbot
+		// only through the catch-up read.
+		caughtUp := false
+		for _, req := range mc.s.Requests() {
+			if req.Method == http.MethodGet && req.Path == "/api/v4/channels/"+ops+"/posts" && strings.Contains(req.RawQuery, "since=") {
+				caughtUp = true
+			}
+		}
+		if !caughtUp {
+			t.Error("thinbot did not read the channel's posts since the drop")
+		}
 	}
 	if sc, ok := chat.(*slackChat); ok {
 		redelivered := 0
