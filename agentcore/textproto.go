@@ -24,7 +24,8 @@ type TextAction struct {
 }
 
 // ParseTextReply reads a text-protocol reply: fenced blocks tagged bash, sh,
-// shell, console or untagged are shell blocks; a line "agent-done" outside a
+// shell or zsh are shell blocks (an untagged block is text: models quote
+// output in them, and quoted output must never run); a line "agent-done" outside a
 // block, or a shell block holding only agent-done, finishes a goal. It never
 // fails: a reply without a block is a final answer.
 func ParseTextReply(s string) TextAction {
@@ -102,7 +103,7 @@ func shellInfo(info string) bool {
 		info = strings.ToLower(f[0])
 	}
 	switch info {
-	case "", "bash", "sh", "shell", "console", "zsh":
+	case "bash", "sh", "shell", "zsh":
 		return true
 	}
 	return false

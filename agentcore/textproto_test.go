@@ -12,7 +12,9 @@ func TestParseTextReply(t *testing.T) {
 	}{
 		{"plain answer", "The disk is fine.", TextAction{}},
 		{"bash block", "Check disks.\n```bash\ndf -h\n```\n", TextAction{Command: "df -h", Blocks: 1}},
-		{"untagged block", "```\nuptime\n```", TextAction{Command: "uptime", Blocks: 1}},
+		{"untagged block is quoted text", "```\nuptime\n```", TextAction{}},
+		{"quoted output then command", "Output was:\n```\n/dev/vda 15% /\n```\n```bash\ndf -i\n```", TextAction{Command: "df -i", Blocks: 1}},
+		{"console block is not run", "```console\n$ rm -rf /tmp/x\n```", TextAction{}},
 		{"sh tilde fence", "~~~sh\nls -la\n~~~", TextAction{Command: "ls -la", Blocks: 1}},
 		{"two blocks, first runs", "```bash\na\n```\nthen\n```bash\nb\n```", TextAction{Command: "a", Blocks: 2}},
 		{"python block ignored", "```python\nprint(1)\n```", TextAction{}},
@@ -24,6 +26,7 @@ func TestParseTextReply(t *testing.T) {
 		{"unclosed block runs", "```bash\nuptime", TextAction{Command: "uptime", Blocks: 1}},
 		{"CRLF", "```bash\r\nfree -m\r\n```\r\n", TextAction{Command: "free -m", Blocks: 1}},
 		{"longer fence", "````bash\necho '```'\n````", TextAction{Command: "echo '```'", Blocks: 1}},
+		{"fence inside untagged block", "````\n```bash\nrm x\n```\n````", TextAction{}},
 		{"empty block", "```bash\n```", TextAction{}},
 		{"inline code is not a block", "Run `df -h` yourself.", TextAction{}},
 	}
@@ -37,7 +40,7 @@ func TestParseTextReply(t *testing.T) {
 }
 
 func FuzzParseTextReply(f *testing.F) {
-	for _, s := range []string{"```bash\ndf -h\n```", "agent-done", "~~~\nx\n~~~", "````\n```\n````", "```bash\nuptime"} {
+	for _, s := range []string{"```bash\ndf -h\n```", "agent-done", "~~~sh\nx\n~~~", "````\n```\n````", "```bash\nuptime"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
