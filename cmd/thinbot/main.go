@@ -56,11 +56,19 @@ func commands() []command {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	stopOn := []os.Signal{syscall.SIGTERM}
+	if len(os.Args) > 1 && (os.Args[1] == "ask" || os.Args[1] == "chat" || os.Args[1] == "goal") {
+		// The terminal modes give Ctrl+C its own meaning: interrupt the
+		// current model call or command, keep the session.
+		ints := make(chan os.Signal, 4)
+		signal.Notify(ints, os.Interrupt)
+		e.interrupts = ints
+	} else {
+		stopOn = append(stopOn, os.Interrupt)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), stopOn...)
 	defer stop()
-	ints := make(chan os.Signal, 4)
-	signal.Notify(ints, os.Interrupt)
-	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, interrupts: ints}
 	if err := run(ctx, e, os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "thinbot:", err)
 		var ec exitCoder
