@@ -27,7 +27,9 @@ type daemonConfig struct {
 		TextProtocol  bool    `yaml:"text_protocol"`
 		FeedReasoning bool    `yaml:"feed_reasoning"`
 		CompactAt     float64 `yaml:"compact_at"`
-		Timeout       string  `yaml:"timeout"`
+		// CompactPromptFile replaces the built-in compaction prompt.
+		CompactPromptFile string `yaml:"compact_prompt_file"`
+		Timeout           string `yaml:"timeout"`
 		// MaxRetries is how often a failed model call is retried (429,
 		// 5xx, connection loss); unset means the client's default (4),
 		// 0 means no retry.
@@ -185,6 +187,11 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 	if c.InstructionsFile != "" {
 		if _, err := os.Stat(c.InstructionsFile); err != nil {
 			bad("instructions_file: %v", err)
+		}
+	}
+	if c.Model.CompactPromptFile != "" {
+		if _, err := os.Stat(c.Model.CompactPromptFile); err != nil {
+			bad("model.compact_prompt_file: %v", err)
 		}
 	}
 	parse := func(key, s string, def time.Duration) time.Duration {

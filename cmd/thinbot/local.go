@@ -109,6 +109,19 @@ func skillDirs(e *env, dir string) []string {
 	return append(dirs, filepath.Join(dir, "skills"))
 }
 
+// configDir is the terminal front end's config folder: $THINBOT_CONFIG_DIR,
+// else $XDG_CONFIG_HOME/thinbot, else ~/.config/thinbot. Its AGENT.md is the
+// global instruction layer and its COMPACT.md replaces the compaction prompt.
+func configDir(e *env) string {
+	if d := e.getenv("THINBOT_CONFIG_DIR"); d != "" {
+		return d
+	}
+	if d := e.getenv("XDG_CONFIG_HOME"); d != "" {
+		return filepath.Join(d, "thinbot")
+	}
+	return filepath.Join(e.getenv("HOME"), ".config", "thinbot")
+}
+
 func skillProbe(e *env) skills.Probe {
 	return skills.Probe{Getenv: e.getenv, UID: -1}
 }
@@ -161,9 +174,11 @@ func openLocal(e *env, f *localFlags) (*local, error) {
 	set := skills.Load(skillDirs(e, dir), skills.Options{Probe: skillProbe(e), Logger: logger})
 	agent, err := agentcore.New(agentcore.Config{
 		Store: db, Model: model, Policy: policy, Skills: set, TextProtocol: f.text, ContextWindow: window,
-		Exec:    agentcore.ExecConfig{Timeout: f.timeout, Environ: os.Environ()},
-		Budgets: agentcore.Budgets{MaxSteps: f.maxSteps},
-		Logger:  logger,
+		GlobalInstructions: readText(filepath.Join(configDir(e), "AGENT.md")),
+		CompactPrompt:      readText(filepath.Join(configDir(e), "COMPACT.md")),
+		Exec:               agentcore.ExecConfig{Timeout: f.timeout, Environ: os.Environ()},
+		Budgets:            agentcore.Budgets{MaxSteps: f.maxSteps},
+		Logger:             logger,
 	})
 	if err != nil {
 		db.Close()

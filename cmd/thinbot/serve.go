@@ -96,6 +96,10 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if c.InstructionsFile != "" {
 		global = readText(c.InstructionsFile)
 	}
+	compactPrompt := ""
+	if c.Model.CompactPromptFile != "" {
+		compactPrompt = readText(c.Model.CompactPromptFile)
+	}
 
 	// One Agent per workspace: its skills are the configured dirs, then the
 	// workspace's ./skills.
@@ -108,7 +112,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 			dirs := append(append([]string(nil), c.SkillsDirs...), filepath.Join(ws, "skills"))
 			set := skills.Load(dirs, skills.Options{Probe: skills.Probe{Getenv: e.getenv, UID: -1}, Logger: logger})
 			ag, err = agentcore.New(agentcore.Config{
-				Store: db, Model: model, Policy: policy, Skills: set, GlobalInstructions: global,
+				Store: db, Model: model, Policy: policy, Skills: set, GlobalInstructions: global, CompactPrompt: compactPrompt,
 				TextProtocol: c.Model.TextProtocol, ContextWindow: c.Model.ContextWindow, CompactAt: c.Model.CompactAt,
 				Exec: agentcore.ExecConfig{Timeout: d.command, Environ: os.Environ(), AllowEnv: c.EnvAllow},
 				Budgets: agentcore.Budgets{MaxSteps: c.Budgets.MaxSteps, MaxModelCalls: c.Budgets.MaxModelCalls,
