@@ -413,7 +413,15 @@ func (b *Bot) Recover(ctx context.Context, u agentcore.Unfinished) {
 			continue
 		}
 		b.cfg.Metrics.approval("expired")
-		b.update(ctx, t, pa.PostID, Post{Text: fmt.Sprintf("**Expired** — thinbot restarted before anyone decided. Nothing was run.\n```\n%s\n```", pa.Command)})
+		text := fmt.Sprintf("**Expired** — thinbot restarted before anyone decided. Nothing was run.\n```\n%s\n```", pa.Command)
+		if pa.PostID == "" {
+			// The process died between posting the buttons and recording
+			// the post: say so in the thread, since the old message
+			// cannot be found (its buttons are refused anyway).
+			b.post(ctx, t, Post{Text: text + fmt.Sprintf("\n(request `%s`; its buttons no longer work)", pa.RequestID)})
+			continue
+		}
+		b.update(ctx, t, pa.PostID, Post{Text: text})
 	}
 	for _, sid := range u.Runs {
 		t, ok := ThreadOf(sid)

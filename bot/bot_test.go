@@ -291,12 +291,13 @@ func TestRestartExpiresPendingRequests(t *testing.T) {
 	ad := newFakeAdapter()
 	b, _ := New(Config{Adapter: ad, Channel: func(string) (Channel, bool) { return Channel{}, false }})
 	b.Recover(t.Context(), agentcore.Unfinished{
-		Approvals: []agentcore.PendingApproval{{Session: th1.Key(), RequestID: "r7", Command: "touch x", PostID: "p1"}},
-		Runs:      []string{th1.Key()},
+		Approvals: []agentcore.PendingApproval{{Session: th1.Key(), RequestID: "r7", Command: "touch x", PostID: "p1"},
+			{Session: th1.Key(), RequestID: "r9", Command: "touch y"}},
+		Runs: []string{th1.Key()},
 	})
 	ad.mu.Lock()
 	defer ad.mu.Unlock()
-	if len(ad.posts) != 1 || !strings.Contains(ad.posts[0].post.Text, "interrupted") {
+	if len(ad.posts) != 2 || !strings.Contains(ad.posts[0].post.Text, "r9") || !strings.Contains(ad.posts[1].post.Text, "interrupted") {
 		t.Errorf("posts = %+v", ad.posts)
 	}
 	if res := b.HandleClick(t.Context(), Click{Value: "r7", ActionID: ActionApprove, User: bob}); !strings.Contains(res.Ephemeral, "no longer open") {
