@@ -239,15 +239,38 @@ type Result struct {
 	LastSeq uint64
 }
 
+// maxCachedSessions bounds the projections kept in memory; an evicted
+// session is read back from the store when it is next used.
+const maxCachedSessions = 2000
+
 func (a *Agent) session(id string) (*session, error) {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	s, ok := a.state[id]
 	if !ok {
+		if len(a.state) >= maxCachedSessions {
+			a.evict()
+		}
 		s = &session{}
 		a.state[id] = s
 	}
-	a.mu.Unlock()
 	return s, nil
+}
+
+// evict drops the cached projections of idle sessions, about half of the
+// cache. The caller holds a.mu.
+func (a *Agent) evict() {
+	n := 0
+	for id, s := range a.state {
+		if n >= maxCachedSessions/2 {
+			return
+		}
+		if s.mu.TryLock() {
+			delete(a.state, id)
+			s.mu.Unlock()
+			n++
+		}
+	}
 }
 
 // load brings the session's projection up to date with the chain. The
