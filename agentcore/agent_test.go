@@ -553,3 +553,33 @@ func TestRecoverClosesPendingApprovalsAndRuns(t *testing.T) {
 		t.Errorf("second Recover = %+v, want nothing", u)
 	}
 }
+
+func TestMessagesViewsAreNotChangedByLaterEvents(t *testing.T) {
+	ev := func(seq uint64, typ string, payload any) store.Event {
+		return store.Event{Seq: seq, Type: typ, Payload: mustJSON(payload)}
+	}
+	var p Projector
+	p.Apply(ev(1, EvSystemPrompt, systemPromptPayload{Text: "sys one"}))
+	p.Apply(ev(2, EvUserMessage, userMessagePayload{Text: "q1"}))
+	p.Apply(ev(3, EvAssistantMessage, assistantPayload{Content: "a1", Protocol: "tools"}))
+	view := p.Messages()
+	before, _ := json.Marshal(view)
+	if p.Tokens() != EstimateTokens(view) {
+		t.Errorf("Tokens() = %d, EstimateTokens = %d", p.Tokens(), EstimateTokens(view))
+	}
+	p.Apply(ev(4, EvUserMessage, userMessagePayload{Text: "q2"}))
+	_ = append(view, Message{Role: RoleUser, Content: "caller's own"}) // must not leak into p
+	p.Apply(ev(5, EvSystemPrompt, systemPromptPayload{Text: "sys two"}))
+	p.Apply(ev(6, EvCompacted, compactedPayload{Summary: "S", UpToSeq: 3}))
+	after, _ := json.Marshal(view)
+	if string(before) != string(after) {
+		t.Errorf("an earlier view changed:\n%s\n%s", before, after)
+	}
+	got := p.Messages()
+	if len(got) != 3 || got[0].Content != "sys two" || !strings.Contains(got[1].Content, "S") || got[2].Content != "q2" {
+		t.Errorf("Messages after compaction = %+v", got)
+	}
+	if p.Tokens() != EstimateTokens(got) {
+		t.Errorf("Tokens() = %d, EstimateTokens = %d", p.Tokens(), EstimateTokens(got))
+	}
+}

@@ -124,22 +124,28 @@ func readLimited(path string, limit int64) string {
 func EstimateTokens(msgs []Message) int {
 	n := 0
 	for _, m := range msgs {
-		n += len(m.Content) + len(m.Reasoning) + 8
-		for _, c := range m.ToolCalls {
-			n += len(c.Name) + len(c.Arguments) + 8
-		}
+		n += msgBytes(m)
 	}
 	return (n + 3) / 4
+}
+
+// msgBytes is a message's size for EstimateTokens.
+func msgBytes(m Message) int {
+	n := len(m.Content) + len(m.Reasoning) + 8
+	for _, c := range m.ToolCalls {
+		n += len(c.Name) + len(c.Arguments) + 8
+	}
+	return n
 }
 
 // maybeCompact compacts the session when its projection exceeds the
 // configured share of the context window, or always when force is set.
 func (a *Agent) maybeCompact(ctx context.Context, rs *runState, force bool) error {
-	msgs := rs.s.proj.Messages()
-	before := EstimateTokens(msgs)
+	before := rs.s.proj.Tokens()
 	if !force && float64(before) < a.cfg.CompactAt*float64(a.cfg.ContextWindow) {
 		return nil
 	}
+	msgs := rs.s.proj.Messages()
 	if len(msgs) < 3 {
 		return nil // nothing to summarise beyond the prompt and one message
 	}

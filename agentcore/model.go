@@ -48,6 +48,8 @@ type Tool struct {
 
 // Request is one chat-completion call.
 type Request struct {
+	// Messages may share memory with the session's projection: a Model
+	// reads them and must not change them.
 	Messages []Message
 	// Tools offered to the model. Nil means the text protocol: no tools are
 	// sent and the model answers in plain text.

@@ -31,8 +31,13 @@ func Project(events []store.Event) []Message {
 // is ready to use. A Projector is not safe for concurrent use.
 type Projector struct {
 	system string
-	msgs   []Message
-	seqs   []uint64 // the sequence number of the event behind each of msgs
+	// msgs starts with a slot for the system prompt, then the history.
+	// Messages hands out views of it without copying: appends only write
+	// past the end of every view handed out, and anything that replaces
+	// earlier messages builds a new array.
+	msgs  []Message
+	seqs  []uint64 // the sequence number of the event behind each of msgs (0 for the slot)
+	bytes int      // msgBytes summed over msgs, for Tokens
 	branch int
 	text   bool // the session switched to the text protocol
 	// open holds tool calls of the last assistant message still waiting for a result.
@@ -52,7 +57,8 @@ func (p *Projector) System() string { return p.system }
 func (p *Projector) Apply(e store.Event) {
 	if e.Branch > p.branch {
 		// A new branch leaves everything before it out of the projection.
-		p.branch, p.msgs, p.seqs, p.open = e.Branch, nil, nil, nil
+		p.branch, p.open = e.Branch, nil
+		p.reset(nil, nil)
 	}
 	if e.Branch < p.branch {
 		return
@@ -62,11 +68,13 @@ func (p *Projector) Apply(e store.Event) {
 		var v systemPromptPayload
 		if decode(e, &v) {
 			p.system = v.Text
+			p.reset(p.history())
 		}
 	case EvProtocolSwitch:
 		p.text = true
 	case EvClear:
-		p.msgs, p.seqs, p.open = nil, nil, nil
+		p.open = nil
+		p.reset(nil, nil)
 	case EvCompacted:
 		var v compactedPayload
 		if !decode(e, &v) {
@@ -74,19 +82,19 @@ func (p *Projector) Apply(e store.Event) {
 		}
 		// The summary replaces every message up to UpToSeq; later ones
 		// (the question being worked on) stay after it.
-		keep := len(p.seqs)
-		for i, sq := range p.seqs {
+		msgs, seqs := p.history()
+		keep := len(seqs)
+		for i, sq := range seqs {
 			if sq > v.UpToSeq {
 				keep = i
 				break
 			}
 		}
-		msgs := append([]Message{{Role: RoleUser, Content: summaryPrefix + v.Summary}}, p.msgs[keep:]...)
-		seqs := append([]uint64{e.Seq}, p.seqs[keep:]...)
-		p.msgs, p.seqs = msgs, seqs
-		if keep == len(p.seqs) {
+		if keep == len(seqs) {
 			p.open = nil
 		}
+		p.reset(append([]Message{{Role: RoleUser, Content: summaryPrefix + v.Summary}}, msgs[keep:]...),
+			append([]uint64{e.Seq}, seqs[keep:]...))
 	case EvUserMessage:
 		var v userMessagePayload
 		if decode(e, &v) {
@@ -141,8 +149,33 @@ func (p *Projector) closeOpen(seq uint64) {
 }
 
 func (p *Projector) add(seq uint64, m Message) {
+	if p.msgs == nil {
+		p.reset(nil, nil)
+	}
 	p.msgs = append(p.msgs, m)
 	p.seqs = append(p.seqs, seq)
+	p.bytes += msgBytes(m)
+}
+
+// history returns the messages after the system slot (shared, not copied).
+func (p *Projector) history() ([]Message, []uint64) {
+	if len(p.msgs) == 0 {
+		return nil, nil
+	}
+	return p.msgs[1:], p.seqs[1:]
+}
+
+// reset rebuilds msgs in a new array: the system slot, then history.
+func (p *Projector) reset(history []Message, seqs []uint64) {
+	msgs := make([]Message, 0, len(history)+16)
+	msgs = append(msgs, Message{Role: RoleSystem, Content: p.system})
+	msgs = append(msgs, history...)
+	p.msgs = msgs
+	p.seqs = append(append(make([]uint64, 0, len(seqs)+16), 0), seqs...)
+	p.bytes = 0
+	for _, m := range p.msgs {
+		p.bytes += msgBytes(m)
+	}
 }
 
 // lastUser returns the index in Messages() of the newest user message that
@@ -150,29 +183,46 @@ func (p *Projector) add(seq uint64, m Message) {
 // there is none.
 func (p *Projector) lastUser() (idx int, seq uint64, ok bool) {
 	off := 0
-	if p.system != "" {
+	if p.system == "" {
 		off = 1
 	}
-	for i := len(p.msgs) - 1; i >= 0; i-- {
+	for i := len(p.msgs) - 1; i >= 1; i-- {
 		if p.msgs[i].Role == RoleUser {
-			return i + off, p.seqs[i], true
+			return i - off, p.seqs[i], true
 		}
 	}
 	return 0, 0, false
 }
 
-// Messages returns the system prompt followed by the projected messages. The
-// returned slice is a fresh copy; callers may append to it.
+// Messages returns the system prompt followed by the projected messages.
+// The slice shares memory with the Projector: callers must not change its
+// elements, but may append to it (its capacity ends at its length, so an
+// append copies). It costs nothing however long the session is.
 func (p *Projector) Messages() []Message {
-	out := make([]Message, 0, len(p.msgs)+1+len(p.open))
-	if p.system != "" {
-		out = append(out, Message{Role: RoleSystem, Content: p.system})
+	if p.msgs == nil {
+		p.reset(nil, nil)
 	}
-	out = append(out, p.msgs...)
+	out := p.msgs
+	if p.system == "" {
+		out = out[1:]
+	}
+	out = out[:len(out):len(out)]
 	for _, c := range p.open {
 		out = append(out, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, Content: interruptedResult})
 	}
 	return out
+}
+
+// Tokens is EstimateTokens(p.Messages()), kept up to date as events apply.
+func (p *Projector) Tokens() int {
+	n := p.bytes
+	if p.system == "" && len(p.msgs) > 0 {
+		n -= msgBytes(p.msgs[0])
+	}
+	for _, c := range p.open {
+		n += msgBytes(Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, Content: interruptedResult})
+	}
+	return (n + 3) / 4
 }
 
 // decode reads an event's payload; an undecodable payload (which verify
