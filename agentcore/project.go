@@ -35,9 +35,9 @@ type Projector struct {
 	// Messages hands out views of it without copying: appends only write
 	// past the end of every view handed out, and anything that replaces
 	// earlier messages builds a new array.
-	msgs  []Message
-	seqs  []uint64 // the sequence number of the event behind each of msgs (0 for the slot)
-	bytes int      // msgBytes summed over msgs, for Tokens
+	msgs   []Message
+	seqs   []uint64 // the sequence number of the event behind each of msgs (0 for the slot)
+	bytes  int      // msgBytes summed over msgs, for Tokens
 	branch int
 	text   bool // the session switched to the text protocol
 	// open holds tool calls of the last assistant message still waiting for a result.
