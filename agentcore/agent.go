@@ -59,7 +59,13 @@ type Config struct {
 	// SkillIndexShare is the share of the context window the skill index may
 	// take; 0 means 0.02 (as Codex does).
 	SkillIndexShare float64
-	Logger          *slog.Logger
+	// Secrets are values (the model API key, chat tokens) replaced by
+	// [REDACTED] wherever they appear in command output or a file read, so
+	// that even an approved `cat` of a token file cannot carry them to the
+	// model, the chat or the audit log. Values shorter than 8 bytes are
+	// ignored.
+	Secrets []string
+	Logger  *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -122,6 +128,13 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.SkillIndexShare <= 0 {
 		cfg.SkillIndexShare = 0.02
 	}
+	var secrets []string
+	for _, v := range cfg.Secrets {
+		if len(v) >= 8 {
+			secrets = append(secrets, v)
+		}
+	}
+	cfg.Secrets = secrets
 	if ro := cfg.Skills.ReadOnlyScripts(); len(ro) > 0 {
 		cfg.Policy = cfg.Policy.WithReadOnlyScripts(ro...)
 	}
@@ -713,7 +726,7 @@ func (a *Agent) runCommand(ctx context.Context, rs *runState, call ToolCall, com
 		a.hookResult(rs, info, content, true)
 		return content, true, nil, nil
 	}
-	content := formatExec(ex, a.cfg.Exec.ViewLimit)
+	content := a.redact(formatExec(ex, a.cfg.Exec.ViewLimit))
 	isErr := ex.ExitCode != 0 || ex.TimedOut || ex.Cancelled
 	a.hookResult(rs, info, content, isErr)
 	return content, isErr, &ex, nil
@@ -742,6 +755,16 @@ func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > 80 {
 		s = s[:77] + "..."
+	}
+	return s
+}
+
+// redact replaces the configured secret values in s.
+func (a *Agent) redact(s string) string {
+	for _, v := range a.cfg.Secrets {
+		if strings.Contains(s, v) {
+			s = strings.ReplaceAll(s, v, "[REDACTED]")
+		}
 	}
 	return s
 }

@@ -583,3 +583,24 @@ func TestMessagesViewsAreNotChangedByLaterEvents(t *testing.T) {
 		t.Errorf("Tokens() = %d, EstimateTokens = %d", p.Tokens(), EstimateTokens(got))
 	}
 }
+
+func TestSecretsAreRedactedFromOutput(t *testing.T) {
+	var saw string
+	f := newFixture(t, Config{Secrets: []string{"xoxb-very-secret-token", "short"}},
+		runCmd("echo token=xoxb-very-secret-token; echo short"),
+		func(r Request) (Response, error) {
+			saw = lastToolContent(r)
+			return Response{Content: "ok"}, nil
+		})
+	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: f.dir, AllowAll: true}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(saw, "xoxb-very-secret-token") || !strings.Contains(saw, "token=[REDACTED]") || !strings.Contains(saw, "short") {
+		t.Errorf("model saw %q", saw)
+	}
+	for _, e := range f.events(t, "s") {
+		if strings.Contains(string(e.Payload), "xoxb-very-secret-token") && e.Type != EvAssistantMessage && e.Type != EvGateDecision {
+			t.Errorf("%s event holds the secret: %s", e.Type, e.Payload)
+		}
+	}
+}

@@ -229,6 +229,7 @@ func (a *Agent) readFile(ctx context.Context, rs *runState, call ToolCall, args 
 		return refusal, true, nil
 	}
 	content, isErr := readLines(path, args.Offset, args.Limit)
+	content = a.redact(content)
 	a.hookResult(rs, info, content, isErr)
 	return content, isErr, nil
 }

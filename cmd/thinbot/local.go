@@ -175,6 +175,7 @@ func openLocal(e *env, f *localFlags) (*local, error) {
 	agent, err := agentcore.New(agentcore.Config{
 		Store: db, Model: model, Policy: policy, Skills: set, TextProtocol: f.text, ContextWindow: window,
 		GlobalInstructions: readText(filepath.Join(configDir(e), "AGENT.md")),
+		Secrets:            []string{mc.APIKey},
 		CompactPrompt:      readText(filepath.Join(configDir(e), "COMPACT.md")),
 		Exec:               agentcore.ExecConfig{Timeout: f.timeout, Environ: os.Environ()},
 		Budgets:            agentcore.Budgets{MaxSteps: f.maxSteps},

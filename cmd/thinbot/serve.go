@@ -92,6 +92,13 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	policy = policy.WithProtected(protected...)
+	// Every credential thinbot holds is scrubbed from command output.
+	secrets := []string{apiKey}
+	for _, f := range []string{c.Mattermost.TokenFile, c.Slack.BotTokenFile, c.Slack.AppTokenFile, c.Slack.SigningSecretFile} {
+		if v, err := readSecret(f); err == nil && v != "" {
+			secrets = append(secrets, v)
+		}
+	}
 	global := ""
 	if c.InstructionsFile != "" {
 		global = readText(c.InstructionsFile)
@@ -113,6 +120,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 			set := skills.Load(dirs, skills.Options{Probe: skills.Probe{Getenv: e.getenv, UID: -1}, Logger: logger})
 			ag, err = agentcore.New(agentcore.Config{
 				Store: db, Model: model, Policy: policy, Skills: set, GlobalInstructions: global, CompactPrompt: compactPrompt,
+				Secrets:      secrets,
 				TextProtocol: c.Model.TextProtocol, ContextWindow: c.Model.ContextWindow, CompactAt: c.Model.CompactAt,
 				Exec: agentcore.ExecConfig{Timeout: d.command, Environ: os.Environ(), AllowEnv: c.EnvAllow},
 				Budgets: agentcore.Budgets{MaxSteps: c.Budgets.MaxSteps, MaxModelCalls: c.Budgets.MaxModelCalls,
