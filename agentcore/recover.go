@@ -3,6 +3,7 @@ package agentcore
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/thinbot/thinbot/store"
 )
@@ -147,4 +148,78 @@ func (a *Agent) Sessions() (sessions []string, messageIDs []string, err error) {
 		}
 	}
 	return sessions, messageIDs, nil
+}
+
+// AuditSummary lists the session's last n commands and file reads as the
+// chain recorded them: verdict, who approved, exit code. It is what the
+// in-thread /audit command shows; the chain itself stays the record.
+func (a *Agent) AuditSummary(session string, n int) (string, error) {
+	type row struct {
+		what, verdict, action, approval, result string
+		seq                                     uint64
+	}
+	var rows []*row
+	byCall := map[string]*row{}
+	for e, err := range a.cfg.Store.Events(session, 1) {
+		if err != nil {
+			return "", fmt.Errorf("read session %s: %w", session, err)
+		}
+		switch e.Type {
+		case EvGateDecision:
+			var p gatePayload
+			if json.Unmarshal(e.Payload, &p) != nil {
+				continue
+			}
+			what := p.Command
+			if p.Tool == ToolReadFile {
+				what = "read_file " + p.Path
+			}
+			r := &row{what: what, verdict: p.Verdict, action: p.Action, seq: e.Seq}
+			rows = append(rows, r)
+			byCall[p.CallID] = r
+		case EvApprovalDecided:
+			var p approvalDecidedPayload
+			if json.Unmarshal(e.Payload, &p) == nil && byCall[p.CallID] != nil {
+				if p.Approved {
+					byCall[p.CallID].approval = "approved by " + p.By
+				} else {
+					byCall[p.CallID].approval = "refused: " + p.Why
+				}
+			}
+		case EvToolResult:
+			var p toolResultPayload
+			if json.Unmarshal(e.Payload, &p) == nil && byCall[p.CallID] != nil {
+				switch {
+				case p.TimedOut:
+					byCall[p.CallID].result = "timed out"
+				case p.ExitCode != nil:
+					byCall[p.CallID].result = fmt.Sprintf("exit %d", *p.ExitCode)
+				case p.IsError:
+					byCall[p.CallID].result = "not run"
+				default:
+					byCall[p.CallID].result = "done"
+				}
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return "No commands in this session yet.", nil
+	}
+	if len(rows) > n {
+		rows = rows[len(rows)-n:]
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Last %d command(s) in this session, as the chain recorded them:\n", len(rows))
+	for _, r := range rows {
+		fmt.Fprintf(&b, "- #%d `%s` — %s", r.seq, oneLine(strings.ReplaceAll(r.what, "`", "'")), r.verdict)
+		if r.approval != "" {
+			fmt.Fprintf(&b, ", %s", r.approval)
+		}
+		if r.result != "" {
+			fmt.Fprintf(&b, ", %s", r.result)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("Operators verify and export the full chain with `thinbot audit verify` / `thinbot audit export --session ...`.")
+	return b.String(), nil
 }

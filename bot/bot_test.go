@@ -185,6 +185,8 @@ func TestApprovalRules(t *testing.T) {
 		t.Errorf("second click = %+v", res)
 	}
 	r.ad.waitPost(t, th1, contains("finished: exit code: 0"))
+	r.say(alice, th1, "m9", "/audit", true)
+	r.ad.waitPost(t, th1, contains("`touch approved.txt` — confirm, approved by user:bob, exit 0"))
 	if _, err := os.Stat(filepath.Join(r.dir, "approved.txt")); err != nil {
 		t.Error("the approved command did not run")
 	}

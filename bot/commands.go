@@ -15,7 +15,7 @@ func commandName(text string) (string, bool) {
 	}
 	name := strings.ToLower(strings.Fields(text[1:])[0])
 	switch name {
-	case "stop", "clear", "compact", "skills", "status", "help":
+	case "stop", "clear", "compact", "skills", "status", "help", "audit":
 		return name, true
 	}
 	return "", false
@@ -27,6 +27,7 @@ const helpText = "**thinbot** — mention me with a task; this thread is one ses
 	"- `/compact` summarise the conversation to free context\n" +
 	"- `/status` what is running, budgets, pending approvals\n" +
 	"- `/skills` the skills I can use, and hidden ones with the reason\n" +
+	"- `/audit` the last commands of this thread: verdict, approver, exit code\n" +
 	"Read-only commands run at once; changes wait for an approver's click; dangerous commands never run. " +
 	"(In a direct message, write `!stop` instead of `/stop`.)"
 
@@ -41,6 +42,13 @@ func (b *Bot) command(ctx context.Context, m Message, ch Channel, name string) {
 		b.post(ctx, m.Thread, Post{Text: ch.Agent.SkillsSummary()})
 	case "status":
 		b.post(ctx, m.Thread, Post{Text: b.status(key, ch)})
+	case "audit":
+		text, err := ch.Agent.AuditSummary(key, 20)
+		if err != nil {
+			b.log.Error("audit summary", "conv", key, "err", err)
+			text = "Could not read this thread's record; operators can see the details in the log."
+		}
+		b.post(ctx, m.Thread, Post{Text: text})
 	case "stop":
 		b.mu.Lock()
 		th := b.threads[key]
