@@ -178,6 +178,10 @@ type ApprovalDecision struct {
 	Approved bool
 	By       string // who decided ("user:bob", "expiry", "terminal")
 	Why      string // e.g. "expired after 15m0s"
+	// Committed, if set, is called once the decision is in the chain (err
+	// nil) or could not be recorded (then nothing runs). Front ends use it
+	// to show a decision only after it is recorded.
+	Committed func(err error)
 }
 
 // Approver asks a human whether a gated command may run. Approve blocks
@@ -678,8 +682,12 @@ func (a *Agent) decide(ctx context.Context, rs *runState, call ToolCall, info Co
 			dec.Why = "cancelled before a decision"
 		}
 	}
-	if _, err := a.append(rs, store.Event{Type: EvApprovalDecided, Actor: orSystem(dec.By), Payload: mustJSON(approvalDecidedPayload{
-		CallID: call.ID, RequestID: ap.RequestID, Approved: dec.Approved, By: dec.By, Why: dec.Why, SHA256: ap.SHA256})}); err != nil {
+	_, err = a.append(rs, store.Event{Type: EvApprovalDecided, Actor: orSystem(dec.By), Payload: mustJSON(approvalDecidedPayload{
+		CallID: call.ID, RequestID: ap.RequestID, Approved: dec.Approved, By: dec.By, Why: dec.Why, SHA256: ap.SHA256})})
+	if dec.Committed != nil {
+		dec.Committed(err)
+	}
+	if err != nil {
 		return false, "", err
 	}
 	if !dec.Approved {

@@ -73,8 +73,12 @@ func (a *threadApprover) Approve(ctx context.Context, ap agentcore.Approval) (ag
 			return <-req.decided, nil // a click won the race
 		}
 		b.cfg.Metrics.approval("expired")
-		b.update(ctx, a.th.t, postID, Post{Text: decidedText(req, "**Expired** — nobody decided within "+b.cfg.ApprovalTimeout.String()+". Nothing was run.")})
-		return agentcore.ApprovalDecision{By: "expiry", Why: "expired after " + b.cfg.ApprovalTimeout.String()}, nil
+		return agentcore.ApprovalDecision{By: "expiry", Why: "expired after " + b.cfg.ApprovalTimeout.String(),
+			Committed: func(error) {
+				// Shown once the expiry is in the chain (or failed to be:
+				// either way nothing ran).
+				b.update(ctx, a.th.t, postID, Post{Text: decidedText(req, "**Expired** — nobody decided within "+b.cfg.ApprovalTimeout.String()+". Nothing was run.")})
+			}}, nil
 	case <-ctx.Done():
 		if b.take(ap.RequestID) == nil {
 			return <-req.decided, nil
@@ -120,7 +124,9 @@ func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
 	if b.take(req.ap.RequestID) == nil {
 		return ClickResult{Ephemeral: "This request was already decided. Nothing was changed."}
 	}
-	d := agentcore.ApprovalDecision{Approved: c.ActionID == ActionApprove, By: "user:" + displayName(c.User)}
+	committed := make(chan error, 1)
+	d := agentcore.ApprovalDecision{Approved: c.ActionID == ActionApprove, By: "user:" + displayName(c.User),
+		Committed: func(err error) { committed <- err }}
 	outcome := "**Denied** by @" + displayName(c.User) + ". Nothing was run."
 	if d.Approved {
 		outcome = "**Approved** by @" + displayName(c.User) + " at " + b.cfg.Now().UTC().Format("15:04:05 UTC") + " — running."
@@ -130,6 +136,18 @@ func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
 		b.cfg.Metrics.approval("denied")
 	}
 	req.decided <- d
+	// Show the decision only once it is in the chain. The wait is short
+	// (one commit); platforms time callbacks out after a few seconds.
+	select {
+	case err := <-committed:
+		if err != nil {
+			b.log.Error("record approval decision", "conv", req.ap.Session, "request", req.ap.RequestID, "err", err)
+			outcome = "**Not recorded** — the decision could not be written to the audit log, so nothing was run."
+		}
+	case <-time.After(5 * time.Second):
+		b.log.Warn("approval decision not yet recorded; updating the message anyway", "conv", req.ap.Session, "request", req.ap.RequestID)
+	case <-ctx.Done():
+	}
 	return ClickResult{Update: &Post{Text: decidedText(req, outcome)}}
 }
 
