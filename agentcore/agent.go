@@ -20,6 +20,10 @@ import (
 var (
 	// ErrBudget is returned when a run ends because a budget was exhausted.
 	ErrBudget = errors.New("budget exhausted")
+	// ErrModel is returned (wrapping the cause) when the model endpoint
+	// failed: unreachable, an error answer after retries, or a failed
+	// compaction. Store failures are not ErrModel.
+	ErrModel = errors.New("model")
 	// ErrNeedsApproval is never returned; it names the refusal reason given
 	// to the model when a confirm verdict meets a run without an approver.
 	errNoApprover = errors.New("needs a human's approval, and this run has no approver (non-interactive, without --allow-all)")
@@ -505,7 +509,7 @@ func (a *Agent) complete(ctx context.Context, rs *runState) (Response, error) {
 			}
 			continue
 		default:
-			return Response{}, fmt.Errorf("model: %w", err)
+			return Response{}, fmt.Errorf("%w: %w", ErrModel, err)
 		}
 		rs.compacted = false
 		rs.usage.PromptTokens += resp.Usage.PromptTokens

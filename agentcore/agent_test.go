@@ -604,3 +604,17 @@ func TestSecretsAreRedactedFromOutput(t *testing.T) {
 		}
 	}
 }
+
+func TestModelFailureIsErrModelAndRecorded(t *testing.T) {
+	f := newFixture(t, Config{}, fail(errors.New("connection refused")))
+	res, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: f.dir})
+	if !errors.Is(err, ErrModel) || res.Status != StatusError {
+		t.Fatalf("Run = %+v, %v; want ErrModel", res, err)
+	}
+	evs := f.events(t, "s")
+	var p runPayload
+	json.Unmarshal(evs[len(evs)-1].Payload, &p)
+	if evs[len(evs)-1].Type != EvRunFinished || p.Status != StatusError || !strings.Contains(p.Detail, "connection refused") {
+		t.Errorf("last event %s %+v", evs[len(evs)-1].Type, p)
+	}
+}

@@ -182,7 +182,7 @@ func (a *Agent) compact(ctx context.Context, id string, s *session, msgs []Messa
 	}
 	resp, err := a.cfg.Model.Complete(ctx, Request{Messages: req})
 	if err != nil {
-		return fmt.Errorf("compaction: %w", err)
+		return fmt.Errorf("%w: compaction: %w", ErrModel, err)
 	}
 	summary := strings.TrimSpace(resp.Content)
 	if summary == "" {

@@ -334,9 +334,7 @@ func (b *Bot) turn(ctx context.Context, th *thread, m Message) {
 }
 
 // isModelError tells model failures (the endpoint) from store failures.
-func isModelError(err error) bool {
-	return strings.Contains(err.Error(), "model:") || strings.Contains(err.Error(), "compaction")
-}
+func isModelError(err error) bool { return errors.Is(err, agentcore.ErrModel) }
 
 // userError is the short message a thread sees for a failed run; operators
 // find the details in the log and the chain under the reference.
