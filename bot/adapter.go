@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -118,4 +119,27 @@ type Adapter interface {
 	// IsMember reports whether user is a member of channel (for the
 	// "any member of this channel" approver rule).
 	IsMember(ctx context.Context, channel, userID string) (bool, error)
+}
+
+// ErrStreamingUnsupported is returned (wrapped) by a Streamer that has
+// learnt that its workspace cannot stream messages; the bot then renders
+// as if the adapter were no Streamer, without logging each run.
+var ErrStreamingUnsupported = errors.New("streaming is not available")
+
+// Streamer is implemented by adapters that can stream text into a new
+// message (Slack's chat.startStream, chat.appendStream, chat.stopStream).
+// The bot uses it, when the adapter has it, to show the model's answer as it
+// is written; any error makes the bot fall back to Post and Update for the
+// rest of the run. The id is a post id: Update works on it once the stream
+// is stopped. All methods may be called concurrently for different streams;
+// one stream's calls come from one goroutine, in order.
+type Streamer interface {
+	// StartStream starts an empty streamed message in the thread t,
+	// addressed to the user who last wrote in t, and returns its id.
+	StartStream(ctx context.Context, t Thread) (id string, err error)
+	// AppendStream appends Markdown to the streamed message id.
+	AppendStream(ctx context.Context, t Thread, id, markdown string) error
+	// StopStream appends markdown (which may be "") and ends the stream;
+	// the message then stays as it was streamed.
+	StopStream(ctx context.Context, t Thread, id, markdown string) error
 }

@@ -2,10 +2,12 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/thinbot/thinbot/agentcore"
 )
@@ -23,6 +25,18 @@ const (
 
 // renderer shows a run's progress in one status message, updated at most
 // once per UpdateInterval, then posts the answer.
+//
+// When the adapter is a Streamer, the model's text goes into streamed
+// messages instead of the status message. The text of one model call is a
+// segment; a segment still being written at a stream tick (every
+// UpdateInterval/2) gets a stream, appended to at each tick. A tool call
+// ends the segment: its stream stops and stays as the model's commentary.
+// At the end of the run, the open stream (the answer's) stops showing the
+// answer, which is then not posted again. A segment that ends between two
+// ticks gets no stream, so quick commentary costs no calls, and neither does
+// a quick answer: it is posted as without streaming. Any Streamer error
+// falls back to the status message and a posted answer for the rest of the
+// run.
 type renderer struct {
 	b *Bot
 	t Thread
@@ -33,13 +47,36 @@ type renderer struct {
 	dropped int
 	text    strings.Builder
 	dirty   bool
+	// streamer is the adapter as a Streamer; nil when it is none or after
+	// a streaming error.
+	streamer Streamer
+	// ops are the segments' text not yet handed to the stream.
+	ops []streamOp
+	// callEnded is set after each model call: the next text starts a new
+	// segment.
+	callEnded bool
+
+	// The open stream; owned by the updater goroutine, then by finish.
+	sid  string          // its id, "" if none
+	sent strings.Builder // what it shows
+	held string          // text not appended yet (trailing space; all text once full)
+	full bool            // it reached maxPostText: nothing more is appended
 
 	stopc chan struct{}
 	wg    sync.WaitGroup
 }
 
+// streamOp is text of the current segment, and whether the segment ended
+// after it.
+type streamOp struct {
+	text string
+	cut  bool
+}
+
 func newRenderer(b *Bot, t Thread) *renderer {
-	return &renderer{b: b, t: t, stopc: make(chan struct{})}
+	r := &renderer{b: b, t: t, stopc: make(chan struct{})}
+	r.streamer, _ = b.cfg.Adapter.(Streamer)
+	return r
 }
 
 // start starts the updater. It posts the status message once there is
@@ -53,6 +90,12 @@ func (r *renderer) start(ctx context.Context) {
 		defer r.wg.Done()
 		tick := time.NewTicker(r.b.cfg.UpdateInterval)
 		defer tick.Stop()
+		var streamTick <-chan time.Time
+		if r.streamer != nil {
+			st := time.NewTicker(max(r.b.cfg.UpdateInterval/2, time.Millisecond))
+			defer st.Stop()
+			streamTick = st.C
+		}
 		ticks := 0
 		for {
 			select {
@@ -63,9 +106,12 @@ func (r *renderer) start(ctx context.Context) {
 				r.mu.Unlock()
 				if posted {
 					r.flush(ctx, false)
-				} else if dirty || ticks >= 2 {
+				} else if dirty || (ticks >= 2 && r.sid == "") {
+					// An open stream shows that work goes on.
 					r.postStatus(ctx)
 				}
+			case <-streamTick:
+				r.pump(ctx, false)
 			case <-r.stopc:
 				return
 			}
@@ -122,7 +168,7 @@ func (r *renderer) statusText(final bool) string {
 		s.WriteString(l)
 		s.WriteString("\n")
 	}
-	if !final && r.text.Len() > 0 {
+	if !final && r.text.Len() > 0 && r.streamer == nil {
 		t := r.text.String()
 		if len(t) > 1500 {
 			t = "…" + t[len(t)-1500:]
@@ -147,7 +193,11 @@ func (r *renderer) hooks() agentcore.Hooks {
 		Text: func(delta string) {
 			r.mu.Lock()
 			r.text.WriteString(delta)
-			r.dirty = true
+			if r.streamer != nil {
+				r.queueText(delta)
+			} else {
+				r.dirty = true
+			}
 			r.mu.Unlock()
 		},
 		Command: func(c agentcore.CommandInfo) {
@@ -159,12 +209,14 @@ func (r *renderer) hooks() agentcore.Hooks {
 			state := map[string]string{"run": "running", "ask": "waiting for approval", "refuse": "refused"}[c.Action]
 			r.mu.Lock()
 			r.text.Reset()
+			r.cutSegment()
 			r.addStep(fmt.Sprintf("- `%s` — %s (%s)", oneLineMD(what), state, c.Verdict))
 			r.mu.Unlock()
 		},
 		Result: func(c agentcore.CommandInfo, content string, isErr bool) {
 			if c.Tool == agentcore.ToolSkill {
 				r.mu.Lock()
+				r.cutSegment() // a skill load has no Command hook
 				r.addStep(fmt.Sprintf("- skill `%s` loaded", oneLineMD(c.Command)))
 				r.mu.Unlock()
 				return
@@ -193,17 +245,22 @@ func (r *renderer) hooks() agentcore.Hooks {
 		},
 		Model: func(latency time.Duration, err error) {
 			r.b.cfg.Metrics.model(latency.Seconds())
+			r.mu.Lock()
+			r.callEnded = true
+			r.mu.Unlock()
 		},
 	}
 }
 
 // finish posts the answer, then writes the final status. A run that ran
 // commands before any status was posted gets its status (the commands and
-// their output) posted first, above the answer.
+// their output) posted first, above the answer. An open stream is stopped
+// showing the answer instead of a new post.
 func (r *renderer) finish(ctx context.Context, answer string) {
 	r.stop()
+	r.pump(ctx, true)
 	r.mu.Lock()
-	posted, steps := r.postID != "", len(r.steps) > 0
+	posted, steps, st := r.postID != "", len(r.steps) > 0, r.streamer
 	r.mu.Unlock()
 	if posted {
 		defer r.flush(ctx, true)
@@ -217,12 +274,180 @@ func (r *renderer) finish(ctx context.Context, answer string) {
 	if answer == "" {
 		answer = "_(no answer)_"
 	}
-	p := Post{Text: answer}
-	if len(answer) > maxPostText {
-		p = Post{Text: answer[:maxPostText/2] + "\n\n_(the answer is long; the full text is attached)_",
-			File: &File{Name: "answer.md", Data: []byte(answer)}}
+	if st != nil && r.sid != "" && r.finishStream(ctx, st, answer) {
+		return
 	}
-	r.b.post(ctx, r.t, p)
+	r.b.post(ctx, r.t, answerPost(answer))
+}
+
+// answerPost is the post of an answer: long ones get their full text
+// attached.
+func answerPost(answer string) Post {
+	if len(answer) <= maxPostText {
+		return Post{Text: answer}
+	}
+	return Post{Text: answer[:maxPostText/2] + "\n\n_(the answer is long; the full text is attached)_",
+		File: &File{Name: "answer.md", Data: []byte(answer)}}
+}
+
+// queueText adds a text delta to the current segment; the caller holds r.mu.
+func (r *renderer) queueText(delta string) {
+	if r.callEnded {
+		r.callEnded = false
+		r.cutSegment()
+	}
+	if n := len(r.ops); n > 0 && !r.ops[n-1].cut {
+		r.ops[n-1].text += delta
+		return
+	}
+	r.ops = append(r.ops, streamOp{text: delta})
+}
+
+// cutSegment ends the current segment; the caller holds r.mu.
+func (r *renderer) cutSegment() {
+	if r.streamer == nil {
+		return
+	}
+	if n := len(r.ops); n > 0 {
+		r.ops[n-1].cut = true
+		return
+	}
+	r.ops = append(r.ops, streamOp{cut: true})
+}
+
+// pump hands the queued text to the stream. It starts a stream only for a
+// segment still being written, and never when final (the run has ended). A
+// Streamer error ends streaming for the run.
+func (r *renderer) pump(ctx context.Context, final bool) {
+	r.mu.Lock()
+	ops, st := r.ops, r.streamer
+	r.ops = nil
+	r.mu.Unlock()
+	if st == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	for _, op := range ops {
+		if r.sid == "" && (op.cut || final) {
+			continue
+		}
+		if err := r.streamOp(ctx, st, op, final); err != nil {
+			r.fallBack(ctx, st, err)
+			return
+		}
+	}
+}
+
+// streamOp appends op's text to the open stream, starting one if needed,
+// and stops the stream at the end of a segment. Trailing space is held back
+// so that what the stream shows is a prefix of the trimmed answer; when
+// final, all text is held back for finish.
+func (r *renderer) streamOp(ctx context.Context, st Streamer, op streamOp, final bool) error {
+	r.held += op.text
+	if r.sid == "" {
+		r.held = strings.TrimLeftFunc(r.held, unicode.IsSpace)
+	}
+	send := strings.TrimRightFunc(r.held, unicode.IsSpace)
+	if r.sent.Len()+len(send) > maxPostText {
+		r.full = true
+	}
+	if !final && !r.full && send != "" {
+		if r.sid == "" {
+			r.mu.Lock()
+			status := r.postID == "" && len(r.steps) > 0
+			r.mu.Unlock()
+			if status {
+				r.postStatus(ctx) // the commands go above the text
+			}
+			id, err := st.StartStream(ctx, r.t)
+			if err != nil {
+				return err
+			}
+			r.sid = id
+		}
+		if err := st.AppendStream(ctx, r.t, r.sid, send); err != nil {
+			return err
+		}
+		r.sent.WriteString(send)
+		r.held = r.held[len(send):]
+	}
+	if !op.cut || r.sid == "" {
+		return nil
+	}
+	rest := strings.TrimRightFunc(r.held, unicode.IsSpace)
+	if r.full {
+		rest = ""
+	}
+	err := st.StopStream(ctx, r.t, r.sid, rest)
+	r.resetStream()
+	return err
+}
+
+// finishStream stops the open stream so that it shows answer, reporting
+// whether it did; if not, the answer still has to be posted. A stream that
+// shows the beginning of the answer gets the rest appended; any other is
+// stopped and its text replaced.
+func (r *renderer) finishStream(ctx context.Context, st Streamer, answer string) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	id, sent := r.sid, r.sent.String()
+	r.resetStream()
+	if len(answer) <= maxPostText && strings.HasPrefix(answer, sent) {
+		if err := st.StopStream(ctx, r.t, id, answer[len(sent):]); err != nil {
+			r.streamFailed(err)
+			return false
+		}
+		return true
+	}
+	if err := st.StopStream(ctx, r.t, id, ""); err != nil {
+		r.streamFailed(err)
+		return false
+	}
+	p := answerPost(answer)
+	file := p.File
+	p.File = nil
+	if err := r.b.cfg.Adapter.Update(ctx, r.t, id, p); err != nil {
+		r.b.cfg.Metrics.error("chat")
+		r.b.log.Warn("update streamed answer", "conv", r.t.Key(), "post", id, "err", err)
+		return false
+	}
+	if file != nil {
+		r.b.post(ctx, r.t, Post{Text: "The full answer is attached.", File: file})
+	}
+	return true
+}
+
+// fallBack ends streaming for the rest of the run after err: the status
+// message shows the text again and the answer is posted. An open stream is
+// stopped as it is, if that still works.
+func (r *renderer) fallBack(ctx context.Context, st Streamer, err error) {
+	r.streamFailed(err)
+	r.mu.Lock()
+	r.streamer, r.ops, r.dirty = nil, nil, true
+	r.mu.Unlock()
+	if r.sid != "" {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_ = st.StopStream(sctx, r.t, r.sid, "") // best effort: the answer is posted anyway
+	}
+	r.resetStream()
+}
+
+// streamFailed logs a Streamer error once per run: quietly when the adapter
+// already knows its workspace cannot stream.
+func (r *renderer) streamFailed(err error) {
+	if errors.Is(err, ErrStreamingUnsupported) {
+		r.b.log.Debug("streaming unavailable; rendering with updates", "conv", r.t.Key())
+		return
+	}
+	r.b.cfg.Metrics.error("chat")
+	r.b.log.Warn("streaming failed; rendering with updates for the rest of the run", "conv", r.t.Key(), "err", err)
+}
+
+func (r *renderer) resetStream() {
+	r.sid, r.held, r.full = "", "", false
+	r.sent.Reset()
 }
 
 // shortView keeps the first lines of a tool result.

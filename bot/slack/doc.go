@@ -19,4 +19,15 @@
 // Button values carry an HMAC bound to the channel and action, so a forged
 // or moved value is refused before it reaches the bot. Every Web API call
 // honours 429 Retry-After a bounded number of times.
+//
+// # Streaming
+//
+// The adapter is a bot.Streamer: answers stream into the thread with
+// chat.startStream, chat.appendStream and chat.stopStream, as Markdown
+// (markdown_text, which Slack renders; no mrkdwn conversion). Outside direct
+// messages Slack requires a recipient, so the adapter remembers the last
+// human writer of each thread and their team. A workspace that refuses the
+// methods (not_allowed, unknown_method, missing_scope, not_enabled) turns
+// streaming off for the adapter's lifetime, and the bot falls back to
+// chat.postMessage and throttled chat.update.
 package slack

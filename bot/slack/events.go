@@ -37,6 +37,7 @@ type eventCallback struct {
 	Challenge string `json:"challenge"`
 	EventID   string `json:"event_id"`
 	APIAppID  string `json:"api_app_id"`
+	TeamID    string `json:"team_id"`
 	Event     struct {
 		Type        string `json:"type"`
 		Subtype     string `json:"subtype"`
@@ -48,6 +49,8 @@ type eventCallback struct {
 		Channel     string `json:"channel"`
 		ChannelType string `json:"channel_type"`
 		Hidden      bool   `json:"hidden"`
+		Team        string `json:"team"`
+		UserTeam    string `json:"user_team"`
 	} `json:"event"`
 }
 
@@ -149,7 +152,7 @@ func (a *Adapter) acceptEvent(ev eventCallback) (bot.Message, bool) {
 	if root == "" {
 		root = e.TS
 	}
-	return bot.Message{
+	m := bot.Message{
 		Thread:    bot.Thread{Platform: Platform, Channel: e.Channel, Root: root},
 		ID:        e.TS,
 		User:      bot.User{ID: e.User}, // Run looks the name up
@@ -158,7 +161,9 @@ func (a *Adapter) acceptEvent(ev eventCallback) (bot.Message, bool) {
 		Direct:    e.ChannelType == "im" || strings.HasPrefix(e.Channel, "D"),
 		FromBot:   e.BotID != "" || e.Subtype == "bot_message",
 		Time:      parseTS(e.TS),
-	}, true
+	}
+	a.noteRecipient(ev, m)
+	return m, true
 }
 
 // enqueue passes in to Run's dispatch loop.

@@ -78,16 +78,19 @@ type Adapter struct {
 	inbox     chan inbound
 	connected atomic.Bool
 	running   atomic.Bool
-	seen      *dedupe
+	// noStream is set once Slack said the workspace cannot stream.
+	noStream atomic.Bool
+	seen     *dedupe
 
-	mu      sync.Mutex
-	self    identity
-	names   map[string]string // user id -> name
-	members map[string]memberList
+	mu         sync.Mutex
+	self       identity
+	names      map[string]string // user id -> name
+	members    map[string]memberList
+	recipients recipients // thread key -> recipient of streamed replies
 }
 
 // identity is who the bot is, from auth.test.
-type identity struct{ userID, botID string }
+type identity struct{ userID, botID, teamID string }
 
 type memberList struct {
 	ids     map[string]bool
@@ -212,7 +215,7 @@ func (a *Adapter) authenticate(ctx context.Context) error {
 		})
 		if err == nil {
 			a.mu.Lock()
-			a.self = identity{userID: res.UserID, botID: res.BotID}
+			a.self = identity{userID: res.UserID, botID: res.BotID, teamID: res.TeamID}
 			a.mu.Unlock()
 			a.log.Info("slack: authenticated", "user_id", res.UserID, "bot_id", res.BotID, "team", res.Team)
 			return nil

@@ -1,6 +1,7 @@
 // Package fakeslack is a fake Slack for tests: an httptest server on
 // 127.0.0.1 that speaks the Web API methods thinbot uses (form and JSON
-// bodies, ok:false errors, injected 429s with Retry-After), the Socket Mode
+// bodies, ok:false errors, injected 429s with Retry-After and injected
+// error codes, chat.startStream/appendStream/stopStream), the Socket Mode
 // WebSocket protocol (hello, envelopes, acks, redelivery of unacked
 // envelopes with retry_attempt and retry_reason, disconnect, dropped
 // sockets) and, as an alternative, HTTP-mode delivery of signed Events API
@@ -47,6 +48,13 @@ type Message struct {
 	Text     string
 	Blocks   json.RawMessage // as posted; nil without blocks
 	Edited   bool
+	// Streaming is true from chat.startStream until chat.stopStream; Text
+	// is then the Markdown streamed so far.
+	Streaming bool
+	// Streamed reports that the message was made by chat.startStream.
+	Streamed bool
+	// Recipient is the recipient_user_id of a streamed message.
+	Recipient string
 }
 
 // Button is a button found in a message's actions blocks.
@@ -174,6 +182,7 @@ type Server struct {
 	conns       []*conn
 	connCount   int
 	rateLimit   map[string]int
+	failures    map[string]*failure
 	dropAcks    int
 	clock       int64
 	nextID      int
@@ -200,6 +209,7 @@ func New(t testing.TB) *Server {
 		channels:     map[string]*channel{},
 		uploads:      map[string]*upload{},
 		rateLimit:    map[string]int{},
+		failures:     map[string]*failure{},
 		clock:        1700000000,
 		httpKick:     make(chan struct{}, 1),
 		tickets:      map[string]bool{},
@@ -587,6 +597,26 @@ func (f *Server) RateLimitNext(method string, retryAfter time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rateLimit[method] = int(retryAfter.Round(time.Second) / time.Second)
+}
+
+// failure is an injected ok:false answer of a method.
+type failure struct {
+	code string
+	n    int // calls left; < 0 means every call
+}
+
+// FailMethod makes the next n calls of method answer ok:false with the
+// error code (n < 0: every call, until FailMethod(method, "", 0)). Slack
+// answers streaming methods so in workspaces that cannot stream
+// ("not_allowed", "unknown_method", "missing_scope").
+func (f *Server) FailMethod(method, code string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if code == "" || n == 0 {
+		delete(f.failures, method)
+		return
+	}
+	f.failures[method] = &failure{code: code, n: n}
 }
 
 // SetAckTimeout changes AckTimeout while the fake runs.

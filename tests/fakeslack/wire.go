@@ -80,6 +80,15 @@ func (f *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusTooManyRequests, fail("ratelimited"))
 		return
 	}
+	if fl := f.failures[method]; fl != nil {
+		if fl.n > 0 {
+			if fl.n--; fl.n == 0 {
+				delete(f.failures, method)
+			}
+		}
+		writeJSON(w, http.StatusOK, fail(fl.code))
+		return
+	}
 	want := BotToken
 	if method == "apps.connections.open" {
 		want = AppToken
@@ -104,6 +113,12 @@ func (f *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		res = f.postMessageLocked(p)
 	case "chat.update":
 		res = f.updateLocked(p)
+	case "chat.startStream":
+		res = f.startStreamLocked(p)
+	case "chat.appendStream":
+		res = f.appendStreamLocked(p, false)
+	case "chat.stopStream":
+		res = f.appendStreamLocked(p, true)
 	case "chat.postEphemeral":
 		res = f.postEphemeralLocked(p)
 	case "conversations.members":
@@ -162,7 +177,7 @@ func (f *Server) updateLocked(p map[string]string) map[string]any {
 	if m == nil {
 		return fail("message_not_found")
 	}
-	if m.User != BotUserID {
+	if m.User != BotUserID || m.Streaming {
 		return fail("cant_update_message")
 	}
 	if p["text"] == "" && p["blocks"] == "" {
@@ -174,6 +189,68 @@ func (f *Server) updateLocked(p map[string]string) map[string]any {
 	}
 	f.emitChangedLocked(ch, m)
 	return map[string]any{"ok": true, "channel": ch.id, "ts": m.TS, "text": m.Text}
+}
+
+// startStreamLocked starts a streamed message, as chat.startStream: outside
+// direct messages it needs recipient_user_id and recipient_team_id, and the
+// recipient must be a member of the channel.
+func (f *Server) startStreamLocked(p map[string]string) map[string]any {
+	ch, ok := f.channels[p["channel"]]
+	if !ok {
+		return fail("channel_not_found")
+	}
+	if p["thread_ts"] != "" && f.findLocked(ch, p["thread_ts"]) == nil {
+		return fail("thread_not_found")
+	}
+	user := p["recipient_user_id"]
+	if !ch.im {
+		if user == "" || p["recipient_team_id"] == "" {
+			return fail("invalid_arguments")
+		}
+		if p["recipient_team_id"] != TeamID {
+			return fail("team_not_found")
+		}
+		if !slices.Contains(ch.members, user) {
+			return fail("user_not_in_channel")
+		}
+	}
+	if len(p["markdown_text"]) > 12000 {
+		return fail("msg_too_long")
+	}
+	m := &Message{Channel: ch.id, TS: f.tsLocked(), ThreadTS: p["thread_ts"], User: BotUserID, BotID: BotID,
+		Text: p["markdown_text"], Streaming: true, Streamed: true, Recipient: user}
+	ch.messages = append(ch.messages, m)
+	f.emitMessageLocked(ch, m)
+	return map[string]any{"ok": true, "channel": ch.id, "ts": m.TS}
+}
+
+// appendStreamLocked appends markdown_text to a streaming message, as
+// chat.appendStream (which requires it) and chat.stopStream (which then
+// ends the stream) do.
+func (f *Server) appendStreamLocked(p map[string]string, stop bool) map[string]any {
+	ch, ok := f.channels[p["channel"]]
+	if !ok {
+		return fail("channel_not_found")
+	}
+	m := f.findLocked(ch, p["ts"])
+	if m == nil {
+		return fail("message_not_found")
+	}
+	if !m.Streaming {
+		return fail("message_not_in_streaming_state")
+	}
+	if !stop && p["markdown_text"] == "" {
+		return fail("invalid_arguments")
+	}
+	if len(p["markdown_text"]) > 12000 {
+		return fail("msg_too_long")
+	}
+	m.Text += p["markdown_text"]
+	if stop {
+		m.Streaming = false
+		f.emitChangedLocked(ch, m)
+	}
+	return map[string]any{"ok": true, "channel": ch.id, "ts": m.TS}
 }
 
 func (f *Server) postEphemeralLocked(p map[string]string) map[string]any {

@@ -1,0 +1,380 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/gate"
+	"github.com/thinbot/thinbot/store"
+)
+
+// streamAdapter is a fakeAdapter that also streams: a stream is a post
+// whose text grows with each append, recorded in calls in order with the
+// posts.
+type streamAdapter struct {
+	*fakeAdapter
+	// fail, if set, makes the named call ("start", "append", "stop") fail
+	// with err.
+	fail string
+	err  error
+
+	calls  []string // "post <id>", "start <id>", "append <id> <text>", "stop <id> <text>", "update <id>"
+	open   map[string]bool
+	failed int // failed stream calls
+}
+
+func newStreamAdapter() *streamAdapter {
+	return &streamAdapter{fakeAdapter: newFakeAdapter(), open: map[string]bool{}}
+}
+
+// streamed reports whether a stream shows text ending in suffix, or a
+// stream call failed.
+func (s *streamAdapter) streamed(suffix string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed > 0 {
+		return true
+	}
+	for _, p := range s.posts {
+		if strings.HasPrefix(p.id, "p") && p.post.Text != "" && strings.HasSuffix(p.post.Text, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitStreamed waits until streamed(suffix) or ctx is done.
+func (s *streamAdapter) waitStreamed(ctx context.Context, suffix string) error {
+	for !s.streamed(suffix) {
+		select {
+		case <-s.changed:
+		case <-time.After(5 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (s *streamAdapter) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failed++
+	s.notify()
+	return s.err
+}
+
+func (s *streamAdapter) Post(ctx context.Context, t Thread, p Post) (string, error) {
+	id, err := s.fakeAdapter.Post(ctx, t, p)
+	s.record("post " + id)
+	return id, err
+}
+
+func (s *streamAdapter) Update(ctx context.Context, t Thread, id string, p Post) error {
+	s.mu.Lock()
+	open := s.open[id]
+	s.mu.Unlock()
+	if open {
+		return errors.New("update of a streaming message")
+	}
+	s.record("update " + id)
+	return s.fakeAdapter.Update(ctx, t, id, p)
+}
+
+func (s *streamAdapter) record(c string) {
+	s.mu.Lock()
+	s.calls = append(s.calls, c)
+	s.mu.Unlock()
+}
+
+func (s *streamAdapter) StartStream(_ context.Context, t Thread) (string, error) {
+	if s.fail == "start" {
+		return "", s.failure()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := fmt.Sprintf("p%d", len(s.posts)+1)
+	s.posts = append(s.posts, fakePost{id: id, thread: t})
+	s.open[id] = true
+	s.calls = append(s.calls, "start "+id)
+	s.notify()
+	return id, nil
+}
+
+func (s *streamAdapter) AppendStream(_ context.Context, _ Thread, id, md string) error {
+	if s.fail == "append" {
+		return s.failure()
+	}
+	return s.grow(id, md, "append", false)
+}
+
+func (s *streamAdapter) StopStream(_ context.Context, _ Thread, id, md string) error {
+	if s.fail == "stop" {
+		return s.failure()
+	}
+	return s.grow(id, md, "stop", true)
+}
+
+func (s *streamAdapter) grow(id, md, call string, stop bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.open[id] {
+		return fmt.Errorf("%s: stream %s is not open", call, id)
+	}
+	for i := range s.posts {
+		if s.posts[i].id == id {
+			s.posts[i].post.Text += md
+		}
+	}
+	if stop {
+		delete(s.open, id)
+	}
+	s.calls = append(s.calls, call+" "+id+" "+md)
+	s.notify()
+	return nil
+}
+
+func (s *streamAdapter) snapshot() ([]string, []fakePost, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.calls...), append([]fakePost(nil), s.posts...), len(s.open)
+}
+
+// streamModel plays replies; each text part after the first waits until a
+// stream shows the part before it (or a stream call failed), so a stream
+// tick falls inside the reply. A part "<block>" waits for the run's
+// cancellation.
+type streamModel struct {
+	ad      *streamAdapter
+	mu      sync.Mutex
+	replies []streamReply
+}
+
+type streamReply struct {
+	parts []string
+	cmd   string // a run tool call, if set
+}
+
+func (m *streamModel) Complete(ctx context.Context, r agentcore.Request) (agentcore.Response, error) {
+	m.mu.Lock()
+	if len(m.replies) == 0 {
+		m.mu.Unlock()
+		return agentcore.Response{}, errors.New("streamModel: no reply left")
+	}
+	rep := m.replies[0]
+	m.replies = m.replies[1:]
+	m.mu.Unlock()
+	var content strings.Builder
+	for i, p := range rep.parts {
+		if i > 0 {
+			if err := m.ad.waitStreamed(ctx, strings.TrimSpace(rep.parts[i-1])); err != nil {
+				return agentcore.Response{}, err
+			}
+		}
+		if p == "<block>" {
+			<-ctx.Done()
+			return agentcore.Response{}, ctx.Err()
+		}
+		content.WriteString(p)
+		r.OnText(p)
+	}
+	if rep.cmd == "" {
+		return agentcore.Response{Content: content.String()}, nil
+	}
+	args, _ := json.Marshal(map[string]string{"command": rep.cmd, "reason": "look"})
+	return agentcore.Response{Content: content.String(),
+		ToolCalls: []agentcore.ToolCall{{ID: "c1", Name: agentcore.ToolRun, Arguments: string(args)}}}, nil
+}
+
+// newStreamRig is newRig with a streaming adapter and a captured log.
+func newStreamRig(t *testing.T, ad *streamAdapter, replies ...streamReply) (*rig, *bytes.Buffer) {
+	t.Helper()
+	db, err := store.Open(filepath.Join(t.TempDir(), "events.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	model := &streamModel{ad: ad, replies: replies}
+	ag, err := agentcore.New(agentcore.Config{Store: db, Model: model, Policy: gate.DefaultPolicy(),
+		Exec: agentcore.ExecConfig{Environ: []string{"PATH=" + os.Getenv("PATH")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := Channel{Agent: ag, Workspace: t.TempDir()}
+	logs := &lockedBuffer{}
+	b, err := New(Config{Adapter: ad, Channel: func(id string) (Channel, bool) { return ch, id == "C1" },
+		UpdateInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { b.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &rig{b: b, ad: ad.fakeAdapter, db: db, dir: ch.Workspace, ctx: ctx}, &logs.buf
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// waitRunEnd waits until the run's final status is written.
+func waitRunEnd(t *testing.T, r *rig) {
+	t.Helper()
+	r.ad.waitPost(t, th1, contains("_Done:"))
+}
+
+// waitShownOnce waits until exactly one post shows s.
+func (s *streamAdapter) waitShownOnce(t *testing.T, text string) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		calls, posts, _ := s.snapshot()
+		n := shown(posts, text)
+		if n == 1 {
+			return
+		}
+		select {
+		case <-s.changed:
+		case <-time.After(5 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("%q is shown %d times; calls %q; posts %+v", text, n, calls, posts)
+		}
+	}
+}
+
+// shown counts the posts (streamed or not) whose text contains s.
+func shown(posts []fakePost, s string) int {
+	n := 0
+	for _, p := range posts {
+		if strings.Contains(p.post.Text, s) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestStreamedAnswer(t *testing.T) {
+	ad := newStreamAdapter()
+	r, logs := newStreamRig(t, ad,
+		streamReply{parts: []string{"\nChecking ", "the disk.\n"}, cmd: "echo disk-ok"},
+		streamReply{parts: []string{"The disk ", "is **fine**.\n"}},
+	)
+	r.say(alice, th1, "m1", "how is the disk?", true)
+	waitRunEnd(t, r)
+	calls, posts, open := ad.snapshot()
+	if open != 0 {
+		t.Errorf("%d streams left open; calls %q", open, calls)
+	}
+	// Commentary: its own stream, stopped when the command came.
+	// Then the status (with the command) above the answer's stream, which
+	// stops with the rest of the answer.
+	want := []string{"start p1", "append p1 Checking", "post p2", "start p3", "append p3 The disk", "update p2"}
+	if !subsequence(calls, want) || !strings.HasPrefix(calls[len(calls)-2], "stop p3") {
+		t.Errorf("calls = %q\nwant in order %q", calls, want)
+	}
+	byID := map[string]string{}
+	for _, p := range posts {
+		byID[p.id] = p.post.Text
+	}
+	if byID["p1"] != "Checking the disk." || byID["p3"] != "The disk is **fine**." {
+		t.Errorf("streamed texts = %q, %q", byID["p1"], byID["p3"])
+	}
+	if !strings.Contains(byID["p2"], "echo disk-ok") || strings.Contains(byID["p2"], "disk is") {
+		t.Errorf("status = %q", byID["p2"])
+	}
+	if n := shown(posts, "is **fine**"); n != 1 {
+		t.Errorf("the answer is shown %d times; posts %+v", n, posts)
+	}
+	if strings.Contains(logs.String(), "stream") {
+		t.Errorf("unexpected log: %s", logs)
+	}
+}
+
+func TestStreamFallsBack(t *testing.T) {
+	for _, tc := range []struct {
+		name, fail string
+		err        error
+		logged     bool
+	}{
+		{"start", "start", errors.New("connection reset"), true},
+		{"append", "append", errors.New("msg_too_long"), true},
+		{"unsupported", "start", fmt.Errorf("fake: %w", ErrStreamingUnsupported), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ad := newStreamAdapter()
+			ad.fail, ad.err = tc.fail, tc.err
+			r, logs := newStreamRig(t, ad, streamReply{parts: []string{"The answer ", "is 42."}})
+			r.say(alice, th1, "m1", "question", true)
+			r.ad.waitPost(t, th1, func(p Post) bool { return p.Text == "The answer is 42." })
+			// The status message showed the text while the run went on;
+			// its final update leaves the answer shown once.
+			ad.waitShownOnce(t, "The answer is 42.")
+			got := strings.Count(logs.String(), "streaming failed")
+			if want := map[bool]int{true: 1, false: 0}[tc.logged]; got != want {
+				t.Errorf("%d fallback log lines, want %d:\n%s", got, want, logs)
+			}
+		})
+	}
+}
+
+func TestStreamFallsBackMidAnswer(t *testing.T) {
+	ad := newStreamAdapter()
+	r, logs := newStreamRig(t, ad, streamReply{parts: []string{"Half of ", "the answer."}})
+	// The first append succeeds and unblocks the model; then stops fail.
+	ad.fail, ad.err = "stop", errors.New("internal_error")
+	r.say(alice, th1, "m1", "question", true)
+	r.ad.waitPost(t, th1, func(p Post) bool { return p.Text == "Half of the answer." })
+	calls, _, _ := ad.snapshot()
+	if !subsequence(calls, []string{"start p1", "append p1 Half of"}) {
+		t.Errorf("calls = %q", calls)
+	}
+	if n := strings.Count(logs.String(), "streaming failed"); n != 1 {
+		t.Errorf("%d fallback log lines:\n%s", n, logs)
+	}
+}
+
+func TestStreamStoppedRunReplacesText(t *testing.T) {
+	ad := newStreamAdapter()
+	r, _ := newStreamRig(t, ad, streamReply{parts: []string{"Looking ", "<block>"}})
+	r.say(alice, th1, "m1", "question", true)
+	r.ad.waitPost(t, th1, contains("Looking"))
+	r.say(alice, th1, "m2", "/stop", true)
+	p := r.ad.waitPost(t, th1, contains("Stopped by `/stop`"))
+	calls, posts, open := ad.snapshot()
+	if p.id != "p1" || open != 0 || shown(posts, "Stopped by") != 1 {
+		t.Errorf("stop notice in %s; calls %q; posts %+v", p.id, calls, posts)
+	}
+	if !subsequence(calls, []string{"start p1", "append p1 Looking", "stop p1 ", "update p1"}) {
+		t.Errorf("calls = %q", calls)
+	}
+}
+
+// subsequence reports whether want is a subsequence of got.
+func subsequence(got, want []string) bool {
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
