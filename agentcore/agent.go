@@ -24,9 +24,6 @@ var (
 	// failed: unreachable, an error answer after retries, or a failed
 	// compaction. Store failures are not ErrModel.
 	ErrModel = errors.New("model")
-	// ErrNeedsApproval is never returned; it names the refusal reason given
-	// to the model when a confirm verdict meets a run without an approver.
-	errNoApprover = errors.New("needs a human's approval, and this run has no approver (non-interactive, without --allow-all)")
 )
 
 // Budgets limit one run. Zero fields take the defaults noted.
@@ -264,7 +261,7 @@ type Result struct {
 // session is read back from the store when it is next used.
 const maxCachedSessions = 2000
 
-func (a *Agent) session(id string) (*session, error) {
+func (a *Agent) session(id string) *session {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s, ok := a.state[id]
@@ -275,7 +272,7 @@ func (a *Agent) session(id string) (*session, error) {
 		s = &session{}
 		a.state[id] = s
 	}
-	return s, nil
+	return s
 }
 
 // evict drops the cached projections of idle sessions, about half of the
@@ -332,10 +329,7 @@ type runState struct {
 // the error is returned. A cancelled run returns a Result with
 // StatusCancelled and ctx's error.
 func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
-	s, err := a.session(t.Session)
-	if err != nil {
-		return Result{}, err
-	}
+	s := a.session(t.Session)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := a.load(t.Session, s); err != nil {
@@ -667,7 +661,7 @@ func (a *Agent) decide(ctx context.Context, rs *runState, call ToolCall, info Co
 		if d.Verdict == gate.Deny {
 			return false, fmt.Sprintf("refused by policy (%s): %s. Do not try to get around this; choose another way or tell the user.", d.Rule, d.Reason), nil
 		}
-		return false, fmt.Sprintf("not run: %s (%s). %v.", d.Reason, d.Rule, errNoApprover), nil
+		return false, fmt.Sprintf("not run: %s (%s). It needs a human's approval, and this run has no approver (non-interactive, without --allow-all).", d.Reason, d.Rule), nil
 	}
 	sum := sha256.Sum256([]byte(info.Command))
 	ap := Approval{Session: rs.t.Session, RequestID: fmt.Sprintf("r%d", evs[0].Seq), Command: info.Command,

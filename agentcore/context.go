@@ -339,7 +339,7 @@ func (a *Agent) remember(rs *runState, note string) (string, bool, error) {
 // Clear starts a new branch of the session: older events stay in the chain
 // but leave the projection.
 func (a *Agent) Clear(session, actor string) error {
-	s, _ := a.session(session)
+	s := a.session(session)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := a.load(session, s); err != nil {
@@ -352,7 +352,7 @@ func (a *Agent) Clear(session, actor string) error {
 // Compact summarises the session now (the /compact command). It reports the
 // estimated tokens before and after.
 func (a *Agent) Compact(ctx context.Context, session string) (before, after int, err error) {
-	s, _ := a.session(session)
+	s := a.session(session)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := a.load(session, s); err != nil {
@@ -406,7 +406,7 @@ func (a *Agent) SessionStatus(session string) Status {
 // Messages returns the session's current projection (what the next model
 // call would see, before the next user message).
 func (a *Agent) Messages(session string) ([]Message, error) {
-	s, _ := a.session(session)
+	s := a.session(session)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := a.load(session, s); err != nil {

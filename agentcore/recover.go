@@ -117,7 +117,7 @@ func (a *Agent) Recover() (Unfinished, error) {
 
 // appendSession appends to a session outside a run.
 func (a *Agent) appendSession(id string, evs ...store.Event) ([]store.Event, error) {
-	s, _ := a.session(id)
+	s := a.session(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := a.load(id, s); err != nil {
