@@ -583,3 +583,34 @@ func TestServeSlackHTTPModeSignatures(t *testing.T) {
 		t.Error("refused requests were not logged")
 	}
 }
+
+// A slow model's answer streams into the Slack thread through Slack's chat
+// streaming methods and is shown exactly once.
+func TestServeSlackStreamsSlowAnswer(t *testing.T) {
+	t.Parallel()
+	chat := newSlack(t, "")
+	answer := "STREAMED: " + strings.Repeat("the disk is fine and the load is low. ", 8)
+	// ~300 bytes in 6-byte pieces, 40 ms apart: about 2 s of writing, so
+	// several stream ticks (every 500 ms) happen while it is written.
+	m := fakemodel.Start(t, fakemodel.Reply{Content: answer, Stream: true, Fragment: 6, ChunkDelay: 40 * time.Millisecond})
+	r := newRig(t, chat, m.URL, rigOpts{})
+	root := chat.Mention("alice", "COPS", "", "how is the machine?")
+	r.waitFor("the streamed answer to be complete", func() bool {
+		for _, msg := range chat.f.Thread("COPS", root) {
+			if msg.Streamed && !msg.Streaming && strings.TrimSpace(msg.Text) == strings.TrimSpace(answer) {
+				return true
+			}
+		}
+		return false
+	})
+	r.stop()
+	if n := len(chat.f.Calls("chat.startStream")); n != 1 {
+		t.Errorf("chat.startStream called %d times, want 1", n)
+	}
+	if n := len(chat.f.Calls("chat.appendStream")); n < 1 {
+		t.Errorf("chat.appendStream called %d times, want at least 1 (the answer was not streamed progressively)", n)
+	}
+	if n := r.countPosts("COPS", root, "STREAMED:"); n != 1 {
+		t.Errorf("the answer appears %d times in the thread, want once", n)
+	}
+}

@@ -12,6 +12,7 @@ package fakemodel
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,6 +73,10 @@ type Reply struct {
 	// Delay waits before answering; a cancelled request ends the wait. In
 	// JSON scripts it is a duration string such as "1.5s".
 	Delay time.Duration `json:"-"`
+	// ChunkDelay pauses between the events of a streamed answer (a slow
+	// model writing); a cancelled request ends the stream. In JSON scripts
+	// it is a duration string ("chunk_delay": "50ms").
+	ChunkDelay time.Duration `json:"-"`
 	// RejectTools answers a request that offers tools with vLLM's 400
 	// "auto" tool choice error and leaves this Reply at the head of the
 	// script, so the retry without tools gets it.
@@ -83,18 +88,26 @@ func (r *Reply) UnmarshalJSON(b []byte) error {
 	type plain Reply
 	var v struct {
 		plain
-		Delay string `json:"delay"`
+		Delay      string `json:"delay"`
+		ChunkDelay string `json:"chunk_delay"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
 	*r = Reply(v.plain)
-	if v.Delay != "" {
-		d, err := time.ParseDuration(v.Delay)
-		if err != nil {
-			return fmt.Errorf("delay: %w", err)
+	for _, f := range []struct {
+		name string
+		in   string
+		out  *time.Duration
+	}{{"delay", v.Delay, &r.Delay}, {"chunk_delay", v.ChunkDelay, &r.ChunkDelay}} {
+		if f.in == "" {
+			continue
 		}
-		r.Delay = d
+		d, err := time.ParseDuration(f.in)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+		*f.out = d
 	}
 	return nil
 }
@@ -340,7 +353,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, req Request, re
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Cache-Control", "no-cache")
 		w.WriteHeader(http.StatusOK)
-		writeStream(cw, req.Model, rep)
+		writeStream(r.Context(), cw, req.Model, rep)
 	} else {
 		body := wholeAnswer(req.Model, rep)
 		w.Header().Set("Content-Type", "application/json")
@@ -469,9 +482,17 @@ func pieces(s string, n int) []string {
 }
 
 // writeStream writes a chat.completion.chunk stream.
-func writeStream(w io.Writer, model string, rep Reply) {
+func writeStream(ctx context.Context, w io.Writer, model string, rep Reply) {
 	var buf bytes.Buffer
 	event := func(v any) {
+		if rep.ChunkDelay > 0 {
+			t := time.NewTimer(rep.ChunkDelay)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
 		b, _ := json.Marshal(v)
 		buf.Reset()
 		buf.WriteString("data: ")
