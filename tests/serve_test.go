@@ -614,3 +614,27 @@ func TestServeSlackStreamsSlowAnswer(t *testing.T) {
 		t.Errorf("the answer appears %d times in the thread, want once", n)
 	}
 }
+
+// On Mattermost (no streaming API) a slow answer shows progressively in the
+// status message, then arrives once as its own post.
+func TestServeMattermostShowsStreamedTextProgressively(t *testing.T) {
+	t.Parallel()
+	chat := newMMChat(t)
+	answer := "STREAMED: " + strings.Repeat("the disk is fine and the load is low. ", 8)
+	m := fakemodel.Start(t, fakemodel.Reply{Content: answer, Stream: true, Fragment: 6, ChunkDelay: 40 * time.Millisecond})
+	r := newRig(t, chat, m.URL, rigOpts{})
+	root := chat.Mention("alice", chat.Ops(), "", "how is the machine?")
+	r.waitFor("part of the answer to show while it is written", func() bool {
+		for _, p := range chat.BotPosts(chat.Ops(), root) {
+			if strings.Contains(p.Text, "STREAMED:") && !strings.Contains(p.Text, strings.TrimSpace(answer)) {
+				return true
+			}
+		}
+		return false
+	})
+	r.waitPost(chat.Ops(), root, strings.TrimSpace(answer))
+	r.stop()
+	if n := r.countPosts(chat.Ops(), root, "STREAMED:"); n != 1 {
+		t.Errorf("the answer appears %d times in the thread, want once", n)
+	}
+}
