@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"maps"
 	"slices"
 	"strings"
 )
@@ -186,9 +187,10 @@ func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
 	}
 	label := quoteless(name, verb)
 	for _, rr := range rules {
-		for flag, reason := range rr.RequireFlags {
+		// Sorted, so that the same command always gets the same reason.
+		for _, flag := range slices.Sorted(maps.Keys(rr.RequireFlags)) {
 			if !slices.ContainsFunc(seen, func(f flagUse) bool { return f.name == flag }) {
-				return ptr(confirm("flag.required", "`%s` %s", label, reason))
+				return ptr(confirm("flag.required", "`%s` %s", label, rr.RequireFlags[flag]))
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -325,9 +326,10 @@ func matchName(m map[string]string, name string) string {
 	if r, ok := m[name]; ok {
 		return r
 	}
-	for pat, r := range m {
+	// Sorted, so that the same command always gets the same reason.
+	for _, pat := range slices.Sorted(maps.Keys(m)) {
 		if ok, _ := path.Match(pat, name); ok {
-			return r
+			return m[pat]
 		}
 	}
 	return ""

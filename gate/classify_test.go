@@ -143,6 +143,12 @@ var denyCases = []gateCase{
 }
 
 var confirmCases = []gateCase{
+	{cmd: "top", want: Confirm, rule: "flag.required"},
+	{cmd: "top -b", want: Confirm, rule: "flag.required"},
+	{cmd: "ping 10.0.0.1", want: Confirm, rule: "flag.required"},
+	{cmd: "ping -f -c 1000 10.0.0.1", want: Confirm},
+	{cmd: "dig -f names.txt", want: Confirm},
+	{cmd: "zcat /etc/shadow.gz", want: Confirm},
 	// Not on the table, or writing.
 	{cmd: "rm -rf /tmp/build", want: Confirm, rule: "command.unknown"},
 	{cmd: "rm file", want: Confirm},
@@ -460,6 +466,11 @@ var passCases = []gateCase{
 	{cmd: "id"},
 	{cmd: "uname -a"},
 	{cmd: "uptime"},
+	{cmd: "top -b -n 1"},
+	{cmd: "top -b -n 1 -o %MEM | head -20"},
+	{cmd: "zcat /var/log/syslog.2.gz | grep -c ERROR"},
+	{cmd: "dig +short db01.internal"},
+	{cmd: "ping -c 3 10.0.0.1"},
 	{cmd: "free -h"},
 	{cmd: "df -h"},
 	{cmd: "df -hT /"},
