@@ -694,3 +694,19 @@ func TestClassify(t *testing.T) {
 	}
 	t.Logf("%d cases", total)
 }
+
+// Classify is a pure function: the same command always gets the same
+// decision, reason and rule (no map-order effects).
+func TestClassifyIsDeterministic(t *testing.T) {
+	p := testPolicy(t)
+	all := append(append(append([]gateCase{}, denyCases...), confirmCases...), passCases...)
+	for _, c := range all {
+		first := p.ClassifyIn(c.dir, c.cmd)
+		for range 20 {
+			if got := p.ClassifyIn(c.dir, c.cmd); got != first {
+				t.Errorf("ClassifyIn(%q) = %+v, earlier %+v", c.cmd, got, first)
+				break
+			}
+		}
+	}
+}
