@@ -618,3 +618,29 @@ func TestModelFailureIsErrModelAndRecorded(t *testing.T) {
 		t.Errorf("last event %s %+v", evs[len(evs)-1].Type, p)
 	}
 }
+
+func TestRecoverReportsQueuedMessagesUntilHandled(t *testing.T) {
+	f := newFixture(t, Config{}, say("handled"))
+	note := func(id, text string) {
+		if _, err := f.a.NoteSync("s", EvNote, "user:al", NotePayload{Kind: "message_queued", PostID: id, User: "U1", Name: "al", Detail: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	note("m1", "first")
+	note("m2", "second")
+	note("m1", "first") // noted twice: reported once
+	u, err := f.a.Recover()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(u.Queued) != 2 || u.Queued[0].MessageID != "m1" || u.Queued[1].Text != "second" || u.Queued[1].UserName != "al" {
+		t.Fatalf("Queued = %+v", u.Queued)
+	}
+	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "first", MessageID: "m1", Dir: f.dir}); err != nil {
+		t.Fatal(err)
+	}
+	u, _ = f.a.Recover()
+	if len(u.Queued) != 1 || u.Queued[0].MessageID != "m2" {
+		t.Errorf("after m1 was handled, Queued = %+v", u.Queued)
+	}
+}

@@ -19,7 +19,19 @@ type NotePayload struct {
 	RequestID string `json:"request_id,omitempty"`
 	PostID    string `json:"post_id,omitempty"`
 	User      string `json:"user,omitempty"`
-	Detail    string `json:"detail,omitempty"`
+	// Name is the user's name, when User is an id.
+	Name   string `json:"name,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// QueuedMessage is a chat message that waited behind a run and was never
+// handled (no user_message records its id).
+type QueuedMessage struct {
+	Session   string
+	MessageID string
+	UserID    string
+	UserName  string
+	Text      string
 }
 
 // PendingApproval is an approval request left without a decision.
@@ -37,6 +49,10 @@ type Unfinished struct {
 	Approvals []PendingApproval
 	// Runs are the sessions whose last run started but never finished.
 	Runs []string
+	// Queued are messages recorded as queued ("message_queued" notes) that
+	// no run handled, in chain order. Recover records nothing for them:
+	// the front end handles them, which records them.
+	Queued []QueuedMessage
 }
 
 // Recover closes what a previous process left open: every approval request
@@ -52,6 +68,8 @@ func (a *Agent) Recover() (Unfinished, error) {
 	var porder []string
 	sha := map[string]string{}
 	callOf := map[string]string{}
+	queued := map[string]*QueuedMessage{}
+	var qorder []string
 	for e, err := range a.cfg.Store.All(1) {
 		if err != nil {
 			return Unfinished{}, fmt.Errorf("scan chain: %w", err)
@@ -83,14 +101,34 @@ func (a *Agent) Recover() (Unfinished, error) {
 			}
 		case EvNote:
 			var p NotePayload
-			if json.Unmarshal(e.Payload, &p) == nil && p.Kind == "approval_posted" {
+			if json.Unmarshal(e.Payload, &p) != nil {
+				continue
+			}
+			switch p.Kind {
+			case "approval_posted":
 				if pa := pending[p.RequestID]; pa != nil {
 					pa.PostID = p.PostID
 				}
+			case "message_queued":
+				if p.PostID != "" && queued[p.PostID] == nil {
+					queued[p.PostID] = &QueuedMessage{Session: e.Session, MessageID: p.PostID, UserID: p.User, UserName: p.Name, Text: p.Detail}
+					qorder = append(qorder, p.PostID)
+				}
+			}
+		case EvUserMessage:
+			var p userMessagePayload
+			if json.Unmarshal(e.Payload, &p) == nil && p.MessageID != "" {
+				delete(queued, p.MessageID)
 			}
 		}
 	}
 	var u Unfinished
+	for _, id := range qorder {
+		if q := queued[id]; q != nil {
+			u.Queued = append(u.Queued, *q)
+			delete(queued, id) // a message noted twice is handled once
+		}
+	}
 	for _, id := range porder {
 		pa := pending[id]
 		if pa == nil {

@@ -77,6 +77,9 @@ type Bot struct {
 	seenList []string
 	pending  map[string]*request
 	closing  bool
+	// recovered are messages a previous process queued but never handled;
+	// Run queues them again.
+	recovered []agentcore.QueuedMessage
 }
 
 // thread is one chat thread's queue and run state.
@@ -131,6 +134,7 @@ func New(cfg Config) (*Bot, error) {
 // Run connects the adapter and serves until ctx is done. It returns after
 // every run it started has ended and recorded its end.
 func (b *Bot) Run(ctx context.Context) error {
+	b.requeue(ctx)
 	err := b.cfg.Adapter.Run(ctx, b)
 	b.mu.Lock()
 	b.closing = true
@@ -227,7 +231,43 @@ func (b *Bot) enqueue(ctx context.Context, m Message, ch Channel, it item) {
 	if start {
 		go b.work(ctx, th)
 	} else if it.cmd == "" {
+		b.noteQueued(th, m)
 		b.post(ctx, m.Thread, Post{Text: fmt.Sprintf("Queued: I will handle this after the current run (%d waiting). Send `/stop` to stop the run.", queued)})
+	}
+}
+
+// noteQueued records a message that has to wait, so that a restart (or a
+// crash) does not lose it: Recover reports it until a run handles it.
+func (b *Bot) noteQueued(th *thread, m Message) {
+	if _, err := th.ch.Agent.NoteSync(th.t.Key(), agentcore.EvNote, "user:"+displayName(m.User), agentcore.NotePayload{
+		Kind: "message_queued", PostID: m.ID, User: m.User.ID, Name: m.User.Name, Detail: m.Text}); err != nil {
+		b.log.Error("record queued message", "conv", th.t.Key(), "err", err)
+	}
+}
+
+// requeue queues the messages a previous process left waiting.
+func (b *Bot) requeue(ctx context.Context) {
+	b.mu.Lock()
+	rec := b.recovered
+	b.recovered = nil
+	b.mu.Unlock()
+	for _, q := range rec {
+		t, ok := ThreadOf(q.Session)
+		if !ok {
+			continue
+		}
+		ch, ok := b.cfg.Channel(t.Channel)
+		if !ok {
+			continue
+		}
+		m := Message{Thread: t, ID: q.MessageID, User: User{ID: q.UserID, Name: q.UserName}, Text: q.Text}
+		b.mu.Lock()
+		fresh := b.markSeen(m.ID)
+		b.mu.Unlock()
+		if fresh {
+			b.log.Info("handling a message queued before the restart", "conv", q.Session, "msg", q.MessageID)
+			b.enqueue(ctx, m, ch, item{msg: m})
+		}
 	}
 }
 
@@ -242,7 +282,7 @@ func (b *Bot) work(ctx context.Context, th *thread) {
 			b.mu.Unlock()
 			b.cfg.Metrics.queue(-float64(n))
 			if n > 0 {
-				b.post(context.WithoutCancel(ctx), th.t, Post{Text: "thinbot is shutting down; queued messages were not handled. Mention me again after the restart."})
+				b.post(context.WithoutCancel(ctx), th.t, Post{Text: fmt.Sprintf("thinbot is shutting down; %d queued message(s) will be handled after the restart.", n)})
 			}
 			return
 		}
@@ -250,7 +290,7 @@ func (b *Bot) work(ctx context.Context, th *thread) {
 		th.queue = th.queue[1:]
 		b.mu.Unlock()
 		b.cfg.Metrics.queue(-1)
-		if !b.acquire(ctx, th) {
+		if !b.acquire(ctx, th, it) {
 			continue
 		}
 		switch it.cmd {
@@ -265,12 +305,16 @@ func (b *Bot) work(ctx context.Context, th *thread) {
 	}
 }
 
-// acquire takes a run slot, telling the thread when it has to wait.
-func (b *Bot) acquire(ctx context.Context, th *thread) bool {
+// acquire takes a run slot, telling the thread when it has to wait (and
+// recording the waiting message, as for a queued one).
+func (b *Bot) acquire(ctx context.Context, th *thread, it item) bool {
 	select {
 	case b.slots <- struct{}{}:
 		return true
 	default:
+	}
+	if it.cmd == "" {
+		b.noteQueued(th, it.msg)
 	}
 	b.post(ctx, th.t, Post{Text: fmt.Sprintf("Waiting: %d runs are in progress (the limit); this thread is next in line.", b.cfg.MaxConcurrent)})
 	select {
@@ -405,6 +449,9 @@ func ThreadOf(key string) (Thread, bool) {
 // approval messages say they expired and interrupted threads are told.
 // Call it after agentcore's Recover and before Run.
 func (b *Bot) Recover(ctx context.Context, u agentcore.Unfinished) {
+	b.mu.Lock()
+	b.recovered = append(b.recovered, u.Queued...)
+	b.mu.Unlock()
 	for _, pa := range u.Approvals {
 		t, ok := ThreadOf(pa.Session)
 		if !ok {

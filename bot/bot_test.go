@@ -325,3 +325,35 @@ type funcModel func(agentcore.Request) (agentcore.Response, error)
 func (f funcModel) Complete(_ context.Context, r agentcore.Request) (agentcore.Response, error) {
 	return f(r)
 }
+
+func TestMessagesQueuedBeforeARestartAreHandled(t *testing.T) {
+	model := funcModel(func(r agentcore.Request) (agentcore.Response, error) {
+		return agentcore.Response{Content: "answer to " + r.Messages[len(r.Messages)-1].Content}, nil
+	})
+	db, err := store.Open(filepath.Join(t.TempDir(), "events.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ag, _ := agentcore.New(agentcore.Config{Store: db, Model: model, Policy: gate.DefaultPolicy()})
+	// The previous process noted a queued message and died.
+	ag.NoteSync(th1.Key(), agentcore.EvNote, "user:alice", agentcore.NotePayload{Kind: "message_queued", PostID: "m7", User: "U1", Name: "alice", Detail: "are you there?"})
+	u, err := ag.Recover()
+	if err != nil || len(u.Queued) != 1 {
+		t.Fatalf("Recover = %+v, %v", u, err)
+	}
+	ad := newFakeAdapter()
+	ch := Channel{Agent: ag, Workspace: t.TempDir()}
+	b, _ := New(Config{Adapter: ad, Channel: func(string) (Channel, bool) { return ch, true }, UpdateInterval: 10 * time.Millisecond})
+	b.Recover(t.Context(), u)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { b.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	ad.waitPost(t, th1, contains("answer to are you there?"))
+	// A redelivery of the same message is not handled twice.
+	b.HandleMessage(ctx, Message{Thread: th1, ID: "m7", User: alice, Text: "are you there?", Mentioned: true})
+	if u, _ := ag.Recover(); len(u.Queued) != 0 {
+		t.Errorf("still queued after handling: %+v", u.Queued)
+	}
+}
