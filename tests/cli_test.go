@@ -241,3 +241,36 @@ func TestCLIModelDownFailsWithOneLine(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// chat mode: a write waits for y/N on the terminal; y runs it, n refuses;
+// streamed text is shown once; /clear starts a new topic.
+func TestCLIChatApprovesAtTheTerminal(t *testing.T) {
+	m := fakemodel.Start(t,
+		run("touch yes-file"), fakemodel.Reply{Content: "Made it.", Stream: true, Fragment: 3},
+		run("touch no-file"), fakemodel.Reply{Content: "Skipped."},
+		fakemodel.Reply{Content: "Fresh start."})
+	dir := t.TempDir()
+	r := thinbotIn(t, dir, modelEnv(m), "make one\ny\nmake another\nn\n/clear\nhello\n/exit\n", "chat")
+	if r.code != 0 {
+		t.Fatalf("chat: exit %d: %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "yes-file")); err != nil {
+		t.Error("the approved command did not run")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "no-file")); err == nil {
+		t.Error("the refused command ran")
+	}
+	if strings.Count(r.stdout, "Made it.") != 1 || !strings.Contains(r.stdout, "Skipped.") {
+		t.Errorf("stdout = %q", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "Run it? [y/N]") {
+		t.Errorf("no approval prompt on stderr:\n%s", r.stderr)
+	}
+	last := m.Requests()[len(m.Requests())-1]
+	for _, msg := range last.Messages {
+		if strings.Contains(msg.Content, "make one") {
+			t.Error("after /clear the old topic is still in the context")
+		}
+	}
+	verifyChain(t, dbOf(dir))
+}

@@ -65,13 +65,14 @@ func cmdChat(ctx context.Context, e *env, args []string) error {
 			continue
 		}
 		runCtx, stop := interruptible(ctx, e)
+		hooks, streamed := streaming(e, progress(e.stderr))
 		res, err := l.agent.Run(runCtx, agentcore.Turn{
 			Session: localSession, Actor: "user:" + userName(e), Text: line, Dir: l.dir,
-			Goal: *goal, AllowAll: f.allowAll, Approver: approver, Hooks: progress(e.stderr),
+			Goal: *goal, AllowAll: f.allowAll, Approver: approver, Hooks: hooks,
 		})
 		stop()
-		if res.Answer != "" {
-			fmt.Fprintln(e.stdout, strings.TrimSpace(res.Answer))
+		if answer := strings.TrimSpace(res.Answer); answer != "" && answer != strings.TrimSpace(streamed()) {
+			fmt.Fprintln(e.stdout, answer)
 		}
 		switch {
 		case res.Status == agentcore.StatusCancelled:
@@ -82,6 +83,34 @@ func cmdChat(ctx context.Context, e *env, args []string) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+	}
+}
+
+// streaming shows the model's text on stdout as it arrives. The returned
+// func gives the text streamed since the last command, so that an answer
+// already shown is not printed again.
+func streaming(e *env, h agentcore.Hooks) (agentcore.Hooks, func() string) {
+	var seg strings.Builder
+	cmd := h.Command
+	h.Text = func(delta string) {
+		fmt.Fprint(e.stdout, delta)
+		seg.WriteString(delta)
+	}
+	h.Command = func(c agentcore.CommandInfo) {
+		if seg.Len() > 0 {
+			fmt.Fprintln(e.stdout)
+			seg.Reset()
+		}
+		if cmd != nil {
+			cmd(c)
+		}
+	}
+	return h, func() string {
+		s := seg.String()
+		if s != "" && !strings.HasSuffix(s, "\n") {
+			fmt.Fprintln(e.stdout)
+		}
+		return s
 	}
 }
 
