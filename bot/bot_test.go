@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/gate"
@@ -355,5 +356,13 @@ func TestMessagesQueuedBeforeARestartAreHandled(t *testing.T) {
 	b.HandleMessage(ctx, Message{Thread: th1, ID: "m7", User: alice, Text: "are you there?", Mentioned: true})
 	if u, _ := ag.Recover(); len(u.Queued) != 0 {
 		t.Errorf("still queued after handling: %+v", u.Queued)
+	}
+}
+
+func TestLongAnswerIsCutOnARuneAndAttached(t *testing.T) {
+	answer := strings.Repeat("é", maxPostText) // 2 bytes a rune: the cut falls mid-rune
+	p := answerPost(answer)
+	if !utf8.ValidString(p.Text) || p.File == nil || string(p.File.Data) != answer {
+		t.Errorf("answerPost: valid text %v, file %v", utf8.ValidString(p.Text), p.File != nil)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/thinbot/thinbot/agentcore"
 )
@@ -286,7 +287,11 @@ func answerPost(answer string) Post {
 	if len(answer) <= maxPostText {
 		return Post{Text: answer}
 	}
-	return Post{Text: answer[:maxPostText/2] + "\n\n_(the answer is long; the full text is attached)_",
+	cut := maxPostText / 2
+	for cut > 0 && !utf8.RuneStart(answer[cut]) {
+		cut--
+	}
+	return Post{Text: answer[:cut] + "\n\n_(the answer is long; the full text is attached)_",
 		File: &File{Name: "answer.md", Data: []byte(answer)}}
 }
 
