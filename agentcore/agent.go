@@ -760,7 +760,7 @@ func formatExec(ex ExecResult, view int) string {
 func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > 80 {
-		s = s[:77] + "..."
+		s = strings.ToValidUTF8(s[:77], "") + "..."
 	}
 	return s
 }

@@ -130,7 +130,7 @@ func (b *Bot) status(key string, ch Channel) string {
 func oneLineMD(s string) string {
 	s = strings.ReplaceAll(strings.Join(strings.Fields(s), " "), "`", "'")
 	if len(s) > 120 {
-		s = s[:117] + "..."
+		s = strings.ToValidUTF8(s[:117], "") + "..."
 	}
 	return s
 }

@@ -463,7 +463,7 @@ func shortView(content string) string {
 	}
 	for i, l := range lines {
 		if len(l) > 200 {
-			lines[i] = l[:200] + "…"
+			lines[i] = strings.ToValidUTF8(l[:200], "") + "…"
 		}
 	}
 	return strings.Join(lines, "\n")

@@ -162,7 +162,7 @@ func skillsSummary(set skills.Set) string {
 func oneLineText(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {
-		s = s[:n-3] + "..."
+		s = strings.ToValidUTF8(s[:n-3], "") + "..."
 	}
 	return s
 }
