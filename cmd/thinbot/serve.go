@@ -203,12 +203,33 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	}()
 	logger.Info("thinbot serving", "platform", c.Platform, "listen", ln.Addr().String(), "channels", len(c.Channels),
 		"recovered_approvals", len(unfinished.Approvals), "interrupted_runs", len(unfinished.Runs))
+	// The chain head goes to the operator log every 10 minutes and at exit:
+	// a log shipped elsewhere then anchors the chain, so that even a rewrite
+	// of the whole chain (which verifies on its own) is caught.
+	headCtx, stopHead := context.WithCancel(ctx)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(10 * time.Minute)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				seq, hash := chainHead(db)
+				logger.Info("chain head", "seq", seq, "hash", hash)
+			case <-headCtx.Done():
+				return
+			}
+		}
+	}()
 	runErr := b.Run(ctx)
+	stopHead()
 	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shut)
 	wg.Wait()
-	logger.Info("thinbot stopped", "last_seq", db.LastSeq())
+	seq, hash := chainHead(db)
+	logger.Info("thinbot stopped", "last_seq", seq, "head_hash", hash)
 	return runErr
 }
 
@@ -341,4 +362,18 @@ func (r *readiness) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	fmt.Fprintln(w, "ready")
+}
+
+// chainHead returns the sequence number and hash of the chain's last event.
+func chainHead(db *store.DB) (uint64, string) {
+	seq := db.LastSeq()
+	if seq == 0 {
+		return 0, store.ZeroHash
+	}
+	for ev, err := range db.All(seq) {
+		if err == nil {
+			return ev.Seq, ev.Hash
+		}
+	}
+	return seq, ""
 }
