@@ -189,8 +189,12 @@ func (b *Bot) HandleMessage(ctx context.Context, m Message) {
 		return
 	}
 	if !matchUser(b.cfg.Users, m.User) {
-		b.log.Info("message from a user not allowed", "user", m.User.ID, "name", m.User.Name)
-		b.post(ctx, m.Thread, Post{Text: fmt.Sprintf("Sorry, @%s is not allowed to use this bot.", displayName(m.User))})
+		// Other people talk in session threads too: only someone who
+		// addressed the bot is told it will not answer them.
+		if m.Mentioned || m.Direct {
+			b.log.Info("message from a user not allowed", "user", m.User.ID, "name", m.User.Name)
+			b.post(ctx, m.Thread, Post{Text: fmt.Sprintf("Sorry, @%s is not allowed to use this bot.", displayName(m.User))})
+		}
 		return
 	}
 	text := strings.TrimSpace(m.Text)

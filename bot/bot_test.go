@@ -277,12 +277,15 @@ func TestIgnoresWhatIsNotForIt(t *testing.T) {
 		t.Error("the model was called")
 		return agentcore.Response{}, nil
 	})
-	r := newRig(t, model, Channel{}, Config{Users: []string{"alice"}})
+	// th1 is a known session, so replies there without a mention would
+	// continue it; eve's must still not get one refusal per message.
+	r := newRig(t, model, Channel{}, Config{Users: []string{"alice"}, Sessions: []string{th1.Key()}})
 	r.say(alice, Thread{Platform: "fake", Channel: "C1", Root: "R9"}, "m1", "no mention, new thread", false)
 	r.say(alice, Thread{Platform: "fake", Channel: "C2", Root: "R1"}, "m2", "unconfigured channel", true)
 	r.b.HandleMessage(r.ctx, Message{Thread: th1, ID: "m3", User: bob, Text: "from a bot", Mentioned: true, FromBot: true})
 	r.say(eve, th1, "m4", "not allowed", true)
 	r.ad.waitPost(t, th1, contains("not allowed to use this bot"))
+	r.say(eve, th1, "m5", "just chatting in the thread", false) // no mention: no second refusal
 	r.ad.mu.Lock()
 	defer r.ad.mu.Unlock()
 	if n := len(r.ad.posts); n != 1 {
