@@ -143,3 +143,12 @@ type Streamer interface {
 	// the message then stays as it was streamed.
 	StopStream(ctx context.Context, t Thread, id, markdown string) error
 }
+
+// ChannelResolver is implemented by adapters that can find the id of a
+// channel the bot is a member of by its name, so that a config file may name
+// channels ("ops", "#ops") instead of giving ids.
+type ChannelResolver interface {
+	// ChannelID returns the id of the channel named name; an error says
+	// why there is none (not a member, ambiguous, API failure).
+	ChannelID(ctx context.Context, name string) (string, error)
+}

@@ -337,3 +337,33 @@ func apiError(op string, resp *model.Response, err error) error {
 	}
 	return e
 }
+
+var _ bot.ChannelResolver = (*Adapter)(nil)
+
+// ChannelID implements bot.ChannelResolver: name is a channel's name (as in
+// its URL; a leading "~" or "#" is ignored) or its display name, among the channels the bot
+// is a member of.
+func (a *Adapter) ChannelID(ctx context.Context, name string) (string, error) {
+	name = strings.TrimLeft(strings.TrimSpace(name), "~#")
+	botID, _, err := a.me(ctx)
+	if err != nil {
+		return "", err
+	}
+	channels, err := a.memberChannels(ctx, botID)
+	if err != nil {
+		return "", err
+	}
+	var ids []string
+	for _, c := range channels {
+		if c.Name == name || strings.EqualFold(c.DisplayName, name) {
+			ids = append(ids, c.Id)
+		}
+	}
+	switch len(ids) {
+	case 0:
+		return "", fmt.Errorf("mattermost: the bot is a member of no channel named %q (add the bot to it, or give the channel id)", name)
+	case 1:
+		return ids[0], nil
+	}
+	return "", fmt.Errorf("mattermost: %d channels are named %q (ids %s); give the channel id", len(ids), name, strings.Join(ids, ", "))
+}

@@ -588,3 +588,17 @@ func TestNewValidates(t *testing.T) {
 		t.Error("Connected before Run")
 	}
 }
+
+func TestChannelIDByName(t *testing.T) {
+	e := newEnv(t, nil)
+	e.mm.AddChannel("secret", e.alice.ID) // the bot is not a member
+	for _, name := range []string{"ops", "~ops", "OPS"} {
+		id, err := e.a.ChannelID(t.Context(), name)
+		if err != nil || id != e.ch {
+			t.Errorf("ChannelID(%q) = %q, %v; want %q", name, id, err, e.ch)
+		}
+	}
+	if _, err := e.a.ChannelID(t.Context(), "secret"); err == nil || !strings.Contains(err.Error(), "no channel named") {
+		t.Errorf("a channel without the bot resolved: %v", err)
+	}
+}

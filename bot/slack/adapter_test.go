@@ -463,3 +463,16 @@ func TestNewValidates(t *testing.T) {
 		}
 	}
 }
+
+func TestChannelIDByName(t *testing.T) {
+	e := start(t, "socket", nil)
+	e.f.AddChannel("C7", "incidents", "U1") // the fake makes the bot a member of every channel
+	for _, name := range []string{"incidents", "#incidents"} {
+		if id, err := e.a.ChannelID(t.Context(), name); err != nil || id != "C7" {
+			t.Errorf("ChannelID(%q) = %q, %v; want C7", name, id, err)
+		}
+	}
+	if _, err := e.a.ChannelID(t.Context(), "nope"); err == nil || !strings.Contains(err.Error(), "no channel named") {
+		t.Errorf("an unknown channel resolved: %v", err)
+	}
+}

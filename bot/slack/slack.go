@@ -470,3 +470,35 @@ func parseTS(ts string) time.Time {
 	us, _ := strconv.ParseInt((frac + "000000")[:6], 10, 64)
 	return time.Unix(s, us*1000).UTC()
 }
+
+var _ bot.ChannelResolver = (*Adapter)(nil)
+
+// ChannelID implements bot.ChannelResolver: name is a channel's name ("#"
+// optional) among the public and private channels the bot is a member of
+// (users.conversations).
+func (a *Adapter) ChannelID(ctx context.Context, name string) (string, error) {
+	name = strings.TrimPrefix(strings.TrimSpace(name), "#")
+	params := &slack.GetConversationsForUserParameters{Types: []string{"public_channel", "private_channel"}, Limit: 200}
+	for page := 0; page < 100; page++ {
+		var chs []slack.Channel
+		var next string
+		err := a.call(ctx, "users.conversations", func() error {
+			var err error
+			chs, next, err = a.api.GetConversationsForUserContext(ctx, params)
+			return err
+		})
+		if err != nil {
+			return "", fmt.Errorf("slack: users.conversations: %w", err)
+		}
+		for _, c := range chs {
+			if c.Name == name {
+				return c.ID, nil
+			}
+		}
+		if next == "" {
+			break
+		}
+		params.Cursor = next
+	}
+	return "", fmt.Errorf("slack: the bot is a member of no channel named %q (invite it with /invite, or give the channel id)", name)
+}

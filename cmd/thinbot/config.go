@@ -72,7 +72,10 @@ type daemonConfig struct {
 
 type channelConfig struct {
 	// ID is the channel id, or "*" for every channel not listed.
-	ID               string   `yaml:"id"`
+	ID string `yaml:"id"`
+	// Name is the channel's name instead of its id ("ops", "#ops"),
+	// resolved at start among the channels the bot is a member of.
+	Name             string   `yaml:"name"`
 	Workspace        string   `yaml:"workspace"`
 	InstructionsFile string   `yaml:"instructions_file"`
 	Approvers        []string `yaml:"approvers"`
@@ -215,13 +218,20 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 	seen := map[string]bool{}
 	for i, ch := range c.Channels {
 		where := fmt.Sprintf("channels[%d]", i)
-		if ch.ID == "" {
-			bad("%s.id is empty (a channel id, or \"*\" for all others)", where)
+		switch {
+		case ch.ID == "" && ch.Name == "":
+			bad("%s has neither id nor name (a channel id, \"*\" for all others, or the channel's name)", where)
+		case ch.ID != "" && ch.Name != "":
+			bad("%s has both id and name; give one", where)
 		}
-		if seen[ch.ID] {
-			bad("%s.id %q is listed twice", where, ch.ID)
+		key := ch.ID
+		if ch.Name != "" {
+			key = "name:" + strings.TrimLeft(ch.Name, "#~")
 		}
-		seen[ch.ID] = true
+		if seen[key] {
+			bad("%s (%s) is listed twice", where, strings.TrimPrefix(key, "name:"))
+		}
+		seen[key] = true
 		if ch.Workspace == "" {
 			bad("%s.workspace is empty", where)
 		} else if st, err := os.Stat(ch.Workspace); err != nil || !st.IsDir() {

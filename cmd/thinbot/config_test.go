@@ -23,7 +23,7 @@ func TestExampleConfigKeysAreKnown(t *testing.T) {
 	if err := dec.Decode(&c); err != nil {
 		t.Fatalf("example config: %v", err)
 	}
-	if c.Platform != "mattermost" || len(c.Channels) != 1 || !c.Channels[0].TwoPerson {
+	if c.Platform != "mattermost" || len(c.Channels) != 2 || !c.Channels[0].TwoPerson || c.Channels[1].Name != "sandbox" {
 		t.Errorf("decoded %+v", c)
 	}
 }
@@ -75,5 +75,33 @@ channels:
 	e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
 	if err := run(t.Context(), e, []string{"config", "check", "--config", cfg}); err != nil {
 		t.Fatalf("config check: %v\n%s", err, out.String())
+	}
+}
+
+func TestConfigChannelsByIDOrName(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte("secret"), 0o600)
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(`
+model: {base_url: "http://127.0.0.1:9/v1", model: m}
+platform: mattermost
+mattermost: {url: "https://mm.example.com", token_file: "`+token+`", callback_url: "http://127.0.0.1:8065/hooks/mm"}
+state_dir: `+filepath.Join(dir, "state")+`
+channels:
+  - {name: "ops", workspace: "`+dir+`", approvers: [bob]}
+  - {name: "#ops", workspace: "`+dir+`", approvers: [bob]}
+  - {id: "abc", name: "x", workspace: "`+dir+`", approvers: [bob]}
+  - {workspace: "`+dir+`", approvers: [bob]}
+`), 0o600)
+	var out bytes.Buffer
+	e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+	if err := run(t.Context(), e, []string{"config", "check", "--config", cfg}); err == nil {
+		t.Fatal("config check passed")
+	}
+	for _, want := range []string{"channels[1] (ops) is listed twice", "channels[2] has both id and name", "channels[3] has neither id nor name"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 }

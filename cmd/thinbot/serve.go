@@ -112,6 +112,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	// workspace's ./skills.
 	agents := map[string]*agentcore.Agent{}
 	channels := map[string]bot.Channel{}
+	var named []namedChannel // channels configured by name, resolved once the adapter exists
 	for _, cc := range c.Channels {
 		ws := abs(cc.Workspace)
 		ag := agents[ws]
@@ -143,6 +144,10 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		if cc.InstructionsFile != "" {
 			ch.Instructions = readText(cc.InstructionsFile)
 		}
+		if cc.Name != "" {
+			named = append(named, namedChannel{name: cc.Name, ch: ch})
+			continue
+		}
 		channels[cc.ID] = ch
 	}
 	var anyAgent *agentcore.Agent
@@ -162,6 +167,9 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	mux := http.NewServeMux()
 	adapter, err := newAdapter(c, db, mux, logger)
 	if err != nil {
+		return err
+	}
+	if err := resolveChannels(ctx, adapter, named, channels); err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
@@ -376,4 +384,35 @@ func chainHead(db *store.DB) (uint64, string) {
 		}
 	}
 	return seq, ""
+}
+
+type namedChannel struct {
+	name string
+	ch   bot.Channel
+}
+
+// resolveChannels finds the ids of channels configured by name and adds
+// them to channels. A name that does not resolve stops the start: running
+// without a configured channel would silently ignore it.
+func resolveChannels(ctx context.Context, adapter bot.Adapter, named []namedChannel, channels map[string]bot.Channel) error {
+	if len(named) == 0 {
+		return nil
+	}
+	r, ok := adapter.(bot.ChannelResolver)
+	if !ok {
+		return errors.New("this chat platform cannot resolve channel names: give channel ids")
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for _, n := range named {
+		id, err := r.ChannelID(ctx, n.name)
+		if err != nil {
+			return fmt.Errorf("channel %q: %w", n.name, err)
+		}
+		if _, dup := channels[id]; dup {
+			return fmt.Errorf("channel %q is also configured by its id %s", n.name, id)
+		}
+		channels[id] = n.ch
+	}
+	return nil
 }

@@ -123,6 +123,8 @@ func (f *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		res = f.postEphemeralLocked(p)
 	case "conversations.members":
 		res = f.membersLocked(p)
+	case "users.conversations":
+		res = f.userConversationsLocked(p)
 	case "users.info":
 		name, ok := f.users[p["user"]]
 		if !ok {
@@ -655,4 +657,36 @@ func (f *Server) readLoop(c *conn) {
 		f.notifyLocked()
 		f.mu.Unlock()
 	}
+}
+
+// userConversationsLocked lists the channels (not IMs) the bot is a member
+// of, one per page when limit is 1, in id order.
+func (f *Server) userConversationsLocked(p map[string]string) map[string]any {
+	var ids []string
+	for id, ch := range f.channels {
+		if !ch.im && slices.Contains(ch.members, BotUserID) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	limit, err := strconv.Atoi(p["limit"])
+	if err != nil || limit <= 0 {
+		limit = 100
+	}
+	start := 0
+	if p["cursor"] != "" {
+		if start, err = strconv.Atoi(strings.TrimPrefix(p["cursor"], "c")); err != nil || start > len(ids) {
+			return fail("invalid_cursor")
+		}
+	}
+	end := min(start+limit, len(ids))
+	next := ""
+	if end < len(ids) {
+		next = "c" + strconv.Itoa(end)
+	}
+	var chans []map[string]any
+	for _, id := range ids[start:end] {
+		chans = append(chans, map[string]any{"id": id, "name": f.channels[id].name, "is_channel": true, "is_member": true})
+	}
+	return map[string]any{"ok": true, "channels": chans, "response_metadata": map[string]any{"next_cursor": next}}
 }
