@@ -210,6 +210,16 @@ func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
 				return ptr(confirm("operand.unsafe", "`date %s` sets the system clock; only +FORMAT operands are read-only", a.s))
 			}
 		}
+	case "interval":
+		// vmstat, iostat, mpstat: without a count they report forever.
+		for _, a := range operands {
+			if !isNumber(a.s) {
+				return ptr(confirm("operand.unknown", "`%s %s`: only a numeric delay and count are read-only", label, a.s))
+			}
+		}
+		if len(operands) == 1 {
+			return ptr(confirm("operand.count", "`%s %s` reports forever without a count (use DELAY COUNT)", label, operands[0].s))
+		}
 	case "git-branch":
 		listing := slices.ContainsFunc(seen, func(f flagUse) bool { return f.name == "--list" || f.name == "-l" })
 		if len(operands) > 0 && !listing {

@@ -144,6 +144,10 @@ var denyCases = []gateCase{
 
 var confirmCases = []gateCase{
 	{cmd: "top", want: Confirm, rule: "flag.required"},
+	{cmd: "vmstat 1", want: Confirm, rule: "operand.count"},
+	{cmd: "iostat -x 2", want: Confirm, rule: "operand.count"},
+	{cmd: "vmstat 1 5 /dev/sda", want: Confirm},
+	{cmd: "vmstat x 5", want: Confirm},
 	{cmd: "top -b", want: Confirm, rule: "flag.required"},
 	{cmd: "ping 10.0.0.1", want: Confirm, rule: "flag.required"},
 	{cmd: "ping -f -c 1000 10.0.0.1", want: Confirm},
@@ -467,6 +471,10 @@ var passCases = []gateCase{
 	{cmd: "uname -a"},
 	{cmd: "uptime"},
 	{cmd: "top -b -n 1"},
+	{cmd: "vmstat"},
+	{cmd: "vmstat 1 5"},
+	{cmd: "iostat -x 1 3"},
+	{cmd: "mpstat -P ALL 1 2"},
 	{cmd: "top -b -n 1 -o %MEM | head -20"},
 	{cmd: "zcat /var/log/syslog.2.gz | grep -c ERROR"},
 	{cmd: "dig +short db01.internal"},

@@ -116,7 +116,8 @@ type Rule struct {
 	// one of these keys; the verb's rule adds to this rule's flags.
 	Verbs map[string]*Rule `yaml:"verbs,omitempty"`
 	// Check names a built-in check for argument grammars that flags cannot
-	// describe: "sed", "find", "git", "git-branch", "ps", "date".
+	// describe: "sed", "find", "git", "git-branch", "ps", "date",
+	// "interval" (no operands, or a numeric DELAY and COUNT: vmstat 1 5).
 	Check string `yaml:"check,omitempty"`
 }
 
@@ -424,7 +425,7 @@ func mergeMap[V any](dst, src map[string]V) map[string]V {
 	return dst
 }
 
-var knownChecks = map[string]bool{"": true, "sed": true, "find": true, "git": true, "git-branch": true, "ps": true, "date": true}
+var knownChecks = map[string]bool{"": true, "sed": true, "find": true, "git": true, "git-branch": true, "ps": true, "date": true, "interval": true}
 
 // validate reports the first malformed entry of p.
 func (p *Policy) validate() error {
