@@ -173,7 +173,9 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_chain_events",
+			Help: "Events in the chain (its head's sequence number)."}, func() float64 { return float64(db.LastSeq()) }))
 	b, err := bot.New(bot.Config{
 		Adapter: adapter,
 		Channel: func(id string) (bot.Channel, bool) {
