@@ -330,6 +330,13 @@ func actionSecret(path string) ([]byte, error) {
 	return b, nil
 }
 
+// Linux constants the syscall package does not name: statfs's read-only
+// mount flag and access(2)'s write check.
+const (
+	stRdonly    = 0x1
+	accessWrite = 0x2
+)
+
 // readiness answers /readyz: chat connected, store writable, model reachable.
 type readiness struct {
 	adapter  chatAdapter
@@ -352,6 +359,11 @@ func (r *readiness) serve(w http.ResponseWriter, req *http.Request) {
 		problems = append(problems, "store: "+err.Error())
 	} else if st.Bavail*uint64(st.Bsize) < 16<<20 {
 		problems = append(problems, "store: less than 16 MiB free on the state disk")
+	} else if st.Flags&stRdonly != 0 {
+		problems = append(problems, "store: the state disk is mounted read-only")
+	}
+	if err := syscall.Access(r.db.Path(), accessWrite); err != nil {
+		problems = append(problems, "store: "+r.db.Path()+" is not writable: "+err.Error())
 	}
 	r.mu.Lock()
 	if time.Since(r.checked) > 30*time.Second {
