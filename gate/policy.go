@@ -266,15 +266,7 @@ func (p *Policy) YAML() ([]byte, error) {
 // folder (store, audit.jsonl). Relative and empty paths are ignored; the
 // caller passes absolute paths.
 func (p *Policy) WithProtected(paths ...string) *Policy {
-	q := p.orZero().clone()
-	for _, s := range paths {
-		if s == "" || !strings.HasPrefix(s, "/") {
-			continue
-		}
-		q.ProtectedPaths = appendNew(q.ProtectedPaths, path.Clean(s))
-	}
-	q.c = q.compile()
-	return q
+	return p.withPaths(func(q *Policy) *[]string { return &q.ProtectedPaths }, paths)
 }
 
 // WithReadOnlyScripts returns a copy of p that passes exactly
@@ -283,12 +275,19 @@ func (p *Policy) WithProtected(paths ...string) *Policy {
 // skills package decides which scripts are read-only; the gate only matches
 // the cleaned path. Relative and empty paths are ignored.
 func (p *Policy) WithReadOnlyScripts(paths ...string) *Policy {
+	return p.withPaths(func(q *Policy) *[]string { return &q.ReadOnlyScripts }, paths)
+}
+
+// withPaths returns a compiled copy of p with the absolute paths, cleaned,
+// added to the list that field selects.
+func (p *Policy) withPaths(field func(*Policy) *[]string, paths []string) *Policy {
 	q := p.orZero().clone()
+	list := field(q)
 	for _, s := range paths {
 		if s == "" || !strings.HasPrefix(s, "/") {
 			continue
 		}
-		q.ReadOnlyScripts = appendNew(q.ReadOnlyScripts, path.Clean(s))
+		*list = appendNew(*list, path.Clean(s))
 	}
 	q.c = q.compile()
 	return q

@@ -32,8 +32,14 @@ type SessionInfo struct {
 // when each chunk is read. Iteration stops at the first error, which is
 // yielded with a zero Event. It may run concurrently with Append.
 func (db *DB) All(fromSeq uint64) iter.Seq2[Event, error] {
+	return decodeChunks(db.allLines(fromSeq))
+}
+
+// decodeChunks turns chunks of stored lines into events, stopping at the
+// first error.
+func decodeChunks(chunks iter.Seq2[[][]byte, error]) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		for lines, err := range db.allLines(fromSeq) {
+		for lines, err := range chunks {
 			if err != nil {
 				yield(Event{}, err)
 				return
@@ -81,24 +87,7 @@ func (db *DB) allLines(fromSeq uint64) iter.Seq2[[][]byte, error] {
 // the per-session index (no scan of other sessions). Errors are yielded as
 // for All; an index entry without its event is an error.
 func (db *DB) Events(session string, fromSeq uint64) iter.Seq2[Event, error] {
-	return func(yield func(Event, error) bool) {
-		for lines, err := range db.sessionLines(session, fromSeq) {
-			if err != nil {
-				yield(Event{}, err)
-				return
-			}
-			for _, l := range lines {
-				ev, err := decodeLine(l)
-				if err != nil {
-					yield(Event{}, fmt.Errorf("store: read: %w", err))
-					return
-				}
-				if !yield(ev, nil) {
-					return
-				}
-			}
-		}
-	}
+	return decodeChunks(db.sessionLines(session, fromSeq))
 }
 
 func (db *DB) sessionLines(session string, fromSeq uint64) iter.Seq2[[][]byte, error] {
