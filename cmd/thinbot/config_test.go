@@ -58,7 +58,11 @@ channels:
 	}
 }
 
-func TestConfigCheckAcceptsAGoodConfig(t *testing.T) {
+// checkConfig writes a Mattermost config whose channels section is
+// channels (with WS standing for a real workspace folder) and runs
+// `thinbot config check` on it.
+func checkConfig(t *testing.T, channels string) (string, error) {
+	t.Helper()
 	dir := t.TempDir()
 	token := filepath.Join(dir, "token")
 	os.WriteFile(token, []byte("secret"), 0o600)
@@ -69,39 +73,31 @@ platform: mattermost
 mattermost: {url: "https://mm.example.com", token_file: "`+token+`", callback_url: "http://127.0.0.1:8065/hooks/mm"}
 state_dir: `+filepath.Join(dir, "state")+`
 channels:
-  - {id: "*", workspace: "`+dir+`", approvers: [bob]}
-`), 0o600)
+`+strings.ReplaceAll(channels, "WS", dir)), 0o600)
 	var out bytes.Buffer
 	e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
-	if err := run(t.Context(), e, []string{"config", "check", "--config", cfg}); err != nil {
-		t.Fatalf("config check: %v\n%s", err, out.String())
+	err := run(t.Context(), e, []string{"config", "check", "--config", cfg})
+	return out.String(), err
+}
+
+func TestConfigCheckAcceptsAGoodConfig(t *testing.T) {
+	if out, err := checkConfig(t, `  - {id: "*", workspace: "WS", approvers: [bob]}`+"\n"); err != nil {
+		t.Fatalf("config check: %v\n%s", err, out)
 	}
 }
 
 func TestConfigChannelsByIDOrName(t *testing.T) {
-	dir := t.TempDir()
-	token := filepath.Join(dir, "token")
-	os.WriteFile(token, []byte("secret"), 0o600)
-	cfg := filepath.Join(dir, "c.yaml")
-	os.WriteFile(cfg, []byte(`
-model: {base_url: "http://127.0.0.1:9/v1", model: m}
-platform: mattermost
-mattermost: {url: "https://mm.example.com", token_file: "`+token+`", callback_url: "http://127.0.0.1:8065/hooks/mm"}
-state_dir: `+filepath.Join(dir, "state")+`
-channels:
-  - {name: "ops", workspace: "`+dir+`", approvers: [bob]}
-  - {name: "#ops", workspace: "`+dir+`", approvers: [bob]}
-  - {id: "abc", name: "x", workspace: "`+dir+`", approvers: [bob]}
-  - {workspace: "`+dir+`", approvers: [bob]}
-`), 0o600)
-	var out bytes.Buffer
-	e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
-	if err := run(t.Context(), e, []string{"config", "check", "--config", cfg}); err == nil {
+	out, err := checkConfig(t, `  - {name: "ops", workspace: "WS", approvers: [bob]}
+  - {name: "#ops", workspace: "WS", approvers: [bob]}
+  - {id: "abc", name: "x", workspace: "WS", approvers: [bob]}
+  - {workspace: "WS", approvers: [bob]}
+`)
+	if err == nil {
 		t.Fatal("config check passed")
 	}
 	for _, want := range []string{"channels[1] (ops) is listed twice", "channels[2] has both id and name", "channels[3] has neither id nor name"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 }
