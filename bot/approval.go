@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
@@ -23,6 +24,10 @@ type request struct {
 	expires   time.Time
 	postID    string
 	decided   chan agentcore.ApprovalDecision // buffered 1; written once by whoever takes the request
+	// ready is closed once the post is recorded in the chain (or failed
+	// to be): clicks wait for it, so the record always reads request,
+	// post, then clicks.
+	ready chan struct{}
 }
 
 // threadApprover asks a thread's approvers through buttons.
@@ -38,7 +43,9 @@ type threadApprover struct {
 func (a *threadApprover) Approve(ctx context.Context, ap agentcore.Approval) (agentcore.ApprovalDecision, error) {
 	b := a.b
 	req := &request{ap: ap, th: a.th, requester: a.requester, expires: b.cfg.Now().Add(b.cfg.ApprovalTimeout),
-		decided: make(chan agentcore.ApprovalDecision, 1)}
+		decided: make(chan agentcore.ApprovalDecision, 1), ready: make(chan struct{})}
+	markReady := sync.OnceFunc(func() { close(req.ready) })
+	defer markReady()
 	b.mu.Lock()
 	b.pending[ap.RequestID] = req
 	b.mu.Unlock()
@@ -63,6 +70,7 @@ func (a *threadApprover) Approve(ctx context.Context, ap agentcore.Approval) (ag
 		b.update(ctx, a.th.t, postID, Post{Text: "**Cancelled** — the request could not be recorded. Nothing was run."})
 		return agentcore.ApprovalDecision{}, err
 	}
+	markReady()
 	timer := time.NewTimer(time.Until(req.expires))
 	defer timer.Stop()
 	select {
@@ -106,7 +114,21 @@ func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
 	b.mu.Lock()
 	req := b.pending[c.Value]
 	b.mu.Unlock()
-	if req == nil || (req.postID != "" && c.PostID != "" && c.PostID != req.postID) {
+	if req != nil {
+		// A click that races the recording of the post waits for it.
+		select {
+		case <-req.ready:
+		case <-ctx.Done():
+			return ClickResult{Ephemeral: "The request is not ready yet; try again."}
+		}
+	}
+	postID := ""
+	if req != nil {
+		b.mu.Lock()
+		postID = req.postID // written under b.mu by Approve
+		b.mu.Unlock()
+	}
+	if req == nil || (postID != "" && c.PostID != "" && c.PostID != postID) {
 		return ClickResult{Ephemeral: "This approval request is no longer open (it was decided, expired, or thinbot restarted). Nothing was changed."}
 	}
 	if c.ActionID != ActionApprove && c.ActionID != ActionDeny {
