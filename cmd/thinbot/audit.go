@@ -67,7 +67,7 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: audit %s takes no arguments, got %q", errUsage, args[0], fs.Args())

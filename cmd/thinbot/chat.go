@@ -18,7 +18,7 @@ func cmdChat(ctx context.Context, e *env, args []string) error {
 	f.register(fs)
 	goal := fs.Bool("g", false, "goal mode for every message")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	l, err := openLocal(e, &f)
 	if err != nil {

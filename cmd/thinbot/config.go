@@ -9,8 +9,13 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"io"
+	"maps"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -98,13 +103,22 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 		return nil, d, fmt.Errorf("config: %w", err)
 	}
 	var c daemonConfig
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		return nil, d, fmt.Errorf("config %s: %w", path, err)
-	}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	// Unknown keys are found on the node tree first: yaml.v3's KnownFields
+	// error names the Go struct type, which means nothing to an operator.
+	var root yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&root); err != nil && !errors.Is(err, io.EOF) {
+		return nil, d, fmt.Errorf("config %s: %w", path, err)
+	}
+	if unknown := unknownKeys(&root, reflect.TypeFor[daemonConfig](), ""); len(unknown) > 0 {
+		return nil, d, fmt.Errorf("config %s: %w", path, errors.Join(unknown...))
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, d, fmt.Errorf("config %s: %w", path, err)
+	}
 	if c.Model.BaseURL == "" {
 		c.Model.BaseURL = getenv("AGENT_BASE_URL")
 	}
@@ -174,7 +188,7 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 		bad("platform %q: want mattermost or slack", c.Platform)
 	}
 	if c.Listen == "" {
-		c.Listen = "127.0.0.1:8065"
+		c.Listen = defaultListen
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen %q: %v", c.Listen, err)
@@ -252,16 +266,103 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 	return &c, d, errors.Join(errs...)
 }
 
-// checkSecretFile refuses a credentials file that other users can read.
+// defaultListen is thinbot's listener when the config names none. Not
+// 8065 (Mattermost's own port, so the default failed on the Mattermost
+// host) and not 8080 (the web console's default, and half the world's
+// development servers): 8079 is registered to nothing common.
+const defaultListen = "127.0.0.1:8079"
+
+// checkSecretFile refuses a credentials file that other users can read, and
+// one that cannot hold a credential: a directory, or an empty file.
 func checkSecretFile(path string) error {
 	st, err := os.Stat(path)
 	if err != nil {
 		return err
 	}
+	if st.IsDir() {
+		return fmt.Errorf("%s is a directory, not a file holding the secret", path)
+	}
 	if st.Mode().Perm()&0o077 != 0 {
 		return fmt.Errorf("%s is readable or writable by other users (mode %s); chmod 600 it", path, st.Mode().Perm())
 	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(string(b)) == "" {
+		return fmt.Errorf("%s is empty", path)
+	}
 	return nil
+}
+
+// unknownKeys walks a decoded YAML document alongside the struct type t and
+// returns one error per mapping key that t has no field for, naming the
+// section and the keys it knows.
+func unknownKeys(n *yaml.Node, t reflect.Type, where string) []error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			return nil
+		}
+		return unknownKeys(n.Content[0], t, where)
+	case yaml.SequenceNode:
+		if t.Kind() != reflect.Slice {
+			return nil
+		}
+		var errs []error
+		for i, c := range n.Content {
+			errs = append(errs, unknownKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", where, i))...)
+		}
+		return errs
+	case yaml.MappingNode:
+		if t.Kind() != reflect.Struct {
+			return nil
+		}
+		fields := map[string]reflect.Type{}
+		for f := range t.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name != "" && name != "-" {
+				fields[name] = f.Type
+			}
+		}
+		var errs []error
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			sub := k.Value
+			if where != "" {
+				sub = where + "." + k.Value
+			}
+			ft, ok := fields[k.Value]
+			if !ok {
+				section := "at the top level"
+				if where != "" {
+					section = "in " + where
+				}
+				known := slices.Sorted(maps.Keys(fields))
+				errs = append(errs, fmt.Errorf("line %d: unknown key %q %s (known: %s)", k.Line, k.Value, section, strings.Join(known, ", ")))
+				continue
+			}
+			errs = append(errs, unknownKeys(v, ft, sub)...)
+		}
+		return errs
+	}
+	return nil
+}
+
+// checkListen tries to bind addr (and lets go at once), so that `config
+// check` finds a port already taken before `serve` does.
+func checkListen(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("listen %s: address already in use: another program listens there (pick another listen address)", addr)
+		}
+		return fmt.Errorf("listen %s: %w", addr, err)
+	}
+	return ln.Close()
 }
 
 // readSecret reads a credentials file, trimmed.
@@ -287,7 +388,7 @@ func cmdConfig(_ context.Context, e *env, args []string) error {
 	fs.SetOutput(e.stderr)
 	path := fs.String("config", "", "config `file`")
 	if err := fs.Parse(args[1:]); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if *path == "" && fs.NArg() > 0 {
 		*path = fs.Arg(0)
@@ -296,6 +397,11 @@ func cmdConfig(_ context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: thinbot config check --config FILE", errUsage)
 	}
 	c, _, err := loadConfig(*path, e.getenv)
+	if c != nil {
+		if _, _, perr := net.SplitHostPort(c.Listen); perr == nil {
+			err = errors.Join(err, checkListen(c.Listen))
+		}
+	}
 	if err != nil {
 		var n int
 		for _, line := range strings.Split(err.Error(), "\n") {

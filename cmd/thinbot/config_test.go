@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,6 +73,7 @@ model: {base_url: "http://127.0.0.1:9/v1", model: m}
 platform: mattermost
 mattermost: {url: "https://mm.example.com", token_file: "`+token+`", callback_url: "http://127.0.0.1:8065/hooks/mm"}
 state_dir: `+filepath.Join(dir, "state")+`
+listen: `+freeAddr(t)+`
 channels:
 `+strings.ReplaceAll(channels, "WS", dir)), 0o600)
 	var out bytes.Buffer
@@ -99,5 +101,167 @@ func TestConfigChannelsByIDOrName(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// freeAddr returns a 127.0.0.1 address that was free a moment ago, so that
+// config check's trial bind does not depend on the default port.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// writeCheckConfig writes body as a config file next to a good token and
+// workspace (TOKEN and WS in body stand for them) and runs config check.
+func writeCheckConfig(t *testing.T, body string) (string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte("secret"), 0o600)
+	cfg := filepath.Join(dir, "c.yaml")
+	body = strings.NewReplacer("TOKEN", token, "WS", dir, "STATE", filepath.Join(dir, "state")).Replace(body)
+	os.WriteFile(cfg, []byte(body), 0o600)
+	var out bytes.Buffer
+	e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+	err := run(t.Context(), e, []string{"config", "check", "--config", cfg})
+	return out.String(), err
+}
+
+// Unknown keys are named with their section and the keys it knows, never
+// with a dump of the Go struct they failed to fit.
+func TestConfigCheckUnknownKeys(t *testing.T) {
+	out, err := writeCheckConfig(t, `
+model: {base_url: "http://127.0.0.1:9/v1", model: m, temprature: 0.2}
+platform: slack
+slack:
+  bot_token: xoxb-oops
+  bot_token_file: TOKEN
+  app_token_file: TOKEN
+state_dir: STATE
+chanels: []
+channels:
+  - {id: C1, workspace: WS, approvers: [U1], approver: [U2]}
+`)
+	if err == nil {
+		t.Fatal("config check passed unknown keys")
+	}
+	for _, want := range []string{
+		`line 5: unknown key "bot_token" in slack (known: api_url, app_token_file, bot_token_file, mode, signing_secret_file)`,
+		`unknown key "temprature" in model (known: api_key_file, base_url,`,
+		`line 9: unknown key "chanels" at the top level (known: allow_bots, approval_timeout,`,
+		`unknown key "approver" in channels[0] (known: allow_all, any_member_approves, approvers,`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "struct {") || strings.Contains(out, `yaml:\"`) {
+		t.Errorf("output shows Go types:\n%s", out)
+	}
+}
+
+// A token path that is a directory or an empty file cannot hold a token:
+// config check says so instead of serve failing later (or sending "").
+func TestConfigCheckSecretFileDirectoryOrEmpty(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, []byte(" \n"), 0o600)
+	sub := filepath.Join(dir, "tokens")
+	os.Mkdir(sub, 0o700)
+	out, err := writeCheckConfig(t, `
+model: {base_url: "http://127.0.0.1:9/v1", model: m, api_key_file: `+empty+`}
+platform: slack
+slack: {bot_token_file: `+sub+`, app_token_file: `+empty+`}
+state_dir: STATE
+channels:
+  - {id: C1, workspace: WS, approvers: [U1]}
+`)
+	if err == nil {
+		t.Fatal("config check passed")
+	}
+	for _, want := range []string{
+		"slack.bot_token_file: " + sub + " is a directory",
+		"slack.app_token_file: " + empty + " is empty",
+		"model.api_key_file: " + empty + " is empty",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// config check tries the bind, so a port already taken (Mattermost's own
+// 8065 on the Mattermost host) is found before serve fails on it.
+func TestConfigCheckListenInUse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	out, err := writeCheckConfig(t, `
+model: {base_url: "http://127.0.0.1:9/v1", model: m}
+platform: slack
+slack: {bot_token_file: TOKEN, app_token_file: TOKEN}
+state_dir: STATE
+listen: `+l.Addr().String()+`
+channels:
+  - {id: C1, workspace: WS, approvers: [U1]}
+`)
+	if err == nil {
+		t.Fatal("config check passed a listen address in use")
+	}
+	if want := "listen " + l.Addr().String() + ": address already in use"; !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+}
+
+// The default listen address is not Mattermost's port (8065) nor the web
+// console's (8080).
+func TestConfigDefaultListen(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte("secret"), 0o600)
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(`
+model: {base_url: "http://127.0.0.1:9/v1", model: m}
+platform: slack
+slack: {bot_token_file: `+token+`, app_token_file: `+token+`}
+state_dir: `+dir+`
+channels:
+  - {id: C1, workspace: `+dir+`, approvers: [U1]}
+`), 0o600)
+	c, _, err := loadConfig(cfg, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:8079" {
+		t.Errorf("default listen = %q, want 127.0.0.1:8079", c.Listen)
+	}
+}
+
+// Every command's --help prints its usage and succeeds: no "flag: help
+// requested" error, exit status 0.
+func TestEveryCommandHelpExitsZero(t *testing.T) {
+	for _, c := range commands() {
+		for _, flag := range []string{"-h", "--help"} {
+			var out bytes.Buffer
+			e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+			if err := run(t.Context(), e, []string{c.name, flag}); err != nil {
+				t.Errorf("thinbot %s %s: %v\n%s", c.name, flag, err, out.String())
+			}
+			if strings.Contains(out.String(), "help requested") {
+				t.Errorf("thinbot %s %s printed %q", c.name, flag, out.String())
+			}
+		}
+	}
+	var out bytes.Buffer
+	e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+	if err := run(t.Context(), e, []string{"serve", "--help"}); err != nil || !strings.Contains(out.String(), "-config") {
+		t.Errorf("serve --help: %v, printed %q", err, out.String())
 	}
 }

@@ -254,7 +254,7 @@ func oneShot(ctx context.Context, e *env, name string, args []string, goal bool)
 	var f localFlags
 	f.register(fs)
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	text := strings.TrimSpace(strings.Join(fs.Args(), " "))
 	if text == "" {

@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -99,12 +100,26 @@ func run(ctx context.Context, e *env, args []string) error {
 	}
 	for _, c := range commands() {
 		if c.name == name && c.run != nil {
-			return c.run(ctx, e, rest)
+			err := c.run(ctx, e, rest)
+			switch {
+			case errors.Is(err, flag.ErrHelp):
+				// The flag set printed the command's flags: asking for
+				// help is no error.
+				return nil
+			case errors.Is(err, errUsage) && len(rest) > 0 && isHelpFlag(rest[0]):
+				// "thinbot gate -h": a command with verbs answers with
+				// its usage line.
+				fmt.Fprintln(e.stdout, err)
+				return nil
+			}
+			return err
 		}
 	}
 	usage(e.stderr)
 	return fmt.Errorf("%w: unknown command %q", errUsage, name)
 }
+
+func isHelpFlag(s string) bool { return s == "-h" || s == "-help" || s == "--help" }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "thinbot: a thin, audited agent for chat threads and terminals")

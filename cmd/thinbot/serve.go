@@ -40,7 +40,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	fs.SetOutput(e.stderr)
 	path := fs.String("config", "", "config `file` (YAML); see deploy/thinbot.example.yaml")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if *path == "" {
 		return fmt.Errorf("%w: thinbot serve --config FILE", errUsage)

@@ -38,7 +38,7 @@ func sessionsList(_ context.Context, e *env, args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: sessions list takes no arguments, got %q", errUsage, fs.Args())
@@ -73,7 +73,7 @@ func sessionsClear(_ context.Context, e *env, args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	db, err := store.Open(*dbPath, nil)
 	if err != nil {

@@ -49,7 +49,7 @@ func cmdSkills(_ context.Context, e *env, args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return fmt.Errorf("%w: skills: %v", errUsage, err)
+		return fmt.Errorf("%w: skills: %w", errUsage, err)
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
@@ -166,7 +166,7 @@ func cmdSkillsCheck(e *env, args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return fmt.Errorf("%w: skills check: %v", errUsage, err)
+		return fmt.Errorf("%w: skills check: %w", errUsage, err)
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
