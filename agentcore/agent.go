@@ -525,6 +525,9 @@ func (a *Agent) complete(ctx context.Context, rs *runState) (Response, error) {
 // textStep acts on a text-protocol reply.
 func (a *Agent) textStep(ctx context.Context, rs *runState, resp Response) (bool, Result, error) {
 	act := ParseTextReply(resp.Content)
+	if len(act.Calls) > 0 {
+		return a.textCalls(ctx, rs, act)
+	}
 	if act.Command == "" {
 		if act.Done || !rs.t.Goal {
 			st := StatusAnswered

@@ -1,6 +1,7 @@
 package agentcore
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -32,7 +33,57 @@ func TestParseTextReply(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := ParseTextReply(tt.in); got != tt.want {
+			if got := ParseTextReply(tt.in); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("ParseTextReply(%q) = %+v, want %+v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseTextReplyToolCalls(t *testing.T) {
+	run := func(args string) []ToolCall { return []ToolCall{{Name: "run", Arguments: args}} }
+	tests := []struct {
+		name, in string
+		want     TextAction
+	}{
+		{"hermes object arguments", "Let me check.\n<tool_call>\n{\"name\": \"run\", \"arguments\": {\"command\": \"df -h\", \"reason\": \"disk\"}}\n</tool_call>",
+			TextAction{Calls: run(`{"command":"df -h","reason":"disk"}`)}},
+		{"hermes string arguments", `<tool_call>{"name":"run","arguments":"{\"command\":\"uptime\"}"}</tool_call>`,
+			TextAction{Calls: run(`{"command":"uptime"}`)}},
+		{"parameters key", `<tool_call>{"name":"read_file","parameters":{"path":"/etc/hosts"}}</tool_call>`,
+			TextAction{Calls: []ToolCall{{Name: "read_file", Arguments: `{"path":"/etc/hosts"}`}}}},
+		{"two blocks", "<tool_call>\n{\"name\":\"run\",\"arguments\":{\"command\":\"a\"}}\n</tool_call>\n<tool_call>\n{\"name\":\"run\",\"arguments\":{\"command\":\"b\"}}\n</tool_call>",
+			TextAction{Calls: append(run(`{"command":"a"}`), run(`{"command":"b"}`)...)}},
+		{"two objects in one block", "<tool_call>\n{\"name\":\"run\",\"arguments\":{\"command\":\"a\"}}\n{\"name\":\"run\",\"arguments\":{\"command\":\"b\"}}\n</tool_call>",
+			TextAction{Calls: append(run(`{"command":"a"}`), run(`{"command":"b"}`)...)}},
+		{"array in one block", `<tool_call>[{"name":"run","arguments":{"command":"a"}},{"name":"run","arguments":{"command":"b"}}]</tool_call>`,
+			TextAction{Calls: append(run(`{"command":"a"}`), run(`{"command":"b"}`)...)}},
+		{"two calls on one line", `<tool_call>{"name":"run","arguments":{"command":"a"}}</tool_call><tool_call>{"name":"run","arguments":{"command":"b"}}</tool_call>`,
+			TextAction{Calls: append(run(`{"command":"a"}`), run(`{"command":"b"}`)...)}},
+		{"unclosed call at the end", "<tool_call>\n{\"name\":\"run\",\"arguments\":{\"command\":\"free -m\"}}",
+			TextAction{Calls: run(`{"command":"free -m"}`)}},
+		{"broken json keeps the name", `<tool_call>{"name": "run", "arguments": {"command": "ls"</tool_call>`,
+			TextAction{Calls: []ToolCall{{Name: "run", Arguments: `{"name": "run", "arguments": {"command": "ls"`}}}},
+		{"empty block", "<tool_call></tool_call>", TextAction{Calls: []ToolCall{{}}}},
+		{"qwen3-coder function", "<tool_call>\n<function=run>\n<parameter=command>\ndf -h /var\n</parameter>\n<parameter=reason>\ndisk\n</parameter>\n</function>\n</tool_call>",
+			TextAction{Calls: run(`{"command":"df -h /var","reason":"disk"}`)}},
+		{"qwen3-coder multi-line value and ints", "<function=read_file>\n<parameter=path>\n/var/log/syslog\n</parameter>\n<parameter=limit>\n50\n</parameter>\n</function>",
+			TextAction{Calls: []ToolCall{{Name: "read_file", Arguments: `{"limit":50,"path":"/var/log/syslog"}`}}}},
+		{"qwen3-coder heredoc with a fence", "<function=run>\n<parameter=command>\ncat <<'E'\n```bash\nx\n```\nE\n</parameter>\n</function>",
+			TextAction{Calls: run(`{"command":"cat \u003c\u003c'E'\n` + "```bash\\nx\\n```" + `\nE"}`)}},
+		{"llama function json", `<function=run>{"command": "uptime"}</function>`, TextAction{Calls: run(`{"command":"uptime"}`)}},
+		{"quoted in inline code", "Models write `<tool_call>` tags.", TextAction{}},
+		{"inside a fenced block", "```\n<tool_call>{\"name\":\"run\",\"arguments\":{\"command\":\"rm x\"}}</tool_call>\n```", TextAction{}},
+		{"call then agent-done", "<tool_call>{\"name\":\"run\",\"arguments\":{\"command\":\"a\"}}</tool_call>\nagent-done",
+			TextAction{Calls: run(`{"command":"a"}`), Done: true}},
+		{"call and shell block", "<tool_call>{\"name\":\"run\",\"arguments\":{\"command\":\"a\"}}</tool_call>\n```bash\nb\n```",
+			TextAction{Calls: run(`{"command":"a"}`), Command: "b", Blocks: 1}},
+		{"unknown tool is parsed", `<tool_call>{"name":"browser","arguments":{"url":"x"}}</tool_call>`,
+			TextAction{Calls: []ToolCall{{Name: "browser", Arguments: `{"url":"x"}`}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ParseTextReply(tt.in); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("ParseTextReply(%q) = %+v, want %+v", tt.in, got, tt.want)
 			}
 		})
@@ -40,7 +91,9 @@ func TestParseTextReply(t *testing.T) {
 }
 
 func FuzzParseTextReply(f *testing.F) {
-	for _, s := range []string{"```bash\ndf -h\n```", "agent-done", "~~~sh\nx\n~~~", "````\n```\n````", "```bash\nuptime"} {
+	for _, s := range []string{"```bash\ndf -h\n```", "agent-done", "~~~sh\nx\n~~~", "````\n```\n````", "```bash\nuptime",
+		"<tool_call>{\"name\":\"run\",\"arguments\":{\"command\":\"a\"}}</tool_call>", "<function=run>\n<parameter=command>\nls\n</parameter>\n</function>",
+		"<tool_call>[{\"name\":\"x\"}]</tool_call><tool_call>", "<function=a><parameter=b>"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -50,6 +103,14 @@ func FuzzParseTextReply(f *testing.F) {
 		}
 		if (a.Command == "") != (a.Blocks == 0) {
 			t.Fatalf("Command %q with Blocks %d", a.Command, a.Blocks)
+		}
+		if len(a.Calls) > 0 && !strings.Contains(s, "<tool_call>") && !strings.Contains(s, "<function=") {
+			t.Fatalf("calls %+v from a reply without a call tag %q", a.Calls, s)
+		}
+		for _, c := range a.Calls {
+			if c.ID != "" {
+				t.Fatalf("parser set an id: %+v", c)
+			}
 		}
 	})
 }
