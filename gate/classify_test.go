@@ -707,7 +707,7 @@ func TestClassify(t *testing.T) {
 // decision, reason and rule (no map-order effects).
 func TestClassifyIsDeterministic(t *testing.T) {
 	p := testPolicy(t)
-	all := append(append(append([]gateCase{}, denyCases...), confirmCases...), passCases...)
+	all := append(append(append(append([]gateCase{}, denyCases...), confirmCases...), passCases...), holeCases...)
 	for _, c := range all {
 		first := p.ClassifyIn(c.dir, c.cmd)
 		for range 20 {

@@ -160,7 +160,7 @@ func TestANSIC(t *testing.T) {
 // fuzzSeeds are the table cases plus a few odd shapes.
 func fuzzSeeds() []string {
 	var out []string
-	for _, list := range [][]gateCase{denyCases, confirmCases, passCases} {
+	for _, list := range [][]gateCase{denyCases, confirmCases, passCases, holeCases} {
 		for _, c := range list {
 			out = append(out, c.cmd)
 		}

@@ -3,7 +3,7 @@ package gate
 import "strings"
 
 // sedScripts takes sed's scripts from -e/--expression values or, without
-// them, from the first operand, and checks each. It returns the remaining
+// them, from the first operand, and checks them. It returns the remaining
 // operands, which are the files sed reads.
 func sedScripts(seen []flagUse, operands []arg) ([]arg, *Decision) {
 	var scripts []string
@@ -22,6 +22,12 @@ func sedScripts(seen []flagUse, operands []arg) ([]arg, *Decision) {
 		scripts = append(scripts, operands[0].s)
 		operands = operands[1:]
 	}
+	// GNU sed joins its -e scripts with newlines before it parses them, so
+	// a script that ends inside a command continues in the next one.
+	// Each script is also checked alone, in case a sed reads them apart.
+	if len(scripts) > 1 {
+		scripts = append(scripts, strings.Join(scripts, "\n"))
+	}
 	for _, s := range scripts {
 		if reason := sedUnsafe(s); reason != "" {
 			return nil, ptr(confirm("sed.script", "sed script %q %s", s, reason))
@@ -35,6 +41,14 @@ func sedScripts(seen []flagUse, operands []arg) ([]arg, *Decision) {
 // between lines. Commands that write files (w, W, s///w), read files (r,
 // R), run programs (e, s///e) or that the parser does not know are
 // reported.
+//
+// The parser follows GNU sed 4.9 and is strict where sed implementations
+// differ, so that every reading of the script is checked: a label ends at
+// whitespace, `;` or `}` (GNU) but must then be followed by a separator
+// (so a POSIX reading, where the label runs to the end of the line, hides
+// nothing either); a bracket expression in a regular expression may not
+// hold the delimiter, a newline or `\]` (GNU reads `s/[/]/x/` as one
+// regex, a naive reader as two parts); text after a command is an error.
 func sedUnsafe(script string) string {
 	p := sedParser{s: script}
 	return p.run()
@@ -80,6 +94,12 @@ func (p *sedParser) run() string {
 			p.skipSpace()
 			if p.peek() == '+' || p.peek() == '~' {
 				p.i++
+				if p.peek() < '0' || p.peek() > '9' {
+					return "has an address the gate cannot read"
+				}
+			}
+			if p.i >= len(p.s) || strings.IndexByte("0123456789$/\\", p.s[p.i]) < 0 {
+				return "has an address the gate cannot read"
 			}
 			if r := p.address(); r != "" {
 				return r
@@ -98,22 +118,22 @@ func (p *sedParser) run() string {
 		switch c {
 		case '{', '}':
 			continue // a block needs no separator after it
-		case '=', 'd', 'D', 'g', 'G', 'h', 'H', 'l', 'n', 'N', 'p', 'P', 'x', 'z', 'F':
-		case 'q', 'Q', 'L':
+		case '=', 'd', 'D', 'g', 'G', 'h', 'H', 'n', 'N', 'p', 'P', 'x', 'z', 'F':
+		case 'q', 'Q', 'l', 'L':
 			p.skipSpace()
 			for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
 				p.i++
 			}
 		case ':', 'b', 't', 'T':
-			for p.i < len(p.s) && p.s[p.i] != ';' && p.s[p.i] != '\n' {
-				p.i++
+			if r := p.label(c); r != "" {
+				return r
 			}
 		case 's':
 			if r := p.substitute(); r != "" {
 				return r
 			}
 		case 'y':
-			if r := p.delimited(2); r != "" {
+			if r := p.delimited(2, false); r != "" {
 				return r
 			}
 		case 'w', 'W':
@@ -130,6 +150,34 @@ func (p *sedParser) run() string {
 			return "has text after a command that the gate does not understand"
 		}
 	}
+}
+
+// label reads the label of :, b, t or T. Only plain labels are read-only:
+// letters, digits and ._- , followed by nothing but a separator. GNU sed
+// ends a label at whitespace or `;` and reads what follows as the next
+// command (`:a e id` runs id); POSIX sed reads to the end of the line.
+// Requiring a separator right after the label makes both readings agree.
+func (p *sedParser) label(cmd byte) string {
+	p.skipSpace()
+	start := p.i
+	for p.i < len(p.s) && isLabelByte(p.s[p.i]) {
+		p.i++
+	}
+	if cmd == ':' && p.i == start {
+		return "has a label the gate cannot read"
+	}
+	p.skipSpace()
+	if p.i < len(p.s) && strings.IndexByte(";\n}", p.s[p.i]) < 0 {
+		return "has text after a label (GNU sed runs it as the next command)"
+	}
+	if cmd == ':' && p.peek() == '}' {
+		return "has a label the gate cannot read"
+	}
+	return ""
+}
+
+func isLabelByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
 }
 
 // address skips one address: a line number, $, first~step, /regex/ or
@@ -149,7 +197,7 @@ func (p *sedParser) address() string {
 		if p.i >= len(p.s) || p.s[p.i] == '\n' || p.s[p.i] == '\\' {
 			return "has an address the gate cannot read"
 		}
-		if r := p.delimited(1); r != "" {
+		if r := p.delimited(1, true); r != "" {
 			return r
 		}
 		for p.peek() == 'I' || p.peek() == 'M' {
@@ -160,12 +208,14 @@ func (p *sedParser) address() string {
 }
 
 // delimited skips n delimited parts starting at the delimiter p.s[p.i].
-func (p *sedParser) delimited(n int) string {
+// When regex is set, the first part is a regular expression whose bracket
+// expressions are checked (see bracket).
+func (p *sedParser) delimited(n int, regex bool) string {
 	if p.i >= len(p.s) {
 		return "ends inside a command"
 	}
 	delim := p.s[p.i]
-	if delim == '\n' || delim == '\\' {
+	if delim == '\n' || delim == '\\' || delim == ' ' || delim == '\t' {
 		return "uses a delimiter the gate cannot read"
 	}
 	p.i++
@@ -183,13 +233,60 @@ func (p *sedParser) delimited(n int) string {
 			if c == delim {
 				break
 			}
+			if c == '[' && regex && k == 0 {
+				if r := p.bracket(delim); r != "" {
+					return r
+				}
+			}
 		}
 	}
 	return ""
 }
 
+// bracket skips a bracket expression whose `[` was just read. GNU sed
+// does not end a regular expression at a delimiter inside brackets
+// (`s/[/]/x/` replaces a slash), other readers do; a bracket that holds
+// the delimiter, a newline or `\]` is reported so that both readings
+// always end the regex at the same place.
+func (p *sedParser) bracket(delim byte) string {
+	const ambiguous = "has a bracket expression the gate cannot read unambiguously"
+	if p.peek() == '^' {
+		p.i++
+	}
+	if p.peek() == ']' {
+		p.i++
+	}
+	for p.i < len(p.s) {
+		c := p.s[p.i]
+		p.i++
+		switch {
+		case c == delim || c == '\n':
+			return ambiguous
+		case c == '\\':
+			if p.i >= len(p.s) || p.s[p.i] == ']' || p.s[p.i] == '\n' {
+				return ambiguous
+			}
+			p.i++
+		case c == '[' && p.i < len(p.s) && strings.IndexByte(":.=", p.s[p.i]) >= 0:
+			end := "" + string(p.s[p.i]) + "]"
+			j := strings.Index(p.s[p.i+1:], end)
+			if j < 0 {
+				return ambiguous
+			}
+			inner := p.s[p.i+1 : p.i+1+j]
+			if strings.IndexByte(inner, delim) >= 0 || strings.ContainsAny(inner, "\n\\[") {
+				return ambiguous
+			}
+			p.i += 1 + j + 2
+		case c == ']':
+			return ""
+		}
+	}
+	return "ends inside a command"
+}
+
 func (p *sedParser) substitute() string {
-	if r := p.delimited(2); r != "" {
+	if r := p.delimited(2, true); r != "" {
 		return r
 	}
 	for p.i < len(p.s) {
