@@ -146,9 +146,13 @@ type Streamer interface {
 
 // ChannelResolver is implemented by adapters that can find the id of a
 // channel the bot is a member of by its name, so that a config file may name
-// channels ("ops", "#ops") instead of giving ids.
+// channels ("ops", "#ops") instead of giving ids, and check at start that
+// the bot is a member of a channel given by id.
 type ChannelResolver interface {
 	// ChannelID returns the id of the channel named name; an error says
 	// why there is none (not a member, ambiguous, API failure).
 	ChannelID(ctx context.Context, name string) (string, error)
+	// CheckChannel returns an error unless the bot is a member of the
+	// channel id (it would never see the channel's messages otherwise).
+	CheckChannel(ctx context.Context, id string) error
 }

@@ -25,10 +25,17 @@ var _ bot.Adapter = (*Adapter)(nil)
 const Platform = "mattermost"
 
 // Backoff bounds the delay between reconnect attempts. The delay doubles
-// from Min up to Max, with random jitter. A zero Backoff means 1s..60s.
+// from Min up to Max, with random jitter; for the first EarlyFor after a
+// disconnect it grows no higher than EarlyMax, so that a short outage ends
+// with a quick reconnect. A zero Backoff means 1s..60s, at most 5s for the
+// first 2 minutes.
 type Backoff struct {
 	Min time.Duration
 	Max time.Duration
+	// EarlyMax caps the delay for EarlyFor after the connection was lost
+	// (0 means 5s); EarlyFor 0 means 2 minutes.
+	EarlyMax time.Duration
+	EarlyFor time.Duration
 }
 
 // Config configures an Adapter. URL, Token, CallbackURL and ActionSecret
@@ -85,8 +92,10 @@ type Adapter struct {
 type handlerBox struct{ h bot.Handler }
 
 const (
-	defaultBackoffMin = time.Second
-	defaultBackoffMax = 60 * time.Second
+	defaultBackoffMin      = time.Second
+	defaultBackoffMax      = 60 * time.Second
+	defaultBackoffEarlyMax = 5 * time.Second
+	defaultBackoffEarlyFor = 2 * time.Minute
 	// userCacheMax bounds the id -> username cache; it is cleared when full.
 	userCacheMax = 4096
 )
@@ -116,6 +125,12 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	if cfg.Backoff.Max < cfg.Backoff.Min {
 		cfg.Backoff.Max = cfg.Backoff.Min
+	}
+	if cfg.Backoff.EarlyMax <= 0 {
+		cfg.Backoff.EarlyMax = defaultBackoffEarlyMax
+	}
+	if cfg.Backoff.EarlyFor <= 0 {
+		cfg.Backoff.EarlyFor = defaultBackoffEarlyFor
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -189,9 +204,11 @@ func (a *Adapter) Run(ctx context.Context, h bot.Handler) error {
 	st := &runState{seen: newIDSet(10000)}
 	if !a.cfg.Since.IsZero() {
 		st.catchupFrom = a.cfg.Since.UnixMilli()
+		st.floor = st.catchupFrom
 		st.strict = true
 	}
 	attempt := 0
+	lostAt := time.Now()
 	for {
 		connected, err := a.session(ctx, h, st)
 		if ctx.Err() != nil {
@@ -202,8 +219,9 @@ func (a *Adapter) Run(ctx context.Context, h bot.Handler) error {
 		}
 		if connected {
 			attempt = 0
+			lostAt = time.Now()
 		}
-		d := a.backoff(attempt)
+		d := a.backoff(attempt, time.Since(lostAt))
 		attempt++
 		a.log.Warn("mattermost connection lost; reconnecting", "err", err, "in", d.Round(time.Millisecond))
 		t := time.NewTimer(d)
@@ -216,14 +234,19 @@ func (a *Adapter) Run(ctx context.Context, h bot.Handler) error {
 	}
 }
 
-// backoff returns the delay before reconnect attempt n (0-based): Min*2^n
-// capped at Max, with the upper half randomised.
-func (a *Adapter) backoff(n int) time.Duration {
+// backoff returns the delay before reconnect attempt n (0-based), lost
+// after the connection was lost: Min*2^n capped at Max (at EarlyMax while
+// lost < EarlyFor), with the upper half randomised.
+func (a *Adapter) backoff(n int, lost time.Duration) time.Duration {
+	limit := a.cfg.Backoff.Max
+	if lost < a.cfg.Backoff.EarlyFor {
+		limit = max(min(limit, a.cfg.Backoff.EarlyMax), a.cfg.Backoff.Min)
+	}
 	d := a.cfg.Backoff.Min
-	for i := 0; i < n && d < a.cfg.Backoff.Max; i++ {
+	for i := 0; i < n && d < limit; i++ {
 		d *= 2
 	}
-	d = min(d, a.cfg.Backoff.Max)
+	d = min(d, limit)
 	half := d / 2
 	if half <= 0 {
 		return d
@@ -339,6 +362,28 @@ func apiError(op string, resp *model.Response, err error) error {
 }
 
 var _ bot.ChannelResolver = (*Adapter)(nil)
+
+// CheckChannel implements bot.ChannelResolver: it returns an error unless
+// the bot is a member of the channel id, so that a channel configured by
+// id but never joined stops the start instead of ignoring mentions.
+func (a *Adapter) CheckChannel(ctx context.Context, id string) error {
+	botID, botName, err := a.me(ctx)
+	if err != nil {
+		return err
+	}
+	ok, err := a.IsMember(ctx, id, botID)
+	if err != nil {
+		var ae *APIError
+		if errors.As(err, &ae) && ae.Status == http.StatusForbidden {
+			return fmt.Errorf("mattermost: the bot cannot see channel %s: it is private and the bot is not a member (add @%s to the channel)", id, botName)
+		}
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("mattermost: the bot is not a member of channel %s, or there is no such channel (add @%s to the channel: /invite @%s)", id, botName, botName)
+	}
+	return nil
+}
 
 // ChannelID implements bot.ChannelResolver: name is a channel's name (as in
 // its URL; a leading "~" or "#" is ignored) or its display name, among the channels the bot

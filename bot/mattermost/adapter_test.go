@@ -552,7 +552,7 @@ func TestIsMember(t *testing.T) {
 			t.Errorf("IsMember(%s) = %v, %v; want %v", tt.user, got, err, tt.want)
 		}
 	}
-	secret := e.mm.AddChannel("secret", e.alice.ID)
+	secret := e.mm.AddPrivateChannel("secret", e.alice.ID)
 	if _, err := e.a.IsMember(t.Context(), secret, e.alice.ID); err == nil {
 		t.Error("IsMember on a channel the bot cannot read: no error")
 	}

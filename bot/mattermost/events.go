@@ -39,6 +39,10 @@ type runState struct {
 	// strict is true while catchupFrom is Config.Since, which is exact (no
 	// overlap).
 	strict bool
+	// floor is the earliest a catch-up ever reaches (Unix ms): Config.Since
+	// when given, else the first connection's start. The overlap must not
+	// reach before it: posts from before thinbot ran are not its to answer.
+	floor int64
 	// lastPost is the newest create_at seen on any post.
 	lastPost int64
 }
@@ -138,6 +142,9 @@ func (a *Adapter) session(ctx context.Context, h bot.Handler, st *runState) (con
 		return false, err
 	}
 	connectedAt := time.Now().UnixMilli()
+	if st.floor == 0 {
+		st.floor = connectedAt
+	}
 	a.connected.Store(true)
 	defer a.connected.Store(false)
 	a.log.Info("mattermost websocket connected")
@@ -157,7 +164,7 @@ func (a *Adapter) session(ctx context.Context, h bot.Handler, st *runState) (con
 	if st.catchupFrom > 0 {
 		from := st.catchupFrom
 		if !st.strict {
-			from -= catchupOverlap.Milliseconds()
+			from = max(from-catchupOverlap.Milliseconds(), st.floor)
 		}
 		if err := a.catchUp(ctx, h, st, botID, botName, from); err != nil {
 			return true, err

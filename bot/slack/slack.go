@@ -23,9 +23,11 @@ import (
 const Platform = "slack"
 
 const (
-	defaultAPIURL     = "https://slack.com/api/"
-	defaultBackoffMin = time.Second
-	defaultBackoffMax = 2 * time.Minute
+	defaultAPIURL          = "https://slack.com/api/"
+	defaultBackoffMin      = time.Second
+	defaultBackoffMax      = time.Minute
+	defaultBackoffEarlyMax = 5 * time.Second
+	defaultBackoffEarlyFor = 2 * time.Minute
 	// maxRetries bounds the 429 retries of one Web API call.
 	maxRetries = 5
 	// maxTextLen keeps a message under Slack's 40,000-character text limit.
@@ -59,8 +61,11 @@ type Config struct {
 	// Logger receives the adapter's logs; nil discards them.
 	Logger *slog.Logger
 	// BackoffMin and BackoffMax bound the reconnect backoff (defaults 1s
-	// and 2m; tests use milliseconds).
-	BackoffMin, BackoffMax time.Duration
+	// and 1m; tests use milliseconds). For BackoffEarlyFor after the socket
+	// was lost (default 2m) the delay stays under BackoffEarlyMax (default
+	// 5s), so a short outage ends with a quick reconnect.
+	BackoffMin, BackoffMax           time.Duration
+	BackoffEarlyMax, BackoffEarlyFor time.Duration
 	// Now is the clock for signature timestamps; nil means time.Now.
 	Now func() time.Time
 }
@@ -128,6 +133,12 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	if cfg.BackoffMax < cfg.BackoffMin {
 		cfg.BackoffMax = max(defaultBackoffMax, cfg.BackoffMin)
+	}
+	if cfg.BackoffEarlyMax <= 0 {
+		cfg.BackoffEarlyMax = defaultBackoffEarlyMax
+	}
+	if cfg.BackoffEarlyFor <= 0 {
+		cfg.BackoffEarlyFor = defaultBackoffEarlyFor
 	}
 	a := &Adapter{
 		cfg:     cfg,
@@ -472,6 +483,38 @@ func parseTS(ts string) time.Time {
 }
 
 var _ bot.ChannelResolver = (*Adapter)(nil)
+
+// CheckChannel implements bot.ChannelResolver: it returns an error unless
+// the bot user is a member of the channel id (conversations.members), so
+// that a channel configured by id but never joined stops the start.
+func (a *Adapter) CheckChannel(ctx context.Context, id string) error {
+	a.mu.Lock()
+	self := a.self.userID
+	a.mu.Unlock()
+	if self == "" {
+		var res *slack.AuthTestResponse
+		err := a.call(ctx, "auth.test", func() error {
+			var err error
+			res, err = a.api.AuthTestContext(ctx)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("slack: auth.test: %w", err)
+		}
+		self = res.UserID
+	}
+	ok, err := a.IsMember(ctx, id, self)
+	if err != nil {
+		if se, isSE := errors.AsType[slack.SlackErrorResponse](err); isSE && se.Err == "channel_not_found" {
+			return fmt.Errorf("slack: channel %s: not found, or private and the bot is not in it (invite the bot with /invite @thinbot)", id)
+		}
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("slack: the bot is not a member of channel %s (invite it with /invite @thinbot)", id)
+	}
+	return nil
+}
 
 // ChannelID implements bot.ChannelResolver: name is a channel's name ("#"
 // optional) among the public and private channels the bot is a member of

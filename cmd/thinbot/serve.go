@@ -175,7 +175,14 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_chain_events",
-			Help: "Events in the chain (its head's sequence number)."}, func() float64 { return float64(db.LastSeq()) }))
+			Help: "Events in the chain (its head's sequence number)."}, func() float64 { return float64(db.LastSeq()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_chat_connected",
+			Help: "1 while the chat connection (WebSocket, Socket Mode) is up, else 0."}, func() float64 {
+			if adapter.Connected() {
+				return 1
+			}
+			return 0
+		}))
 	b, err := bot.New(bot.Config{
 		Adapter: adapter,
 		Channel: func(id string) (bot.Channel, bool) {
@@ -406,18 +413,31 @@ type namedChannel struct {
 }
 
 // resolveChannels finds the ids of channels configured by name and adds
-// them to channels. A name that does not resolve stops the start: running
-// without a configured channel would silently ignore it.
+// them to channels, and checks that the bot is a member of every channel
+// configured by id. A name that does not resolve, or a channel the bot is
+// not in, stops the start: running without it would silently ignore it.
 func resolveChannels(ctx context.Context, adapter bot.Adapter, named []namedChannel, channels map[string]bot.Channel) error {
-	if len(named) == 0 {
-		return nil
-	}
 	r, ok := adapter.(bot.ChannelResolver)
 	if !ok {
-		return errors.New("this chat platform cannot resolve channel names: give channel ids")
+		if len(named) > 0 {
+			return errors.New("this chat platform cannot resolve channel names: give channel ids")
+		}
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	var errs []error
+	for id := range channels {
+		if id == "*" {
+			continue
+		}
+		if err := r.CheckChannel(ctx, id); err != nil {
+			errs = append(errs, err) // it names the channel
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
 	for _, n := range named {
 		id, err := r.ChannelID(ctx, n.name)
 		if err != nil {

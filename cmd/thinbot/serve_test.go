@@ -34,3 +34,26 @@ func TestResolveChannelNames(t *testing.T) {
 		t.Errorf("a channel configured twice = %v", err)
 	}
 }
+
+// A channel given by id is checked for the bot's membership like a name
+// is: a forgotten "add the bot to the channel" stops the start with a clear
+// error instead of serving ready and deaf.
+func TestCheckChannelIDs(t *testing.T) {
+	mm := fakemattermost.New(t)
+	ops := mm.AddChannel("ops", mm.Bot.ID)
+	hidden := mm.AddChannel("hidden") // the bot is not a member
+	a, err := mattermost.New(mattermost.Config{URL: mm.URL, Token: mm.Bot.Token,
+		CallbackURL: "http://127.0.0.1:1/cb", ActionSecret: []byte("0123456789abcdef0123456789abcdef")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := resolveChannels(t.Context(), a, nil, map[string]bot.Channel{ops: {}, "*": {}}); err != nil {
+		t.Errorf("a channel the bot is in: %v", err)
+	}
+	for _, id := range []string{hidden, "nosuchchannelnosuchchannel"} {
+		err = resolveChannels(t.Context(), a, nil, map[string]bot.Channel{ops: {}, id: {}})
+		if err == nil || !strings.Contains(err.Error(), "the bot is not a member of channel "+id) || !strings.Contains(err.Error(), "/invite @thinbot") {
+			t.Errorf("channel %s: %v", id, err)
+		}
+	}
+}

@@ -315,6 +315,16 @@ func (s *Server) AddChannel(name string, members ...string) string {
 	return c.ID
 }
 
+// AddPrivateChannel adds a private channel in the team with the given
+// member ids; a non-member cannot read anything of it (403).
+func (s *Server) AddPrivateChannel(name string, members ...string) string {
+	id := s.AddChannel(name, members...)
+	s.mu.Lock()
+	s.channels[id].Type = "P"
+	s.mu.Unlock()
+	return id
+}
+
 // DirectChannel returns the direct channel between the bot and userID,
 // creating it when needed.
 func (s *Server) DirectChannel(userID string) string {

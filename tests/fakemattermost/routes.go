@@ -302,9 +302,16 @@ func (s *Server) getPostsSince(w http.ResponseWriter, r *http.Request, caller *U
 }
 
 func (s *Server) getMember(w http.ResponseWriter, r *http.Request, caller *User) {
-	c := s.channelFor(w, r.PathValue("id"), caller)
-	if c == nil {
-		return
+	// Like Mattermost, a team member may read the members of an open
+	// channel without being in it; private channels need membership.
+	s.mu.Lock()
+	c := s.channels[r.PathValue("id")]
+	open := c != nil && c.Type == "O"
+	s.mu.Unlock()
+	if !open {
+		if c = s.channelFor(w, r.PathValue("id"), caller); c == nil {
+			return
+		}
 	}
 	uid := r.PathValue("user")
 	s.mu.Lock()

@@ -1,0 +1,98 @@
+package tests
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// End-to-end regressions of the field test (issue 10): Mattermost, Slack
+// and the setup guides, against the real `thinbot serve` binary.
+
+// metric returns the value line of a metric in /metrics, "" if absent.
+func (r *rig) metric(name string) string {
+	r.t.Helper()
+	_, body := r.get("/metrics")
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, name+" ") {
+			return strings.TrimPrefix(l, name+" ")
+		}
+	}
+	return ""
+}
+
+// A reconnect's catch-up never reaches before the first connection: a
+// mention made before thinbot ever ran (with an empty state dir) is not
+// answered when the WebSocket comes back, while a mention made during the
+// outage is. thinbot_chat_connected follows the connection.
+func TestServeMattermostCatchUpNeverBeforeFirstConnection(t *testing.T) {
+	chat := newMMChat(t).(*mmChat)
+	ops := chat.Ops()
+	old := chat.Mention("alice", ops, "", "old question")
+	a := &answerer{}
+	m := modelFunc(t, a.reply)
+	r := newRig(t, chat, m.URL, rigOpts{})
+	if got := r.metric("thinbot_chat_connected"); got != "1" {
+		t.Errorf("thinbot_chat_connected = %q while connected, want 1", got)
+	}
+
+	chat.CutConnection()
+	r.waitFor("thinbot_chat_connected to drop to 0", func() bool { return r.metric("thinbot_chat_connected") == "0" })
+	r.waitFor("/readyz to say not connected", func() bool {
+		code, body := r.get("/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "chat: not connected")
+	})
+	during := chat.Mention("bob", ops, "", "question during the outage")
+	chat.Restore()
+	r.waitFor("thinbot to reconnect", chat.Connected)
+	r.waitPost(ops, during, "ANSWER(question during the outage)")
+	r.waitFor("thinbot_chat_connected back to 1", func() bool { return r.metric("thinbot_chat_connected") == "1" })
+	r.stop()
+
+	if posts := chat.BotPosts(ops, old); len(posts) != 0 {
+		t.Errorf("the mention from before thinbot started was answered: %+v", posts)
+	}
+	for _, req := range m.Requests() {
+		if strings.Contains(lastUser(req), "old question") {
+			t.Errorf("the model saw the old mention")
+		}
+	}
+	for _, ev := range chainEvents(t, r.stateDir) {
+		if ev.Session == r.session(ops, old) {
+			t.Errorf("the chain has a session for the old mention: %s", ev.Type)
+		}
+	}
+}
+
+// A channel configured by id that the bot is not a member of stops the
+// start with an error that says what to do, as an unresolvable name does:
+// no "ready" with deaf mentions.
+func TestServeMattermostChannelIDNotJoined(t *testing.T) {
+	chat := newMMChat(t).(*mmChat)
+	lonely := chat.s.AddChannel("lonely", chat.ids["alice"]) // the bot is not in it
+	m := modelFunc(t, (&answerer{}).reply)
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	addr := freeAddr(t)
+	cfg := chat.Config(t, dir, addr) + fmt.Sprintf(`model: {base_url: %s, model: test-model}
+listen: %s
+state_dir: %s
+channels:
+  - {id: %s, workspace: %s, approvers: [%s]}
+  - {id: %s, workspace: %s, approvers: [%s]}
+`, m.URL, addr, filepath.Join(dir, "state"), chat.Ops(), ws, chat.ids["bob"], lonely, ws, chat.ids["bob"])
+	path := filepath.Join(dir, "thinbot.yaml")
+	os.WriteFile(path, []byte(cfg), 0o600)
+	res := thinbot(t, dir, nil, "serve", "--config", path)
+	if res.code == 0 {
+		t.Fatalf("serve started with a channel the bot is not in:\n%s", res.stderr)
+	}
+	want := "the bot is not a member of channel " + lonely
+	if !strings.Contains(res.stderr, want) || !strings.Contains(res.stderr, "/invite @thinbot") {
+		t.Errorf("serve's error lacks %q and the fix:\n%s", want, tail(res.stderr, 2000))
+	}
+}
