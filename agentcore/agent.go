@@ -79,6 +79,8 @@ type Agent struct {
 	log   *slog.Logger
 	mu    sync.Mutex
 	state map[string]*session
+	// limits is what the model server said about its context window.
+	limits serverLimits
 }
 
 // session is the cached projection of one session.
@@ -473,10 +475,19 @@ func (a *Agent) nudge(rs *runState) error {
 // complete makes one model call with the session's projection, handling the
 // switch to the text protocol and one compaction on a context-length error.
 func (a *Agent) complete(ctx context.Context, rs *runState) (Response, error) {
+	var failed *Request // the last request refused for its size
+	maxTokens := -1     // set by overflow for the next attempt
 	for attempt := 0; ; attempt++ {
 		req := Request{Messages: rs.s.proj.Messages(), OnText: rs.t.Hooks.Text}
 		if !rs.text {
 			req.Tools = toolDefs(rs.t.Goal, len(a.cfg.Skills.Skills) > 0)
+		}
+		req.MaxTokens = maxTokens
+		if maxTokens < 0 {
+			req.MaxTokens = a.maxTokens(req.Messages)
+		}
+		if failed != nil && sameRequest(*failed, req) {
+			return Response{}, fmt.Errorf("%w: %w: the request would be sent again unchanged", ErrModel, ErrContextLength)
 		}
 		rs.calls++
 		rs.s.setStatus(func(st *Status) { st.ModelCalls, st.Steps = rs.calls, rs.steps })
@@ -496,11 +507,12 @@ func (a *Agent) complete(ctx context.Context, rs *runState) (Response, error) {
 				return Response{}, err
 			}
 			continue
-		case errors.Is(err, ErrContextLength) && attempt < 2 && !rs.compacted:
-			rs.compacted = true
-			if cerr := a.maybeCompact(ctx, rs, true); cerr != nil {
-				return Response{}, fmt.Errorf("compact after context overflow: %w (first error: %v)", cerr, err)
+		case errors.Is(err, ErrContextLength) && attempt < 4:
+			mt, oerr := a.overflow(ctx, rs, req, err)
+			if oerr != nil {
+				return Response{}, oerr
 			}
+			failed, maxTokens = &req, mt
 			continue
 		default:
 			return Response{}, fmt.Errorf("%w: %w", ErrModel, err)

@@ -142,7 +142,7 @@ func msgBytes(m Message) int {
 // configured share of the context window, or always when force is set.
 func (a *Agent) maybeCompact(ctx context.Context, rs *runState, force bool) error {
 	before := rs.s.proj.Tokens()
-	if !force && float64(before) < a.cfg.CompactAt*float64(a.cfg.ContextWindow) {
+	if !force && float64(before) < a.cfg.CompactAt*float64(a.window()) {
 		return nil
 	}
 	msgs := rs.s.proj.Messages()
@@ -170,7 +170,7 @@ func (a *Agent) compact(ctx context.Context, id string, s *session, msgs []Messa
 	// When the history itself overflows the window, drop the oldest
 	// messages from the summarisation request (they stay in the chain).
 	req := append(history[:len(history):len(history)], Message{Role: RoleUser, Content: prompt})
-	limit := int(0.9 * float64(a.cfg.ContextWindow))
+	limit := int(0.9 * float64(a.window()))
 	for EstimateTokens(req) > limit && len(req) > 3 {
 		req = append(req[:1:1], req[2:]...)
 		for len(req) > 2 && req[1].Role == RoleTool {

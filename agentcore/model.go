@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 )
 
 // Roles of a Message, as the OpenAI chat format spells them.
@@ -98,7 +100,45 @@ var (
 	// (an HTTP 400 about tools or tool_choice). The loop then switches the
 	// session to the text protocol and records the switch.
 	ErrToolsUnsupported = errors.New("model server does not support tool calling")
-	// ErrContextLength is returned when the prompt exceeds the model's
-	// context window. The loop compacts once and retries.
+	// ErrContextLength is returned when the prompt and the completion budget
+	// exceed the model's context window, often as a *ContextLengthError
+	// carrying the server's numbers. The loop then lowers max_tokens,
+	// compacts, or stops with a clear error; it never resends the same
+	// request.
 	ErrContextLength = errors.New("prompt exceeds the model's context window")
 )
+
+// ContextLengthError is a context-length error with the numbers the server
+// gave (vLLM, llama.cpp, SGLang and OpenAI say them; Ollama does not). A
+// zero field means the server did not say. It unwraps to ErrContextLength.
+type ContextLengthError struct {
+	// Window is the model's context window in tokens.
+	Window int
+	// Prompt is the prompt's size in tokens as the server counted it (for
+	// some servers a lower bound).
+	Prompt int
+	// Completion is the completion budget the request asked for: max_tokens,
+	// or the server's own default when the request sent none.
+	Completion int
+}
+
+// Error describes the overflow with whatever numbers are known.
+func (e *ContextLengthError) Error() string {
+	var det []string
+	if e.Window > 0 {
+		det = append(det, fmt.Sprintf("window %d", e.Window))
+	}
+	if e.Prompt > 0 {
+		det = append(det, fmt.Sprintf("prompt %d", e.Prompt))
+	}
+	if e.Completion > 0 {
+		det = append(det, fmt.Sprintf("completion %d", e.Completion))
+	}
+	if len(det) == 0 {
+		return ErrContextLength.Error()
+	}
+	return ErrContextLength.Error() + " (" + strings.Join(det, ", ") + " tokens)"
+}
+
+// Unwrap returns ErrContextLength.
+func (e *ContextLengthError) Unwrap() error { return ErrContextLength }

@@ -387,6 +387,9 @@ func isModelError(err error) bool { return errors.Is(err, agentcore.ErrModel) }
 // userError is the short message a thread sees for a failed run; operators
 // find the details in the log and the chain under the reference.
 func userError(err error, ref uint64) string {
+	if errors.Is(err, agentcore.ErrContextLength) {
+		return fmt.Sprintf("This conversation no longer fits in the model's context window, even after compacting, so this run stopped (ref %d). Send `/clear` to start afresh; if even a new thread fails, the operators need to give the model a larger context window.", ref)
+	}
 	if isModelError(err) {
 		return fmt.Sprintf("I could not reach the model endpoint, so this run stopped (ref %d). Please try again later; operators can see the details in the log.", ref)
 	}

@@ -41,6 +41,8 @@ type APIError struct {
 	RetryAfter time.Duration
 
 	kind error // agentcore sentinel this error means, or nil
+	// nCtx and nPrompt are llama.cpp's n_ctx and n_prompt_tokens fields.
+	nCtx, nPrompt int
 }
 
 // Error returns a short, one-line description.
@@ -74,8 +76,10 @@ func (e *APIError) Error() string {
 	return b.String()
 }
 
-// Unwrap returns agentcore.ErrContextLength or agentcore.ErrToolsUnsupported
-// when the error means one of them, else nil.
+// Unwrap returns agentcore.ErrToolsUnsupported, or a
+// *agentcore.ContextLengthError (which unwraps to agentcore.ErrContextLength)
+// with the numbers the message gave, when the error means one of them, else
+// nil.
 func (e *APIError) Unwrap() error { return e.kind }
 
 // retryable reports whether the status calls for another attempt.
@@ -136,6 +140,9 @@ type errorObject struct {
 	Message string          `json:"message"`
 	Type    string          `json:"type"`
 	Code    json.RawMessage `json:"code"`
+	// llama.cpp's exceed_context_size_error carries the numbers.
+	NCtx          int `json:"n_ctx"`
+	NPromptTokens int `json:"n_prompt_tokens"`
 }
 
 // fillFromJSON fills e from a JSON error body and reports whether body was one.
@@ -155,6 +162,7 @@ func fillFromErrorBody(e *APIError, eb errorBody) bool {
 			return false
 		}
 		e.Message, e.Type, e.Code = clip(o.Message), o.Type, rawCode(o.Code)
+		e.nCtx, e.nPrompt = o.NCtx, o.NPromptTokens
 	case len(eb.Error) > 0 && eb.Error[0] == '"':
 		var s string
 		_ = json.Unmarshal(eb.Error, &s)
@@ -201,6 +209,66 @@ var contextLengthHints = []string{
 	"reduce the length of the messages",
 }
 
+// overflowRules find the numbers in context-length messages. Each pattern
+// fills the fields named, in order, with its groups. Wordings:
+//
+//	vLLM (old), DeepSeek: This model's maximum context length is 32768 tokens. However, you requested 33000 tokens (1000 in the messages, 32000 in the completion).
+//	vLLM (0.6+):          'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's maximum context length is 4096 tokens and your request has 2778 input tokens (8000 > 4096 - 2778).
+//	vLLM (0.10+):         This model's maximum context length is 131072 tokens. However, you requested 65536 output tokens and your prompt contains at least 65537 input tokens, for a total of at least 131073 tokens.
+//	vLLM (newest):        You passed 12289 input tokens and requested 4096 output tokens. However, the model's context length is only 16384 tokens, ...
+//	OpenAI:               This model's maximum context length is 128000 tokens. However, your messages resulted in 130021 tokens. (code context_length_exceeded)
+//	llama.cpp:            request (4476 tokens) exceeds the available context size (4096 tokens)  (+ n_ctx, n_prompt_tokens)
+//	SGLang:               The input (4097 tokens) is longer than the model's context length (4096 tokens).
+//	Ollama:               the input length exceeds the context length  (no numbers)
+var overflowRules = []struct {
+	re     *regexp.Regexp
+	fields string // w window, p prompt, c completion
+}{
+	{regexp.MustCompile(`maximum context length is (\d+)`), "w"},
+	{regexp.MustCompile(`\((\d+) in the messages, (\d+) in the completion\)`), "pc"},
+	{regexp.MustCompile(`is too large: (\d+)`), "c"},
+	{regexp.MustCompile(`request has (\d+) input tokens`), "p"},
+	{regexp.MustCompile(`requested (\d+) output tokens`), "c"},
+	{regexp.MustCompile(`prompt contains at least (\d+) input tokens`), "p"},
+	{regexp.MustCompile(`passed (\d+) input tokens`), "p"},
+	{regexp.MustCompile(`context length is only (\d+)`), "w"},
+	{regexp.MustCompile(`messages resulted in (\d+) tokens`), "p"},
+	{regexp.MustCompile(`request \((\d+) tokens\) exceeds the available context size \((\d+) tokens\)`), "pw"},
+	{regexp.MustCompile(`input \((\d+) tokens\) is longer than the model's context length \((\d+) tokens\)`), "pw"},
+}
+
+// overflowNumbers reads the server's numbers from a context-length error.
+func overflowNumbers(e *APIError) *agentcore.ContextLengthError {
+	o := &agentcore.ContextLengthError{Window: e.nCtx, Prompt: e.nPrompt}
+	for _, r := range overflowRules {
+		m := r.re.FindStringSubmatch(e.Message)
+		if m == nil {
+			continue
+		}
+		for i, f := range r.fields {
+			n, err := strconv.Atoi(m[i+1])
+			if err != nil || n <= 0 {
+				continue
+			}
+			switch f {
+			case 'w':
+				if o.Window == 0 {
+					o.Window = n
+				}
+			case 'p':
+				if o.Prompt == 0 {
+					o.Prompt = n
+				}
+			case 'c':
+				if o.Completion == 0 {
+					o.Completion = n
+				}
+			}
+		}
+	}
+	return o
+}
+
 // Messages that mean the server will not do tool calling: vLLM without
 // --enable-auto-tool-choice, Ollama models without tools, llama.cpp without
 // --jinja, and generic wording.
@@ -229,7 +297,7 @@ func classify(status int, e *APIError, hadTools bool) error {
 		status == http.StatusUnprocessableEntity || e.InStream || status == http.StatusInternalServerError {
 		for _, h := range contextLengthHints {
 			if strings.Contains(msg, h) {
-				return agentcore.ErrContextLength
+				return overflowNumbers(e)
 			}
 		}
 	}

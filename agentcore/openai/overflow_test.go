@@ -1,0 +1,57 @@
+package openai
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/thinbot/thinbot/agentcore"
+)
+
+// Context-length errors carry the server's numbers, read from each server's
+// real error body (wordings collected from vLLM, llama.cpp, SGLang, Ollama,
+// OpenAI and DeepSeek answers).
+func TestContextLengthNumbers(t *testing.T) {
+	tests := []struct {
+		name   string
+		status int
+		body   string
+		want   agentcore.ContextLengthError
+	}{
+		{"vllm old", 400, `{"object":"error","message":"This model's maximum context length is 32768 tokens. However, you requested 33000 tokens (1000 in the messages, 32000 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}`,
+			agentcore.ContextLengthError{Window: 32768, Prompt: 1000, Completion: 32000}},
+		{"vllm max_tokens too large", 400, `{"error":{"message":"'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's maximum context length is 4096 tokens and your request has 2778 input tokens (8000 > 4096 - 2778). None","type":"BadRequestError","param":null,"code":400}}`,
+			agentcore.ContextLengthError{Window: 4096, Prompt: 2778, Completion: 8000}},
+		{"vllm at least", 400, `{"error":{"message":"This model's maximum context length is 131072 tokens. However, you requested 65536 output tokens and your prompt contains at least 65537 input tokens, for a total of at least 131073 tokens. Please reduce the length of the input prompt or the number of requested output tokens. (parameter=input_tokens, value=65537)","type":"BadRequestError","param":"input_tokens","code":400}}`,
+			agentcore.ContextLengthError{Window: 131072, Prompt: 65537, Completion: 65536}},
+		{"vllm newest", 400, `{"error":{"message":"You passed 12289 input tokens and requested 4096 output tokens. However, the model's context length is only 16384 tokens, resulting in a maximum input length of 12288 tokens. Please reduce the length of the input prompt. (parameter=input_tokens, value=12289)","type":"BadRequestError","param":"input_tokens","code":400}}`,
+			agentcore.ContextLengthError{Window: 16384, Prompt: 12289, Completion: 4096}},
+		{"openai", 400, `{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130021 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
+			agentcore.ContextLengthError{Window: 128000, Prompt: 130021}},
+		{"deepseek", 400, `{"error":{"message":"This model's maximum context length is 65536 tokens. However, you requested 70123 tokens (62123 in the messages, 8000 in the completion). Please reduce the length of the messages or completion.","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}`,
+			agentcore.ContextLengthError{Window: 65536, Prompt: 62123, Completion: 8000}},
+		{"llama.cpp old", 400, `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":9000,"n_ctx":8192}}`,
+			agentcore.ContextLengthError{Window: 8192, Prompt: 9000}},
+		{"llama.cpp new", 400, `{"error":{"code":400,"message":"request (4476 tokens) exceeds the available context size (4096 tokens)","type":"exceed_context_size_error","n_prompt_tokens":4476,"n_ctx":4096}}`,
+			agentcore.ContextLengthError{Window: 4096, Prompt: 4476}},
+		{"sglang", 400, `{"object":"error","message":"The input (4097 tokens) is longer than the model's context length (4096 tokens).","type":"BadRequestError","param":null,"code":400}`,
+			agentcore.ContextLengthError{Window: 4096, Prompt: 4097}},
+		{"ollama", 400, `{"error":"the input length exceeds the context length"}`, agentcore.ContextLengthError{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := rawServer(t, tt.status, jsonCT, tt.body)
+			c, _ := newClient(t, srv.URL, func(c *Config) { c.MaxRetries = 1; c.NoStream = true })
+			_, err := c.Complete(t.Context(), userReq("q"))
+			if !errors.Is(err, agentcore.ErrContextLength) {
+				t.Fatalf("err = %v, want ErrContextLength", err)
+			}
+			var cle *agentcore.ContextLengthError
+			if !errors.As(err, &cle) {
+				t.Fatalf("err = %v carries no numbers", err)
+			}
+			if *cle != tt.want {
+				t.Errorf("numbers = %+v, want %+v", *cle, tt.want)
+			}
+		})
+	}
+}
