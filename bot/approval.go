@@ -137,7 +137,7 @@ func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
 	if why := b.authorize(ctx, req, c.User); why != "" {
 		b.cfg.Metrics.approval("refused_click")
 		b.log.Warn("approval click refused", "conv", req.ap.Session, "request", req.ap.RequestID, "user", c.User.ID, "name", c.User.Name, "why", why)
-		if _, err := req.th.ch.Agent.NoteSync(req.ap.Session, agentcore.EvNote, "user:"+displayName(c.User), agentcore.NotePayload{
+		if _, err := req.th.ch.Agent.NoteSync(req.ap.Session, agentcore.EvNote, actor(c.User), agentcore.NotePayload{
 			Kind: "click_refused", RequestID: req.ap.RequestID, User: c.User.ID, Detail: why}); err != nil {
 			b.log.Error("record refused click", "err", err)
 		}
@@ -147,7 +147,7 @@ func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
 		return ClickResult{Ephemeral: "This request was already decided. Nothing was changed."}
 	}
 	committed := make(chan error, 1)
-	d := agentcore.ApprovalDecision{Approved: c.ActionID == ActionApprove, By: "user:" + displayName(c.User),
+	d := agentcore.ApprovalDecision{Approved: c.ActionID == ActionApprove, By: actor(c.User),
 		Committed: func(err error) { committed <- err }}
 	outcome := "**Denied** by @" + displayName(c.User) + ". Nothing was run."
 	if d.Approved {
@@ -179,7 +179,7 @@ func (b *Bot) authorize(ctx context.Context, req *request, u User) string {
 	if ch.TwoPerson && u.ID == req.requester.ID {
 		return "the two-person rule is on, so the requester cannot approve their own request"
 	}
-	if matchUser(nonEmpty(ch.Approvers), u) {
+	if isApprover(ch.Approvers, u) {
 		return ""
 	}
 	if ch.AnyMember {
@@ -194,14 +194,6 @@ func (b *Bot) authorize(ctx context.Context, req *request, u User) string {
 		return "only members of this channel may approve"
 	}
 	return "you are not an approver for this channel"
-}
-
-// nonEmpty keeps an empty approver list from matching everyone.
-func nonEmpty(list []string) []string {
-	if len(list) == 0 {
-		return []string{"\x00nobody"}
-	}
-	return list
 }
 
 func approvalText(req *request) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -21,7 +22,8 @@ type Channel struct {
 	Workspace string
 	// Instructions is the channel's own AGENT.md text, after the workspace's.
 	Instructions string
-	// Approvers are user names (without @) or user ids who may approve.
+	// Approvers are the user ids of who may approve. Ids only: a name can
+	// be taken by renaming an account, an id cannot.
 	Approvers []string
 	// AnyMember lets any member of the channel approve.
 	AnyMember bool
@@ -243,7 +245,7 @@ func (b *Bot) enqueue(ctx context.Context, m Message, ch Channel, it item) {
 // noteQueued records a message that has to wait, so that a restart (or a
 // crash) does not lose it: Recover reports it until a run handles it.
 func (b *Bot) noteQueued(th *thread, m Message) {
-	if _, err := th.ch.Agent.NoteSync(th.t.Key(), agentcore.EvNote, "user:"+displayName(m.User), agentcore.NotePayload{
+	if _, err := th.ch.Agent.NoteSync(th.t.Key(), agentcore.EvNote, actor(m.User), agentcore.NotePayload{
 		Kind: "message_queued", PostID: m.ID, User: m.User.ID, Name: m.User.Name, Detail: m.Text}); err != nil {
 		b.log.Error("record queued message", "conv", th.t.Key(), "err", err)
 	}
@@ -350,7 +352,7 @@ func (b *Bot) turn(ctx context.Context, th *thread, m Message) {
 	approver := &threadApprover{b: b, th: th, requester: m.User}
 	res, err := th.ch.Agent.Run(runCtx, agentcore.Turn{
 		Session:      th.t.Key(),
-		Actor:        "user:" + displayName(m.User),
+		Actor:        actor(m.User),
 		Text:         m.Text,
 		MessageID:    m.ID,
 		Dir:          th.ch.Workspace,
@@ -434,6 +436,21 @@ func matchUser(list []string, u User) bool {
 		}
 	}
 	return false
+}
+
+// isApprover reports whether u's id is in the approver list. Names never
+// match: a renamed account must not inherit an approver's rights.
+func isApprover(list []string, u User) bool {
+	return u.ID != "" && slices.Contains(list, u.ID)
+}
+
+// actor is how the chain records a chat user: by id, which no rename can
+// take over, with the name alongside for readers ("user:U123 (bob)").
+func actor(u User) string {
+	if u.Name == "" || u.Name == u.ID {
+		return "user:" + u.ID
+	}
+	return "user:" + u.ID + " (" + u.Name + ")"
 }
 
 func displayName(u User) string {

@@ -160,7 +160,7 @@ func (r *rig) say(u User, th Thread, id, text string, mention bool) {
 }
 
 func TestApprovalRules(t *testing.T) {
-	r := newRig(t, cmdModel{cmd: "touch approved.txt"}, Channel{Approvers: []string{"bob", "U1"}, TwoPerson: true}, Config{})
+	r := newRig(t, cmdModel{cmd: "touch approved.txt"}, Channel{Approvers: []string{"U2", "U1"}, TwoPerson: true}, Config{})
 	r.say(alice, th1, "m1", "make the file", true)
 	req := r.ad.waitPost(t, th1, func(p Post) bool { return len(p.Buttons) == 2 })
 	if !strings.Contains(req.post.Text, "touch approved.txt") || !strings.Contains(req.post.Text, "because") {
@@ -171,6 +171,11 @@ func TestApprovalRules(t *testing.T) {
 	}
 	if res := click(eve, ActionApprove); !strings.Contains(res.Ephemeral, "not an approver") || res.Update != nil {
 		t.Errorf("non-approver click = %+v", res)
+	}
+	// An account renamed to an approver's name is not an approver:
+	// approvers are ids.
+	if res := click(User{ID: "U9", Name: "bob"}, ActionApprove); !strings.Contains(res.Ephemeral, "not an approver") || res.Update != nil {
+		t.Errorf("renamed user's click = %+v", res)
 	}
 	if res := click(alice, ActionApprove); !strings.Contains(res.Ephemeral, "two-person") {
 		t.Errorf("requester's own click = %+v", res)
@@ -187,7 +192,7 @@ func TestApprovalRules(t *testing.T) {
 	}
 	r.ad.waitPost(t, th1, contains("finished: exit code: 0"))
 	r.say(alice, th1, "m9", "/audit", true)
-	r.ad.waitPost(t, th1, contains("`touch approved.txt` — confirm, approved by user:bob, exit 0"))
+	r.ad.waitPost(t, th1, contains("`touch approved.txt` — confirm, approved by user:U2 (bob), exit 0"))
 	if _, err := os.Stat(filepath.Join(r.dir, "approved.txt")); err != nil {
 		t.Error("the approved command did not run")
 	}
@@ -203,7 +208,7 @@ func TestApprovalRules(t *testing.T) {
 			kinds = append(kinds, e.Type)
 		}
 	}
-	want := "approval_requested approval_posted click_refused click_refused approval_decision tool_result"
+	want := "approval_requested approval_posted click_refused click_refused click_refused approval_decision tool_result"
 	if got := strings.Join(kinds, " "); got != want {
 		t.Errorf("chain = %s\nwant    %s", got, want)
 	}
@@ -225,7 +230,7 @@ func TestAnyMemberMayApprove(t *testing.T) {
 }
 
 func TestUnansweredRequestExpires(t *testing.T) {
-	r := newRig(t, cmdModel{cmd: "touch x"}, Channel{Approvers: []string{"bob"}}, Config{ApprovalTimeout: 50 * time.Millisecond})
+	r := newRig(t, cmdModel{cmd: "touch x"}, Channel{Approvers: []string{"U2"}}, Config{ApprovalTimeout: 50 * time.Millisecond})
 	r.say(alice, th1, "m1", "go", true)
 	r.ad.waitPost(t, th1, contains("Expired"))
 	r.ad.waitPost(t, th1, contains("finished: not run"))

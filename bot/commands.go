@@ -58,7 +58,7 @@ func (b *Bot) command(ctx context.Context, m Message, ch Channel, name string) {
 			cancel = th.cancel
 		}
 		b.mu.Unlock()
-		if !allowed && !matchUser(nonEmpty(ch.Approvers), m.User) {
+		if !allowed && !isApprover(ch.Approvers, m.User) {
 			b.post(ctx, m.Thread, Post{Text: "Only people taking part in this thread, or its approvers, can stop its run."})
 			return
 		}
@@ -74,7 +74,7 @@ func (b *Bot) command(ctx context.Context, m Message, ch Channel, name string) {
 }
 
 func (b *Bot) clear(ctx context.Context, th *thread, m Message) {
-	if err := th.ch.Agent.Clear(th.t.Key(), "user:"+displayName(m.User)); err != nil {
+	if err := th.ch.Agent.Clear(th.t.Key(), actor(m.User)); err != nil {
 		b.log.Error("clear session", "conv", th.t.Key(), "err", err)
 		b.post(ctx, th.t, Post{Text: "Could not start a new topic; operators can see the details in the log."})
 		return

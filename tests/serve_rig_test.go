@@ -37,7 +37,12 @@ const (
 
 // Chat users of every scenario: alice asks, bob approves, carol watches.
 // alice is an approver too, so that the two-person rule is what refuses her.
+// mallory renamed her account to "bob": approvers are ids, so she is no
+// approver.
 var chatUsers = []string{"alice", "bob", "carol"}
+
+// malloryName is mallory's user name on the platform: an approver's.
+const malloryName = "bob"
 
 // chatPost is one of the bot's posts in a thread, as the chat shows it now.
 type chatPost struct {
@@ -54,6 +59,8 @@ type chatSide interface {
 	// Config writes the secrets into dir (mode 0600) and returns the
 	// config's platform section for a thinbot listening on addr.
 	Config(t *testing.T, dir, addr string) string
+	// UserID is the platform's id of a scenario user (approvers are ids).
+	UserID(user string) string
 	// Ops is the channel with approvers; Sandbox is an allow_all channel.
 	Ops() string
 	Sandbox() string
@@ -101,12 +108,16 @@ func newMMChat(t *testing.T) chatSide {
 		c.ids[name] = u.ID
 		members = append(members, u.ID)
 	}
+	mallory := s.AddUser(malloryName)
+	c.ids["mallory"] = mallory.ID
+	members = append(members, mallory.ID)
 	c.ops = s.AddChannel("ops", members...)
 	c.sandbox = s.AddChannel("sandbox", members...)
 	return c
 }
 
-func (c *mmChat) Platform() string { return "mattermost" }
+func (c *mmChat) Platform() string           { return "mattermost" }
+func (c *mmChat) UserID(user string) string { return c.ids[user] }
 func (c *mmChat) Ops() string      { return c.ops }
 func (c *mmChat) Sandbox() string  { return c.sandbox }
 
@@ -249,12 +260,16 @@ func newSlack(t *testing.T, signingSecret string) *slackChat {
 		c.ids[name] = id
 		members = append(members, id)
 	}
+	f.AddUser("UMALLORY", malloryName)
+	c.ids["mallory"] = "UMALLORY"
+	members = append(members, "UMALLORY")
 	f.AddChannel("COPS", "ops", members...)
 	f.AddChannel("CSANDBOX", "sandbox", members...)
 	return c
 }
 
-func (c *slackChat) Platform() string { return "slack" }
+func (c *slackChat) Platform() string           { return "slack" }
+func (c *slackChat) UserID(user string) string { return c.ids[user] }
 func (c *slackChat) Ops() string      { return "COPS" }
 func (c *slackChat) Sandbox() string  { return "CSANDBOX" }
 
@@ -487,12 +502,13 @@ log_level: debug
 channels:
   - id: %s
     workspace: %s
-    approvers: [alice, bob]
+    approvers: [%s, %s]
     two_person_rule: true
   - id: %s
     workspace: %s
     allow_all: true
-`, modelURL, r.addr, r.stateDir, o.ApprovalTimeout, chat.Ops(), r.ws, chat.Sandbox(), r.sandbox) + o.Extra
+`, modelURL, r.addr, r.stateDir, o.ApprovalTimeout, chat.Ops(), r.ws, chat.UserID("alice"), chat.UserID("bob"),
+		chat.Sandbox(), r.sandbox) + o.Extra
 	r.cfgPath = filepath.Join(dir, "thinbot.yaml")
 	if err := os.WriteFile(r.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

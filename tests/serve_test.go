@@ -178,6 +178,11 @@ func scApprovalRules(t *testing.T, newChat func(*testing.T) chatSide) {
 	if e := r.waitEphemeral("alice", 0); !strings.Contains(e, "two-person rule") {
 		t.Errorf("alice was told %q", e)
 	}
+	// mallory renamed her account to an approver's name: ids decide.
+	chat.Click(t, ops, root, req.ID, "approve", "mallory")
+	if e := r.waitEphemeral("mallory", 0); !strings.Contains(e, "not an approver") {
+		t.Errorf("mallory (renamed to %q) was told %q", malloryName, e)
+	}
 	if fileExists(target) {
 		t.Fatal("the command ran after refused clicks")
 	}
@@ -200,9 +205,16 @@ func scApprovalRules(t *testing.T, newChat func(*testing.T) chatSide) {
 
 	r.stop()
 	tr := trail(chainEvents(t, r.stateDir), r.session(ops, root))
+	// Users are recorded by id, their name alongside.
+	name := func(u string) string {
+		if u == "mallory" {
+			return "user:" + chat.UserID(u) + " (" + malloryName + ")"
+		}
+		return "user:" + chat.UserID(u) + " (" + u + ")"
+	}
 	want := []string{"run_started", "gate_decision:confirm", "approval_requested", "note:approval_posted:bot",
-		"note:click_refused:user:carol", "note:click_refused:user:alice", "approval_decision:true:user:bob",
-		"tool_result", "run_finished:answered"}
+		"note:click_refused:" + name("carol"), "note:click_refused:" + name("alice"), "note:click_refused:" + name("mallory"),
+		"approval_decision:true:" + name("bob"), "tool_result", "run_finished:answered"}
 	if !slices.Equal(tr, want) {
 		t.Errorf("session trail =\n%v\nwant\n%v", tr, want)
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -251,6 +252,11 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 		} else if st, err := os.Stat(ch.Workspace); err != nil || !st.IsDir() {
 			bad("%s.workspace %q is not a directory", where, ch.Workspace)
 		}
+		for _, a := range ch.Approvers {
+			if why := notUserID(c.Platform, a); why != "" {
+				bad("%s.approvers: %q is not %s; approvers are matched by id, so that an account renamed to an approver's name cannot approve", where, a, why)
+			}
+		}
 		if len(ch.Approvers) == 0 && !ch.AnyMember && !ch.AllowAll {
 			bad("%s has no approvers (list approvers or set any_member_approves): every write would wait until it expires", where)
 		}
@@ -350,6 +356,26 @@ func unknownKeys(n *yaml.Node, t reflect.Type, where string) []error {
 		return errs
 	}
 	return nil
+}
+
+var (
+	mattermostID = regexp.MustCompile(`^[a-z0-9]{26}$`)
+	slackUserID  = regexp.MustCompile(`^[UW][A-Z0-9]{2,}$`)
+)
+
+// notUserID says why s is not a user id of the platform ("" if it is one).
+func notUserID(platform, s string) string {
+	switch platform {
+	case "mattermost":
+		if !mattermostID.MatchString(s) {
+			return "a Mattermost user id (26 lowercase letters and digits: System Console > Users, or mmctl user search NAME)"
+		}
+	case "slack":
+		if !slackUserID.MatchString(s) {
+			return "a Slack user id (like U012AB3CDE: the user's profile > ⋮ > Copy member ID)"
+		}
+	}
+	return ""
 }
 
 // checkListen tries to bind addr (and lets go at once), so that `config

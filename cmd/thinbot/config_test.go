@@ -83,16 +83,16 @@ channels:
 }
 
 func TestConfigCheckAcceptsAGoodConfig(t *testing.T) {
-	if out, err := checkConfig(t, `  - {id: "*", workspace: "WS", approvers: [bob]}`+"\n"); err != nil {
+	if out, err := checkConfig(t, `  - {id: "*", workspace: "WS", approvers: [k9xq3bobbobbobbobbobbobbob]}`+"\n"); err != nil {
 		t.Fatalf("config check: %v\n%s", err, out)
 	}
 }
 
 func TestConfigChannelsByIDOrName(t *testing.T) {
-	out, err := checkConfig(t, `  - {name: "ops", workspace: "WS", approvers: [bob]}
-  - {name: "#ops", workspace: "WS", approvers: [bob]}
-  - {id: "abc", name: "x", workspace: "WS", approvers: [bob]}
-  - {workspace: "WS", approvers: [bob]}
+	out, err := checkConfig(t, `  - {name: "ops", workspace: "WS", approvers: [k9xq3bobbobbobbobbobbobbob]}
+  - {name: "#ops", workspace: "WS", approvers: [k9xq3bobbobbobbobbobbobbob]}
+  - {id: "abc", name: "x", workspace: "WS", approvers: [k9xq3bobbobbobbobbobbobbob]}
+  - {workspace: "WS", approvers: [k9xq3bobbobbobbobbobbobbob]}
 `)
 	if err == nil {
 		t.Fatal("config check passed")
@@ -145,7 +145,7 @@ slack:
 state_dir: STATE
 chanels: []
 channels:
-  - {id: C1, workspace: WS, approvers: [U1], approver: [U2]}
+  - {id: C1, workspace: WS, approvers: [U012AB3CDE], approver: [U2]}
 `)
 	if err == nil {
 		t.Fatal("config check passed unknown keys")
@@ -179,7 +179,7 @@ platform: slack
 slack: {bot_token_file: `+sub+`, app_token_file: `+empty+`}
 state_dir: STATE
 channels:
-  - {id: C1, workspace: WS, approvers: [U1]}
+  - {id: C1, workspace: WS, approvers: [U012AB3CDE]}
 `)
 	if err == nil {
 		t.Fatal("config check passed")
@@ -210,7 +210,7 @@ slack: {bot_token_file: TOKEN, app_token_file: TOKEN}
 state_dir: STATE
 listen: `+l.Addr().String()+`
 channels:
-  - {id: C1, workspace: WS, approvers: [U1]}
+  - {id: C1, workspace: WS, approvers: [U012AB3CDE]}
 `)
 	if err == nil {
 		t.Fatal("config check passed a listen address in use")
@@ -233,7 +233,7 @@ platform: slack
 slack: {bot_token_file: `+token+`, app_token_file: `+token+`}
 state_dir: `+dir+`
 channels:
-  - {id: C1, workspace: `+dir+`, approvers: [U1]}
+  - {id: C1, workspace: `+dir+`, approvers: [U012AB3CDE]}
 `), 0o600)
 	c, _, err := loadConfig(cfg, func(string) string { return "" })
 	if err != nil {
@@ -263,5 +263,34 @@ func TestEveryCommandHelpExitsZero(t *testing.T) {
 	e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
 	if err := run(t.Context(), e, []string{"serve", "--help"}); err != nil || !strings.Contains(out.String(), "-config") {
 		t.Errorf("serve --help: %v, printed %q", err, out.String())
+	}
+}
+
+// Approvers are user ids: a name could be taken by renaming an account.
+// config check says so for each name, with where to find the id.
+func TestConfigApproversAreIDs(t *testing.T) {
+	out, err := checkConfig(t, `  - {id: "*", workspace: "WS", approvers: [bob, "@alice", k9xq3bobbobbobbobbobbobbob]}`+"\n")
+	if err == nil {
+		t.Fatal("config check passed approver names")
+	}
+	for _, want := range []string{`channels[0].approvers: "bob" is not a Mattermost user id`, `"@alice" is not a Mattermost user id`, "renamed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "k9xq3bob") {
+		t.Errorf("an id was refused:\n%s", out)
+	}
+	out, err = writeCheckConfig(t, `
+model: {base_url: "http://127.0.0.1:9/v1", model: m}
+platform: slack
+slack: {bot_token_file: TOKEN, app_token_file: TOKEN}
+state_dir: STATE
+listen: `+freeAddr(t)+`
+channels:
+  - {id: C1, workspace: WS, approvers: [U012AB3CDE, W0123ABCD, bob]}
+`)
+	if err == nil || !strings.Contains(out, `"bob" is not a Slack user id (like U012AB3CDE`) || strings.Contains(out, `"U012AB3CDE"`) || strings.Contains(out, `"W0123ABCD"`) {
+		t.Errorf("slack approvers: %v\n%s", err, out)
 	}
 }

@@ -163,7 +163,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	model := fakemodel.NewFunc(scriptedModel(cfg.Steps, cfg.Latency, rec))
 	defer model.Close()
 
-	d, err := startDaemon(dir, bin, mm, channel, model.URL, cfg)
+	d, err := startDaemon(dir, bin, mm, channel, alice.ID, model.URL, cfg)
 	if err != nil {
 		return res, err
 	}
@@ -355,7 +355,7 @@ type daemon struct {
 	waitErr error
 }
 
-func startDaemon(dir, bin string, mm *fakemattermost.Server, channel, modelURL string, cfg Config) (*daemon, error) {
+func startDaemon(dir, bin string, mm *fakemattermost.Server, channel, approver, modelURL string, cfg Config) (*daemon, error) {
 	ws := filepath.Join(dir, "workspace")
 	if err := os.MkdirAll(ws, 0o700); err != nil {
 		return nil, fmt.Errorf("loadtest: %w", err)
@@ -377,7 +377,7 @@ func startDaemon(dir, bin string, mm *fakemattermost.Server, channel, modelURL s
 		"state_dir":           filepath.Join(dir, "state"),
 		"max_concurrent_runs": cfg.MaxConcurrent,
 		"log_level":           "info",
-		"channels":            []any{map[string]any{"id": channel, "workspace": ws, "approvers": []string{"alice"}}},
+		"channels":            []any{map[string]any{"id": channel, "workspace": ws, "approvers": []string{approver}}},
 	}
 	b, err := yaml.Marshal(conf)
 	if err != nil {
