@@ -116,10 +116,10 @@ func newMMChat(t *testing.T) chatSide {
 	return c
 }
 
-func (c *mmChat) Platform() string           { return "mattermost" }
+func (c *mmChat) Platform() string          { return "mattermost" }
 func (c *mmChat) UserID(user string) string { return c.ids[user] }
-func (c *mmChat) Ops() string      { return c.ops }
-func (c *mmChat) Sandbox() string  { return c.sandbox }
+func (c *mmChat) Ops() string               { return c.ops }
+func (c *mmChat) Sandbox() string           { return c.sandbox }
 
 func (c *mmChat) Config(t *testing.T, dir, addr string) string {
 	tok := writeSecret(t, dir, "mattermost.token", c.s.Bot.Token)
@@ -268,10 +268,10 @@ func newSlack(t *testing.T, signingSecret string) *slackChat {
 	return c
 }
 
-func (c *slackChat) Platform() string           { return "slack" }
+func (c *slackChat) Platform() string          { return "slack" }
 func (c *slackChat) UserID(user string) string { return c.ids[user] }
-func (c *slackChat) Ops() string      { return "COPS" }
-func (c *slackChat) Sandbox() string  { return "CSANDBOX" }
+func (c *slackChat) Ops() string               { return "COPS" }
+func (c *slackChat) Sandbox() string           { return "CSANDBOX" }
 
 func (c *slackChat) Config(t *testing.T, dir, addr string) string {
 	bot := writeSecret(t, dir, "slack.bot", fakeslack.BotToken)
