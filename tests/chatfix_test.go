@@ -96,3 +96,34 @@ channels:
 		t.Errorf("serve's error lacks %q and the fix:\n%s", want, tail(res.stderr, 2000))
 	}
 }
+
+// A hung users.info call does not stop event delivery: messages from users
+// whose name is unknown are handled with their id, every Web API call has a
+// timeout, and the shutdown is clean. thinbot_chat_connected is 1 on Slack
+// too.
+func TestServeSlackHungUsersInfoDoesNotStopEvents(t *testing.T) {
+	chat := newSlack(t, "")
+	chat.f.HangMethod("users.info", true)
+	m := modelFunc(t, (&answerer{}).reply)
+	r := newRig(t, chat, m.URL, rigOpts{})
+	ops := chat.Ops()
+	if got := r.metric("thinbot_chat_connected"); got != "1" {
+		t.Errorf("thinbot_chat_connected = %q, want 1", got)
+	}
+	first := chat.Mention("alice", ops, "", "first question")
+	second := chat.Mention("bob", ops, "", "second question")
+	third := chat.Mention("alice", ops, "", "third question")
+	r.waitPost(ops, first, "ANSWER(first question)")
+	r.waitPost(ops, second, "ANSWER(second question)")
+	r.waitPost(ops, third, "ANSWER(third question)")
+	if n := len(chat.f.Calls("users.info")); n == 0 {
+		t.Error("users.info was never called: the test did not exercise the hang")
+	}
+	chat.f.HangMethod("users.info", false)
+	r.stop()
+	for _, ev := range chainEvents(t, r.stateDir) {
+		if ev.Session == r.session(ops, first) && ev.Type == "user_message" && ev.Actor != "user:UALICE" {
+			t.Errorf("actor of alice's message without a name = %q, want user:UALICE", ev.Actor)
+		}
+	}
+}

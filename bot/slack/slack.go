@@ -38,6 +38,17 @@ const (
 	memberTTL = 30 * time.Second
 	// inboxSize is the number of received events waiting for the handler.
 	inboxSize = 256
+	// callTimeout bounds every Web API call (the default client has none:
+	// one hung call would hang its caller for ever).
+	callTimeout = 30 * time.Second
+	// nameWait is how long the dispatch loop waits for a user's name when
+	// it is not cached; the lookup goes on without it, and the message is
+	// delivered with the id alone.
+	nameWait = 2 * time.Second
+	// nameRetry is how long a failed users.info is not retried.
+	nameRetry = 5 * time.Minute
+	// namesMax bounds the id -> name cache; it is cleared when full.
+	namesMax = 4096
 )
 
 // Config configures an Adapter. The zero value is not usable: BotToken is
@@ -56,7 +67,8 @@ type Config struct {
 	// APIURL is the Web API base URL, ending in "/"; "" means
 	// https://slack.com/api/. Tests point it at a fake; proxies may too.
 	APIURL string
-	// HTTPClient makes Web API calls; nil means http.DefaultClient.
+	// HTTPClient makes Web API calls; nil means a client with a 30s
+	// timeout. A client without a Timeout gets one (30s): no call may hang.
 	HTTPClient *http.Client
 	// Logger receives the adapter's logs; nil discards them.
 	Logger *slog.Logger
@@ -87,15 +99,27 @@ type Adapter struct {
 	noStream atomic.Bool
 	seen     *dedupe
 
+	// lookups are the users.info calls started by the dispatch loop; Run
+	// waits for them before it returns.
+	lookups sync.WaitGroup
+
 	mu         sync.Mutex
 	self       identity
-	names      map[string]string // user id -> name
+	names      map[string]*nameEntry // user id -> name (or a lookup in flight)
 	members    map[string]memberList
 	recipients recipients // thread key -> recipient of streamed replies
 }
 
 // identity is who the bot is, from auth.test.
 type identity struct{ userID, botID, teamID string }
+
+// nameEntry is a user's name, or its lookup while done is open. A failed
+// lookup leaves name "" and is retried after nameRetry.
+type nameEntry struct {
+	done chan struct{}
+	name string
+	at   time.Time // when the lookup ended
+}
 
 type memberList struct {
 	ids     map[string]bool
@@ -146,7 +170,7 @@ func New(cfg Config) (*Adapter, error) {
 		now:     cfg.Now,
 		inbox:   make(chan inbound, inboxSize),
 		seen:    newDedupe(4096),
-		names:   map[string]string{},
+		names:   map[string]*nameEntry{},
 		members: map[string]memberList{},
 	}
 	if a.log == nil {
@@ -160,9 +184,15 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.AppToken != "" {
 		opts = append(opts, slack.OptionAppLevelToken(cfg.AppToken))
 	}
+	hc := &http.Client{Timeout: callTimeout}
 	if cfg.HTTPClient != nil {
-		opts = append(opts, slack.OptionHTTPClient(cfg.HTTPClient))
+		c := *cfg.HTTPClient
+		if c.Timeout <= 0 {
+			c.Timeout = callTimeout
+		}
+		hc = &c
 	}
+	opts = append(opts, slack.OptionHTTPClient(hc))
 	a.api = slack.New(cfg.BotToken, opts...)
 	return a, nil
 }
@@ -184,6 +214,7 @@ func (a *Adapter) Run(ctx context.Context, h bot.Handler) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	defer a.lookups.Wait()
 	defer wg.Wait()
 	defer cancel()
 	errc := make(chan error, 1)
@@ -206,7 +237,7 @@ func (a *Adapter) Run(ctx context.Context, h bot.Handler) error {
 			case in.click != nil:
 				wg.Go(func() { a.handleClick(ctx, h, *in.click) })
 			default:
-				in.msg.User.Name = a.userName(ctx, in.msg.User.ID)
+				in.msg.User.Name = a.userName(ctx, in.msg.User.ID, nameWait)
 				h.HandleMessage(ctx, in.msg)
 			}
 		}
@@ -447,28 +478,67 @@ func (a *Adapter) IsMember(ctx context.Context, channel, userID string) (bool, e
 	return ids[userID], nil
 }
 
-// userName returns the user's name from users.info, cached; "" if unknown.
-func (a *Adapter) userName(ctx context.Context, id string) string {
-	a.mu.Lock()
-	name, ok := a.names[id]
-	a.mu.Unlock()
-	if ok || id == "" {
-		return name
+// userName returns the user's name from a cache filled by users.info. A
+// lookup runs on its own goroutine: the caller (Run's dispatch loop) waits
+// for it at most wait, then goes on with "" (the id stands in), so that a
+// slow or hung users.info never stops event delivery. A failed lookup is
+// not retried for nameRetry.
+func (a *Adapter) userName(ctx context.Context, id string, wait time.Duration) string {
+	if id == "" {
+		return ""
 	}
+	a.mu.Lock()
+	e := a.names[id]
+	if e != nil {
+		select {
+		case <-e.done:
+			if e.name != "" || a.now().Sub(e.at) < nameRetry {
+				a.mu.Unlock()
+				return e.name
+			}
+			e = nil // retry a failed lookup
+		default:
+		}
+	}
+	if e == nil {
+		if len(a.names) >= namesMax {
+			clear(a.names)
+		}
+		e = &nameEntry{done: make(chan struct{})}
+		a.names[id] = e
+		a.lookups.Go(func() { a.lookupName(ctx, id, e) })
+	}
+	a.mu.Unlock()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-e.done:
+		return e.name
+	case <-t.C:
+		a.log.Debug("slack: users.info is slow; going on without the name", "user", id)
+		return ""
+	case <-ctx.Done():
+		return ""
+	}
+}
+
+// lookupName calls users.info for id and completes e.
+func (a *Adapter) lookupName(ctx context.Context, id string, e *nameEntry) {
 	var u *slack.User
 	err := a.call(ctx, "users.info", func() error {
 		var err error
 		u, err = a.api.GetUserInfoContext(ctx, id)
 		return err
 	})
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if err != nil {
 		a.log.Debug("slack: users.info failed", "user", id, "err", err)
-		return ""
+	} else {
+		e.name = u.Name
 	}
-	a.mu.Lock()
-	a.names[id] = u.Name
-	a.mu.Unlock()
-	return u.Name
+	e.at = a.now()
+	close(e.done)
 }
 
 // parseTS converts a Slack ts ("1712345678.000200") to a time.

@@ -106,7 +106,7 @@ type File struct {
 type Request struct {
 	Method string
 	Params map[string]string
-	Status int // HTTP status answered
+	Status int // HTTP status answered; 0 for a call left hanging (HangMethod)
 }
 
 // Envelope is a recorded Socket Mode envelope delivery.
@@ -183,6 +183,7 @@ type Server struct {
 	connCount   int
 	rateLimit   map[string]int
 	failures    map[string]*failure
+	hang        map[string]bool
 	dropAcks    int
 	clock       int64
 	nextID      int
@@ -210,6 +211,7 @@ func New(t testing.TB) *Server {
 		uploads:      map[string]*upload{},
 		rateLimit:    map[string]int{},
 		failures:     map[string]*failure{},
+		hang:         map[string]bool{},
 		clock:        1700000000,
 		httpKick:     make(chan struct{}, 1),
 		tickets:      map[string]bool{},
@@ -617,6 +619,15 @@ func (f *Server) FailMethod(method, code string, n int) {
 		return
 	}
 	f.failures[method] = &failure{code: code, n: n}
+}
+
+// HangMethod makes every call of method hang (no answer) until the caller
+// gives up or the fake closes, as a Slack edge stuck mid-request does; a
+// false hang answers again.
+func (f *Server) HangMethod(method string, hang bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hang[method] = hang
 }
 
 // SetAckTimeout changes AckTimeout while the fake runs.

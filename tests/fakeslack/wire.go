@@ -70,6 +70,16 @@ func (f *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
+	if f.hang[method] {
+		f.requests = append(f.requests, Request{Method: method, Params: p, Status: 0})
+		f.notifyLocked()
+		f.mu.Unlock()
+		select {
+		case <-r.Context().Done():
+		case <-f.done:
+		}
+		return
+	}
 	defer f.mu.Unlock()
 	rec := Request{Method: method, Params: p, Status: http.StatusOK}
 	defer func() { f.requests = append(f.requests, rec); f.notifyLocked() }()
