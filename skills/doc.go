@@ -18,7 +18,15 @@
 // The system prompt holds only Set.Index: one line per skill within a byte
 // budget (IndexBudget: 2% of the context window, at the EstimateTokens rule
 // of 4 bytes per token). The skill tool returns Skill.Text, the body with
-// {SKILL_DIR} filled in and the skill's file list.
+// the skill-folder placeholders filled in ({SKILL_DIR}, OpenClaw's {baseDir},
+// Claude Code's ${CLAUDE_SKILL_DIR}, ${SKILL_DIR}, {{skillDir}}) and the
+// skill's file list.
+//
+// Load reads only each SKILL.md's frontmatter; the body is read when the
+// skill is opened (Skill.ReadBody). An edited body is therefore served as
+// edited, without a restart, while the name, description and requirements
+// stay those read at start; a SKILL.md removed, broken or swapped for a
+// symlink out of its folder after the start gives a clear error instead.
 //
 // # Read-only scripts
 //

@@ -3,6 +3,7 @@ package skills
 import (
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -148,18 +149,74 @@ func EstimateTokens(s string) int {
 	return tokens + (ascii+3)/4
 }
 
-// Text returns what the skill tool gives the model: the body with
-// {SKILL_DIR} (and OpenClaw's {baseDir}) replaced by the absolute skill
-// folder, followed by the list of the skill's files as paths relative to
-// it (at most 200 files, 4 levels deep, without hidden files; symlinks are
-// listed, not followed). The error reports a folder that can no longer be
-// listed; the text is still returned.
+// dirPlaceholders are the spellings of "this skill's folder" that skill
+// authors use: thinbot's {SKILL_DIR}, OpenClaw's {baseDir}, Claude Code's
+// ${CLAUDE_SKILL_DIR}, and {{skillDir}} from template-style agents. Longer
+// spellings come first, so ${SKILL_DIR} is not read as "$" + {SKILL_DIR}.
+var dirPlaceholders = []string{"${CLAUDE_SKILL_DIR}", "${SKILL_DIR}", "{{SKILL_DIR}}", "{{skillDir}}", "{{baseDir}}",
+	"{SKILL_DIR}", "{baseDir}"}
+
+// ReplaceDir fills the skill-folder placeholders of body (see Text) with dir.
+func ReplaceDir(body, dir string) string {
+	pairs := make([]string, 0, 2*len(dirPlaceholders))
+	for _, p := range dirPlaceholders {
+		pairs = append(pairs, p, dir)
+	}
+	return strings.NewReplacer(pairs...).Replace(body)
+}
+
+// ReadBody reads the skill's instructions, the Markdown after the
+// frontmatter, from SKILL.md as the file is now: Load reads only the
+// frontmatter, so an edited body is served as edited without a restart (the
+// name, description and requirements stay those read at start). It fails
+// with ErrUnreadable when SKILL.md is gone, no longer a regular file inside
+// the skill folder, or unreadable; with ErrTooLarge when it grew over the
+// size limit; and with a frontmatter error when it no longer parses.
+func (sk Skill) ReadBody() (string, error) {
+	limit := sk.maxFile
+	if limit <= 0 {
+		limit = defaultMaxFileSize
+	}
+	fi, err := os.Stat(sk.File)
+	if err != nil {
+		return "", fmt.Errorf("skill %s: %w: %v (it was readable when thinbot started)", sk.Name, ErrUnreadable, unwrapPathError(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("skill %s: %w: SKILL.md is no longer a regular file", sk.Name, ErrUnreadable)
+	}
+	// The file may have been replaced by a symlink since the start: it must
+	// still be inside the folder, or the skill tool would read any file.
+	if real, err := filepath.EvalSymlinks(sk.File); err != nil || !inside(sk.Dir, real) {
+		return "", fmt.Errorf("skill %s: %w: SKILL.md now links outside its folder", sk.Name, ErrUnreadable)
+	}
+	data, err := readLimited(sk.File, limit)
+	if err != nil {
+		return "", fmt.Errorf("skill %s: %w", sk.Name, err)
+	}
+	_, body, _, err := parseFrontmatter(data)
+	if err != nil {
+		return "", fmt.Errorf("skill %s: SKILL.md no longer parses: %w", sk.Name, err)
+	}
+	return body, nil
+}
+
+// Text returns what the skill tool gives the model: the body, read from
+// SKILL.md now (see ReadBody), with the skill-folder placeholders
+// ({SKILL_DIR}, {baseDir}, ${CLAUDE_SKILL_DIR}, ${SKILL_DIR}, {{skillDir}})
+// replaced by the absolute skill folder, followed by the list of the
+// skill's files as paths relative to it (at most 200 files, 4 levels deep,
+// without hidden files; symlinks are listed, not followed). An error from
+// ReadBody is returned with no text; an error listing the folder is
+// returned with the text.
 func (sk Skill) Text() (string, error) {
-	body := strings.NewReplacer("{SKILL_DIR}", sk.Dir, "{baseDir}", sk.Dir).Replace(sk.Body)
-	body = strings.TrimSpace(body)
+	raw, err := sk.ReadBody()
+	if err != nil {
+		return "", err
+	}
+	body := strings.TrimSpace(ReplaceDir(raw, sk.Dir))
 	var files []string
 	more := false
-	err := filepath.WalkDir(sk.Dir, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(sk.Dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == sk.Dir {
 				return err

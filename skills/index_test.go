@@ -141,8 +141,8 @@ func TestGetAndText(t *testing.T) {
 	if _, ok := set.Get("nope"); ok {
 		t.Error("Get(nope) found a skill")
 	}
-	if sk.Body != body {
-		t.Errorf("Body = %q (must stay raw)", sk.Body)
+	if b, err := sk.ReadBody(); err != nil || b != body {
+		t.Errorf("ReadBody = %q, %v (must stay raw)", b, err)
 	}
 	got, err := sk.Text()
 	if err != nil {

@@ -1,6 +1,7 @@
 package skills
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,6 +51,27 @@ var nameRule = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 // knownKeys are the top-level fields thinbot understands; others go to Extra.
 var knownKeys = []string{"name", "description", "requires", "allowed-tools", "license",
 	"metadata", "compatibility", "read-only-scripts"}
+
+// requirementLike are top-level keys (lowercased) that authors use for
+// requirements outside requires; they are not checked, so Load warns.
+var requirementLike = map[string]bool{
+	"bins": true, "binaries": true, "anybins": true, "any-bins": true, "any_bins": true,
+	"env": true, "python": true, "python3": true, "os": true,
+	"requirements": true, "dependencies": true, "depends": true, "prerequisites": true,
+}
+
+// requirementKey is the requires field a requirement-like key belongs in.
+func requirementKey(k string) string {
+	switch k = strings.ToLower(k); k {
+	case "binaries", "requirements", "dependencies", "depends", "prerequisites":
+		return "bins"
+	case "anybins", "any-bins", "any_bins":
+		return "anyBins"
+	case "python3":
+		return "python"
+	}
+	return k
+}
 
 // legacyVendors are the metadata keys OpenClaw and its predecessors use for
 // requirement declarations, in order of preference.
@@ -114,6 +136,9 @@ func Load(dirs []string, opts Options) Set {
 			}
 			byName[sk.Name] = len(set.Skills)
 			set.Skills = append(set.Skills, sk)
+			if len(sk.Warnings) > 0 {
+				log.Warn("skill loaded with warnings", "skill", sk.Name, "dir", sk.Dir, "warnings", strings.Join(sk.Warnings, "; "))
+			}
 		}
 	}
 	slices.SortStableFunc(set.Skills, func(a, b Skill) int { return strings.Compare(a.Name, b.Name) })
@@ -228,15 +253,15 @@ func (l *loader) load(dir string) (Skill, error) {
 	if fi.Size() > limit {
 		return sk, fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrTooLarge, fi.Size(), limit)
 	}
-	data, err := readLimited(sk.File, limit)
+	sk.maxFile = limit
+	data, err := readFront(sk.File, limit)
 	if err != nil {
 		return sk, err
 	}
-	fm, body, warns, err := parseFrontmatter(data)
+	fm, _, warns, err := parseFrontmatter(data)
 	if err != nil {
 		return sk, err
 	}
-	sk.Body = body
 	sk.Warnings = append(sk.Warnings, warns...)
 	l.fill(&sk, fm, folder)
 	if sk.Description == "" {
@@ -249,6 +274,53 @@ func (l *loader) load(dir string) (Skill, error) {
 		return sk, err
 	}
 	return sk, nil
+}
+
+// readFront reads path up to and including the line that closes the
+// frontmatter (the whole file if none does), at most limit bytes: at start
+// only the frontmatter is read; bodies are read when a skill is opened.
+func readFront(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnreadable, unwrapPathError(err))
+	}
+	defer f.Close()
+	return frontPrefix(f, limit)
+}
+
+// frontPrefix is readFront on a reader.
+func frontPrefix(r io.Reader, limit int64) ([]byte, error) {
+	br := bufio.NewReader(io.LimitReader(r, limit+1))
+	var out []byte
+	for n := 0; ; n++ {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A very long line: keep it whole, it cannot be a delimiter.
+			out = append(out, line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				out = append(out, line...)
+			}
+		} else {
+			out = append(out, line...)
+		}
+		if int64(len(out)) > limit {
+			return nil, fmt.Errorf("%w: over the %d-byte limit", ErrTooLarge, limit)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+		}
+		t := strings.TrimRight(strings.TrimPrefix(string(line), "\xef\xbb\xbf"), " \t\r\n")
+		if t == "---" && n > 0 {
+			return out, nil
+		}
+		if n == 0 && t != "---" {
+			return out, nil // no frontmatter: parseFrontmatter says so
+		}
+	}
 }
 
 // readLimited reads at most limit bytes of path; more is ErrTooLarge (the
@@ -288,8 +360,7 @@ func (l *loader) fill(sk *Skill, fm map[string]any, folder string) {
 
 	desc := strings.TrimSpace(text(fm["description"]))
 	if n := utf8.RuneCountInString(desc); n > maxDescription {
-		warn("description is %d characters, over the limit of %d: trimmed", n, maxDescription)
-		desc = strings.TrimSpace(cutRunes(desc, maxDescription))
+		warn("description is %d characters, over the format's limit of %d: kept whole, only its index line is cut", n, maxDescription)
 	}
 	sk.Description = desc
 
@@ -322,6 +393,16 @@ func (l *loader) fill(sk *Skill, fm map[string]any, folder string) {
 			}
 			sk.Extra[k] = v
 		}
+	}
+	var reqLike []string
+	for k := range sk.Extra {
+		if requirementLike[strings.ToLower(k)] {
+			reqLike = append(reqLike, k)
+		}
+	}
+	slices.Sort(reqLike)
+	for _, k := range reqLike {
+		warn("top-level %q looks like a requirement but is not checked: put it under requires (requires: {%s: ...})", k, requirementKey(k))
 	}
 
 	sk.Requires = l.requires(fm["requires"], sk.Metadata, func(s string) { warn("%s", s) })
@@ -571,16 +652,4 @@ func probePython() (int, int, error) {
 func inside(dir, path string) bool {
 	rel, err := filepath.Rel(dir, path)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
-}
-
-// cutRunes returns the first n runes of s.
-func cutRunes(s string, n int) string {
-	i := 0
-	for j := range s {
-		if i == n {
-			return s[:j]
-		}
-		i++
-	}
-	return s
 }

@@ -49,8 +49,8 @@ func TestLoadCorpus(t *testing.T) {
 		{"dup-key", "second wins", []string{`duplicate key "description": the last one is used`}},
 		{"folded", "Summarises disk usage per directory,\nlargest first.", nil},
 		{"literal", "Line one of the description.\nLine two: with a colon.", nil},
-		{"long-desc", strings.TrimSpace(strings.Repeat("lorem ipsum ", 130)[:1024]), []string{
-			"description is 1559 characters, over the limit of 1024: trimmed"}},
+		{"long-desc", strings.TrimSpace(strings.Repeat("lorem ipsum ", 130)), []string{
+			"description is 1559 characters, over the format's limit of 1024: kept whole, only its index line is cut"}},
 		{"no-name", "A skill without a name field.", []string{`no name: using the folder's name "no-name"`}},
 		{"openclaw-style", "Query the weather service (needs the OC token).", nil},
 		{"other-name", "Its name differs from its folder.", []string{`name "other-name" differs from its folder "mismatch"`}},
@@ -128,12 +128,12 @@ func TestLoadCorpus(t *testing.T) {
 		t.Errorf("codex-style license %q metadata %v", cx.License, cx.Metadata)
 	}
 	hr, _ := set.Get("body-hr")
-	if hr.Body != "Above\n\n---\n\nBelow\n" {
-		t.Errorf("body-hr body = %q", hr.Body)
+	if b, err := hr.ReadBody(); err != nil || b != "Above\n\n---\n\nBelow\n" {
+		t.Errorf("body-hr body = %q, %v", b, err)
 	}
 	crlf, _ := set.Get("crlf")
-	if crlf.Body != "Body line\n" {
-		t.Errorf("crlf body = %q", crlf.Body)
+	if b, err := crlf.ReadBody(); err != nil || b != "Body line\n" {
+		t.Errorf("crlf body = %q, %v", b, err)
 	}
 	for _, s := range set.Skills {
 		if !filepath.IsAbs(s.Dir) || s.File != filepath.Join(s.Dir, "SKILL.md") {

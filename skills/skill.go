@@ -12,16 +12,14 @@ type Skill struct {
 	// Name identifies the skill: the frontmatter name, or the folder's name
 	// when the frontmatter has none.
 	Name string
-	// Description is the frontmatter description, trimmed, at most 1,024
-	// characters (longer ones are cut with a warning).
+	// Description is the frontmatter description, trimmed and whole: one
+	// over the format's 1,024 characters loads with a warning, and only its
+	// index line is cut (see Set.Index).
 	Description string
 	// Dir is the absolute, symlink-resolved skill folder.
 	Dir string
 	// File is the absolute path of SKILL.md inside Dir.
 	File string
-	// Body is the Markdown after the frontmatter, raw: {SKILL_DIR} is not
-	// yet replaced (see Text).
-	Body string
 	// Requires is merged from the top-level requires field and the
 	// metadata.{openclaw,clawdbot,moltbot,clawdis}.requires blocks.
 	Requires Requires
@@ -41,6 +39,9 @@ type Skill struct {
 	Extra map[string]any
 	// Warnings lists problems that did not stop the skill from loading.
 	Warnings []string
+
+	// maxFile is the largest SKILL.md ReadBody reads (Options.MaxFileSize).
+	maxFile int64
 }
 
 // Requires is what a skill needs from the machine. A skill whose

@@ -191,7 +191,12 @@ func cmdSkillsCheck(e *env, args []string) error {
 	for _, p := range sk.ReadOnlyScripts {
 		fmt.Fprintf(e.stdout, "read-only script: %s\n", p)
 	}
-	fmt.Fprintf(e.stdout, "body: %d lines, about %d tokens\n", strings.Count(sk.Body, "\n"), skills.EstimateTokens(sk.Body))
+	body, err := sk.ReadBody()
+	if err != nil {
+		fmt.Fprintf(e.stdout, "error: %v\n", err)
+		return fmt.Errorf("%w: %s: %v", errSkillInvalid, dir, err)
+	}
+	fmt.Fprintf(e.stdout, "body: %d lines, about %d tokens\n", strings.Count(body, "\n"), skills.EstimateTokens(body))
 	return nil
 }
 
