@@ -2,6 +2,7 @@ package gate
 
 import (
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -33,6 +34,8 @@ func lookupFlag(rules []*Rule, flag string) (flagKind, string) {
 		switch {
 		case slices.Contains(r.ValueFlags, flag):
 			return flagValue, ""
+		case slices.Contains(r.OptionalValueFlags, flag):
+			return flagOptional, ""
 		case slices.Contains(r.Flags, flag):
 			return flagBool, ""
 		case strings.HasPrefix(flag, "--") && slices.Contains(r.Flags, flag+"="):
@@ -86,7 +89,7 @@ func parseFlag(cmd string, rules []*Rule, args []arg, seen *[]flagUse) (int, *De
 	switch kind, reason := lookupFlag(rules, a); kind {
 	case flagUnsafe:
 		return 0, unsafe(a, reason)
-	case flagBool:
+	case flagBool, flagOptional:
 		record(a, "")
 		return 0, nil
 	case flagValue:
@@ -95,6 +98,19 @@ func parseFlag(cmd string, rules []*Rule, args []arg, seen *[]flagUse) (int, *De
 		}
 		record(a, args[1].s)
 		return 1, nil
+	}
+	if wholeFlags(rules) {
+		// No clusters: only a value flag with a number attached (-l64).
+		f := a[:2]
+		kind, reason := lookupFlag(rules, f)
+		switch {
+		case kind == flagUnsafe:
+			return 0, unsafe(f, reason)
+		case (kind == flagValue || kind == flagOptional) && attachedNumber.MatchString(a[2:]):
+			record(f, a[2:])
+			return 0, nil
+		}
+		return 0, unknown(a)
 	}
 	if isNumber(a[1:]) {
 		for _, r := range rules {
@@ -121,6 +137,11 @@ func parseFlag(cmd string, rules []*Rule, args []arg, seen *[]flagUse) (int, *De
 			}
 			record(f, args[1].s)
 			return 1, nil
+		case flagOptional:
+			// getopt gives an optional argument the rest of the cluster,
+			// never the next word.
+			record(f, a[i+1:])
+			return 0, nil
 		case flagBool:
 			record(f, "")
 		default:
@@ -128,6 +149,19 @@ func parseFlag(cmd string, rules []*Rule, args []arg, seen *[]flagUse) (int, *De
 		}
 	}
 	return 0, nil
+}
+
+// attachedNumber is a number attached to a whole-word value flag: xxd
+// -l64, -s+0x10, -c16.
+var attachedNumber = regexp.MustCompile(`^[+-]?(0[xX][0-9a-fA-F]+|[0-9]+)$`)
+
+func wholeFlags(rules []*Rule) bool {
+	for _, r := range rules {
+		if r.WholeFlags {
+			return true
+		}
+	}
+	return false
 }
 
 func isNumber(s string) bool {
@@ -147,6 +181,14 @@ func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
 	if r.Check == "find" {
 		return k.find(name, r, args)
 	}
+	if r.ResponseFiles {
+		// libiberty expands @FILE wherever it stands, even after --.
+		for _, a := range args {
+			if strings.HasPrefix(a.s, "@") {
+				return ptr(confirm("flag.response-file", "`%s %s` reads more arguments from the file %s", name, a.s, a.s[1:]))
+			}
+		}
+	}
 	rules := []*Rule{r}
 	cur := r
 	verb := ""
@@ -158,6 +200,9 @@ func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
 		if !endFlags && a.s == "--" {
 			endFlags = true
 			continue
+		}
+		if !endFlags && r.OptionsFirst && len(operands) > 0 {
+			endFlags = true // the tool reads no flags after its first operand
 		}
 		if !endFlags && isFlag(a.s) && !a.glob {
 			n, d := parseFlag(quoteless(name, verb), rules, args[i:], &seen)
@@ -181,6 +226,9 @@ func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
 			verb = a.s
 			cur = vr
 			rules = []*Rule{vr, r}
+			if r.GlobalFlagsFirst {
+				rules = []*Rule{vr}
+			}
 			continue
 		}
 		operands = append(operands, a)
@@ -219,6 +267,10 @@ func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
 		}
 		if len(operands) == 1 {
 			return ptr(confirm("operand.count", "`%s %s` reports forever without a count (use DELAY COUNT)", label, operands[0].s))
+		}
+	case "ip":
+		if d := ipOperands(operands); d != nil {
+			return d
 		}
 	case "git-branch":
 		listing := slices.ContainsFunc(seen, func(f flagUse) bool { return f.name == "--list" || f.name == "-l" })
@@ -262,7 +314,11 @@ func (k *checker) operands(label string, r, cur *Rule, seen []flagUse, operands 
 	recursive := cur.Recursive || r.Recursive || slices.ContainsFunc(seen, func(f flagUse) bool {
 		return slices.Contains(cur.RecursiveFlags, f.name) || slices.Contains(r.RecursiveFlags, f.name)
 	})
+	re := k.c.operandRE[cur.OperandPattern]
 	for _, a := range operands {
+		if cur.OperandPattern != "" && (re == nil || !re.MatchString(a.s)) {
+			return ptr(confirm("operand.unsafe", "`%s %s`: only operands matching %s are read-only", label, a.s, cur.OperandPattern))
+		}
 		for _, part := range strings.FieldsFunc(a.s, func(r rune) bool { return r == ',' || r == '/' }) {
 			if reason, ok := cur.UnsafeOperands[part]; ok {
 				return ptr(confirm("operand.unsafe", "`%s %s` %s", label, a.s, reason))

@@ -309,6 +309,9 @@ func (k *checker) argv(args []arg, viaXargs bool) *Decision {
 		if viaXargs && !r.Xargs {
 			return ptr(confirm("xargs", "xargs appends operands the gate cannot see, and `%s` is not marked safe for that", name))
 		}
+		if viaXargs && !r.XargsFlags && !slices.ContainsFunc(args[1:], func(a arg) bool { return a.s == "--" }) {
+			return ptr(confirm("xargs", "xargs can append flags the gate cannot see (`--files0-from=F`); end the flags of `%s` with --", name))
+		}
 		d := k.rule(name, r, args[1:])
 		if d == nil && name == "cd" {
 			k.cd(args[1:])
@@ -403,6 +406,9 @@ func (k *checker) wrapper(name string, w *Wrapper, args []arg, viaXargs bool) *D
 		i++
 	}
 	if i >= len(args) {
+		if viaXargs {
+			return ptr(confirm("xargs", "`%s` behind xargs runs whatever command xargs reads from its input", name))
+		}
 		if w.Alone != "" {
 			return ptr(confirm("wrapper.alone", "`%s` %s", name, w.Alone))
 		}

@@ -640,7 +640,7 @@ var passCases = []gateCase{
 	{cmd: "stdbuf -oL grep x f"},
 	{cmd: "command -v git"},
 	{cmd: "command ls"},
-	{cmd: "ls | xargs wc -l"},
+	{cmd: "ls | xargs wc -l --"},
 	{cmd: "find . -name '*.go' | xargs -0 ls -l"},
 	{cmd: "xargs"},
 	{cmd: "cd /tmp && ls"},

@@ -3,6 +3,7 @@ package gate
 import (
 	"fmt"
 	"path"
+	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -23,6 +24,7 @@ type compiled struct {
 	shells         map[string]bool
 	assignments    map[string]bool
 	scripts        map[string]bool
+	operandRE      map[string]*regexp.Regexp // operand_pattern text to its regexp
 }
 
 // comp returns the compiled tables, compiling them now for a Policy that
@@ -46,6 +48,26 @@ func (p *Policy) compile() *compiled {
 		shells:        set(p.Deny.Shells),
 		assignments:   set(p.Assignments),
 		scripts:       set(p.ReadOnlyScripts),
+	}
+	c.operandRE = map[string]*regexp.Regexp{}
+	var addRE func(r *Rule)
+	addRE = func(r *Rule) {
+		if r == nil {
+			return
+		}
+		if pat := r.OperandPattern; pat != "" && c.operandRE[pat] == nil {
+			// Anchored, so the pattern must match the whole operand. A bad
+			// pattern (hand-built policy) matches nothing: confirm.
+			if re, err := regexp.Compile(`^(?:` + pat + `)$`); err == nil {
+				c.operandRE[pat] = re
+			}
+		}
+		for _, v := range r.Verbs {
+			addRE(v)
+		}
+	}
+	for _, r := range p.Commands {
+		addRE(r)
 	}
 	if c.maxBytes == 0 {
 		c.maxBytes = 4096

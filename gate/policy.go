@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -80,7 +81,33 @@ type Rule struct {
 	// trailing `=` (`--color=`) may be given with or without a value.
 	Flags []string `yaml:"flags,omitempty,flow"`
 	// ValueFlags take a value: `-n 5`, `-n5`, `--lines 5`, `--lines=5`.
+	// Only flags whose value the tool requires belong here: the gate reads
+	// the next argument as the value, as getopt does.
 	ValueFlags []string `yaml:"value_flags,omitempty,flow"`
+	// OptionalValueFlags take a value only when it is attached: `-n5`,
+	// `--lines=5` (getopt's optional arguments, `-n[N]`, `--lines[=N]`).
+	// The next argument is never their value, so `journalctl -n
+	// --vacuum-time=1s` reads --vacuum-time as a flag.
+	OptionalValueFlags []string `yaml:"optional_value_flags,omitempty,flow"`
+	// WholeFlags means single-dash flags are whole words, never clusters
+	// of letters (ip, xxd): a word that is not listed is unknown, except a
+	// listed value flag with a number attached (`xxd -l64`).
+	WholeFlags bool `yaml:"whole_flags,omitempty"`
+	// OptionsFirst means the tool stops reading flags at its first operand
+	// (xxd, ip): every later argument is an operand, even `-u`.
+	OptionsFirst bool `yaml:"options_first,omitempty"`
+	// GlobalFlagsFirst means the command's own flags must come before the
+	// verb; after the verb only the verb's flags apply (git: `git log -C`
+	// finds copies, `git -C DIR log` changes directory).
+	GlobalFlagsFirst bool `yaml:"global_flags_first,omitempty"`
+	// ResponseFiles marks tools that replace any argument `@FILE` by the
+	// contents of FILE (binutils, wherever it stands): such arguments are
+	// never pass.
+	ResponseFiles bool `yaml:"response_files,omitempty"`
+	// OperandPattern, when set, is a regular expression every operand must
+	// match in full (sysctl: no `key=value`, which writes; nft: no `;`,
+	// which nft reads as a command separator).
+	OperandPattern string `yaml:"operand_pattern,omitempty"`
 	// NumericFlags allows number flags such as `head -5`.
 	NumericFlags bool `yaml:"numeric_flags,omitempty"`
 	// UnsafeFlags are flags that write, run programs, leak secrets or never
@@ -111,13 +138,20 @@ type Rule struct {
 	Recursive bool `yaml:"recursive,omitempty"`
 	// Xargs marks commands that may pass behind xargs, which appends
 	// operands the gate cannot see: only commands that print metadata.
+	// xargs may append flags too (`echo --files0-from=F | xargs wc`), so
+	// the command passes behind xargs only when its arguments end with
+	// `--`, unless XargsFlags is set.
 	Xargs bool `yaml:"xargs,omitempty"`
+	// XargsFlags marks a command that is read-only with any flags at all
+	// (ls, stat): behind xargs it passes without a closing `--`.
+	XargsFlags bool `yaml:"xargs_flags,omitempty"`
 	// Verbs, when set, makes the first operand a subcommand that must be
 	// one of these keys; the verb's rule adds to this rule's flags.
 	Verbs map[string]*Rule `yaml:"verbs,omitempty"`
 	// Check names a built-in check for argument grammars that flags cannot
 	// describe: "sed", "find", "git", "git-branch", "ps", "date",
-	// "interval" (no operands, or a numeric DELAY and COUNT: vmstat 1 5).
+	// "interval" (no operands, or a numeric DELAY and COUNT: vmstat 1 5),
+	// "ip" (iproute2: OBJECT [show|list|get] with its prefix matching).
 	Check string `yaml:"check,omitempty"`
 }
 
@@ -373,6 +407,7 @@ func (r *Rule) clone() *Rule {
 	c := *r
 	c.Flags = slices.Clone(r.Flags)
 	c.ValueFlags = slices.Clone(r.ValueFlags)
+	c.OptionalValueFlags = slices.Clone(r.OptionalValueFlags)
 	c.UnsafeFlags = maps.Clone(r.UnsafeFlags)
 	c.RequireFlags = maps.Clone(r.RequireFlags)
 	c.UnsafeOperands = maps.Clone(r.UnsafeOperands)
@@ -424,7 +459,7 @@ func mergeMap[V any](dst, src map[string]V) map[string]V {
 	return dst
 }
 
-var knownChecks = map[string]bool{"": true, "sed": true, "find": true, "git": true, "git-branch": true, "ps": true, "date": true, "interval": true}
+var knownChecks = map[string]bool{"": true, "sed": true, "find": true, "git": true, "git-branch": true, "ps": true, "date": true, "interval": true, "ip": true}
 
 // validate reports the first malformed entry of p.
 func (p *Policy) validate() error {
@@ -486,8 +521,13 @@ func (r *Rule) validate(name string) error {
 	if r.MaxOperands < 0 {
 		return fmt.Errorf("command %q: max_operands is negative", name)
 	}
-	if err := checkFlags(name, append(slices.Clone(r.Flags), r.ValueFlags...)); err != nil {
+	if err := checkFlags(name, append(append(slices.Clone(r.Flags), r.ValueFlags...), r.OptionalValueFlags...)); err != nil {
 		return err
+	}
+	if r.OperandPattern != "" {
+		if _, err := regexp.Compile(r.OperandPattern); err != nil {
+			return fmt.Errorf("command %q: operand_pattern: %w", name, err)
+		}
 	}
 	for v, vr := range r.Verbs {
 		if err := vr.validate(name + " " + v); err != nil {
