@@ -18,6 +18,9 @@ var allowedImports = map[string][]string{
 	"bot":              {"agentcore"},
 	"bot/mattermost":   {"bot"},
 	"bot/slack":        {"bot"},
+	// The console's audit viewer reads the chain (sessions, timelines,
+	// verification, export); it never appends.
+	"bot/web": {"bot", "store"},
 }
 
 // sdkOwners: only these packages may import the SDK.

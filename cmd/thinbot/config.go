@@ -74,6 +74,7 @@ type daemonConfig struct {
 		CommandTimeout string `yaml:"command_timeout"`
 	} `yaml:"budgets"`
 	Channels []channelConfig `yaml:"channels"`
+	Web      webConfig       `yaml:"web"`
 }
 
 type channelConfig struct {
@@ -227,6 +228,7 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 	d.approval = parse("approval_timeout", c.ApprovalTimeout, 15*time.Minute)
 	d.maxWall = parse("budgets.max_wall", c.Budgets.MaxWall, 0)
 	d.command = parse("budgets.command_timeout", c.Budgets.CommandTimeout, 0)
+	c.Web.check(bad)
 	if len(c.Channels) == 0 {
 		bad("channels is empty: list the channels the bot works in (id, workspace, approvers)")
 	}

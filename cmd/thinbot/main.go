@@ -45,7 +45,7 @@ func commands() []command {
 		{"ask", "answer one question in this directory and exit", cmdAsk},
 		{"chat", "talk with the agent in this directory (interactive)", cmdChat},
 		{"goal", "work on a goal until the model says it is done or a budget ends", cmdGoal},
-		{"serve", "run the chat daemon (Mattermost or Slack)", cmdServe},
+		{"serve", "web console on 127.0.0.1:8080; with --config the chat daemon (Mattermost, Slack)", cmdServe},
 		{"sessions", "list or clear this directory's sessions", cmdSessions},
 		{"audit", "verify, export or follow the event chain", cmdAudit},
 		{"gate", "check commands against the gate, print the policy", cmdGate},

@@ -38,12 +38,14 @@ type chatAdapter interface {
 func cmdServe(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	path := fs.String("config", "", "config `file` (YAML); see deploy/thinbot.example.yaml")
+	path := fs.String("config", "", "config `file` (YAML); see deploy/thinbot.example.yaml. Without one, serve the web console")
+	listen := fs.String("listen", defaultConsoleListen, "web console `address` (without --config)")
+	stateDir := fs.String("state-dir", localDir, "web console state `dir` (without --config)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if *path == "" {
-		return fmt.Errorf("%w: thinbot serve --config FILE", errUsage)
+		return serveConsole(ctx, e, *listen, *stateDir)
 	}
 	c, d, err := loadConfig(*path, e.getenv)
 	if err != nil {
@@ -239,6 +241,16 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 			}
 		}
 	}()
+	if c.Web.Listen != "" {
+		waitViewer, err := serveViewer(headCtx, c.Web, db, c.StateDir, logger)
+		if err != nil {
+			stopHead()
+			_ = srv.Shutdown(context.Background())
+			wg.Wait()
+			return err
+		}
+		defer waitViewer()
+	}
 	runErr := b.Run(ctx)
 	stopHead()
 	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)

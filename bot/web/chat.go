@@ -1,0 +1,572 @@
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/thinbot/thinbot/bot"
+)
+
+// maxMessage is the longest message the console accepts, in bytes.
+const maxMessage = 32 << 10
+
+// maxThreadPosts bounds one thread's posts kept in memory; older ones
+// stay in the chain.
+const maxThreadPosts = 2000
+
+// wpost is one post of a console thread, as the page shows it.
+type wpost struct {
+	ID        string       `json:"id"`
+	Author    string       `json:"author"`
+	Bot       bool         `json:"bot"`
+	Text      string       `json:"text"`
+	Buttons   []bot.Button `json:"buttons,omitempty"`
+	Streaming bool         `json:"streaming,omitempty"`
+	Time      time.Time    `json:"time"`
+	FileName  string       `json:"file,omitempty"`
+	FileSize  int          `json:"file_size,omitempty"`
+
+	value string // Post.Value: the approval request id, never sent to the page
+	data  []byte // the attached file
+}
+
+// wthread is one console thread: its posts and the pages following it.
+type wthread struct {
+	ID      string    `json:"id"`
+	Title   string    `json:"title"`
+	By      string    `json:"by"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+
+	posts []*wpost
+	subs  map[chan event]struct{}
+}
+
+// event is one Server-Sent Event for a thread's pages.
+type event struct {
+	Type  string  `json:"type"` // snapshot, post, update, append
+	Post  *wpost  `json:"post,omitempty"`
+	Posts []wpost `json:"posts,omitempty"`
+	Delta string  `json:"delta,omitempty"`
+}
+
+// Run delivers the messages typed in the console to h until ctx is done,
+// and lets clicks through while it runs. It returns ctx.Err().
+func (s *Server) Run(ctx context.Context, h bot.Handler) error {
+	if h == nil {
+		return errors.New("web: run: nil handler")
+	}
+	s.handler.Store(&handlerBox{h: h})
+	defer s.handler.Store(nil)
+	for {
+		select {
+		case m := <-s.inbox:
+			h.HandleMessage(ctx, m)
+		case <-ctx.Done():
+			s.closeSubscribers()
+			return ctx.Err()
+		}
+	}
+}
+
+// Connected reports whether Run is delivering messages.
+func (s *Server) Connected() bool { return s.handler.Load() != nil }
+
+func (s *Server) thread(t bot.Thread) (*wthread, error) {
+	if t.Platform != Platform || t.Channel != s.cfg.Channel {
+		return nil, fmt.Errorf("web: thread %s is not a console thread", t.Key())
+	}
+	th := s.threads[t.Root]
+	if th == nil {
+		// A thread of a previous process (recovery notices): it comes back.
+		th = s.addThread(t.Root, "(earlier thread)", "", s.cfg.Now())
+	}
+	return th, nil
+}
+
+// addThread registers a thread; the caller holds s.mu.
+func (s *Server) addThread(id, title, by string, at time.Time) *wthread {
+	th := &wthread{ID: id, Title: title, By: by, Created: at, Updated: at, subs: map[chan event]struct{}{}}
+	s.threads[id] = th
+	s.order = append(s.order, id)
+	return th
+}
+
+func (s *Server) newPostID() string {
+	s.nextID++
+	return "p" + strconv.FormatUint(s.nextID, 10)
+}
+
+// add appends p to th and tells its pages; the caller holds s.mu.
+func (s *Server) add(th *wthread, p *wpost) {
+	th.posts = append(th.posts, p)
+	if len(th.posts) > maxThreadPosts {
+		th.posts = th.posts[len(th.posts)-maxThreadPosts:]
+	}
+	th.Updated = p.Time
+	s.broadcast(th, event{Type: "post", Post: p.clone()})
+}
+
+// broadcast sends ev to th's pages; the caller holds s.mu. A page that
+// cannot keep up is dropped: its EventSource reconnects and gets a fresh
+// snapshot.
+func (s *Server) broadcast(th *wthread, ev event) {
+	for c := range th.subs {
+		select {
+		case c <- ev:
+		default:
+			delete(th.subs, c)
+			close(c)
+		}
+	}
+}
+
+func (s *Server) closeSubscribers() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, th := range s.threads {
+		for c := range th.subs {
+			delete(th.subs, c)
+			close(c)
+		}
+	}
+}
+
+func (p *wpost) clone() *wpost {
+	c := *p
+	c.Buttons = append([]bot.Button(nil), p.Buttons...)
+	c.value, c.data = "", nil
+	return &c
+}
+
+func (s *Server) find(th *wthread, id string) *wpost {
+	for i := len(th.posts) - 1; i >= 0; i-- {
+		if th.posts[i].ID == id {
+			return th.posts[i]
+		}
+	}
+	return nil
+}
+
+// Post implements bot.Adapter.
+func (s *Server) Post(_ context.Context, t bot.Thread, p bot.Post) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	th, err := s.thread(t)
+	if err != nil {
+		return "", err
+	}
+	wp := &wpost{ID: s.newPostID(), Author: "thinbot", Bot: true, Text: p.Text, Buttons: p.Buttons,
+		Time: s.cfg.Now(), value: p.Value}
+	if p.File != nil {
+		wp.FileName, wp.FileSize, wp.data = p.File.Name, len(p.File.Data), p.File.Data
+	}
+	s.add(th, wp)
+	return wp.ID, nil
+}
+
+// Update implements bot.Adapter.
+func (s *Server) Update(_ context.Context, t bot.Thread, postID string, p bot.Post) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	th, err := s.thread(t)
+	if err != nil {
+		return err
+	}
+	wp := s.find(th, postID)
+	if wp == nil {
+		return fmt.Errorf("web: update: no post %s in thread %s", postID, t.Root)
+	}
+	wp.Text, wp.Buttons, wp.Streaming = p.Text, p.Buttons, false
+	wp.value = ""
+	if len(p.Buttons) > 0 {
+		wp.value = p.Value
+	}
+	s.broadcast(th, event{Type: "update", Post: wp.clone()})
+	return nil
+}
+
+// IsMember implements bot.Adapter: the members of the console's channel
+// are the users who may write in it.
+func (s *Server) IsMember(_ context.Context, channel, userID string) (bool, error) {
+	if channel != s.cfg.Channel {
+		return false, nil
+	}
+	if s.cfg.Auth.open() {
+		return userID == s.cfg.LocalUser, nil
+	}
+	for _, r := range s.cfg.Auth.Roles[userID] {
+		if r == RoleUser {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// StartStream implements bot.Streamer.
+func (s *Server) StartStream(_ context.Context, t bot.Thread) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	th, err := s.thread(t)
+	if err != nil {
+		return "", err
+	}
+	wp := &wpost{ID: s.newPostID(), Author: "thinbot", Bot: true, Streaming: true, Time: s.cfg.Now()}
+	s.add(th, wp)
+	return wp.ID, nil
+}
+
+// AppendStream implements bot.Streamer.
+func (s *Server) AppendStream(_ context.Context, t bot.Thread, id, markdown string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	th, err := s.thread(t)
+	if err != nil {
+		return err
+	}
+	wp := s.find(th, id)
+	if wp == nil || !wp.Streaming {
+		return fmt.Errorf("web: append: no open stream %s", id)
+	}
+	wp.Text += markdown
+	s.broadcast(th, event{Type: "append", Post: &wpost{ID: id}, Delta: markdown})
+	return nil
+}
+
+// StopStream implements bot.Streamer.
+func (s *Server) StopStream(_ context.Context, t bot.Thread, id, markdown string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	th, err := s.thread(t)
+	if err != nil {
+		return err
+	}
+	wp := s.find(th, id)
+	if wp == nil {
+		return fmt.Errorf("web: stop stream: no post %s", id)
+	}
+	wp.Text += markdown
+	wp.Streaming = false
+	s.broadcast(th, event{Type: "update", Post: wp.clone()})
+	return nil
+}
+
+// ---- the page's API ----
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func apiError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+func (s *Server) listThreads(w http.ResponseWriter, _ *http.Request, _ identity) {
+	s.mu.Lock()
+	out := make([]wthread, 0, len(s.order))
+	for i := len(s.order) - 1; i >= 0; i-- {
+		th := s.threads[s.order[i]]
+		out = append(out, wthread{ID: th.ID, Title: th.Title, By: th.By, Created: th.Created, Updated: th.Updated})
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"threads": out})
+}
+
+// readText reads the message text of a POST (JSON {"text": ...}).
+func readText(w http.ResponseWriter, r *http.Request) (string, bool) {
+	var body struct {
+		Text string `json:"text"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxMessage)).Decode(&body); err != nil {
+		apiError(w, http.StatusBadRequest, "want JSON {\"text\": ...} of at most 32 KiB")
+		return "", false
+	}
+	text := strings.TrimSpace(body.Text)
+	if text == "" {
+		apiError(w, http.StatusBadRequest, "the message is empty")
+		return "", false
+	}
+	return text, true
+}
+
+func (s *Server) newThread(w http.ResponseWriter, r *http.Request, id identity) {
+	text, ok := readText(w, r)
+	if !ok {
+		return
+	}
+	var rb [6]byte
+	_, _ = rand.Read(rb[:])
+	tid := s.cfg.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(rb[:])
+	s.mu.Lock()
+	title := text
+	if len(title) > 80 {
+		title = strings.ToValidUTF8(title[:80], "") + "…"
+	}
+	s.addThread(tid, title, id.Name, s.cfg.Now())
+	s.mu.Unlock()
+	if !s.deliver(w, r, tid, text, id) {
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]string{"id": tid})
+}
+
+func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, id identity) {
+	tid := r.PathValue("id")
+	s.mu.Lock()
+	_, ok := s.threads[tid]
+	s.mu.Unlock()
+	if !ok {
+		apiError(w, http.StatusNotFound, "no such thread")
+		return
+	}
+	text, ok := readText(w, r)
+	if !ok {
+		return
+	}
+	if s.deliver(w, r, tid, text, id) {
+		writeJSON(w, http.StatusAccepted, map[string]string{"id": tid})
+	}
+}
+
+// deliver shows the user's message in the thread and hands it to Run.
+func (s *Server) deliver(w http.ResponseWriter, r *http.Request, tid, text string, id identity) bool {
+	if !s.Connected() {
+		apiError(w, http.StatusServiceUnavailable, "thinbot is starting or stopping; try again")
+		return false
+	}
+	s.mu.Lock()
+	th := s.threads[tid]
+	p := &wpost{ID: s.newPostID(), Author: id.Name, Text: text, Time: s.cfg.Now()}
+	s.add(th, p)
+	s.mu.Unlock()
+	if s.cfg.ModelProblem != "" && !strings.HasPrefix(text, "/") && !strings.HasPrefix(text, "!") {
+		// Nothing to run without a model; the in-thread commands still work.
+		s.mu.Lock()
+		s.add(th, &wpost{ID: s.newPostID(), Author: "thinbot", Bot: true, Time: s.cfg.Now(),
+			Text: "**No model is configured**, so I cannot answer yet. " + s.cfg.ModelProblem})
+		s.mu.Unlock()
+		return true
+	}
+	m := bot.Message{Thread: bot.Thread{Platform: Platform, Channel: s.cfg.Channel, Root: tid}, ID: "web-" + tid + "-" + p.ID,
+		User: bot.User{ID: id.Name, Name: id.Name}, Text: text, Mentioned: true, Direct: true, Time: p.Time}
+	select {
+	case s.inbox <- m:
+		return true
+	case <-r.Context().Done():
+		apiError(w, http.StatusServiceUnavailable, "thinbot is busy; try again")
+		return false
+	}
+}
+
+// click hands a button press to the bot. The request id is the post's own
+// value, never the page's: a click decides only the request its post shows.
+func (s *Server) click(w http.ResponseWriter, r *http.Request, id identity) {
+	hb := s.handler.Load()
+	if hb == nil {
+		apiError(w, http.StatusServiceUnavailable, "thinbot is starting or stopping; try again")
+		return
+	}
+	var body struct {
+		Action string `json:"action"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1024)).Decode(&body); err != nil {
+		apiError(w, http.StatusBadRequest, "want JSON {\"action\": ...}")
+		return
+	}
+	tid, pid := r.PathValue("id"), r.PathValue("post")
+	s.mu.Lock()
+	th := s.threads[tid]
+	var value string
+	if th != nil {
+		if p := s.find(th, pid); p != nil {
+			value = p.value
+		}
+	}
+	s.mu.Unlock()
+	if value == "" {
+		writeJSON(w, http.StatusOK, map[string]string{"ephemeral": "This post has no open request. Nothing was changed."})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	t := bot.Thread{Platform: Platform, Channel: s.cfg.Channel, Root: tid}
+	res := hb.h.HandleClick(ctx, bot.Click{Thread: t, PostID: pid, ActionID: body.Action, Value: value,
+		User: bot.User{ID: id.Name, Name: id.Name}})
+	if res.Update != nil {
+		if err := s.Update(ctx, t, pid, *res.Update); err != nil {
+			s.log.Warn("update clicked post", "post", pid, "err", err)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ephemeral": res.Ephemeral, "updated": res.Update != nil})
+}
+
+func (s *Server) file(w http.ResponseWriter, r *http.Request, _ identity) {
+	s.mu.Lock()
+	th := s.threads[r.PathValue("id")]
+	var p *wpost
+	if th != nil {
+		p = s.find(th, r.PathValue("post"))
+	}
+	var name string
+	var data []byte
+	if p != nil {
+		name, data = p.FileName, p.data
+	}
+	s.mu.Unlock()
+	if data == nil {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", strings.Map(safeFileRune, name)))
+	_, _ = w.Write(data)
+}
+
+func safeFileRune(r rune) rune {
+	if r == '.' || r == '-' || r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+		return r
+	}
+	return '_'
+}
+
+// threadEvents streams a thread to a page: a snapshot, then every post,
+// update and streamed piece of text, as Server-Sent Events.
+func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request, _ identity) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	tid := r.PathValue("id")
+	c := make(chan event, 256)
+	s.mu.Lock()
+	th := s.threads[tid]
+	if th == nil {
+		s.mu.Unlock()
+		apiError(w, http.StatusNotFound, "no such thread")
+		return
+	}
+	snap := event{Type: "snapshot", Posts: make([]wpost, 0, len(th.posts))}
+	for _, p := range th.posts {
+		snap.Posts = append(snap.Posts, *p.clone())
+	}
+	th.subs[c] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if _, ok := th.subs[c]; ok {
+			delete(th.subs, c)
+			close(c)
+		}
+		s.mu.Unlock()
+	}()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	if err := writeEvent(w, snap); err != nil {
+		return
+	}
+	fl.Flush()
+	ping := time.NewTicker(25 * time.Second)
+	defer ping.Stop()
+	for {
+		select {
+		case ev, ok := <-c:
+			if !ok {
+				return
+			}
+			if err := writeEvent(w, ev); err != nil {
+				return
+			}
+			fl.Flush()
+		case <-ping.C:
+			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+				return
+			}
+			fl.Flush()
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func writeEvent(w http.ResponseWriter, ev event) error {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "data: %s\n\n", b)
+	return err
+}
+
+// maxRestored is how many earlier console threads New brings back from
+// the chain.
+const maxRestored = 50
+
+// restore brings back the console threads of earlier processes from the
+// chain: the people's messages and the model's answers (the commands and
+// approvals are in the audit viewer).
+func (s *Server) restore() error {
+	infos, err := s.cfg.Chain.Sessions()
+	if err != nil {
+		return err
+	}
+	prefix := Platform + "/" + s.cfg.Channel + "/"
+	var mine []string
+	for _, si := range infos { // least recently active first
+		if strings.HasPrefix(si.ID, prefix) {
+			mine = append(mine, si.ID)
+		}
+	}
+	if len(mine) > maxRestored {
+		mine = mine[len(mine)-maxRestored:]
+	}
+	for _, sid := range mine {
+		var th *wthread
+		for ev, err := range s.cfg.Chain.Events(sid, 1) {
+			if err != nil {
+				return err
+			}
+			if th == nil {
+				th = s.addThread(strings.TrimPrefix(sid, prefix), "(earlier thread)", "", ev.Time)
+			}
+			var p struct {
+				Text      string `json:"text"`
+				Content   string `json:"content"`
+				ToolCalls []any  `json:"tool_calls"`
+			}
+			switch ev.Type {
+			case "user_message":
+				if json.Unmarshal(ev.Payload, &p) != nil {
+					continue
+				}
+				if th.Title == "(earlier thread)" {
+					th.Title, th.By = p.Text, strings.TrimPrefix(ev.Actor, "user:")
+					if len(th.Title) > 80 {
+						th.Title = strings.ToValidUTF8(th.Title[:80], "") + "…"
+					}
+				}
+				th.posts = append(th.posts, &wpost{ID: s.newPostID(), Author: strings.TrimPrefix(ev.Actor, "user:"), Text: p.Text, Time: ev.Time})
+			case "assistant_message":
+				if json.Unmarshal(ev.Payload, &p) != nil || strings.TrimSpace(p.Content) == "" || len(p.ToolCalls) > 0 {
+					continue
+				}
+				th.posts = append(th.posts, &wpost{ID: s.newPostID(), Author: "thinbot", Bot: true, Text: p.Content, Time: ev.Time})
+			}
+			th.Updated = ev.Time
+		}
+	}
+	return nil
+}

@@ -1,0 +1,295 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/agentcore/openai"
+	"github.com/thinbot/thinbot/bot"
+	"github.com/thinbot/thinbot/gate"
+	"github.com/thinbot/thinbot/store"
+	"github.com/thinbot/thinbot/tests/fakemodel"
+)
+
+// This file is the rig of the console's tests: a real store, a real Agent
+// talking to the scripted model (tests/fakemodel), a real bot.Bot, and the
+// Server on an httptest listener (127.0.0.1). Users are named by a trusted
+// proxy header (the rig's client is the proxy): alice and bob are users and
+// approvers, carol is a user only, audrey an auditor; the channel has the
+// two-person rule, so alice cannot approve her own requests.
+
+const waitTimeout = 20 * time.Second
+
+// script is the model's side of every scenario, keyed by the user's words.
+func script(req fakemodel.Request) fakemodel.Reply {
+	var user string
+	for _, m := range req.Messages {
+		if m.Role == "user" {
+			user = m.Content
+		}
+	}
+	last := req.Messages[len(req.Messages)-1]
+	afterTool := last.Role == "tool"
+	run := func(cmd, why string) fakemodel.Reply {
+		args, _ := json.Marshal(map[string]string{"command": cmd, "reason": why})
+		return fakemodel.Reply{Content: "Let me do that.", ToolCalls: []fakemodel.Call{{Name: "run", Args: string(args)}}}
+	}
+	switch {
+	case strings.Contains(user, "check the disk"):
+		return fakemodel.Reply{Content: "The disk is fine: **42%** used on `/`, plenty of room left for the logs.",
+			Fragment: 6, ChunkDelay: 15 * time.Millisecond}
+	case strings.Contains(user, "create the marker") && afterTool:
+		return fakemodel.Reply{Content: "Created `approved.txt`."}
+	case strings.Contains(user, "create the marker"):
+		return run("echo ran >> approved.txt", "create the marker file you asked for")
+	case strings.Contains(user, "wait a minute") && afterTool:
+		return fakemodel.Reply{Content: "Waited."}
+	case strings.Contains(user, "wait a minute"):
+		return run("sleep 60", "wait as asked")
+	}
+	return fakemodel.Reply{Content: "I only know the test script."}
+}
+
+type rigOpts struct {
+	// Auth, if set, replaces the rig's proxy auth.
+	Auth *Auth
+	// NoModel starts the console without a model.
+	NoModel bool
+}
+
+type rig struct {
+	t      *testing.T
+	dir    string // the workspace
+	db     *store.DB
+	srv    *Server
+	hs     *httptest.Server
+	url    string
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// rigAuth is the proxy auth of the rig: the loopback client is the proxy.
+func rigAuth() Auth {
+	return Auth{
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+		Tokens:         map[string]string{"carol-token-0123456789": "carol"},
+		Roles: map[string][]string{
+			"alice": {RoleUser, RoleApprover}, "bob": {RoleUser, RoleApprover}, "carol": {RoleUser},
+			"audrey": {RoleAuditor},
+		},
+	}
+}
+
+func newRig(t testing.TB, o rigOpts) *rig {
+	t.Helper()
+	tt, _ := t.(*testing.T)
+	dir := t.TempDir()
+	state := filepath.Join(t.TempDir(), "state")
+	db, err := store.Open(filepath.Join(state, "events.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var model agentcore.Model
+	problem := ""
+	if o.NoModel {
+		problem = "Set AGENT_BASE_URL and AGENT_MODEL and restart."
+		model = openailess{}
+	} else {
+		fm := fakemodel.NewFunc(script)
+		t.Cleanup(fm.Close)
+		model, err = openai.New(openai.Config{BaseURL: fm.URL, Model: "test-model", MaxRetries: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ag, err := agentcore.New(agentcore.Config{Store: db, Model: model, Policy: gate.DefaultPolicy(),
+		Exec: agentcore.ExecConfig{Environ: []string{"PATH=" + os.Getenv("PATH")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := rigAuth()
+	if o.Auth != nil {
+		auth = *o.Auth
+	}
+	srv, err := New(Config{Listen: "127.0.0.1:0", Auth: auth, Chain: db, Chat: true, ModelProblem: problem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approvers := []string{"alice", "bob"}
+	if auth.open() {
+		approvers = []string{"local"}
+	}
+	ch := bot.Channel{Agent: ag, Workspace: dir, Approvers: approvers, TwoPerson: !auth.open()}
+	b, err := bot.New(bot.Config{Adapter: srv, Channel: func(id string) (bot.Channel, bool) { return ch, id == "console" },
+		UpdateInterval: 40 * time.Millisecond, ApprovalTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &rig{t: tt, dir: dir, db: db, srv: srv, hs: hs, url: hs.URL, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		if err := b.Run(ctx); err != nil {
+			t.Errorf("bot run: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-r.done
+		hs.CloseClientConnections()
+		hs.Close()
+		db.Close()
+	})
+	waitFor(t, "the console to run", srv.Connected)
+	return r
+}
+
+// openailess is the model of a console without one.
+type openailess struct{}
+
+func (openailess) Complete(context.Context, agentcore.Request) (agentcore.Response, error) {
+	return agentcore.Response{}, context.Canceled
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// do sends a request as user (through the "proxy"); body is JSON.
+func (r *rig) do(user, method, path, body string) (int, string) {
+	r.t.Helper()
+	req, err := http.NewRequest(method, r.url+path, strings.NewReader(body))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if user != "" {
+		req.Header.Set("X-Forwarded-User", user)
+	}
+	if method != http.MethodGet {
+		req.Header.Set("Origin", r.url)
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+var noRedirect = &http.Client{Timeout: 10 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// posts returns a copy of a thread's posts as the server holds them.
+func (r *rig) posts(tid string) []wpost {
+	r.srv.mu.Lock()
+	defer r.srv.mu.Unlock()
+	th := r.srv.threads[tid]
+	if th == nil {
+		return nil
+	}
+	out := make([]wpost, len(th.posts))
+	for i, p := range th.posts {
+		out[i] = *p
+	}
+	return out
+}
+
+// waitPost waits for a post in tid whose text contains want.
+func (r *rig) waitPost(tid, want string) wpost {
+	r.t.Helper()
+	var found wpost
+	waitFor(r.t, "a post containing "+want, func() bool {
+		for _, p := range r.posts(tid) {
+			if strings.Contains(p.Text, want) && !p.Streaming {
+				found = p
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// newThread starts a thread as user and returns its id.
+func (r *rig) newThread(user, text string) string {
+	r.t.Helper()
+	code, body := r.do(user, "POST", "/api/threads", `{"text":`+quote(text)+`}`)
+	if code != http.StatusCreated {
+		r.t.Fatalf("new thread: %d %s", code, body)
+	}
+	var v struct{ ID string }
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		r.t.Fatal(err)
+	}
+	return v.ID
+}
+
+func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// sse reads a thread's event stream as user, collecting events until
+// stop is closed or the stream ends.
+type sseReader struct {
+	mu     sync.Mutex
+	events []event
+}
+
+func (r *rig) follow(user, tid string) *sseReader {
+	r.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", r.url+"/api/threads/"+tid+"/events", nil)
+	req.Header.Set("X-Forwarded-User", user)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		r.t.Fatal(err)
+	}
+	s := &sseReader{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var ev event
+			if json.Unmarshal([]byte(line), &ev) == nil {
+				s.mu.Lock()
+				s.events = append(s.events, ev)
+				s.mu.Unlock()
+			}
+		}
+	}()
+	r.t.Cleanup(func() { cancel(); resp.Body.Close(); <-done })
+	return s
+}
+
+func (s *sseReader) snapshot() []event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]event(nil), s.events...)
+}

@@ -1,0 +1,349 @@
+package web
+
+import (
+	"crypto/rand"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/thinbot/thinbot/bot"
+	"github.com/thinbot/thinbot/store"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Roles a user may hold.
+const (
+	RoleUser     = "user"     // starts and continues threads
+	RoleApprover = "approver" // sees threads and may decide approvals (as the bot's channel approvers allow)
+	RoleAuditor  = "auditor"  // reads the audit viewer
+)
+
+// Platform is the Thread.Platform of console threads.
+const Platform = "web"
+
+// Auth says who may use the console. The zero Auth is the local operator
+// alone: loopback addresses only, no login.
+type Auth struct {
+	// TrustedProxies are the addresses of reverse proxies (oauth2-proxy
+	// and the like) whose X-Forwarded-User or X-Auth-Request-Email header
+	// names the user. The headers are ignored on requests from any other
+	// address.
+	TrustedProxies []netip.Prefix
+	// Tokens maps a login token to the user it logs in.
+	Tokens map[string]string
+	// Roles maps user names to their roles (RoleUser, RoleApprover,
+	// RoleAuditor). A user without an entry has no role and sees nothing.
+	Roles map[string][]string
+}
+
+// open reports whether a is the zero Auth (the local operator alone).
+func (a Auth) open() bool { return len(a.TrustedProxies) == 0 && len(a.Tokens) == 0 }
+
+// Config configures a Server. Chain is required.
+type Config struct {
+	// Listen is the address the console is served on. New refuses a
+	// non-loopback address when Auth is the zero Auth.
+	Listen string
+	Auth   Auth
+	// LocalUser is the name of the local operator (open Auth); "" means
+	// "local".
+	LocalUser string
+	// Chain is the event store the audit viewer reads (and the console
+	// rebuilds old threads from). The Server never writes to it.
+	Chain *store.DB
+	// Chat serves the console's chat pages; without it the Server is the
+	// audit viewer alone (beside a chat platform) and Run is never called.
+	Chat bool
+	// Channel is the channel id of console threads; "" means "console".
+	Channel string
+	// ModelProblem, if set, is shown on the console page: no model is
+	// configured, and how to configure one.
+	ModelProblem string
+	// PublicOrigin is the console's origin as browsers see it
+	// ("https://thinbot.example.com") when a proxy rewrites the Host
+	// header; "" means the request's Host.
+	PublicOrigin string
+	// Secret signs login cookies; nil means a random key (logins then end
+	// when the process does).
+	Secret []byte
+	// PageSize is how many events a timeline page shows; 0 means 200.
+	PageSize int
+	Logger   *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Server is the web console and audit viewer. Its methods may be called
+// concurrently.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	pages *template.Template
+	mux   *http.ServeMux
+
+	handler atomic.Pointer[handlerBox]
+	inbox   chan bot.Message
+
+	mu      sync.Mutex
+	threads map[string]*wthread
+	order   []string // thread ids, oldest first
+	nextID  uint64
+
+	verifyMu sync.Mutex
+	verified verifyCache
+}
+
+type handlerBox struct{ h bot.Handler }
+
+var (
+	_ bot.Adapter  = (*Server)(nil)
+	_ bot.Streamer = (*Server)(nil)
+)
+
+// New checks cfg and returns a Server. It returns an error for a
+// non-loopback Listen address without authentication: the console would
+// otherwise give anyone who reaches it the local operator's rights.
+func New(cfg Config) (*Server, error) {
+	if cfg.Chain == nil {
+		return nil, errors.New("web: Chain is required")
+	}
+	if err := cfg.Auth.Check(cfg.Listen); err != nil {
+		return nil, err
+	}
+	if cfg.LocalUser == "" {
+		cfg.LocalUser = "local"
+	}
+	if cfg.Channel == "" {
+		cfg.Channel = "console"
+	}
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = 200
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if len(cfg.Secret) == 0 {
+		cfg.Secret = make([]byte, 32)
+		if _, err := rand.Read(cfg.Secret); err != nil {
+			return nil, fmt.Errorf("web: secret: %w", err)
+		}
+	}
+	pages, err := template.New("").Funcs(funcs).ParseFS(assets, "assets/*.html")
+	if err != nil {
+		return nil, fmt.Errorf("web: templates: %w", err)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, pages: pages, inbox: make(chan bot.Message, 64),
+		threads: map[string]*wthread{}}
+	if cfg.Chat {
+		if err := s.restore(); err != nil {
+			return nil, fmt.Errorf("web: restore threads: %w", err)
+		}
+	}
+	s.routes()
+	return s, nil
+}
+
+// Check reports whether a console with this Auth may listen on listen: a
+// non-loopback address needs trusted proxies or login tokens, and roles
+// must be known ones.
+func (a Auth) Check(listen string) error {
+	if a.open() && !loopbackListen(listen) {
+		return fmt.Errorf("web: refusing to serve %s without authentication: listen on 127.0.0.1, or configure trusted proxies or login tokens", listen)
+	}
+	for user, roles := range a.Roles {
+		for _, r := range roles {
+			if r != RoleUser && r != RoleApprover && r != RoleAuditor {
+				return fmt.Errorf("web: user %q: unknown role %q (want user, approver or auditor)", user, r)
+			}
+		}
+	}
+	return nil
+}
+
+// loopbackListen reports whether addr ("host:port") listens on loopback
+// only. An empty host listens everywhere.
+func loopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// Handler returns the console's HTTP handler (pages, API, assets), with the
+// security headers, the origin check and authentication applied.
+func (s *Server) Handler() http.Handler { return s.secure(s.mux) }
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	static, _ := fs.Sub(assets, "assets")
+	m.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	m.HandleFunc("GET /login", s.loginPage)
+	m.HandleFunc("POST /login", s.login)
+	m.HandleFunc("POST /logout", s.logout)
+	m.HandleFunc("GET /{$}", s.need(s.home, RoleUser, RoleApprover, RoleAuditor))
+	if s.cfg.Chat {
+		m.HandleFunc("GET /api/threads", s.need(s.listThreads, RoleUser, RoleApprover))
+		m.HandleFunc("POST /api/threads", s.need(s.newThread, RoleUser))
+		m.HandleFunc("GET /api/threads/{id}/events", s.need(s.threadEvents, RoleUser, RoleApprover))
+		m.HandleFunc("POST /api/threads/{id}/messages", s.need(s.postMessage, RoleUser))
+		m.HandleFunc("POST /api/threads/{id}/posts/{post}/click", s.need(s.click, RoleUser, RoleApprover))
+		m.HandleFunc("GET /api/threads/{id}/posts/{post}/file", s.need(s.file, RoleUser, RoleApprover))
+	}
+	m.HandleFunc("GET /audit", s.need(s.auditSessions, RoleAuditor))
+	m.HandleFunc("GET /audit/session", s.need(s.auditSession, RoleAuditor))
+	m.HandleFunc("GET /audit/approvals", s.need(s.auditApprovals, RoleAuditor))
+	m.HandleFunc("GET /audit/verify", s.need(s.auditVerify, RoleAuditor))
+	m.HandleFunc("GET /audit/export", s.need(s.auditExport, RoleAuditor))
+	s.mux = m
+}
+
+// csp is the Content-Security-Policy of every response: nothing inline,
+// nothing from elsewhere.
+const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	"font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// secure wraps h with the security headers, the loopback Host check of an
+// open console and the origin check of state-changing requests.
+func (s *Server) secure(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", csp)
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Cross-Origin-Opener-Policy", "same-origin")
+		hd.Set("Cross-Origin-Resource-Policy", "same-origin")
+		if s.cfg.Auth.open() && !loopbackHost(r.Host) {
+			// A DNS-rebinding page would reach a loopback console under
+			// its own host name.
+			http.Error(w, "this console only answers to a loopback host name (127.0.0.1, localhost, [::1])", http.StatusMisdirectedRequest)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if why := s.crossOrigin(r); why != "" {
+				s.log.Warn("cross-origin request refused", "path", r.URL.Path, "origin", r.Header.Get("Origin"), "why", why)
+				http.Error(w, "cross-origin request refused: "+why, http.StatusForbidden)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// crossOrigin returns why r is not a same-origin request, or "". Browsers
+// send Origin with every POST; a request without one is refused too.
+func (s *Server) crossOrigin(r *http.Request) string {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return "no Origin header"
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+		return "Sec-Fetch-Site is " + site
+	}
+	if s.cfg.PublicOrigin != "" {
+		if !strings.EqualFold(origin, strings.TrimRight(s.cfg.PublicOrigin, "/")) {
+			return "origin " + origin + " is not " + s.cfg.PublicOrigin
+		}
+		return ""
+	}
+	host, ok := strings.CutPrefix(origin, "http://")
+	if !ok {
+		host, ok = strings.CutPrefix(origin, "https://")
+	}
+	if !ok || !strings.EqualFold(host, r.Host) {
+		return "origin " + origin + " is not this console (" + r.Host + ")"
+	}
+	return ""
+}
+
+// loopbackHost reports whether a Host header names a loopback host.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// page renders a template with the common page data.
+func (s *Server) page(w http.ResponseWriter, r *http.Request, name string, data map[string]any) {
+	if data == nil {
+		data = map[string]any{}
+	}
+	if id, ok := s.identify(r); ok {
+		data["Me"] = id
+	}
+	data["Chat"] = s.cfg.Chat
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := s.pages.ExecuteTemplate(w, name, data); err != nil {
+		s.log.Warn("render page", "page", name, "err", err)
+	}
+}
+
+var funcs = template.FuncMap{
+	"dict": func(kv ...any) map[string]any {
+		m := map[string]any{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			k, _ := kv[i].(string)
+			m[k] = kv[i+1]
+		}
+		return m
+	},
+	"time": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("2006-01-02 15:04:05")
+	},
+	// code renders `spans` of s as code, escaping everything.
+	"code": func(s string) template.HTML {
+		var b strings.Builder
+		for i, part := range strings.Split(s, "`") {
+			if i%2 == 1 {
+				b.WriteString("<code>" + template.HTMLEscapeString(part) + "</code>")
+			} else {
+				b.WriteString(template.HTMLEscapeString(part))
+			}
+		}
+		return template.HTML(b.String())
+	},
+	"short": func(s string, n int) string {
+		if len(s) <= n {
+			return s
+		}
+		return strings.ToValidUTF8(s[:n], "") + "…"
+	},
+}
+
+func (s *Server) home(w http.ResponseWriter, r *http.Request, id identity) {
+	if !s.cfg.Chat || (!id.has(RoleUser) && !id.has(RoleApprover)) {
+		http.Redirect(w, r, "/audit", http.StatusSeeOther)
+		return
+	}
+	s.page(w, r, "console.html", map[string]any{"ModelProblem": s.cfg.ModelProblem, "Channel": s.cfg.Channel})
+}

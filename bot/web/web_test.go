@@ -1,0 +1,329 @@
+package web
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/thinbot/thinbot/store"
+)
+
+func TestThreadStreamsTheAnswer(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	tid := r.newThread("alice", "please check the disk")
+	ev := r.follow("alice", tid)
+	r.waitPost(tid, "plenty of room left for the logs.")
+	waitFor(t, "the stream's events", func() bool {
+		for _, e := range ev.snapshot() {
+			if e.Type == "update" && e.Post != nil && strings.Contains(e.Post.Text, "plenty of room") {
+				return true
+			}
+		}
+		return false
+	})
+	var snap, appends int
+	for _, e := range ev.snapshot() {
+		switch e.Type {
+		case "snapshot":
+			snap++
+			if len(e.Posts) == 0 || e.Posts[0].Author != "alice" {
+				t.Errorf("snapshot = %+v, want alice's message first", e.Posts)
+			}
+		case "append":
+			appends++
+		}
+	}
+	if snap != 1 || appends < 2 {
+		t.Errorf("got %d snapshot(s) and %d append(s); want 1 and the answer streamed in pieces", snap, appends)
+	}
+	answers := 0
+	for _, p := range r.posts(tid) {
+		if strings.Contains(p.Text, "The disk is fine") {
+			answers++
+		}
+	}
+	if answers != 1 {
+		t.Errorf("the answer shows %d times, want once", answers)
+	}
+}
+
+func TestApprovalRulesAndOneRun(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	tid := r.newThread("alice", "please create the marker")
+	ask := r.waitPost(tid, "Approval needed")
+	if len(ask.Buttons) != 2 || ask.value == "" {
+		t.Fatalf("approval post = %+v", ask)
+	}
+	click := func(user, action string) string {
+		t.Helper()
+		code, body := r.do(user, "POST", "/api/threads/"+tid+"/posts/"+ask.ID+"/click", `{"action":"`+action+`"}`)
+		if code != http.StatusOK {
+			t.Fatalf("click as %s: %d %s", user, code, body)
+		}
+		return body
+	}
+	if got := click("carol", "approve"); !strings.Contains(got, "not an approver") {
+		t.Errorf("carol's click = %s, want refused: not an approver", got)
+	}
+	if got := click("alice", "approve"); !strings.Contains(got, "two-person rule") {
+		t.Errorf("alice's own click = %s, want refused by the two-person rule", got)
+	}
+	if code, _ := r.do("audrey", "POST", "/api/threads/"+tid+"/posts/"+ask.ID+"/click", `{"action":"approve"}`); code != http.StatusForbidden {
+		t.Errorf("an auditor's click: status %d, want 403", code)
+	}
+	click("bob", "approve")
+	r.waitPost(tid, "Created `approved.txt`")
+	if got := click("bob", "approve"); !strings.Contains(got, "no open request") {
+		t.Errorf("a second click = %s, want refused", got)
+	}
+	b, err := os.ReadFile(filepath.Join(r.dir, "approved.txt"))
+	if err != nil || string(b) != "ran\n" {
+		t.Errorf("approved.txt = %q, %v; want the command run exactly once", b, err)
+	}
+	var refused, decided int
+	for ev, err := range r.db.All(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == "note" && strings.Contains(string(ev.Payload), "click_refused") {
+			refused++
+		}
+		if ev.Type == "approval_decision" {
+			decided++
+			if !strings.Contains(string(ev.Payload), `"by":"user:bob"`) {
+				t.Errorf("decision = %s, want by bob", ev.Payload)
+			}
+		}
+	}
+	if refused != 2 || decided != 1 {
+		t.Errorf("chain has %d refused clicks and %d decisions, want 2 and 1", refused, decided)
+	}
+}
+
+func TestStopKillsTheRunningCommand(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	tid := r.newThread("alice", "wait a minute")
+	ask := r.waitPost(tid, "Approval needed")
+	r.do("bob", "POST", "/api/threads/"+tid+"/posts/"+ask.ID+"/click", `{"action":"approve"}`)
+	r.waitPost(tid, "running")
+	if code, body := r.do("alice", "POST", "/api/threads/"+tid+"/messages", `{"text":"/stop"}`); code != http.StatusAccepted {
+		t.Fatalf("/stop: %d %s", code, body)
+	}
+	r.waitPost(tid, "Stopped by `/stop`")
+}
+
+func TestNoModelSaysHowToSetIt(t *testing.T) {
+	r := newRig(t, rigOpts{NoModel: true, Auth: &Auth{}})
+	code, page := r.do("", "GET", "/", "")
+	if code != http.StatusOK || !strings.Contains(page, "No model is configured") || !strings.Contains(page, "AGENT_BASE_URL") {
+		t.Fatalf("console page: %d, no model notice in\n%s", code, page)
+	}
+	tid := r.newThread("", "hello")
+	r.waitPost(tid, "No model is configured")
+	r.do("", "POST", "/api/threads/"+tid+"/messages", `{"text":"/help"}`)
+	r.waitPost(tid, "/stop")
+}
+
+func TestNonLoopbackWithoutAuthRefusesToStart(t *testing.T) {
+	db := openStore(t)
+	for _, listen := range []string{"0.0.0.0:8080", ":8080", "192.0.2.7:8080", "[::]:8080", "thinbot.example.com:80"} {
+		if _, err := New(Config{Listen: listen, Chain: db}); err == nil || !strings.Contains(err.Error(), "without authentication") {
+			t.Errorf("New(listen %s, no auth) = %v, want refused", listen, err)
+		}
+	}
+	for _, listen := range []string{"127.0.0.1:8080", "localhost:8080", "[::1]:8080"} {
+		if _, err := New(Config{Listen: listen, Chain: db}); err != nil {
+			t.Errorf("New(listen %s) = %v", listen, err)
+		}
+	}
+	auth := rigAuth()
+	if _, err := New(Config{Listen: "0.0.0.0:8080", Chain: db, Auth: auth}); err != nil {
+		t.Errorf("New(0.0.0.0 with proxy auth) = %v", err)
+	}
+}
+
+func openStore(t *testing.T) *store.DB {
+	t.Helper()
+	db, err := store.Open(filepath.Join(t.TempDir(), "events.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// serve runs one request through a server's handler from remote.
+func serve(s *Server, method, path, remote string, hdr map[string]string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, "http://thinbot.example.com"+path, strings.NewReader(`{"text":"hi"}`))
+	req.RemoteAddr = remote
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, req)
+	return w
+}
+
+func TestForgedProxyHeaderIsIgnored(t *testing.T) {
+	auth := Auth{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.5/32")},
+		Roles: map[string][]string{"audrey": {RoleAuditor}}}
+	s, err := New(Config{Listen: "0.0.0.0:8080", Auth: auth, Chain: openStore(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		remote string
+		header string
+		want   int
+	}{
+		{"10.0.0.5:4242", "X-Forwarded-User", http.StatusOK},
+		{"10.0.0.5:4242", "X-Auth-Request-Email", http.StatusOK},
+		{"10.0.0.6:4242", "X-Forwarded-User", http.StatusSeeOther}, // forged: to the login page
+		{"127.0.0.1:4242", "X-Forwarded-User", http.StatusSeeOther},
+		{"[::ffff:10.0.0.7]:4242", "X-Auth-Request-Email", http.StatusSeeOther},
+	}
+	for _, tc := range tests {
+		w := serve(s, "GET", "/audit", tc.remote, map[string]string{tc.header: "audrey"})
+		if w.Code != tc.want {
+			t.Errorf("%s from %s: status %d, want %d", tc.header, tc.remote, w.Code, tc.want)
+		}
+		if tc.want == http.StatusSeeOther && w.Header().Get("Location") != "/login" {
+			t.Errorf("%s from %s: redirected to %q, want /login", tc.header, tc.remote, w.Header().Get("Location"))
+		}
+	}
+}
+
+func TestCrossOriginPostIsRefused(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	u := "127.0.0.1:4242"
+	for _, tc := range []struct {
+		name string
+		hdr  map[string]string
+		want int
+	}{
+		{"other origin", map[string]string{"Origin": "https://evil.example"}, http.StatusForbidden},
+		{"no origin", map[string]string{}, http.StatusForbidden},
+		{"cross-site fetch", map[string]string{"Origin": "http://thinbot.example.com", "Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+		{"null origin", map[string]string{"Origin": "null"}, http.StatusForbidden},
+		{"same origin", map[string]string{"Origin": "http://thinbot.example.com", "Content-Type": "application/json"}, http.StatusCreated},
+	} {
+		tc.hdr["X-Forwarded-User"] = "alice"
+		w := serve(r.srv, "POST", "/api/threads", u, tc.hdr)
+		if w.Code != tc.want {
+			t.Errorf("%s: status %d, want %d (%s)", tc.name, w.Code, tc.want, w.Body)
+		}
+	}
+	// The login form is state-changing too.
+	w := serve(r.srv, "POST", "/login", u, map[string]string{"Origin": "https://evil.example"})
+	if w.Code != http.StatusForbidden {
+		t.Errorf("cross-origin login: status %d, want 403", w.Code)
+	}
+}
+
+func TestOpenConsoleAnswersOnlyLoopback(t *testing.T) {
+	s, err := New(Config{Listen: "127.0.0.1:8080", Chain: openStore(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		host, remote string
+		want         int
+	}{
+		{"127.0.0.1:8080", "127.0.0.1:5555", http.StatusSeeOther}, // the local operator; no chat: to /audit
+		{"localhost:8080", "[::1]:5555", http.StatusSeeOther},
+		{"rebind.example.com:8080", "127.0.0.1:5555", http.StatusMisdirectedRequest},
+		{"127.0.0.1:8080", "192.0.2.9:5555", http.StatusUnauthorized},
+	} {
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Host, req.RemoteAddr = tc.host, tc.remote
+		w := httptest.NewRecorder()
+		s.Handler().ServeHTTP(w, req)
+		if w.Code != tc.want {
+			t.Errorf("Host %s from %s: status %d, want %d", tc.host, tc.remote, w.Code, tc.want)
+		}
+	}
+}
+
+func TestTokenLoginAndRoles(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	form := func(token, origin string) *http.Response {
+		req, _ := http.NewRequest("POST", r.url+"/login", strings.NewReader("token="+token))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", origin)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if resp := form("wrong-token-0123456789", r.url); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a wrong token: status %d", resp.StatusCode)
+	}
+	resp := form("carol-token-0123456789", r.url)
+	var cookie *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == sessionCookie {
+			cookie = c
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode {
+		t.Fatalf("login: status %d, cookie %+v", resp.StatusCode, cookie)
+	}
+	get := func(path string, c *http.Cookie) int {
+		req, _ := http.NewRequest("GET", r.url+path, nil)
+		req.AddCookie(c)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get("/api/threads", cookie); code != http.StatusOK {
+		t.Errorf("carol's threads: %d", code)
+	}
+	if code := get("/audit", cookie); code != http.StatusForbidden {
+		t.Errorf("carol (no auditor role) on /audit: %d, want 403", code)
+	}
+	forged := *cookie
+	forged.Value = strings.Replace(cookie.Value, cookie.Value[:4], "YWxp", 1) // another name, same MAC
+	if code := get("/api/threads", &forged); code != http.StatusUnauthorized {
+		t.Errorf("a forged cookie: %d, want 401", code)
+	}
+}
+
+func TestSecurityHeaders(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	for _, path := range []string{"/", "/audit", "/static/console.js", "/login"} {
+		req, _ := http.NewRequest("GET", r.url+path, nil)
+		req.Header.Set("X-Forwarded-User", "alice")
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		csp := resp.Header.Get("Content-Security-Policy")
+		if !strings.Contains(csp, "default-src 'self'") || !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") {
+			t.Errorf("%s: CSP %q", path, csp)
+		}
+		if resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("X-Frame-Options") != "DENY" {
+			t.Errorf("%s: headers %v", path, resp.Header)
+		}
+	}
+	// No inline script or style, nothing from elsewhere.
+	entries, _ := assets.ReadDir("assets")
+	for _, e := range entries {
+		b, _ := assets.ReadFile("assets/" + e.Name())
+		for _, bad := range []string{"<script>", "style=", "<style", "onclick=", "http://", "https://", "innerHTML"} {
+			if bytes.Contains(b, []byte(bad)) {
+				t.Errorf("asset %s contains %q", e.Name(), bad)
+			}
+		}
+	}
+}

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/agentcore/openai"
+	"github.com/thinbot/thinbot/bot"
+	"github.com/thinbot/thinbot/bot/web"
+	"github.com/thinbot/thinbot/skills"
+	"github.com/thinbot/thinbot/store"
+)
+
+// defaultConsoleListen is where `thinbot serve` without a config serves the
+// web console.
+const defaultConsoleListen = "127.0.0.1:8080"
+
+// webConfig is the config file's web section: the audit viewer beside a
+// chat platform, for reviewers.
+type webConfig struct {
+	// Listen is the viewer's address; "" means no viewer.
+	Listen string `yaml:"listen"`
+	// TrustedProxies are CIDRs of reverse proxies whose X-Forwarded-User /
+	// X-Auth-Request-Email header names the user.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// TokensFile holds login tokens, one "user token" pair a line (mode 0600).
+	TokensFile string `yaml:"tokens_file"`
+	// PublicOrigin is the viewer's origin as browsers see it, when a proxy
+	// rewrites the Host header.
+	PublicOrigin string `yaml:"public_origin"`
+	// Auditors may read the viewer (user names as the proxy or the tokens
+	// file name them).
+	Auditors []string `yaml:"auditors"`
+}
+
+// check reports the web section's problems.
+func (w *webConfig) check(bad func(string, ...any)) {
+	if w.Listen == "" {
+		if len(w.TrustedProxies)+len(w.Auditors) > 0 || w.TokensFile != "" {
+			bad("web.listen is empty: set it to serve the audit viewer")
+		}
+		return
+	}
+	if _, _, err := net.SplitHostPort(w.Listen); err != nil {
+		bad("web.listen %q: %v", w.Listen, err)
+	}
+	auth, err := w.auth()
+	if err != nil {
+		bad("%v", err)
+		return
+	}
+	if err := auth.Check(w.Listen); err != nil {
+		bad("%v", err)
+	}
+	if len(w.Auditors) == 0 {
+		bad("web.auditors is empty: nobody could read the audit viewer")
+	}
+}
+
+// auth builds the viewer's authentication from the section.
+func (w *webConfig) auth() (web.Auth, error) {
+	var a web.Auth
+	for _, c := range w.TrustedProxies {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			ip, err2 := netip.ParseAddr(c)
+			if err2 != nil {
+				return a, fmt.Errorf("web.trusted_proxies: %q is not a CIDR or an address", c)
+			}
+			p = netip.PrefixFrom(ip, ip.BitLen())
+		}
+		a.TrustedProxies = append(a.TrustedProxies, p)
+	}
+	if w.TokensFile != "" {
+		raw, err := readSecret(w.TokensFile)
+		if err != nil {
+			return a, fmt.Errorf("web.tokens_file: %w", err)
+		}
+		a.Tokens = map[string]string{}
+		for i, line := range strings.Split(raw, "\n") {
+			f := strings.Fields(line)
+			if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+				continue
+			}
+			if len(f) != 2 || len(f[1]) < 16 {
+				return a, fmt.Errorf("web.tokens_file line %d: want \"user token\" with a token of 16 characters or more", i+1)
+			}
+			a.Tokens[f[1]] = f[0]
+		}
+	}
+	a.Roles = map[string][]string{}
+	for _, u := range w.Auditors {
+		a.Roles[strings.TrimPrefix(u, "@")] = []string{web.RoleAuditor}
+	}
+	return a, nil
+}
+
+// serveViewer serves the audit viewer of the web section until ctx is
+// done; the returned wait function blocks until it has stopped.
+func serveViewer(ctx context.Context, w webConfig, db *store.DB, stateDir string, logger *slog.Logger) (func(), error) {
+	auth, err := w.auth()
+	if err != nil {
+		return nil, err
+	}
+	secret, err := actionSecret(filepath.Join(stateDir, "web.key"))
+	if err != nil {
+		return nil, err
+	}
+	srv, err := web.New(web.Config{Listen: w.Listen, Auth: auth, Chain: db, PublicOrigin: w.PublicOrigin,
+		Secret: secret, Logger: logger.With("component", "web")})
+	if err != nil {
+		return nil, err
+	}
+	return listenAndServe(ctx, w.Listen, srv.Handler(), nil, logger)
+}
+
+// listenAndServe serves h on addr until ctx is done. A non-nil mux gets
+// /healthz and h at "/".
+func listenAndServe(ctx context.Context, addr string, h http.Handler, mux *http.ServeMux, logger *slog.Logger) (func(), error) {
+	if mux != nil {
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		mux.Handle("/", h)
+		h = mux
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("web listen: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("web listener", "err", err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shut)
+	}()
+	logger.Info("web console serving", "listen", ln.Addr().String())
+	return wg.Wait, nil
+}
+
+// modelProblem tells a console user how to configure the model.
+const modelProblem = "Set AGENT_BASE_URL and AGENT_MODEL (and AGENT_API_KEY if the endpoint needs one) and restart, e.g. " +
+	"`AGENT_BASE_URL=http://127.0.0.1:8000/v1 AGENT_MODEL=Qwen3-32B thinbot serve`. " +
+	"Any OpenAI-compatible endpoint works: vLLM, SGLang, Ollama, llama.cpp."
+
+// unconfiguredModel is the model of a console started without one: every
+// call fails, and the console says why before it is ever called.
+type unconfiguredModel struct{}
+
+func (unconfiguredModel) Complete(context.Context, agentcore.Request) (agentcore.Response, error) {
+	return agentcore.Response{}, errors.New("no model configured: set AGENT_BASE_URL and AGENT_MODEL")
+}
+
+// serveConsole is `thinbot serve` without a config: the web console on a
+// loopback address, state in ./.thinbot, this directory as the workspace,
+// the model from the environment.
+func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
+	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ws, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	db, err := store.Open(filepath.Join(stateDir, "events.db"), &store.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var model agentcore.Model = unconfiguredModel{}
+	problem := ""
+	var secrets []string
+	if mc, err := modelConfig(e); err != nil {
+		problem = modelProblem
+		logger.Warn("no model configured: the console shows how to set one", "why", err)
+	} else {
+		mc.Logger = logger
+		c, err := openai.New(mc)
+		if err != nil {
+			return err
+		}
+		model, secrets = c, []string{mc.APIKey}
+	}
+	policy, err := loadPolicy("")
+	if err != nil {
+		return err
+	}
+	absState, _ := filepath.Abs(stateDir)
+	policy = policy.WithProtected(absState)
+	set := skills.Load(skillDirs(e, ws), skills.Options{Probe: skillProbe(e), Logger: logger})
+	agent, err := agentcore.New(agentcore.Config{
+		Store: db, Model: model, Policy: policy, Skills: set, Secrets: secrets,
+		GlobalInstructions: readText(filepath.Join(configDir(e), "AGENT.md")),
+		Exec:               agentcore.ExecConfig{Environ: os.Environ()},
+		Logger:             logger,
+	})
+	if err != nil {
+		return err
+	}
+	for _, fl := range set.Filtered {
+		if _, err := agent.Note("system:skills", agentcore.EvSkillFiltered, "system", fl); err != nil {
+			return err
+		}
+	}
+	unfinished, err := agent.Recover()
+	if err != nil {
+		return err
+	}
+	sessions, seen, err := agent.Sessions()
+	if err != nil {
+		return err
+	}
+	user := userName(e)
+	secret, err := actionSecret(filepath.Join(stateDir, "web.key"))
+	if err != nil {
+		return err
+	}
+	srv, err := web.New(web.Config{Listen: listen, LocalUser: user, Chain: db, Chat: true, ModelProblem: problem,
+		Secret: secret, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("%w\n(thinbot serve without --config is the local operator's console; a shared console goes behind a login: see the web section of deploy/thinbot.example.yaml)", err)
+	}
+	ch := bot.Channel{Agent: agent, Workspace: ws, Approvers: []string{user}}
+	b, err := bot.New(bot.Config{
+		Adapter:  srv,
+		Channel:  func(id string) (bot.Channel, bool) { return ch, id == "console" },
+		Sessions: sessions, Seen: seen, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	b.Recover(ctx, unfinished)
+	srvCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	wait, err := listenAndServe(srvCtx, listen, srv.Handler(), http.NewServeMux(), logger)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "\nthinbot console: open http://%s in your browser (workspace %s, state in %s)\n", listen, ws, stateDir)
+	if problem != "" {
+		fmt.Fprintln(e.stderr, "No model is configured yet: set AGENT_BASE_URL and AGENT_MODEL and restart; the page says the same.")
+	}
+	fmt.Fprintln(e.stderr)
+	runErr := b.Run(ctx)
+	stop()
+	wait()
+	return runErr
+}
