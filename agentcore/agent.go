@@ -223,6 +223,12 @@ type CommandInfo struct {
 	Verdict string
 	Reason  string
 	Action  string
+	// Output is, in the Result hook of a command that ran, all of its
+	// captured output (head and tail within ExecConfig.CaptureLimit,
+	// secrets redacted) rather than the model's shorter view; Size is how
+	// many bytes the command wrote in all. Chat attaches it as a file.
+	Output []byte
+	Size   int64
 }
 
 // Turn is one user message to handle.
@@ -749,6 +755,9 @@ func (a *Agent) runCommand(ctx context.Context, rs *runState, call ToolCall, com
 	}
 	content := a.redact(formatExec(ex, a.cfg.Exec.ViewLimit))
 	isErr := ex.ExitCode != 0 || ex.TimedOut || ex.Cancelled
+	if rs.t.Hooks.Result != nil {
+		info.Output, info.Size = []byte(a.redact(string(ex.Output))), ex.Size
+	}
 	a.hookResult(rs, info, content, isErr)
 	return content, isErr, &ex, nil
 }

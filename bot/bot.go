@@ -79,6 +79,9 @@ type Bot struct {
 	seenList []string
 	pending  map[string]*request
 	closing  bool
+	// notEnabled is when each unconfigured channel was last told that the
+	// bot does not work there.
+	notEnabled map[string]time.Time
 	// recovered are messages a previous process queued but never handled;
 	// Run queues them again.
 	recovered []agentcore.QueuedMessage
@@ -102,6 +105,9 @@ type item struct {
 
 const maxSeen = 100000
 
+// notEnabledEvery rate-limits the "not enabled here" notice per channel.
+const notEnabledEvery = time.Hour
+
 // New checks cfg and returns a Bot.
 func New(cfg Config) (*Bot, error) {
 	if cfg.Adapter == nil || cfg.Channel == nil {
@@ -123,7 +129,8 @@ func New(cfg Config) (*Bot, error) {
 		cfg.Now = time.Now
 	}
 	b := &Bot{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.MaxConcurrent),
-		threads: map[string]*thread{}, known: map[string]bool{}, seen: map[string]bool{}, pending: map[string]*request{}}
+		threads: map[string]*thread{}, known: map[string]bool{}, seen: map[string]bool{}, pending: map[string]*request{},
+		notEnabled: map[string]time.Time{}}
 	for _, k := range cfg.Sessions {
 		b.known[k] = true
 	}
@@ -176,7 +183,9 @@ func (b *Bot) HandleMessage(ctx context.Context, m Message) {
 	}
 	ch, ok := b.cfg.Channel(m.Thread.Channel)
 	if !ok {
-		b.log.Debug("message in a channel without configuration", "channel", m.Thread.Channel)
+		if m.Mentioned || m.Direct {
+			b.notEnabledHere(ctx, m)
+		}
 		return
 	}
 	key := m.Thread.Key()
@@ -209,6 +218,43 @@ func (b *Bot) HandleMessage(ctx context.Context, m Message) {
 		return
 	}
 	b.enqueue(ctx, m, ch, item{msg: m})
+}
+
+// notEnabledHere answers a mention or direct message in a channel without
+// configuration, once an hour per channel at most, so that the user is not
+// left with silence, and logs it for the operator.
+func (b *Bot) notEnabledHere(ctx context.Context, m Message) {
+	now := b.cfg.Now()
+	ch := m.Thread.Channel
+	b.mu.Lock()
+	if b.closing || !b.markSeen(m.ID) {
+		b.mu.Unlock()
+		return
+	}
+	last, told := b.notEnabled[ch]
+	tell := !told || now.Sub(last) >= notEnabledEvery
+	if tell {
+		if len(b.notEnabled) >= 10000 {
+			clear(b.notEnabled)
+		}
+		b.notEnabled[ch] = now
+		b.wg.Add(1)
+	}
+	b.mu.Unlock()
+	b.log.Info("message in a channel without configuration", "channel", ch, "direct", m.Direct, "user", m.User.ID, "told", tell)
+	if !tell {
+		return
+	}
+	where := "in this channel"
+	if m.Direct {
+		where = "in direct messages"
+	}
+	// The notice goes out on its own goroutine: a slow chat API must not
+	// hold up the adapter's delivery of other messages.
+	go func() {
+		defer b.wg.Done()
+		b.post(ctx, m.Thread, Post{Text: fmt.Sprintf("I am not enabled %s, so I will not answer here. An operator can enable me by adding this channel (`%s`) to my configuration.", where, ch)})
+	}()
 }
 
 // enqueue adds work to a thread's queue and starts its worker if idle.

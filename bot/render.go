@@ -19,9 +19,12 @@ const (
 	// maxPostText is the longest answer posted as text; longer answers get
 	// their full text attached as a file.
 	maxPostText = 12000
-	// attachOutputOver attaches a command's full output (as the model saw
-	// it) when it is longer than this.
+	// attachOutputOver attaches a command's output when it (or what the
+	// model saw of it) is longer than this.
 	attachOutputOver = 3000
+	// MaxAttachment bounds an attached command output; cmd captures up to
+	// this much of each command (ExecConfig.CaptureLimit).
+	MaxAttachment = 10 << 20
 )
 
 // renderer shows a run's progress in one status message, updated at most
@@ -42,6 +45,9 @@ type renderer struct {
 	b *Bot
 	t Thread
 
+	// postMu serialises posting the status message (the updater and the
+	// Result hook may both want it first).
+	postMu  sync.Mutex
 	mu      sync.Mutex
 	postID  string
 	steps   []string
@@ -120,9 +126,16 @@ func (r *renderer) start(ctx context.Context) {
 	}()
 }
 
-// postStatus posts the status message with what there is to show.
+// postStatus posts the status message with what there is to show, unless
+// it is posted already.
 func (r *renderer) postStatus(ctx context.Context) {
+	r.postMu.Lock()
+	defer r.postMu.Unlock()
 	r.mu.Lock()
+	if r.postID != "" {
+		r.mu.Unlock()
+		return
+	}
 	text := r.statusText(false)
 	r.dirty = false
 	r.mu.Unlock()
@@ -237,11 +250,11 @@ func (r *renderer) hooks() agentcore.Hooks {
 				r.dirty = true
 			}
 			r.mu.Unlock()
-			if len(content) > attachOutputOver {
-				r.b.post(context.Background(), r.t, Post{
-					Text: fmt.Sprintf("Full output of `%s` attached.", oneLineMD(c.Command)),
-					File: &File{Name: "output.txt", Data: []byte(content)},
-				})
+			if p, ok := outputPost(c, content, MaxAttachment); ok {
+				// The status message, which lists the command, goes
+				// first: the file follows what it belongs to.
+				r.postStatus(context.Background())
+				r.b.post(context.Background(), r.t, p)
 			}
 		},
 		Model: func(latency time.Duration, err error) {
@@ -261,8 +274,18 @@ func (r *renderer) finish(ctx context.Context, answer string) {
 	r.stop()
 	r.pump(ctx, true)
 	r.mu.Lock()
-	posted, steps, st := r.postID != "", len(r.steps) > 0, r.streamer
+	posted, steps, st, statusID := r.postID != "", len(r.steps) > 0, r.streamer, r.postID
 	r.mu.Unlock()
+	answer = strings.TrimSpace(answer)
+	if answer == "" {
+		answer = "_(no answer)_"
+	}
+	if posted && !steps && r.sid == "" && r.answerInStatus(ctx, statusID, answer) {
+		// The status message showed only the model's text (a slow answer,
+		// or streaming that fell back): it becomes the answer instead of
+		// ending as "_Done: 0 step(s)._" above it.
+		return
+	}
 	if posted {
 		defer r.flush(ctx, true)
 	} else if steps {
@@ -271,14 +294,79 @@ func (r *renderer) finish(ctx context.Context, answer string) {
 		r.mu.Unlock()
 		r.b.post(ctx, r.t, Post{Text: text})
 	}
-	answer = strings.TrimSpace(answer)
-	if answer == "" {
-		answer = "_(no answer)_"
-	}
 	if st != nil && r.sid != "" && r.finishStream(ctx, st, answer) {
 		return
 	}
 	r.b.post(ctx, r.t, answerPost(answer))
+}
+
+// answerInStatus replaces the status message id with the answer (a long
+// answer's full text follows as a file), reporting whether it did.
+func (r *renderer) answerInStatus(ctx context.Context, id, answer string) bool {
+	p := answerPost(answer)
+	file := p.File
+	p.File = nil
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := r.b.cfg.Adapter.Update(uctx, r.t, id, p); err != nil {
+		r.b.cfg.Metrics.error("chat")
+		r.b.log.Warn("update status with the answer", "conv", r.t.Key(), "post", id, "err", err)
+		return false
+	}
+	if file != nil {
+		r.b.post(ctx, r.t, Post{Text: "The full answer is attached.", File: file})
+	}
+	return true
+}
+
+// outputPost is the post attaching a command's output when it is long: all
+// of the captured output (c.Output), not the shorter copy the model saw, cut
+// to limit bytes (head and tail) and saying what was left out.
+func outputPost(c agentcore.CommandInfo, content string, limit int) (Post, bool) {
+	data := c.Output
+	if data == nil {
+		data = []byte(content) // no capture (not a command): what there is
+	}
+	if len(data) <= attachOutputOver && len(content) <= attachOutputOver {
+		return Post{}, false
+	}
+	size := max(c.Size, int64(len(data)))
+	if len(data) > limit {
+		data = []byte(headTailBytes(string(data), limit))
+	}
+	text := fmt.Sprintf("Full output of `%s` attached (%s).", oneLineMD(c.Command), humanBytes(size))
+	if kept := int64(len(data)); size > kept && kept > 0 {
+		text = fmt.Sprintf("Output of `%s` attached: %s of %s, its beginning and end (the middle was cut at the %s limit).",
+			oneLineMD(c.Command), humanBytes(kept), humanBytes(size), humanBytes(int64(limit)))
+	}
+	return Post{Text: text, File: &File{Name: "output.txt", Data: data}}, true
+}
+
+// headTailBytes keeps about limit bytes of s, its head and tail, with a
+// marker between them; cuts never split a UTF-8 sequence.
+func headTailBytes(s string, limit int) string {
+	marker := fmt.Sprintf("\n[... %d bytes cut ...]\n", len(s))
+	half := max((limit-len(marker))/2, 0)
+	h := half
+	for h > 0 && !utf8.RuneStart(s[h]) {
+		h--
+	}
+	t := len(s) - half
+	for t < len(s) && !utf8.RuneStart(s[t]) {
+		t++
+	}
+	return s[:h] + fmt.Sprintf("\n[... %d bytes cut ...]\n", t-h) + s[t:]
+}
+
+// humanBytes formats a size for people: 930 B, 12.5 KiB, 10.0 MiB.
+func humanBytes(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
 // answerPost is the post of an answer: long ones get their full text

@@ -378,3 +378,52 @@ func subsequence(got, want []string) bool {
 	}
 	return i == len(want)
 }
+
+// A command's output is attached whole when long, from the capture rather
+// than the model's view, and cut (head and tail) at the limit, saying so.
+func TestOutputPost(t *testing.T) {
+	long := strings.Repeat("0123456789", 500) // 5000 bytes
+	tests := []struct {
+		name     string
+		c        agentcore.CommandInfo
+		content  string
+		limit    int
+		attached bool
+		data     string
+		text     string
+	}{
+		{"short", agentcore.CommandInfo{Command: "ls", Output: []byte("a\n"), Size: 2}, "exit code: 0\na\n", 1 << 20, false, "", ""},
+		{"whole capture, not the view", agentcore.CommandInfo{Command: "seq", Output: []byte(long), Size: 5000}, "exit code: 0\n0123…", 1 << 20, true,
+			long, "Full output of `seq` attached (4.9 KiB)."},
+		{"cut at the limit", agentcore.CommandInfo{Command: "yes", Output: []byte(long), Size: 5000}, "", 1000, true,
+			"", "Output of `yes` attached: 1000 B of 4.9 KiB, its beginning and end (the middle was cut at the 1000 B limit)."},
+		{"captured with a gap", agentcore.CommandInfo{Command: "big", Output: []byte(long), Size: 50 << 20}, "", 1 << 20, true,
+			long, "Output of `big` attached: 4.9 KiB of 50.0 MiB"},
+		{"not a command", agentcore.CommandInfo{Command: "/var/log/x"}, long, 1 << 20, true, long, "Full output of `/var/log/x` attached"},
+	}
+	for _, tt := range tests {
+		p, ok := outputPost(tt.c, tt.content, tt.limit)
+		if ok != tt.attached {
+			t.Errorf("%s: attached = %v, want %v", tt.name, ok, tt.attached)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if !strings.HasPrefix(p.Text, tt.text) {
+			t.Errorf("%s: text = %q, want prefix %q", tt.name, p.Text, tt.text)
+		}
+		if tt.data != "" && string(p.File.Data) != tt.data {
+			t.Errorf("%s: %d bytes attached, want %d", tt.name, len(p.File.Data), len(tt.data))
+		}
+		if len(p.File.Data) > tt.limit {
+			t.Errorf("%s: %d bytes attached over the %d limit", tt.name, len(p.File.Data), tt.limit)
+		}
+		if tt.name == "cut at the limit" {
+			d := string(p.File.Data)
+			if !strings.HasPrefix(d, "0123456789") || !strings.HasSuffix(d, "0123456789") || !strings.Contains(d, "bytes cut ...]") {
+				t.Errorf("%s: data = %q", tt.name, d)
+			}
+		}
+	}
+}

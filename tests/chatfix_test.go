@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/thinbot/thinbot/tests/fakemodel"
 )
 
 // End-to-end regressions of the field test (issue 10): Mattermost, Slack
@@ -125,5 +128,109 @@ func TestServeSlackHungUsersInfoDoesNotStopEvents(t *testing.T) {
 		if ev.Session == r.session(ops, first) && ev.Type == "user_message" && ev.Actor != "user:UALICE" {
 			t.Errorf("actor of alice's message without a name = %q, want user:UALICE", ev.Actor)
 		}
+	}
+}
+
+// A long command output is attached whole (here 1.7 MiB, more than the
+// 1 MiB the kernel used to keep, and far more than the model's 16 KiB
+// view), after the status message that lists the command.
+func scFullOutputAttached(t *testing.T, newChat func(*testing.T) chatSide) {
+	chat := newChat(t)
+	const cmd = "seq 1 270000"
+	m := fakemodel.Start(t, run(cmd), fakemodel.Reply{Content: "Counted."})
+	r := newRig(t, chat, m.URL, rigOpts{})
+	ops := chat.Ops()
+	root := chat.Mention("alice", ops, "", "count for me")
+	r.waitPost(ops, root, "Counted.")
+	r.stop()
+
+	var want strings.Builder
+	for i := 1; i <= 270000; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	files := chat.Files(ops, root)
+	if len(files) != 1 {
+		t.Fatalf("%d files attached, want 1\n%s", len(files), chat.Dump())
+	}
+	if got := string(files[0]); got != want.String() {
+		t.Errorf("the attachment has %d bytes (%q…%q), want the whole output (%d bytes)",
+			len(got), head(got, 40), tailOf(got, 40), want.Len())
+	}
+	if seen := lastToolResult(m.Requests()[1]); len(seen) > 20000 {
+		t.Errorf("the model saw %d bytes; the view should be short", len(seen))
+	}
+	status, file := -1, -1
+	for i, p := range chat.BotPosts(ops, root) {
+		switch {
+		case status < 0 && strings.Contains(p.Text, "`"+cmd+"`") && strings.Contains(p.Text, "step"):
+			status = i
+		case strings.Contains(p.Text, "Full output of `"+cmd+"` attached (1.7 MiB)."):
+			file = i
+		}
+	}
+	if status < 0 || file < 0 || status > file {
+		t.Errorf("status post at %d, file post at %d: want the status (listing the command) first\n%s", status, file, chat.Dump())
+	}
+}
+
+func head(s string, n int) string { return s[:min(n, len(s))] }
+
+func tailOf(s string, n int) string { return s[max(len(s)-n, 0):] }
+
+// A mention in a channel without configuration, or a direct message when
+// DMs are not configured, is answered once (per channel and hour) with a
+// short notice instead of silence, and logged.
+func scNotEnabledHere(t *testing.T, newChat func(*testing.T) chatSide) {
+	chat := newChat(t)
+	m := modelFunc(t, (&answerer{}).reply)
+	r := newRig(t, chat, m.URL, rigOpts{})
+	lobby, dm := chat.Lobby(), chat.DM("alice")
+	first := chat.Mention("alice", lobby, "", "hello?")
+	r.waitPost(lobby, first, "I am not enabled in this channel")
+	second := chat.Mention("bob", lobby, "", "anyone?")
+	d := chat.Say("alice", dm, "", "psst")
+	r.waitPost(dm, d, "I am not enabled in direct messages")
+	// The ops channel still works, and answering there proves the second
+	// lobby mention was handled (delivery is in order).
+	root := chat.Mention("alice", chat.Ops(), "", "ping")
+	r.waitPost(chat.Ops(), root, "ANSWER(ping)")
+	r.stop()
+	if n := len(chat.BotPosts(lobby, second)); n != 0 {
+		t.Errorf("the second mention in the lobby got %d answers, want none (once per hour)", n)
+	}
+	if n := r.countPosts(lobby, first, "not enabled"); n != 1 {
+		t.Errorf("the notice was posted %d times", n)
+	}
+	for _, req := range m.Requests() {
+		if u := lastUser(req); u != "ping" {
+			t.Errorf("the model saw %q from an unconfigured channel", u)
+		}
+	}
+	if !strings.Contains(r.log.String(), `"msg":"message in a channel without configuration"`) {
+		t.Error("the unconfigured channel was not logged")
+	}
+}
+
+// After streaming fails (the workspace refuses chat.startStream), a slow
+// answer falls back to the status message, which then becomes the answer:
+// no "_Done: 0 step(s)._" post is left behind.
+func TestServeSlackStreamingFallbackLeavesNoEmptyStatus(t *testing.T) {
+	t.Parallel()
+	chat := newSlack(t, "")
+	chat.f.FailMethod("chat.startStream", "internal_error", -1)
+	answer := "FALLBACK: " + strings.Repeat("the disk is fine and the load is low. ", 8)
+	m := fakemodel.Start(t, fakemodel.Reply{Content: answer, Stream: true, Fragment: 6, ChunkDelay: 40 * time.Millisecond})
+	r := newRig(t, chat, m.URL, rigOpts{})
+	root := chat.Mention("alice", "COPS", "", "how is the machine?")
+	r.waitPost("COPS", root, strings.TrimSpace(answer))
+	r.stop()
+	if len(chat.f.Calls("chat.startStream")) == 0 {
+		t.Error("streaming was never tried: the test did not exercise the fallback")
+	}
+	if n := r.countPosts("COPS", root, "step(s)"); n != 0 {
+		t.Errorf("a status without steps was left in the thread:\n%s", chat.Dump())
+	}
+	if n := r.countPosts("COPS", root, "FALLBACK:"); n != 1 {
+		t.Errorf("the answer appears %d times, want once:\n%s", n, chat.Dump())
 	}
 }

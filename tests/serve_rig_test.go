@@ -61,6 +61,13 @@ type chatSide interface {
 	Config(t *testing.T, dir, addr string) string
 	// UserID is the platform's id of a scenario user (approvers are ids).
 	UserID(user string) string
+	// Lobby is a channel the bot is in that the config does not list;
+	// DM is the direct-message channel of the bot and user.
+	Lobby() string
+	DM(user string) string
+	// Files are the contents of the files the bot attached in a thread,
+	// in order.
+	Files(channel, root string) [][]byte
 	// Ops is the channel with approvers; Sandbox is an allow_all channel.
 	Ops() string
 	Sandbox() string
@@ -97,6 +104,7 @@ type mmChat struct {
 	ids     map[string]string // user name -> id
 	ops     string
 	sandbox string
+	lobby   string
 }
 
 func newMMChat(t *testing.T) chatSide {
@@ -113,7 +121,24 @@ func newMMChat(t *testing.T) chatSide {
 	members = append(members, mallory.ID)
 	c.ops = s.AddChannel("ops", members...)
 	c.sandbox = s.AddChannel("sandbox", members...)
+	c.lobby = s.AddChannel("lobby", members...)
 	return c
+}
+
+func (c *mmChat) Lobby() string         { return c.lobby }
+func (c *mmChat) DM(user string) string { return c.s.DirectChannel(c.ids[user]) }
+
+func (c *mmChat) Files(_, root string) [][]byte {
+	var out [][]byte
+	for _, p := range c.s.Thread(root) {
+		if p.UserID != c.s.Bot.ID {
+			continue
+		}
+		for _, f := range p.Files {
+			out = append(out, f.Data)
+		}
+	}
+	return out
 }
 
 func (c *mmChat) Platform() string          { return "mattermost" }
@@ -265,7 +290,24 @@ func newSlack(t *testing.T, signingSecret string) *slackChat {
 	members = append(members, "UMALLORY")
 	f.AddChannel("COPS", "ops", members...)
 	f.AddChannel("CSANDBOX", "sandbox", members...)
+	f.AddChannel("CLOBBY", "lobby", members...)
+	for _, id := range members {
+		f.AddIM("D"+id, id)
+	}
 	return c
+}
+
+func (c *slackChat) Lobby() string         { return "CLOBBY" }
+func (c *slackChat) DM(user string) string { return "D" + c.ids[user] }
+
+func (c *slackChat) Files(channel, root string) [][]byte {
+	var out [][]byte
+	for _, f := range c.f.Files() {
+		if f.Channel == channel && f.ThreadTS == root {
+			out = append(out, f.Data)
+		}
+	}
+	return out
 }
 
 func (c *slackChat) Platform() string          { return "slack" }

@@ -38,6 +38,8 @@ var serveScenarios = []struct {
 	}},
 	{"ModelDown", scModelDown},
 	{"RestartWithPendingApproval", scRestartWithPendingApproval},
+	{"FullOutputAttached", scFullOutputAttached},
+	{"NotEnabledHere", scNotEnabledHere},
 }
 
 var platforms = []struct {
@@ -648,5 +650,8 @@ func TestServeMattermostShowsStreamedTextProgressively(t *testing.T) {
 	r.stop()
 	if n := r.countPosts(chat.Ops(), root, "STREAMED:"); n != 1 {
 		t.Errorf("the answer appears %d times in the thread, want once", n)
+	}
+	if n := r.countPosts(chat.Ops(), root, "step(s)"); n != 0 {
+		t.Errorf("a status without steps was left in the thread:\n%s", chat.Dump())
 	}
 }

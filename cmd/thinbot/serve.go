@@ -125,7 +125,9 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 				Store: db, Model: model, Policy: policy, Skills: set, GlobalInstructions: global, CompactPrompt: compactPrompt,
 				Secrets:      secrets,
 				TextProtocol: c.Model.TextProtocol, ContextWindow: c.Model.ContextWindow, CompactAt: c.Model.CompactAt,
-				Exec: agentcore.ExecConfig{Timeout: d.command, Environ: os.Environ(), AllowEnv: c.EnvAllow},
+				Exec: agentcore.ExecConfig{Timeout: d.command, Environ: os.Environ(), AllowEnv: c.EnvAllow,
+					// Chat attaches long outputs whole, up to its limit.
+					CaptureLimit: bot.MaxAttachment},
 				Budgets: agentcore.Budgets{MaxSteps: c.Budgets.MaxSteps, MaxModelCalls: c.Budgets.MaxModelCalls,
 					MaxWall: d.maxWall, MaxToolErrors: c.Budgets.MaxToolErrors},
 				Logger: logger,
