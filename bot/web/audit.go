@@ -128,7 +128,7 @@ type trow struct {
 	Type   string
 	Actor  string
 	Branch int
-	// Class styles the row: msg, answer, cmd, approval, result, note, run.
+	// Class styles the row: msg, answer, cmd, approval, result, run, misc.
 	Class string
 	Title string
 	// Badge is a short status: a verdict, a decision, an exit code.
@@ -183,7 +183,7 @@ type payload struct {
 
 // timelineRow renders one event.
 func timelineRow(ev store.Event) trow {
-	r := trow{Seq: ev.Seq, Time: ev.Time, Type: ev.Type, Actor: ev.Actor, Branch: ev.Branch, Class: "note", Title: ev.Type}
+	r := trow{Seq: ev.Seq, Time: ev.Time, Type: ev.Type, Actor: ev.Actor, Branch: ev.Branch, Class: "misc", Title: ev.Type}
 	if c, ok := store.Capped(ev.Payload); ok {
 		r.Meta = append(r.Meta, fmt.Sprintf("payload capped: %d bytes, sha256 %.12s…", c.Size, c.SHA256))
 		return r

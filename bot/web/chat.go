@@ -24,18 +24,33 @@ const maxThreadPosts = 2000
 
 // wpost is one post of a console thread, as the page shows it.
 type wpost struct {
-	ID        string       `json:"id"`
-	Author    string       `json:"author"`
-	Bot       bool         `json:"bot"`
-	Text      string       `json:"text"`
-	Buttons   []bot.Button `json:"buttons,omitempty"`
-	Streaming bool         `json:"streaming,omitempty"`
-	Time      time.Time    `json:"time"`
-	FileName  string       `json:"file,omitempty"`
-	FileSize  int          `json:"file_size,omitempty"`
+	ID        string    `json:"id"`
+	Author    string    `json:"author"`
+	Bot       bool      `json:"bot"`
+	Text      string    `json:"text"`
+	Buttons   []button  `json:"buttons,omitempty"`
+	Streaming bool      `json:"streaming,omitempty"`
+	Time      time.Time `json:"time"`
+	FileName  string    `json:"file,omitempty"`
+	FileSize  int       `json:"file_size,omitempty"`
 
 	value string // Post.Value: the approval request id, never sent to the page
 	data  []byte // the attached file
+}
+
+// button is a bot.Button as the page reads it.
+type button struct {
+	ID    string `json:"id"`
+	Label string `json:"label"`
+	Style string `json:"style,omitempty"`
+}
+
+func buttons(bs []bot.Button) []button {
+	var out []button
+	for _, b := range bs {
+		out = append(out, button{ID: b.ID, Label: b.Label, Style: b.Style})
+	}
+	return out
 }
 
 // wthread is one console thread: its posts and the pages following it.
@@ -142,7 +157,7 @@ func (s *Server) closeSubscribers() {
 
 func (p *wpost) clone() *wpost {
 	c := *p
-	c.Buttons = append([]bot.Button(nil), p.Buttons...)
+	c.Buttons = append([]button(nil), p.Buttons...)
 	c.value, c.data = "", nil
 	return &c
 }
@@ -164,7 +179,7 @@ func (s *Server) Post(_ context.Context, t bot.Thread, p bot.Post) (string, erro
 	if err != nil {
 		return "", err
 	}
-	wp := &wpost{ID: s.newPostID(), Author: "thinbot", Bot: true, Text: p.Text, Buttons: p.Buttons,
+	wp := &wpost{ID: s.newPostID(), Author: "thinbot", Bot: true, Text: p.Text, Buttons: buttons(p.Buttons),
 		Time: s.cfg.Now(), value: p.Value}
 	if p.File != nil {
 		wp.FileName, wp.FileSize, wp.data = p.File.Name, len(p.File.Data), p.File.Data
@@ -185,7 +200,7 @@ func (s *Server) Update(_ context.Context, t bot.Thread, postID string, p bot.Po
 	if wp == nil {
 		return fmt.Errorf("web: update: no post %s in thread %s", postID, t.Root)
 	}
-	wp.Text, wp.Buttons, wp.Streaming = p.Text, p.Buttons, false
+	wp.Text, wp.Buttons, wp.Streaming = p.Text, buttons(p.Buttons), false
 	wp.value = ""
 	if len(p.Buttons) > 0 {
 		wp.value = p.Value
