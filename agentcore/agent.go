@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/thinbot/thinbot/agentcore/sandbox"
 	"github.com/thinbot/thinbot/gate"
 	"github.com/thinbot/thinbot/skills"
 	"github.com/thinbot/thinbot/store"
@@ -732,7 +733,7 @@ func orSystem(by string) string {
 
 // runCommand gates and runs one shell command, returning what the model sees.
 func (a *Agent) runCommand(ctx context.Context, rs *runState, call ToolCall, command, reason string) (string, bool, *ExecResult, error) {
-	d := a.cfg.Policy.ClassifyIn(rs.t.Dir, command)
+	d := a.failClosed(a.cfg.Policy.ClassifyIn(rs.t.Dir, command))
 	info := CommandInfo{Tool: ToolRun, Command: command}
 	ok, refusal, err := a.decide(ctx, rs, call, info, d, reason)
 	if err != nil {
@@ -747,7 +748,11 @@ func (a *Agent) runCommand(ctx context.Context, rs *runState, call ToolCall, com
 		// Cancelled while waiting for approval: record why nothing ran.
 		return "not run: the run was interrupted", true, nil, nil
 	}
-	ex, err := Exec(ctx, a.cfg.Exec, rs.t.Dir, command)
+	mode := sandbox.ReadOnly
+	if d.Verdict != gate.Pass {
+		mode = sandbox.Approved
+	}
+	ex, err := Exec(ctx, a.cfg.Exec, mode, rs.t.Dir, command)
 	if err != nil {
 		content := "error: " + err.Error()
 		a.hookResult(rs, info, content, true)
@@ -760,6 +765,25 @@ func (a *Agent) runCommand(ctx context.Context, rs *runState, call ToolCall, com
 	}
 	a.hookResult(rs, info, content, isErr)
 	return content, isErr, &ex, nil
+}
+
+// failClosed turns a pass verdict into confirm while the kernel sandbox
+// that pass verdicts rely on is wanted but missing or broken.
+func (a *Agent) failClosed(d gate.Decision) gate.Decision {
+	if d.Verdict != gate.Pass {
+		return d
+	}
+	why := a.cfg.Exec.NoSandbox
+	if why == "" && a.cfg.Exec.Sandbox != nil {
+		if err := a.cfg.Exec.Sandbox.Err(); err != nil {
+			why = err.Error()
+		}
+	}
+	if why == "" {
+		return d
+	}
+	return gate.Decision{Verdict: gate.Confirm, Rule: "sandbox-unavailable",
+		Reason: "read-only, but the kernel sandbox is unavailable (" + why + "), so every command needs an approval"}
 }
 
 func formatExec(ex ExecResult, view int) string {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thinbot/thinbot/agentcore/sandbox"
 	"github.com/thinbot/thinbot/gate"
 	"github.com/thinbot/thinbot/store"
 )
@@ -354,10 +355,10 @@ func TestInterruptedToolCallIsClosedInProjection(t *testing.T) {
 }
 
 func TestChildEnvironmentIsAllowlisted(t *testing.T) {
-	env := []string{"PATH=/usr/bin:/bin", "HOME=/root", "AGENT_API_KEY=sk-secret", "SLACK_BOT_TOKEN=xoxb-1",
+	env := []string{"PATH=.:/usr/bin:/bin", "HOME=/root", "AGENT_API_KEY=sk-secret", "SLACK_BOT_TOKEN=xoxb-1",
 		"LC_ALL=C", "MY_PASSWORD=x", "KUBECONFIG=/k", "THINBOT_X=1", "RANDOM_VAR=1"}
-	got := ChildEnv(env, []string{"KUBECONFIG", "AGENT_API_KEY", "MY_*"})
-	want := []string{"PATH=/usr/bin:/bin", "HOME=/root", "LC_ALL=C", "KUBECONFIG=/k"}
+	got := ChildEnv(env, []string{"KUBECONFIG", "AGENT_API_KEY", "MY_*", "PATH"}, DefaultPath)
+	want := []string{"PATH=" + DefaultPath, "HOME=/root", "LC_ALL=C", "KUBECONFIG=/k"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ChildEnv = %v, want %v", got, want)
 	}
@@ -369,7 +370,7 @@ func TestExecKillsTheProcessGroupOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan ExecResult, 1)
 	go func() {
-		res, err := Exec(ctx, ExecConfig{Environ: []string{"PATH=" + os.Getenv("PATH")}}, dir, "sleep 60 & echo $! > pid; wait")
+		res, err := Exec(ctx, ExecConfig{}, sandbox.Approved, dir, "sleep 60 & echo $! > pid; wait")
 		if err != nil {
 			t.Error(err)
 		}
@@ -406,12 +407,12 @@ func TestExecKillsTheProcessGroupOnCancel(t *testing.T) {
 
 func TestExecTimeoutAndOutputCap(t *testing.T) {
 	cfg := ExecConfig{Timeout: 200 * time.Millisecond, Environ: []string{"PATH=" + os.Getenv("PATH")}}
-	res, err := Exec(t.Context(), cfg, t.TempDir(), "sleep 5")
+	res, err := Exec(t.Context(), cfg, sandbox.ReadOnly, t.TempDir(), "sleep 5")
 	if err != nil || !res.TimedOut {
 		t.Fatalf("Exec = %+v, %v; want timeout", res, err)
 	}
 	cfg = ExecConfig{CaptureLimit: 1000, Environ: []string{"PATH=" + os.Getenv("PATH")}}
-	res, err = Exec(t.Context(), cfg, t.TempDir(), "seq 1 100000")
+	res, err = Exec(t.Context(), cfg, sandbox.ReadOnly, t.TempDir(), "seq 1 100000")
 	if err != nil {
 		t.Fatal(err)
 	}

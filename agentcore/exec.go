@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/thinbot/thinbot/agentcore/sandbox"
 )
 
 // ExecConfig says how commands run.
@@ -33,6 +35,31 @@ type ExecConfig struct {
 	// AllowEnv names more variables to pass through (exact names, or a
 	// prefix ending in "*"). Secrets (AGENT_API_KEY, THINBOT_*) never pass.
 	AllowEnv []string
+	// Path is the PATH every command gets, whatever the environment says;
+	// "" means DefaultPath. Every entry must be an absolute path.
+	Path string
+	// Sandbox runs commands confined by the kernel: pass verdicts read-only,
+	// approved ones with the bot's secrets hidden. Nil runs them directly.
+	Sandbox *sandbox.Sandbox
+	// NoSandbox, when not empty, says why commands run without a sandbox
+	// although one was wanted (the kernel refused it): every command then
+	// needs an approval, pass verdicts included (fail closed).
+	NoSandbox string
+}
+
+// DefaultPath is the PATH of every command unless configured otherwise.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// CheckPath returns an error unless every entry of path is absolute: an
+// empty or relative entry would let a command in the working directory
+// shadow a system one.
+func CheckPath(path string) error {
+	for _, e := range strings.Split(path, ":") {
+		if !strings.HasPrefix(e, "/") {
+			return fmt.Errorf("PATH entry %q is not an absolute path", e)
+		}
+	}
+	return nil
 }
 
 func (c ExecConfig) withDefaults() ExecConfig {
@@ -51,23 +78,27 @@ func (c ExecConfig) withDefaults() ExecConfig {
 	if c.ViewLimit <= 0 {
 		c.ViewLimit = 16 << 10
 	}
+	if c.Path == "" {
+		c.Path = DefaultPath
+	}
 	return c
 }
 
 // baseEnv are the variables a command always receives when set.
-var baseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_*", "TZ", "TERM"}
+var baseEnv = []string{"HOME", "USER", "LOGNAME", "LANG", "LC_*", "TZ", "TERM"}
 
-// ChildEnv returns the allowlisted part of environ: PATH, HOME, USER,
-// LOGNAME, LANG, LC_*, TZ, TERM and the names in allow. AGENT_API_KEY,
-// anything starting with THINBOT_ or AGENT_ and names that look like secrets
-// (containing TOKEN, SECRET, PASSWORD or API_KEY) never pass, even if
-// allowed explicitly.
-func ChildEnv(environ, allow []string) []string {
+// ChildEnv returns the allowlisted part of environ: HOME, USER, LOGNAME,
+// LANG, LC_*, TZ, TERM and the names in allow, and PATH set to path (the
+// environment's PATH never passes: it may hold empty or relative entries).
+// AGENT_API_KEY, anything starting with THINBOT_ or AGENT_ and names that
+// look like secrets (containing TOKEN, SECRET, PASSWORD or API_KEY) never
+// pass, even if allowed explicitly.
+func ChildEnv(environ, allow []string, path string) []string {
 	pats := append(append([]string(nil), baseEnv...), allow...)
-	var out []string
+	out := []string{"PATH=" + path}
 	for _, kv := range environ {
 		name, _, ok := strings.Cut(kv, "=")
-		if !ok || secretName(name) {
+		if !ok || name == "PATH" || SecretName(name) {
 			continue
 		}
 		for _, p := range pats {
@@ -80,7 +111,10 @@ func ChildEnv(environ, allow []string) []string {
 	return out
 }
 
-func secretName(name string) bool {
+// SecretName reports whether an environment variable's name marks a
+// secret: AGENT_* and THINBOT_*, or a name containing TOKEN, SECRET,
+// PASSWORD or API_KEY.
+func SecretName(name string) bool {
 	u := strings.ToUpper(name)
 	if strings.HasPrefix(u, "AGENT_") || strings.HasPrefix(u, "THINBOT_") {
 		return true
@@ -108,19 +142,21 @@ type ExecResult struct {
 }
 
 // Exec runs command with the shell in dir, in its own process group, with
-// the allowlisted environment. When ctx is done or the timeout passes, the
-// whole process group is killed. The error is non-nil only when the command
-// could not be started; a non-zero exit is reported in ExitCode.
-func Exec(ctx context.Context, cfg ExecConfig, dir, command string) (ExecResult, error) {
+// the allowlisted environment; with a sandbox configured, in the sandbox
+// of mode m. When ctx is done or the timeout passes, the whole process
+// group is killed. The error is non-nil only when the command could not be
+// started; a non-zero exit is reported in ExitCode.
+func Exec(ctx context.Context, cfg ExecConfig, m sandbox.Mode, dir, command string) (ExecResult, error) {
 	cfg = cfg.withDefaults()
 	ctx2, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
+	env := ChildEnv(cfg.Environ, cfg.AllowEnv, cfg.Path)
+	if cfg.Sandbox != nil {
+		return execSandboxed(ctx, ctx2, cfg, m, dir, command, env)
+	}
 	cmd := exec.CommandContext(ctx2, cfg.Shell, "-c", command)
 	cmd.Dir = dir
-	cmd.Env = ChildEnv(cfg.Environ, cfg.AllowEnv)
-	if cmd.Env == nil {
-		cmd.Env = []string{}
-	}
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error {
 		// Negative pid: the whole group, so pipelines and background
@@ -157,6 +193,38 @@ func Exec(ctx context.Context, cfg ExecConfig, dir, command string) (ExecResult,
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) && ctx2.Err() == nil {
 		return res, fmt.Errorf("wait: %w", err)
+	}
+	return res, nil
+}
+
+func execSandboxed(ctx, ctx2 context.Context, cfg ExecConfig, m sandbox.Mode, dir, command string, env []string) (ExecResult, error) {
+	shell := cfg.Shell
+	if !strings.HasPrefix(shell, "/") {
+		p, err := exec.LookPath(shell)
+		if err != nil {
+			return ExecResult{}, fmt.Errorf("shell %s: %w", shell, err)
+		}
+		shell = p
+	}
+	out := newCapture(cfg.CaptureLimit)
+	start := time.Now()
+	r, err := cfg.Sandbox.Run(ctx2, m, sandbox.Cmd{Args: []string{shell, "-c", command}, Dir: dir, Env: env}, out)
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("start %s: %w", shell, err)
+	}
+	res := ExecResult{
+		Output:   out.Bytes(),
+		Size:     out.n,
+		SHA256:   hex.EncodeToString(out.sum.Sum(nil)),
+		Duration: time.Since(start),
+		ExitCode: r.ExitCode,
+	}
+	if ctx2.Err() != nil {
+		if ctx.Err() != nil {
+			res.Cancelled = true
+		} else {
+			res.TimedOut = true
+		}
 	}
 	return res, nil
 }

@@ -10,14 +10,15 @@ import (
 // package may import. Packages not listed (cmd/thinbot, tests/...) may
 // import anything.
 var allowedImports = map[string][]string{
-	"gate":             {},
-	"store":            {},
-	"skills":           {},
-	"agentcore":        {"gate", "store", "skills"},
-	"agentcore/openai": {"agentcore"},
-	"bot":              {"agentcore"},
-	"bot/mattermost":   {"bot"},
-	"bot/slack":        {"bot"},
+	"gate":              {},
+	"store":             {},
+	"skills":            {},
+	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox"},
+	"agentcore/sandbox": {},
+	"agentcore/openai":  {"agentcore"},
+	"bot":               {"agentcore"},
+	"bot/mattermost":    {"bot"},
+	"bot/slack":         {"bot"},
 	// The console's audit viewer reads the chain (sessions, timelines,
 	// verification, export); it never appends.
 	"bot/web": {"bot", "store"},

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/thinbot/thinbot/agentcore"
 )
 
 // daemonConfig is the YAML config file of thinbot serve. deploy/thinbot.example.yaml
@@ -65,8 +67,14 @@ type daemonConfig struct {
 	MaxConcurrent    int      `yaml:"max_concurrent_runs"`
 	ApprovalTimeout  string   `yaml:"approval_timeout"`
 	EnvAllow         []string `yaml:"env_allow"`
-	LogLevel         string   `yaml:"log_level"`
-	Budgets          struct {
+	// Sandbox is "on" (the default: the kernel sandbox confines every
+	// command, or, where the kernel refuses it, every command needs an
+	// approval) or "off" (commands run unconfined).
+	Sandbox string `yaml:"sandbox"`
+	// CommandPath is the PATH of every command; "" means agentcore.DefaultPath.
+	CommandPath string `yaml:"command_path"`
+	LogLevel    string `yaml:"log_level"`
+	Budgets     struct {
 		MaxSteps       int    `yaml:"max_steps"`
 		MaxModelCalls  int    `yaml:"max_model_calls"`
 		MaxWall        string `yaml:"max_wall"`
@@ -195,6 +203,18 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen %q: %v", c.Listen, err)
 	}
+	switch c.Sandbox {
+	case "":
+		c.Sandbox = "on"
+	case "on", "off":
+	default:
+		bad("sandbox %q: want on or off", c.Sandbox)
+	}
+	if c.CommandPath != "" {
+		if err := agentcore.CheckPath(c.CommandPath); err != nil {
+			bad("command_path: %v", err)
+		}
+	}
 	if c.StateDir == "" {
 		bad("state_dir is empty (where the event chain and audit.jsonl live)")
 	}
@@ -279,6 +299,17 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 // host) and not 8080 (the web console's default, and half the world's
 // development servers): 8079 is registered to nothing common.
 const defaultListen = "127.0.0.1:8079"
+
+// secretFiles are the credential files the config names.
+func (c *daemonConfig) secretFiles() []string {
+	var out []string
+	for _, f := range []string{c.Model.APIKeyFile, c.Mattermost.TokenFile, c.Slack.BotTokenFile, c.Slack.AppTokenFile, c.Slack.SigningSecretFile} {
+		if f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
 
 // checkSecretFile refuses a credentials file that other users can read, and
 // one that cannot hold a credential: a directory, or an empty file.

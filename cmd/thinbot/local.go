@@ -61,9 +61,18 @@ type local struct {
 	db    *store.DB
 	dir   string
 	set   skills.Set
+	sbx   *sandboxSetup
+	log   *slog.Logger
 }
 
-func (l *local) Close() error { return l.db.Close() }
+// Close stops the sandbox and closes the store, logging the chain head
+// first: a log kept elsewhere then anchors the chain, as serve's does.
+func (l *local) Close() error {
+	seq, hash := chainHead(l.db)
+	l.log.Info("chain head", "seq", seq, "hash", hash)
+	l.sbx.close()
+	return l.db.Close()
+}
 
 // modelConfig reads the model endpoint from the environment.
 func modelConfig(e *env) (openai.Config, error) {
@@ -158,6 +167,7 @@ func openLocal(e *env, f *localFlags) (*local, error) {
 	}
 	state := filepath.Join(dir, localDir)
 	policy = policy.WithProtected(state)
+	sbx := startSandbox(context.Background(), e.getenv("THINBOT_SANDBOX"), []string{state}, []string{dir}, logger)
 	db, err := store.Open(filepath.Join(state, "events.db"), &store.Options{Logger: logger})
 	if err != nil {
 		return nil, err
@@ -167,6 +177,7 @@ func openLocal(e *env, f *localFlags) (*local, error) {
 		if v := e.getenv("AGENT_CONTEXT_WINDOW"); v != "" {
 			if window, err = strconv.Atoi(v); err != nil || window < 0 {
 				db.Close()
+				sbx.close()
 				return nil, fmt.Errorf("AGENT_CONTEXT_WINDOW=%q: want a number of tokens", v)
 			}
 		}
@@ -177,22 +188,26 @@ func openLocal(e *env, f *localFlags) (*local, error) {
 		GlobalInstructions: readText(filepath.Join(configDir(e), "AGENT.md")),
 		Secrets:            []string{mc.APIKey},
 		CompactPrompt:      readText(filepath.Join(configDir(e), "COMPACT.md")),
-		Exec:               agentcore.ExecConfig{Timeout: f.timeout, Environ: os.Environ()},
+		Exec:               sbx.exec(agentcore.ExecConfig{Timeout: f.timeout, Environ: os.Environ()}),
 		Budgets:            agentcore.Budgets{MaxSteps: f.maxSteps},
 		Logger:             logger,
 	})
 	if err != nil {
 		db.Close()
+		sbx.close()
 		return nil, err
 	}
 	// Hidden skills are recorded, with the reason, like every decision.
 	for _, fl := range set.Filtered {
 		if _, err := agent.Note("system:skills", agentcore.EvSkillFiltered, "system", fl); err != nil {
 			db.Close()
+			sbx.close()
 			return nil, err
 		}
 	}
-	return &local{agent: agent, db: db, dir: dir, set: set}, nil
+	// The chain head goes to stderr at exit, whatever the log level.
+	headLog := slog.New(slog.NewTextHandler(e.stderr, nil))
+	return &local{agent: agent, db: db, dir: dir, set: set, sbx: sbx, log: headLog}, nil
 }
 
 // progress prints each command with its verdict, and a short view of its

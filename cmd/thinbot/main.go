@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/thinbot/thinbot/agentcore/sandbox"
 )
 
 // version is set at link time: -ldflags "-X main.version=v1.2.3".
@@ -51,12 +53,16 @@ func commands() []command {
 		{"gate", "check commands against the gate, print the policy", cmdGate},
 		{"skills", "list skills and why some are hidden, check a skill folder", cmdSkills},
 		{"config", "check a daemon config file", cmdConfig},
+		{"sandbox", "show what kernel sandbox this host supports (sandbox check)", cmdSandbox},
 		{"version", "print the version", cmdVersion},
 		{"help", "show this help", nil},
 	}
 }
 
 func main() {
+	// The kernel sandbox's helper is this binary, re-executed: it must take
+	// over before anything else runs.
+	sandbox.Main(os.Args)
 	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
 	stopOn := []os.Signal{syscall.SIGTERM}
 	if len(os.Args) > 1 && (os.Args[1] == "ask" || os.Args[1] == "chat" || os.Args[1] == "goal") {

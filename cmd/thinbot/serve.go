@@ -94,6 +94,12 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	policy = policy.WithProtected(protected...)
+	var workspaces []string
+	for _, cc := range c.Channels {
+		workspaces = append(workspaces, abs(cc.Workspace))
+	}
+	sbx := startSandbox(ctx, c.Sandbox, protected, workspaces, logger)
+	defer sbx.close()
 	// Every credential thinbot holds is scrubbed from command output.
 	secrets := []string{apiKey}
 	for _, f := range []string{c.Mattermost.TokenFile, c.Slack.BotTokenFile, c.Slack.AppTokenFile, c.Slack.SigningSecretFile} {
@@ -125,9 +131,9 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 				Store: db, Model: model, Policy: policy, Skills: set, GlobalInstructions: global, CompactPrompt: compactPrompt,
 				Secrets:      secrets,
 				TextProtocol: c.Model.TextProtocol, ContextWindow: c.Model.ContextWindow, CompactAt: c.Model.CompactAt,
-				Exec: agentcore.ExecConfig{Timeout: d.command, Environ: os.Environ(), AllowEnv: c.EnvAllow,
+				Exec: sbx.exec(agentcore.ExecConfig{Timeout: d.command, Environ: os.Environ(), AllowEnv: c.EnvAllow, Path: c.CommandPath,
 					// Chat attaches long outputs whole, up to its limit.
-					CaptureLimit: bot.MaxAttachment},
+					CaptureLimit: bot.MaxAttachment}),
 				Budgets: agentcore.Budgets{MaxSteps: c.Budgets.MaxSteps, MaxModelCalls: c.Budgets.MaxModelCalls,
 					MaxWall: d.maxWall, MaxToolErrors: c.Budgets.MaxToolErrors},
 				Logger: logger,
@@ -206,7 +212,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	b.Recover(ctx, unfinished)
 
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	ready := &readiness{adapter: adapter, db: db, model: model, stateDir: c.StateDir}
+	ready := &readiness{adapter: adapter, db: db, model: model, stateDir: c.StateDir, sandbox: sbx}
 	mux.HandleFunc("GET /readyz", ready.serve)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	ln, err := net.Listen("tcp", c.Listen)
@@ -222,7 +228,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 			logger.Error("http listener", "err", err)
 		}
 	}()
-	logger.Info("thinbot serving", "platform", c.Platform, "listen", ln.Addr().String(), "channels", len(c.Channels),
+	logger.Info("thinbot serving", "sandbox", sbx.summary, "platform", c.Platform, "listen", ln.Addr().String(), "channels", len(c.Channels),
 		"recovered_approvals", len(unfinished.Approvals), "interrupted_runs", len(unfinished.Runs))
 	// The chain head goes to the operator log every 10 minutes and at exit:
 	// a log shipped elsewhere then anchors the chain, so that even a rewrite
@@ -364,6 +370,7 @@ type readiness struct {
 	db       *store.DB
 	model    *openai.Client
 	stateDir string
+	sandbox  *sandboxSetup
 
 	mu       sync.Mutex
 	checked  time.Time
@@ -374,6 +381,9 @@ func (r *readiness) serve(w http.ResponseWriter, req *http.Request) {
 	var problems []string
 	if !r.adapter.Connected() {
 		problems = append(problems, "chat: not connected")
+	}
+	if p := r.sandbox.problem(); p != "" {
+		problems = append(problems, p)
 	}
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(r.stateDir, &st); err != nil {

@@ -1,0 +1,370 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Mode says which helper runs a command.
+type Mode int
+
+const (
+	// ReadOnly is for commands the gate passed: nothing on the host can be
+	// written.
+	ReadOnly Mode = iota
+	// Approved is for commands a human approved: the host is writable, the
+	// bot's secrets and state are not visible.
+	Approved
+)
+
+func (m Mode) String() string {
+	if m == Approved {
+		return "approved"
+	}
+	return "read-only"
+}
+
+// ErrUnavailable is returned (wrapped) when a command cannot be started
+// because the sandbox is not running.
+var ErrUnavailable = errors.New("sandbox unavailable")
+
+// Config configures Start.
+type Config struct {
+	// Hide are paths every command must see as empty: the state dir, the
+	// config file, token and key files. Missing paths are skipped.
+	Hide []string
+	// Workspaces are the folders commands run in; those below /tmp or
+	// /var/tmp are bound read-only into the private tmp of read-only
+	// commands so they stay visible.
+	Workspaces []string
+	// Exe is the binary to re-execute; "" means this process's executable.
+	// It must call Main early (cmd/thinbot's main does; tests use TestMain).
+	Exe    string
+	Logger *slog.Logger
+}
+
+// Info is what a running helper reported about its set-up.
+type Info struct {
+	Mode        string `json:"mode"`
+	UserNS      bool   `json:"userns"`
+	LandlockABI int    `json:"landlock_abi"`
+	Root        bool   `json:"root"`
+	// Hidden are the paths actually covered.
+	Hidden []string `json:"hidden,omitempty"`
+}
+
+// Sandbox runs commands through the two helpers. It is safe for concurrent
+// use.
+type Sandbox struct {
+	log *slog.Logger
+	ro  *helper
+	rw  *helper
+}
+
+// Start starts both helpers and waits until they have set up their
+// namespaces. An error means the kernel (or the unit's hardening) refused
+// something; the caller must then fail closed. Start must run before the
+// process marks itself non-dumpable (see Harden).
+func Start(ctx context.Context, cfg Config) (*Sandbox, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: find own executable: %w", err)
+		}
+		cfg.Exe = exe
+	}
+	var (
+		wg             sync.WaitGroup
+		ro, rw         *helper
+		roErr, rwErr   error
+		startCtx, stop = context.WithTimeout(ctx, 15*time.Second)
+	)
+	defer stop()
+	wg.Add(2)
+	go func() { defer wg.Done(); ro, roErr = startHelper(startCtx, cfg, ReadOnly) }()
+	go func() { defer wg.Done(); rw, rwErr = startHelper(startCtx, cfg, Approved) }()
+	wg.Wait()
+	if err := errors.Join(roErr, rwErr); err != nil {
+		if ro != nil {
+			ro.close()
+		}
+		if rw != nil {
+			rw.close()
+		}
+		return nil, err
+	}
+	return &Sandbox{log: cfg.Logger, ro: ro, rw: rw}, nil
+}
+
+// Info returns what the helper of mode m reported at start.
+func (s *Sandbox) Info(m Mode) Info { return s.helper(m).info }
+
+// Err returns why the sandbox stopped working (a helper died), or nil.
+func (s *Sandbox) Err() error {
+	for _, h := range []*helper{s.ro, s.rw} {
+		if err := h.failed(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close stops both helpers; their running commands are killed.
+func (s *Sandbox) Close() error {
+	s.ro.close()
+	s.rw.close()
+	return nil
+}
+
+func (s *Sandbox) helper(m Mode) *helper {
+	if m == Approved {
+		return s.rw
+	}
+	return s.ro
+}
+
+// Cmd is one command to start: Args[0] must be an absolute path.
+type Cmd struct {
+	Args []string
+	Dir  string
+	Env  []string
+}
+
+// Result is how a command ended.
+type Result struct {
+	ExitCode int // -1 when killed by a signal
+	Signal   int
+	// Killed reports that ctx ended the command and its group was killed.
+	Killed bool
+}
+
+// Run starts c in mode m with stdout and stderr written to out (which must
+// be safe to write from one goroutine), waits for it and returns how it
+// ended. When ctx is done, the command's whole process group is killed. The
+// error is non-nil only when the command could not be started or the helper
+// died; a non-zero exit is in Result.
+func (s *Sandbox) Run(ctx context.Context, m Mode, c Cmd, out io.Writer) (Result, error) {
+	return s.helper(m).run(ctx, c, out)
+}
+
+// message is one datagram on the helper's socket, in both directions.
+type message struct {
+	ID   uint64   `json:"id,omitempty"`
+	Op   string   `json:"op"` // run, kill | ready, started, exited, error
+	Args []string `json:"args,omitempty"`
+	Dir  string   `json:"dir,omitempty"`
+	Env  []string `json:"env,omitempty"`
+	Pid  int      `json:"pid,omitempty"`
+	Code int      `json:"code,omitempty"`
+	Sig  int      `json:"sig,omitempty"`
+	Err  string   `json:"err,omitempty"`
+	Info *Info    `json:"info,omitempty"`
+}
+
+// maxMessage bounds one datagram; a command line plus environment beyond it
+// is refused rather than cut.
+const maxMessage = 256 << 10
+
+func send(conn *net.UnixConn, m message, fds ...int) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if len(b) > maxMessage {
+		return fmt.Errorf("command and environment too large (%d bytes, at most %d)", len(b), maxMessage)
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = rights(fds...)
+	}
+	_, _, err = conn.WriteMsgUnix(b, oob, nil)
+	return err
+}
+
+func recv(conn *net.UnixConn) (message, []int, error) {
+	buf := make([]byte, maxMessage)
+	oob := make([]byte, 64)
+	n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return message{}, nil, err
+	}
+	if n == 0 {
+		return message{}, nil, io.EOF
+	}
+	fds, err := parseRights(oob[:oobn])
+	if err != nil {
+		return message{}, nil, err
+	}
+	var m message
+	if err := json.Unmarshal(buf[:n], &m); err != nil {
+		closeAll(fds)
+		return message{}, nil, fmt.Errorf("malformed helper message: %w", err)
+	}
+	return m, fds, nil
+}
+
+// helper is the daemon's side of one helper process.
+type helper struct {
+	mode Mode
+	log  *slog.Logger
+	conn *net.UnixConn
+	proc *os.Process
+	info Info
+	wmu  sync.Mutex // one writer at a time
+
+	mu      sync.Mutex
+	nextID  uint64
+	waiting map[uint64]chan message
+	err     error // set once the helper is gone
+	done    chan struct{}
+}
+
+func (h *helper) failed() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// readLoop hands each reply to the command waiting for it; when the helper
+// goes away every waiting command gets an error reply.
+func (h *helper) readLoop() {
+	defer close(h.done)
+	for {
+		m, fds, err := recv(h.conn)
+		closeAll(fds)
+		if err != nil {
+			h.mu.Lock()
+			if h.err == nil {
+				h.err = fmt.Errorf("%w: %s helper stopped: %v", ErrUnavailable, h.mode, err)
+				if errors.Is(err, io.EOF) || strings.Contains(err.Error(), "use of closed") {
+					h.err = fmt.Errorf("%w: %s helper stopped", ErrUnavailable, h.mode)
+				}
+			}
+			for id, ch := range h.waiting {
+				ch <- message{ID: id, Op: "error", Err: h.err.Error()}
+				delete(h.waiting, id)
+			}
+			h.mu.Unlock()
+			return
+		}
+		h.mu.Lock()
+		ch := h.waiting[m.ID]
+		if m.Op == "exited" || m.Op == "error" {
+			delete(h.waiting, m.ID)
+		}
+		h.mu.Unlock()
+		if ch != nil {
+			ch <- m
+		}
+	}
+}
+
+func (h *helper) close() {
+	h.mu.Lock()
+	if h.err == nil {
+		h.err = fmt.Errorf("%w: closed", ErrUnavailable)
+	}
+	h.mu.Unlock()
+	_ = h.conn.Close()
+	// The helper kills its commands and exits when its socket closes.
+	exited := make(chan struct{})
+	go func() { _, _ = h.proc.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(3 * time.Second):
+		_ = h.proc.Kill()
+		<-exited
+	}
+	<-h.done
+}
+
+func (h *helper) run(ctx context.Context, c Cmd, out io.Writer) (Result, error) {
+	if len(c.Args) == 0 || !strings.HasPrefix(c.Args[0], "/") {
+		return Result{}, errors.New("sandbox: the program must be an absolute path")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return Result{}, fmt.Errorf("sandbox: pipe: %w", err)
+	}
+	defer r.Close()
+	h.mu.Lock()
+	if h.err != nil {
+		h.mu.Unlock()
+		w.Close()
+		return Result{}, h.err
+	}
+	h.nextID++
+	id := h.nextID
+	replies := make(chan message, 4)
+	h.waiting[id] = replies
+	h.mu.Unlock()
+
+	h.wmu.Lock()
+	err = send(h.conn, message{ID: id, Op: "run", Args: c.Args, Dir: c.Dir, Env: c.Env}, int(w.Fd()))
+	h.wmu.Unlock()
+	w.Close()
+	if err != nil {
+		h.mu.Lock()
+		delete(h.waiting, id)
+		h.mu.Unlock()
+		return Result{}, fmt.Errorf("sandbox: send to %s helper: %w", h.mode, err)
+	}
+
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(out, r)
+	}()
+
+	var res Result
+	killed := false
+	for {
+		var m message
+		select {
+		case m = <-replies:
+		case <-ctx.Done():
+			if !killed {
+				killed = true
+				h.wmu.Lock()
+				_ = send(h.conn, message{ID: id, Op: "kill"})
+				h.wmu.Unlock()
+			}
+			m = <-replies
+		}
+		switch m.Op {
+		case "started":
+			continue
+		case "error":
+			// Unblock the copy: nothing more will be written.
+			r.Close()
+			<-copied
+			return Result{}, fmt.Errorf("sandbox: %s", m.Err)
+		case "exited":
+			res = Result{ExitCode: m.Code, Signal: m.Sig, Killed: killed || ctx.Err() != nil}
+		default:
+			continue
+		}
+		break
+	}
+	// Background children that keep the pipe open must not hold us: the
+	// helper killed the group, so this is only a safety net.
+	select {
+	case <-copied:
+	case <-time.After(2 * time.Second):
+		r.Close()
+		<-copied
+	}
+	return res, nil
+}

@@ -1,0 +1,253 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// helperArg is the first argument that turns the binary into a helper.
+const helperArg = "__thinbot-sandbox-helper"
+
+// helperConfig is what the daemon tells a helper on its command line.
+type helperConfig struct {
+	Mode       Mode     `json:"mode"`
+	Hide       []string `json:"hide,omitempty"`
+	Workspaces []string `json:"workspaces,omitempty"`
+	Root       bool     `json:"root"`
+}
+
+func startHelper(ctx context.Context, cfg Config, m Mode) (*helper, error) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: socketpair: %w", err)
+	}
+	ours := os.NewFile(uintptr(pair[0]), "sandbox")
+	theirs := os.NewFile(uintptr(pair[1]), "sandbox-helper")
+	defer theirs.Close()
+	fc, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		theirs.Close()
+		return nil, fmt.Errorf("sandbox: socket: %w", err)
+	}
+	conn := fc.(*net.UnixConn)
+
+	root := os.Geteuid() == 0
+	hc, _ := json.Marshal(helperConfig{Mode: m, Hide: cfg.Hide, Workspaces: cfg.Workspaces, Root: root})
+	cmd := exec.Command(cfg.Exe, helperArg, string(hc))
+	// The helper and everything it starts get no environment of ours:
+	// each command brings its own, built from the allowlist.
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	cmd.Stderr = os.Stderr
+	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.SysProcAttr = procAttr(m, root)
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("sandbox: start %s helper: %w", m, explainClone(err))
+	}
+	theirs.Close()
+	h := &helper{mode: m, log: cfg.Logger, conn: conn, proc: cmd.Process, waiting: map[uint64]chan message{}, done: make(chan struct{})}
+
+	// The first message is "ready" (with what was set up) or "error".
+	type first struct {
+		m   message
+		err error
+	}
+	got := make(chan first, 1)
+	go func() {
+		m, fds, err := recv(conn)
+		closeAll(fds)
+		got <- first{m, err}
+	}()
+	var f first
+	select {
+	case f = <-got:
+	case <-ctx.Done():
+		conn.Close()
+		<-got
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("sandbox: %s helper did not get ready: %w", m, ctx.Err())
+	}
+	if f.err != nil || f.m.Op != "ready" || f.m.Info == nil {
+		conn.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		why := "it exited during set-up"
+		switch {
+		case f.err == nil && f.m.Err != "":
+			why = f.m.Err
+		case f.err != nil && !errors.Is(f.err, os.ErrClosed):
+			why = f.err.Error()
+		}
+		return nil, fmt.Errorf("sandbox: %s helper: %s", m, why)
+	}
+	h.info = *f.m.Info
+	go h.readLoop()
+	return h, nil
+}
+
+// procAttr returns the namespaces the helper starts in. A root daemon keeps
+// the host's ids in the user namespace (all of them, so ownership and ps
+// read as on the host); an ordinary user maps only itself, and keeps
+// CAP_SYS_ADMIN in the new namespace across exec (ambient) to set up mounts.
+func procAttr(m Mode, root bool) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setpgid: true}
+	if m == Approved && root {
+		a.Cloneflags = syscall.CLONE_NEWNS
+		return a
+	}
+	a.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
+	if root {
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1<<32 - 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1<<32 - 1}}
+		a.GidMappingsEnableSetgroups = true
+		return a
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
+	return a
+}
+
+func explainClone(err error) error {
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EACCES) {
+		return fmt.Errorf("the kernel refused new namespaces (%w); check kernel.unprivileged_userns_clone, user.max_user_namespaces, AppArmor's userns restriction, and systemd's RestrictNamespaces=", err)
+	}
+	return err
+}
+
+func rights(fds ...int) []byte { return unix.UnixRights(fds...) }
+
+func parseRights(oob []byte) ([]int, error) {
+	if len(oob) == 0 {
+		return nil, nil
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, fmt.Errorf("helper message: %w", err)
+	}
+	var fds []int
+	for _, cm := range msgs {
+		f, err := unix.ParseUnixRights(&cm)
+		if err != nil {
+			continue
+		}
+		for _, fd := range f {
+			unix.CloseOnExec(fd)
+		}
+		fds = append(fds, f...)
+	}
+	return fds, nil
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		_ = unix.Close(fd)
+	}
+}
+
+// Harden marks this process non-dumpable, so that no other process of the
+// same user (a command among them) can read /proc/<pid>/environ or mem or
+// attach to it, and no core file carries its secrets. It also blanks the
+// values of the variables secret names in the environment block the
+// kernel shows as /proc/<pid>/environ (Go keeps its own copy, so Getenv
+// is unaffected): root, even without CAP_SYS_PTRACE, can still read that
+// file of a non-dumpable root process. Call it after Start.
+func Harden(secret func(name string) bool) error {
+	var errs []error
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		errs = append(errs, fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err))
+	}
+	if secret != nil {
+		if err := blankEnviron(secret); err != nil {
+			errs = append(errs, fmt.Errorf("blank secrets in /proc/self/environ: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// blankEnviron overwrites, in place, the values of secret variables in the
+// process's initial environment block (env_start..env_end in
+// /proc/self/stat) with NUL bytes.
+func blankEnviron(secret func(string) bool) error {
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return err
+	}
+	// Fields after the command name (which may hold spaces); env_start and
+	// env_end are the third and second last (before exit_code).
+	i := strings.LastIndexByte(string(stat), ')')
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 50 {
+		return errors.New("short /proc/self/stat")
+	}
+	var start, end int64
+	if _, err := fmt.Sscan(f[len(f)-3], &start); err != nil {
+		return err
+	}
+	if _, err := fmt.Sscan(f[len(f)-2], &end); err != nil {
+		return err
+	}
+	if end <= start || end-start > 1<<22 {
+		return fmt.Errorf("odd environment block %d..%d", start, end)
+	}
+	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer mem.Close()
+	block := make([]byte, end-start)
+	if _, err := mem.ReadAt(block, start); err != nil {
+		return err
+	}
+	changed := false
+	off := 0
+	for _, kv := range strings.Split(string(block), "\x00") {
+		name, val, ok := strings.Cut(kv, "=")
+		if ok && val != "" && secret(name) {
+			v := off + len(name) + 1
+			for j := v; j < v+len(val); j++ {
+				block[j] = 0
+			}
+			changed = true
+		}
+		off += len(kv) + 1
+	}
+	if !changed {
+		return nil
+	}
+	_, err = mem.WriteAt(block, start)
+	return err
+}
+
+// IsHelper reports whether args (os.Args) ask for a helper.
+func IsHelper(args []string) bool { return len(args) > 1 && args[1] == helperArg }
+
+// configArg returns the helper config from args; used by Main.
+func configArg(args []string) (helperConfig, error) {
+	var hc helperConfig
+	if len(args) < 3 {
+		return hc, errors.New("missing helper config")
+	}
+	if err := json.Unmarshal([]byte(args[2]), &hc); err != nil {
+		return hc, fmt.Errorf("helper config: %w", err)
+	}
+	for _, p := range append(append([]string(nil), hc.Hide...), hc.Workspaces...) {
+		if !strings.HasPrefix(p, "/") {
+			return hc, fmt.Errorf("helper config: %q is not absolute", p)
+		}
+	}
+	return hc, nil
+}
