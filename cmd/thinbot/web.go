@@ -207,11 +207,13 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
 	}
 	absState, _ := filepath.Abs(stateDir)
 	policy = policy.WithProtected(absState)
+	sbx := startSandbox(ctx, e.getenv("THINBOT_SANDBOX"), []string{absState}, []string{ws}, logger)
+	defer sbx.close()
 	set := skills.Load(skillDirs(e, ws), skills.Options{Probe: skillProbe(e), Logger: logger})
 	agent, err := agentcore.New(agentcore.Config{
 		Store: db, Model: model, Policy: policy, Skills: set, Secrets: secrets,
 		GlobalInstructions: readText(filepath.Join(configDir(e), "AGENT.md")),
-		Exec:               agentcore.ExecConfig{Environ: os.Environ()},
+		Exec:               sbx.exec(agentcore.ExecConfig{Environ: os.Environ()}),
 		Logger:             logger,
 	})
 	if err != nil {
