@@ -58,8 +58,10 @@ type Config struct {
 	CompactAt float64
 	// CompactPrompt replaces the built-in compaction instruction if set.
 	CompactPrompt string
-	// SkillIndexShare is the share of the context window the skill index may
-	// take; 0 means 0.02 (as Codex does).
+	// SkillIndexShare is the share of the context window the skill index
+	// takes; 0 means 0.02 (as Codex does). The index may grow to four times
+	// that so every skill keeps a short description and the skills matching
+	// the session's first message keep long ones (skills.IndexOptionsFor).
 	SkillIndexShare float64
 	// Secrets are values (the model API key, chat tokens) replaced by
 	// [REDACTED] wherever they appear in command output or a file read, so

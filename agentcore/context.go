@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/thinbot/thinbot/gate"
+	"github.com/thinbot/thinbot/skills"
 	"github.com/thinbot/thinbot/store"
 )
 
@@ -74,14 +75,22 @@ func (a *Agent) systemPrompt(rs *runState) string {
 		b.WriteString("\n")
 	}
 	if len(a.cfg.Skills.Skills) > 0 {
-		budget := int(float64(a.cfg.ContextWindow)*a.cfg.SkillIndexShare) * 4 // tokens -> bytes, ~4 bytes a token
+		// The index is ranked against the session's first message, which
+		// the chain keeps: every run of the session builds the same bytes
+		// (a stable prefix), and the configured window, not one a server
+		// reported later, sizes it.
+		query := rs.s.proj.FirstUser()
+		if query == "" {
+			query = rs.t.Text
+		}
+		opts := skills.IndexOptionsFor(a.cfg.ContextWindow, a.cfg.SkillIndexShare, query)
 		b.WriteString("\n\n# Skills\n")
 		if rs.text {
 			b.WriteString("Each skill's instructions are in its SKILL.md; cat it before using the skill.\n")
 		} else {
 			b.WriteString("Load a skill's instructions with the skill tool before using it.\n")
 		}
-		b.WriteString(a.cfg.Skills.Index(budget))
+		b.WriteString(a.cfg.Skills.IndexWith(opts))
 	}
 	if rs.t.Dir != "" {
 		if mem := strings.TrimSpace(readLimited(filepath.Join(rs.t.Dir, MemoryFile), maxMemoryBytes)); mem != "" {

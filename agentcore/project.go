@@ -40,6 +40,9 @@ type Projector struct {
 	bytes  int      // msgBytes summed over msgs, for Tokens
 	branch int
 	text   bool // the session switched to the text protocol
+	// first is the session's first user message (any branch), which the
+	// skill index is ranked against.
+	first string
 	// open holds tool calls of the last assistant message still waiting for a result.
 	open []ToolCall
 }
@@ -50,6 +53,10 @@ func (p *Projector) Branch() int { return p.branch }
 // TextProtocol reports whether the session switched to the text protocol.
 func (p *Projector) TextProtocol() bool { return p.text }
 
+// FirstUser is the text of the session's first user message, in any
+// branch, not counting the kernel's own (actor "system"); "" before one.
+func (p *Projector) FirstUser() string { return p.first }
+
 // System is the newest system prompt applied.
 func (p *Projector) System() string { return p.system }
 
@@ -59,6 +66,12 @@ func (p *Projector) Apply(e store.Event) {
 		// A new branch leaves everything before it out of the projection.
 		p.branch, p.open = e.Branch, nil
 		p.reset(nil, nil)
+	}
+	if e.Type == EvUserMessage && p.first == "" && e.Actor != "system" {
+		var v userMessagePayload
+		if decode(e, &v) {
+			p.first = v.Text
+		}
 	}
 	if e.Branch < p.branch {
 		return

@@ -15,9 +15,15 @@
 //
 // # Progressive disclosure
 //
-// The system prompt holds only Set.Index: one line per skill within a byte
-// budget (IndexBudget: 2% of the context window, at the EstimateTokens rule
-// of 4 bytes per token). The skill tool returns Skill.Text, the body with
+// The system prompt holds only the index (Set.IndexWith): one line per
+// skill within a byte budget (IndexOptionsFor: 2% of the context window at
+// the EstimateTokens rule of 4 bytes per token, growing to 8% so that every
+// skill keeps at least FloorDescription bytes of description). Skills are
+// ranked against the session's first message (Set.Rank, shared words): the
+// best matches keep long lines; when even the short ones do not fit, the
+// least relevant skills are named on one trailing line. The index depends
+// only on the Set and the first message, so it is the same for every run
+// of a session. The skill tool returns Skill.Text, the body with
 // the skill-folder placeholders filled in ({SKILL_DIR}, OpenClaw's {baseDir},
 // Claude Code's ${CLAUDE_SKILL_DIR}, ${SKILL_DIR}, {{skillDir}}) and the
 // skill's file list.

@@ -54,55 +54,224 @@ func IndexBudget(contextTokens int) int {
 	return contextTokens * 2 / 100 * 4
 }
 
-// Index renders the skill index for the system prompt: one line per loaded
-// skill, "- name: description", with the description's whitespace collapsed
-// and the line cut at a word boundary with "…" to at most MaxIndexLine
-// bytes. When all lines together (newline-separated) exceed budgetBytes,
-// every line is cut to the same shorter length, so that no skill is dropped;
-// if even "- name" lines do not fit, the index is names only and exceeds the
-// budget. budgetBytes <= 0 means DefaultIndexBudget. The result is
-// deterministic for a Set, which keeps the prompt prefix stable. An empty
-// Set gives "".
+// IndexOptions says how much room the index has and what it is for.
+type IndexOptions struct {
+	// Budget is the index's share of the prompt in bytes; 0 means
+	// DefaultIndexBudget.
+	Budget int
+	// MaxBudget is how far the index may grow past Budget so that every
+	// skill keeps a floor description and the skills that match Query keep
+	// a long one; values below Budget mean Budget (no growth).
+	MaxBudget int
+	// Query is what the skills are ranked against: the session's first
+	// user message. "" ranks by name.
+	Query string
+}
+
+// IndexOptionsFor returns the options the kernel uses for a model with a
+// context window of contextTokens tokens: Budget is share of the window
+// (0 means 0.02, as Codex does) and MaxBudget four times that, so that at
+// a 32k window 80 skills all keep a useful description.
+func IndexOptionsFor(contextTokens int, share float64, query string) IndexOptions {
+	if share <= 0 {
+		share = 0.02
+	}
+	budget := DefaultIndexBudget
+	if contextTokens > 0 {
+		budget = int(float64(contextTokens)*share) * 4
+	}
+	return IndexOptions{Budget: budget, MaxBudget: 4 * budget, Query: query}
+}
+
+const (
+	// FloorDescription is the description every index line keeps, in
+	// bytes, while the budget allows: enough to say what a skill is for.
+	FloorDescription = 60
+	// maxRelevant bounds the skills matching the query that get long lines;
+	// maxRelevantPacked does when not every skill keeps its floor.
+	maxRelevant       = 8
+	maxRelevantPacked = 3
+	// namesLead starts the trailing line of skills listed by name only.
+	namesLead = "- Also available (open one to see what it does): "
+)
+
+// Index renders the skill index with IndexOptions{Budget: budgetBytes}.
 func (s Set) Index(budgetBytes int) string {
-	if len(s.Skills) == 0 {
+	return s.IndexWith(IndexOptions{Budget: budgetBytes})
+}
+
+// IndexWith renders the skill index for the system prompt: one line per
+// skill, "- name: description", with whitespace collapsed and lines cut at a
+// word boundary with "…", at most MaxIndexLine bytes. Within the budget:
+//
+//  1. every skill keeps at least FloorDescription bytes of description;
+//     the index grows up to MaxBudget for that;
+//  2. skills that match the query (words shared with name and description,
+//     see Rank) keep long lines, the best first, up to maxRelevant of them;
+//  3. what budget is left lengthens all other lines equally.
+//
+// When even the floors do not fit in MaxBudget, skills get their lines in
+// rank order while they fit (long lines for the three best matches only),
+// and the rest are listed by name on one
+// trailing line: no skill is ever dropped, so an index of names alone may
+// exceed the budget. Lines are sorted by name, the names line last. The
+// result is a pure function of the Set and the options, so a session that
+// keeps its query keeps its prompt prefix byte for byte. An empty Set gives "".
+func (s Set) IndexWith(o IndexOptions) string {
+	n := len(s.Skills)
+	if n == 0 {
 		return ""
 	}
-	if budgetBytes <= 0 {
-		budgetBytes = DefaultIndexBudget
+	budget := o.Budget
+	if budget <= 0 {
+		budget = DefaultIndexBudget
 	}
-	full := make([]string, len(s.Skills))
+	maxBudget := max(o.MaxBudget, budget)
+	full := make([]string, n)
+	floor := make([]string, n)
 	for i, sk := range s.Skills {
 		full[i] = "- " + sk.Name + ": " + strings.Join(strings.Fields(sk.Description), " ")
+		floor[i] = floorLine(full[i], sk.Name)
 	}
-	total := func(limit int) int {
-		n := len(full) - 1
-		for i, l := range full {
-			n += len(shorten(l, limit, s.Skills[i].Name))
+	rank, scores := s.Rank(o.Query)
+	relevant := rank[:0:0]
+	isRel := make(map[int]bool)
+	for _, i := range rank {
+		if scores[i] > 0 && len(relevant) < maxRelevant {
+			relevant = append(relevant, i)
+			isRel[i] = true
 		}
-		return n
 	}
-	limit := MaxIndexLine
-	if total(limit) > budgetBytes {
-		// The total grows with limit, so search the largest limit that fits.
-		lo, hi := 0, MaxIndexLine
-		for lo < hi {
-			mid := (lo + hi + 1) / 2
-			if total(mid) <= budgetBytes {
-				lo = mid
-			} else {
-				hi = mid - 1
+	lines := slices.Clone(floor)
+	cost := func() int {
+		c := n - 1
+		for _, l := range lines {
+			c += len(l)
+		}
+		return c
+	}
+	floors := cost()
+	if floors > maxBudget {
+		return s.packed(rank, isRel, full, floor, maxBudget)
+	}
+	want := floors
+	for _, i := range relevant {
+		want += len(shorten(full[i], MaxIndexLine, s.Skills[i].Name)) - len(floor[i])
+	}
+	limit := min(maxBudget, max(budget, want))
+	for _, i := range relevant {
+		long := shorten(full[i], MaxIndexLine, s.Skills[i].Name)
+		if extra := len(long) - len(lines[i]); cost()+extra <= limit {
+			lines[i] = long
+		}
+	}
+	// The rest of the budget lengthens the other lines equally: the
+	// largest common cut that fits.
+	fixed := n - 1
+	for i := range lines {
+		if isRel[i] {
+			fixed += len(lines[i])
+		}
+	}
+	total := func(cut int) int {
+		t := fixed
+		for i := range lines {
+			if !isRel[i] {
+				l := shorten(full[i], cut, s.Skills[i].Name)
+				if len(l) < len(floor[i]) {
+					l = floor[i]
+				}
+				t += len(l)
 			}
 		}
-		limit = lo
+		return t
 	}
-	var b strings.Builder
-	for i, l := range full {
-		if i > 0 {
-			b.WriteByte('\n')
+	lo, hi := 0, MaxIndexLine
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if total(mid) <= limit {
+			lo = mid
+		} else {
+			hi = mid - 1
 		}
-		b.WriteString(shorten(l, limit, s.Skills[i].Name))
 	}
-	return b.String()
+	for i := range lines {
+		if !isRel[i] {
+			if l := shorten(full[i], lo, s.Skills[i].Name); len(l) > len(floor[i]) {
+				lines[i] = l
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// packed is IndexWith when not every skill can keep its floor: in rank
+// order, each of the three best-matching skills gets its long line (or its
+// floor) and any other skill its floor, while the lines so far and the names line
+// for the rest fit in limit.
+func (s Set) packed(rank []int, relevant map[int]bool, full, floor []string, limit int) string {
+	n := len(s.Skills)
+	lines := make([]string, n)
+	nameBytes := 0
+	for _, sk := range s.Skills {
+		nameBytes += len(sk.Name)
+	}
+	namesLine := func(k, bytes int) int {
+		if k == 0 {
+			return 0
+		}
+		return len(namesLead) + bytes + 2*(k-1)
+	}
+	used, left, long := 0, n, 0
+	for _, i := range rank {
+		name := len(s.Skills[i].Name)
+		cands := []string{floor[i]}
+		if relevant[i] && long < maxRelevantPacked {
+			long++
+			cands = []string{shorten(full[i], MaxIndexLine, s.Skills[i].Name), floor[i]}
+		}
+		for _, l := range cands {
+			if used+len(l)+1+namesLine(left-1, nameBytes-name) <= limit+1 {
+				lines[i] = l
+				used += len(l) + 1
+				left--
+				nameBytes -= name
+				break
+			}
+		}
+	}
+	var out, names []string
+	for i := range n {
+		if lines[i] == "" {
+			names = append(names, s.Skills[i].Name)
+		} else {
+			out = append(out, lines[i])
+		}
+	}
+	if len(names) > 0 {
+		out = append(out, namesLead+strings.Join(names, ", "))
+	}
+	return strings.Join(out, "\n")
+}
+
+// floorLine cuts an index line to its floor: at least FloorDescription
+// bytes of description, ending at the first word boundary after them (at
+// most 24 bytes further), then "…".
+func floorLine(line, name string) string {
+	head := len("- " + name + ": ")
+	if len(line) <= head+FloorDescription+24+len("…") {
+		return line
+	}
+	cut := head + FloorDescription
+	if sp := strings.IndexByte(line[cut:head+FloorDescription+24], ' '); sp >= 0 {
+		cut += sp
+	} else {
+		cut += 24
+		for cut > head && !utf8.RuneStart(line[cut]) {
+			cut--
+		}
+	}
+	return strings.TrimRight(line[:cut], " ,;:.-") + "…"
 }
 
 // shorten cuts an index line to at most limit bytes, at a word boundary if

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,6 +106,39 @@ func TestCLISkillBodyReadWhenOpened(t *testing.T) {
 	}
 	if out := lastToolResult(reqs[2]); !strings.Contains(out, "error: skill disk-check") || !strings.Contains(out, "readable when thinbot started") {
 		t.Errorf("after removal the skill tool gave %q", out)
+	}
+	verifyChain(t, dbOf(dir))
+}
+
+// At a small window with many skills, the index keeps a long description
+// for the skill that matches the thread's first message, and the system
+// prompt stays byte-identical across the runs of the session.
+func TestCLISkillIndexRankedAndStable(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 60 {
+		name := fmt.Sprintf("helper-%02d", i)
+		writeSkillFile(t, filepath.Join(dir, "skills", name), fmt.Sprintf("---\nname: %s\ndescription: Generic helper %d for assorted chores on hosts and services, with a long explanation of its options and caveats.\n---\nBody.\n", name, i))
+	}
+	certDesc := "Check TLS certificate expiry, chains and SAN names of hosts and files. Use when a certificate is about to expire or clients report TLS errors."
+	writeSkillFile(t, filepath.Join(dir, "skills", "tls-certs"), "---\nname: tls-certs\ndescription: "+certDesc+"\n---\nBody.\n")
+	m := fakemodel.Start(t, fakemodel.Reply{Content: "Checked."}, fakemodel.Reply{Content: "Also checked."})
+	env := append(modelEnv(m), "AGENT_CONTEXT_WINDOW=8192")
+	if r := thinbot(t, dir, env, "ask", "-s", "does the TLS certificate of www expire soon?"); r.code != 0 {
+		t.Fatalf("first ask: %s", r.stderr)
+	}
+	if r := thinbot(t, dir, env, "ask", "-s", "and what about helper-07?"); r.code != 0 {
+		t.Fatalf("second ask: %s", r.stderr)
+	}
+	reqs := m.Requests()
+	sys0, sys1 := reqs[0].Messages[0].Content, reqs[1].Messages[0].Content
+	if sys0 != sys1 {
+		t.Error("the system prompt changed between the runs of one session")
+	}
+	if !strings.Contains(sys0, "- tls-certs: "+certDesc) {
+		t.Errorf("the matching skill lost its description:\n%s", sys0)
+	}
+	if !strings.Contains(sys0, "helper-59") {
+		t.Error("a skill was dropped from the index")
 	}
 	verifyChain(t, dbOf(dir))
 }

@@ -28,7 +28,7 @@ var errSkillInvalid = errors.New("skill is not usable")
 
 // cmdSkills lists the skills of the search path, or checks one skill folder:
 //
-//	thinbot skills [--dir D]... [--json] [--index] [--context-tokens N]
+//	thinbot skills [--dir D]... [--json] [--index] [--context-tokens N] [--query TEXT]
 //	thinbot skills check DIR
 func cmdSkills(_ context.Context, e *env, args []string) error {
 	if len(args) > 0 && args[0] == "check" {
@@ -41,6 +41,7 @@ func cmdSkills(_ context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON for scripts and reviewers")
 	index := fs.Bool("index", false, "print the skill index exactly as the model's system prompt holds it")
 	ctxTokens := fs.Int("context-tokens", 0, "model context window in tokens, for the --index budget (0: 8000-byte default)")
+	query := fs.String("query", "", "a session's first message, which --index ranks the skills against")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: thinbot skills [--dir D]... [--json] [--index]\n       thinbot skills check DIR")
 		fs.PrintDefaults()
@@ -63,11 +64,11 @@ func cmdSkills(_ context.Context, e *env, args []string) error {
 	case *asJSON:
 		return writeSkillsJSON(e.stdout, dirs, set)
 	case *index:
-		budget := skills.IndexBudget(*ctxTokens)
-		idx := set.Index(budget)
+		opts := skills.IndexOptionsFor(*ctxTokens, 0, *query)
+		idx := set.IndexWith(opts)
 		fmt.Fprintln(e.stdout, idx)
-		fmt.Fprintf(e.stderr, "%d skills, %d bytes of a %d-byte budget, about %d tokens\n",
-			len(set.Skills), len(idx), budget, skills.EstimateTokens(idx))
+		fmt.Fprintf(e.stderr, "%d skills, %d bytes (budget %d, up to %d for short descriptions), about %d tokens\n",
+			len(set.Skills), len(idx), opts.Budget, opts.MaxBudget, skills.EstimateTokens(idx))
 		return nil
 	}
 	writeSkillsText(e.stdout, dirs, set)
