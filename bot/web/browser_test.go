@@ -234,6 +234,7 @@ func TestBrowserConsole(t *testing.T) {
 	started := time.Now()
 	send(t, alice, "/stop")
 	waitText(t, alice, "#posts", "Stopped by /stop")
+	waitText(t, alice, "#posts", "the process group was killed")
 	if d := time.Since(started); d > 50*time.Second {
 		t.Errorf("/stop took %v: the command was not killed", d)
 	}
@@ -338,4 +339,33 @@ func tamperedCopy(t *testing.T, db *store.DB, old, repl string) (*store.DB, uint
 	}
 	t.Cleanup(func() { cp.Close() })
 	return cp, seq
+}
+
+// TestBrowserBigSessionFirstPaint opens a page of a 10,000-event session's
+// timeline and logs the browser's figures: server response time and first
+// contentful paint (Performance API). It asserts nothing about time.
+func TestBrowserBigSessionFirstPaint(t *testing.T) {
+	db := fillBig(t, 10000)
+	viewer, err := New(Config{Listen: "127.0.0.1:0", Chain: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(viewer.Handler())
+	t.Cleanup(hs.Close)
+	bctx := browser(t)
+	local := tab(t, bctx, "")
+	// Warm the verification cache, as any earlier page view does.
+	do(t, local, "open the sessions", chromedp.Navigate(hs.URL+"/audit"), chromedp.WaitVisible(chromedp.CSS("#sessions")))
+	do(t, local, "open the big session", chromedp.Navigate(hs.URL+"/audit/session?id="+bigSession+"&after=5000"),
+		chromedp.WaitVisible(chromedp.CSS("#next-page")))
+	fig := eval[map[string]float64](t, local, `new Promise((ok) => { const f = () => {
+		const p = performance.getEntriesByName("first-contentful-paint")[0]; const n = performance.getEntriesByType("navigation")[0];
+		if (p && n) ok({fcp: p.startTime, ttfb: n.responseStart - n.requestStart, html: n.responseEnd - n.requestStart, dom: n.domContentLoadedEventEnd});
+		else setTimeout(f, 20); }; f(); })`)
+	t.Logf("10,000-event session, page of 200 events: server %.0f ms to first byte, %.0f ms to the whole page, DOM ready at %.0f ms, first contentful paint at %.0f ms",
+		fig["ttfb"], fig["html"], fig["dom"], fig["fcp"])
+	if n := eval[int](t, local, `document.querySelectorAll("#timeline li.ev").length`); n != 200 {
+		t.Errorf("the page shows %d events, want 200", n)
+	}
+	shot(t, local, "12-audit-10k-session")
 }

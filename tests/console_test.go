@@ -1,0 +1,166 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/thinbot/thinbot/tests/fakemodel"
+)
+
+// startConsole runs `thinbot serve` without a config in dir (the README's
+// first command) and waits until it answers.
+func startConsole(t *testing.T, dir, addr string, env []string) (*exec.Cmd, *logBuffer, chan struct{}) {
+	t.Helper()
+	cmd := exec.Command(thinbotBin, "serve", "--listen", addr)
+	cmd.Dir = dir
+	cmd.Env = append(baseEnv(), env...)
+	log := &logBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("thinbot output:\n%s", tail(log.String(), 6000))
+		}
+	})
+	waitUntil(t, "the console to answer", func() bool {
+		select {
+		case <-done:
+			t.Fatalf("thinbot serve exited:\n%s", log.String())
+		default:
+		}
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return cmd, log, done
+}
+
+func TestConsoleServeWithoutConfig(t *testing.T) {
+	model := fakemodel.Start(t, fakemodel.Reply{Content: "Hello from the console test.", Stream: true, Fragment: 5})
+	dir, addr := t.TempDir(), freeAddr(t)
+	cmd, log, done := startConsole(t, dir, addr, []string{"AGENT_BASE_URL=" + model.URL, "AGENT_MODEL=test-model"})
+	if !strings.Contains(log.String(), "open http://"+addr) {
+		t.Errorf("the console did not say where to open it:\n%s", log.String())
+	}
+	base := "http://" + addr
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), `id="composer"`) || strings.Contains(string(page), "No model is configured") {
+		t.Fatalf("console page: %d\n%s", resp.StatusCode, page)
+	}
+	req, _ := http.NewRequest("POST", base+"/api/threads", strings.NewReader(`{"text":"say hello"}`))
+	req.Header.Set("Origin", base)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var th struct{ ID string }
+	json.NewDecoder(resp.Body).Decode(&th)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || th.ID == "" {
+		t.Fatalf("new thread: %d", resp.StatusCode)
+	}
+	// Follow the thread until the answer is there.
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	sreq, _ := http.NewRequestWithContext(ctx, "GET", base+"/api/threads/"+th.ID+"/events", nil)
+	sresp, err := http.DefaultClient.Do(sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(sresp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var stream strings.Builder
+	for sc.Scan() && !strings.Contains(stream.String(), "Hello from the console test.") {
+		stream.WriteString(sc.Text())
+	}
+	sresp.Body.Close()
+	if !strings.Contains(stream.String(), "Hello from the console test.") {
+		t.Fatalf("the answer never reached the page's event stream: %s", stream.String())
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(waitTimeout):
+		t.Fatal("thinbot serve did not stop on SIGTERM")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	verifyChain(t, filepath.Join(dir, ".thinbot", "events.db"))
+	if _, err := os.Stat(filepath.Join(dir, ".thinbot", "audit.jsonl")); err != nil {
+		t.Errorf("no audit export in ./.thinbot: %v", err)
+	}
+}
+
+func TestConsoleWithoutModelSaysHowToSetIt(t *testing.T) {
+	dir, addr := t.TempDir(), freeAddr(t)
+	startConsole(t, dir, addr, nil)
+	resp, err := http.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), "No model is configured") || !strings.Contains(string(page), "AGENT_BASE_URL") {
+		t.Errorf("the console page does not say how to configure the model:\n%s", page)
+	}
+}
+
+func TestConsoleRefusesNonLoopbackWithoutAuth(t *testing.T) {
+	r := thinbot(t, t.TempDir(), nil, "serve", "--listen", "0.0.0.0:0")
+	if r.code == 0 || !strings.Contains(r.stderr, "refusing to serve 0.0.0.0:0 without authentication") {
+		t.Errorf("serve --listen 0.0.0.0:0: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+func TestConfigWebSectionChecked(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	tok := writeSecret(t, dir, "mm.token", "tok")
+	cfg := `platform: mattermost
+mattermost: {url: "http://127.0.0.1:1", token_file: ` + tok + `, callback_url: "http://127.0.0.1:1/cb"}
+model: {base_url: "http://127.0.0.1:1/v1", model: m}
+state_dir: ` + filepath.Join(dir, "state") + `
+channels: [{id: c1, workspace: ` + ws + `, approvers: [bob]}]
+web:
+  listen: 0.0.0.0:8081
+`
+	p := filepath.Join(dir, "thinbot.yaml")
+	os.WriteFile(p, []byte(cfg), 0o600)
+	r := thinbot(t, dir, nil, "config", "check", "--config", p)
+	for _, want := range []string{"refusing to serve 0.0.0.0:8081 without authentication", "web.auditors is empty"} {
+		if r.code == 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("config check: exit %d, want %q in\n%s", r.code, want, r.stdout)
+		}
+	}
+}
