@@ -7,8 +7,10 @@ import (
 	"time"
 )
 
-// commandName reads an in-thread command: "/stop" or "!stop" (Mattermost
-// takes a leading "/" in a direct message for its own slash commands).
+// commandName reads an in-thread command: "/stop" or "!stop". Both
+// Mattermost and Slack take a message that starts with "/" for one of their
+// own slash commands, so users write "@thinbot /stop" (the mention is
+// stripped before this) or "!stop".
 func commandName(text string) (string, bool) {
 	if len(text) < 2 || (text[0] != '/' && text[0] != '!') {
 		return "", false
@@ -29,7 +31,7 @@ const helpText = "**thinbot** — mention me with a task; this thread is one ses
 	"- `/skills` the skills I can use, and hidden ones with the reason\n" +
 	"- `/audit` the last commands of this thread: verdict, approver, exit code\n" +
 	"Read-only commands run at once; changes wait for an approver's click; dangerous commands never run. " +
-	"(In a direct message, write `!stop` instead of `/stop`.)"
+	"(Chat clients take a message that starts with `/` for their own slash command: write `@thinbot /stop`, or `!stop`.)"
 
 // command handles an in-thread command. /stop acts at once, ahead of the
 // queue; /clear and /compact wait their turn in the queue.

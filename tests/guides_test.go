@@ -1,0 +1,285 @@
+package tests
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/thinbot/thinbot/tests/fakeslack"
+)
+
+// The setup guides (deploy/mattermost.md, deploy/slack.md) followed
+// literally from a clean directory against the fakes: the guide's own
+// shell blocks create the folders and token files, its config block is the
+// config file, its `config check` and `thinbot serve` lines are run as
+// written, its readyz URL is asked, and a mention is answered. Only the
+// values a reader replaces with theirs are rewritten: hosts, ids, tokens,
+// and the root of the filesystem (a temp dir instead of /). A guide block
+// is marked by an HTML comment, <!-- guide-test: NAME -->, on the line
+// before its fence.
+
+// guideBlocks returns the marked fenced blocks of a guide by name.
+func guideBlocks(t *testing.T, text string) map[string]string {
+	t.Helper()
+	blocks := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	name, in := "", false
+	var b strings.Builder
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case !in && strings.HasPrefix(line, "<!-- guide-test: "):
+			name = strings.TrimSuffix(strings.TrimPrefix(line, "<!-- guide-test: "), " -->")
+		case !in && name != "" && strings.HasPrefix(line, "```"):
+			in = true
+			b.Reset()
+		case in && strings.HasPrefix(line, "```"):
+			blocks[name] = b.String()
+			name, in = "", false
+		case in:
+			b.WriteString(line + "\n")
+		}
+	}
+	for _, want := range []string{"setup", "config", "dms", "check", "serve", "ready"} {
+		if blocks[want] == "" {
+			t.Fatalf("the guide has no %q block", want)
+		}
+	}
+	return blocks
+}
+
+// asUser turns a guide's root commands into ones a test can run: no sudo,
+// no chown, no useradd (the test is the thinbot user).
+func asUser(block string) string {
+	var out []string
+	for _, l := range strings.Split(block, "\n") {
+		if strings.HasPrefix(l, "sudo useradd") {
+			continue
+		}
+		l = strings.ReplaceAll(l, "sudo -u thinbot ", "")
+		l = strings.ReplaceAll(l, "sudo ", "")
+		l = strings.ReplaceAll(l, " -o thinbot -g thinbot", "")
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
+}
+
+// guideRun is a guide followed: setup, config (with the DM entry), check,
+// serve, ready. The serve process is killed at cleanup if still running.
+type guideRun struct {
+	t      *testing.T
+	root   string // stands for /
+	guide  string
+	blocks map[string]string
+	rw     *strings.Replacer
+	cmd    *exec.Cmd
+	log    *logBuffer
+	done   chan struct{}
+}
+
+func followGuide(t *testing.T, guide string, values map[string]string) *guideRun {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join("..", "deploy", guide))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	var pairs []string
+	for k, v := range values {
+		pairs = append(pairs, k, v)
+	}
+	for _, p := range []string{"/etc/thinbot", "/var/lib/thinbot", "/srv/ops"} {
+		pairs = append(pairs, p, root+p)
+	}
+	g := &guideRun{t: t, root: root, guide: string(text), blocks: guideBlocks(t, string(text)),
+		rw: strings.NewReplacer(pairs...), log: &logBuffer{}, done: make(chan struct{})}
+	os.MkdirAll(filepath.Join(root, "etc"), 0o755)
+	os.MkdirAll(filepath.Join(root, "var", "lib"), 0o755)
+	os.MkdirAll(filepath.Join(root, "srv"), 0o755)
+
+	// Step: install (folders, token files), as the guide writes it.
+	if out, err := g.shell(asUser(g.rw.Replace(g.blocks["setup"]))).CombinedOutput(); err != nil {
+		t.Fatalf("the guide's setup failed: %v\n%s", err, out)
+	}
+	// Every token file the guide names anywhere is the one setup wrote:
+	// no name changes between steps.
+	for _, f := range regexp.MustCompile(`/etc/thinbot/[A-Za-z0-9_.-]+\.(?:token|secret|key)`).FindAllString(g.guide, -1) {
+		if strings.HasSuffix(f, "model.key") || strings.HasSuffix(f, "slack-signing.secret") {
+			continue // optional (commented out), and HTTP mode's own step
+		}
+		if _, err := os.Stat(root + f); err != nil {
+			t.Errorf("the guide names %s, which its setup does not create", f)
+		}
+	}
+	// Step: the config file, as the guide shows it, with the entry that
+	// enables direct messages added at the end of channels:.
+	cfg := filepath.Join(root, "etc", "thinbot", "thinbot.yaml")
+	if err := os.WriteFile(cfg, []byte(g.rw.Replace(g.blocks["config"]+g.blocks["dms"])), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Step: config check, as written.
+	check := asUser(g.rw.Replace(g.blocks["check"]))
+	if out, err := g.shell(check).CombinedOutput(); err != nil || !strings.Contains(string(out), "is fine") {
+		t.Fatalf("the guide's %q: %v\n%s", strings.TrimSpace(check), err, out)
+	}
+	// Step: thinbot serve, as written (exec, so that SIGTERM reaches it).
+	g.cmd = g.shell("exec " + strings.TrimSpace(asUser(g.rw.Replace(g.blocks["serve"]))))
+	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { g.cmd.Wait(); close(g.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-g.done:
+		default:
+			g.cmd.Process.Kill()
+			<-g.done
+		}
+		if t.Failed() {
+			t.Logf("thinbot output:\n%s", tail(g.log.String(), 6000))
+		}
+	})
+	// Step: the readyz check, at the guide's URL.
+	url := regexp.MustCompile(`https?://\S+/readyz`).FindString(g.rw.Replace(g.blocks["ready"]))
+	if url == "" {
+		t.Fatalf("the ready block has no /readyz URL: %q", g.blocks["ready"])
+	}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	var last string
+	g.wait("the guide's "+url+" to say ready", func() bool {
+		resp, err := hc.Get(url)
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		last = string(b)
+		return resp.StatusCode == http.StatusOK && strings.TrimSpace(last) == "ready"
+	}, &last)
+	return g
+}
+
+// shell runs script with bash in the guide's root, with the thinbot binary
+// on PATH as /usr/local/bin/thinbot would be.
+func (g *guideRun) shell(script string) *exec.Cmd {
+	cmd := exec.Command("bash", "-euc", script)
+	cmd.Dir = g.root
+	cmd.Env = []string{"PATH=" + filepath.Dir(thinbotBin) + ":" + os.Getenv("PATH"), "HOME=" + g.root, "USER=thinbot"}
+	return cmd
+}
+
+func (g *guideRun) wait(what string, cond func() bool, last *string) {
+	g.t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		select {
+		case <-g.done:
+			g.t.Fatalf("thinbot exited while waiting for %s", what)
+		default:
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("timed out waiting for %s (last: %q)", what, *last)
+		}
+		time.Sleep(waitTick)
+	}
+}
+
+// answered mentions the bot as alice in channel and waits for the answer.
+func (g *guideRun) answered(chat chatSide, channel string) {
+	g.t.Helper()
+	root := chat.Mention("alice", channel, "", "uptime")
+	var last string
+	g.wait("the mention in "+channel+" to be answered", func() bool {
+		for _, p := range chat.BotPosts(channel, root) {
+			if last = p.Text; strings.Contains(p.Text, "ANSWER(uptime)") {
+				return true
+			}
+		}
+		return false
+	}, &last)
+}
+
+// stop sends SIGTERM and expects a clean exit.
+func (g *guideRun) stop() {
+	g.t.Helper()
+	g.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-g.done:
+	case <-time.After(30 * time.Second):
+		g.t.Fatal("thinbot did not stop within 30s of SIGTERM")
+	}
+	if code := g.cmd.ProcessState.ExitCode(); code != 0 {
+		g.t.Errorf("thinbot exited with %d", code)
+	}
+}
+
+// checkUnit checks that the systemd unit the guide installs runs the
+// guide's config and lets commands write to its state and workspace.
+func checkUnit(t *testing.T) {
+	t.Helper()
+	unit, err := os.ReadFile(filepath.Join("..", "deploy", "thinbot.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"ExecStart=/usr/local/bin/thinbot serve --config /etc/thinbot/thinbot.yaml",
+		"ExecStartPre=/usr/local/bin/thinbot config check --config /etc/thinbot/thinbot.yaml",
+		"ReadWritePaths=/var/lib/thinbot /srv/ops",
+		"User=thinbot",
+	} {
+		if !strings.Contains(string(unit), want) {
+			t.Errorf("deploy/thinbot.service lacks %q", want)
+		}
+	}
+}
+
+func TestGuideMattermost(t *testing.T) {
+	t.Parallel()
+	chat := newMMChat(t).(*mmChat)
+	m := modelFunc(t, (&answerer{}).reply)
+	addr := freeAddr(t)
+	g := followGuide(t, "mattermost.md", map[string]string{
+		"https://mattermost.example.com": chat.s.URL,
+		"http://10.0.0.8:8000/v1":        m.URL,
+		"10.0.0.5:8079":                  addr,
+		"4xp9fdt4e3rpcqa8cwyb3ou3yw":     chat.Ops(),
+		"wbiz7r1mzpfk9g3nd5ce8t4hqy":     chat.UserID("alice"),
+		"q3mtjx6fa8d1oxk5reh9ubp2wn":     chat.UserID("bob"),
+		"PASTE-THE-BOT-TOKEN-HERE":       chat.s.Bot.Token,
+	})
+	g.answered(chat, chat.Ops())
+	g.answered(chat, chat.DM("alice")) // the guide's DM entry works
+	g.stop()
+	checkUnit(t)
+}
+
+func TestGuideSlack(t *testing.T) {
+	t.Parallel()
+	chat := newSlack(t, "")
+	m := modelFunc(t, (&answerer{}).reply)
+	addr := freeAddr(t)
+	g := followGuide(t, "slack.md", map[string]string{
+		"  # api_url: https://slack.com/api/   # only for a proxy in front of Slack": "  api_url: " + chat.f.APIURL(),
+		"http://10.0.0.8:8000/v1":   m.URL,
+		"127.0.0.1:8079":            addr,
+		"C0123ABCD":                 chat.Ops(),
+		"U0123ALICE":                chat.UserID("alice"),
+		"U0123BOBBY":                chat.UserID("bob"),
+		"PASTE-THE-XOXB-TOKEN-HERE": fakeslack.BotToken,
+		"PASTE-THE-XAPP-TOKEN-HERE": fakeslack.AppToken,
+	})
+	g.answered(chat, chat.Ops())
+	g.answered(chat, chat.DM("alice")) // the guide's DM entry works
+	g.stop()
+	checkUnit(t)
+}
