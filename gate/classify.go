@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -45,15 +44,15 @@ func (p *Policy) ClassifyIn(dir, command string) Decision {
 	if err != nil {
 		return confirm("parse-error", "the shell parser could not read the command: %v", err)
 	}
-	s := scanner{p: p, c: c}
+	if dir != "" {
+		dir = path.Clean(dir)
+	}
+	s := scanner{p: p, c: c, dirs: []string{dir}}
 	if d, hit := s.file(f, 0); hit {
 		return d
 	}
 	if strings.TrimSpace(command) == "" {
 		return confirm("input.empty", "the command is empty")
-	}
-	if dir != "" {
-		dir = path.Clean(dir)
 	}
 	k := checker{p: p, c: c, dirs: []string{dir}}
 	if d := k.stmts(f.Stmts); d != nil {
@@ -318,24 +317,37 @@ func (k *checker) argv(args []arg, viaXargs bool) *Decision {
 		}
 		return d
 	}
-	if reason := matchName(k.p.NeverPass, name); reason != "" {
+	if reason := matchName(k.p.NeverPass, k.c.neverPats, name); reason != "" {
 		return ptr(confirm("command.never-pass", "`%s` %s", name, reason))
 	}
 	return ptr(confirm("command.unknown", "`%s` is not on the read-only table", name))
 }
 
-// matchName looks a command name up in a table keyed by name patterns.
-func matchName(m map[string]string, name string) string {
+// matchName looks a command name up in a table keyed by name patterns;
+// pats are the table's keys that hold glob characters, sorted, so that
+// the same command always gets the same reason.
+func matchName(m map[string]string, pats []string, name string) string {
 	if r, ok := m[name]; ok {
 		return r
 	}
-	// Sorted, so that the same command always gets the same reason.
-	for _, pat := range slices.Sorted(maps.Keys(m)) {
+	for _, pat := range pats {
 		if ok, _ := path.Match(pat, name); ok {
 			return m[pat]
 		}
 	}
 	return ""
+}
+
+// globKeys returns the keys of m that are glob patterns, sorted.
+func globKeys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		if strings.ContainsAny(k, `*?[\`) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // script passes `bash|sh PATH args...` and `python3 PATH args...` for the

@@ -13,7 +13,7 @@ func testPolicy(t testing.TB) *Policy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p.WithProtected("/etc/thinbot/config.yaml", "/var/lib/thinbot").
+	return p.WithProtected("/etc/thinbot/config.yaml", "/var/lib/thinbot", "/work/.thinbot").
 		WithReadOnlyScripts("/opt/skills/disk/scripts/usage.sh", "/opt/skills/net/scripts/probe.py")
 }
 
@@ -140,6 +140,8 @@ var denyCases = []gateCase{
 	{cmd: "cat /etc/passwd\x00; rm x", want: Deny},
 	{cmd: "watch rm -rf /", want: Deny},
 	{cmd: "/*/rm -rf /", want: Deny},
+	{cmd: "cat /proc/1/environ", want: Deny, rule: "deny.read-target"},
+	{cmd: "strings /proc/1234/environ", want: Deny},
 }
 
 var confirmCases = []gateCase{
@@ -310,9 +312,7 @@ var confirmCases = []gateCase{
 	{cmd: "cat ~/.aws/credentials", want: Confirm},
 	{cmd: "cat ~/.kube/config", want: Confirm},
 	{cmd: "cat ~/.bash_history", want: Confirm},
-	{cmd: "cat /proc/1/environ", want: Confirm},
 	{cmd: "cat /proc/self/environ", want: Confirm},
-	{cmd: "strings /proc/1234/environ", want: Confirm},
 	{cmd: "cat /root/notes.txt", want: Confirm},
 	{cmd: "cat /etc/thinbot/config.yaml", want: Confirm},
 	{cmd: "cat /var/lib/thinbot/audit.jsonl", want: Confirm},

@@ -15,16 +15,23 @@ type compiled struct {
 	home           string
 	maxBytes       int
 	sensitivePaths []pathPattern
+	protected      []pathPattern // the protected paths and everything under them
+	devices        map[string]bool
 	anchored       []pathPattern // the sensitive patterns that start at /
 	blockDevices   []pathPattern
 	writeTargets   []pathPattern
+	readTargets    []pathPattern
 	recTargets     []pathPattern
 	recCommands    map[string]bool
+	deleters       map[string]bool
 	deviceWriters  map[string]bool
 	shells         map[string]bool
 	assignments    map[string]bool
 	scripts        map[string]bool
 	operandRE      map[string]*regexp.Regexp // operand_pattern text to its regexp
+	denyPats       []string                  // glob keys of Deny.Commands, sorted
+	neverPats      []string                  // glob keys of NeverPass, sorted
+	protectedNames []string                  // last elements of the protected paths; nil: match every word
 }
 
 // comp returns the compiled tables, compiling them now for a Policy that
@@ -44,6 +51,7 @@ func (p *Policy) compile() *compiled {
 		home:          strings.TrimSuffix(p.Home, "/"),
 		maxBytes:      p.MaxCommandBytes,
 		recCommands:   set(p.Deny.RecursiveCommands),
+		deleters:      set(p.Deny.Deleters),
 		deviceWriters: set(p.Deny.DeviceWriters),
 		shells:        set(p.Deny.Shells),
 		assignments:   set(p.Assignments),
@@ -76,7 +84,22 @@ func (p *Policy) compile() *compiled {
 		c.sensitivePaths = append(c.sensitivePaths, compilePattern(s, c.home))
 	}
 	for _, s := range p.ProtectedPaths {
-		c.sensitivePaths = append(c.sensitivePaths, compilePattern(s, c.home), compilePattern(path.Join(s, "**"), c.home))
+		c.protected = append(c.protected, compilePattern(s, c.home), compilePattern(path.Join(s, "**"), c.home))
+	}
+	c.sensitivePaths = append(c.sensitivePaths, c.protected...)
+	c.denyPats = globKeys(p.Deny.Commands)
+	c.neverPats = globKeys(p.NeverPass)
+	for _, s := range p.ProtectedPaths {
+		name := path.Base(s)
+		if strings.ContainsAny(name, `*?[\`) || name == "/" || name == "." || name == "~" {
+			c.protectedNames = nil
+			break
+		}
+		c.protectedNames = append(c.protectedNames, name)
+	}
+	c.devices = map[string]bool{}
+	for _, s := range p.ReadableDevices {
+		c.devices[path.Clean(s)] = true
 	}
 	for _, pp := range c.sensitivePaths {
 		if pp.anchored {
@@ -89,10 +112,17 @@ func (p *Policy) compile() *compiled {
 	for _, s := range p.Deny.WriteTargets {
 		c.writeTargets = append(c.writeTargets, compilePattern(s, ""))
 	}
+	for _, s := range p.Deny.ReadTargets {
+		c.readTargets = append(c.readTargets, compilePattern(s, ""))
+	}
 	for _, s := range p.Deny.RecursiveTargets {
 		if s == "~" || strings.HasPrefix(s, "~/") {
 			// Matched literally: the deny scan resolves $HOME and ~ to "~".
 			c.recTargets = append(c.recTargets, pathPattern{raw: s, segs: strings.Split(path.Clean(s), "/")})
+			if c.home != "" {
+				// And as the home directory, reached by cd ~ or a path.
+				c.recTargets = append(c.recTargets, compilePattern(c.home+s[1:], ""))
+			}
 			continue
 		}
 		c.recTargets = append(c.recTargets, compilePattern(s, ""))

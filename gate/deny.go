@@ -15,35 +15,116 @@ const maxDepth = 4
 type scanner struct {
 	p *Policy
 	c *compiled
+	// dirs are the directories the next command may run in, as in
+	// checker: the working directory plus every directory a cd may have
+	// moved to ("" = unknown). A relative rm target is resolved in each.
+	dirs []string
+	// onlyIn holds the directories for the right side of `cd DIR && …`,
+	// which runs only if the cd succeeded.
+	onlyIn map[*syntax.Stmt][]string
 }
 
 // file scans a whole tree; hit reports a deny.
 func (s *scanner) file(f *syntax.File, depth int) (Decision, bool) {
 	var found Decision
 	hit := false
+	var stack []syntax.Node
+	var saved [][]string
 	syntax.Walk(f, func(n syntax.Node) bool {
+		if n == nil {
+			// Leaving the node on top of the stack.
+			top := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if st, ok := top.(*syntax.Stmt); ok && s.onlyIn[st] != nil {
+				s.dirs = saved[len(saved)-1]
+				saved = saved[:len(saved)-1]
+			}
+			return true
+		}
 		if hit {
 			return false
 		}
+		stack = append(stack, n)
 		var d Decision
 		switch x := n.(type) {
 		case *syntax.CallExpr:
-			d, hit = s.call(looseArgs(x.Args), depth)
+			args := looseArgs(x.Args)
+			d, hit = s.call(args, depth)
+			if !hit && len(args) > 0 && args[0] == "cd" {
+				s.dirs = appendNew(s.dirs, s.cdDirs(args[1:])...)
+			}
 		case *syntax.Redirect:
 			d, hit = s.redirect(x)
 		case *syntax.FuncDecl:
 			d, hit = s.forkBomb(x)
 		case *syntax.Stmt:
+			if dirs := s.onlyIn[x]; dirs != nil {
+				saved = append(saved, s.dirs)
+				s.dirs = dirs
+			}
 			d, hit = s.fedShell(x, depth)
 		case *syntax.BinaryCmd:
+			s.andCd(x)
 			d, hit = s.pipedScript(x, depth)
 		}
 		if hit {
 			found = d
+			stack = stack[:len(stack)-1] // Walk does not leave a node it was told to skip
 		}
 		return !hit
 	})
 	return found, hit
+}
+
+// andCd records that the right side of `cd DIR && …` runs in DIR only.
+func (s *scanner) andCd(b *syntax.BinaryCmd) {
+	if b.Op != syntax.AndStmt || b.X == nil || b.Y == nil {
+		return
+	}
+	call, ok := b.X.Cmd.(*syntax.CallExpr)
+	if !ok || len(b.X.Redirs) > 0 {
+		return
+	}
+	args := looseArgs(call.Args)
+	if len(args) == 0 || args[0] != "cd" {
+		return
+	}
+	if s.onlyIn == nil {
+		s.onlyIn = map[*syntax.Stmt][]string{}
+	}
+	s.onlyIn[b.Y] = s.cdDirs(args[1:])
+}
+
+// cdDirs returns the directories `cd ARGS` may lead to from s.dirs.
+func (s *scanner) cdDirs(args []string) []string {
+	for len(args) > 0 && (args[0] == "-P" || args[0] == "-L" || args[0] == "-e" || args[0] == "--") {
+		args = args[1:]
+	}
+	t := "~"
+	if len(args) > 0 {
+		t = args[0]
+	}
+	if t == "~" || strings.HasPrefix(t, "~/") {
+		if s.c.home == "" {
+			return []string{""}
+		}
+		t = s.c.home + t[1:]
+	}
+	switch {
+	case t == unknownField || t == "-" || strings.HasPrefix(t, "~") || strings.Contains(t, unknownField):
+		return []string{""}
+	case strings.HasPrefix(t, "/"):
+		return []string{path.Clean(t)}
+	}
+	var out []string
+	for _, d := range s.dirs {
+		if d == "" {
+			out = appendNew(out, "")
+			continue
+		}
+		out = appendNew(out, path.Join(d, t))
+	}
+	return out
 }
 
 // script parses text as a nested script and scans it.
@@ -71,7 +152,7 @@ func (s *scanner) call(args []string, depth int) (Decision, bool) {
 		return Decision{}, false
 	}
 	name := base(args[0])
-	if reason := matchName(s.p.Deny.Commands, name); reason != "" {
+	if reason := matchName(s.p.Deny.Commands, s.c.denyPats, name); reason != "" {
 		return deny("deny.command", "`%s` %s", name, reason), true
 	}
 	if verbs, ok := s.p.Deny.Verbs[name]; ok {
@@ -83,6 +164,31 @@ func (s *scanner) call(args []string, depth int) (Decision, bool) {
 				return deny("deny.verb", "`%s %s` %s", name, a, reason), true
 			}
 			break
+		}
+	}
+	switch name {
+	case "kill":
+		if d, hit := killAll(args[1:]); hit {
+			return d, true
+		}
+	case "pkill", "killall":
+		if d, hit := killMatching(name, args[1:]); hit {
+			return d, true
+		}
+	}
+	if d, hit := partitionTable(name, args[1:]); hit {
+		return d, true
+	}
+	if !nameOnly[name] {
+		for _, a := range pathArgs(args[1:]) {
+			if t := s.readTarget(a); t != "" {
+				return deny("deny.read-target", "`%s` reads %s (matches %s): another process's memory or environment", name, a, t), true
+			}
+		}
+	}
+	if s.p.Wrappers[name] == nil {
+		if d, hit := s.protectedUse(name, args); hit {
+			return d, true
 		}
 	}
 	if s.c.recCommands[name] {
@@ -214,22 +320,55 @@ func (s *scanner) recursive(name string, args []string) (Decision, bool) {
 		return Decision{}, false
 	}
 	for _, t := range targets {
-		if t == unknownField {
-			continue
-		}
-		clean := cleanTarget(t)
-		for _, pp := range s.c.recTargets {
-			if matchSegs(pp.segs, clean) || (!pp.anchored && len(pp.segs) > 0 && pp.segs[0] == "~" && matchSegs(pp.segs, clean)) {
-				return deny("deny.recursive-root", "`%s` recursively on %s is never run", name, t), true
-			}
+		if s.recTarget(t) {
+			return deny("deny.recursive-root", "`%s` recursively on %s is never run", name, s.shown(t)), true
 		}
 	}
 	return Decision{}, false
 }
 
+// recTarget reports whether t, in any directory the command may run in,
+// is one of the recursive targets (/, /etc, ~, …).
+func (s *scanner) recTarget(t string) bool {
+	if t == unknownField {
+		return false
+	}
+	for _, d := range s.dirs {
+		clean := cleanTarget(t, d)
+		for _, pp := range s.c.recTargets {
+			if matchSegs(pp.segs, clean) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// shown names a relative target with the directories it was resolved in.
+func (s *scanner) shown(t string) string {
+	if strings.HasPrefix(t, "/") || strings.HasPrefix(t, "~") {
+		return t
+	}
+	var known []string
+	for _, d := range s.dirs {
+		if d != "" {
+			known = append(known, d)
+		}
+	}
+	if len(known) == 0 {
+		return t
+	}
+	return t + " (in " + strings.Join(known, " or ") + ")"
+}
+
 // cleanTarget cleans a path operand for the recursive-target check and
 // removes a trailing /* or /.* (rm -rf /* empties / as surely as rm -rf /).
-func cleanTarget(t string) []string {
+// A relative t is resolved in dir; "" means unknown, and then it matches
+// nothing.
+func cleanTarget(t, dir string) []string {
+	if !strings.HasPrefix(t, "/") && !strings.HasPrefix(t, "~") && dir != "" {
+		t = dir + "/" + t
+	}
 	for {
 		trimmed := strings.TrimSuffix(strings.TrimSuffix(t, "/*"), "/.*")
 		if trimmed == t {
@@ -259,6 +398,9 @@ func (s *scanner) writeTarget(what, target string) (Decision, bool) {
 		return Decision{}, false
 	}
 	w := resolvePath(target, "", "")
+	if w.rootTail != nil {
+		w = where{segs: w.rootTail, absolute: true} // /proc/PID/root/dev/sda is /dev/sda
+	}
 	for _, pp := range s.c.blockDevices {
 		if pp.matches(w) {
 			return deny("deny.block-device", "%s writes to a block device and destroys its data", what), true
@@ -273,8 +415,11 @@ func (s *scanner) writeTarget(what, target string) (Decision, bool) {
 }
 
 func (s *scanner) redirect(r *syntax.Redirect) (Decision, bool) {
+	read := false
 	switch r.Op {
 	case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrClob, syntax.RdrInOut, syntax.DplOut:
+	case syntax.RdrIn:
+		read = true
 	default:
 		return Decision{}, false
 	}
@@ -282,8 +427,17 @@ func (s *scanner) redirect(r *syntax.Redirect) (Decision, bool) {
 		return Decision{}, false
 	}
 	f := looseFields(r.Word)
-	if len(f) != 1 {
+	if len(f) != 1 || f[0] == unknownField || (r.Op == syntax.DplOut && fdNumber.MatchString(f[0])) {
 		return Decision{}, false
+	}
+	if t := s.readTarget(f[0]); t != "" {
+		return deny("deny.read-target", "redirection %s %s reads %s: another process's memory or environment", r.Op, f[0], t), true
+	}
+	if read {
+		return Decision{}, false
+	}
+	if pat := s.protectedArg(f[0]); pat != "" {
+		return deny("deny.protected", "redirection %s %s writes %s, the bot's own state", r.Op, f[0], pat), true
 	}
 	return s.writeTarget("redirection "+r.Op.String()+" "+f[0], f[0])
 }
@@ -393,30 +547,37 @@ func (s *scanner) pipedScript(b *syntax.BinaryCmd, depth int) (Decision, bool) {
 	return s.script(text, depth)
 }
 
-// find denies find on a protected root with -delete, and scans the
-// commands of -exec, -execdir, -ok and -okdir.
+// find denies find over a recursive target (/, /etc, /usr, …) that
+// deletes (-delete, or -exec rm and the like), and scans the commands of
+// -exec, -execdir, -ok and -okdir.
 func (s *scanner) find(args []string, depth int) (Decision, bool) {
 	var starts []string
 	i := 0
+	for i < len(args) && (args[i] == "-H" || args[i] == "-L" || args[i] == "-P") {
+		i++
+	}
 	for i < len(args) && !strings.HasPrefix(args[i], "-") && args[i] != "(" && args[i] != "!" {
 		starts = append(starts, args[i])
 		i++
 	}
+	if len(starts) == 0 {
+		starts = []string{"."}
+	}
 	for ; i < len(args); i++ {
 		switch args[i] {
 		case "-delete":
-			for _, t := range starts {
-				clean := cleanTarget(t)
-				for _, pp := range s.c.recTargets {
-					if matchSegs(pp.segs, clean) {
-						return deny("deny.recursive-root", "`find %s -delete` deletes everything under %s", t, t), true
-					}
-				}
+			if t, ok := s.findRoot(starts); ok {
+				return deny("deny.recursive-root", "`find %s -delete` deletes everything under %s", t, t), true
 			}
 		case "-exec", "-execdir", "-ok", "-okdir":
 			j := i + 1
 			for j < len(args) && args[j] != ";" && args[j] != "+" {
 				j++
+			}
+			if j > i+1 && s.c.deleters[base(args[i+1])] {
+				if t, ok := s.findRoot(starts); ok {
+					return deny("deny.recursive-root", "`find %s %s %s` deletes or destroys everything under %s", t, args[i], args[i+1], t), true
+				}
 			}
 			if d, hit := s.call(args[i+1:j], depth); hit {
 				return d, true
@@ -425,4 +586,15 @@ func (s *scanner) find(args []string, depth int) (Decision, bool) {
 		}
 	}
 	return Decision{}, false
+}
+
+// findRoot returns the first start path of find that is a recursive
+// target.
+func (s *scanner) findRoot(starts []string) (string, bool) {
+	for _, t := range starts {
+		if s.recTarget(t) {
+			return s.shown(t), true
+		}
+	}
+	return "", false
 }

@@ -88,10 +88,22 @@ func matchUnder(pat, segs []string) bool {
 type where struct {
 	segs     []string
 	absolute bool
+	// magic is set when the path goes through a /proc magic link (a
+	// process's cwd, root, exe, fd/N or map_files entry, also reached as
+	// /dev/fd/N): what it names cannot be known without I/O.
+	magic bool
+	// rootTail, for a path through /proc/PID/root, is the rest of the path
+	// read from that process's root: /proc/1/root/etc/shadow is
+	// /etc/shadow for every process that shares our root.
+	rootTail []string
 }
 
 // resolvePath cleans p (.., //, ~) against the working directory dir ("" =
-// unknown) and the home directory home ("" = unknown).
+// unknown) and the home directory home ("" = unknown). It applies `..` the
+// way the kernel does where the gate can know it without I/O: /dev/fd,
+// /dev/stdin, /proc/self, /proc/thread-self and /proc/net are links, so
+// /dev/fd/../../1/environ is /proc/1/environ, not /dev/1/environ; after a
+// magic link (/proc/PID/root, cwd, fd/N…) the path is marked magic.
 func resolvePath(p, dir, home string) where {
 	switch {
 	case p == "~" || strings.HasPrefix(p, "~/"):
@@ -113,11 +125,112 @@ func resolvePath(p, dir, home string) where {
 		}
 		p = dir + "/" + p
 	}
-	p = path.Clean(p)
-	if p == "/" {
-		return where{absolute: true}
+	if !strings.Contains(p, "/dev/") && !strings.Contains(p, "/proc/") && !strings.HasSuffix(p, "/proc") && !strings.HasSuffix(p, "/dev") {
+		// The common case: no link the gate knows of.
+		p = path.Clean(p)
+		if p == "/" {
+			return where{absolute: true}
+		}
+		return where{segs: strings.Split(p[1:], "/"), absolute: true}
 	}
-	return where{segs: strings.Split(p[1:], "/"), absolute: true}
+	w := where{absolute: true, segs: make([]string, 0, 8)}
+	rest := strings.Split(p[1:], "/")
+	for i, seg := range rest {
+		switch seg {
+		case "", ".":
+			continue
+		case "..":
+			if w.magic || magicLink(w.segs) {
+				// .. from a link's target: the target is unknown.
+				w.magic = true
+				continue
+			}
+			if len(w.segs) > 0 {
+				w.segs = w.segs[:len(w.segs)-1]
+			}
+			continue
+		}
+		if magicLink(w.segs) {
+			if isProcRoot(w.segs) && !w.magic && w.rootTail == nil {
+				w.rootTail = cleanSegs(rest[i:])
+			}
+			w.magic = true
+		}
+		w.segs = append(w.segs, seg)
+		w.segs = rewriteLink(w.segs)
+	}
+	if magicLink(w.segs) && !stdio(w.segs) {
+		w.magic = true // reading the link itself reads its target
+	}
+	return w
+}
+
+// rewriteLink replaces a path that just became a known symbolic link by its
+// target, so that a later `..` leaves the target, as the kernel does.
+func rewriteLink(segs []string) []string {
+	n := len(segs)
+	switch {
+	case n == 2 && segs[0] == "dev":
+		switch segs[1] {
+		case "fd":
+			return []string{"proc", "self", "fd"}
+		case "stdin":
+			return []string{"proc", "self", "fd", "0"}
+		case "stdout":
+			return []string{"proc", "self", "fd", "1"}
+		case "stderr":
+			return []string{"proc", "self", "fd", "2"}
+		case "core":
+			return []string{"proc", "kcore"}
+		}
+	case n == 2 && segs[0] == "proc":
+		switch segs[1] {
+		case "thread-self":
+			return []string{"proc", "self", "task", "self"}
+		case "net", "mounts":
+			return []string{"proc", "self", segs[1]}
+		}
+	}
+	return segs
+}
+
+// magicLink reports whether segs names a /proc link whose target the gate
+// cannot know: /proc/PID/{cwd,root,exe}, /proc/PID/fd/N,
+// /proc/PID/map_files/X, and the same under /proc/PID/task/TID.
+func magicLink(segs []string) bool {
+	if len(segs) < 3 || segs[0] != "proc" {
+		return false
+	}
+	s := segs[2:]
+	if len(s) >= 3 && s[0] == "task" {
+		s = s[2:]
+	}
+	switch {
+	case len(s) == 1:
+		return s[0] == "cwd" || s[0] == "root" || s[0] == "exe"
+	case len(s) == 2:
+		return s[0] == "fd" || s[0] == "map_files"
+	}
+	return false
+}
+
+func isProcRoot(segs []string) bool {
+	return len(segs) >= 3 && segs[0] == "proc" && segs[len(segs)-1] == "root"
+}
+
+// stdio reports the command's own standard streams (/dev/stdin), which
+// the gate controls through redirections.
+func stdio(segs []string) bool {
+	return len(segs) == 4 && segs[1] == "self" && segs[2] == "fd" && (segs[3] == "0" || segs[3] == "1" || segs[3] == "2")
+}
+
+// cleanSegs cleans path elements lexically, as if they started at /.
+func cleanSegs(rest []string) []string {
+	p := path.Clean("/" + strings.Join(rest, "/"))
+	if p == "/" {
+		return []string{}
+	}
+	return strings.Split(p[1:], "/")
 }
 
 func relative(p string) where {
@@ -153,11 +266,41 @@ func (pp pathPattern) matches(w where) bool {
 	return false
 }
 
-// sensitive returns the first sensitive pattern matching p, or "".
+// What sensitive returns for paths no pattern names.
+const (
+	magicPath  = "/proc/PID/{cwd,root,exe,fd/N} (a link the gate cannot follow)"
+	devicePath = "/dev/* (a device or link not in readable_devices)"
+)
+
+// sensitive returns the first sensitive pattern matching p, or "". A path
+// through a /proc magic link and a device not in readable_devices are
+// sensitive too.
 func (c *compiled) sensitive(p, dir string) string {
 	w := resolvePath(p, dir, c.home)
+	if w.magic {
+		return magicPath
+	}
+	if stdio(w.segs) {
+		return "" // /dev/stdin: the gate checks what the command reads through redirections
+	}
 	for _, pp := range c.sensitivePaths {
 		if pp.matches(w) {
+			return pp.raw
+		}
+	}
+	if w.absolute && len(w.segs) >= 2 && w.segs[0] == "dev" && !c.devices["/"+strings.Join(w.segs, "/")] {
+		return devicePath
+	}
+	return ""
+}
+
+// protected returns the protected pattern p matches, or "".
+func (c *compiled) protectedPath(w where) string {
+	for _, pp := range c.protected {
+		if pp.matches(w) {
+			return pp.raw
+		}
+		if w.rootTail != nil && pp.matches(where{segs: w.rootTail, absolute: true}) {
 			return pp.raw
 		}
 	}

@@ -52,8 +52,16 @@ type Policy struct {
 	// anywhere (it is read as `**/PATTERN`).
 	SensitivePaths []string `yaml:"sensitive_paths,omitempty"`
 	// ProtectedPaths are files and folders (everything under them too)
-	// that are sensitive: the bot's own config file and state folder.
+	// that belong to the bot: its config file, state folder (event store,
+	// audit.jsonl) and token files. Reading them is confirm; writing them
+	// (redirection, dd of=, sed w, sort -o, a command not on the read-only
+	// table naming them) is deny.
 	ProtectedPaths []string `yaml:"protected_paths,omitempty"`
+	// ReadableDevices are the paths under /dev that commands may read
+	// without approval. Every other path under /dev is sensitive: raw
+	// disks (/dev/sda, /dev/mapper/*, /dev/VG/LV), memory and links to
+	// other processes' files.
+	ReadableDevices []string `yaml:"readable_devices,omitempty,flow"`
 	// ReadOnlyScripts are absolute script paths that pass when run as
 	// exactly `bash|sh PATH args...` or `python3 PATH args...` with plain
 	// literal arguments.
@@ -196,6 +204,9 @@ type DenyRules struct {
 	RecursiveTargets []string `yaml:"recursive_targets,omitempty"`
 	// RecursiveCommands are the commands RecursiveTargets applies to.
 	RecursiveCommands []string `yaml:"recursive_commands,omitempty,flow"`
+	// Deleters are the commands that, run by `find ROOT -exec` over a
+	// recursive target, destroy it (rm, shred, unlink, truncate…).
+	Deleters []string `yaml:"deleters,omitempty,flow"`
 	// BlockDevices are patterns of block devices that may not be written,
 	// by redirection, `dd of=` or a writer command.
 	BlockDevices []string `yaml:"block_devices,omitempty"`
@@ -204,6 +215,11 @@ type DenyRules struct {
 	// Verbs maps a command to verbs that never run (`systemctl reboot`,
 	// `init 0`).
 	Verbs map[string]map[string]string `yaml:"verbs,omitempty"`
+	// ReadTargets are files that are never read by any command (other
+	// processes' memory and environment), matched after resolving /dev/fd
+	// and /proc links; commands that only name paths (ls, stat, echo) may
+	// still name them.
+	ReadTargets []string `yaml:"read_targets,omitempty"`
 	// WriteTargets are files that may never be written (redirection or
 	// writer command), such as /proc/sysrq-trigger.
 	WriteTargets []string `yaml:"write_targets,omitempty"`
@@ -352,6 +368,7 @@ func (p *Policy) clone() *Policy {
 	q.RecursiveReadRoots = slices.Clone(p.RecursiveReadRoots)
 	q.SensitivePaths = slices.Clone(p.SensitivePaths)
 	q.ProtectedPaths = slices.Clone(p.ProtectedPaths)
+	q.ReadableDevices = slices.Clone(p.ReadableDevices)
 	q.ReadOnlyScripts = slices.Clone(p.ReadOnlyScripts)
 	q.Commands = cloneRules(p.Commands)
 	if p.Wrappers != nil {
@@ -374,9 +391,11 @@ func (p *Policy) clone() *Policy {
 		Commands:          maps.Clone(d.Commands),
 		RecursiveTargets:  slices.Clone(d.RecursiveTargets),
 		RecursiveCommands: slices.Clone(d.RecursiveCommands),
+		Deleters:          slices.Clone(d.Deleters),
 		BlockDevices:      slices.Clone(d.BlockDevices),
 		DeviceWriters:     slices.Clone(d.DeviceWriters),
 		WriteTargets:      slices.Clone(d.WriteTargets),
+		ReadTargets:       slices.Clone(d.ReadTargets),
 		Shells:            slices.Clone(d.Shells),
 		ForkBombs:         d.ForkBombs,
 	}
@@ -432,6 +451,7 @@ func (p *Policy) extend(f *Policy) {
 	p.RecursiveReadRoots = appendNew(p.RecursiveReadRoots, f.RecursiveReadRoots...)
 	p.SensitivePaths = appendNew(p.SensitivePaths, f.SensitivePaths...)
 	p.ProtectedPaths = appendNew(p.ProtectedPaths, f.ProtectedPaths...)
+	p.ReadableDevices = appendNew(p.ReadableDevices, f.ReadableDevices...)
 	p.ReadOnlyScripts = appendNew(p.ReadOnlyScripts, f.ReadOnlyScripts...)
 	p.Commands = mergeMap(p.Commands, cloneRules(f.Commands))
 	p.Wrappers = mergeMap(p.Wrappers, f.Wrappers)
@@ -440,9 +460,11 @@ func (p *Policy) extend(f *Policy) {
 	d.Commands = mergeMap(d.Commands, e.Commands)
 	d.RecursiveTargets = appendNew(d.RecursiveTargets, e.RecursiveTargets...)
 	d.RecursiveCommands = appendNew(d.RecursiveCommands, e.RecursiveCommands...)
+	d.Deleters = appendNew(d.Deleters, e.Deleters...)
 	d.BlockDevices = appendNew(d.BlockDevices, e.BlockDevices...)
 	d.DeviceWriters = appendNew(d.DeviceWriters, e.DeviceWriters...)
 	d.WriteTargets = appendNew(d.WriteTargets, e.WriteTargets...)
+	d.ReadTargets = appendNew(d.ReadTargets, e.ReadTargets...)
 	d.Shells = appendNew(d.Shells, e.Shells...)
 	d.Verbs = mergeMap(d.Verbs, e.Verbs)
 	d.ForkBombs = d.ForkBombs || e.ForkBombs
@@ -466,14 +488,14 @@ func (p *Policy) validate() error {
 	if p.MaxCommandBytes < 0 {
 		return fmt.Errorf("max_command_bytes %d is negative", p.MaxCommandBytes)
 	}
-	for _, list := range [][]string{p.SensitivePaths, p.ProtectedPaths, p.Deny.BlockDevices, p.Deny.WriteTargets} {
+	for _, list := range [][]string{p.SensitivePaths, p.ProtectedPaths, p.Deny.BlockDevices, p.Deny.WriteTargets, p.Deny.ReadTargets} {
 		for _, pat := range list {
 			if err := checkPattern(pat); err != nil {
 				return err
 			}
 		}
 	}
-	for _, list := range [][]string{p.TrustedRepos, p.RecursiveReadRoots, p.ReadOnlyScripts} {
+	for _, list := range [][]string{p.TrustedRepos, p.RecursiveReadRoots, p.ReadOnlyScripts, p.ReadableDevices} {
 		for _, s := range list {
 			if !strings.HasPrefix(s, "/") {
 				return fmt.Errorf("path %q is not absolute", s)

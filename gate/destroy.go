@@ -1,0 +1,356 @@
+package gate
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// The deny checks for whole-system destruction that needs more than a
+// command name: signals to every process, killing by a pattern that
+// matches every process, partition-table writers, and the bot's own state
+// and other processes' memory as targets.
+
+// killAll denies kill with the pid -1, which signals every process the
+// caller may signal: `kill -9 -1`, `kill -KILL -1`, `kill -- -1`.
+func killAll(args []string) (Decision, bool) {
+	endOpts := false
+	sawSignal := false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case endOpts:
+		case a == "--":
+			endOpts = true
+			continue
+		case a == "-s" || a == "-n" || a == "--signal":
+			i++
+			sawSignal = true
+			continue
+		case a == "-l" || a == "-L" || a == "--list" || a == "--table":
+			return Decision{}, false
+		case strings.HasPrefix(a, "-") && !sawSignal && i == 0:
+			sawSignal = true // -9, -KILL, -SIGKILL, -1 (HUP)
+			continue
+		case strings.HasPrefix(a, "-") && !isPid(a[1:]):
+			continue // another option
+		}
+		if strings.HasPrefix(a, "-") && strings.TrimLeft(a[1:], "0") == "1" {
+			return deny("deny.kill-all", "`kill %s` signals every process on the machine", strings.Join(args, " ")), true
+		}
+	}
+	return Decision{}, false
+}
+
+func isPid(s string) bool { return isNumber(s) }
+
+// killPatternProbe is a set of process names unlike each other: a pkill
+// or killall pattern that matches all of them matches every process.
+var killPatternProbe = []string{"systemd", "init", "sshd", "kthreadd", "bash", "thinbot", "dbus-daemon", "x", "1", "/usr/sbin/cron -f"}
+
+// killMatching denies pkill and killall whose selection is every process
+// (`pkill .`, `pkill -f ”`, `killall -r '.*'`), every process but a few
+// (`pkill -v nginx`), every root process (`pkill -u root`, `killall -u
+// root`) or every child of init (`pkill -P 1`).
+func killMatching(name string, args []string) (Decision, bool) {
+	all := func(why string) (Decision, bool) {
+		return deny("deny.kill-all", "`%s %s` %s", name, strings.Join(args, " "), why), true
+	}
+	var patterns []string
+	regex := name == "pkill"
+	exact, invert, hasSelector := false, false, false
+	valueFlags := map[string]bool{"-s": true, "--signal": true, "-g": true, "--pgroup": true, "-G": true, "--group": true,
+		"-P": true, "--parent": true, "-t": true, "--terminal": true, "-u": true, "--euid": true, "-U": true, "--uid": true,
+		"--session": true, "-F": true, "--pidfile": true, "--ns": true, "--nslist": true, "-o": true, "--older-than": true,
+		"-y": true, "--younger-than": true, "-n": true, "--ignore-case": false, "-c": true, "--cgroup": true, "-Z": true, "--context": true}
+	if name == "killall" {
+		valueFlags = map[string]bool{"-s": true, "--signal": true, "-u": true, "--user": true, "-o": true, "--older-than": true,
+			"-y": true, "--younger-than": true, "-n": true, "--ns": true, "-Z": true, "--context": true}
+	}
+	endOpts := false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if endOpts || !strings.HasPrefix(a, "-") || a == "-" {
+			patterns = append(patterns, a)
+			continue
+		}
+		if a == "--" {
+			endOpts = true
+			continue
+		}
+		flag, value, hasValue := strings.Cut(a, "=")
+		if !hasValue && valueFlags[flag] && i+1 < len(args) {
+			value = args[i+1]
+			i++
+		} else if !hasValue && !strings.HasPrefix(a, "--") && len(a) > 2 && valueFlags[a[:2]] {
+			flag, value = a[:2], a[2:]
+		}
+		switch flag {
+		case "-r", "--regexp":
+			regex = true
+		case "-x", "--exact":
+			exact = true
+		case "-v", "--inverse":
+			invert = name == "pkill"
+		case "-u", "--euid", "-U", "--uid", "--user":
+			hasSelector = true
+			for _, u := range strings.Split(value, ",") {
+				if u == "root" || u == "0" {
+					return all("signals every process of root")
+				}
+			}
+		case "-P", "--parent":
+			hasSelector = true
+			for _, p := range strings.Split(value, ",") {
+				if strings.TrimLeft(p, "0") == "1" || p == "0" {
+					return all("signals every service started by init")
+				}
+			}
+		case "-g", "--pgroup", "-G", "--group", "-t", "--terminal", "--session", "-c", "--cgroup", "--ns", "-F", "--pidfile":
+			hasSelector = true
+		}
+	}
+	if invert {
+		return all("signals every process that does not match")
+	}
+	if name == "killall" && len(patterns) == 0 {
+		return Decision{}, false // killall -u bob: selected above
+	}
+	if len(patterns) == 0 {
+		return Decision{}, false
+	}
+	for _, pat := range patterns {
+		if pat == unknownField {
+			continue
+		}
+		if !regex {
+			continue // killall NAME: exact process names
+		}
+		expr := pat
+		if exact {
+			expr = "^(?:" + pat + ")$"
+		}
+		re, err := regexp.Compile(expr)
+		if err != nil {
+			continue
+		}
+		if !slices.ContainsFunc(killPatternProbe, func(n string) bool { return !re.MatchString(n) }) && !hasSelector {
+			return all("matches every process")
+		}
+	}
+	return Decision{}, false
+}
+
+// partitionTools maps the partition-table editors to the flags that make
+// them only list. Without one of these they write a partition table (or
+// wait for commands on stdin, which may write one).
+var partitionTools = map[string][]string{
+	"fdisk":    {"-l", "--list", "-x", "--list-details"},
+	"sfdisk":   {"-l", "--list", "-d", "--dump", "-J", "--json", "-s", "--show-size", "-g", "--show-geometry", "-V", "--verify", "-F", "--list-free", "-T", "--list-types", "-r", "--reorder"},
+	"gdisk":    {"-l"},
+	"sgdisk":   {"-p", "--print", "-i", "--info", "-v", "--verify", "-O", "--print-mbr", "-L", "--list-types"},
+	"parted":   {"-l", "--list"},
+	"cfdisk":   nil,
+	"cgdisk":   nil,
+	"fixparts": nil,
+}
+
+// sfdiskWriters are the sfdisk actions that change a disk even next to a
+// listing flag.
+var sfdiskWriters = []string{"--delete", "--part-type", "--part-uuid", "--part-label", "--part-attrs", "--disk-id", "-N", "--append", "-a", "-A", "--activate", "--relocate", "-r", "--reorder", "--move-data", "--backup", "-b", "--wipe", "-w", "--wipe-partitions", "-W"}
+
+// partitionTable denies partition-table editors unless they only list:
+// `fdisk -l` and `parted -l` are confirm (they are on no read-only
+// table), `fdisk /dev/sda` and `sgdisk --zap-all /dev/sda` never run.
+func partitionTable(name string, args []string) (Decision, bool) {
+	list, ok := partitionTools[name]
+	if !ok {
+		return Decision{}, false
+	}
+	writes := deny("deny.partition-table", "`%s` writes partition tables (only listing, such as `fdisk -l`, may run)", name)
+	listing := false
+	var words []string
+	for _, a := range args {
+		if a == unknownField {
+			return writes, true
+		}
+		if !strings.HasPrefix(a, "-") {
+			words = append(words, a)
+			continue
+		}
+		flag, _, _ := strings.Cut(a, "=")
+		switch {
+		case slices.Contains(list, flag):
+			listing = true
+		case name == "sfdisk" && slices.Contains(sfdiskWriters, flag):
+			return writes, true
+		case name == "sgdisk" && !strings.HasPrefix(a, "--") && len(a) > 2:
+			return writes, true // a cluster may hold a writing letter
+		case name == "sgdisk" && flag != "-P" && flag != "--pretend":
+			return writes, true // every other sgdisk option changes the disk
+		}
+	}
+	if name == "parted" && !listing {
+		// parted DEV print: script words after the device must all print.
+		if len(words) >= 2 && !slices.ContainsFunc(words[1:], func(w string) bool { return w != "print" && w != "p" }) {
+			return Decision{}, false
+		}
+	}
+	if !listing {
+		return writes, true
+	}
+	return Decision{}, false
+}
+
+// nameOnly are commands that take paths as names and never open them, so
+// naming another process's environ is not reading it.
+var nameOnly = map[string]bool{"echo": true, "printf": true, "ls": true, "stat": true, "readlink": true,
+	"realpath": true, "basename": true, "dirname": true, "test": true, "[": true, "which": true, "type": true}
+
+// pathArgs returns the arguments that may be paths: each word, and the
+// value of each --opt=VALUE or key=VALUE word.
+func pathArgs(args []string) []string {
+	out := make([]string, 0, len(args))
+	for _, a := range args {
+		if a == unknownField {
+			continue
+		}
+		out = append(out, a)
+		if _, v, ok := strings.Cut(a, "="); ok && v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// readTarget reports the read target (another process's memory or
+// environment) a word names in any working directory, or "".
+func (s *scanner) readTarget(a string) string {
+	if len(s.c.readTargets) == 0 {
+		return ""
+	}
+	if !strings.Contains(a, "proc") && !strings.Contains(a, "dev") && !slices.ContainsFunc(s.dirs, func(d string) bool {
+		return strings.HasPrefix(d, "/proc") || strings.HasPrefix(d, "/dev")
+	}) {
+		return ""
+	}
+	for _, d := range s.dirs {
+		w := resolvePath(a, d, s.c.home)
+		for _, pp := range s.c.readTargets {
+			if pp.matches(w) || w.rootTail != nil && pp.matches(where{segs: w.rootTail, absolute: true}) {
+				return pp.raw
+			}
+		}
+	}
+	return ""
+}
+
+// protectedArg reports the protected path a word names in any working
+// directory, or "".
+func (s *scanner) protectedArg(a string) string {
+	if len(s.c.protected) == 0 {
+		return ""
+	}
+	for _, d := range s.dirs {
+		if pat := s.c.protectedPath(resolvePath(a, d, s.c.home)); pat != "" {
+			return pat
+		}
+	}
+	return ""
+}
+
+// sedWriteFiles returns the file names sed's w and W commands and s///w
+// flags could write, read leniently: the rest of the line after every w
+// or W that follows a separator, address, `}` or a substitution.
+func sedWriteFiles(script string) []string {
+	var out []string
+	for i := 0; i < len(script); i++ {
+		if script[i] != 'w' && script[i] != 'W' {
+			continue
+		}
+		end := strings.IndexByte(script[i:], '\n')
+		if end < 0 {
+			end = len(script) - i
+		}
+		name := strings.TrimSpace(script[i+1 : i+end])
+		if name != "" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// protectedUse denies a command that names a protected path (the bot's
+// config, state or tokens) unless the command would pass as a plain read
+// with those paths not sensitive: a read such as `cat audit.jsonl` is left
+// to the checker, which confirms it; anything else (rm, cp, tee, sed -i,
+// sort -o, vim, sqlite3) never runs.
+func (s *scanner) protectedUse(name string, args []string) (Decision, bool) {
+	if len(s.c.protected) == 0 || !s.mayNameProtected(args) {
+		return Decision{}, false
+	}
+	hit := ""
+	for _, a := range pathArgs(args[1:]) {
+		if hit = s.protectedArg(a); hit != "" {
+			break
+		}
+	}
+	if hit == "" && name == "sed" {
+		for _, a := range args[1:] {
+			for _, f := range sedWriteFiles(a) {
+				if s.protectedArg(f) != "" {
+					return deny("deny.protected", "`sed` would write %s, the bot's own state", f), true
+				}
+			}
+		}
+	}
+	if hit == "" {
+		return Decision{}, false
+	}
+	if s.p.Commands[name] != nil && s.plainRead(args) {
+		return Decision{}, false
+	}
+	return deny("deny.protected", "`%s` touches %s (the bot's own config, state or tokens) in a way that is not a plain read", name, hit), true
+}
+
+// mayNameProtected is a quick test before the path checks: a word can
+// name a protected path only if it holds the path's last element, goes
+// through /proc, or the command may run inside a protected folder.
+func (s *scanner) mayNameProtected(args []string) bool {
+	if s.c.protectedNames == nil {
+		return true
+	}
+	for _, a := range args[1:] {
+		if strings.Contains(a, "proc") {
+			return true
+		}
+		for _, n := range s.c.protectedNames {
+			if strings.Contains(a, n) {
+				return true
+			}
+		}
+	}
+	for _, d := range s.dirs {
+		if d != "" && s.c.protectedPath(resolvePath(d, "", s.c.home)) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// plainRead reports whether a table command passes when the protected
+// paths are not sensitive: it only reads.
+func (s *scanner) plainRead(args []string) bool {
+	q := s.p.clone()
+	q.ProtectedPaths = nil
+	k := checker{p: q, c: q.compile(), dirs: s.dirs}
+	as := make([]arg, len(args))
+	for i, a := range args {
+		if a == unknownField {
+			return false
+		}
+		as[i] = arg{s: a}
+	}
+	d := k.argv(as, false)
+	return d == nil || d.Rule == "secret.path" || d.Rule == "secret.recursive"
+}
