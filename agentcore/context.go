@@ -86,7 +86,7 @@ func (a *Agent) systemPrompt(rs *runState) string {
 		opts := skills.IndexOptionsFor(a.cfg.ContextWindow, a.cfg.SkillIndexShare, query)
 		b.WriteString("\n\n# Skills\n")
 		if rs.text {
-			b.WriteString("Each skill's instructions are in its SKILL.md; cat it before using the skill.\n")
+			b.WriteString("Read a skill's instructions (with the skill tool_call shown above) before using it.\n")
 		} else {
 			b.WriteString("Load a skill's instructions with the skill tool before using it.\n")
 		}

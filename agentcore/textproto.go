@@ -15,7 +15,8 @@ const textProtocolPrompt = `You act by writing shell commands. To run a command,
 ` + "```bash\n<one command or a short pipeline>\n```" + `
 
 You will get its output in the next message. One command per reply; write a short reason above the block.
-To read a skill's instructions, cat its SKILL.md file shown in the skill index.
+To read a skill's instructions, reply with only this line, with the skill's name from the skill index:
+<tool_call>{"name": "skill", "arguments": {"name": "SKILL-NAME"}}</tool_call>
 When the task is finished, reply with your final answer and no command block` + goalDoneHint + `.`
 
 const goalDoneHint = ` (in goal mode, write agent-done on a line of its own after the final summary)`

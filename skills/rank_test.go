@@ -63,7 +63,7 @@ const figuresQuery = "The disk on db01 is almost full and postgres writes fail, 
 func TestIndexFigures(t *testing.T) {
 	s := realSet(t)
 	t.Logf("80 skills, descriptions %d-%d bytes (mean %d); query %q", minDesc(s), maxDesc(s), meanDesc(s), figuresQuery)
-	t.Logf("%7s %8s %8s %11s %10s %9s %9s  %s", "window", "budget", "index", "tok/skill", "%window", "no-desc", "floor60+", "top matches (line bytes)")
+	t.Logf("%7s %8s %8s %11s %10s %9s %9s %6s  %s", "window", "budget", "index", "tok/skill", "%window", "no-desc", "floor60+", "whole", "top matches (line bytes)")
 	for _, w := range []int{8192, 32768, 131072} {
 		o := IndexOptionsFor(w, 0, figuresQuery)
 		idx := s.IndexWith(o)
@@ -74,7 +74,13 @@ func TestIndexFigures(t *testing.T) {
 		for _, i := range order[:4] {
 			top = append(top, fmt.Sprintf("%s %d", s.Skills[i].Name, len(lineOf[s.Skills[i].Name])))
 		}
-		t.Logf("%7d %8d %8d %11.1f %9.1f%% %9d %9d  %s", w, o.Budget, len(idx), float64(tok)/80, 100*float64(tok)/float64(w), bare, floor, strings.Join(top, ", "))
+		whole := 0
+		for _, sk := range s.Skills {
+			if lineOf[sk.Name] == "- "+sk.Name+": "+sk.Description {
+				whole++
+			}
+		}
+		t.Logf("%7d %8d %8d %11.1f %9.1f%% %9d %9d %6d  %s", w, o.Budget, len(idx), float64(tok)/80, 100*float64(tok)/float64(w), bare, floor, whole, strings.Join(top, ", "))
 		if w >= 32768 && (bare > 0 || floor < 80) {
 			t.Errorf("window %d: %d skills without a description, %d with the floor; want 0 and 80", w, bare, floor)
 		}

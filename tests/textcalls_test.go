@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -49,4 +50,28 @@ func TestCLITextProtocolToolCallsInText(t *testing.T) {
 		}
 	}
 	verifyChain(t, dbOf(dir))
+}
+
+// In the text protocol a skill is opened with the skill tool_call the
+// prompt shows; the body comes back with its folder filled in (a cat of
+// SKILL.md would leave the placeholders, and the prompt gives no path).
+func TestCLITextProtocolOpensSkills(t *testing.T) {
+	dir := t.TempDir()
+	skillDir := filepath.Join(dir, "skills", "disk-check")
+	writeSkillFile(t, skillDir, "---\nname: disk-check\ndescription: Check disks.\n---\nRun bash {SKILL_DIR}/scripts/df.sh\n")
+	m := fakemodel.Start(t,
+		fakemodel.Reply{Content: `<tool_call>{"name": "skill", "arguments": {"name": "disk-check"}}</tool_call>`},
+		fakemodel.Reply{Content: "Read it."})
+	r := thinbot(t, dir, modelEnv(m), "ask", "--text", "check the disks")
+	if r.code != 0 {
+		t.Fatalf("ask: exit %d\nstdout %q\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	reqs := m.Requests()
+	if !strings.Contains(reqs[0].Messages[0].Content, `<tool_call>{"name": "skill", "arguments": {"name": "SKILL-NAME"}}</tool_call>`) {
+		t.Errorf("the text-protocol prompt does not show how to open a skill:\n%s", reqs[0].Messages[0].Content)
+	}
+	real, _ := filepath.EvalSymlinks(skillDir)
+	if out := lastToolResult(reqs[1]); !strings.Contains(out, "Run bash "+real+"/scripts/df.sh") {
+		t.Errorf("the model got %q", out)
+	}
 }

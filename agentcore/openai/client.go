@@ -286,8 +286,10 @@ func (c *Client) attempt(ctx context.Context, body []byte, req agentcore.Request
 		return readStream(actx, br, req.OnText, tools)
 	}
 	resp, err = readWhole(br, hresp, tools)
-	if err == nil && req.OnText != nil && resp.Content != "" {
-		req.OnText(resp.Content)
+	// Text-form tool calls are never shown, also in the text protocol,
+	// where they stay in Content for the kernel to run.
+	if shown := extract(resp.Content, true).Content; err == nil && req.OnText != nil && shown != "" {
+		req.OnText(shown)
 		delivered = true
 	}
 	return resp, delivered, err
@@ -343,7 +345,7 @@ func inStreamError(raw json.RawMessage, tools bool) *APIError {
 func readStream(ctx context.Context, r io.Reader, onText func(string), tools bool) (agentcore.Response, bool, error) {
 	var (
 		a         answer
-		f         = textFilter{toolCalls: tools}
+		f         = textFilter{toolCalls: true} // shown text never has tool-call markup
 		delivered bool
 		sse       = newSSEReader(r)
 	)

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/thinbot/thinbot/agentcore"
@@ -53,5 +54,34 @@ func TestContextLengthNumbers(t *testing.T) {
 				t.Errorf("numbers = %+v, want %+v", *cle, tt.want)
 			}
 		})
+	}
+}
+
+// In the text protocol (no tools sent) a text-form tool call stays in
+// Content for the kernel to run, but is never shown as streamed text.
+func TestTextProtocolToolCallsAreNotShown(t *testing.T) {
+	call := `<tool_call>{"name":"run","arguments":{"command":"df -h"}}</tool_call>`
+	for _, stream := range []bool{true, false} {
+		body := `{"choices":[{"index":0,"message":{"role":"assistant","content":"Checking. ` + strings.ReplaceAll(call, `"`, `\"`) + `"},"finish_reason":"stop"}]}`
+		ct := jsonCT
+		if stream {
+			body = "data: " + `{"choices":[{"index":0,"delta":{"content":"Checking. ` + strings.ReplaceAll(call, `"`, `\"`) + `"},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"
+			ct = sse
+		}
+		srv := rawServer(t, 200, ct, body)
+		c, _ := newClient(t, srv.URL, func(c *Config) { c.NoStream = !stream })
+		var shown strings.Builder
+		req := userReq("q")
+		req.OnText = func(s string) { shown.WriteString(s) }
+		resp, err := c.Complete(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(resp.Content, call) || len(resp.ToolCalls) != 0 {
+			t.Errorf("stream %v: Content %q, ToolCalls %v; want the call kept as text", stream, resp.Content, resp.ToolCalls)
+		}
+		if got := strings.TrimSpace(shown.String()); got != "Checking." {
+			t.Errorf("stream %v: shown %q", stream, got)
+		}
 	}
 }
