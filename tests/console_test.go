@@ -151,16 +151,69 @@ func TestConfigWebSectionChecked(t *testing.T) {
 mattermost: {url: "http://127.0.0.1:1", token_file: ` + tok + `, callback_url: "http://127.0.0.1:1/cb"}
 model: {base_url: "http://127.0.0.1:1/v1", model: m}
 state_dir: ` + filepath.Join(dir, "state") + `
-channels: [{id: c1, workspace: ` + ws + `, approvers: [bob]}]
+channels: [{id: c1, workspace: ` + ws + `, approvers: [4xp9fdt4e3rpcqa8cwyb3ou3yw]}]
 web:
   listen: 0.0.0.0:8081
 `
 	p := filepath.Join(dir, "thinbot.yaml")
 	os.WriteFile(p, []byte(cfg), 0o600)
 	r := thinbot(t, dir, nil, "config", "check", "--config", p)
-	for _, want := range []string{"refusing to serve 0.0.0.0:8081 without authentication", "web.auditors is empty"} {
+	for _, want := range []string{"refusing to serve 0.0.0.0:8081 without authentication", "web has no auditors and no users"} {
 		if r.code == 0 || !strings.Contains(r.stdout, want) {
 			t.Errorf("config check: exit %d, want %q in\n%s", r.code, want, r.stdout)
 		}
 	}
+}
+
+// TestServeWebSectionBesideMattermost runs the daemon with Mattermost and a
+// web section: the console answers its users, the audit viewer shows both
+// platforms' sessions to its auditor only.
+func TestServeWebSectionBesideMattermost(t *testing.T) {
+	model := fakemodel.Start(t, fakemodel.Reply{Content: "Answer in the web console."})
+	webAddr := freeAddr(t)
+	r := newRig(t, newMMChat(t), model.URL, rigOpts{Extra: `web:
+  listen: ` + webAddr + `
+  trusted_proxies: [127.0.0.1/32]
+  users: [alice]
+  approvers: [bob]
+  auditors: [audrey]
+  workspace: ws
+`})
+	base := "http://" + webAddr
+	call := func(user, method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("X-Forwarded-User", user)
+		if method == "POST" {
+			req.Header.Set("Origin", base)
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := call("alice", "POST", "/api/threads", `{"text":"hello from the browser"}`)
+	var th struct{ ID string }
+	json.Unmarshal([]byte(body), &th)
+	if code != http.StatusCreated || th.ID == "" {
+		t.Fatalf("new thread: %d %s", code, body)
+	}
+	r.waitFor("the console's answer in the chain", func() bool {
+		_, page := call("audrey", "GET", "/audit/session?id=web/console/"+th.ID, "")
+		return strings.Contains(page, "Answer in the web console.")
+	})
+	if code, _ := call("audrey", "POST", "/api/threads", `{"text":"an auditor writes"}`); code != http.StatusForbidden {
+		t.Errorf("an auditor's message: status %d, want 403", code)
+	}
+	if code, _ := call("alice", "GET", "/audit", ""); code != http.StatusForbidden {
+		t.Errorf("a console user on the audit viewer: status %d, want 403", code)
+	}
+	if code, page := call("audrey", "GET", "/audit", ""); code != http.StatusOK || !strings.Contains(page, "verified up to seq") {
+		t.Errorf("the audit viewer: %d\n%s", code, page)
+	}
+	r.stop()
 }

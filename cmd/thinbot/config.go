@@ -248,7 +248,7 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 	d.approval = parse("approval_timeout", c.ApprovalTimeout, 15*time.Minute)
 	d.maxWall = parse("budgets.max_wall", c.Budgets.MaxWall, 0)
 	d.command = parse("budgets.command_timeout", c.Budgets.CommandTimeout, 0)
-	c.Web.check(bad)
+	c.Web.check(bad, c.Channels)
 	if len(c.Channels) == 0 {
 		bad("channels is empty: list the channels the bot works in (id, workspace, approvers)")
 	}

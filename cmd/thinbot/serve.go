@@ -209,6 +209,15 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The web section's console and audit viewer; they stop with ctx.
+	webCtx, stopWeb := context.WithCancel(ctx)
+	defer stopWeb()
+	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, agents, unfinished, bot.Config{MaxConcurrent: c.MaxConcurrent,
+		ApprovalTimeout: d.approval, Sessions: sessions, Seen: seen}, db, c.StateDir, logger)
+	if err != nil {
+		return err
+	}
+	defer func() { stopWeb(); waitWeb() }()
 	b.Recover(ctx, unfinished)
 
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -249,16 +258,6 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 			}
 		}
 	}()
-	if c.Web.Listen != "" {
-		waitViewer, err := serveViewer(headCtx, c.Web, db, c.StateDir, logger)
-		if err != nil {
-			stopHead()
-			_ = srv.Shutdown(context.Background())
-			wg.Wait()
-			return err
-		}
-		defer waitViewer()
-	}
 	runErr := b.Run(ctx)
 	stopHead()
 	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -26,29 +26,37 @@ import (
 // web console.
 const defaultConsoleListen = "127.0.0.1:8080"
 
-// webConfig is the config file's web section: the audit viewer beside a
-// chat platform, for reviewers.
+// webConfig is the config file's web section: the audit viewer for
+// reviewers beside the chat platform and, with users, the chat console too.
 type webConfig struct {
-	// Listen is the viewer's address; "" means no viewer.
+	// Listen is the console's address; "" means none.
 	Listen string `yaml:"listen"`
 	// TrustedProxies are CIDRs of reverse proxies whose X-Forwarded-User /
 	// X-Auth-Request-Email header names the user.
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// TokensFile holds login tokens, one "user token" pair a line (mode 0600).
 	TokensFile string `yaml:"tokens_file"`
-	// PublicOrigin is the viewer's origin as browsers see it, when a proxy
+	// PublicOrigin is the console's origin as browsers see it, when a proxy
 	// rewrites the Host header.
 	PublicOrigin string `yaml:"public_origin"`
-	// Auditors may read the viewer (user names as the proxy or the tokens
-	// file name them).
-	Auditors []string `yaml:"auditors"`
+	// Auditors may read the audit viewer; Users may start threads in the
+	// console; Approvers may decide its approval requests. Names are as the
+	// proxy or the tokens file give them.
+	Auditors  []string `yaml:"auditors"`
+	Users     []string `yaml:"users"`
+	Approvers []string `yaml:"approvers"`
+	// Workspace is the console threads' workspace: one of the channels'
+	// workspaces (required with users).
+	Workspace string `yaml:"workspace"`
+	// TwoPerson forbids a requester approving their own request.
+	TwoPerson bool `yaml:"two_person_rule"`
 }
 
-// check reports the web section's problems.
-func (w *webConfig) check(bad func(string, ...any)) {
+// check reports the web section's problems; workspaces are the channels'.
+func (w *webConfig) check(bad func(string, ...any), channels []channelConfig) {
 	if w.Listen == "" {
-		if len(w.TrustedProxies)+len(w.Auditors) > 0 || w.TokensFile != "" {
-			bad("web.listen is empty: set it to serve the audit viewer")
+		if len(w.TrustedProxies)+len(w.Auditors)+len(w.Users)+len(w.Approvers) > 0 || w.TokensFile != "" {
+			bad("web.listen is empty: set it to serve the web console")
 		}
 		return
 	}
@@ -63,12 +71,25 @@ func (w *webConfig) check(bad func(string, ...any)) {
 	if err := auth.Check(w.Listen); err != nil {
 		bad("%v", err)
 	}
-	if len(w.Auditors) == 0 {
-		bad("web.auditors is empty: nobody could read the audit viewer")
+	if len(w.Auditors)+len(w.Users) == 0 {
+		bad("web has no auditors and no users: nobody could use the console")
+	}
+	if len(w.Users) > 0 {
+		if len(w.Approvers) == 0 {
+			bad("web.approvers is empty: every write asked for in the console would wait until it expires")
+		}
+		abs := func(p string) string { a, _ := filepath.Abs(p); return a }
+		found := false
+		for _, ch := range channels {
+			found = found || (w.Workspace != "" && abs(ch.Workspace) == abs(w.Workspace))
+		}
+		if !found {
+			bad("web.workspace %q is not the workspace of a channel: console threads run in one of them", w.Workspace)
+		}
 	}
 }
 
-// auth builds the viewer's authentication from the section.
+// auth builds the console's authentication and roles from the section.
 func (w *webConfig) auth() (web.Auth, error) {
 	var a web.Auth
 	for _, c := range w.TrustedProxies {
@@ -100,29 +121,98 @@ func (w *webConfig) auth() (web.Auth, error) {
 		}
 	}
 	a.Roles = map[string][]string{}
-	for _, u := range w.Auditors {
-		a.Roles[strings.TrimPrefix(u, "@")] = []string{web.RoleAuditor}
+	for role, names := range map[string][]string{web.RoleAuditor: w.Auditors, web.RoleUser: w.Users, web.RoleApprover: w.Approvers} {
+		for _, u := range names {
+			u = strings.TrimPrefix(u, "@")
+			a.Roles[u] = append(a.Roles[u], role)
+		}
 	}
 	return a, nil
 }
 
-// serveViewer serves the audit viewer of the web section until ctx is
-// done; the returned wait function blocks until it has stopped.
-func serveViewer(ctx context.Context, w webConfig, db *store.DB, stateDir string, logger *slog.Logger) (func(), error) {
+// serveWeb serves the web section beside the chat platform until ctx is
+// done: the audit viewer, and with users the console, whose threads run in
+// the workspace's Agent under a bot of their own. It returns what of u the
+// chat platform's bot still has to recover, and a function that waits until
+// everything it started has stopped.
+func serveWeb(ctx context.Context, w webConfig, agents map[string]*agentcore.Agent, u agentcore.Unfinished, bc bot.Config,
+	db *store.DB, stateDir string, logger *slog.Logger) (agentcore.Unfinished, func(), error) {
+	if w.Listen == "" {
+		return u, func() {}, nil
+	}
 	auth, err := w.auth()
 	if err != nil {
-		return nil, err
+		return u, nil, err
 	}
 	secret, err := actionSecret(filepath.Join(stateDir, "web.key"))
 	if err != nil {
-		return nil, err
+		return u, nil, err
 	}
-	srv, err := web.New(web.Config{Listen: w.Listen, Auth: auth, Chain: db, PublicOrigin: w.PublicOrigin,
-		Secret: secret, Logger: logger.With("component", "web")})
+	logger = logger.With("component", "web")
+	chat := len(w.Users) > 0
+	srv, err := web.New(web.Config{Listen: w.Listen, Auth: auth, Chain: db, Chat: chat, PublicOrigin: w.PublicOrigin,
+		Secret: secret, Logger: logger})
 	if err != nil {
-		return nil, err
+		return u, nil, err
 	}
-	return listenAndServe(ctx, w.Listen, srv.Handler(), nil, logger)
+	var wg sync.WaitGroup
+	if chat {
+		ws, _ := filepath.Abs(w.Workspace)
+		ag := agents[ws]
+		if ag == nil {
+			return u, nil, fmt.Errorf("web.workspace %s is not the workspace of a channel", w.Workspace)
+		}
+		ch := bot.Channel{Agent: ag, Workspace: ws, Approvers: w.Approvers, TwoPerson: w.TwoPerson}
+		bc.Adapter = srv
+		bc.Channel = func(id string) (bot.Channel, bool) { return ch, id == "console" }
+		bc.Users, bc.Metrics, bc.Logger = nil, nil, logger // roles decide who writes; the chat bot owns the metrics
+		b, err := bot.New(bc)
+		if err != nil {
+			return u, nil, err
+		}
+		var mine agentcore.Unfinished
+		mine, u = splitUnfinished(u, web.Platform+"/")
+		b.Recover(ctx, mine)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.Run(ctx); err != nil {
+				logger.Error("web console", "err", err)
+			}
+		}()
+	}
+	wait, err := listenAndServe(ctx, w.Listen, srv.Handler(), nil, logger)
+	if err != nil {
+		return u, nil, err // the console's bot stops with ctx
+	}
+	return u, func() { wait(); wg.Wait() }, nil
+}
+
+// splitUnfinished splits u into the sessions whose ids start with prefix
+// and the others.
+func splitUnfinished(u agentcore.Unfinished, prefix string) (with, without agentcore.Unfinished) {
+	for _, a := range u.Approvals {
+		if strings.HasPrefix(a.Session, prefix) {
+			with.Approvals = append(with.Approvals, a)
+		} else {
+			without.Approvals = append(without.Approvals, a)
+		}
+	}
+	for _, r := range u.Runs {
+		if strings.HasPrefix(r, prefix) {
+			with.Runs = append(with.Runs, r)
+		} else {
+			without.Runs = append(without.Runs, r)
+		}
+	}
+	for _, q := range u.Queued {
+		if strings.HasPrefix(q.Session, prefix) {
+			with.Queued = append(with.Queued, q)
+		} else {
+			without.Queued = append(without.Queued, q)
+		}
+	}
+	return with, without
 }
 
 // listenAndServe serves h on addr until ctx is done. A non-nil mux gets
