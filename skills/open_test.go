@@ -1,7 +1,9 @@
 package skills
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +30,11 @@ func TestRequirementLikeTopLevelKeysWarn(t *testing.T) {
 	}
 	if len(sk.Requires.Bins) != 0 {
 		t.Errorf("a top-level bins must not become a requirement silently: %+v", sk.Requires)
+	}
+	var log bytes.Buffer
+	Load([]string{root}, Options{Probe: testProbe(), Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if !strings.Contains(log.String(), `level=WARN msg="skill loaded with warnings" skill=loose`) || !strings.Contains(log.String(), `top-level \"bins\" looks like a requirement`) {
+		t.Errorf("the warning is not logged:\n%s", log.String())
 	}
 }
 

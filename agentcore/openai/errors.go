@@ -239,7 +239,7 @@ var overflowRules = []struct {
 
 // overflowNumbers reads the server's numbers from a context-length error.
 func overflowNumbers(e *APIError) *agentcore.ContextLengthError {
-	o := &agentcore.ContextLengthError{Window: e.nCtx, Prompt: e.nPrompt}
+	o := &agentcore.ContextLengthError{Window: max(e.nCtx, 0), Prompt: max(e.nPrompt, 0)}
 	for _, r := range overflowRules {
 		m := r.re.FindStringSubmatch(e.Message)
 		if m == nil {

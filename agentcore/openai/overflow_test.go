@@ -2,6 +2,7 @@ package openai
 
 import (
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -84,4 +85,26 @@ func TestTextProtocolToolCallsAreNotShown(t *testing.T) {
 			t.Errorf("stream %v: shown %q", stream, got)
 		}
 	}
+}
+
+// FuzzParseAPIError checks that any error body gives an APIError without
+// panicking, and that context-length numbers are never negative.
+func FuzzParseAPIError(f *testing.F) {
+	for _, b := range []string{
+		`{"error":{"code":400,"message":"request (4476 tokens) exceeds the available context size (4096 tokens)","type":"exceed_context_size_error","n_prompt_tokens":4476,"n_ctx":4096}}`,
+		`{"object":"error","message":"This model's maximum context length is 32768 tokens. However, you requested 33000 tokens (1000 in the messages, 32000 in the completion).","code":400}`,
+		`{"error":"the input length exceeds the context length"}`,
+		`{"detail":"Too many tokens"}`, `<html><title>x</title></html>`, ``,
+		`{"error":{"message":"exceeds the available context size","n_ctx":-5,"n_prompt_tokens":-1}}`,
+	} {
+		f.Add(400, b)
+	}
+	f.Fuzz(func(t *testing.T, status int, body string) {
+		e := parseAPIError(status, http.Header{}, []byte(body), true)
+		_ = e.Error()
+		var cle *agentcore.ContextLengthError
+		if errors.As(e, &cle) && (cle.Window < 0 || cle.Prompt < 0 || cle.Completion < 0) {
+			t.Fatalf("negative numbers %+v from %q", *cle, body)
+		}
+	})
 }
