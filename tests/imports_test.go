@@ -13,8 +13,10 @@ var allowedImports = map[string][]string{
 	"gate":              {},
 	"store":             {},
 	"skills":            {},
-	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox"},
+	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox", "agentcore/fleet"},
 	"agentcore/sandbox": {},
+	// Inventory, host patterns and the OpenSSH fan-out; a leaf like gate.
+	"agentcore/fleet": {},
 	"agentcore/openai":  {"agentcore"},
 	"bot":               {"agentcore"},
 	"bot/mattermost":    {"bot"},

@@ -1,0 +1,24 @@
+// Package fleet runs gated commands on many hosts over the system's OpenSSH
+// client: an inventory (hosts and groups from the configuration or an
+// Ansible INI or YAML inventory), Ansible-like host patterns, a fan-out
+// runner with a concurrency limit and a per-host timeout, and a summary
+// that groups identical outputs (web-[01-17]).
+//
+// It is a leaf: it knows nothing of the gate or the chain. agentcore
+// decides (gate, approval, chain) and then calls Run with the mode the
+// verdict allows: ReadOnly logs in with the group's read-only identity,
+// Privileged with its privileged one. Privilege separation is on the
+// remote side; the local ssh client runs from the daemon, not in the
+// kernel sandbox, because it must read the bot's SSH keys, agent socket
+// and ControlMaster sockets.
+//
+// What ssh is given: BatchMode=yes (never a prompt), strict host key
+// checking (an unknown or changed key fails the host), no agent or X11
+// forwarding, no port forwardings, no local command, no escape
+// character, a remote terminal (-tt, so that killing the client hangs the
+// command up on the remote side), and the caller's environment exactly
+// (agentcore passes the allowlisted one: no API key, no chat token).
+// Command-line options win over ssh_config, so ssh_config cannot turn
+// forwarding back on; everything else in it (ProxyJump, certificates,
+// ports, users) applies.
+package fleet

@@ -1,0 +1,475 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Mode is the privilege a command runs with on the remote side.
+type Mode int
+
+const (
+	// ReadOnly is for pass verdicts: the group's read-only identity.
+	ReadOnly Mode = iota
+	// Privileged is for approved commands: the group's privileged identity.
+	Privileged
+)
+
+func (m Mode) String() string {
+	if m == Privileged {
+		return "privileged"
+	}
+	return "read_only"
+}
+
+// Identity is who ssh logs in as: a user and, optionally, a private key
+// file (then only that key is offered: IdentitiesOnly=yes). An empty User
+// falls back to the host's ansible_user, then to ssh_config.
+type Identity struct {
+	User string `json:"user,omitempty" yaml:"user"`
+	Key  string `json:"key,omitempty" yaml:"key"`
+}
+
+func (id Identity) empty() bool { return id.User == "" && id.Key == "" }
+
+// Access gives the hosts of a group their two identities. The first Access
+// (in configuration order) whose group holds a host applies to it; group
+// "all" holds every host.
+type Access struct {
+	Group      string   `json:"group"`
+	ReadOnly   Identity `json:"read_only"`
+	Privileged Identity `json:"privileged"`
+}
+
+// Config configures a Fleet. Inventory is required.
+type Config struct {
+	Inventory *Inventory
+	Access    []Access
+	// SSH is the ssh client; "" means "ssh" found in Env's PATH or /usr/bin.
+	SSH string
+	// SSHConfig is passed as -F; "" lets ssh read ~/.ssh/config and
+	// /etc/ssh/ssh_config as usual.
+	SSHConfig string
+	// KnownHosts is UserKnownHostsFile; "" keeps ssh's default. Host keys
+	// are always checked strictly (StrictHostKeyChecking=yes).
+	KnownHosts string
+	// Concurrency is how many hosts run at once; 0 means 10.
+	Concurrency int
+	// Timeout per host, connection included; 0 means 120s.
+	Timeout time.Duration
+	// ConnectTimeout is ssh's ConnectTimeout; 0 means 10s.
+	ConnectTimeout time.Duration
+	// ControlPersist is how long an idle ControlMaster connection stays;
+	// 0 means 60s; negative disables multiplexing.
+	ControlPersist time.Duration
+	// ControlDir holds the ControlMaster sockets; "" means a private
+	// directory made by New and removed by Close.
+	ControlDir string
+	// Env is the ssh client's whole environment (the caller allowlists it;
+	// SSH_AUTH_SOCK belongs in it when an agent holds the keys).
+	Env []string
+	// CaptureLimit is how many bytes of each host's output are kept (head
+	// and tail); 0 means 256 KiB. Size and SHA-256 cover everything.
+	CaptureLimit int
+	// NoTTY runs commands without a remote terminal. By default ssh asks
+	// for one (-tt), because closing a terminal is what makes sshd send
+	// SIGHUP to the command when the run is stopped; without one, a
+	// stopped `sleep 300` keeps running on the host.
+	NoTTY bool
+}
+
+// Fleet runs commands on inventory hosts over the system's OpenSSH client.
+type Fleet struct {
+	cfg        Config
+	ownControl bool
+	mu         sync.Mutex
+	closed     bool
+}
+
+// New checks cfg and returns a Fleet. Close it to end its ControlMaster
+// connections.
+func New(cfg Config) (*Fleet, error) {
+	if cfg.Inventory == nil {
+		return nil, errors.New("fleet: no inventory")
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 10
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 120 * time.Second
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	if cfg.ControlPersist == 0 {
+		cfg.ControlPersist = 60 * time.Second
+	}
+	if cfg.CaptureLimit <= 0 {
+		cfg.CaptureLimit = 256 << 10
+	}
+	if cfg.SSH == "" {
+		cfg.SSH = "/usr/bin/ssh"
+		if p, err := exec.LookPath("ssh"); err == nil {
+			cfg.SSH = p
+		}
+	}
+	for _, a := range cfg.Access {
+		if _, ok := cfg.Inventory.members[a.Group]; !ok && a.Group != "all" {
+			return nil, fmt.Errorf("fleet: access for group %q, which the inventory does not have", a.Group)
+		}
+	}
+	f := &Fleet{cfg: cfg}
+	if cfg.ControlPersist > 0 && cfg.ControlDir == "" {
+		// Short: a unix socket path has at most 107 bytes.
+		d, err := os.MkdirTemp("", "tbssh")
+		if err != nil {
+			return nil, fmt.Errorf("fleet: control dir: %w", err)
+		}
+		f.cfg.ControlDir, f.ownControl = d, true
+	}
+	return f, nil
+}
+
+// Inventory returns the fleet's inventory.
+func (f *Fleet) Inventory() *Inventory { return f.cfg.Inventory }
+
+// Concurrency and Timeout return the effective limits.
+func (f *Fleet) Concurrency() int { return f.cfg.Concurrency }
+
+// Timeout returns the per-host timeout.
+func (f *Fleet) Timeout() time.Duration { return f.cfg.Timeout }
+
+// Identity returns the identity a host uses in mode m, and false when no
+// Access gives it one (then nothing runs on it: fail closed).
+func (f *Fleet) Identity(h Host, m Mode) (Identity, bool) {
+	for _, a := range f.cfg.Access {
+		if a.Group == "all" || slices.Contains(h.Groups, a.Group) {
+			id := a.ReadOnly
+			if m == Privileged {
+				id = a.Privileged
+			}
+			if id.empty() {
+				return Identity{}, false
+			}
+			if id.User == "" {
+				id.User = h.User
+			}
+			return id, true
+		}
+	}
+	return Identity{}, false
+}
+
+// Close ends the ControlMaster connections and removes the private
+// control directory.
+func (f *Fleet) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed || f.cfg.ControlPersist < 0 || f.cfg.ControlDir == "" {
+		return nil
+	}
+	f.closed = true
+	ents, _ := os.ReadDir(f.cfg.ControlDir)
+	for _, e := range ents {
+		if e.Type()&os.ModeSocket == 0 {
+			continue
+		}
+		sock := filepath.Join(f.cfg.ControlDir, e.Name())
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		cmd := exec.CommandContext(ctx, f.cfg.SSH, "-o", "ControlPath="+sock, "-O", "exit", "--", "thinbot-fleet")
+		cmd.Env = f.cfg.Env
+		_ = cmd.Run()
+		cancel()
+	}
+	if f.ownControl {
+		return os.RemoveAll(f.cfg.ControlDir)
+	}
+	return nil
+}
+
+// Result is one host's outcome.
+type Result struct {
+	Host string `json:"host"`
+	User string `json:"user,omitempty"`
+	// ExitCode is the remote command's exit code; -1 when it has none
+	// (unreachable, timed out, stopped).
+	ExitCode int `json:"exit_code"`
+	// Output is what the command wrote (stdout and stderr, through the
+	// remote terminal, with CRLF turned to LF), head and tail kept.
+	Output []byte `json:"-"`
+	// Size and SHA256 cover all of the output.
+	Size   int64  `json:"output_size"`
+	SHA256 string `json:"output_sha256"`
+	// Err says why the host did not answer: the ssh client's own message
+	// (connection refused, host key verification failed, ...) or a local
+	// refusal. Empty when the command ran.
+	Err       string        `json:"error,omitempty"`
+	Duration  time.Duration `json:"-"`
+	TimedOut  bool          `json:"timed_out,omitempty"`
+	Cancelled bool          `json:"cancelled,omitempty"`
+}
+
+// OK reports whether the command ran and exited 0.
+func (r Result) OK() bool {
+	return r.Err == "" && !r.TimedOut && !r.Cancelled && r.ExitCode == 0
+}
+
+// Unreachable reports whether the host never ran the command.
+func (r Result) Unreachable() bool { return r.Err != "" }
+
+// Run runs command on every host (at most Concurrency at once, each within
+// Timeout) with the identity of mode m, and returns one Result per host in
+// the order given. The command string is sent as it is: the remote user's
+// login shell runs it. When ctx ends, every ssh client still running is
+// killed with its process group; the remote terminal's hangup ends the
+// remote command.
+func (f *Fleet) Run(ctx context.Context, hosts []Host, m Mode, command string) []Result {
+	out := make([]Result, len(hosts))
+	sem := make(chan struct{}, f.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				out[i] = Result{Host: h.Name, ExitCode: -1, Cancelled: true, Err: "not started: the run was stopped"}
+				return
+			}
+			defer func() { <-sem }()
+			out[i] = f.runOne(ctx, h, m, command)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// Args returns the ssh command line for one host (without the ssh binary).
+func (f *Fleet) Args(h Host, id Identity, command string) []string {
+	args := []string{
+		"-o", "BatchMode=yes",
+		"-o", "StrictHostKeyChecking=yes",
+		"-o", "UpdateHostKeys=no",
+		"-o", "ForwardAgent=no",
+		"-o", "ForwardX11=no",
+		"-o", "ForwardX11Trusted=no",
+		"-o", "PermitLocalCommand=no",
+		"-o", "ClearAllForwardings=yes",
+		"-o", "Tunnel=no",
+		"-o", "EscapeChar=none",
+		"-o", "LogLevel=ERROR",
+		"-o", "ConnectTimeout=" + strconv.Itoa(max(1, int(f.cfg.ConnectTimeout/time.Second))),
+	}
+	if f.cfg.NoTTY {
+		args = append(args, "-T")
+	} else {
+		args = append(args, "-tt")
+	}
+	if f.cfg.SSHConfig != "" {
+		args = append([]string{"-F", f.cfg.SSHConfig}, args...)
+	}
+	if f.cfg.KnownHosts != "" {
+		args = append(args, "-o", "UserKnownHostsFile="+f.cfg.KnownHosts, "-o", "GlobalKnownHostsFile=/dev/null")
+	}
+	if f.cfg.ControlPersist > 0 {
+		args = append(args, "-o", "ControlMaster=auto", "-o", "ControlPath="+filepath.Join(f.cfg.ControlDir, "%C"),
+			"-o", "ControlPersist="+strconv.Itoa(max(1, int(f.cfg.ControlPersist/time.Second))))
+	} else {
+		args = append(args, "-o", "ControlMaster=no", "-o", "ControlPath=none")
+	}
+	if id.Key != "" {
+		args = append(args, "-i", id.Key, "-o", "IdentitiesOnly=yes")
+	}
+	if id.User != "" {
+		args = append(args, "-l", id.User)
+	}
+	if h.Port != 0 {
+		args = append(args, "-p", strconv.Itoa(h.Port))
+	}
+	return append(args, "--", h.Addr, command)
+}
+
+func (f *Fleet) runOne(ctx context.Context, h Host, m Mode, command string) Result {
+	res := Result{Host: h.Name, ExitCode: -1}
+	id, ok := f.Identity(h, m)
+	if !ok {
+		res.Err = fmt.Sprintf("no %s identity for this host in the fleet configuration; nothing was run", m)
+		return res
+	}
+	res.User = id.User
+	ctx2, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx2, f.cfg.SSH, f.Args(h, id, command)...)
+	cmd.Env = f.cfg.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 2 * time.Second
+	out := newCapture(f.cfg.CaptureLimit)
+	var stderr bytes.Buffer
+	var sink = &crlf{w: out}
+	cmd.Stdout = sink
+	if f.cfg.NoTTY {
+		cmd.Stderr = sink
+	} else {
+		// With a terminal the remote stderr comes through stdout; ssh's
+		// own stderr then carries only its own messages.
+		cmd.Stderr = &limitWriter{w: &stderr, n: 4096}
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		res.Err = "start ssh: " + err.Error()
+		return res
+	}
+	werr := cmd.Wait()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	sink.flush()
+	res.Duration = time.Since(start)
+	res.Output, res.Size, res.SHA256 = out.Bytes(), out.n, hex.EncodeToString(out.sum.Sum(nil))
+	switch {
+	case ctx.Err() != nil:
+		res.Cancelled = true
+		return res
+	case ctx2.Err() != nil:
+		res.TimedOut = true
+		return res
+	}
+	var ee *exec.ExitError
+	if werr != nil && !errors.As(werr, &ee) && !errors.Is(werr, exec.ErrWaitDelay) {
+		res.Err = "ssh: " + werr.Error()
+		return res
+	}
+	res.ExitCode = cmd.ProcessState.ExitCode()
+	// 255 is ssh's own failure (or a command that exits 255); ssh's
+	// message, when it wrote one, tells which.
+	if res.ExitCode == 255 {
+		if msg := strings.TrimSpace(stderr.String()); msg != "" || res.Size == 0 {
+			if msg == "" {
+				msg = "ssh failed (exit 255)"
+			}
+			res.Err = lastLines(msg, 3)
+			res.ExitCode = -1
+		}
+	}
+	return res
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.ReplaceAll(s, "\r", ""), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " / ")
+}
+
+type limitWriter struct {
+	w *bytes.Buffer
+	n int
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if room := l.n - l.w.Len(); room > 0 {
+		l.w.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+// crlf turns the terminal's CRLF into LF on the way to w.
+type crlf struct {
+	w  *capture
+	cr bool // a CR is held back, waiting for the next byte
+}
+
+func (c *crlf) Write(p []byte) (int, error) {
+	n := len(p)
+	var buf []byte
+	if c.cr {
+		if len(p) > 0 && p[0] != '\n' {
+			buf = append(buf, '\r')
+		}
+		c.cr = false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] == '\r' {
+			if i+1 == len(p) {
+				c.cr = true
+				continue
+			}
+			if p[i+1] == '\n' {
+				continue
+			}
+		}
+		buf = append(buf, p[i])
+	}
+	c.w.Write(buf)
+	return n, nil
+}
+
+func (c *crlf) flush() {
+	if c.cr {
+		c.w.Write([]byte{'\r'})
+		c.cr = false
+	}
+}
+
+// capture keeps the first and last limit/2 bytes written, the total size
+// and a hash of everything.
+type capture struct {
+	head, tail []byte
+	half       int
+	n          int64
+	sum        hash.Hash
+}
+
+func newCapture(limit int) *capture { return &capture{half: limit / 2, sum: sha256.New()} }
+
+func (c *capture) Write(p []byte) (int, error) {
+	c.sum.Write(p)
+	c.n += int64(len(p))
+	q := p
+	if room := c.half - len(c.head); room > 0 {
+		k := min(room, len(q))
+		c.head = append(c.head, q[:k]...)
+		q = q[k:]
+	}
+	if len(q) > 0 {
+		c.tail = append(c.tail, q...)
+		if len(c.tail) > 2*c.half {
+			c.tail = append(c.tail[:0], c.tail[len(c.tail)-c.half:]...)
+		}
+	}
+	return len(p), nil
+}
+
+func (c *capture) Bytes() []byte {
+	tail := c.tail
+	if len(tail) > c.half {
+		tail = tail[len(tail)-c.half:]
+	}
+	kept := int64(len(c.head) + len(tail))
+	if kept == c.n {
+		return append(append([]byte(nil), c.head...), tail...)
+	}
+	var b bytes.Buffer
+	b.Write(c.head)
+	fmt.Fprintf(&b, "\n[... %d bytes omitted ...]\n", c.n-kept)
+	b.Write(tail)
+	return b.Bytes()
+}

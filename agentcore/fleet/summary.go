@@ -1,0 +1,146 @@
+package fleet
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Summary writes results for the model and the chat: a count line, then
+// hosts with identical output and exit code grouped under one header
+// (web-[01-17]), the groups with most hosts first, then timeouts, stops and
+// unreachable hosts with ssh's reason. It stays within about limit bytes:
+// each group's output is cut in the middle to its share, and groups past
+// the 20th are only named.
+func Summary(results []Result, limit int) string {
+	if limit <= 0 {
+		limit = 16 << 10
+	}
+	type group struct {
+		hosts  []string
+		code   int
+		output string
+	}
+	var groups []*group
+	index := map[string]*group{}
+	var ok, failed, timedOut, stopped []string
+	unreachable := map[string][]string{} // reason -> hosts
+	var reasons []string
+	for _, r := range results {
+		switch {
+		case r.Err != "":
+			if _, seen := unreachable[r.Err]; !seen {
+				reasons = append(reasons, r.Err)
+			}
+			unreachable[r.Err] = append(unreachable[r.Err], r.Host)
+			continue
+		case r.Cancelled:
+			stopped = append(stopped, r.Host)
+		case r.TimedOut:
+			timedOut = append(timedOut, r.Host)
+		case r.ExitCode == 0:
+			ok = append(ok, r.Host)
+		default:
+			failed = append(failed, r.Host)
+		}
+		if r.Cancelled || r.TimedOut {
+			if r.Size == 0 {
+				continue
+			}
+		}
+		key := fmt.Sprintf("%d %v %v %s", r.ExitCode, r.TimedOut, r.Cancelled, r.SHA256)
+		g := index[key]
+		if g == nil {
+			g = &group{code: r.ExitCode, output: string(r.Output)}
+			if r.TimedOut {
+				g.code = -2
+			} else if r.Cancelled {
+				g.code = -3
+			}
+			index[key] = g
+			groups = append(groups, g)
+		}
+		g.hosts = append(g.hosts, r.Host)
+	}
+	sort.SliceStable(groups, func(i, j int) bool { return len(groups[i].hosts) > len(groups[j].hosts) })
+
+	var b strings.Builder
+	n := 0
+	for _, hs := range unreachable {
+		n += len(hs)
+	}
+	fmt.Fprintf(&b, "%d host(s): %d exit 0, %d failed", len(results), len(ok), len(failed))
+	if len(timedOut) > 0 {
+		fmt.Fprintf(&b, ", %d timed out", len(timedOut))
+	}
+	if len(stopped) > 0 {
+		fmt.Fprintf(&b, ", %d stopped", len(stopped))
+	}
+	fmt.Fprintf(&b, ", %d unreachable\n", n)
+	const maxGroups = 20
+	shown := min(len(groups), maxGroups)
+	share := limit
+	if shown > 0 {
+		share = max(256, (limit-512)/shown)
+	}
+	for i, g := range groups {
+		if i == maxGroups {
+			var rest []string
+			for _, g := range groups[i:] {
+				rest = append(rest, g.hosts...)
+			}
+			fmt.Fprintf(&b, "\n== %d more distinct outputs, not shown: %s\n", len(groups)-i, Ranges(rest))
+			break
+		}
+		status := fmt.Sprintf("exit %d", g.code)
+		switch g.code {
+		case -2:
+			status = "timed out"
+		case -3:
+			status = "stopped"
+		}
+		fmt.Fprintf(&b, "\n== %s (%d host%s, %s):\n", Ranges(g.hosts), len(g.hosts), plural(len(g.hosts)), status)
+		out := strings.TrimRight(g.output, "\n")
+		if out == "" {
+			b.WriteString("(no output)\n")
+			continue
+		}
+		b.WriteString(headTail(out, share))
+		b.WriteString("\n")
+	}
+	if len(timedOut) > 0 {
+		fmt.Fprintf(&b, "\n== timed out (killed): %s\n", Ranges(timedOut))
+	}
+	if len(stopped) > 0 {
+		fmt.Fprintf(&b, "\n== stopped (killed): %s\n", Ranges(stopped))
+	}
+	for _, why := range reasons {
+		hs := unreachable[why]
+		fmt.Fprintf(&b, "\n== unreachable, nothing ran: %s (%d host%s): %s\n", Ranges(hs), len(hs), plural(len(hs)), headTail(why, 300))
+	}
+	return headTail(b.String(), limit+1024)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// headTail shortens s to about limit bytes, keeping head and tail, without
+// splitting a UTF-8 sequence.
+func headTail(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	h := limit / 2
+	for h > 0 && s[h]&0xC0 == 0x80 {
+		h--
+	}
+	t := len(s) - limit/2
+	for t < len(s) && s[t]&0xC0 == 0x80 {
+		t++
+	}
+	return fmt.Sprintf("%s\n[... %d bytes omitted ...]\n%s", s[:h], t-h, s[t:])
+}
