@@ -16,11 +16,11 @@ var allowedImports = map[string][]string{
 	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox", "agentcore/fleet"},
 	"agentcore/sandbox": {},
 	// Inventory, host patterns and the OpenSSH fan-out; a leaf like gate.
-	"agentcore/fleet": {},
-	"agentcore/openai":  {"agentcore"},
-	"bot":               {"agentcore"},
-	"bot/mattermost":    {"bot"},
-	"bot/slack":         {"bot"},
+	"agentcore/fleet":  {},
+	"agentcore/openai": {"agentcore"},
+	"bot":              {"agentcore"},
+	"bot/mattermost":   {"bot"},
+	"bot/slack":        {"bot"},
 	// The console's audit viewer reads the chain (sessions, timelines,
 	// verification, export); it never appends.
 	"bot/web": {"bot", "store"},
