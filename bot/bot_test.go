@@ -117,6 +117,8 @@ type rig struct {
 	db  *store.DB
 	dir string
 	ctx context.Context
+	// stop ends Run and waits for it (and so for every post it started).
+	stop func()
 }
 
 func newRig(t *testing.T, model agentcore.Model, ch Channel, cfg Config) *rig {
@@ -145,7 +147,7 @@ func newRig(t *testing.T, model agentcore.Model, ch Channel, cfg Config) *rig {
 	done := make(chan struct{})
 	go func() { b.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &rig{b: b, ad: ad, db: db, dir: ch.Workspace, ctx: ctx}
+	return &rig{b: b, ad: ad, db: db, dir: ch.Workspace, ctx: ctx, stop: func() { cancel(); <-done }}
 }
 
 var (
@@ -287,14 +289,60 @@ func TestIgnoresWhatIsNotForIt(t *testing.T) {
 	r := newRig(t, model, Channel{}, Config{Users: []string{"alice"}, Sessions: []string{th1.Key()}})
 	r.say(alice, Thread{Platform: "fake", Channel: "C1", Root: "R9"}, "m1", "no mention, new thread", false)
 	r.say(alice, Thread{Platform: "fake", Channel: "C2", Root: "R1"}, "m2", "unconfigured channel", true)
+	r.say(alice, Thread{Platform: "fake", Channel: "C3", Root: "R1"}, "m2b", "unconfigured, no mention", false)
 	r.b.HandleMessage(r.ctx, Message{Thread: th1, ID: "m3", User: bob, Text: "from a bot", Mentioned: true, FromBot: true})
 	r.say(eve, th1, "m4", "not allowed", true)
 	r.ad.waitPost(t, th1, contains("not allowed to use this bot"))
+	r.ad.waitPost(t, Thread{Platform: "fake", Channel: "C2", Root: "R1"}, contains("I am not enabled in this channel"))
 	r.say(eve, th1, "m5", "just chatting in the thread", false) // no mention: no second refusal
 	r.ad.mu.Lock()
 	defer r.ad.mu.Unlock()
-	if n := len(r.ad.posts); n != 1 {
-		t.Errorf("%d posts, want only the refusal", n)
+	if n := len(r.ad.posts); n != 2 {
+		t.Errorf("%d posts, want only the refusal and the not-enabled notice: %+v", n, r.ad.posts)
+	}
+}
+
+// A mention in an unconfigured channel (or a DM without configuration)
+// gets one short notice per channel and hour, never more.
+func TestNotEnabledNoticeOncePerHour(t *testing.T) {
+	model := funcModel(func(agentcore.Request) (agentcore.Response, error) {
+		t.Error("the model was called")
+		return agentcore.Response{}, nil
+	})
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	r := newRig(t, model, Channel{}, Config{Now: clock})
+	lobby := Thread{Platform: "fake", Channel: "C2", Root: "R1"}
+	dm := Thread{Platform: "fake", Channel: "D1", Root: "R2"}
+	count := func(th Thread) int {
+		r.ad.mu.Lock()
+		defer r.ad.mu.Unlock()
+		n := 0
+		for _, p := range r.ad.posts {
+			if p.thread.Channel == th.Channel && strings.Contains(p.post.Text, "not enabled") {
+				n++
+			}
+		}
+		return n
+	}
+	r.say(alice, lobby, "m1", "hello", true)
+	r.ad.waitPost(t, lobby, contains("I am not enabled in this channel"))
+	r.b.HandleMessage(r.ctx, Message{Thread: dm, ID: "m2", User: alice, Text: "psst", Direct: true})
+	r.ad.waitPost(t, dm, contains("I am not enabled in direct messages"))
+	r.say(bob, Thread{Platform: "fake", Channel: "C2", Root: "R3"}, "m3", "hello?", true)
+	r.say(alice, lobby, "m1", "hello", true) // redelivered
+	advance(59 * time.Minute)
+	r.say(alice, lobby, "m4", "still nobody?", true)
+	advance(time.Minute)
+	r.say(alice, lobby, "m5", "an hour later", true)
+	r.stop()
+	if n := count(lobby); n != 2 {
+		t.Errorf("%d notices in the channel within an hour and one after, want 2", n)
+	}
+	if n := count(dm); n != 1 {
+		t.Errorf("%d notices in the DM, want 1", n)
 	}
 }
 

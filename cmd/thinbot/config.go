@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -412,16 +413,22 @@ func notUserID(platform, s string) string {
 }
 
 // checkListen tries to bind addr (and lets go at once), so that `config
-// check` finds a port already taken before `serve` does.
-func checkListen(addr string) error {
+// check` finds a port already taken before `serve` does. A port held by a
+// running thinbot (its /healthz and /metrics answer as thinbot's do) is no
+// problem but a note: that is most likely this config's own daemon, and
+// `config check` is often run beside it.
+func checkListen(addr string) (note string, err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return fmt.Errorf("listen %s: address already in use: another program listens there (pick another listen address)", addr)
+			if thinbotListens(addr) {
+				return fmt.Sprintf("listen %s is in use by a running thinbot (this config's daemon?); a second serve would fail", addr), nil
+			}
+			return "", fmt.Errorf("listen %s: address already in use: another program listens there (pick another listen address)", addr)
 		}
-		return fmt.Errorf("listen %s: %w", addr, err)
+		return "", fmt.Errorf("listen %s: %w", addr, err)
 	}
-	return ln.Close()
+	return "", ln.Close()
 }
 
 // readSecret reads a credentials file, trimmed.
@@ -437,6 +444,24 @@ func readSecret(path string) (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// thinbotListens reports whether a thinbot answers on addr.
+func thinbotListens(addr string) bool {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	get := func(path string) string {
+		resp, err := hc.Get("http://" + addr + path)
+		if err != nil {
+			return ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if resp.StatusCode != http.StatusOK {
+			return ""
+		}
+		return string(b)
+	}
+	return get("/healthz") == "ok\n" && strings.Contains(get("/metrics"), "thinbot_chain_events")
 }
 
 func cmdConfig(_ context.Context, e *env, args []string) error {
@@ -458,7 +483,11 @@ func cmdConfig(_ context.Context, e *env, args []string) error {
 	c, _, err := loadConfig(*path, e.getenv)
 	if c != nil {
 		if _, _, perr := net.SplitHostPort(c.Listen); perr == nil {
-			err = errors.Join(err, checkListen(c.Listen))
+			note, lerr := checkListen(c.Listen)
+			err = errors.Join(err, lerr)
+			if note != "" {
+				fmt.Fprintf(e.stdout, "note: %s\n", note)
+			}
 		}
 	}
 	if err != nil {

@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -217,6 +220,35 @@ channels:
 	}
 	if want := "listen " + l.Addr().String() + ": address already in use"; !strings.Contains(out, want) {
 		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+}
+
+// A port held by a running thinbot (config check run beside its daemon) is
+// a note, not a problem.
+func TestConfigCheckListenHeldByThinbot(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/healthz":
+			fmt.Fprintln(w, "ok")
+		case "/metrics":
+			fmt.Fprintln(w, "thinbot_chain_events 42")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	out, err := writeCheckConfig(t, `
+model: {base_url: "http://127.0.0.1:9/v1", model: m}
+platform: slack
+slack: {bot_token_file: TOKEN, app_token_file: TOKEN}
+state_dir: STATE
+listen: `+addr+`
+channels:
+  - {id: C1, workspace: WS, approvers: [U012AB3CDE]}
+`)
+	if err != nil || !strings.Contains(out, "note: listen "+addr+" is in use by a running thinbot") {
+		t.Errorf("config check beside a running thinbot: %v\n%s", err, out)
 	}
 }
 
