@@ -233,10 +233,15 @@ func independentPassCheck(p *Policy, cmd string) string {
 				problem = "it assigns a shell variable"
 				return false
 			}
-			name := x.Args[0].Lit()
+			// The name is the concatenation of its literal and quoted
+			// parts (cat'' is cat).
+			name := ""
 			for _, q := range x.Args[0].Parts {
-				if sq, ok := q.(*syntax.SglQuoted); ok {
-					name += sq.Value
+				switch y := q.(type) {
+				case *syntax.Lit:
+					name += y.Value
+				case *syntax.SglQuoted:
+					name += y.Value
 				}
 			}
 			name = strings.TrimPrefix(strings.TrimPrefix(name, "/usr/bin/"), "/bin/")
