@@ -42,7 +42,11 @@ func (s *Server) identify(r *http.Request) (identity, bool) {
 		if !remote.IsLoopback() {
 			return identity{}, false
 		}
-		return identity{Name: s.cfg.LocalUser, Roles: []string{RoleUser, RoleApprover, RoleAuditor}, Via: "loopback"}, true
+		roles := []string{RoleAuditor}
+		if s.cfg.Chat {
+			roles = []string{RoleUser, RoleApprover, RoleAuditor}
+		}
+		return identity{Name: s.cfg.LocalUser, Roles: roles, Via: "loopback"}, true
 	}
 	if s.trustedProxy(remote) {
 		name := strings.TrimSpace(r.Header.Get("X-Forwarded-User"))

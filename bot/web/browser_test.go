@@ -123,12 +123,18 @@ func waitText(t *testing.T, ctx context.Context, sel, want string) {
 	}
 }
 
-// shot writes a PNG screenshot of the tab's page.
+// shot writes a PNG screenshot of the tab's whole page.
 func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	screenshot(t, ctx, name, chromedp.FullScreenshot(100))
+}
+
+// screenshot writes a PNG screenshot taken by capture.
+func screenshot(t *testing.T, ctx context.Context, name string, capture chromedp.Action[[]byte]) {
 	t.Helper()
 	c, cancel := context.WithTimeout(ctx, browserWait)
 	defer cancel()
-	buf, err := chromedp.Run(c, chromedp.FullScreenshot(100))
+	buf, err := chromedp.Run(c, capture)
 	if err != nil {
 		t.Logf("screenshot %s: %v", name, err)
 		return
@@ -367,5 +373,5 @@ func TestBrowserBigSessionFirstPaint(t *testing.T) {
 	if n := eval[int](t, local, `document.querySelectorAll("#timeline li.ev").length`); n != 200 {
 		t.Errorf("the page shows %d events, want 200", n)
 	}
-	shot(t, local, "12-audit-10k-session")
+	screenshot(t, local, "12-audit-10k-session", chromedp.CaptureScreenshot()) // the viewport: the page is long
 }

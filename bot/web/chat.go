@@ -582,6 +582,9 @@ func (s *Server) restore() error {
 			}
 			th.Updated = ev.Time
 		}
+		if th != nil && len(th.posts) > maxThreadPosts {
+			th.posts = th.posts[len(th.posts)-maxThreadPosts:]
+		}
 	}
 	return nil
 }

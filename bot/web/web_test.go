@@ -327,3 +327,28 @@ func TestSecurityHeaders(t *testing.T) {
 		}
 	}
 }
+
+func TestRestartBringsThreadsBack(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	tid := r.newThread("alice", "please check the disk")
+	r.waitPost(tid, "plenty of room")
+	waitFor(t, "the run to end", func() bool { return runEnded(r, tid) })
+	s, err := New(Config{Listen: "127.0.0.1:0", Chain: r.db, Chat: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := s.threads[tid]
+	if th == nil || th.Title != "please check the disk" || th.By != "alice" || len(th.posts) != 2 ||
+		!strings.Contains(th.posts[1].Text, "plenty of room") {
+		t.Fatalf("restored thread = %+v", th)
+	}
+}
+
+func runEnded(r *rig, tid string) bool {
+	for ev, err := range r.db.Events("web/console/"+tid, 1) {
+		if err == nil && ev.Type == "run_finished" {
+			return true
+		}
+	}
+	return false
+}
