@@ -308,9 +308,14 @@ func (c *compiled) protectedPath(w where) string {
 }
 
 // ClassifyPath judges a path the read_file tool wants to read: a NUL byte
-// is deny; control, zero-width and bidi characters, empty paths and
-// sensitive paths are confirm; anything else is pass. A relative path is
-// matched as if it could sit under any directory.
+// and the deny rules' read targets (other processes' environ and mem,
+// also through /dev/fd/.. and /proc/PID/root) are deny; control,
+// zero-width and bidi characters, empty paths, sensitive and protected
+// paths, devices not in readable_devices and paths through /proc magic
+// links are confirm; anything else is pass. A relative path is matched as
+// if it could sit under any directory. The check is lexical: the caller
+// opens the path and checks what it opened (a symbolic link can still
+// lead elsewhere).
 func (p *Policy) ClassifyPath(name string) Decision {
 	if d, ok := checkText(name, 4096); !ok {
 		return d
@@ -319,6 +324,12 @@ func (p *Policy) ClassifyPath(name string) Decision {
 		return confirm("path.empty", "an empty path")
 	}
 	c := p.comp()
+	w := resolvePath(name, "", c.home)
+	for _, pp := range c.readTargets {
+		if pp.matches(w) || w.rootTail != nil && pp.matches(where{segs: w.rootTail, absolute: true}) {
+			return deny("deny.read-target", "%s is another process's memory or environment (matches %s)", name, pp.raw)
+		}
+	}
 	if pat := c.sensitive(name, ""); pat != "" {
 		return confirm("secret.path", "%s is a sensitive path (matches %s)", name, pat)
 	}

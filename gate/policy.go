@@ -311,10 +311,13 @@ func (p *Policy) YAML() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// WithProtected returns a copy of p that also treats these paths, and
-// everything under them, as sensitive: the bot's config file and its state
-// folder (store, audit.jsonl). Relative and empty paths are ignored; the
-// caller passes absolute paths.
+// WithProtected returns a copy of p that protects these paths and
+// everything under them: the bot's config file, its state folder (event
+// store, audit.jsonl) and its token and key files. Reading them is
+// confirm (commands and read_file); anything else that names them —
+// a redirection, dd of=, sed -i or `w FILE`, sort -o, rm, cp, tee, a
+// command not on the read-only table — is deny. Relative and empty paths
+// are ignored; the caller passes absolute paths.
 func (p *Policy) WithProtected(paths ...string) *Policy {
 	return p.withPaths(func(q *Policy) *[]string { return &q.ProtectedPaths }, paths)
 }

@@ -1,0 +1,61 @@
+// Package gate classifies shell commands and paths before thinbot runs or
+// reads them. It is pure: no I/O, no clock, no environment, and it imports
+// nothing of thinbot's. Every command the model wants to run gets one of
+// three verdicts:
+//
+//   - Deny: never runs (whole-system destruction, the bot's own state as a
+//     write target, other processes' memory and environment);
+//   - Confirm: runs only after a human approves it;
+//   - Pass: read-only, runs at once.
+//
+// # Types
+//
+// A [Policy] holds the tables as data: the read-only commands with their
+// argument rules ([Rule]), the wrappers judged by what they wrap
+// ([Wrapper]), the deny rules ([DenyRules]) and the sensitive, protected
+// and readable paths. [DefaultPolicy] returns the policy embedded from
+// default_policy.yaml; [ParsePolicy] extends or replaces it from a policy
+// file; the With methods return copies with the bot's own paths added.
+// [Policy.ClassifyIn] judges a command in a working directory,
+// [Policy.ClassifyPath] a path for the read_file tool; both return a
+// [Decision]: the [Verdict], a reason for the chat and the rule name for
+// the audit log.
+//
+// # How a command is judged
+//
+// The command is parsed with mvdan.cc/sh (bash dialect). The deny scan
+// walks the whole tree (lists, pipelines, subshells, substitutions,
+// function bodies, wrapped commands, `bash -c` strings) and follows `cd`,
+// so `cd / && rm -rf *` is `rm -rf /*`. Then every simple command must be
+// on the read-only table with its arguments read as the tool itself reads
+// them, or the whole command is confirm:
+//
+//   - flags follow getopt: bundled short flags (-la), attached values
+//     (-n5, --lines=5), and optional arguments that never take the next
+//     word (journalctl -n, date -I, od -w, git -U); a long flag must be
+//     spelled in full, since an abbreviation (--in-pl) is not on the table;
+//   - tools with their own parsers are modelled as such: xxd and ip read
+//     whole-word flags and stop at their first operand, git's own flags
+//     come before the subcommand, iproute2 matches objects and commands by
+//     prefix (`ip l s` is `ip link set`), binutils expand @FILE, nft reads
+//     `;` as a separator, sed scripts are parsed as GNU sed does (labels,
+//     bracket expressions, e, r, w, s///e, s///w);
+//   - xargs may append flags as well as operands: its command passes only
+//     if it is safe with any operands and its flags end with `--`;
+//   - paths are resolved as the kernel would before they are matched:
+//     /dev/fd is /proc/self/fd, so /dev/fd/../../1/environ is
+//     /proc/1/environ; a path through /proc/PID/{cwd,root,exe,fd/N} is
+//     sensitive, and so is every device not in readable_devices.
+//
+// Anything the gate does not understand, and anything that fails to parse,
+// is confirm.
+//
+// # Caveats
+//
+// The gate is lexical. It cannot see symbolic links other than the /proc
+// and /dev/fd ones it knows, what a variable holds, or what a program does
+// with its input; a command that hides its target behind $VAR is confirm,
+// not deny. The gate is the first line; the kernel sandbox that runs pass
+// verdicts read-only is the second. All methods of Policy may be called
+// concurrently; a Policy is never modified after it is built.
+package gate
