@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -330,6 +331,16 @@ func (h *helper) run(ctx context.Context, c Cmd, out io.Writer) (Result, error) 
 
 	var res Result
 	killed := false
+	pid := 0
+	// The daemon kills the group itself: it is outside every Landlock
+	// domain, while the helper's threads may each hold a domain of their
+	// own (Landlock ABI < 8 enforces thread by thread), and a domain that
+	// scopes signals cannot signal a sibling's commands.
+	kill := func() {
+		if pid > 0 {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}
 	for {
 		var m message
 		select {
@@ -337,6 +348,7 @@ func (h *helper) run(ctx context.Context, c Cmd, out io.Writer) (Result, error) 
 		case <-ctx.Done():
 			if !killed {
 				killed = true
+				kill()
 				h.wmu.Lock()
 				_ = send(h.conn, message{ID: id, Op: "kill"})
 				h.wmu.Unlock()
@@ -345,6 +357,10 @@ func (h *helper) run(ctx context.Context, c Cmd, out io.Writer) (Result, error) 
 		}
 		switch m.Op {
 		case "started":
+			pid = m.Pid
+			if killed {
+				kill()
+			}
 			continue
 		case "error":
 			// Unblock the copy: nothing more will be written.
@@ -352,6 +368,8 @@ func (h *helper) run(ctx context.Context, c Cmd, out io.Writer) (Result, error) 
 			<-copied
 			return Result{}, fmt.Errorf("sandbox: %s", m.Err)
 		case "exited":
+			// Whatever the command left in its group dies with it.
+			kill()
 			res = Result{ExitCode: m.Code, Signal: m.Sig, Killed: killed || ctx.Err() != nil}
 		default:
 			continue

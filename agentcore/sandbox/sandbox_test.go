@@ -1,0 +1,371 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary serve as its own helper, as thinbot does.
+func TestMain(m *testing.M) {
+	Main(os.Args)
+	os.Exit(m.Run())
+}
+
+const testPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// rig is a workspace with a state dir and a token file, and a sandbox that
+// hides both, as serve sets it up.
+type rig struct {
+	ws, state, token string
+	sb               *Sandbox
+}
+
+var (
+	sharedOnce sync.Once
+	shared     *rig
+	sharedErr  error
+)
+
+// newRig starts one sandbox for the package's tests (starting one costs a
+// Go start-up per helper). The secret environment variable is set before
+// Harden, as a daemon's would be.
+func newRig(t testing.TB) *rig {
+	t.Helper()
+	sharedOnce.Do(func() {
+		base, err := os.MkdirTemp("", "thinbot-sandbox-test-")
+		if err != nil {
+			sharedErr = err
+			return
+		}
+		r := &rig{ws: filepath.Join(base, "ws"), state: filepath.Join(base, "ws", ".thinbot"), token: filepath.Join(base, "slack.token")}
+		os.MkdirAll(r.state, 0o700)
+		os.WriteFile(filepath.Join(r.state, "events.db"), []byte("the chain"), 0o600)
+		os.WriteFile(filepath.Join(r.ws, "notes.txt"), []byte("hello\n"), 0o644)
+		os.WriteFile(r.token, []byte("xoxb-secret-token-value"), 0o600)
+		os.Setenv("SANDBOX_TEST_API_KEY", "sk-sandbox-test-key-0123456789")
+		r.sb, sharedErr = Start(context.Background(), Config{Hide: []string{r.state, r.token}, Workspaces: []string{r.ws}})
+		if sharedErr == nil {
+			sharedErr = Harden(func(name string) bool { return strings.HasSuffix(name, "_API_KEY") })
+		}
+		shared = r
+	})
+	if sharedErr != nil {
+		if os.Getenv("CI") == "" && errors.Is(sharedErr, syscall.EPERM) {
+			t.Skipf("this host refuses the sandbox: %v", sharedErr)
+		}
+		t.Fatalf("start sandbox: %v", sharedErr)
+	}
+	return shared
+}
+
+func (r *rig) run(t testing.TB, m Mode, script string) (string, Result) {
+	t.Helper()
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := r.sb.Run(ctx, m, Cmd{Args: []string{"/bin/bash", "-c", script}, Dir: r.ws, Env: []string{testPath}}, &out)
+	if err != nil {
+		t.Fatalf("run %q: %v", script, err)
+	}
+	return out.String(), res
+}
+
+// TestReadOnlyStopsWrites feeds the read-only helper commands a broken gate
+// would pass and checks on the host that nothing was written, whatever the
+// command printed.
+func TestReadOnlyStopsWrites(t *testing.T) {
+	r := newRig(t)
+	tmpMark := fmt.Sprintf("/tmp/thinbot-sandbox-mark-%d", os.Getpid())
+	t.Cleanup(func() { os.Remove(tmpMark) })
+	cases := []string{
+		"touch new",
+		"echo x > new",
+		"echo x >> notes.txt",
+		": > notes.txt",
+		"truncate -s0 notes.txt",
+		"rm -f notes.txt",
+		"mv notes.txt moved",
+		"mkdir newdir",
+		"ln -s /etc/passwd link",
+		"chmod 777 notes.txt",
+		"sed -i s/hello/bye/ notes.txt",
+		"sed -n 'w new' notes.txt",
+		"sed -n ':a w new' notes.txt",
+		"sed -n 's/[/]/x/;s|h|/bin/touch new|e' notes.txt",
+		"xxd -p notes.txt new",
+		"dd if=notes.txt of=new",
+		"tee new < notes.txt",
+		"cp notes.txt new",
+		"python3 -c 'open(\"new\",\"w\").write(\"x\")'",
+		"echo x > " + tmpMark, // lands in the private tmp, not the host's
+		"echo x > /var/tmp/" + filepath.Base(tmpMark),
+		"echo x > /dev/shm/" + filepath.Base(tmpMark),
+		"touch /etc/thinbot-sandbox-test",
+		"echo 1 > /proc/sys/vm/drop_caches",
+		"echo 1 > /proc/sysrq-trigger",
+		"mount -o remount,rw /",
+		"umount " + r.state,
+		"mount -t tmpfs none " + r.ws,
+	}
+	before := tree(t, filepath.Dir(r.ws))
+	for _, c := range cases {
+		out, res := r.run(t, ReadOnly, c)
+		t.Logf("%-50s exit %d: %s", c, res.ExitCode, firstLine(out))
+	}
+	after := tree(t, filepath.Dir(r.ws))
+	if before != after {
+		t.Errorf("the workspace changed:\nbefore\n%s\nafter\n%s", before, after)
+	}
+	for _, p := range []string{tmpMark, "/var/tmp/" + filepath.Base(tmpMark), "/etc/thinbot-sandbox-test"} {
+		if _, err := os.Stat(p); err == nil {
+			os.Remove(p)
+			t.Errorf("%s was written on the host", p)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(r.state, "events.db")); string(b) != "the chain" {
+		t.Errorf("the state dir's store was changed: %q", b)
+	}
+}
+
+// TestSecretsUnreadable: in both modes the state dir and token file read
+// as empty, and the daemon's environment and memory are closed, by every
+// path a gate's text-based path check missed.
+func TestSecretsUnreadable(t *testing.T) {
+	r := newRig(t)
+	pid := os.Getpid()
+	reads := []string{
+		"cat .thinbot/events.db",
+		"ls -A .thinbot",
+		"cat " + r.token,
+		"cat /proc/" + fmt.Sprint(pid) + "/environ",
+		"cat /dev/fd/../../" + fmt.Sprint(pid) + "/environ",
+		"cat /proc/self/task/../../" + fmt.Sprint(pid) + "/environ",
+		"cat /proc/" + fmt.Sprint(pid) + "/task/" + fmt.Sprint(pid) + "/environ",
+		"strings /proc/" + fmt.Sprint(pid) + "/environ",
+		"head -c 100 /proc/" + fmt.Sprint(pid) + "/mem",
+		"cat /proc/" + fmt.Sprint(pid) + "/root" + r.state + "/events.db",
+		"cat /proc/1/root" + r.state + "/events.db",
+		"cat /proc/" + fmt.Sprint(pid) + "/cwd/" + r.token,
+		"cat /proc/self/environ; env",
+	}
+	for _, m := range []Mode{ReadOnly, Approved} {
+		for _, c := range reads {
+			out, _ := r.run(t, m, c+" 2>/dev/null")
+			for _, secret := range []string{"the chain", "xoxb-secret-token-value", "sk-sandbox-test-key", "events.db"} {
+				if strings.Contains(out, secret) {
+					t.Errorf("%s: %q read %q", m, c, secret)
+				}
+			}
+		}
+	}
+	// Approved commands can write the workspace (and undo it), but not the
+	// hidden state.
+	if out, res := r.run(t, Approved, "touch approved-file && rm approved-file && echo ok"); res.ExitCode != 0 || !strings.Contains(out, "ok") {
+		t.Errorf("approved write: exit %d %s", res.ExitCode, out)
+	}
+	r.run(t, Approved, "echo x > .thinbot/events.db; rm -rf .thinbot/*")
+	if b, _ := os.ReadFile(filepath.Join(r.state, "events.db")); string(b) != "the chain" {
+		t.Errorf("an approved command changed the hidden store: %q", b)
+	}
+}
+
+// TestReadOnlyKeepsTheHostVisible: ps, df, the network and the workspace's
+// files stay as they are; only raw devices are gone from /dev.
+func TestReadOnlyKeepsTheHostVisible(t *testing.T) {
+	r := newRig(t)
+	out, res := r.run(t, ReadOnly, "cat notes.txt; ps -e -o pid= | wc -l; df -P / | tail -1; ls /dev; cat /proc/net/tcp | head -1; echo scratch > /tmp/x && cat /tmp/x")
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s", res.ExitCode, out)
+	}
+	lines := strings.Split(out, "\n")
+	var hostProcs int
+	fmt.Sscan(lines[1], &hostProcs)
+	if lines[0] != "hello" || hostProcs < 3 || !strings.HasSuffix(strings.TrimSpace(lines[2]), " /") {
+		t.Errorf("the host is not visible as it is:\n%s", out)
+	}
+	for _, dev := range []string{"vda", "sda", "nvme", "mem", "kmsg", "mapper", "block", "disk"} {
+		for _, l := range lines {
+			if l == dev || strings.HasPrefix(l, dev) {
+				t.Errorf("/dev/%s is visible in the read-only sandbox", l)
+			}
+		}
+	}
+	if !strings.Contains(out, "local_address") || !strings.Contains(out, "scratch") {
+		t.Errorf("network table or private tmp missing:\n%s", out)
+	}
+}
+
+// TestReadOnlySignalsStayInside: a read-only command cannot signal the
+// daemon (Landlock's signal scope, ABI 6+).
+func TestReadOnlySignalsStayInside(t *testing.T) {
+	r := newRig(t)
+	if r.sb.Info(ReadOnly).LandlockABI < 6 {
+		t.Skip("Landlock ABI < 6: no signal scoping on this kernel")
+	}
+	out, res := r.run(t, ReadOnly, fmt.Sprintf("kill -0 %d", os.Getpid()))
+	if res.ExitCode == 0 {
+		t.Errorf("a read-only command could signal the daemon: %s", out)
+	}
+}
+
+// TestCancelKillsTheGroup: ctx's end kills the command and what it left in
+// the background.
+func TestCancelKillsTheGroup(t *testing.T) {
+	r := newRig(t)
+	for _, m := range []Mode{ReadOnly, Approved} {
+		ctx, cancel := context.WithCancel(context.Background())
+		var out syncBuf
+		done := make(chan Result, 1)
+		go func() {
+			res, err := r.sb.Run(ctx, m, Cmd{Args: []string{"/bin/bash", "-c", "sleep 300 & echo $!; wait"}, Dir: r.ws, Env: []string{testPath}}, &out)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- res
+		}()
+		var pid int
+		for range 500 {
+			if _, err := fmt.Sscan(out.String(), &pid); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+		var res Result
+		select {
+		case res = <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: the command outlived its cancellation", m)
+		}
+		if !res.Killed {
+			t.Errorf("%s: result %+v, want Killed", m, res)
+		}
+		if pid == 0 {
+			t.Fatalf("%s: no pid printed", m)
+		}
+		for range 200 {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil || strings.Contains(string(b), ") Z ") {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && strings.Contains(string(b), "sleep") {
+			t.Errorf("%s: the background sleep %d survived", m, pid)
+		}
+	}
+}
+
+// TestHelperDeathFailsClosed: when a helper dies, its commands and every
+// later one fail with ErrUnavailable, and Err says so.
+func TestHelperDeathFailsClosed(t *testing.T) {
+	newRig(t) // the package's helper is the test binary: make sure it works
+	sb, err := Start(context.Background(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if err := sb.ro.proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-sb.ro.done
+	var out bytes.Buffer
+	_, err = sb.Run(context.Background(), ReadOnly, Cmd{Args: []string{"/bin/true"}, Dir: "/"}, &out)
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(sb.Err(), ErrUnavailable) {
+		t.Errorf("Run = %v, Err = %v; want ErrUnavailable", err, sb.Err())
+	}
+	// The other helper still works.
+	if _, err := sb.Run(context.Background(), Approved, Cmd{Args: []string{"/bin/true"}, Dir: "/"}, &out); err != nil {
+		t.Errorf("approved helper: %v", err)
+	}
+}
+
+// TestStartRefusedFailsCleanly: a helper whose set-up fails reports why.
+func TestStartRefusedFailsCleanly(t *testing.T) {
+	_, err := Start(context.Background(), Config{Exe: "/bin/false"})
+	if err == nil || !strings.Contains(err.Error(), "helper") {
+		t.Errorf("Start with a non-helper binary = %v", err)
+	}
+	_, err = Start(context.Background(), Config{Hide: []string{"relative/path"}})
+	if err == nil || !strings.Contains(err.Error(), "not absolute") {
+		t.Errorf("Start with a relative hidden path = %v", err)
+	}
+}
+
+// BenchmarkSpawn compares one `true` started directly (fork+exec from the
+// daemon, as without a sandbox) with the same through each helper: the
+// difference is the sandbox's cost per command.
+func BenchmarkSpawn(b *testing.B) {
+	r := newRig(b)
+	b.Run("direct", func(b *testing.B) {
+		for b.Loop() {
+			cmd := exec.Command("/bin/true")
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := cmd.Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, m := range []Mode{ReadOnly, Approved} {
+		b.Run(m.String(), func(b *testing.B) {
+			var out bytes.Buffer
+			for b.Loop() {
+				res, err := r.sb.Run(context.Background(), m, Cmd{Args: []string{"/bin/true"}, Dir: r.ws, Env: []string{testPath}}, &out)
+				if err != nil || res.ExitCode != 0 {
+					b.Fatal(err, res)
+				}
+			}
+		})
+	}
+}
+
+func tree(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		info, _ := d.Info()
+		fmt.Fprintf(&b, "%s %v %d", p, info.Mode(), info.Size())
+		if !d.IsDir() {
+			c, _ := os.ReadFile(p)
+			fmt.Fprintf(&b, " %q", c)
+		}
+		b.WriteByte('\n')
+		return nil
+	})
+	return b.String()
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
