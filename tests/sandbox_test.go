@@ -53,8 +53,9 @@ func TestSandboxStopsWhatABrokenGatePasses(t *testing.T) {
 		"cp /etc/hostname copied",
 		"printf x | tee /tmp/" + tmpMark,
 		"dd if=/etc/hostname of=/tmp/" + tmpMark + "-dd",
-		"sed -n 'w .thinbot/events.db' /etc/hostname",
-		"sed -n '1w .thinbot/audit.jsonl' /etc/hostname",
+		// (sed's w into the state dir is denied by the gate's protected
+		// paths even under this policy; the executor tests in
+		// agentcore/sandbox run it past the gate.)
 		"sed -i -e 's/^/x/' .thinbot/events.db",
 		"rm -f .thinbot/events.db",
 		"ln -s /etc/passwd link",

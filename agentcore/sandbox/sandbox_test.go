@@ -101,6 +101,8 @@ func TestReadOnlyStopsWrites(t *testing.T) {
 		"sed -i s/hello/bye/ notes.txt",
 		"sed -n 'w new' notes.txt",
 		"sed -n ':a w new' notes.txt",
+		"sed -n 'w .thinbot/events.db' notes.txt",
+		"sed -n '1w .thinbot/audit.jsonl' notes.txt",
 		"sed -n 's/[/]/x/;s|h|/bin/touch new|e' notes.txt",
 		"xxd -p notes.txt new",
 		"dd if=notes.txt of=new",
