@@ -2,8 +2,6 @@ package agentcore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/thinbot/thinbot/agentcore/fleet"
 	"github.com/thinbot/thinbot/agentcore/sandbox"
 	"github.com/thinbot/thinbot/gate"
 	"github.com/thinbot/thinbot/skills"
@@ -50,7 +49,10 @@ type Config struct {
 	// TextProtocol forces the text protocol (no tool calling).
 	TextProtocol bool
 	Exec         ExecConfig
-	Budgets      Budgets
+	// Fleet, if set, lets run and read_file take a target: inventory hosts
+	// reached over OpenSSH (see package fleet). Nil offers no target.
+	Fleet   *fleet.Fleet
+	Budgets Budgets
 	// ContextWindow is the model's context window in tokens; 0 means 32768.
 	ContextWindow int
 	// CompactAt is the share of ContextWindow at which the session is
@@ -172,7 +174,12 @@ type Approval struct {
 	Session   string
 	RequestID string // unique in the chain: "r" + the gate decision's sequence number
 	Command   string // exactly what will run if approved
-	SHA256    string // of Command
+	// Targets are the remote hosts it will run on, all of them, in order;
+	// empty for a local command. The approval is bound to them too.
+	Targets []string
+	// SHA256 is of Command alone for a local command; for a remote one, of
+	// Command, a NUL byte and the Targets joined by newlines (BindingSHA).
+	SHA256    string
 	Reason    string // the model's reason
 	Rule      string // the gate rule that asked for confirmation
 	Requester string // the turn's actor
@@ -232,6 +239,9 @@ type CommandInfo struct {
 	// many bytes the command wrote in all. Chat attaches it as a file.
 	Output []byte
 	Size   int64
+	// Targets are the remote hosts of a command with a target (empty for
+	// a local one).
+	Targets []string
 }
 
 // Turn is one user message to handle.
@@ -254,7 +264,10 @@ type Turn struct {
 	AllowAll bool
 	// Approver asks a human about confirm verdicts; nil refuses them.
 	Approver Approver
-	Hooks    Hooks
+	// FleetGroups, when not empty, are the only inventory groups whose
+	// hosts this turn may target (a chat channel limited to some groups).
+	FleetGroups []string
+	Hooks       Hooks
 }
 
 // Result is the outcome of a run.
@@ -489,7 +502,7 @@ func (a *Agent) complete(ctx context.Context, rs *runState) (Response, error) {
 	for attempt := 0; ; attempt++ {
 		req := Request{Messages: rs.s.proj.Messages(), OnText: rs.t.Hooks.Text}
 		if !rs.text {
-			req.Tools = toolDefs(rs.t.Goal, len(a.cfg.Skills.Skills) > 0)
+			req.Tools = toolDefs(rs.t.Goal, len(a.cfg.Skills.Skills) > 0, a.cfg.Fleet != nil)
 		}
 		req.MaxTokens = maxTokens
 		if maxTokens < 0 {
@@ -561,7 +574,7 @@ func (a *Agent) textStep(ctx context.Context, rs *runState, resp Response) (bool
 	}
 	rs.steps++
 	call := ToolCall{ID: fmt.Sprintf("text-%d", rs.s.last), Name: ToolRun}
-	content, isErr, ex, err := a.runCommand(ctx, rs, call, act.Command, "")
+	content, isErr, ex, err := a.runCommand(ctx, rs, call, act.Command, "", "")
 	if err != nil {
 		return true, Result{Status: StatusError}, err
 	}
@@ -586,23 +599,23 @@ func stripDone(s string) string {
 
 // toolCall handles one structured tool call; done reports agent_done.
 func (a *Agent) toolCall(ctx context.Context, rs *runState, call ToolCall) (done bool, summary string, err error) {
-	args, perr := parseArgs(call, toolDefs(rs.t.Goal, len(a.cfg.Skills.Skills) > 0))
+	args, perr := parseArgs(call, toolDefs(rs.t.Goal, len(a.cfg.Skills.Skills) > 0, a.cfg.Fleet != nil))
 	if perr != nil {
 		return false, "", a.result(rs, call, "error: "+perr.Error(), true, nil)
 	}
 	switch call.Name {
 	case ToolRun:
-		content, isErr, ex, err := a.runCommand(ctx, rs, call, args.Command, args.Reason)
+		content, isErr, ex, err := a.runCommand(ctx, rs, call, args.Command, args.Reason, args.Target)
 		if err != nil {
 			return false, "", err
 		}
 		return false, "", a.result(rs, call, content, isErr, ex)
 	case ToolReadFile:
-		content, isErr, err := a.readFile(ctx, rs, call, args)
+		content, isErr, ex, err := a.readFile(ctx, rs, call, args)
 		if err != nil {
 			return false, "", err
 		}
-		return false, "", a.result(rs, call, content, isErr, nil)
+		return false, "", a.result(rs, call, content, isErr, ex)
 	case ToolSkill:
 		content, isErr := a.skillText(args.Name)
 		a.hookResult(rs, CommandInfo{Tool: ToolSkill, Command: args.Name}, content, isErr)
@@ -625,7 +638,10 @@ func (a *Agent) toolCall(ctx context.Context, rs *runState, call ToolCall) (done
 // result records a tool's result (what the model sees) and counts errors.
 func (a *Agent) result(rs *runState, call ToolCall, content string, isErr bool, ex *ExecResult) error {
 	p := toolResultPayload{CallID: call.ID, Tool: call.Name, Content: content, IsError: isErr}
-	if ex != nil {
+	if ex != nil && ex.Remote != nil {
+		p.Targets, p.Hosts = ex.Targets, hostRecords(ex.Remote)
+		p.OutputSize, p.OutputSHA, p.DurationMS = ex.Size, ex.SHA256, ex.Duration.Milliseconds()
+	} else if ex != nil {
 		code := ex.ExitCode
 		p.ExitCode, p.OutputSize, p.OutputSHA = &code, ex.Size, ex.SHA256
 		p.DurationMS, p.TimedOut = ex.Duration.Milliseconds(), ex.TimedOut
@@ -667,7 +683,11 @@ func (a *Agent) decide(ctx context.Context, rs *runState, call ToolCall, info Co
 		action = "ask"
 	}
 	info.Verdict, info.Reason, info.Action = d.Verdict.String(), d.Reason, action
-	gp := gatePayload{CallID: call.ID, Tool: info.Tool, Dir: rs.t.Dir, Verdict: d.Verdict.String(), Reason: d.Reason, Rule: d.Rule, Action: action}
+	gp := gatePayload{CallID: call.ID, Tool: info.Tool, Dir: rs.t.Dir, Verdict: d.Verdict.String(), Reason: d.Reason, Rule: d.Rule, Action: action,
+		Targets: info.Targets, TargetCount: len(info.Targets)}
+	if len(info.Targets) > 0 {
+		gp.Dir = ""
+	}
 	if info.Tool == ToolReadFile {
 		gp.Path = info.Command
 	} else {
@@ -687,14 +707,17 @@ func (a *Agent) decide(ctx context.Context, rs *runState, call ToolCall, info Co
 		}
 		return false, fmt.Sprintf("not run: %s (%s). It needs a human's approval, and this run has no approver (non-interactive, without --allow-all).", d.Reason, d.Rule), nil
 	}
-	sum := sha256.Sum256([]byte(info.Command))
 	ap := Approval{Session: rs.t.Session, RequestID: fmt.Sprintf("r%d", evs[0].Seq), Command: info.Command,
-		SHA256: hex.EncodeToString(sum[:]), Reason: reason, Rule: d.Rule, Requester: rs.t.Actor, Dir: rs.t.Dir}
+		Targets: info.Targets, SHA256: BindingSHA(info.Command, info.Targets), Reason: reason, Rule: d.Rule, Requester: rs.t.Actor, Dir: rs.t.Dir}
 	if info.Tool == ToolReadFile {
 		ap.Command = "read_file " + info.Command
 	}
+	if len(info.Targets) > 0 {
+		ap.Dir = ""
+	}
 	if _, err := a.append(rs, store.Event{Type: EvApprovalAsked, Actor: "gate", Payload: mustJSON(approvalAskedPayload{
-		CallID: call.ID, RequestID: ap.RequestID, Command: info.Command, SHA256: ap.SHA256, Reason: reason, Requester: rs.t.Actor})}); err != nil {
+		CallID: call.ID, RequestID: ap.RequestID, Command: info.Command, SHA256: ap.SHA256, Reason: reason, Requester: rs.t.Actor,
+		Targets: info.Targets, TargetCount: len(info.Targets)})}); err != nil {
 		return false, "", err
 	}
 	dec, aerr := rs.t.Approver.Approve(ctx, ap)
@@ -734,7 +757,10 @@ func orSystem(by string) string {
 }
 
 // runCommand gates and runs one shell command, returning what the model sees.
-func (a *Agent) runCommand(ctx context.Context, rs *runState, call ToolCall, command, reason string) (string, bool, *ExecResult, error) {
+func (a *Agent) runCommand(ctx context.Context, rs *runState, call ToolCall, command, reason, target string) (string, bool, *ExecResult, error) {
+	if target != "" {
+		return a.runRemote(ctx, rs, call, command, reason, target)
+	}
 	d := a.failClosed(a.cfg.Policy.ClassifyIn(rs.t.Dir, command))
 	info := CommandInfo{Tool: ToolRun, Command: command}
 	ok, refusal, err := a.decide(ctx, rs, call, info, d, reason)

@@ -209,7 +209,15 @@ func (a *Agent) compact(ctx context.Context, id string, s *session, msgs []Messa
 }
 
 // readFile serves the read_file tool: gated by gate.ClassifyPath, audited.
-func (a *Agent) readFile(ctx context.Context, rs *runState, call ToolCall, args toolArgs) (string, bool, error) {
+func (a *Agent) readFile(ctx context.Context, rs *runState, call ToolCall, args toolArgs) (string, bool, *ExecResult, error) {
+	if args.Target != "" {
+		return a.readRemote(ctx, rs, call, args)
+	}
+	content, isErr, err := a.readLocal(ctx, rs, call, args)
+	return content, isErr, nil, err
+}
+
+func (a *Agent) readLocal(ctx context.Context, rs *runState, call ToolCall, args toolArgs) (string, bool, error) {
 	path := args.Path
 	if strings.HasPrefix(path, "~/") {
 		if home, err := os.UserHomeDir(); err == nil {

@@ -62,6 +62,9 @@ type gatePayload struct {
 	Rule    string `json:"rule"`
 	// Action is what the kernel does with the verdict: run, ask, refuse.
 	Action string `json:"action"`
+	// Targets are the remote hosts a command with a target runs on.
+	Targets     []string `json:"targets,omitempty"`
+	TargetCount int      `json:"target_count,omitempty"`
 }
 
 type approvalAskedPayload struct {
@@ -71,6 +74,9 @@ type approvalAskedPayload struct {
 	SHA256    string `json:"sha256"`
 	Reason    string `json:"reason,omitempty"`
 	Requester string `json:"requester,omitempty"`
+	// Targets, for a remote command, are bound into SHA256 with Command.
+	Targets     []string `json:"targets,omitempty"`
+	TargetCount int      `json:"target_count,omitempty"`
 }
 
 type approvalDecidedPayload struct {
@@ -93,6 +99,23 @@ type toolResultPayload struct {
 	OutputSHA  string `json:"output_sha256,omitempty"`
 	DurationMS int64  `json:"duration_ms,omitempty"`
 	TimedOut   bool   `json:"timed_out,omitempty"`
+	// Targets and Hosts are set for a remote command: what each host
+	// answered (OutputSize and OutputSHA then cover the summary).
+	Targets []string     `json:"targets,omitempty"`
+	Hosts   []hostRecord `json:"hosts,omitempty"`
+}
+
+// hostRecord is one host's outcome of a remote command, in the chain.
+type hostRecord struct {
+	Host       string `json:"host"`
+	User       string `json:"user,omitempty"`
+	ExitCode   int    `json:"exit_code"`
+	OutputSize int64  `json:"output_size"`
+	OutputSHA  string `json:"output_sha256"`
+	DurationMS int64  `json:"duration_ms"`
+	Error      string `json:"error,omitempty"`
+	TimedOut   bool   `json:"timed_out,omitempty"`
+	Cancelled  bool   `json:"cancelled,omitempty"`
 }
 
 type protocolSwitchPayload struct {

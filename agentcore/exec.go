@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/thinbot/thinbot/agentcore/fleet"
 	"github.com/thinbot/thinbot/agentcore/sandbox"
 )
 
@@ -139,6 +140,10 @@ type ExecResult struct {
 	TimedOut bool
 	// Cancelled reports that ctx ended the command.
 	Cancelled bool
+	// Targets and Remote are set for a command run on remote hosts: the
+	// hosts, and each one's result; Output is then the summary.
+	Targets []string
+	Remote  []fleet.Result
 }
 
 // Exec runs command with the shell in dir, in its own process group, with

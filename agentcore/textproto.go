@@ -352,7 +352,7 @@ func shellInfo(info string) bool {
 // back as a message naming the call it answers. done reports agent_done.
 func (a *Agent) textCalls(ctx context.Context, rs *runState, act TextAction) (bool, Result, error) {
 	rs.steps++
-	known := toolDefs(rs.t.Goal, len(a.cfg.Skills.Skills) > 0)
+	known := toolDefs(rs.t.Goal, len(a.cfg.Skills.Skills) > 0, a.cfg.Fleet != nil)
 	for i, call := range act.Calls {
 		call.ID = fmt.Sprintf("text-%d-%d", rs.s.last, i)
 		if i == maxTextCalls {
@@ -383,9 +383,9 @@ func (a *Agent) textCalls(ctx context.Context, rs *runState, act TextAction) (bo
 		)
 		switch call.Name {
 		case ToolRun:
-			content, isErr, ex, err = a.runCommand(ctx, rs, call, args.Command, args.Reason)
+			content, isErr, ex, err = a.runCommand(ctx, rs, call, args.Command, args.Reason, args.Target)
 		case ToolReadFile:
-			content, isErr, err = a.readFile(ctx, rs, call, args)
+			content, isErr, ex, err = a.readFile(ctx, rs, call, args)
 		case ToolSkill:
 			content, isErr = a.skillText(args.Name)
 			a.hookResult(rs, CommandInfo{Tool: ToolSkill, Command: args.Name}, content, isErr)

@@ -15,12 +15,18 @@ const (
 	ToolAgentDone = "agent_done"
 )
 
-func toolDefs(goal, withSkills bool) []Tool {
+func toolDefs(goal, withSkills, withFleet bool) []Tool {
 	tools := []Tool{
 		{Name: ToolRun, Description: "Run one shell command (bash) in the working directory and return its exit code and output. Read-only commands run at once; commands that change things wait for a human's approval; dangerous ones are refused.",
 			Parameters: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string","description":"the command line"},"reason":{"type":"string","description":"why you run it, shown to the human who approves it"}},"required":["command"]}`)},
 		{Name: ToolReadFile, Description: "Read a text file, optionally a range of lines.",
 			Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"offset":{"type":"integer","description":"first line, from 1"},"limit":{"type":"integer","description":"number of lines"}},"required":["path"]}`)},
+	}
+	if withFleet {
+		tools[0] = Tool{Name: ToolRun, Description: "Run one shell command (bash) and return its exit code and output: here in the working directory, or with target on remote hosts over SSH (run by each host's login shell; identical outputs are grouped). Read-only commands run at once; commands that change things wait for a human's approval; dangerous ones are refused.",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string","description":"the command line"},"reason":{"type":"string","description":"why you run it, shown to the human who approves it"},"target":{"type":"string","description":"optional: run on these inventory hosts instead of here: a host, a group, or an Ansible-style pattern (web*, web:db, web:!web-03)"}},"required":["command"]}`)}
+		tools[1] = Tool{Name: ToolReadFile, Description: "Read a text file, optionally a range of lines; with target, an absolute path on remote hosts.",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"offset":{"type":"integer","description":"first line, from 1"},"limit":{"type":"integer","description":"number of lines"},"target":{"type":"string","description":"optional: read on these inventory hosts (host, group or pattern)"}},"required":["path"]}`)}
 	}
 	if withSkills {
 		tools = append(tools, Tool{Name: ToolSkill, Description: "Return the full instructions of a skill from the skill index, with its folder filled in.",
@@ -45,6 +51,7 @@ type toolArgs struct {
 	Name    string `json:"name"`
 	Note    string `json:"note"`
 	Summary string `json:"summary"`
+	Target  string `json:"target"`
 }
 
 // parseArgs validates a tool call's arguments. The error text goes back to

@@ -199,6 +199,9 @@ func (b *Bot) authorize(ctx context.Context, req *request, u User) string {
 func approvalText(req *request) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "**Approval needed** — @%s's request wants to run:\n```\n%s\n```\n", displayName(req.requester), req.ap.Command)
+	if len(req.ap.Targets) > 0 {
+		fmt.Fprintf(&b, "**On %s** (with their privileged login)\n", agentcore.TargetSummary(req.ap.Targets))
+	}
 	if req.ap.Reason != "" {
 		fmt.Fprintf(&b, "Reason: %s\n", req.ap.Reason)
 	}
@@ -208,5 +211,9 @@ func approvalText(req *request) string {
 }
 
 func decidedText(req *request, outcome string) string {
-	return fmt.Sprintf("%s\n```\n%s\n```\nRequested for @%s · request `%s`", outcome, req.ap.Command, displayName(req.requester), req.ap.RequestID)
+	on := ""
+	if len(req.ap.Targets) > 0 {
+		on = "On " + agentcore.TargetSummary(req.ap.Targets) + "\n"
+	}
+	return fmt.Sprintf("%s\n```\n%s\n```\n%sRequested for @%s · request `%s`", outcome, req.ap.Command, on, displayName(req.requester), req.ap.RequestID)
 }

@@ -221,6 +221,9 @@ func (r *renderer) hooks() agentcore.Hooks {
 				what = c.Tool + " " + what
 			}
 			state := map[string]string{"run": "running", "ask": "waiting for approval", "refuse": "refused"}[c.Action]
+			if len(c.Targets) > 0 {
+				what += " on " + agentcore.TargetSummary(c.Targets)
+			}
 			r.mu.Lock()
 			r.text.Reset()
 			r.cutSegment()

@@ -355,6 +355,9 @@ type terminalApprover struct {
 
 func (t *terminalApprover) Approve(ctx context.Context, a agentcore.Approval) (agentcore.ApprovalDecision, error) {
 	fmt.Fprintf(t.e.stderr, "\nThe model wants to run (%s):\n    %s\n", a.Rule, a.Command)
+	if len(a.Targets) > 0 {
+		fmt.Fprintf(t.e.stderr, "  on %s (privileged login)\n", agentcore.TargetSummary(a.Targets))
+	}
 	if a.Reason != "" {
 		fmt.Fprintf(t.e.stderr, "  reason: %s\n", a.Reason)
 	}

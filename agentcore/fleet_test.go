@@ -1,0 +1,219 @@
+package agentcore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/thinbot/thinbot/agentcore/fleet"
+	"github.com/thinbot/thinbot/tests/sshd"
+)
+
+// fleetFixture starts n real sshd hosts (group web, plus a down host when
+// withDown) and an Agent whose fleet reaches them.
+func fleetFixture(t *testing.T, n int, withDown bool, replies ...func(Request) (Response, error)) (*fixture, *sshd.Rig) {
+	t.Helper()
+	rig := sshd.Start(t, "web", n, 0)
+	inv, err := fleet.ParseINI(strings.NewReader(rig.Inventory("web", withDown)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inv.Build(); err != nil {
+		t.Fatal(err)
+	}
+	fl, err := fleet.New(fleet.Config{Inventory: inv, KnownHosts: rig.KnownHosts, SSHConfig: "/dev/null",
+		Env: ChildEnv(os.Environ(), []string{"SSH_AUTH_SOCK"}, DefaultPath), Timeout: 30 * time.Second,
+		Access: []fleet.Access{{Group: "web",
+			ReadOnly:   fleet.Identity{User: sshd.UserRO, Key: rig.KeyRO},
+			Privileged: fleet.Identity{User: sshd.UserRW, Key: rig.KeyRW}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fl.Close() })
+	return newFixture(t, Config{Fleet: fl}, replies...), rig
+}
+
+func runOn(cmd, target string) func(Request) (Response, error) {
+	b, _ := json.Marshal(map[string]string{"command": cmd, "reason": "test", "target": target})
+	return call(ToolRun, string(b))
+}
+
+func payloadOf[T any](t *testing.T, f *fixture, session, typ string) []T {
+	t.Helper()
+	var out []T
+	for _, e := range f.events(t, session) {
+		if e.Type == typ {
+			var p T
+			if err := json.Unmarshal(e.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func verifyStore(t *testing.T, f *fixture) {
+	t.Helper()
+	if rep, err := f.db.Verify(context.Background()); err != nil {
+		t.Fatalf("audit verify: %v (%+v)", err, rep)
+	}
+}
+
+// TestFleetPassRunsEverywhereReadOnly: a pass verdict on a group runs on
+// every host with the read-only login, without an approval; a down host
+// is reported while the others answer; the chain records the targets and
+// each host's exit code and output hash, and verifies.
+func TestFleetPassRunsEverywhereReadOnly(t *testing.T) {
+	var saw string
+	f, _ := fleetFixture(t, 3, true, runOn("id -un", "web"), func(r Request) (Response, error) {
+		saw = lastToolContent(r)
+		return Response{Content: "ok"}, nil
+	})
+	if !hasTarget(f) {
+		t.Error("the run tool offers no target with a fleet configured")
+	}
+	asked := false
+	res, err := f.a.Run(t.Context(), Turn{Session: "s", Actor: "user:al", Text: "who?", Dir: f.dir,
+		Approver: ApproverFunc(func(context.Context, Approval) (ApprovalDecision, error) {
+			asked = true
+			return ApprovalDecision{}, nil
+		})})
+	if err != nil || res.Status != StatusAnswered {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+	if asked {
+		t.Error("a pass verdict asked for an approval")
+	}
+	for _, want := range []string{"4 host(s): 3 exit 0, 0 failed, 1 unreachable", "== web-[01-03] (3 hosts, exit 0):\nthinbot-ro\n", "unreachable, nothing ran: web-down"} {
+		if !strings.Contains(saw, want) {
+			t.Errorf("model saw no %q:\n%s", want, saw)
+		}
+	}
+	g := payloadOf[gatePayload](t, f, "s", EvGateDecision)
+	if len(g) != 1 || g[0].Verdict != "pass" || g[0].TargetCount != 4 || strings.Join(g[0].Targets, " ") != "web-01 web-02 web-03 web-down" {
+		t.Errorf("gate decision %+v", g)
+	}
+	tr := payloadOf[toolResultPayload](t, f, "s", EvToolResult)
+	if len(tr) != 1 || len(tr[0].Hosts) != 4 || !tr[0].IsError {
+		t.Fatalf("tool result %+v", tr)
+	}
+	for _, h := range tr[0].Hosts {
+		if h.Host == "web-down" {
+			if h.Error == "" || h.ExitCode != -1 {
+				t.Errorf("down host %+v", h)
+			}
+			continue
+		}
+		if h.ExitCode != 0 || h.User != sshd.UserRO || len(h.OutputSHA) != 64 || h.OutputSize != int64(len("thinbot-ro\n")) {
+			t.Errorf("host record %+v", h)
+		}
+	}
+	verifyStore(t, f)
+}
+
+// TestFleetWriteNeedsOneApprovalNamingAllTargets: a write asks once, the
+// approval names every target and is bound to command and targets; once
+// approved it runs with the privileged login everywhere.
+func TestFleetWriteNeedsOneApprovalNamingAllTargets(t *testing.T) {
+	file := filepath.Join(os.TempDir(), fmt.Sprintf("tb-fleet-%d", time.Now().UnixNano()))
+	t.Cleanup(func() { os.Remove(file) })
+	cmd := "touch " + file + " && id -un"
+	var saw string
+	f, _ := fleetFixture(t, 3, false, runOn(cmd, "web-0*"), func(r Request) (Response, error) {
+		saw = lastToolContent(r)
+		return Response{Content: "done"}, nil
+	})
+	var mu sync.Mutex
+	var asks []Approval
+	res, err := f.a.Run(t.Context(), Turn{Session: "s", Actor: "user:al", Text: "touch", Dir: f.dir,
+		Approver: ApproverFunc(func(_ context.Context, ap Approval) (ApprovalDecision, error) {
+			mu.Lock()
+			asks = append(asks, ap)
+			mu.Unlock()
+			return ApprovalDecision{Approved: true, By: "user:bob"}, nil
+		})})
+	if err != nil || res.Status != StatusAnswered {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+	if len(asks) != 1 {
+		t.Fatalf("%d approvals asked, want 1", len(asks))
+	}
+	ap := asks[0]
+	if ap.Command != cmd || strings.Join(ap.Targets, " ") != "web-01 web-02 web-03" || ap.SHA256 != BindingSHA(cmd, ap.Targets) || ap.SHA256 == BindingSHA(cmd, nil) {
+		t.Errorf("approval %+v", ap)
+	}
+	if got := TargetSummary(ap.Targets); got != "3 hosts: web-[01-03]" {
+		t.Errorf("TargetSummary = %q", got)
+	}
+	if !strings.Contains(saw, "== web-[01-03] (3 hosts, exit 0):\nthinbot-rw\n") {
+		t.Errorf("model saw:\n%s", saw)
+	}
+	st, err := os.Stat(file)
+	if err != nil {
+		t.Fatalf("the approved write did not happen: %v", err)
+	}
+	if uid := fileUID(st); uid != lookupUID(t, sshd.UserRW) {
+		t.Errorf("the file is owned by uid %d, not %s", uid, sshd.UserRW)
+	}
+	asked := payloadOf[approvalAskedPayload](t, f, "s", EvApprovalAsked)
+	if len(asked) != 1 || asked[0].TargetCount != 3 || asked[0].SHA256 != ap.SHA256 {
+		t.Errorf("approval_requested %+v", asked)
+	}
+	verifyStore(t, f)
+}
+
+// TestFleetTargetErrors: an unknown pattern, and a channel limited to other
+// groups, go back to the model as errors and run nothing.
+func TestFleetTargetErrors(t *testing.T) {
+	var saw []string
+	next := func(r Request) (Response, error) {
+		saw = append(saw, lastToolContent(r))
+		return runOn("id -un", "web")(r)
+	}
+	f, _ := fleetFixture(t, 1, false, runOn("id -un", "db*"), next, func(r Request) (Response, error) {
+		saw = append(saw, lastToolContent(r))
+		return Response{Content: "ok"}, nil
+	})
+	_, err := f.a.Run(t.Context(), Turn{Session: "s", Actor: "user:al", Text: "x", Dir: f.dir, FleetGroups: []string{"strangers"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(saw) != 2 || !strings.Contains(saw[0], "matches no host") || !strings.Contains(saw[1], "may only target the groups strangers") {
+		t.Errorf("model saw %q", saw)
+	}
+	if g := payloadOf[gatePayload](t, f, "s", EvGateDecision); len(g) != 0 {
+		t.Errorf("gate decisions for refused targets: %+v", g)
+	}
+}
+
+// TestFleetReadFile reads a file on every host, numbered like a local read.
+func TestFleetReadFile(t *testing.T) {
+	var saw string
+	f, _ := fleetFixture(t, 2, false, call(ToolReadFile, `{"path":"/etc/hostname","target":"web"}`), func(r Request) (Response, error) {
+		saw = lastToolContent(r)
+		return Response{Content: "ok"}, nil
+	})
+	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Actor: "user:al", Text: "x", Dir: f.dir}); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.ReadFile("/etc/hostname")
+	if !strings.Contains(saw, "== web-[01-02] (2 hosts, exit 0):\n     1\t"+strings.TrimSpace(string(host))) {
+		t.Errorf("model saw:\n%s", saw)
+	}
+}
+
+func hasTarget(f *fixture) bool {
+	for _, tool := range toolDefs(false, false, f.a.cfg.Fleet != nil) {
+		if tool.Name == ToolRun && strings.Contains(string(tool.Parameters), `"target"`) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,193 @@
+package agentcore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/thinbot/thinbot/agentcore/fleet"
+	"github.com/thinbot/thinbot/gate"
+)
+
+// BindingSHA is the hash an approval is bound to: of the command alone for
+// a local command; with targets, of the command, a NUL byte and the target
+// names joined by newlines, so the same command on other hosts is another
+// approval.
+func BindingSHA(command string, targets []string) string {
+	b := []byte(command)
+	if len(targets) > 0 {
+		b = append(append(b, 0), strings.Join(targets, "\n")...)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// targets resolves a tool call's target to inventory hosts, within the
+// turn's groups. The error text goes to the model.
+func (a *Agent) targets(rs *runState, target string) ([]fleet.Host, error) {
+	if a.cfg.Fleet == nil {
+		return nil, fmt.Errorf("no fleet is configured, so there are no remote hosts; leave target out to run here")
+	}
+	hosts, err := a.cfg.Fleet.Inventory().Select(target)
+	if err != nil {
+		return nil, err
+	}
+	if len(rs.t.FleetGroups) > 0 {
+		var outside []string
+		for _, h := range hosts {
+			if !slices.ContainsFunc(h.Groups, func(g string) bool { return slices.Contains(rs.t.FleetGroups, g) }) {
+				outside = append(outside, h.Name)
+			}
+		}
+		if len(outside) > 0 {
+			return nil, fmt.Errorf("this channel may only target the groups %s; not %s", strings.Join(rs.t.FleetGroups, ", "), fleet.Ranges(outside))
+		}
+	}
+	return hosts, nil
+}
+
+func hostNames(hs []fleet.Host) []string {
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = h.Name
+	}
+	return out
+}
+
+// runRemote gates a command once, asks one approval naming every target
+// when needed, and runs it on all of them: pass verdicts with each group's
+// read-only identity, approved ones with its privileged identity.
+func (a *Agent) runRemote(ctx context.Context, rs *runState, call ToolCall, command, reason, target string) (string, bool, *ExecResult, error) {
+	hosts, err := a.targets(rs, target)
+	if err != nil {
+		content := "error: target " + target + ": " + err.Error()
+		a.hookResult(rs, CommandInfo{Tool: ToolRun, Command: command}, content, true)
+		return content, true, nil, nil
+	}
+	// The local sandbox plays no part remotely: the remote read-only
+	// identity is what confines a pass verdict there.
+	d := a.cfg.Policy.Classify(command)
+	info := CommandInfo{Tool: ToolRun, Command: command, Targets: hostNames(hosts)}
+	return a.remote(ctx, rs, call, info, d, reason, hosts, command)
+}
+
+// readRemote serves read_file with a target: the path is gated like a
+// local one and read by awk on every host (numbered lines from offset,
+// at most limit lines and readFileLimit bytes).
+func (a *Agent) readRemote(ctx context.Context, rs *runState, call ToolCall, args toolArgs) (string, bool, *ExecResult, error) {
+	p := args.Path
+	if !strings.HasPrefix(p, "/") {
+		content := "error: with a target, read_file needs an absolute path"
+		return content, true, nil, nil
+	}
+	p = path.Clean(p)
+	hosts, err := a.targets(rs, args.Target)
+	if err != nil {
+		content := "error: target " + args.Target + ": " + err.Error()
+		a.hookResult(rs, CommandInfo{Tool: ToolReadFile, Command: p}, content, true)
+		return content, true, nil, nil
+	}
+	offset, limit := max(args.Offset, 1), args.Limit
+	if limit <= 0 {
+		limit = 2000
+	}
+	command := fmt.Sprintf(`awk -v o=%d -v l=%d 'NR>=o+l{print "[... more lines; continue with offset " NR " ...]"; exit} NR>=o{printf "%%6d\t%%s\n", NR, $0}' < %s | head -c %d`,
+		offset, limit, shellQuote(p), readFileLimit)
+	d := a.cfg.Policy.ClassifyPath(p)
+	info := CommandInfo{Tool: ToolReadFile, Command: p, Targets: hostNames(hosts)}
+	return a.remote(ctx, rs, call, info, d, "read "+p, hosts, command)
+}
+
+func (a *Agent) remote(ctx context.Context, rs *runState, call ToolCall, info CommandInfo, d gate.Decision, reason string, hosts []fleet.Host, command string) (string, bool, *ExecResult, error) {
+	ok, refusal, err := a.decide(ctx, rs, call, info, d, reason)
+	if err != nil {
+		return "", false, nil, err
+	}
+	info.Verdict, info.Reason = d.Verdict.String(), d.Reason
+	if !ok {
+		a.hookResult(rs, info, refusal, true)
+		return refusal, true, nil, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return "not run: the run was interrupted", true, nil, nil
+	}
+	mode := fleet.ReadOnly
+	if d.Verdict != gate.Pass {
+		mode = fleet.Privileged
+	}
+	start := a.cfg.Now()
+	results := a.cfg.Fleet.Run(ctx, hosts, mode, command)
+	for i := range results {
+		results[i].Output = []byte(a.redact(string(results[i].Output)))
+	}
+	content := fleet.Summary(results, a.cfg.Exec.ViewLimit)
+	sum := sha256.Sum256([]byte(content))
+	ex := &ExecResult{Targets: info.Targets, Remote: results, Output: []byte(content), Size: int64(len(content)),
+		SHA256: hex.EncodeToString(sum[:]), Duration: a.cfg.Now().Sub(start), Cancelled: ctx.Err() != nil}
+	isErr := false
+	for _, r := range results {
+		isErr = isErr || !r.OK()
+	}
+	if rs.t.Hooks.Result != nil {
+		// The attachment: every host's own output, one after another.
+		var b strings.Builder
+		for _, r := range results {
+			fmt.Fprintf(&b, "==> %s (%s) <==\n", r.Host, hostStatus(r))
+			b.Write(r.Output)
+			if len(r.Output) > 0 && r.Output[len(r.Output)-1] != '\n' {
+				b.WriteByte('\n')
+			}
+		}
+		info.Output, info.Size = []byte(b.String()), int64(b.Len())
+	}
+	a.hookResult(rs, info, content, isErr)
+	return content, isErr, ex, nil
+}
+
+func hostStatus(r fleet.Result) string {
+	switch {
+	case r.Err != "":
+		return "unreachable: " + r.Err
+	case r.TimedOut:
+		return "timed out"
+	case r.Cancelled:
+		return "stopped"
+	}
+	return fmt.Sprintf("exit %d", r.ExitCode)
+}
+
+func hostRecords(rs []fleet.Result) []hostRecord {
+	out := make([]hostRecord, len(rs))
+	for i, r := range rs {
+		out[i] = hostRecord{Host: r.Host, User: r.User, ExitCode: r.ExitCode, OutputSize: r.Size, OutputSHA: r.SHA256,
+			DurationMS: r.Duration.Round(time.Millisecond).Milliseconds(), Error: r.Err, TimedOut: r.TimedOut, Cancelled: r.Cancelled}
+	}
+	return out
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// TargetSummary names remote targets for a person: their count and their
+// names, numbered runs compacted (3 hosts: web-[01-03]); cut past about
+// 1500 bytes, saying so. Empty for none.
+func TargetSummary(targets []string) string {
+	if len(targets) == 0 {
+		return ""
+	}
+	names := fleet.Ranges(targets)
+	if len(names) > 1500 {
+		names = strings.ToValidUTF8(names[:1500], "") + " … (cut; the chain lists them all)"
+	}
+	if len(targets) == 1 {
+		return "1 host: " + names
+	}
+	return fmt.Sprintf("%d hosts: %s", len(targets), names)
+}
