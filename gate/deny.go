@@ -65,7 +65,9 @@ func (s *scanner) file(f *syntax.File, depth int) (Decision, bool) {
 			d, hit = s.fedShell(x, depth)
 		case *syntax.BinaryCmd:
 			s.andCd(x)
-			d, hit = s.pipedScript(x, depth)
+			if d, hit = s.pipedDelete(x); !hit {
+				d, hit = s.pipedScript(x, depth)
+			}
 		}
 		if hit {
 			found = d
@@ -574,7 +576,13 @@ func (s *scanner) find(args []string, depth int) (Decision, bool) {
 			for j < len(args) && args[j] != ";" && args[j] != "+" {
 				j++
 			}
-			if j > i+1 && s.c.deleters[base(args[i+1])] {
+			deletes := j > i+1 && s.c.deleters[base(args[i+1])]
+			if !deletes && j > i+1 && s.c.shells[base(args[i+1])] {
+				if text, ok := shellScript(args[i+2 : j]); ok {
+					deletes = s.scriptDeletes(text)
+				}
+			}
+			if deletes {
 				if t, ok := s.findRoot(starts); ok {
 					return deny("deny.recursive-root", "`find %s %s %s` deletes or destroys everything under %s", t, args[i], args[i+1], t), true
 				}

@@ -1,9 +1,12 @@
 package gate
 
 import (
+	"path"
 	"regexp"
 	"slices"
 	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // The deny checks for whole-system destruction that needs more than a
@@ -61,8 +64,8 @@ func killMatching(name string, args []string) (Decision, bool) {
 	exact, invert, hasSelector := false, false, false
 	valueFlags := map[string]bool{"-s": true, "--signal": true, "-g": true, "--pgroup": true, "-G": true, "--group": true,
 		"-P": true, "--parent": true, "-t": true, "--terminal": true, "-u": true, "--euid": true, "-U": true, "--uid": true,
-		"--session": true, "-F": true, "--pidfile": true, "--ns": true, "--nslist": true, "-o": true, "--older-than": true,
-		"-y": true, "--younger-than": true, "-n": true, "--ignore-case": false, "-c": true, "--cgroup": true, "-Z": true, "--context": true}
+		"--session": true, "-F": true, "--pidfile": true, "--ns": true, "--nslist": true, "-O": true, "--older": true,
+		"-c": true, "--cgroup": true, "-Z": true, "--context": true}
 	if name == "killall" {
 		valueFlags = map[string]bool{"-s": true, "--signal": true, "-u": true, "--user": true, "-o": true, "--older-than": true,
 			"-y": true, "--younger-than": true, "-n": true, "--ns": true, "-Z": true, "--context": true}
@@ -108,6 +111,10 @@ func killMatching(name string, args []string) (Decision, bool) {
 			}
 		case "-g", "--pgroup", "-G", "--group", "-t", "--terminal", "--session", "-c", "--cgroup", "--ns", "-F", "--pidfile":
 			hasSelector = true
+		case "-n", "--newest", "-o", "--oldest":
+			if name == "pkill" {
+				return Decision{}, false // one process only
+			}
 		}
 	}
 	if invert {
@@ -155,6 +162,12 @@ var partitionTools = map[string][]string{
 	"fixparts": nil,
 }
 
+// partedReadWords are the parted script words that only print: `parted
+// /dev/sda unit s print`.
+var partedReadWords = map[string]bool{"print": true, "p": true, "unit": true, "s": true, "B": true, "kB": true,
+	"MB": true, "GB": true, "TB": true, "KiB": true, "MiB": true, "GiB": true, "TiB": true, "%": true,
+	"cyl": true, "chs": true, "compact": true, "free": true, "all": true, "devices": true, "list": true}
+
 // sfdiskWriters are the sfdisk actions that change a disk even next to a
 // listing flag.
 var sfdiskWriters = []string{"--delete", "--part-type", "--part-uuid", "--part-label", "--part-attrs", "--disk-id", "-N", "--append", "-a", "-A", "--activate", "--relocate", "-r", "--reorder", "--move-data", "--backup", "-b", "--wipe", "-w", "--wipe-partitions", "-W"}
@@ -192,7 +205,7 @@ func partitionTable(name string, args []string) (Decision, bool) {
 	}
 	if name == "parted" && !listing {
 		// parted DEV print: script words after the device must all print.
-		if len(words) >= 2 && !slices.ContainsFunc(words[1:], func(w string) bool { return w != "print" && w != "p" }) {
+		if len(words) >= 2 && slices.Contains(words[1:], "print") && !slices.ContainsFunc(words[1:], func(w string) bool { return !partedReadWords[w] }) {
 			return Decision{}, false
 		}
 	}
@@ -234,15 +247,102 @@ func (s *scanner) readTarget(a string) string {
 	}) {
 		return ""
 	}
+	glob := strings.ContainsAny(a, "*?[")
 	for _, d := range s.dirs {
 		w := resolvePath(a, d, s.c.home)
 		for _, pp := range s.c.readTargets {
 			if pp.matches(w) || w.rootTail != nil && pp.matches(where{segs: w.rootTail, absolute: true}) {
 				return pp.raw
 			}
+			if glob && w.absolute && globMayMatch(pp.segs, w.segs) {
+				return pp.raw // cat /proc/*/environ
+			}
 		}
 	}
 	return ""
+}
+
+// globMayMatch reports whether a path whose elements may hold glob
+// patterns (/proc/*/environ) can name something pattern matches: an
+// element with a glob matches any pattern element.
+func globMayMatch(pat, segs []string) bool {
+	if len(pat) != len(segs) {
+		return false
+	}
+	for i := range pat {
+		if strings.ContainsAny(segs[i], "*?[") {
+			continue
+		}
+		if ok, _ := path.Match(pat[i], segs[i]); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// scriptDeletes reports whether a shell script (find -exec sh -c '…')
+// runs a deleter.
+func (s *scanner) scriptDeletes(text string) bool {
+	f, err := parse(text)
+	if err != nil {
+		return true // cannot tell: treat as deleting
+	}
+	found := false
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if c, ok := n.(*syntax.CallExpr); ok && len(c.Args) > 0 {
+			if f := looseFields(c.Args[0]); len(f) > 0 && s.c.deleters[base(f[0])] {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
+}
+
+// pipedDelete denies `find ROOT … | xargs rm …`, which destroys ROOT as
+// surely as find -delete.
+func (s *scanner) pipedDelete(b *syntax.BinaryCmd) (Decision, bool) {
+	if b.Op != syntax.Pipe && b.Op != syntax.PipeAll {
+		return Decision{}, false
+	}
+	left, ok1 := b.X.Cmd.(*syntax.CallExpr)
+	right, ok2 := b.Y.Cmd.(*syntax.CallExpr)
+	if !ok1 || !ok2 || len(left.Args) == 0 || len(right.Args) == 0 {
+		return Decision{}, false
+	}
+	largs := looseArgs(left.Args)
+	if base(largs[0]) != "find" {
+		return Decision{}, false
+	}
+	var starts []string
+	for _, a := range largs[1:] {
+		if strings.HasPrefix(a, "-") || a == "(" || a == "!" {
+			break
+		}
+		starts = append(starts, a)
+	}
+	if len(starts) == 0 {
+		starts = []string{"."}
+	}
+	rargs := looseArgs(right.Args)
+	if base(rargs[0]) != "xargs" {
+		return Decision{}, false
+	}
+	w := s.p.Wrappers["xargs"]
+	i := 1
+	for i < len(rargs) && strings.HasPrefix(rargs[i], "-") {
+		if w != nil && slices.Contains(w.ValueFlags, rargs[i]) {
+			i++
+		}
+		i++
+	}
+	if i >= len(rargs) || !s.c.deleters[base(rargs[i])] {
+		return Decision{}, false
+	}
+	if t, ok := s.findRoot(starts); ok {
+		return deny("deny.recursive-root", "`find %s | xargs %s` destroys everything under %s", t, rargs[i], t), true
+	}
+	return Decision{}, false
 }
 
 // protectedArg reports the protected path a word names in any working

@@ -500,6 +500,22 @@ var holeCases = []gateCase{
 	{cmd: "rm -rf *", want: Confirm},
 	{cmd: "rm -rf *", want: Confirm, dir: "/srv/app/cache"},
 	{cmd: "rm -rf ./build", want: Confirm, dir: "/"},
+	{cmd: "find / -exec sh -c 'rm -rf \"$0\"' {} \\;", want: Deny},
+	{cmd: "find / -type f -exec bash -c 'shred \"$1\"' _ {} \\;", want: Deny},
+	{cmd: "find / -print0 | xargs -0 rm -f", want: Deny},
+	{cmd: "find /etc -name '*.conf' | xargs -n 10 rm", want: Deny},
+	{cmd: "find / -name core | xargs ls -l", want: Pass},
+	{cmd: "find /tmp/x -print0 | xargs -0 rm -f", want: Confirm},
+	{cmd: "find / -exec sh -c 'echo \"$0\"' {} \\;", want: Confirm},
+	{cmd: "cat /proc/*/environ", want: Deny},
+	{cmd: "grep -a KEY /proc/[0-9]*/environ", want: Deny},
+	{cmd: "cat /proc/1/*", want: Deny},
+	{cmd: "cat /proc/*/status", want: Confirm},
+	{cmd: "pkill -n .", want: Confirm},
+	{cmd: "pkill -o -f .", want: Confirm},
+	{cmd: "parted /dev/sda unit s print", want: Confirm},
+	{cmd: "parted -s /dev/sda unit MiB print free", want: Confirm},
+	{cmd: "parted /dev/sda unit s mkpart p 1 100", want: Deny},
 }
 
 func TestClassifyHoles(t *testing.T) {
