@@ -8,7 +8,7 @@ import (
 
 // Thread identifies one chat thread; a thread is one agent session.
 type Thread struct {
-	// Platform is "mattermost" or "slack".
+	// Platform is "mattermost", "slack" or "web".
 	Platform string
 	// Channel is the platform's channel id.
 	Channel string
@@ -105,7 +105,7 @@ type Handler interface {
 }
 
 // Adapter connects the bot to one chat platform. Implementations live in
-// bot/mattermost and bot/slack. All methods may be called concurrently.
+// bot/mattermost, bot/slack and bot/web. All methods may be called concurrently.
 type Adapter interface {
 	// Run connects, calls h for incoming messages and clicks until ctx is
 	// done, reconnecting with backoff by itself. It returns ctx.Err() on

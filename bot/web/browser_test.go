@@ -287,6 +287,15 @@ func TestBrowserConsole(t *testing.T) {
 		t.Errorf("an auditor's message: status %d, want 403", status)
 	}
 
+	// Token login in the browser: the login page, then the console as carol.
+	guest := tab(t, bctx, "")
+	do(t, guest, "open the console unsigned", chromedp.Navigate(r.url+"/"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	shot(t, guest, "00-login")
+	do(t, guest, "sign in with a token", chromedp.SendKeys(chromedp.CSS("#token"), "carol-token-0123456789"),
+		chromedp.Click(chromedp.CSS("main form button")), chromedp.WaitVisible(chromedp.CSS("#composer")))
+	waitText(t, guest, ".who", "carol")
+	do(t, guest, "sign out", chromedp.Click(chromedp.CSS(".who form button")), chromedp.WaitVisible(chromedp.CSS("#token")))
+
 	// A tampered copy of the store: the viewer says where it breaks.
 	bad, badSeq := tamperedCopy(t, r.db, "plenty of room left", "PLENTY OF ROOM LEFT")
 	viewer, err := New(Config{Listen: "127.0.0.1:0", Chain: bad})

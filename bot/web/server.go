@@ -230,7 +230,9 @@ func (s *Server) secure(h http.Handler) http.Handler {
 		hd.Set("Content-Security-Policy", csp)
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("X-Frame-Options", "DENY")
-		hd.Set("Referrer-Policy", "no-referrer")
+		// Not no-referrer: with it Chromium sends "Origin: null" on form posts,
+		// which the origin check refuses.
+		hd.Set("Referrer-Policy", "same-origin")
 		hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 		hd.Set("Cross-Origin-Resource-Policy", "same-origin")
 		if s.cfg.Auth.open() && !loopbackHost(r.Host) {
