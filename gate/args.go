@@ -234,6 +234,18 @@ func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
 		operands = append(operands, a)
 	}
 	label := quoteless(name, verb)
+	for _, f := range seen {
+		for _, rr := range rules {
+			pat, ok := rr.FlagValues[f.name]
+			if !ok {
+				continue
+			}
+			if re := k.c.operandRE[pat]; re == nil || !re.MatchString(f.value) {
+				return ptr(confirm("flag.value", "`%s %s %s`: only values matching %s are read-only", label, f.name, f.value, pat))
+			}
+			break
+		}
+	}
 	for _, rr := range rules {
 		// Sorted, so that the same command always gets the same reason.
 		for _, flag := range slices.Sorted(maps.Keys(rr.RequireFlags)) {

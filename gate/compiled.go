@@ -63,11 +63,17 @@ func (p *Policy) compile() *compiled {
 		if r == nil {
 			return
 		}
-		if pat := r.OperandPattern; pat != "" && c.operandRE[pat] == nil {
-			// Anchored, so the pattern must match the whole operand. A bad
-			// pattern (hand-built policy) matches nothing: confirm.
-			if re, err := regexp.Compile(`^(?:` + pat + `)$`); err == nil {
-				c.operandRE[pat] = re
+		pats := []string{r.OperandPattern}
+		for _, v := range r.FlagValues {
+			pats = append(pats, v)
+		}
+		for _, pat := range pats {
+			if pat != "" && c.operandRE[pat] == nil {
+				// Anchored, so the pattern must match the whole word. A bad
+				// pattern (hand-built policy) matches nothing: confirm.
+				if re, err := regexp.Compile(`^(?:` + pat + `)$`); err == nil {
+					c.operandRE[pat] = re
+				}
 			}
 		}
 		for _, v := range r.Verbs {

@@ -112,6 +112,10 @@ type Rule struct {
 	// contents of FILE (binutils, wherever it stands): such arguments are
 	// never pass.
 	ResponseFiles bool `yaml:"response_files,omitempty"`
+	// FlagValues maps a value flag to a regular expression its value must
+	// match in full (kubectl -o: not go-template-file=FILE, which prints
+	// any file).
+	FlagValues map[string]string `yaml:"flag_values,omitempty"`
 	// OperandPattern, when set, is a regular expression every operand must
 	// match in full (sysctl: no `key=value`, which writes; nft: no `;`,
 	// which nft reads as a command separator).
@@ -433,6 +437,7 @@ func (r *Rule) clone() *Rule {
 	c.UnsafeFlags = maps.Clone(r.UnsafeFlags)
 	c.RequireFlags = maps.Clone(r.RequireFlags)
 	c.UnsafeOperands = maps.Clone(r.UnsafeOperands)
+	c.FlagValues = maps.Clone(r.FlagValues)
 	c.RecursiveFlags = slices.Clone(r.RecursiveFlags)
 	c.PatternFlags = slices.Clone(r.PatternFlags)
 	c.Verbs = cloneRules(r.Verbs)
@@ -552,6 +557,11 @@ func (r *Rule) validate(name string) error {
 	if r.OperandPattern != "" {
 		if _, err := regexp.Compile(r.OperandPattern); err != nil {
 			return fmt.Errorf("command %q: operand_pattern: %w", name, err)
+		}
+	}
+	for f, pat := range r.FlagValues {
+		if _, err := regexp.Compile(pat); err != nil {
+			return fmt.Errorf("command %q: flag_values %s: %w", name, f, err)
 		}
 	}
 	for v, vr := range r.Verbs {
