@@ -103,10 +103,14 @@ func (a *Agent) overflow(ctx context.Context, rs *runState, req Request, err err
 			return a.maxTokens(rs.s.proj.Messages()), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: %w: the prompt does not fit the model's context window%s and there is no history left to compact. "+
+	what := "there is no history left to compact"
+	if rs.compacted {
+		what = "compacting the history did not make it fit"
+	}
+	return 0, fmt.Errorf("%w: %w: the prompt does not fit the model's context window%s and %s. "+
 		"The system prompt (instructions, skill index, memory) and the newest message are too large for this model: "+
 		"raise the server's context size (vLLM --max-model-len, llama.cpp -c, Ollama num_ctx) or set the model's context_window "+
-		"in the config to the server's window so that thinbot sizes its prompt to it", ErrModel, err, windowNote(cle))
+		"in the config to the server's window so that thinbot sizes its prompt to it", ErrModel, err, windowNote(cle), what)
 }
 
 func windowNote(cle *ContextLengthError) string {
