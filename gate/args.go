@@ -189,6 +189,7 @@ func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
 			}
 		}
 	}
+	k.endedFlags = false
 	rules := []*Rule{r}
 	cur := r
 	verb := ""
@@ -199,6 +200,7 @@ func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
 		a := args[i]
 		if !endFlags && a.s == "--" {
 			endFlags = true
+			k.endedFlags = true
 			continue
 		}
 		if !endFlags && r.OptionsFirst && len(operands) > 0 {

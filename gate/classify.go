@@ -73,6 +73,9 @@ type checker struct {
 	// directory, plus every directory a cd may have moved to (a cd inside
 	// a subshell or pipeline may or may not still apply). "" = unknown.
 	dirs []string
+	// endedFlags is set by rule when the command's flags were ended by a
+	// real `--` (not one taken as a flag's value).
+	endedFlags bool
 }
 
 // sensitive returns the sensitive pattern p matches in any possible
@@ -308,10 +311,10 @@ func (k *checker) argv(args []arg, viaXargs bool) *Decision {
 		if viaXargs && !r.Xargs {
 			return ptr(confirm("xargs", "xargs appends operands the gate cannot see, and `%s` is not marked safe for that", name))
 		}
-		if viaXargs && !r.XargsFlags && !slices.ContainsFunc(args[1:], func(a arg) bool { return a.s == "--" }) {
+		d := k.rule(name, r, args[1:])
+		if d == nil && viaXargs && !r.XargsFlags && !k.endedFlags {
 			return ptr(confirm("xargs", "xargs can append flags the gate cannot see (`--files0-from=F`); end the flags of `%s` with --", name))
 		}
-		d := k.rule(name, r, args[1:])
 		if d == nil && name == "cd" {
 			k.cd(args[1:])
 		}
