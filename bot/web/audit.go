@@ -13,29 +13,41 @@ import (
 	"github.com/thinbot/thinbot/store"
 )
 
-// verifyTTL is how long a verification of an unchanged chain is reused.
+// verifyTTL is how long a verification is reused at least; a chain whose
+// verification takes longer than verifyTTL/20 is reused 20 times as long as
+// its verification took, so that checking costs at most 5% of the time.
 const verifyTTL = 30 * time.Second
 
 // verifyCache is the last verification of the chain.
 type verifyCache struct {
 	at     time.Time
-	head   uint64
+	took   time.Duration
 	report store.Report
 	err    error
 }
 
-// verification verifies the chain, reusing a recent result for the same
-// head (a whole-chain check on every page would cost more than the page).
+// verification verifies the whole chain, reusing a recent result (a
+// whole-chain check on every page would cost more than the page). One
+// request at a time verifies; the others meanwhile get the last result, so
+// only the request that found it stale waits. fresh forces a new check.
 func (s *Server) verification(r *http.Request, fresh bool) (store.Report, error) {
 	s.verifyMu.Lock()
-	defer s.verifyMu.Unlock()
-	head := s.cfg.Chain.LastSeq()
 	v := s.verified
-	if !fresh && !v.at.IsZero() && v.head == head && s.cfg.Now().Sub(v.at) < verifyTTL {
+	ttl := max(verifyTTL, 20*v.took)
+	if !v.at.IsZero() && !fresh && (s.verifying || s.cfg.Now().Sub(v.at) < ttl) {
+		s.verifyMu.Unlock()
 		return v.report, v.err
 	}
+	s.verifying = true
+	s.verifyMu.Unlock()
+	start := time.Now()
 	rep, err := s.cfg.Chain.Verify(r.Context())
-	s.verified = verifyCache{at: s.cfg.Now(), head: head, report: rep, err: err}
+	s.verifyMu.Lock()
+	defer s.verifyMu.Unlock()
+	s.verifying = false
+	if err == nil || s.verified.at.IsZero() {
+		s.verified = verifyCache{at: s.cfg.Now(), took: time.Since(start), report: rep, err: err}
+	}
 	return rep, err
 }
 
@@ -48,16 +60,19 @@ type chainStatus struct {
 
 func (s *Server) status(r *http.Request, fresh bool) chainStatus {
 	rep, err := s.verification(r, fresh)
+	s.verifyMu.Lock()
+	checked := s.verified.at
+	s.verifyMu.Unlock()
 	switch {
 	case err != nil:
 		s.log.Warn("verify chain", "err", err)
-		return chainStatus{Text: "could not verify the chain: " + err.Error(), Checked: s.cfg.Now()}
+		return chainStatus{Text: "could not verify the chain (see the log)", Checked: s.cfg.Now()}
 	case rep.OK && rep.LastSeq == 0:
-		return chainStatus{OK: true, Text: "the chain is empty", Checked: s.cfg.Now()}
+		return chainStatus{OK: true, Text: "the chain is empty", Checked: checked}
 	case rep.OK:
-		return chainStatus{OK: true, Text: fmt.Sprintf("verified up to seq %d", rep.LastSeq), Checked: s.cfg.Now()}
+		return chainStatus{OK: true, Text: fmt.Sprintf("verified up to seq %d", rep.LastSeq), Checked: checked}
 	}
-	return chainStatus{Text: fmt.Sprintf("broken at seq %d: %s", rep.BadSeq, rep.Problem), Checked: s.cfg.Now()}
+	return chainStatus{Text: fmt.Sprintf("broken at seq %d: %s", rep.BadSeq, rep.Problem), Checked: checked}
 }
 
 // sessionKind names the front end of a session id.

@@ -67,6 +67,8 @@ type rigOpts struct {
 	Auth *Auth
 	// NoModel starts the console without a model.
 	NoModel bool
+	// ApprovalTimeout is the bot's; 0 means a minute.
+	ApprovalTimeout time.Duration
 }
 
 type rig struct {
@@ -132,8 +134,11 @@ func newRig(t testing.TB, o rigOpts) *rig {
 		approvers = []string{"local"}
 	}
 	ch := bot.Channel{Agent: ag, Workspace: dir, Approvers: approvers, TwoPerson: !auth.open()}
+	if o.ApprovalTimeout == 0 {
+		o.ApprovalTimeout = time.Minute
+	}
 	b, err := bot.New(bot.Config{Adapter: srv, Channel: func(id string) (bot.Channel, bool) { return ch, id == "console" },
-		UpdateInterval: 40 * time.Millisecond, ApprovalTimeout: time.Minute})
+		UpdateInterval: 40 * time.Millisecond, ApprovalTimeout: o.ApprovalTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

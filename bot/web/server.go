@@ -101,8 +101,9 @@ type Server struct {
 	order   []string // thread ids, oldest first
 	nextID  uint64
 
-	verifyMu sync.Mutex
-	verified verifyCache
+	verifyMu  sync.Mutex
+	verified  verifyCache
+	verifying bool // a request is verifying the chain
 }
 
 type handlerBox struct{ h bot.Handler }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/thinbot/thinbot/store"
 )
@@ -351,4 +352,70 @@ func runEnded(r *rig, tid string) bool {
 		}
 	}
 	return false
+}
+
+func TestDenyExpiryAndThreadCommands(t *testing.T) {
+	r := newRig(t, rigOpts{ApprovalTimeout: 300 * time.Millisecond})
+	// Expiry: nobody clicks; the post says so and loses its buttons.
+	tid := r.newThread("alice", "please create the marker")
+	exp := r.waitPost(tid, "Expired")
+	if len(exp.Buttons) != 0 {
+		t.Errorf("an expired request still has buttons: %+v", exp)
+	}
+	// Deny: in a second console, bob denies in time.
+	r2 := newRig(t, rigOpts{})
+	tid = r2.newThread("alice", "please create the marker")
+	ask := r2.waitPost(tid, "Approval needed")
+	r2.do("bob", "POST", "/api/threads/"+tid+"/posts/"+ask.ID+"/click", `{"action":"deny"}`)
+	r2.waitPost(tid, "**Denied** by @bob")
+	waitFor(t, "the run to end", func() bool { return runEnded(r2, tid) })
+	if _, err := os.Stat(filepath.Join(r2.dir, "approved.txt")); err == nil {
+		t.Errorf("a denied command ran")
+	}
+	// /audit lists the thread's commands as the chain recorded them; /clear
+	// starts a new topic.
+	r2.do("alice", "POST", "/api/threads/"+tid+"/messages", `{"text":"/audit"}`)
+	r2.waitPost(tid, "echo ran >> approved.txt")
+	r2.do("alice", "POST", "/api/threads/"+tid+"/messages", `{"text":"/clear"}`)
+	r2.waitPost(tid, "New topic")
+	if code, _ := r2.do("alice", "POST", "/api/threads/nosuch/messages", `{"text":"hi"}`); code != http.StatusNotFound {
+		t.Errorf("a message to no thread: %d", code)
+	}
+	if code, _ := r2.do("alice", "POST", "/api/threads", `{"text":"   "}`); code != http.StatusBadRequest {
+		t.Errorf("an empty message: %d", code)
+	}
+}
+
+func TestVerificationIsReusedThenRedone(t *testing.T) {
+	db := fillBig(t, 10)
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	s, err := New(Config{Listen: "127.0.0.1:0", Chain: db, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("GET", "/audit", nil)
+	if got := s.status(req, false).Text; got != "verified up to seq 10" {
+		t.Fatalf("status = %q", got)
+	}
+	fillMore(t, db, 5)
+	if got := s.status(req, false).Text; got != "verified up to seq 10" {
+		t.Errorf("within the TTL: %q, want the last result", got)
+	}
+	if got := s.status(req, true).Text; got != "verified up to seq 15" {
+		t.Errorf("fresh: %q", got)
+	}
+	fillMore(t, db, 1)
+	now = now.Add(verifyTTL + time.Second)
+	if got := s.status(req, false).Text; got != "verified up to seq 16" {
+		t.Errorf("after the TTL: %q", got)
+	}
+}
+
+func fillMore(t *testing.T, db *store.DB, n int) {
+	t.Helper()
+	for range n {
+		if _, err := db.Append(t.Context(), store.Event{Session: bigSession, Type: "note", Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
