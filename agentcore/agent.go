@@ -603,36 +603,11 @@ func (a *Agent) toolCall(ctx context.Context, rs *runState, call ToolCall) (done
 	if perr != nil {
 		return false, "", a.result(rs, call, "error: "+perr.Error(), true, nil)
 	}
-	switch call.Name {
-	case ToolRun:
-		content, isErr, ex, err := a.runCommand(ctx, rs, call, args.Command, args.Reason, args.Target)
-		if err != nil {
-			return false, "", err
-		}
-		return false, "", a.result(rs, call, content, isErr, ex)
-	case ToolReadFile:
-		content, isErr, ex, err := a.readFile(ctx, rs, call, args)
-		if err != nil {
-			return false, "", err
-		}
-		return false, "", a.result(rs, call, content, isErr, ex)
-	case ToolSkill:
-		content, isErr := a.skillText(args.Name)
-		a.hookResult(rs, CommandInfo{Tool: ToolSkill, Command: args.Name}, content, isErr)
-		return false, "", a.result(rs, call, content, isErr, nil)
-	case ToolMemory:
-		content, isErr, err := a.remember(rs, args.Note)
-		if err != nil {
-			return false, "", err
-		}
-		return false, "", a.result(rs, call, content, isErr, nil)
-	case ToolAgentDone:
-		if err := a.result(rs, call, "done", false, nil); err != nil {
-			return false, "", err
-		}
-		return true, args.Summary, nil
+	o, err := a.dispatch(ctx, rs, call, args)
+	if err != nil {
+		return false, "", err
 	}
-	return false, "", a.result(rs, call, "error: unknown tool "+call.Name, true, nil)
+	return o.done, o.summary, a.result(rs, call, o.content, o.isErr, o.ex)
 }
 
 // result records a tool's result (what the model sees) and counts errors.

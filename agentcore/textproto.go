@@ -375,35 +375,20 @@ func (a *Agent) textCalls(ctx context.Context, rs *runState, act TextAction) (bo
 			}
 			continue
 		}
-		var (
-			content string
-			isErr   bool
-			ex      *ExecResult
-			err     error
-		)
-		switch call.Name {
-		case ToolRun:
-			content, isErr, ex, err = a.runCommand(ctx, rs, call, args.Command, args.Reason, args.Target)
-		case ToolReadFile:
-			content, isErr, ex, err = a.readFile(ctx, rs, call, args)
-		case ToolSkill:
-			content, isErr = a.skillText(args.Name)
-			a.hookResult(rs, CommandInfo{Tool: ToolSkill, Command: args.Name}, content, isErr)
-		case ToolMemory:
-			content, isErr, err = a.remember(rs, args.Note)
-		case ToolAgentDone:
-			if err := a.result(rs, call, "done", false, nil); err != nil {
-				return true, Result{Status: StatusError}, err
-			}
-			return true, Result{Status: StatusDone, Answer: args.Summary}, nil
-		}
+		o, err := a.dispatch(ctx, rs, call, args)
 		if err != nil {
 			return true, Result{Status: StatusError}, err
 		}
-		if act.Blocks > 0 && i == len(act.Calls)-1 {
-			content += "\n(The shell block of your reply did not run: send one action per reply.)"
+		if o.done {
+			if err := a.result(rs, call, o.content, false, nil); err != nil {
+				return true, Result{Status: StatusError}, err
+			}
+			return true, Result{Status: StatusDone, Answer: o.summary}, nil
 		}
-		if err := a.result(rs, call, label+content, isErr, ex); err != nil {
+		if act.Blocks > 0 && i == len(act.Calls)-1 {
+			o.content += "\n(The shell block of your reply did not run: send one action per reply.)"
+		}
+		if err := a.result(rs, call, label+o.content, o.isErr, o.ex); err != nil {
 			return true, Result{Status: StatusError}, err
 		}
 	}

@@ -114,3 +114,24 @@ func FuzzParseTextReply(f *testing.F) {
 		}
 	})
 }
+
+// Text-form calls in the text protocol go through the same dispatch as
+// structured ones: a run is gated and its output comes back labelled, and
+// agent_done finishes a goal.
+func TestTextProtocolRunsTextFormCalls(t *testing.T) {
+	f := newFixture(t, Config{TextProtocol: true},
+		say("<tool_call>\n{\"name\": \"run\", \"arguments\": {\"command\": \"echo from-text-call\"}}\n</tool_call>"),
+		func(r Request) (Response, error) {
+			if got := lastToolContent(r); !strings.HasPrefix(got, `Result of run {"command":"echo from-text-call"}:`) || !strings.Contains(got, "from-text-call\n") {
+				t.Errorf("model saw %q", got)
+			}
+			return Response{Content: `<tool_call>{"name":"agent_done","arguments":{"summary":"all good"}}</tool_call>`}, nil
+		})
+	res, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "check", Dir: f.dir, Goal: true})
+	if err != nil || res.Status != StatusDone || res.Answer != "all good" {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+	if indexOf(types(f.events(t, "s")), EvGateDecision) < 0 {
+		t.Error("the text-form run has no gate decision")
+	}
+}

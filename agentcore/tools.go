@@ -1,6 +1,7 @@
 package agentcore
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -113,4 +114,41 @@ func example(tool string) string {
 		return `{"summary":"what was done"}`
 	}
 	return "{}"
+}
+
+// outcome is what one tool call gives back: the model's view of its
+// result, and for agent_done the summary.
+type outcome struct {
+	content string
+	isErr   bool
+	ex      *ExecResult
+	done    bool // agent_done: the goal is finished
+	summary string
+}
+
+// dispatch runs one tool call whose arguments parseArgs accepted, for both
+// structured calls and calls written as text, so that both go through the
+// same gate, approvals and targets. It does not record the result; an
+// error is a store failure.
+func (a *Agent) dispatch(ctx context.Context, rs *runState, call ToolCall, args toolArgs) (outcome, error) {
+	var (
+		o   outcome
+		err error
+	)
+	switch call.Name {
+	case ToolRun:
+		o.content, o.isErr, o.ex, err = a.runCommand(ctx, rs, call, args.Command, args.Reason, args.Target)
+	case ToolReadFile:
+		o.content, o.isErr, o.ex, err = a.readFile(ctx, rs, call, args)
+	case ToolSkill:
+		o.content, o.isErr = a.skillText(args.Name)
+		a.hookResult(rs, CommandInfo{Tool: ToolSkill, Command: args.Name}, o.content, o.isErr)
+	case ToolMemory:
+		o.content, o.isErr, err = a.remember(rs, args.Note)
+	case ToolAgentDone:
+		o.content, o.done, o.summary = "done", true, args.Summary
+	default:
+		o.content, o.isErr = "error: unknown tool "+call.Name, true
+	}
+	return o, err
 }
