@@ -408,6 +408,9 @@ func scModelDown(t *testing.T, newChat func(*testing.T) chatSide) {
 
 	root := chat.Mention("alice", ops, "", "hello?")
 	r.waitPost(ops, root, "could not reach the model")
+	// The notice is posted just before the run ends: a reply in that gap
+	// is queued (and recorded so), which this test is not about.
+	r.waitRecorded(r.session(ops, root), `"run_finished"`)
 	chat.Say("alice", ops, root, "still there?")
 	r.waitFor("the second message's notice", func() bool { return r.countPosts(ops, root, "could not reach the model") == 2 })
 	if code, _ := r.get("/healthz"); code != http.StatusOK {
