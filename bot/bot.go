@@ -32,6 +32,9 @@ type Channel struct {
 	// AllowAll runs confirm verdicts without asking (never deny). Meant for
 	// sandbox channels only.
 	AllowAll bool
+	// FleetGroups limits remote targets to these fleet groups; empty
+	// means every host of the agent's fleet.
+	FleetGroups []string
 }
 
 // Config configures a Bot. Adapter and Channel are required.
@@ -404,6 +407,7 @@ func (b *Bot) turn(ctx context.Context, th *thread, m Message) {
 		Dir:          th.ch.Workspace,
 		Instructions: []string{th.ch.Instructions},
 		AllowAll:     th.ch.AllowAll,
+		FleetGroups:  th.ch.FleetGroups,
 		Approver:     approver,
 		Hooks:        r.hooks(),
 	})

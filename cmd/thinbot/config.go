@@ -84,6 +84,8 @@ type daemonConfig struct {
 	} `yaml:"budgets"`
 	Channels []channelConfig `yaml:"channels"`
 	Web      webConfig       `yaml:"web"`
+	// Fleet: remote hosts over OpenSSH (hosts.go, deploy/fleet.md).
+	Fleet fleetConfig `yaml:"fleet"`
 }
 
 type channelConfig struct {
@@ -98,6 +100,9 @@ type channelConfig struct {
 	AnyMember        bool     `yaml:"any_member_approves"`
 	TwoPerson        bool     `yaml:"two_person_rule"`
 	AllowAll         bool     `yaml:"allow_all"`
+	// FleetGroups limits the channel's remote targets to these fleet
+	// groups; empty means every host of the fleet.
+	FleetGroups []string `yaml:"fleet_groups"`
 }
 
 // durations holds the parsed duration fields.
@@ -288,6 +293,9 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 				bad("%s.instructions_file: %v", where, err)
 			}
 		}
+	}
+	if c.Fleet.configured() {
+		errs = append(errs, c.Fleet.check(filepath.Dir(path))...)
 	}
 	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o002 != 0 {
 		bad("config file %s is writable by every user; chmod o-w it", path)

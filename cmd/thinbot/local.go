@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/agentcore/fleet"
 	"github.com/thinbot/thinbot/agentcore/openai"
 	"github.com/thinbot/thinbot/gate"
 	"github.com/thinbot/thinbot/skills"
@@ -62,6 +63,7 @@ type local struct {
 	dir   string
 	set   skills.Set
 	sbx   *sandboxSetup
+	fleet *fleet.Fleet
 	log   *slog.Logger
 }
 
@@ -71,6 +73,9 @@ func (l *local) Close() error {
 	seq, hash := chainHead(l.db)
 	l.log.Info("chain head", "seq", seq, "hash", hash)
 	l.sbx.close()
+	if l.fleet != nil {
+		_ = l.fleet.Close()
+	}
 	return l.db.Close()
 }
 
@@ -166,8 +171,12 @@ func openLocal(e *env, f *localFlags) (*local, error) {
 		return nil, err
 	}
 	state := filepath.Join(dir, localDir)
-	policy = policy.WithProtected(state)
-	sbx := startSandbox(context.Background(), e.getenv("THINBOT_SANDBOX"), []string{state}, []string{dir}, logger)
+	fl, keys, err := localFleet(e)
+	if err != nil {
+		return nil, err
+	}
+	policy = policy.WithProtected(append([]string{state}, keys...)...)
+	sbx := startSandbox(context.Background(), e.getenv("THINBOT_SANDBOX"), append([]string{state}, keys...), []string{dir}, logger)
 	db, err := store.Open(filepath.Join(state, "events.db"), &store.Options{Logger: logger})
 	if err != nil {
 		return nil, err
@@ -190,6 +199,7 @@ func openLocal(e *env, f *localFlags) (*local, error) {
 		CompactPrompt:      readText(filepath.Join(configDir(e), "COMPACT.md")),
 		Exec:               sbx.exec(agentcore.ExecConfig{Timeout: f.timeout, Environ: os.Environ()}),
 		Budgets:            agentcore.Budgets{MaxSteps: f.maxSteps},
+		Fleet:              fl,
 		Logger:             logger,
 	})
 	if err != nil {
@@ -207,7 +217,7 @@ func openLocal(e *env, f *localFlags) (*local, error) {
 	}
 	// The chain head goes to stderr at exit, whatever the log level.
 	headLog := slog.New(slog.NewTextHandler(e.stderr, nil))
-	return &local{agent: agent, db: db, dir: dir, set: set, sbx: sbx, log: headLog}, nil
+	return &local{agent: agent, db: db, dir: dir, set: set, sbx: sbx, fleet: fl, log: headLog}, nil
 }
 
 // progress prints each command with its verdict, and a short view of its

@@ -54,6 +54,7 @@ func commands() []command {
 		{"skills", "list skills and why some are hidden, check a skill folder", cmdSkills},
 		{"config", "check a daemon config file", cmdConfig},
 		{"sandbox", "show what kernel sandbox this host supports (sandbox check)", cmdSandbox},
+		{"hosts", "list the fleet's hosts, groups and logins (remote targets over SSH)", cmdHosts},
 		{"version", "print the version", cmdVersion},
 		{"help", "show this help", nil},
 	}

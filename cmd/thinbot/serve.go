@@ -93,6 +93,8 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 			protected = append(protected, abs(f))
 		}
 	}
+	// The fleet's SSH keys are the daemon's, never a local command's.
+	protected = append(protected, c.Fleet.keyFiles(filepath.Dir(abs(*path)))...)
 	policy = policy.WithProtected(protected...)
 	var workspaces []string
 	for _, cc := range c.Channels {
@@ -100,6 +102,13 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	}
 	sbx := startSandbox(ctx, c.Sandbox, protected, workspaces, logger)
 	defer sbx.close()
+	fl, err := serveFleet(c, abs(*path))
+	if err != nil {
+		return err
+	}
+	if fl != nil {
+		defer fl.Close()
+	}
 	// Every credential thinbot holds is scrubbed from command output.
 	secrets := []string{apiKey}
 	for _, f := range []string{c.Mattermost.TokenFile, c.Slack.BotTokenFile, c.Slack.AppTokenFile, c.Slack.SigningSecretFile} {
@@ -136,6 +145,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 					CaptureLimit: bot.MaxAttachment}),
 				Budgets: agentcore.Budgets{MaxSteps: c.Budgets.MaxSteps, MaxModelCalls: c.Budgets.MaxModelCalls,
 					MaxWall: d.maxWall, MaxToolErrors: c.Budgets.MaxToolErrors},
+				Fleet:  fl,
 				Logger: logger,
 			})
 			if err != nil {
@@ -150,7 +160,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 			}
 		}
 		ch := bot.Channel{Agent: ag, Workspace: ws, Approvers: cc.Approvers, AnyMember: cc.AnyMember,
-			TwoPerson: cc.TwoPerson, AllowAll: cc.AllowAll}
+			TwoPerson: cc.TwoPerson, AllowAll: cc.AllowAll, FleetGroups: cc.FleetGroups}
 		if cc.InstructionsFile != "" {
 			ch.Instructions = readText(cc.InstructionsFile)
 		}

@@ -1,0 +1,404 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/agentcore/fleet"
+)
+
+// fleetConfig is the fleet: section of the daemon config, and the whole of
+// a fleet file (THINBOT_FLEET, thinbot hosts --fleet) for the terminal
+// front end. deploy/fleet.md explains every key.
+type fleetConfig struct {
+	// Inventory is an Ansible inventory file, INI or YAML.
+	Inventory string `yaml:"inventory"`
+	// Hosts are more hosts, beside (or instead of) the inventory's.
+	Hosts []fleetHost `yaml:"hosts"`
+	// Groups give groups their members and their two identities; the
+	// first group (in this order) that holds a host gives it its
+	// identities. A group named "all" holds every host.
+	Groups         []fleetGroup `yaml:"groups"`
+	Concurrency    int          `yaml:"concurrency"`
+	Timeout        string       `yaml:"timeout"`
+	ConnectTimeout string       `yaml:"connect_timeout"`
+	// ControlPersist is how long idle ControlMaster connections stay
+	// ("60s" by default); "off" disables multiplexing.
+	ControlPersist string `yaml:"control_persist"`
+	SSH            string `yaml:"ssh"`
+	SSHConfig      string `yaml:"ssh_config"`
+	KnownHosts     string `yaml:"known_hosts"`
+	// NoTTY runs remote commands without a terminal: /stop then cannot
+	// end them on the host.
+	NoTTY bool `yaml:"no_tty"`
+}
+
+type fleetHost struct {
+	Name    string   `yaml:"name"`
+	Address string   `yaml:"address"`
+	Port    int      `yaml:"port"`
+	User    string   `yaml:"user"`
+	Groups  []string `yaml:"groups"`
+}
+
+type fleetGroup struct {
+	Name       string         `yaml:"name"`
+	Hosts      []string       `yaml:"hosts"`
+	Children   []string       `yaml:"children"`
+	ReadOnly   fleet.Identity `yaml:"read_only"`
+	Privileged fleet.Identity `yaml:"privileged"`
+}
+
+func (fc fleetConfig) configured() bool {
+	return !reflect.ValueOf(fc).IsZero()
+}
+
+// inventory builds the inventory: the file's, then the configured hosts
+// and groups. Relative paths are relative to base (the config's folder).
+func (fc fleetConfig) inventory(base string) (*fleet.Inventory, error) {
+	inv := fleet.NewInventory()
+	if fc.Inventory != "" {
+		fi, err := fleet.LoadFile(rel(base, fc.Inventory))
+		if err != nil {
+			return nil, err
+		}
+		inv.Merge(fi)
+	}
+	for _, h := range fc.Hosts {
+		if h.Name == "" {
+			return nil, errors.New("fleet.hosts: a host without a name")
+		}
+		vars := map[string]string{}
+		if h.Address != "" {
+			vars["ansible_host"] = h.Address
+		}
+		if h.Port != 0 {
+			vars["ansible_port"] = fmt.Sprint(h.Port)
+		}
+		if h.User != "" {
+			vars["ansible_user"] = h.User
+		}
+		inv.AddHost(h.Name, "", vars)
+		for _, g := range h.Groups {
+			inv.AddHost(h.Name, g, nil)
+		}
+	}
+	for _, g := range fc.Groups {
+		if g.Name == "" {
+			return nil, errors.New("fleet.groups: a group without a name")
+		}
+		for _, h := range g.Hosts {
+			inv.AddHost(h, g.Name, nil)
+		}
+		for _, c := range g.Children {
+			inv.AddChild(g.Name, c)
+		}
+		if g.Name != "all" {
+			inv.SetGroupVars(g.Name, nil)
+		}
+	}
+	if err := inv.Build(); err != nil {
+		return nil, err
+	}
+	return inv, nil
+}
+
+// check returns every problem of the section.
+func (fc fleetConfig) check(base string) []error {
+	var errs []error
+	if _, err := fc.inventory(base); err != nil {
+		errs = append(errs, fmt.Errorf("fleet: %w", err))
+	}
+	withIDs := 0
+	for _, g := range fc.Groups {
+		ro, rw := g.ReadOnly, g.Privileged
+		if ro == (fleet.Identity{}) && rw == (fleet.Identity{}) {
+			continue
+		}
+		withIDs++
+		switch {
+		case ro.User == "" && ro.Key == "" || rw.User == "" && rw.Key == "":
+			errs = append(errs, fmt.Errorf("fleet.groups %s: set both read_only and privileged (a user, a key or both)", g.Name))
+		case ro == rw:
+			errs = append(errs, fmt.Errorf("fleet.groups %s: read_only and privileged are the same identity; pass verdicts would run with write rights", g.Name))
+		}
+		for _, k := range []string{ro.Key, rw.Key} {
+			if k == "" {
+				continue
+			}
+			if _, err := os.Stat(rel(base, k)); err != nil {
+				errs = append(errs, fmt.Errorf("fleet.groups %s: key: %w", g.Name, err))
+			}
+		}
+	}
+	if withIDs == 0 {
+		errs = append(errs, errors.New("fleet: no group has read_only and privileged identities, so no host can be reached"))
+	}
+	for _, d := range []struct{ name, v string }{{"timeout", fc.Timeout}, {"connect_timeout", fc.ConnectTimeout}} {
+		if d.v != "" {
+			if _, err := time.ParseDuration(d.v); err != nil {
+				errs = append(errs, fmt.Errorf("fleet.%s: %w", d.name, err))
+			}
+		}
+	}
+	if fc.ControlPersist != "" && fc.ControlPersist != "off" {
+		if _, err := time.ParseDuration(fc.ControlPersist); err != nil {
+			errs = append(errs, fmt.Errorf("fleet.control_persist: %w (or \"off\")", err))
+		}
+	}
+	if fc.Concurrency < 0 {
+		errs = append(errs, errors.New("fleet.concurrency: must not be negative"))
+	}
+	return errs
+}
+
+// open builds the Fleet. The ssh client's environment is the allowlisted
+// one of commands (no API key, no chat token) plus SSH_AUTH_SOCK.
+func (fc fleetConfig) open(base string, environ []string, path string) (*fleet.Fleet, error) {
+	if errs := fc.check(base); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	inv, err := fc.inventory(base)
+	if err != nil {
+		return nil, err
+	}
+	cfg := fleet.Config{Inventory: inv, Concurrency: fc.Concurrency, NoTTY: fc.NoTTY,
+		SSH: fc.SSH, SSHConfig: relOpt(base, fc.SSHConfig), KnownHosts: relOpt(base, fc.KnownHosts)}
+	if path == "" {
+		path = agentcore.DefaultPath
+	}
+	cfg.Env = agentcore.ChildEnv(environ, []string{"SSH_AUTH_SOCK"}, path)
+	cfg.Timeout, _ = time.ParseDuration(fc.Timeout)
+	cfg.ConnectTimeout, _ = time.ParseDuration(fc.ConnectTimeout)
+	switch fc.ControlPersist {
+	case "off":
+		cfg.ControlPersist = -1
+	case "":
+	default:
+		cfg.ControlPersist, _ = time.ParseDuration(fc.ControlPersist)
+	}
+	for _, g := range fc.Groups {
+		if g.ReadOnly == (fleet.Identity{}) && g.Privileged == (fleet.Identity{}) {
+			continue
+		}
+		ro, rw := g.ReadOnly, g.Privileged
+		ro.Key, rw.Key = relOpt(base, ro.Key), relOpt(base, rw.Key)
+		cfg.Access = append(cfg.Access, fleet.Access{Group: g.Name, ReadOnly: ro, Privileged: rw})
+	}
+	return fleet.New(cfg)
+}
+
+func rel(base, p string) string {
+	if p == "" || filepath.IsAbs(p) || base == "" {
+		return p
+	}
+	return filepath.Join(base, p)
+}
+
+func relOpt(base, p string) string {
+	if p == "" || p == "/dev/null" {
+		return p
+	}
+	return rel(base, p)
+}
+
+// loadFleetFile reads a fleet file: the fleet: section's keys at the top.
+func loadFleetFile(path string) (fleetConfig, error) {
+	var fc fleetConfig
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fc, fmt.Errorf("fleet: %w", err)
+	}
+	var root yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&root); err != nil && !errors.Is(err, io.EOF) {
+		return fc, fmt.Errorf("fleet %s: %w", path, err)
+	}
+	if unknown := unknownKeys(&root, reflect.TypeFor[fleetConfig](), ""); len(unknown) > 0 {
+		return fc, fmt.Errorf("fleet %s: %w", path, errors.Join(unknown...))
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
+		return fc, fmt.Errorf("fleet %s: %w", path, err)
+	}
+	return fc, nil
+}
+
+// localFleet opens the terminal front end's fleet: THINBOT_FLEET names a
+// fleet file; unset means none. It returns the key files too, which
+// commands must not read.
+func localFleet(e *env) (*fleet.Fleet, []string, error) {
+	path := e.getenv("THINBOT_FLEET")
+	if path == "" {
+		return nil, nil, nil
+	}
+	fc, err := loadFleetFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	base := filepath.Dir(path)
+	fl, err := fc.open(base, os.Environ(), "")
+	if err != nil {
+		return nil, nil, fmt.Errorf("THINBOT_FLEET %s: %w", path, err)
+	}
+	return fl, fc.keyFiles(base), nil
+}
+
+// cmdHosts lists the inventory: thinbot hosts [--json] [--config FILE |
+// --fleet FILE] [PATTERN].
+func cmdHosts(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("hosts", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	cfgPath := fs.String("config", "", "the daemon config `file` (its fleet: section)")
+	fleetPath := fs.String("fleet", "", "a fleet `file` (default $THINBOT_FLEET)")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: thinbot hosts [--json] [--config FILE | --fleet FILE] [PATTERN]\n\nLists the fleet's hosts (all, or those PATTERN selects: web, web*, web:!web-03) with their groups and logins.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var fc fleetConfig
+	base := ""
+	switch {
+	case *cfgPath != "":
+		c, _, err := loadConfig(*cfgPath, e.getenv)
+		if c == nil {
+			return err
+		}
+		fc, base = c.Fleet, filepath.Dir(*cfgPath)
+	default:
+		p := *fleetPath
+		if p == "" {
+			p = e.getenv("THINBOT_FLEET")
+		}
+		if p == "" {
+			return fmt.Errorf("%w: no fleet: pass --config or --fleet, or set THINBOT_FLEET", errUsage)
+		}
+		var err error
+		if fc, err = loadFleetFile(p); err != nil {
+			return err
+		}
+		base = filepath.Dir(p)
+	}
+	if !fc.configured() {
+		return errors.New("the config has no fleet: section")
+	}
+	if errs := fc.check(base); len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	fl, err := fc.open(base, os.Environ(), "")
+	if err != nil {
+		return err
+	}
+	defer fl.Close()
+	inv := fl.Inventory()
+	hosts := inv.Hosts()
+	if fs.NArg() > 0 {
+		if hosts, err = inv.Select(strings.Join(fs.Args(), ",")); err != nil {
+			return err
+		}
+	}
+	type row struct {
+		fleet.Host
+		ReadOnly   *fleet.Identity `json:"read_only"`
+		Privileged *fleet.Identity `json:"privileged"`
+	}
+	rows := make([]row, 0, len(hosts))
+	for _, h := range hosts {
+		r := row{Host: h}
+		if id, ok := fl.Identity(h, fleet.ReadOnly); ok {
+			r.ReadOnly = &id
+		}
+		if id, ok := fl.Identity(h, fleet.Privileged); ok {
+			r.Privileged = &id
+		}
+		rows = append(rows, r)
+	}
+	if *asJSON {
+		groups := map[string][]string{}
+		for _, g := range inv.GroupNames() {
+			groups[g] = inv.GroupHosts(g)
+		}
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Hosts       []row               `json:"hosts"`
+			Groups      map[string][]string `json:"groups"`
+			Concurrency int                 `json:"concurrency"`
+			TimeoutSec  float64             `json:"timeout_seconds"`
+		}{rows, groups, fl.Concurrency(), fl.Timeout().Seconds()})
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tADDRESS\tGROUPS\tREAD-ONLY LOGIN\tPRIVILEGED LOGIN")
+	login := func(id *fleet.Identity) string {
+		if id == nil {
+			return "- (unreachable: no identity)"
+		}
+		s := id.User
+		if s == "" {
+			s = "(ssh_config)"
+		}
+		if id.Key != "" {
+			s += " key " + id.Key
+		}
+		return s
+	}
+	for _, r := range rows {
+		addr := r.Addr
+		if r.Port != 0 {
+			addr = fmt.Sprintf("%s:%d", addr, r.Port)
+		}
+		groups := strings.Join(r.Groups, ",")
+		if groups == "" {
+			groups = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Name, addr, groups, login(r.ReadOnly), login(r.Privileged))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "\n%d host(s) · %d group(s) · concurrency %d · timeout %s per host\n",
+		len(rows), len(inv.GroupNames()), fl.Concurrency(), fl.Timeout())
+	return nil
+}
+
+// keyFiles returns the identities' key files (and their .pub, harmless but
+// tidy), absolute, for the sandbox and the gate to hide from commands.
+func (fc fleetConfig) keyFiles(base string) []string {
+	var out []string
+	for _, g := range fc.Groups {
+		for _, k := range []string{g.ReadOnly.Key, g.Privileged.Key} {
+			if k == "" {
+				continue
+			}
+			if a, err := filepath.Abs(rel(base, k)); err == nil {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// serveFleet opens the daemon's fleet; nil when none is configured.
+func serveFleet(c *daemonConfig, configPath string) (*fleet.Fleet, error) {
+	if !c.Fleet.configured() {
+		return nil, nil
+	}
+	return c.Fleet.open(filepath.Dir(configPath), os.Environ(), c.CommandPath)
+}

@@ -1,0 +1,149 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/thinbot/thinbot/tests/fakemodel"
+	"github.com/thinbot/thinbot/tests/sshd"
+)
+
+func runOn(cmd, target string) fakemodel.Reply {
+	b, _ := json.Marshal(map[string]string{"command": cmd, "reason": "test", "target": target})
+	return fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "run", Args: string(b)}}}
+}
+
+// writeFleet writes a fleet file for the rig: its inventory, the two test
+// identities for group web, and the rig's known_hosts.
+func writeFleet(t *testing.T, rig *sshd.Rig, withDown bool) string {
+	t.Helper()
+	inv := filepath.Join(rig.Dir, "inventory.ini")
+	if err := os.WriteFile(inv, []byte(rig.Inventory("web", withDown)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(rig.Dir, "fleet.yaml")
+	y := fmt.Sprintf(`inventory: inventory.ini
+known_hosts: %s
+ssh_config: /dev/null
+concurrency: 4
+timeout: 30s
+groups:
+  - name: web
+    read_only: {user: %s, key: %s}
+    privileged: {user: %s, key: %s}
+`, rig.KnownHosts, sshd.UserRO, rig.KeyRO, sshd.UserRW, rig.KeyRW)
+	if err := os.WriteFile(f, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestFleetHostsCommand: thinbot hosts lists the inventory, as a table and
+// as JSON, and selects with a pattern; no server is contacted.
+func TestFleetHostsCommand(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "inv.yml"), []byte(`all:
+  children:
+    web:
+      hosts:
+        web-[01:03]:
+          ansible_host: 127.0.0.1
+          ansible_port: 2201
+    db:
+      hosts:
+        db-1:
+`), 0o644)
+	os.WriteFile(filepath.Join(dir, "ro"), []byte("k"), 0o600)
+	os.WriteFile(filepath.Join(dir, "rw"), []byte("k"), 0o600)
+	fleetFile := filepath.Join(dir, "fleet.yaml")
+	os.WriteFile(fleetFile, []byte(`inventory: inv.yml
+hosts:
+  - {name: bastion, address: 10.9.9.9, user: ops}
+groups:
+  - name: web
+    read_only: {user: viewer, key: ro}
+    privileged: {user: deploy, key: rw}
+`), 0o644)
+	r := thinbot(t, dir, []string{"THINBOT_FLEET=" + fleetFile}, "hosts")
+	if r.code != 0 {
+		t.Fatalf("hosts: exit %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"127.0.0.1:2201", "viewer key " + filepath.Join(dir, "ro"), "bastion", "- (unreachable: no identity)", "5 host(s) · 2 group(s) · concurrency 10"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("hosts output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = thinbot(t, dir, nil, "hosts", "--json", "--fleet", fleetFile, "web:!web-02")
+	var out struct {
+		Hosts []struct {
+			Name     string `json:"name"`
+			Port     int    `json:"port"`
+			ReadOnly *struct {
+				User string `json:"user"`
+			} `json:"read_only"`
+		} `json:"hosts"`
+		Groups map[string][]string `json:"groups"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("hosts --json: %v: %s %s", err, r.stdout, r.stderr)
+	}
+	if len(out.Hosts) != 2 || out.Hosts[0].Name != "web-01" || out.Hosts[1].Name != "web-03" || out.Hosts[0].Port != 2201 || out.Hosts[0].ReadOnly.User != "viewer" {
+		t.Errorf("hosts --json: %+v", out)
+	}
+	if strings.Join(out.Groups["web"], ",") != "web-01,web-02,web-03" {
+		t.Errorf("groups: %v", out.Groups)
+	}
+	// The same identity twice is no privilege separation: refused.
+	os.WriteFile(fleetFile, []byte("inventory: inv.yml\ngroups:\n  - {name: web, read_only: {user: a}, privileged: {user: a}}\n"), 0o644)
+	if r := thinbot(t, dir, nil, "hosts", "--fleet", fleetFile); r.code == 0 || !strings.Contains(r.stderr, "same identity") {
+		t.Errorf("same identities accepted: exit %d %s", r.code, r.stderr)
+	}
+}
+
+// TestFleetAsk: thinbot ask with THINBOT_FLEET runs a read-only command on
+// a group with the read-only login (a down host reported, the others
+// answering), and with -a an approved write with the privileged login;
+// the chain verifies.
+func TestFleetAsk(t *testing.T) {
+	rig := sshd.Start(t, "web", 3, 0)
+	fleetFile := writeFleet(t, rig, true)
+	m := fakemodel.Start(t, runOn("id -un", "web"), fakemodel.Reply{Content: "checked"})
+	dir := t.TempDir()
+	env := append(modelEnv(m), "THINBOT_FLEET="+fleetFile)
+	r := thinbot(t, dir, env, "ask", "who runs there?")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "checked" {
+		t.Fatalf("ask: exit %d\nstdout %q\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	out := lastToolResult(m.Requests()[1])
+	for _, want := range []string{"4 host(s): 3 exit 0, 0 failed, 1 unreachable", "== web-[01-03] (3 hosts, exit 0):\nthinbot-ro\n", "unreachable, nothing ran: web-down"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the model got no %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "sk-e2e-secret-key") {
+		t.Error("the API key reached the model")
+	}
+	verifyChain(t, dbOf(dir))
+
+	// Without -a a write is refused (no approver in ask mode)...
+	m2 := fakemodel.Start(t, runOn("id -un && touch /tmp/never-"+filepath.Base(dir), "web"), fakemodel.Reply{Content: "refused"})
+	if r := thinbot(t, dir, append(modelEnv(m2), "THINBOT_FLEET="+fleetFile), "ask", "write"); r.code != 0 {
+		t.Fatalf("ask: exit %d: %s", r.code, r.stderr)
+	}
+	if out := lastToolResult(m2.Requests()[1]); !strings.Contains(out, "approval") {
+		t.Errorf("write without approval: the model got %q", out)
+	}
+	// ...with -a it runs with the privileged login on every target.
+	m3 := fakemodel.Start(t, runOn("id -un; env | grep -c AGENT_ || true", "web-0*"), fakemodel.Reply{Content: "written"})
+	if r := thinbot(t, dir, append(modelEnv(m3), "THINBOT_FLEET="+fleetFile), "ask", "-a", "write"); r.code != 0 {
+		t.Fatalf("ask -a: exit %d: %s", r.code, r.stderr)
+	}
+	if out := lastToolResult(m3.Requests()[1]); !strings.Contains(out, "== web-[01-03] (3 hosts, exit 0):\nthinbot-rw\n0\n") {
+		t.Errorf("approved write: the model got:\n%s", out)
+	}
+	verifyChain(t, dbOf(dir))
+}
