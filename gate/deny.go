@@ -2,6 +2,7 @@ package gate
 
 import (
 	"path"
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -36,7 +37,9 @@ func (s *scanner) file(f *syntax.File, depth int) (Decision, bool) {
 			top := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
 			if st, ok := top.(*syntax.Stmt); ok && s.onlyIn[st] != nil {
-				s.dirs = saved[len(saved)-1]
+				// Back to every directory possible before, plus any a cd
+				// inside reached: `cd /a && cd /; rm -rf *`.
+				s.dirs = appendNew(slices.Clone(saved[len(saved)-1]), s.dirs...)
 				saved = saved[:len(saved)-1]
 			}
 			return true
@@ -51,7 +54,7 @@ func (s *scanner) file(f *syntax.File, depth int) (Decision, bool) {
 			args := looseArgs(x.Args)
 			d, hit = s.call(args, depth)
 			if !hit && len(args) > 0 && args[0] == "cd" {
-				s.dirs = appendNew(s.dirs, s.cdDirs(args[1:])...)
+				s.dirs = appendNew(s.dirs, s.cdDirs(args[1:], s.dirs)...)
 			}
 		case *syntax.Redirect:
 			d, hit = s.redirect(x)
@@ -78,27 +81,56 @@ func (s *scanner) file(f *syntax.File, depth int) (Decision, bool) {
 	return found, hit
 }
 
-// andCd records that the right side of `cd DIR && …` runs in DIR only.
+// andCd records that the right side of `cd DIR && …` (also `cd A && cd B
+// && …`) runs only where the cds lead.
 func (s *scanner) andCd(b *syntax.BinaryCmd) {
 	if b.Op != syntax.AndStmt || b.X == nil || b.Y == nil {
 		return
 	}
-	call, ok := b.X.Cmd.(*syntax.CallExpr)
-	if !ok || len(b.X.Redirs) > 0 {
-		return
-	}
-	args := looseArgs(call.Args)
-	if len(args) == 0 || args[0] != "cd" {
+	dirs := s.afterSuccess(b.X, s.dirs)
+	if dirs == nil {
 		return
 	}
 	if s.onlyIn == nil {
 		s.onlyIn = map[*syntax.Stmt][]string{}
 	}
-	s.onlyIn[b.Y] = s.cdDirs(args[1:])
+	s.onlyIn[b.Y] = dirs
 }
 
-// cdDirs returns the directories `cd ARGS` may lead to from s.dirs.
-func (s *scanner) cdDirs(args []string) []string {
+// afterSuccess returns the directories the shell is in after st succeeded
+// when it started in one of from, or nil if st holds no cd it can follow.
+func (s *scanner) afterSuccess(st *syntax.Stmt, from []string) []string {
+	if st == nil || len(st.Redirs) > 0 || st.Negated || st.Background {
+		return nil
+	}
+	switch x := st.Cmd.(type) {
+	case *syntax.CallExpr:
+		args := looseArgs(x.Args)
+		if len(args) == 0 || args[0] != "cd" {
+			return nil
+		}
+		return s.cdDirs(args[1:], from)
+	case *syntax.BinaryCmd:
+		if x.Op != syntax.AndStmt {
+			return nil
+		}
+		left := s.afterSuccess(x.X, from)
+		if left == nil {
+			left = from
+		}
+		if right := s.afterSuccess(x.Y, left); right != nil {
+			return right
+		}
+		if s.afterSuccess(x.X, from) != nil {
+			return left
+		}
+	}
+	return nil
+}
+
+// cdDirs returns the directories `cd ARGS` may lead to from the
+// directories from.
+func (s *scanner) cdDirs(args []string, from []string) []string {
 	for len(args) > 0 && (args[0] == "-P" || args[0] == "-L" || args[0] == "-e" || args[0] == "--") {
 		args = args[1:]
 	}
@@ -113,13 +145,20 @@ func (s *scanner) cdDirs(args []string) []string {
 		t = s.c.home + t[1:]
 	}
 	switch {
+	case t == "":
+		return slices.Clone(from) // cd "" stays where it is
 	case t == unknownField || t == "-" || strings.HasPrefix(t, "~") || strings.Contains(t, unknownField):
-		return []string{""}
+		// cd $X may stay (X empty), go home (X unset) or anywhere.
+		out := appendNew(slices.Clone(from), "")
+		if s.c.home != "" {
+			out = appendNew(out, s.c.home)
+		}
+		return out
 	case strings.HasPrefix(t, "/"):
 		return []string{path.Clean(t)}
 	}
 	var out []string
-	for _, d := range s.dirs {
+	for _, d := range from {
 		if d == "" {
 			out = appendNew(out, "")
 			continue

@@ -443,7 +443,7 @@ func (s *scanner) mayNameProtected(args []string) bool {
 func (s *scanner) plainRead(args []string) bool {
 	q := s.p.clone()
 	q.ProtectedPaths = nil
-	k := checker{p: q, c: q.compile(), dirs: s.dirs}
+	k := checker{p: q, c: q.compile(), dirs: slices.Clone(s.dirs)}
 	as := make([]arg, len(args))
 	for i, a := range args {
 		if a == unknownField {
