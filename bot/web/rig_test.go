@@ -32,6 +32,23 @@ import (
 
 const waitTimeout = 20 * time.Second
 
+// sleepCmd is the command /stop interrupts; its odd duration tells its
+// process from other tests' sleeps.
+const sleepCmd = "sleep 67.25"
+
+// processRunning reports whether a process whose command line contains cmd
+// exists (the /stop tests wait for the command to have started).
+func processRunning(cmd string) bool {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), cmd) {
+			return true
+		}
+	}
+	return false
+}
+
 // script is the model's side of every scenario, keyed by the user's words.
 func script(req fakemodel.Request) fakemodel.Reply {
 	var user string
@@ -57,7 +74,7 @@ func script(req fakemodel.Request) fakemodel.Reply {
 	case strings.Contains(user, "wait a minute") && afterTool:
 		return fakemodel.Reply{Content: "Waited."}
 	case strings.Contains(user, "wait a minute"):
-		return run("sleep 60", "wait as asked")
+		return run(sleepCmd, "wait as asked")
 	}
 	return fakemodel.Reply{Content: "I only know the test script."}
 }

@@ -111,11 +111,13 @@ func TestStopKillsTheRunningCommand(t *testing.T) {
 	tid := r.newThread("alice", "wait a minute")
 	ask := r.waitPost(tid, "Approval needed")
 	r.do("bob", "POST", "/api/threads/"+tid+"/posts/"+ask.ID+"/click", `{"action":"approve"}`)
-	r.waitPost(tid, "running")
+	waitFor(t, "the command to run", func() bool { return processRunning(sleepCmd) })
 	if code, body := r.do("alice", "POST", "/api/threads/"+tid+"/messages", `{"text":"/stop"}`); code != http.StatusAccepted {
 		t.Fatalf("/stop: %d %s", code, body)
 	}
 	r.waitPost(tid, "Stopped by `/stop`")
+	r.waitPost(tid, "the process group was killed")
+	waitFor(t, "the command's process to be gone", func() bool { return !processRunning(sleepCmd) })
 }
 
 func TestNoModelSaysHowToSetIt(t *testing.T) {
