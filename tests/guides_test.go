@@ -31,21 +31,24 @@ func guideBlocks(t *testing.T, text string) map[string]string {
 	t.Helper()
 	blocks := map[string]string{}
 	sc := bufio.NewScanner(strings.NewReader(text))
-	name, in := "", false
+	name, in, indent := "", false, ""
 	var b strings.Builder
 	for sc.Scan() {
 		line := sc.Text()
+		trimmed := strings.TrimLeft(line, " ")
 		switch {
-		case !in && strings.HasPrefix(line, "<!-- guide-test: "):
-			name = strings.TrimSuffix(strings.TrimPrefix(line, "<!-- guide-test: "), " -->")
-		case !in && name != "" && strings.HasPrefix(line, "```"):
-			in = true
+		case !in && strings.HasPrefix(trimmed, "<!-- guide-test: "):
+			name = strings.TrimSuffix(strings.TrimPrefix(trimmed, "<!-- guide-test: "), " -->")
+		case !in && name != "" && strings.HasPrefix(trimmed, "```"):
+			// A block in a list item is indented; its lines lose that
+			// indentation, as Markdown reads them.
+			in, indent = true, line[:len(line)-len(trimmed)]
 			b.Reset()
-		case in && strings.HasPrefix(line, "```"):
+		case in && strings.HasPrefix(trimmed, "```"):
 			blocks[name] = b.String()
 			name, in = "", false
 		case in:
-			b.WriteString(line + "\n")
+			b.WriteString(strings.TrimPrefix(line, indent) + "\n")
 		}
 	}
 	for _, want := range []string{"setup", "config", "dms", "check", "serve", "ready"} {
@@ -86,6 +89,13 @@ type guideRun struct {
 }
 
 func followGuide(t *testing.T, guide string, values map[string]string) *guideRun {
+	return followGuideMode(t, guide, "", values)
+}
+
+// followGuideMode follows a guide; mode "http" also takes the guide's
+// HTTP-mode steps (the http-setup block, and the http block in place of the
+// config's slack: section and listen:).
+func followGuideMode(t *testing.T, guide, mode string, values map[string]string) *guideRun {
 	t.Helper()
 	text, err := os.ReadFile(filepath.Join("..", "deploy", guide))
 	if err != nil {
@@ -106,13 +116,17 @@ func followGuide(t *testing.T, guide string, values map[string]string) *guideRun
 	os.MkdirAll(filepath.Join(root, "srv"), 0o755)
 
 	// Step: install (folders, token files), as the guide writes it.
-	if out, err := g.shell(asUser(g.rw.Replace(g.blocks["setup"]))).CombinedOutput(); err != nil {
+	setup := g.blocks["setup"]
+	if mode == "http" {
+		setup += g.blocks["http-setup"]
+	}
+	if out, err := g.shell(asUser(g.rw.Replace(setup))).CombinedOutput(); err != nil {
 		t.Fatalf("the guide's setup failed: %v\n%s", err, out)
 	}
 	// Every token file the guide names anywhere is the one setup wrote:
 	// no name changes between steps.
 	for _, f := range regexp.MustCompile(`/etc/thinbot/[A-Za-z0-9_.-]+\.(?:token|secret|key)`).FindAllString(g.guide, -1) {
-		if strings.HasSuffix(f, "model.key") || strings.HasSuffix(f, "slack-signing.secret") {
+		if strings.HasSuffix(f, "model.key") || (mode != "http" && strings.HasSuffix(f, "slack-signing.secret")) {
 			continue // optional (commented out), and HTTP mode's own step
 		}
 		if _, err := os.Stat(root + f); err != nil {
@@ -121,8 +135,16 @@ func followGuide(t *testing.T, guide string, values map[string]string) *guideRun
 	}
 	// Step: the config file, as the guide shows it, with the entry that
 	// enables direct messages added at the end of channels:.
+	config := g.blocks["config"] + g.blocks["dms"]
+	if mode == "http" {
+		sec := regexp.MustCompile(`(?s)\nslack:\n.*?\nlisten:[^\n]*\n`)
+		if !sec.MatchString(config) || g.blocks["http"] == "" {
+			t.Fatal("no slack: section and listen: to replace, or no http block")
+		}
+		config = sec.ReplaceAllLiteralString(config, "\n"+g.blocks["http"])
+	}
 	cfg := filepath.Join(root, "etc", "thinbot", "thinbot.yaml")
-	if err := os.WriteFile(cfg, []byte(g.rw.Replace(g.blocks["config"]+g.blocks["dms"])), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(g.rw.Replace(config)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// Step: config check, as written.
@@ -282,4 +304,29 @@ func TestGuideSlack(t *testing.T) {
 	g.answered(chat, chat.DM("alice")) // the guide's DM entry works
 	g.stop()
 	checkUnit(t)
+}
+
+// HTTP mode: the guide's signing secret step and slack: section, with the
+// fake delivering events and clicks to thinbot's /slack/ endpoints (the
+// TLS proxy of the guide would forward exactly those).
+func TestGuideSlackHTTPMode(t *testing.T) {
+	t.Parallel()
+	const secret = "8f14e45fceea167a5a36dedd4bea2543"
+	chat := newSlack(t, secret)
+	m := modelFunc(t, (&answerer{}).reply)
+	addr := freeAddr(t)
+	g := followGuideMode(t, "slack.md", "http", map[string]string{
+		"  mode: http\n":                "  mode: http\n  api_url: " + chat.f.APIURL() + "\n",
+		"http://10.0.0.8:8000/v1":       m.URL,
+		"127.0.0.1:8079":                addr,
+		"C0123ABCD":                     chat.Ops(),
+		"U0123ALICE":                    chat.UserID("alice"),
+		"U0123BOBBY":                    chat.UserID("bob"),
+		"PASTE-THE-XOXB-TOKEN-HERE":     fakeslack.BotToken,
+		"PASTE-THE-XAPP-TOKEN-HERE":     fakeslack.AppToken,
+		"PASTE-THE-SIGNING-SECRET-HERE": secret,
+	})
+	chat.f.DeliverHTTP("http://"+addr, secret)
+	g.answered(chat, chat.Ops())
+	g.stop()
 }
