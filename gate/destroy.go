@@ -27,10 +27,15 @@ func killAll(args []string) (Decision, bool) {
 			endOpts = true
 			continue
 		case a == "-s" || a == "-n" || a == "--signal":
+			if i+1 < len(args) && args[i+1] == "0" {
+				return Decision{}, false // signal 0 only tests for existence
+			}
 			i++
 			sawSignal = true
 			continue
 		case a == "-l" || a == "-L" || a == "--list" || a == "--table":
+			return Decision{}, false
+		case a == "-0" && !sawSignal && i == 0:
 			return Decision{}, false
 		case strings.HasPrefix(a, "-") && !sawSignal && i == 0:
 			sawSignal = true // -9, -KILL, -SIGKILL, -1 (HUP)
