@@ -3,8 +3,11 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 func TestFleetConfigChecks(t *testing.T) {
@@ -41,5 +44,33 @@ func TestFleetConfigChecks(t *testing.T) {
 	fc, _ := loadFleetFile(filepath.Join(dir, "ok.yaml"))
 	if got := fc.keyFiles(dir); len(got) != 1 || got[0] != filepath.Join(dir, "ro") {
 		t.Errorf("keyFiles = %v", got)
+	}
+}
+
+// TestFleetGuideConfig: the config block of deploy/fleet.md has only known
+// keys, and its fleet section decodes.
+func TestFleetGuideConfig(t *testing.T) {
+	data, err := os.ReadFile("../../deploy/fleet.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(data), "<!-- guide-test: fleet -->\n```yaml\n")
+	if !ok {
+		t.Fatal("deploy/fleet.md has no fleet config block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	var root yaml.Node
+	if err := yaml.Unmarshal([]byte(block), &root); err != nil {
+		t.Fatal(err)
+	}
+	if errs := unknownKeys(&root, reflect.TypeFor[daemonConfig](), ""); len(errs) > 0 {
+		t.Errorf("unknown keys in the guide: %v", errs)
+	}
+	var c daemonConfig
+	if err := yaml.Unmarshal([]byte(block), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Fleet.Inventory == "" || len(c.Fleet.Groups) != 2 || c.Fleet.Groups[0].ReadOnly.User != "thinbot-ro" || len(c.Channels[0].FleetGroups) != 1 {
+		t.Errorf("decoded %+v", c.Fleet)
 	}
 }
