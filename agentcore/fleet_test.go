@@ -217,3 +217,55 @@ func hasTarget(f *fixture) bool {
 	}
 	return false
 }
+
+// TestFleetStopKillsRemoteCommands: cancelling the run (what /stop does)
+// mid fan-out kills the remote commands, and the chain records each host
+// as stopped.
+func TestFleetStopKillsRemoteCommands(t *testing.T) {
+	marker := fmt.Sprintf("300.%d%d", os.Getpid(), time.Now().UnixNano()%100000)
+	f, _ := fleetFixture(t, 2, false, runOn("sleep "+marker, "web"))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		// sleep is not read-only for the gate: allow-all approves it.
+		_, err := f.a.Run(ctx, Turn{Session: "s", Actor: "user:al", Text: "sleep", Dir: f.dir, AllowAll: true})
+		done <- err
+	}()
+	uid := lookupUID(t, sshd.UserRW)
+	waitUntil(t, func() bool { return len(remoteProcs("sleep "+marker, uid)) == 2 })
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not end after cancel")
+	}
+	waitUntil(t, func() bool { return len(remoteProcs("sleep "+marker, uid)) == 0 })
+	tr := payloadOf[toolResultPayload](t, f, "s", EvToolResult)
+	if len(tr) != 1 || len(tr[0].Hosts) != 2 || !tr[0].Hosts[0].Cancelled || !tr[0].Hosts[1].Cancelled {
+		t.Errorf("tool result %+v", tr)
+	}
+	verifyStore(t, f)
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 20s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// remoteProcs returns the processes of uid whose command line holds s.
+func remoteProcs(s string, uid int) []int {
+	var out []int
+	for _, p := range sshd.FindCmdline(s) {
+		if st, err := os.Stat(fmt.Sprintf("/proc/%d", p)); err == nil && fileUID(st) == uid {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -177,6 +177,9 @@ func (f *Fleet) Identity(h Host, m Mode) (Identity, bool) {
 // Close ends the ControlMaster connections and removes the private
 // control directory.
 func (f *Fleet) Close() error {
+	if f == nil {
+		return nil
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed || f.cfg.ControlPersist < 0 || f.cfg.ControlDir == "" {

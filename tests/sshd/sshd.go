@@ -245,17 +245,39 @@ func (r *Rig) Inventory(group string, withDown bool) string {
 
 func ensureUser(t testing.TB, name string) {
 	t.Helper()
-	if _, err := user.Lookup(name); err != nil {
-		out, err := exec.Command("useradd", "--create-home", "--shell", "/bin/bash", name).CombinedOutput()
-		if _, err2 := user.Lookup(name); err != nil && err2 != nil {
-			t.Fatalf("useradd %s: %v: %s", name, err, out)
+	// Tests of several packages may get here at once: useradd and usermod
+	// lock /etc/passwd and fail while another holds it, so retry a little.
+	var out []byte
+	var err error
+	for try := 0; try < 20; try++ {
+		if _, lerr := user.Lookup(name); lerr != nil {
+			out, err = exec.Command("useradd", "--create-home", "--shell", "/bin/bash", name).CombinedOutput()
+		} else if locked(name) {
+			// useradd leaves the password "!", which sshd without PAM
+			// reads as a locked account; "*" is no password but open.
+			out, err = exec.Command("usermod", "-p", "*", name).CombinedOutput()
+		} else {
+			return
+		}
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	// useradd leaves the password "!", which sshd without PAM reads as a
-	// locked account; "*" is no password but an open account.
-	if out, err := exec.Command("usermod", "-p", "*", name).CombinedOutput(); err != nil {
-		t.Fatalf("usermod %s: %v: %s", name, err, out)
+	t.Fatalf("test user %s: %v: %s", name, err, out)
+}
+
+// locked reports whether name's shadow password starts with '!'.
+func locked(name string) bool {
+	b, err := os.ReadFile("/etc/shadow")
+	if err != nil {
+		return true
 	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Split(l, ":"); len(f) > 1 && f[0] == name {
+			return strings.HasPrefix(f[1], "!")
+		}
+	}
+	return true
 }
 
 func keygen(t testing.TB, path string) {
