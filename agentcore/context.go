@@ -92,6 +92,9 @@ func (a *Agent) systemPrompt(rs *runState) string {
 		}
 		b.WriteString(a.cfg.Skills.IndexWith(opts))
 	}
+	if a.cfg.Fleet != nil {
+		b.WriteString(fleetPrompt(a.cfg.Fleet.Inventory(), rs.t.FleetGroups))
+	}
 	if rs.t.Dir != "" {
 		if mem := strings.TrimSpace(readLimited(filepath.Join(rs.t.Dir, MemoryFile), maxMemoryBytes)); mem != "" {
 			b.WriteString("\n\n# Memory (notes kept from earlier sessions)\n")

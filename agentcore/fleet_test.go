@@ -79,6 +79,12 @@ func TestFleetPassRunsEverywhereReadOnly(t *testing.T) {
 	if !hasTarget(f) {
 		t.Error("the run tool offers no target with a fleet configured")
 	}
+	if p := fleetPrompt(f.a.cfg.Fleet.Inventory(), nil); !strings.Contains(p, "# Remote hosts\n") || !strings.Contains(p, "- web (4): web-[01-03], web-down") {
+		t.Errorf("fleet prompt:\n%s", p)
+	}
+	if p := fleetPrompt(f.a.cfg.Fleet.Inventory(), []string{"strangers"}); strings.Contains(p, "web") && strings.Contains(p, "- web") {
+		t.Errorf("a limited turn sees other groups:\n%s", p)
+	}
 	asked := false
 	res, err := f.a.Run(t.Context(), Turn{Session: "s", Actor: "user:al", Text: "who?", Dir: f.dir,
 		Approver: ApproverFunc(func(context.Context, Approval) (ApprovalDecision, error) {
@@ -90,6 +96,9 @@ func TestFleetPassRunsEverywhereReadOnly(t *testing.T) {
 	}
 	if asked {
 		t.Error("a pass verdict asked for an approval")
+	}
+	if sys := f.model.reqs[0].Messages[0].Content; !strings.Contains(sys, "# Remote hosts") || strings.Contains(sys, "strangers") {
+		t.Errorf("the system prompt does not list the fleet's groups (or lists an empty one):\n%s", sys)
 	}
 	for _, want := range []string{"4 host(s): 3 exit 0, 0 failed, 1 unreachable", "== web-[01-03] (3 hosts, exit 0):\nthinbot-ro\n", "unreachable, nothing ran: web-down"} {
 		if !strings.Contains(saw, want) {

@@ -191,3 +191,43 @@ func TargetSummary(targets []string) string {
 	}
 	return fmt.Sprintf("%d hosts: %s", len(targets), names)
 }
+
+// fleetPrompt tells the model which remote hosts it may target: the groups
+// (only the turn's, when it is limited) with their hosts, within about 2
+// KiB. The inventory is fixed at start, so the prompt stays byte-stable.
+func fleetPrompt(inv *fleet.Inventory, only []string) string {
+	var b strings.Builder
+	b.WriteString("\n\n# Remote hosts\nGive run or read_file a target (a host, a group, or a pattern such as web*, web:db, web:!web-03) to run on these hosts over SSH instead of here. Each host's login shell runs the command; read-only commands log in with a read-only account, approved ones with a privileged one. Identical outputs come back grouped.\n")
+	groups := inv.GroupNames()
+	if len(only) > 0 {
+		groups = slices.DeleteFunc(slices.Clone(groups), func(g string) bool { return !slices.Contains(only, g) })
+	}
+	grouped := map[string]bool{}
+	for i, g := range groups {
+		hs := inv.GroupHosts(g)
+		if len(hs) == 0 {
+			continue
+		}
+		for _, h := range hs {
+			grouped[h] = true
+		}
+		line := fmt.Sprintf("- %s (%d): %s\n", g, len(hs), fleet.Ranges(hs))
+		if b.Len()+len(line) > 2048 {
+			fmt.Fprintf(&b, "(%d more groups not listed)\n", len(groups)-i)
+			return b.String()
+		}
+		b.WriteString(line)
+	}
+	if len(only) == 0 {
+		var rest []string
+		for _, h := range inv.Hosts() {
+			if !grouped[h.Name] {
+				rest = append(rest, h.Name)
+			}
+		}
+		if len(rest) > 0 {
+			b.WriteString(headTail("- hosts in no group: "+fleet.Ranges(rest), 400) + "\n")
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
