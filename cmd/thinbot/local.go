@@ -229,6 +229,9 @@ func progress(w io.Writer) agentcore.Hooks {
 			if c.Tool != agentcore.ToolRun {
 				what = c.Tool + " " + what
 			}
+			if len(c.Targets) > 0 {
+				what += "  (on " + agentcore.TargetSummary(c.Targets) + ")"
+			}
 			fmt.Fprintf(w, "[%s] %s\n", c.Verdict, what)
 			if c.Action == "refuse" {
 				fmt.Fprintf(w, "  refused: %s\n", c.Reason)
