@@ -452,7 +452,11 @@ func (r *renderer) streamOp(ctx context.Context, st Streamer, op streamOp, final
 		if r.sid == "" {
 			r.mu.Lock()
 			status := r.postID == "" && len(r.steps) > 0
+			bare := r.postID != "" && len(r.steps) == 0
 			r.mu.Unlock()
+			if bare {
+				return errStatusCarriesText
+			}
 			if status {
 				r.postStatus(ctx) // the commands go above the text
 			}
@@ -530,9 +534,19 @@ func (r *renderer) fallBack(ctx context.Context, st Streamer, err error) {
 	r.resetStream()
 }
 
+// errStatusCarriesText ends streaming for a run whose status message was
+// posted, bare, while the model had not written anything yet (a slow
+// start): that message shows the text as it comes and becomes the answer,
+// so the thread gets one message rather than a "_Done: 0 step(s)._" above a
+// streamed one.
+var errStatusCarriesText = errors.New("the status message carries the text")
+
 // streamFailed logs a Streamer error once per run: quietly when the adapter
 // already knows its workspace cannot stream.
 func (r *renderer) streamFailed(err error) {
+	if errors.Is(err, errStatusCarriesText) {
+		return
+	}
 	if errors.Is(err, ErrStreamingUnsupported) {
 		r.b.log.Debug("streaming unavailable; rendering with updates", "conv", r.t.Key())
 		return

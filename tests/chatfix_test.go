@@ -234,3 +234,24 @@ func TestServeSlackStreamingFallbackLeavesNoEmptyStatus(t *testing.T) {
 		t.Errorf("the answer appears %d times, want once:\n%s", n, chat.Dump())
 	}
 }
+
+// A model slow to start (no text for a few seconds) gets a "Working on it"
+// status as a sign of life; the text then goes into that message, which
+// becomes the answer: no "_Done: 0 step(s)._" above a streamed copy.
+func TestServeSlackSlowStartLeavesNoEmptyStatus(t *testing.T) {
+	t.Parallel()
+	chat := newSlack(t, "")
+	answer := "SLOW: " + strings.Repeat("the disk is fine and the load is low. ", 4)
+	m := fakemodel.Start(t, fakemodel.Reply{Content: answer, Stream: true, Fragment: 6, ChunkDelay: 20 * time.Millisecond, Delay: 3 * time.Second})
+	r := newRig(t, chat, m.URL, rigOpts{})
+	root := chat.Mention("alice", "COPS", "", "how is the machine?")
+	r.waitPost("COPS", root, "Working on it")
+	r.waitPost("COPS", root, strings.TrimSpace(answer))
+	r.stop()
+	if n := r.countPosts("COPS", root, "step(s)"); n != 0 {
+		t.Errorf("a status without steps was left in the thread:\n%s", chat.Dump())
+	}
+	if n := r.countPosts("COPS", root, "SLOW:"); n != 1 {
+		t.Errorf("the answer appears %d times, want once:\n%s", n, chat.Dump())
+	}
+}
