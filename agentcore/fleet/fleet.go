@@ -248,13 +248,19 @@ func (f *Fleet) Run(ctx context.Context, hosts []Host, m Mode, command string) [
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			notStarted := Result{Host: h.Name, ExitCode: -1, Cancelled: true, Err: "not started: the run was stopped"}
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
-				out[i] = Result{Host: h.Name, ExitCode: -1, Cancelled: true, Err: "not started: the run was stopped"}
+				out[i] = notStarted
 				return
 			}
 			defer func() { <-sem }()
+			// A slot freed by a stopped host may be taken after the stop.
+			if ctx.Err() != nil {
+				out[i] = notStarted
+				return
+			}
 			out[i] = f.runOne(ctx, h, m, command)
 		}()
 	}
