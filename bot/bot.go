@@ -43,7 +43,7 @@ type Config struct {
 	// Channel returns the configuration of a channel id; false means the
 	// bot ignores the channel.
 	Channel func(channelID string) (Channel, bool)
-	// Users may talk to the bot (names or ids); empty means everyone.
+	// Users are the ids of who may talk to the bot; empty means everyone.
 	Users []string
 	// AllowBots lets other bots' messages start and continue sessions.
 	AllowBots bool
@@ -473,19 +473,11 @@ func (b *Bot) update(ctx context.Context, t Thread, postID string, p Post) {
 	}
 }
 
-// matchUser reports whether u is in list (by id or name); an empty list
-// matches everyone.
+// matchUser reports whether u's id is in list; an empty list matches
+// everyone. Names never match: a renamed account must not inherit another
+// user's access.
 func matchUser(list []string, u User) bool {
-	if len(list) == 0 {
-		return true
-	}
-	for _, x := range list {
-		x = strings.TrimPrefix(x, "@")
-		if x == u.ID || (u.Name != "" && strings.EqualFold(x, u.Name)) {
-			return true
-		}
-	}
-	return false
+	return len(list) == 0 || (u.ID != "" && slices.Contains(list, u.ID))
 }
 
 // isApprover reports whether u's id is in the approver list. Names never

@@ -286,7 +286,7 @@ func TestIgnoresWhatIsNotForIt(t *testing.T) {
 	})
 	// th1 is a known session, so replies there without a mention would
 	// continue it; eve's must still not get one refusal per message.
-	r := newRig(t, model, Channel{}, Config{Users: []string{"alice"}, Sessions: []string{th1.Key()}})
+	r := newRig(t, model, Channel{}, Config{Users: []string{"U1"}, Sessions: []string{th1.Key()}})
 	r.say(alice, Thread{Platform: "fake", Channel: "C1", Root: "R9"}, "m1", "no mention, new thread", false)
 	r.say(alice, Thread{Platform: "fake", Channel: "C2", Root: "R1"}, "m2", "unconfigured channel", true)
 	r.say(alice, Thread{Platform: "fake", Channel: "C3", Root: "R1"}, "m2b", "unconfigured, no mention", false)
@@ -420,5 +420,31 @@ func TestLongAnswerIsCutOnARuneAndAttached(t *testing.T) {
 	p := answerPost(answer)
 	if !utf8.ValidString(p.Text) || p.File == nil || string(p.File.Data) != answer {
 		t.Errorf("answerPost: valid text %v, file %v", utf8.ValidString(p.Text), p.File != nil)
+	}
+}
+
+// The users list and the approvers list match ids only: an account renamed
+// to a listed name gets nothing.
+func TestUsersAndApproversMatchIDsOnly(t *testing.T) {
+	list := []string{"U1", "U2"}
+	for _, tc := range []struct {
+		u    User
+		want bool
+	}{
+		{User{ID: "U1", Name: "alice"}, true},
+		{User{ID: "U2"}, true},
+		{User{ID: "U9", Name: "alice"}, false},
+		{User{ID: "U9", Name: "U1"}, false},
+		{User{Name: "U1"}, false},
+	} {
+		if got := matchUser(list, tc.u); got != tc.want {
+			t.Errorf("matchUser(%v) = %v, want %v", tc.u, got, tc.want)
+		}
+		if got := isApprover(list, tc.u); got != tc.want {
+			t.Errorf("isApprover(%v) = %v, want %v", tc.u, got, tc.want)
+		}
+	}
+	if !matchUser(nil, User{ID: "U9"}) || isApprover(nil, User{ID: "U9"}) {
+		t.Error("an empty users list lets everyone talk; an empty approver list lets nobody approve")
 	}
 }

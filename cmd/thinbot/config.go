@@ -255,6 +255,11 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 	d.maxWall = parse("budgets.max_wall", c.Budgets.MaxWall, 0)
 	d.command = parse("budgets.command_timeout", c.Budgets.CommandTimeout, 0)
 	c.Web.check(bad, c.Channels)
+	for _, u := range c.Users {
+		if why := notUserID(c.Platform, u); why != "" {
+			bad("users: %q is not %s; users are matched by id, so that an account renamed to an allowed user's name gets no access", u, why)
+		}
+	}
 	if len(c.Channels) == 0 {
 		bad("channels is empty: list the channels the bot works in (id, workspace, approvers)")
 	}

@@ -298,7 +298,8 @@ func TestEveryCommandHelpExitsZero(t *testing.T) {
 	}
 }
 
-// Approvers are user ids: a name could be taken by renaming an account.
+// Approvers (and users) are user ids: a name could be taken by renaming an
+// account.
 // config check says so for each name, with where to find the id.
 func TestConfigApproversAreIDs(t *testing.T) {
 	out, err := checkConfig(t, `  - {id: "*", workspace: "WS", approvers: [bob, "@alice", k9xq3bobbobbobbobbobbobbob]}`+"\n")
@@ -319,10 +320,12 @@ platform: slack
 slack: {bot_token_file: TOKEN, app_token_file: TOKEN}
 state_dir: STATE
 listen: `+freeAddr(t)+`
+users: [U012AB3CDE, carol]
 channels:
   - {id: C1, workspace: WS, approvers: [U012AB3CDE, W0123ABCD, bob]}
 `)
-	if err == nil || !strings.Contains(out, `"bob" is not a Slack user id (like U012AB3CDE`) || strings.Contains(out, `"U012AB3CDE"`) || strings.Contains(out, `"W0123ABCD"`) {
+	if err == nil || !strings.Contains(out, `"bob" is not a Slack user id (like U012AB3CDE`) || strings.Contains(out, `"U012AB3CDE"`) || strings.Contains(out, `"W0123ABCD"`) ||
+		!strings.Contains(out, `users: "carol" is not a Slack user id`) {
 		t.Errorf("slack approvers: %v\n%s", err, out)
 	}
 }
