@@ -72,31 +72,41 @@ func TestServeMattermostCatchUpNeverBeforeFirstConnection(t *testing.T) {
 
 // A channel configured by id that the bot is not a member of stops the
 // start with an error that says what to do, as an unresolvable name does:
-// no "ready" with deaf mentions.
-func TestServeMattermostChannelIDNotJoined(t *testing.T) {
-	chat := newMMChat(t).(*mmChat)
-	lonely := chat.s.AddChannel("lonely", chat.ids["alice"]) // the bot is not in it
-	m := modelFunc(t, (&answerer{}).reply)
-	dir := t.TempDir()
-	ws := filepath.Join(dir, "ws")
-	os.Mkdir(ws, 0o755)
-	addr := freeAddr(t)
-	cfg := chat.Config(t, dir, addr) + fmt.Sprintf(`model: {base_url: %s, model: test-model}
+// no "ready" with deaf mentions. On both platforms.
+func TestServeChannelIDNotJoined(t *testing.T) {
+	for _, p := range platforms {
+		t.Run(p.name, func(t *testing.T) {
+			chat := p.newChat(t)
+			lonely := "CLONELY"
+			switch c := chat.(type) {
+			case *mmChat:
+				lonely = c.s.AddChannel("lonely", c.ids["alice"])
+			case *slackChat:
+				c.f.AddChannelWithoutBot(lonely, "lonely", c.ids["alice"])
+			}
+			m := modelFunc(t, (&answerer{}).reply)
+			dir := t.TempDir()
+			ws := filepath.Join(dir, "ws")
+			os.Mkdir(ws, 0o755)
+			addr := freeAddr(t)
+			cfg := chat.Config(t, dir, addr) + fmt.Sprintf(`model: {base_url: %s, model: test-model}
 listen: %s
 state_dir: %s
 channels:
   - {id: %s, workspace: %s, approvers: [%s]}
   - {id: %s, workspace: %s, approvers: [%s]}
-`, m.URL, addr, filepath.Join(dir, "state"), chat.Ops(), ws, chat.ids["bob"], lonely, ws, chat.ids["bob"])
-	path := filepath.Join(dir, "thinbot.yaml")
-	os.WriteFile(path, []byte(cfg), 0o600)
-	res := thinbot(t, dir, nil, "serve", "--config", path)
-	if res.code == 0 {
-		t.Fatalf("serve started with a channel the bot is not in:\n%s", res.stderr)
-	}
-	want := "the bot is not a member of channel " + lonely
-	if !strings.Contains(res.stderr, want) || !strings.Contains(res.stderr, "/invite @thinbot") {
-		t.Errorf("serve's error lacks %q and the fix:\n%s", want, tail(res.stderr, 2000))
+`, m.URL, addr, filepath.Join(dir, "state"), chat.Ops(), ws, chat.UserID("bob"), lonely, ws, chat.UserID("bob"))
+			path := filepath.Join(dir, "thinbot.yaml")
+			os.WriteFile(path, []byte(cfg), 0o600)
+			res := thinbot(t, dir, nil, "serve", "--config", path)
+			if res.code == 0 {
+				t.Fatalf("serve started with a channel the bot is not in:\n%s", res.stderr)
+			}
+			want := "the bot is not a member of channel " + lonely
+			if !strings.Contains(res.stderr, want) || !strings.Contains(res.stderr, "/invite @thinbot") {
+				t.Errorf("serve's error lacks %q and the fix:\n%s", want, tail(res.stderr, 2000))
+			}
+		})
 	}
 }
 

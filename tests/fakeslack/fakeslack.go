@@ -307,6 +307,13 @@ func (f *Server) AddChannel(id, name string, members ...string) {
 	f.channels[id] = &channel{id: id, name: name, members: append([]string{BotUserID}, members...)}
 }
 
+// AddChannelWithoutBot adds a channel the bot has not been invited to.
+func (f *Server) AddChannelWithoutBot(id, name string, members ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.channels[id] = &channel{id: id, name: name, members: append([]string(nil), members...)}
+}
+
 // AddIM adds a direct-message channel between the bot and user.
 func (f *Server) AddIM(id, user string) {
 	f.mu.Lock()
