@@ -1,8 +1,8 @@
 // Package bot is the chat-agnostic daemon: it routes chat threads to agent
 // sessions, queues runs, turns confirm verdicts into approval buttons,
 // handles in-thread commands and renders progress. Platform code lives in
-// bot/mattermost and bot/slack, which implement Adapter (and optionally
-// Streamer); bot never imports them and never touches the store (agentcore
+// bot/mattermost, bot/slack and bot/web (the web console), which implement
+// Adapter (and optionally Streamer); bot never imports them and never touches the store (agentcore
 // records everything, including the notes bot asks it to keep).
 //
 // # Threads and runs

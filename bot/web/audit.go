@@ -13,40 +13,43 @@ import (
 	"github.com/thinbot/thinbot/store"
 )
 
-// verifyTTL is how long a verification is reused at least; a chain whose
-// verification takes longer than verifyTTL/20 is reused 20 times as long as
-// its verification took, so that checking costs at most 5% of the time.
+// verifyTTL is how long a verification of an unchanged chain is reused.
 const verifyTTL = 30 * time.Second
 
 // verifyCache is the last verification of the chain.
 type verifyCache struct {
 	at     time.Time
+	head   uint64
 	took   time.Duration
 	report store.Report
 	err    error
 }
 
-// verification verifies the whole chain, reusing a recent result (a
-// whole-chain check on every page would cost more than the page). One
+// verification verifies the whole chain, reusing a recent result: for
+// verifyTTL while the chain's head has not moved, and while it moves, for 20
+// times as long as the verification took (so that a big, busy chain is not
+// verified on every page: checking then costs at most 5% of the time). One
 // request at a time verifies; the others meanwhile get the last result, so
 // only the request that found it stale waits. fresh forces a new check.
 func (s *Server) verification(r *http.Request, fresh bool) (store.Report, error) {
 	s.verifyMu.Lock()
 	v := s.verified
-	ttl := max(verifyTTL, 20*v.took)
-	if !v.at.IsZero() && !fresh && (s.verifying || s.cfg.Now().Sub(v.at) < ttl) {
+	head := s.cfg.Chain.LastSeq()
+	age := s.cfg.Now().Sub(v.at)
+	reuse := (v.head == head && age < verifyTTL) || age < 20*v.took
+	if !v.at.IsZero() && !fresh && (s.verifying || reuse) {
 		s.verifyMu.Unlock()
 		return v.report, v.err
 	}
 	s.verifying = true
 	s.verifyMu.Unlock()
-	start := time.Now()
+	start := s.cfg.Now()
 	rep, err := s.cfg.Chain.Verify(r.Context())
 	s.verifyMu.Lock()
 	defer s.verifyMu.Unlock()
 	s.verifying = false
 	if err == nil || s.verified.at.IsZero() {
-		s.verified = verifyCache{at: s.cfg.Now(), took: time.Since(start), report: rep, err: err}
+		s.verified = verifyCache{at: s.cfg.Now(), head: head, took: s.cfg.Now().Sub(start), report: rep, err: err}
 	}
 	return rep, err
 }
@@ -68,7 +71,7 @@ func (s *Server) status(r *http.Request, fresh bool) chainStatus {
 		s.log.Warn("verify chain", "err", err)
 		return chainStatus{Text: "could not verify the chain (see the log)", Checked: s.cfg.Now()}
 	case rep.OK && rep.LastSeq == 0:
-		return chainStatus{OK: true, Text: "the chain is empty", Checked: checked}
+		return chainStatus{OK: true, Text: "is empty: nothing to verify yet", Checked: checked}
 	case rep.OK:
 		return chainStatus{OK: true, Text: fmt.Sprintf("verified up to seq %d", rep.LastSeq), Checked: checked}
 	}

@@ -390,6 +390,9 @@ func TestDenyExpiryAndThreadCommands(t *testing.T) {
 
 func TestVerificationIsReusedThenRedone(t *testing.T) {
 	db := fillBig(t, 10)
+	if got := mustNew(t, db).status(httptest.NewRequest("GET", "/audit", nil), false).Text; got != "verified up to seq 10" {
+		t.Fatalf("status = %q", got)
+	}
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	s, err := New(Config{Listen: "127.0.0.1:0", Chain: db, Now: func() time.Time { return now }})
 	if err != nil {
@@ -399,17 +402,25 @@ func TestVerificationIsReusedThenRedone(t *testing.T) {
 	if got := s.status(req, false).Text; got != "verified up to seq 10" {
 		t.Fatalf("status = %q", got)
 	}
+	// The head moved: a cheap chain is verified again at once.
 	fillMore(t, db, 5)
-	if got := s.status(req, false).Text; got != "verified up to seq 10" {
-		t.Errorf("within the TTL: %q, want the last result", got)
+	if got := s.status(req, false).Text; got != "verified up to seq 15" {
+		t.Errorf("after appends: %q", got)
 	}
-	if got := s.status(req, true).Text; got != "verified up to seq 15" {
+	// A chain whose verification is slow is reused while it moves.
+	s.verified.took = time.Minute
+	fillMore(t, db, 1)
+	if got := s.status(req, false).Text; got != "verified up to seq 15" {
+		t.Errorf("a slow chain, moved: %q, want the last result", got)
+	}
+	if got := s.status(req, true).Text; got != "verified up to seq 16" {
 		t.Errorf("fresh: %q", got)
 	}
+	s.verified.took = time.Minute
 	fillMore(t, db, 1)
-	now = now.Add(verifyTTL + time.Second)
-	if got := s.status(req, false).Text; got != "verified up to seq 16" {
-		t.Errorf("after the TTL: %q", got)
+	now = now.Add(20*time.Minute + time.Second)
+	if got := s.status(req, false).Text; got != "verified up to seq 17" {
+		t.Errorf("after 20 times its duration: %q", got)
 	}
 }
 
@@ -420,4 +431,13 @@ func fillMore(t *testing.T, db *store.DB, n int) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func mustNew(t *testing.T, db *store.DB) *Server {
+	t.Helper()
+	s, err := New(Config{Listen: "127.0.0.1:0", Chain: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
