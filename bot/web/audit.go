@@ -96,8 +96,30 @@ func sessionKind(id string) string {
 // sessionRow is one line of the sessions list.
 type sessionRow struct {
 	store.SessionInfo
-	Kind string
-	Link string
+	Kind  string
+	Link  string
+	Topic string // the first message, shortened
+}
+
+// topicLookahead is how many of a session's first events topic reads.
+const topicLookahead = 8
+
+// topic is the first user message among a session's first events.
+func (s *Server) topic(session string, from uint64) string {
+	n := 0
+	for ev, err := range s.cfg.Chain.Events(session, from) {
+		if err != nil || n == topicLookahead {
+			break
+		}
+		n++
+		if ev.Type == "user_message" {
+			var p payload
+			if json.Unmarshal(ev.Payload, &p) == nil {
+				return strings.Join(strings.Fields(p.Text), " ")
+			}
+		}
+	}
+	return ""
 }
 
 const sessionsPerPage = 100
@@ -128,6 +150,9 @@ func (s *Server) auditSessions(w http.ResponseWriter, r *http.Request, _ identit
 	total := len(rows)
 	from := min((page-1)*sessionsPerPage, total)
 	rows = rows[from:min(from+sessionsPerPage, total)]
+	for i := range rows {
+		rows[i].Topic = s.topic(rows[i].ID, rows[i].FirstSeq)
+	}
 	next := ""
 	if from+sessionsPerPage < total {
 		nq := r.URL.Query()
