@@ -398,10 +398,27 @@ type approvalRow struct {
 
 const approvalsShown = 500
 
+// approvalWindow is how many events of the chain one approvals page reads
+// requests from, so that the page costs the same on a chain of any length.
+const approvalWindow = 50000
+
+// auditApprovals lists the approval requests of a window of the chain,
+// newest first: the last approvalWindow events, or those before ?before=SEQ.
+// Decisions are read up to the head, so a request's outcome shows even when
+// it came after the window.
 func (s *Server) auditApprovals(w http.ResponseWriter, r *http.Request, _ identity) {
+	head := s.cfg.Chain.LastSeq()
+	before := head + 1
+	if b, err := strconv.ParseUint(r.URL.Query().Get("before"), 10, 64); err == nil && b > 0 && b <= head {
+		before = b
+	}
+	from := uint64(1)
+	if before > s.approvalWindow {
+		from = before - s.approvalWindow
+	}
 	byID := map[string]*approvalRow{}
 	var rows []*approvalRow
-	for ev, err := range s.cfg.Chain.All(1) {
+	for ev, err := range s.cfg.Chain.All(from) {
 		if err != nil {
 			s.log.Error("audit: read chain", "err", err)
 			http.Error(w, "could not read the chain; operators can see the details in the log", http.StatusInternalServerError)
@@ -416,6 +433,9 @@ func (s *Server) auditApprovals(w http.ResponseWriter, r *http.Request, _ identi
 		}
 		switch ev.Type {
 		case "approval_requested":
+			if ev.Seq >= before {
+				continue
+			}
 			a := &approvalRow{Seq: ev.Seq, Time: ev.Time, Session: ev.Session, RequestID: p.RequestID, Command: p.Command,
 				Requester: p.Requester, Decision: "open", Class: "v-confirm",
 				Link: "/audit/session?id=" + url.QueryEscape(ev.Session) + "&after=" + strconv.FormatUint(ev.Seq-1, 10)}
@@ -443,7 +463,12 @@ func (s *Server) auditApprovals(w http.ResponseWriter, r *http.Request, _ identi
 	if len(rows) > approvalsShown {
 		rows = rows[:approvalsShown]
 	}
-	s.page(w, r, "approvals.html", map[string]any{"Tab": "approvals", "Status": s.status(r, false), "Rows": rows, "Total": total})
+	older := ""
+	if from > 1 {
+		older = "/audit/approvals?before=" + strconv.FormatUint(from, 10)
+	}
+	s.page(w, r, "approvals.html", map[string]any{"Tab": "approvals", "Status": s.status(r, false), "Rows": rows, "Total": total,
+		"From": from, "Before": before - 1, "Older": older})
 }
 
 func (s *Server) auditVerify(w http.ResponseWriter, r *http.Request, _ identity) {

@@ -104,6 +104,8 @@ type Server struct {
 	verifyMu  sync.Mutex
 	verified  verifyCache
 	verifying bool // a request is verifying the chain
+
+	approvalWindow uint64 // events per approvals page; approvalWindow, tests change it
 }
 
 type handlerBox struct{ h bot.Handler }
@@ -149,7 +151,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("web: templates: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, pages: pages, inbox: make(chan bot.Message, 64),
-		threads: map[string]*wthread{}}
+		threads: map[string]*wthread{}, approvalWindow: approvalWindow}
 	if cfg.Chat {
 		if err := s.restore(); err != nil {
 			return nil, fmt.Errorf("web: restore threads: %w", err)

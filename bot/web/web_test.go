@@ -441,3 +441,34 @@ func mustNew(t *testing.T, db *store.DB) *Server {
 	}
 	return s
 }
+
+func TestApprovalsPageWindow(t *testing.T) {
+	db := openStore(t)
+	add := func(typ, payload string) {
+		t.Helper()
+		if _, err := db.Append(t.Context(), store.Event{Session: "slack/C1/1.2", Type: typ, Actor: "gate", Payload: []byte(payload)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("approval_requested", `{"request_id":"r1","command":"touch old"}`) // seq 1
+	fillMore(t, db, 12)
+	add("approval_decision", `{"request_id":"r1","approved":true,"by":"user:bob"}`) // seq 14
+	add("approval_requested", `{"request_id":"r15","command":"touch new"}`)        // seq 15
+	s := mustNew(t, db)
+	s.approvalWindow = 10
+	get := func(path string) string {
+		req := httptest.NewRequest("GET", path, nil)
+		req.Host, req.RemoteAddr = "127.0.0.1:8080", "127.0.0.1:5555"
+		w := httptest.NewRecorder()
+		s.Handler().ServeHTTP(w, req)
+		return w.Body.String()
+	}
+	page := get("/audit/approvals")
+	if !strings.Contains(page, "touch new") || strings.Contains(page, "touch old") || !strings.Contains(page, `href="/audit/approvals?before=6"`) {
+		t.Fatalf("newest window:\n%s", page)
+	}
+	page = get("/audit/approvals?before=6")
+	if !strings.Contains(page, "touch old") || !strings.Contains(page, "user:bob") || strings.Contains(page, "touch new") {
+		t.Errorf("older window (its request decided after it):\n%s", page)
+	}
+}
