@@ -453,7 +453,7 @@ func TestApprovalsPageWindow(t *testing.T) {
 	add("approval_requested", `{"request_id":"r1","command":"touch old"}`) // seq 1
 	fillMore(t, db, 12)
 	add("approval_decision", `{"request_id":"r1","approved":true,"by":"user:bob"}`) // seq 14
-	add("approval_requested", `{"request_id":"r15","command":"touch new"}`)        // seq 15
+	add("approval_requested", `{"request_id":"r15","command":"touch new"}`)         // seq 15
 	s := mustNew(t, db)
 	s.approvalWindow = 10
 	get := func(path string) string {
