@@ -92,6 +92,9 @@ type where struct {
 	// process's cwd, root, exe, fd/N or map_files entry, also reached as
 	// /dev/fd/N): what it names cannot be known without I/O.
 	magic bool
+	// linked is set when a link was replaced by its target (/dev/fd is
+	// /proc/self/fd) before a later `..`.
+	linked bool
 	// rootTail, for a path through /proc/PID/root, is the rest of the path
 	// read from that process's root: /proc/1/root/etc/shadow is
 	// /etc/shadow for every process that shares our root.
@@ -157,7 +160,11 @@ func resolvePath(p, dir, home string) where {
 			w.magic = true
 		}
 		w.segs = append(w.segs, seg)
-		w.segs = rewriteLink(w.segs)
+		if len(w.segs) == 2 {
+			before := w.segs[1]
+			w.segs = rewriteLink(w.segs)
+			w.linked = w.linked || len(w.segs) != 2 || w.segs[1] != before
+		}
 	}
 	if magicLink(w.segs) && !stdio(w.segs) {
 		w.magic = true // reading the link itself reads its target
@@ -291,7 +298,43 @@ func (c *compiled) sensitive(p, dir string) string {
 	if w.absolute && len(w.segs) >= 2 && w.segs[0] == "dev" && !c.devices["/"+strings.Join(w.segs, "/")] {
 		return devicePath
 	}
+	if w.linked {
+		// The path went through a link the gate followed; the plain
+		// lexical reading must be clean too, in case a kernel resolves
+		// the link differently than modelled.
+		if lex := lexical(p, dir, c.home); lex.absolute {
+			for _, pp := range c.sensitivePaths {
+				if pp.matches(lex) {
+					return pp.raw
+				}
+			}
+			if len(lex.segs) >= 2 && lex.segs[0] == "dev" && !c.devices["/"+strings.Join(lex.segs, "/")] {
+				return devicePath
+			}
+		}
+	}
 	return ""
+}
+
+// lexical cleans an absolute (or dir-joined) path as text only.
+func lexical(p, dir, home string) where {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if home == "" {
+			return where{}
+		}
+		p = home + p[1:]
+	}
+	if !strings.HasPrefix(p, "/") {
+		if dir == "" || !strings.HasPrefix(dir, "/") {
+			return where{}
+		}
+		p = dir + "/" + p
+	}
+	p = path.Clean(p)
+	if p == "/" {
+		return where{absolute: true}
+	}
+	return where{segs: strings.Split(p[1:], "/"), absolute: true}
 }
 
 // protected returns the protected pattern p matches, or "".
