@@ -35,6 +35,7 @@ func TestServeMattermostCatchUpNeverBeforeFirstConnection(t *testing.T) {
 	chat := newMMChat(t).(*mmChat)
 	ops := chat.Ops()
 	old := chat.Mention("alice", ops, "", "old question")
+	chat.s.Backdate(old, time.Now().Add(-time.Minute)) // before thinbot existed, within the 2-minute overlap
 	a := &answerer{}
 	m := modelFunc(t, a.reply)
 	r := newRig(t, chat, m.URL, rigOpts{})

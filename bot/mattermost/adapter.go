@@ -83,10 +83,15 @@ type Adapter struct {
 	connected atomic.Bool
 	handler   atomic.Pointer[handlerBox]
 
-	mu      sync.Mutex
-	botID   string
-	botName string
-	users   map[string]string // user id -> username
+	// lookups are the user lookups deliver started; Run waits for them.
+	lookups sync.WaitGroup
+
+	mu       sync.Mutex
+	botID    string
+	botName  string
+	users    map[string]string    // user id -> username
+	inflight map[string]*lookup   // user id -> its lookup in flight
+	failed   map[string]time.Time // user id -> when its lookup failed
 }
 
 type handlerBox struct{ h bot.Handler }
@@ -98,6 +103,11 @@ const (
 	defaultBackoffEarlyFor = 2 * time.Minute
 	// userCacheMax bounds the id -> username cache; it is cleared when full.
 	userCacheMax = 4096
+	// nameWait is how long delivery waits for a user lookup; the post then
+	// goes on with the id alone (names are cosmetic: matching is by id).
+	nameWait = 2 * time.Second
+	// nameRetry is how long a failed lookup is not tried again.
+	nameRetry = 5 * time.Minute
 )
 
 // New checks cfg and returns an Adapter. It does not contact the server;
@@ -169,12 +179,14 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	cfg.ActionSecret = append([]byte(nil), cfg.ActionSecret...)
 	return &Adapter{
-		cfg:    cfg,
-		log:    log,
-		client: client,
-		wsURL:  ws.String(),
-		allow:  allow,
-		users:  make(map[string]string),
+		cfg:      cfg,
+		log:      log,
+		client:   client,
+		wsURL:    ws.String(),
+		allow:    allow,
+		users:    make(map[string]string),
+		inflight: make(map[string]*lookup),
+		failed:   make(map[string]time.Time),
 	}, nil
 }
 
@@ -200,6 +212,7 @@ func (a *Adapter) Run(ctx context.Context, h bot.Handler) error {
 	defer a.running.Store(false)
 	a.handler.Store(&handlerBox{h: h})
 	defer a.handler.Store(nil)
+	defer a.lookups.Wait()
 
 	st := &runState{seen: newIDSet(10000)}
 	if !a.cfg.Since.IsZero() {
@@ -296,6 +309,67 @@ func (a *Adapter) userName(ctx context.Context, id string) string {
 	}
 	a.rememberUser(id, u.Username)
 	return u.Username
+}
+
+// lookup is a user lookup in flight: done is closed when it ends.
+type lookup struct {
+	done    chan struct{}
+	started time.Time
+}
+
+// userNameSoon is userName for the event loop: the lookup runs on its own
+// goroutine (owned by Run) and the caller waits for it at most wait, so a
+// slow or hung GET /users/{id} never stops delivery. A failed lookup is
+// not retried for nameRetry. ctx is Run's.
+func (a *Adapter) userNameSoon(ctx context.Context, id string, wait time.Duration) string {
+	if id == "" {
+		return ""
+	}
+	a.mu.Lock()
+	if name, ok := a.users[id]; ok {
+		a.mu.Unlock()
+		return name
+	}
+	if at, ok := a.failed[id]; ok && time.Since(at) < nameRetry {
+		a.mu.Unlock()
+		return ""
+	}
+	l := a.inflight[id]
+	if l != nil && time.Since(l.started) >= wait {
+		a.mu.Unlock()
+		return "" // an earlier post already waited for this one
+	}
+	if l == nil {
+		l = &lookup{done: make(chan struct{}), started: time.Now()}
+		a.inflight[id] = l
+		a.lookups.Go(func() {
+			name := a.userName(ctx, id)
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if name == "" {
+				if len(a.failed) >= userCacheMax {
+					clear(a.failed)
+				}
+				a.failed[id] = time.Now()
+			}
+			delete(a.inflight, id)
+			close(l.done)
+		})
+	}
+	a.mu.Unlock()
+	t := time.NewTimer(wait - time.Since(l.started))
+	defer t.Stop()
+	select {
+	case <-l.done:
+	case <-t.C:
+		a.log.Debug("mattermost user lookup is slow; going on without the name", "user_id", id)
+		return ""
+	case <-ctx.Done():
+		return ""
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.users[id]
 }
 
 func (a *Adapter) rememberUser(id, name string) {

@@ -224,7 +224,7 @@ func TestReconnectCatchUp(t *testing.T) {
 	want := []string{missed, reply, live2, live3}
 	for i, id := range want {
 		if m := e.rec.next(t); m.ID != id {
-			t.Fatalf("message %d = %q (%q), want %q", i, m.ID, m.Text, id)
+			t.Fatalf("message %d = %q (%q), want %q\nlogs:\n%s", i, m.ID, m.Text, id, e.logs.String())
 		}
 	}
 	select {
@@ -600,5 +600,29 @@ func TestChannelIDByName(t *testing.T) {
 	}
 	if _, err := e.a.ChannelID(t.Context(), "secret"); err == nil || !strings.Contains(err.Error(), "no channel named") {
 		t.Errorf("a channel without the bot resolved: %v", err)
+	}
+}
+
+// A user lookup that hangs does not stop delivery: a caught-up post (which
+// carries no sender name) waits for it a bounded time, then goes on with
+// the user id; later posts of the user do not wait again.
+func TestHungUserLookupDoesNotStopDelivery(t *testing.T) {
+	e := newEnv(t, nil)
+	e.mm.HangUserLookups(true)
+	before := e.mm.UserPost(e.bob.ID, e.ch, "", "@thinbot before")
+	old, _ := e.mm.Post(before)
+	first := e.mm.UserPost(e.alice.ID, e.ch, "", "@thinbot caught up 1")
+	second := e.mm.UserPost(e.alice.ID, e.ch, "", "@thinbot caught up 2")
+	e.a.cfg.Since = time.UnixMilli(old.CreateAt)
+	e.run(t)
+	for _, want := range []string{first, second} {
+		m := e.rec.next(t)
+		if m.ID != want || m.User.ID != e.alice.ID || m.User.Name != "" {
+			t.Errorf("got %s from %+v, want %s from alice by id alone", m.ID, m.User, want)
+		}
+	}
+	live := e.mm.UserPost(e.bob.ID, e.ch, "", "@thinbot live")
+	if m := e.rec.next(t); m.ID != live || m.User.Name != "bob" {
+		t.Errorf("live post: %s from %+v", m.ID, m.User)
 	}
 }

@@ -28,6 +28,11 @@ const (
 	catchupOverlap = 2 * time.Minute
 	// postsSinceLimit is the server's cap on one /posts?since= answer.
 	postsSinceLimit = 1000
+	// floorSlack is how far before the first connection the catch-up floor
+	// lies: server and thinbot clocks differ a little, and a post can be
+	// created in the very millisecond the connection came up. Minutes-old
+	// posts (from before thinbot ran) stay out.
+	floorSlack = 5 * time.Second
 )
 
 // runState is what Run keeps across connections.
@@ -40,8 +45,9 @@ type runState struct {
 	// overlap).
 	strict bool
 	// floor is the earliest a catch-up ever reaches (Unix ms): Config.Since
-	// when given, else the first connection's start. The overlap must not
-	// reach before it: posts from before thinbot ran are not its to answer.
+	// when given, else the first connection's start (less floorSlack). The
+	// overlap must not reach before it: posts from before thinbot ran are
+	// not its to answer.
 	floor int64
 	// lastPost is the newest create_at seen on any post.
 	lastPost int64
@@ -143,7 +149,7 @@ func (a *Adapter) session(ctx context.Context, h bot.Handler, st *runState) (con
 	}
 	connectedAt := time.Now().UnixMilli()
 	if st.floor == 0 {
-		st.floor = connectedAt
+		st.floor = connectedAt - floorSlack.Milliseconds()
 	}
 	a.connected.Store(true)
 	defer a.connected.Store(false)
@@ -387,7 +393,7 @@ func (a *Adapter) deliver(ctx context.Context, h bot.Handler, st *runState, botI
 	if name != "" {
 		a.rememberUser(p.UserId, name)
 	} else {
-		name = a.userName(ctx, p.UserId)
+		name = a.userNameSoon(ctx, p.UserId, nameWait)
 	}
 	direct := in.channelType == string(model.ChannelTypeDirect)
 	text, byName := stripMention(p.Message, botName)

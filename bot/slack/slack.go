@@ -116,9 +116,10 @@ type identity struct{ userID, botID, teamID string }
 // nameEntry is a user's name, or its lookup while done is open. A failed
 // lookup leaves name "" and is retried after nameRetry.
 type nameEntry struct {
-	done chan struct{}
-	name string
-	at   time.Time // when the lookup ended
+	done    chan struct{}
+	name    string
+	started time.Time // when the lookup started
+	at      time.Time // when the lookup ended
 }
 
 type memberList struct {
@@ -492,24 +493,28 @@ func (a *Adapter) userName(ctx context.Context, id string, wait time.Duration) s
 	if e != nil {
 		select {
 		case <-e.done:
-			if e.name != "" || a.now().Sub(e.at) < nameRetry {
+			if e.name != "" || time.Now().Sub(e.at) < nameRetry {
 				a.mu.Unlock()
 				return e.name
 			}
 			e = nil // retry a failed lookup
 		default:
+			if time.Now().Sub(e.started) >= wait {
+				a.mu.Unlock()
+				return "" // an earlier message already waited for this one
+			}
 		}
 	}
 	if e == nil {
 		if len(a.names) >= namesMax {
 			clear(a.names)
 		}
-		e = &nameEntry{done: make(chan struct{})}
+		e = &nameEntry{done: make(chan struct{}), started: time.Now()}
 		a.names[id] = e
 		a.lookups.Go(func() { a.lookupName(ctx, id, e) })
 	}
 	a.mu.Unlock()
-	t := time.NewTimer(wait)
+	t := time.NewTimer(wait - time.Now().Sub(e.started))
 	defer t.Stop()
 	select {
 	case <-e.done:
@@ -537,7 +542,7 @@ func (a *Adapter) lookupName(ctx context.Context, id string, e *nameEntry) {
 	} else {
 		e.name = u.Name
 	}
-	e.at = a.now()
+	e.at = time.Now()
 	close(e.done)
 }
 

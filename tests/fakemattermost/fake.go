@@ -183,6 +183,7 @@ type Server struct {
 	throttleN  int
 	throttleS  int
 	omitName   bool
+	hangUsers  bool
 	blockWS    bool
 	conns      map[*wsConn]struct{}
 	changed    chan struct{}
@@ -377,6 +378,25 @@ func (s *Server) OmitUserName(omit bool) {
 	s.mu.Lock()
 	s.omitName = omit
 	s.mu.Unlock()
+}
+
+// HangUserLookups makes GET /users/{id} (other than /users/me) hang until
+// the caller gives up, as a server stuck on one endpoint does.
+func (s *Server) HangUserLookups(hang bool) {
+	s.mu.Lock()
+	s.hangUsers = hang
+	s.mu.Unlock()
+}
+
+// Backdate sets a post's create_at (and update_at) to at, as if it had
+// been made then: a post from before thinbot ever ran. It does not
+// broadcast anything.
+func (s *Server) Backdate(postID string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.posts[postID]; p != nil {
+		p.CreateAt, p.UpdateAt = at.UnixMilli(), at.UnixMilli()
+	}
 }
 
 // Requests returns every request received so far, in order.

@@ -190,6 +190,13 @@ func channelJSON(c *Channel) map[string]any {
 }
 
 func (s *Server) getUser(w http.ResponseWriter, r *http.Request, caller *User) {
+	s.mu.Lock()
+	hang := s.hangUsers && r.PathValue("id") != "me"
+	s.mu.Unlock()
+	if hang {
+		<-r.Context().Done() // until the caller gives up
+		return
+	}
 	u := s.userParam(r, caller)
 	if u == nil {
 		writeErr(w, newErr(http.StatusNotFound, "app.user.missing_account.const", "Unable to find the user."))
