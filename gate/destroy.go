@@ -57,7 +57,7 @@ func isPid(s string) bool { return isNumber(s) }
 var killPatternProbe = []string{"systemd", "init", "sshd", "kthreadd", "bash", "thinbot", "dbus-daemon", "x", "1", "/usr/sbin/cron -f"}
 
 // killMatching denies pkill and killall whose selection is every process
-// (`pkill .`, `pkill -f ”`, `killall -r '.*'`), every process but a few
+// (`pkill .`, `pkill -f ""`, `killall -r .`), every process but a few
 // (`pkill -v nginx`), every root process (`pkill -u root`, `killall -u
 // root`) or every child of init (`pkill -P 1`).
 func killMatching(name string, args []string) (Decision, bool) {
@@ -70,7 +70,7 @@ func killMatching(name string, args []string) (Decision, bool) {
 	valueFlags := map[string]bool{"-s": true, "--signal": true, "-g": true, "--pgroup": true, "-G": true, "--group": true,
 		"-P": true, "--parent": true, "-t": true, "--terminal": true, "-u": true, "--euid": true, "-U": true, "--uid": true,
 		"--session": true, "-F": true, "--pidfile": true, "--ns": true, "--nslist": true, "-O": true, "--older": true,
-		"-c": true, "--cgroup": true, "-Z": true, "--context": true}
+		"--cgroup": true, "-Z": true, "--context": true}
 	if name == "killall" {
 		valueFlags = map[string]bool{"-s": true, "--signal": true, "-u": true, "--user": true, "-o": true, "--older-than": true,
 			"-y": true, "--younger-than": true, "-n": true, "--ns": true, "-Z": true, "--context": true}
@@ -86,39 +86,61 @@ func killMatching(name string, args []string) (Decision, bool) {
 			endOpts = true
 			continue
 		}
-		flag, value, hasValue := strings.Cut(a, "=")
-		if !hasValue && valueFlags[flag] && i+1 < len(args) {
-			value = args[i+1]
-			i++
-		} else if !hasValue && !strings.HasPrefix(a, "--") && len(a) > 2 && valueFlags[a[:2]] {
-			flag, value = a[:2], a[2:]
+		// Each use is a flag and its value: --name=v, --name v, -x v, -xv,
+		// and clusters of short flags (-fv is -f -v).
+		var uses [][2]string
+		if strings.HasPrefix(a, "--") {
+			flag, value, hasValue := strings.Cut(a, "=")
+			if !hasValue && valueFlags[flag] && i+1 < len(args) {
+				value = args[i+1]
+				i++
+			}
+			uses = append(uses, [2]string{flag, value})
+		} else {
+			for j := 1; j < len(a); j++ {
+				f := "-" + a[j:j+1]
+				if !valueFlags[f] {
+					uses = append(uses, [2]string{f, ""})
+					continue
+				}
+				value := a[j+1:]
+				if value == "" && i+1 < len(args) {
+					value = args[i+1]
+					i++
+				}
+				uses = append(uses, [2]string{f, value})
+				break
+			}
 		}
-		switch flag {
-		case "-r", "--regexp":
-			regex = true
-		case "-x", "--exact":
-			exact = true
-		case "-v", "--inverse":
-			invert = name == "pkill"
-		case "-u", "--euid", "-U", "--uid", "--user":
-			hasSelector = true
-			for _, u := range strings.Split(value, ",") {
-				if u == "root" || u == "0" {
-					return all("signals every process of root")
+		for _, u := range uses {
+			flag, value := u[0], u[1]
+			switch flag {
+			case "-r", "--regexp":
+				regex = true
+			case "-x", "--exact":
+				exact = true
+			case "-v", "--inverse":
+				invert = name == "pkill"
+			case "-u", "--euid", "-U", "--uid", "--user":
+				hasSelector = true
+				for _, u := range strings.Split(value, ",") {
+					if u == "root" || u == "0" {
+						return all("signals every process of root")
+					}
 				}
-			}
-		case "-P", "--parent":
-			hasSelector = true
-			for _, p := range strings.Split(value, ",") {
-				if strings.TrimLeft(p, "0") == "1" || p == "0" {
-					return all("signals every service started by init")
+			case "-P", "--parent":
+				hasSelector = true
+				for _, p := range strings.Split(value, ",") {
+					if strings.TrimLeft(p, "0") == "1" || p == "0" {
+						return all("signals every service started by init")
+					}
 				}
-			}
-		case "-g", "--pgroup", "-G", "--group", "-t", "--terminal", "--session", "-c", "--cgroup", "--ns", "-F", "--pidfile":
-			hasSelector = true
-		case "-n", "--newest", "-o", "--oldest":
-			if name == "pkill" {
-				return Decision{}, false // one process only
+			case "-g", "--pgroup", "-G", "--group", "-t", "--terminal", "--session", "--cgroup", "--ns", "-F", "--pidfile":
+				hasSelector = true
+			case "-n", "--newest", "-o", "--oldest":
+				if name == "pkill" {
+					return Decision{}, false // one process only
+				}
 			}
 		}
 	}
@@ -158,7 +180,7 @@ func killMatching(name string, args []string) (Decision, bool) {
 // wait for commands on stdin, which may write one).
 var partitionTools = map[string][]string{
 	"fdisk":    {"-l", "--list", "-x", "--list-details"},
-	"sfdisk":   {"-l", "--list", "-d", "--dump", "-J", "--json", "-s", "--show-size", "-g", "--show-geometry", "-V", "--verify", "-F", "--list-free", "-T", "--list-types", "-r", "--reorder"},
+	"sfdisk":   {"-l", "--list", "-d", "--dump", "-J", "--json", "-s", "--show-size", "-g", "--show-geometry", "-V", "--verify", "-F", "--list-free", "-T", "--list-types"},
 	"gdisk":    {"-l"},
 	"sgdisk":   {"-p", "--print", "-i", "--info", "-v", "--verify", "-O", "--print-mbr", "-L", "--list-types"},
 	"parted":   {"-l", "--list"},
