@@ -476,3 +476,30 @@ func TestChannelIDByName(t *testing.T) {
 		t.Errorf("an unknown channel resolved: %v", err)
 	}
 }
+
+// Every Web API call has a timeout, even with a configured client that has
+// none: a hung chat.postMessage returns an error instead of hanging.
+func TestHungCallTimesOut(t *testing.T) {
+	f := fakeslack.New(t)
+	f.AddUser("UALICE", "alice")
+	f.AddChannel("C1", "ops", "UALICE")
+	f.HangMethod("chat.postMessage", true)
+	a, err := slack.New(slack.Config{BotToken: fakeslack.BotToken, AppToken: fakeslack.AppToken, APIURL: f.APIURL(),
+		HTTPClient: &http.Client{}, CallTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Post(context.Background(), bot.Thread{Platform: slack.Platform, Channel: "C1"}, bot.Post{Text: "hello"})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a hung chat.postMessage succeeded")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a hung chat.postMessage hung the caller")
+	}
+}

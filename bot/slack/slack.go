@@ -67,9 +67,12 @@ type Config struct {
 	// APIURL is the Web API base URL, ending in "/"; "" means
 	// https://slack.com/api/. Tests point it at a fake; proxies may too.
 	APIURL string
-	// HTTPClient makes Web API calls; nil means a client with a 30s
-	// timeout. A client without a Timeout gets one (30s): no call may hang.
+	// HTTPClient makes Web API calls; nil means a client with a timeout. A
+	// client without a Timeout gets one: no call may hang.
 	HTTPClient *http.Client
+	// CallTimeout bounds each Web API call (the HTTP client's Timeout)
+	// when HTTPClient has none; 0 means 30s.
+	CallTimeout time.Duration
 	// Logger receives the adapter's logs; nil discards them.
 	Logger *slog.Logger
 	// BackoffMin and BackoffMax bound the reconnect backoff (defaults 1s
@@ -185,11 +188,14 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.AppToken != "" {
 		opts = append(opts, slack.OptionAppLevelToken(cfg.AppToken))
 	}
-	hc := &http.Client{Timeout: callTimeout}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = callTimeout
+	}
+	hc := &http.Client{Timeout: cfg.CallTimeout}
 	if cfg.HTTPClient != nil {
 		c := *cfg.HTTPClient
 		if c.Timeout <= 0 {
-			c.Timeout = callTimeout
+			c.Timeout = cfg.CallTimeout
 		}
 		hc = &c
 	}
