@@ -373,7 +373,11 @@ func (s *Server) deliver(w http.ResponseWriter, r *http.Request, tid, text strin
 		s.mu.Unlock()
 		return true
 	}
-	m := bot.Message{Thread: bot.Thread{Platform: Platform, Channel: s.cfg.Channel, Root: tid}, ID: "web-" + tid + "-" + p.ID,
+	// Message ids must be unique across restarts (the bot skips ids the
+	// chain has seen), and post ids start again at each start.
+	var rb [8]byte
+	_, _ = rand.Read(rb[:])
+	m := bot.Message{Thread: bot.Thread{Platform: Platform, Channel: s.cfg.Channel, Root: tid}, ID: "web-" + hex.EncodeToString(rb[:]),
 		User: bot.User{ID: id.Name, Name: id.Name}, Text: text, Mentioned: true, Direct: true, Time: p.Time}
 	select {
 	case s.inbox <- m:

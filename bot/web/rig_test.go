@@ -89,9 +89,15 @@ type rigOpts struct {
 }
 
 type rig struct {
-	t      *testing.T
-	dir    string // the workspace
-	db     *store.DB
+	t       *testing.T
+	dir     string // the workspace
+	db      *store.DB
+	auth    Auth
+	problem string
+	timeout time.Duration
+	ch      bot.Channel
+
+	// The running console; start replaces them.
 	srv    *Server
 	hs     *httptest.Server
 	url    string
@@ -142,41 +148,66 @@ func newRig(t testing.TB, o rigOpts) *rig {
 	if o.Auth != nil {
 		auth = *o.Auth
 	}
-	srv, err := New(Config{Listen: "127.0.0.1:0", Auth: auth, Chain: db, Chat: true, ModelProblem: problem})
-	if err != nil {
-		t.Fatal(err)
+	if o.ApprovalTimeout == 0 {
+		o.ApprovalTimeout = time.Minute
 	}
 	approvers := []string{"alice", "bob"}
 	if auth.open() {
 		approvers = []string{"local"}
 	}
-	ch := bot.Channel{Agent: ag, Workspace: dir, Approvers: approvers, TwoPerson: !auth.open()}
-	if o.ApprovalTimeout == 0 {
-		o.ApprovalTimeout = time.Minute
-	}
-	b, err := bot.New(bot.Config{Adapter: srv, Channel: func(id string) (bot.Channel, bool) { return ch, id == "console" },
-		UpdateInterval: 40 * time.Millisecond, ApprovalTimeout: o.ApprovalTimeout})
+	r := &rig{t: tt, dir: dir, db: db, auth: auth, problem: problem, timeout: o.ApprovalTimeout,
+		ch: bot.Channel{Agent: ag, Workspace: dir, Approvers: approvers, TwoPerson: !auth.open()}}
+	r.start(t)
+	t.Cleanup(func() {
+		r.stop()
+		db.Close()
+	})
+	return r
+}
+
+// start starts the console and its bot as cmd/thinbot does: the bot knows
+// the chain's sessions and message ids.
+func (r *rig) start(t testing.TB) {
+	t.Helper()
+	srv, err := New(Config{Listen: "127.0.0.1:0", Auth: r.auth, Chain: r.db, Chat: true, ModelProblem: r.problem})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	sessions, seen, err := r.ch.Agent.Sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bot.New(bot.Config{Adapter: srv, Channel: func(id string) (bot.Channel, bool) { return r.ch, id == "console" },
+		UpdateInterval: 40 * time.Millisecond, ApprovalTimeout: r.timeout, Sessions: sessions, Seen: seen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.srv = srv
+	r.hs = httptest.NewServer(srv.Handler())
+	r.url = r.hs.URL
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &rig{t: tt, dir: dir, db: db, srv: srv, hs: hs, url: hs.URL, cancel: cancel, done: make(chan struct{})}
+	r.cancel, r.done = cancel, make(chan struct{})
 	go func() {
 		defer close(r.done)
 		if err := b.Run(ctx); err != nil {
 			t.Errorf("bot run: %v", err)
 		}
 	}()
-	t.Cleanup(func() {
-		cancel()
-		<-r.done
-		hs.CloseClientConnections()
-		hs.Close()
-		db.Close()
-	})
 	waitFor(t, "the console to run", srv.Connected)
-	return r
+}
+
+func (r *rig) stop() {
+	r.cancel()
+	<-r.done
+	r.hs.CloseClientConnections()
+	r.hs.Close()
+}
+
+// restart stops the console and starts a new one on the same chain.
+func (r *rig) restart(t testing.TB) {
+	t.Helper()
+	r.stop()
+	r.start(t)
 }
 
 // openailess is the model of a console without one.

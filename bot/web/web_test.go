@@ -347,6 +347,48 @@ func TestRestartBringsThreadsBack(t *testing.T) {
 	}
 }
 
+// TestMessagesAfterARestartAreHandled: a restarted console numbers its
+// posts afresh, yet a message in an old thread is new to the bot (which
+// skips message ids the chain has seen).
+func TestMessagesAfterARestartAreHandled(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	tid := r.newThread("alice", "please create the marker")
+	ask := r.waitPost(tid, "Approval needed")
+	r.do("bob", "POST", "/api/threads/"+tid+"/posts/"+ask.ID+"/click", `{"action":"approve"}`)
+	r.waitPost(tid, "Created `approved.txt`")
+	waitFor(t, "the run to end", func() bool { return runEnded(r, tid) })
+	for i := range 3 {
+		r.do("alice", "POST", "/api/threads/"+tid+"/messages", `{"text":"please check the disk"}`)
+		waitFor(t, "an answer", func() bool { return answers(r, tid) == i+1 })
+	}
+	waitFor(t, "the runs to end", func() bool { return runsEnded(r, tid) == 4 })
+	r.restart(t)
+	for i := range 3 {
+		r.do("alice", "POST", "/api/threads/"+tid+"/messages", `{"text":"please check the disk"}`)
+		waitFor(t, "an answer after the restart", func() bool { return answers(r, tid) == 4+i })
+	}
+}
+
+func answers(r *rig, tid string) int {
+	n := 0
+	for _, p := range r.posts(tid) {
+		if strings.Contains(p.Text, "plenty of room") && !p.Streaming {
+			n++
+		}
+	}
+	return n
+}
+
+func runsEnded(r *rig, tid string) int {
+	n := 0
+	for ev, err := range r.db.Events("web/console/"+tid, 1) {
+		if err == nil && ev.Type == "run_finished" {
+			n++
+		}
+	}
+	return n
+}
+
 func runEnded(r *rig, tid string) bool {
 	for ev, err := range r.db.Events("web/console/"+tid, 1) {
 		if err == nil && ev.Type == "run_finished" {
