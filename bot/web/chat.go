@@ -107,11 +107,25 @@ func (s *Server) thread(t bot.Thread) (*wthread, error) {
 	return th, nil
 }
 
-// addThread registers a thread; the caller holds s.mu.
+// maxThreads bounds the threads kept in memory; older ones stay in the
+// chain (and the audit viewer).
+const maxThreads = 500
+
+// addThread registers a thread, forgetting the oldest beyond maxThreads;
+// the caller holds s.mu.
 func (s *Server) addThread(id, title, by string, at time.Time) *wthread {
 	th := &wthread{ID: id, Title: title, By: by, Created: at, Updated: at, subs: map[chan event]struct{}{}}
 	s.threads[id] = th
 	s.order = append(s.order, id)
+	if len(s.order) > maxThreads {
+		old := s.threads[s.order[0]]
+		for c := range old.subs {
+			delete(old.subs, c)
+			close(c)
+		}
+		delete(s.threads, s.order[0])
+		s.order = s.order[1:]
+	}
 	return th
 }
 
@@ -320,6 +334,10 @@ func (s *Server) newThread(w http.ResponseWriter, r *http.Request, id identity) 
 	if !ok {
 		return
 	}
+	if !s.Connected() {
+		apiError(w, http.StatusServiceUnavailable, "thinbot is starting or stopping; try again")
+		return
+	}
 	var rb [6]byte
 	_, _ = rand.Read(rb[:])
 	tid := s.cfg.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(rb[:])
@@ -362,6 +380,11 @@ func (s *Server) deliver(w http.ResponseWriter, r *http.Request, tid, text strin
 	}
 	s.mu.Lock()
 	th := s.threads[tid]
+	if th == nil { // forgotten meanwhile (maxThreads)
+		s.mu.Unlock()
+		apiError(w, http.StatusNotFound, "no such thread")
+		return false
+	}
 	p := &wpost{ID: s.newPostID(), Author: id.Name, Text: text, Time: s.cfg.Now()}
 	s.add(th, p)
 	s.mu.Unlock()

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -512,5 +513,15 @@ func TestApprovalsPageWindow(t *testing.T) {
 	page = get("/audit/approvals?before=6")
 	if !strings.Contains(page, "touch old") || !strings.Contains(page, "user:bob") || strings.Contains(page, "touch new") {
 		t.Errorf("older window (its request decided after it):\n%s", page)
+	}
+}
+
+func TestThreadsInMemoryAreBounded(t *testing.T) {
+	s := mustNew(t, openStore(t))
+	for i := range maxThreads + 20 {
+		s.addThread(fmt.Sprint("t", i), "x", "alice", time.Now())
+	}
+	if len(s.threads) != maxThreads || len(s.order) != maxThreads || s.threads["t0"] != nil || s.threads[fmt.Sprint("t", maxThreads+19)] == nil {
+		t.Errorf("%d threads, %d in order; want the newest %d", len(s.threads), len(s.order), maxThreads)
 	}
 }
