@@ -72,7 +72,8 @@
   function initials(name) { return (name || "?").slice(0, 2).toUpperCase(); }
 
   function renderPost(p) {
-    const wrap = el("div", "post " + (p.bot ? "bot" : "user") + (p.streaming ? " streaming" : ""));
+    const wrap = el("div", "post " + (p.bot ? "bot" : "user") + (p.streaming ? " streaming" : "") +
+      (p.buttons && p.buttons.length ? " ask" : ""));
     wrap.id = "post-" + p.id;
     wrap.appendChild(el("div", "avatar", p.bot ? "tb" : initials(p.author)));
     const b = el("div", "bubble");
