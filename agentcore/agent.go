@@ -2,6 +2,7 @@ package agentcore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -80,10 +81,11 @@ type Config struct {
 // called concurrently for different sessions (calls for the same session
 // are serialised).
 type Agent struct {
-	cfg   Config
-	log   *slog.Logger
-	mu    sync.Mutex
-	state map[string]*session
+	cfg       Config
+	maxSecret int // the longest secret's length, for streaming redaction
+	log       *slog.Logger
+	mu        sync.Mutex
+	state     map[string]*session
 	// limits is what the model server said about its context window.
 	limits serverLimits
 }
@@ -143,11 +145,15 @@ func New(cfg Config) (*Agent, error) {
 		}
 	}
 	cfg.Secrets = secrets
+	maxSecret := 0
+	for _, v := range secrets {
+		maxSecret = max(maxSecret, len(v))
+	}
 	if ro := cfg.Skills.ReadOnlyScripts(); len(ro) > 0 {
 		cfg.Policy = cfg.Policy.WithReadOnlyScripts(ro...)
 	}
 	cfg.Exec = cfg.Exec.withDefaults()
-	return &Agent{cfg: cfg, log: cfg.Logger, state: map[string]*session{}}, nil
+	return &Agent{cfg: cfg, log: cfg.Logger, state: map[string]*session{}, maxSecret: maxSecret}, nil
 }
 
 func (b Budgets) withDefaults(goal bool) Budgets {
@@ -173,7 +179,7 @@ func (b Budgets) withDefaults(goal bool) Budgets {
 type Approval struct {
 	Session   string
 	RequestID string // unique in the chain: "r" + the gate decision's sequence number
-	Command   string // exactly what will run if approved
+	Command   string // what will run if approved, the bot's secrets redacted
 	// Targets are the remote hosts it will run on, all of them, in order;
 	// empty for a local command. The approval is bound to them too.
 	Targets []string
@@ -463,7 +469,7 @@ func (a *Agent) loop(ctx context.Context, rs *runState) (Result, error) {
 				rs.steps++
 				continue
 			}
-			return Result{Status: StatusAnswered, Answer: resp.Content}, nil
+			return Result{Status: StatusAnswered, Answer: a.redact(resp.Content)}, nil
 		}
 		rs.steps++
 		for _, call := range resp.ToolCalls {
@@ -472,7 +478,7 @@ func (a *Agent) loop(ctx context.Context, rs *runState) (Result, error) {
 				return Result{Status: StatusError}, err
 			}
 			if done {
-				return Result{Status: StatusDone, Answer: summary}, nil
+				return Result{Status: StatusDone, Answer: a.redact(summary)}, nil
 			}
 		}
 	}
@@ -500,7 +506,12 @@ func (a *Agent) complete(ctx context.Context, rs *runState) (Response, error) {
 	var failed *Request // the last request refused for its size
 	maxTokens := -1     // set by overflow for the next attempt
 	for attempt := 0; ; attempt++ {
-		req := Request{Messages: rs.s.proj.Messages(), OnText: rs.t.Hooks.Text}
+		var stream *redactStream
+		req := Request{Messages: rs.s.proj.Messages()}
+		if rs.t.Hooks.Text != nil {
+			stream = &redactStream{redact: a.redact, keep: a.maxSecret, out: rs.t.Hooks.Text}
+			req.OnText = stream.write
+		}
 		if !rs.text {
 			req.Tools = toolDefs(rs.t.Goal, len(a.cfg.Skills.Skills) > 0, a.cfg.Fleet != nil)
 		}
@@ -515,6 +526,7 @@ func (a *Agent) complete(ctx context.Context, rs *runState) (Response, error) {
 		rs.s.setStatus(func(st *Status) { st.ModelCalls, st.Steps = rs.calls, rs.steps })
 		start := a.cfg.Now()
 		resp, err := a.cfg.Model.Complete(ctx, req)
+		stream.flush()
 		latency := a.cfg.Now().Sub(start)
 		if rs.t.Hooks.Model != nil {
 			rs.t.Hooks.Model(latency, err)
@@ -549,8 +561,19 @@ func (a *Agent) complete(ctx context.Context, rs *runState) (Response, error) {
 		if rs.text {
 			proto, calls = "text", nil
 		}
+		// What the model wrote is recorded (and later projected, shown and
+		// exported) without the bot's secrets; the command that runs is the
+		// one the model wrote.
+		rcalls := make([]ToolCall, len(calls))
+		for i, c := range calls {
+			c.Arguments = a.redactJSON(c.Arguments)
+			rcalls[i] = c
+		}
+		if len(calls) == 0 {
+			rcalls = nil
+		}
 		rs.pending = append(rs.pending, store.Event{Type: EvAssistantMessage, Actor: "model", Payload: mustJSON(assistantPayload{
-			Content: resp.Content, Reasoning: resp.Reasoning, ToolCalls: calls, FinishReason: resp.FinishReason,
+			Content: a.redact(resp.Content), Reasoning: a.redact(resp.Reasoning), ToolCalls: rcalls, FinishReason: resp.FinishReason,
 			Usage: resp.Usage, Model: resp.Model, Protocol: proto, LatencyMS: latency.Milliseconds()})})
 		return resp, nil
 	}
@@ -568,7 +591,7 @@ func (a *Agent) textStep(ctx context.Context, rs *runState, resp Response) (bool
 			if act.Done && rs.t.Goal {
 				st = StatusDone
 			}
-			return true, Result{Status: st, Answer: strings.TrimSpace(stripDone(resp.Content))}, nil
+			return true, Result{Status: st, Answer: a.redact(strings.TrimSpace(stripDone(resp.Content)))}, nil
 		}
 		return false, Result{}, a.nudge(rs)
 	}
@@ -657,8 +680,13 @@ func (a *Agent) decide(ctx context.Context, rs *runState, call ToolCall, info Co
 	case d.Verdict == gate.Confirm && rs.t.Approver != nil:
 		action = "ask"
 	}
-	info.Verdict, info.Reason, info.Action = d.Verdict.String(), d.Reason, action
-	gp := gatePayload{CallID: call.ID, Tool: info.Tool, Dir: rs.t.Dir, Verdict: d.Verdict.String(), Reason: d.Reason, Rule: d.Rule, Action: action,
+	// The hash binds the exact command (and targets); everything shown or
+	// recorded has the bot's secrets redacted.
+	binding := BindingSHA(info.Command, info.Targets)
+	info.Command = a.redact(info.Command)
+	info.Verdict, info.Reason, info.Action = d.Verdict.String(), a.redact(d.Reason), action
+	reason = a.redact(reason)
+	gp := gatePayload{CallID: call.ID, Tool: info.Tool, Dir: rs.t.Dir, Verdict: d.Verdict.String(), Reason: info.Reason, Rule: d.Rule, Action: action,
 		Targets: info.Targets, TargetCount: len(info.Targets)}
 	if len(info.Targets) > 0 {
 		gp.Dir = ""
@@ -678,12 +706,12 @@ func (a *Agent) decide(ctx context.Context, rs *runState, call ToolCall, info Co
 		return true, "", nil
 	case "refuse":
 		if d.Verdict == gate.Deny {
-			return false, fmt.Sprintf("refused by policy (%s): %s. Do not try to get around this; choose another way or tell the user.", d.Rule, d.Reason), nil
+			return false, fmt.Sprintf("refused by policy (%s): %s. Do not try to get around this; choose another way or tell the user.", d.Rule, info.Reason), nil
 		}
-		return false, fmt.Sprintf("not run: %s (%s). It needs a human's approval, and this run has no approver (non-interactive, without --allow-all).", d.Reason, d.Rule), nil
+		return false, fmt.Sprintf("not run: %s (%s). It needs a human's approval, and this run has no approver (non-interactive, without --allow-all).", info.Reason, d.Rule), nil
 	}
 	ap := Approval{Session: rs.t.Session, RequestID: fmt.Sprintf("r%d", evs[0].Seq), Command: info.Command,
-		Targets: info.Targets, SHA256: BindingSHA(info.Command, info.Targets), Reason: reason, Rule: d.Rule, Requester: rs.t.Actor, Dir: rs.t.Dir}
+		Targets: info.Targets, SHA256: binding, Reason: reason, Rule: d.Rule, Requester: rs.t.Actor, Dir: rs.t.Dir}
 	if info.Tool == ToolReadFile {
 		ap.Command = "read_file " + info.Command
 	}
@@ -742,7 +770,7 @@ func (a *Agent) runCommand(ctx context.Context, rs *runState, call ToolCall, com
 	if err != nil {
 		return "", false, nil, err
 	}
-	info.Verdict, info.Reason = d.Verdict.String(), d.Reason
+	info.Command, info.Verdict, info.Reason = a.redact(info.Command), d.Verdict.String(), a.redact(d.Reason)
 	if !ok {
 		a.hookResult(rs, info, refusal, true)
 		return refusal, true, nil, nil
@@ -814,6 +842,50 @@ func oneLine(s string) string {
 		s = strings.ToValidUTF8(s[:77], "") + "..."
 	}
 	return s
+}
+
+// redactJSON redacts secrets inside a JSON text (tool arguments), also
+// where JSON escaping changed their bytes; the result stays valid JSON
+// because the replacement has no character JSON escapes.
+func (a *Agent) redactJSON(s string) string {
+	s = a.redact(s)
+	for _, v := range a.cfg.Secrets {
+		b, _ := json.Marshal(v)
+		if esc := string(b[1 : len(b)-1]); esc != v && strings.Contains(s, esc) {
+			s = strings.ReplaceAll(s, esc, "[REDACTED]")
+		}
+	}
+	return s
+}
+
+// redactStream passes streamed text on with the secrets redacted, holding
+// back the last keep bytes until more text (or flush) shows whether they
+// start a secret.
+type redactStream struct {
+	redact func(string) string
+	keep   int
+	out    func(string)
+	buf    string
+}
+
+func (r *redactStream) write(delta string) {
+	r.buf = r.redact(r.buf + delta)
+	cut := len(r.buf) - r.keep
+	for cut > 0 && !utf8Start(r.buf[cut]) {
+		cut--
+	}
+	if cut > 0 {
+		r.out(r.buf[:cut])
+		r.buf = r.buf[cut:]
+	}
+}
+
+func (r *redactStream) flush() {
+	if r == nil || r.buf == "" {
+		return
+	}
+	r.out(r.redact(r.buf))
+	r.buf = ""
 }
 
 // redact replaces the configured secret values in s.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/thinbot/thinbot/gate"
@@ -243,35 +244,70 @@ func (a *Agent) readLocal(ctx context.Context, rs *runState, call ToolCall, args
 	if err != nil {
 		return "", false, err
 	}
-	info.Verdict, info.Reason = d.Verdict.String(), d.Reason
+	info.Command, info.Verdict, info.Reason = a.redact(info.Command), d.Verdict.String(), a.redact(d.Reason)
 	if !ok {
 		a.hookResult(rs, info, refusal, true)
 		return refusal, true, nil
 	}
-	content, isErr := readLines(path, args.Offset, args.Limit)
+	var content string
+	isErr := true
+	if f, msg := a.openChecked(path, d); f == nil {
+		content = msg
+	} else {
+		content, isErr = readLines(f, path, args.Offset, args.Limit)
+		f.Close()
+	}
 	content = a.redact(content)
 	a.hookResult(rs, info, content, isErr)
 	return content, isErr, nil
 }
 
-// readLines returns lines [offset, offset+limit) of a text file, numbered,
-// within readFileLimit bytes.
-func readLines(path string, offset, limit int) (string, bool) {
-	st, err := os.Stat(path)
+// openChecked opens path for read_file the safe way round: it opens first
+// (the last component not followed if it is a symlink, so the file is the
+// one the gate saw resolved) and then checks what it opened: a regular
+// file, whose real path (from the kernel, /proc/self/fd) the gate judges
+// no stricter than decision d. A file swapped between the check and the
+// open is refused, not read: the error message is returned instead.
+func (a *Agent) openChecked(path string, d gate.Decision) (*os.File, string) {
+	target := path
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		target = real
+	}
+	fd, err := syscall.Open(target, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return "error: " + err.Error(), true
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, "error: " + path + " changed while it was opened (a symlink appeared); not read"
+		}
+		return nil, "error: open " + path + ": " + err.Error()
 	}
-	if st.IsDir() {
-		return "error: " + path + " is a directory; use run with ls", true
-	}
-	if !st.Mode().IsRegular() {
-		return "error: " + path + " is not a regular file", true
-	}
-	f, err := os.Open(path)
+	f := os.NewFile(uintptr(fd), target)
+	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
 	if err != nil {
-		return "error: " + err.Error(), true
+		f.Close()
+		return nil, "error: cannot tell which file was opened: " + err.Error()
 	}
-	defer f.Close()
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		f.Close()
+		return nil, "error: " + err.Error()
+	case st.IsDir():
+		f.Close()
+		return nil, "error: " + path + " is a directory; use run with ls"
+	case !st.Mode().IsRegular():
+		f.Close()
+		return nil, "error: " + path + " is not a regular file"
+	}
+	if d2 := a.cfg.Policy.ClassifyPath(real); d2.Verdict < d.Verdict {
+		f.Close()
+		return nil, fmt.Sprintf("error: the file opened is %s, which the gate rates %s (%s); not read", real, d2.Verdict, d2.Reason)
+	}
+	return f, ""
+}
+
+// readLines returns lines [offset, offset+limit) of the text file f (named
+// path), numbered, within readFileLimit bytes.
+func readLines(f *os.File, path string, offset, limit int) (string, bool) {
 	if offset < 1 {
 		offset = 1
 	}

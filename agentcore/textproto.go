@@ -383,7 +383,7 @@ func (a *Agent) textCalls(ctx context.Context, rs *runState, act TextAction) (bo
 			if err := a.result(rs, call, o.content, false, nil); err != nil {
 				return true, Result{Status: StatusError}, err
 			}
-			return true, Result{Status: StatusDone, Answer: o.summary}, nil
+			return true, Result{Status: StatusDone, Answer: a.redact(o.summary)}, nil
 		}
 		if act.Blocks > 0 && i == len(act.Calls)-1 {
 			o.content += "\n(The shell block of your reply did not run: send one action per reply.)"

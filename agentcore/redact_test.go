@@ -1,0 +1,50 @@
+package agentcore
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/thinbot/thinbot/store"
+)
+
+// TestSecretsRedactedEverywhere: a model that writes the bot's key into its
+// text, its tool arguments and its commands leaves no copy in the chain, the
+// streamed text or the answer.
+func TestSecretsRedactedEverywhere(t *testing.T) {
+	const key = "sk-live-0123456789abcdef"
+	f := newFixture(t, Config{Secrets: []string{key}},
+		call("run", `{"command":"echo `+key+`","reason":"use `+key+`"}`),
+		say("the key is "+key+" and it \""+key+"\""))
+	var streamed strings.Builder
+	res, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "hi " + "there", Dir: f.dir, Actor: "user:alice",
+		AllowAll: true, Hooks: Hooks{Text: func(d string) { streamed.WriteString(d) }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(res.Answer, key) || strings.Contains(streamed.String(), key) {
+		t.Errorf("answer %q / stream %q hold the key", res.Answer, streamed.String())
+	}
+	for _, ev := range f.events(t, "s") {
+		if strings.Contains(string(ev.Payload), key) || strings.Contains(string(ev.Payload), "sk-live-0123") {
+			t.Errorf("%s event holds the key: %s", ev.Type, ev.Payload)
+		}
+	}
+	var all []store.Event
+	all = append(all, f.events(t, "s")...)
+	if len(all) < 5 {
+		t.Fatalf("only %d events", len(all))
+	}
+}
+
+func TestRedactStreamHoldsBackSplitSecrets(t *testing.T) {
+	a := &Agent{cfg: Config{Secrets: []string{"SECRETVALUE123"}}, maxSecret: 14}
+	var out strings.Builder
+	rs := &redactStream{redact: a.redact, keep: a.maxSecret, out: func(s string) { out.WriteString(s) }}
+	for _, d := range []string{"the key: SECR", "ETVAL", "UE123 ok, ", "done ünïcode"} {
+		rs.write(d)
+	}
+	rs.flush()
+	if got, want := out.String(), "the key: [REDACTED] ok, done ünïcode"; got != want {
+		t.Errorf("stream = %q, want %q", got, want)
+	}
+}
