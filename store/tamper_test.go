@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -274,5 +275,40 @@ func TestVerifyDetectsTamperingInJSONL(t *testing.T) {
 				t.Errorf("VerifyAudit problem %q does not say how many events the store has beyond", rep.Problem)
 			}
 		})
+	}
+}
+
+// TestVerifyFlagsTimeGoingBackwards: a clock stepped back leaves the chain
+// intact but verify names the event, in the store and in the export.
+func TestVerifyFlagsTimeGoingBackwards(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clock := []time.Duration{0, time.Second, 2 * time.Second, -time.Hour, 3 * time.Second}
+	i := 0
+	path := filepath.Join(t.TempDir(), "events.db")
+	db, err := Open(path, &Options{Now: func() time.Time { d := clock[min(i, len(clock)-1)]; i++; return now.Add(d) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for range clock {
+		if _, err := db.Append(context.Background(), Event{Session: "s", Type: "note", Actor: "test", Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := db.Verify(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || rep.WarningCount != 1 || !strings.Contains(rep.Warnings[0], "time goes backwards at seq 4") {
+		t.Errorf("store report = %+v", rep)
+	}
+	f, err := os.Open(db.AuditPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	jrep, err := VerifyJSONL(context.Background(), f)
+	if err != nil || !jrep.OK || jrep.WarningCount != 1 {
+		t.Errorf("export report = %+v, %v", jrep, err)
 	}
 }

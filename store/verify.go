@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -27,12 +28,21 @@ type Report struct {
 	LastHash string // hash of the last good event (ZeroHash if none): anchor it elsewhere to detect a rewritten chain
 	Sessions int    // sessions in the store (Verify only)
 	Beyond   uint64 // VerifyAudit: events the store has past the end of the export
+	// Warnings are findings that do not break the chain but deserve an
+	// auditor's look: an event timed earlier than the one before it (a
+	// clock stepped back, or events written with a forged clock). At most
+	// maxWarnings are kept; WarningCount counts them all.
+	Warnings     []string
+	WarningCount int
 }
+
+const maxWarnings = 10
 
 // chain checks lines one after another: seq gapless from 1, prev links,
 // canonical form and hash.
 type chain struct {
-	rep Report
+	rep  Report
+	last Event // the last good event, for the time check
 }
 
 func newChain() *chain { return &chain{rep: Report{OK: true, LastHash: ZeroHash}} }
@@ -52,6 +62,14 @@ func (c *chain) check(line []byte) (Event, bool) {
 	case ev.Prev != c.rep.LastHash:
 		return ev, c.fail(want, fmt.Sprintf("prev %.12s… does not match the hash of seq %d (%.12s…): an event before it was removed, replaced or inserted", ev.Prev, want-1, c.rep.LastHash))
 	}
+	if c.rep.Events > 0 && ev.Time.Before(c.last.Time) {
+		c.rep.WarningCount++
+		if len(c.rep.Warnings) < maxWarnings {
+			c.rep.Warnings = append(c.rep.Warnings, fmt.Sprintf("time goes backwards at seq %d: %s is %s earlier than seq %d (%s)",
+				ev.Seq, ev.Time.UTC().Format(time.RFC3339Nano), c.last.Time.Sub(ev.Time), c.last.Seq, c.last.Time.UTC().Format(time.RFC3339Nano)))
+		}
+	}
+	c.last = ev
 	c.rep.Events++
 	c.rep.LastSeq, c.rep.LastHash = ev.Seq, ev.Hash
 	return ev, true

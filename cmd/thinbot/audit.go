@@ -116,6 +116,7 @@ func verifyStore(ctx context.Context, e *env, path string) error {
 	var broken []string
 	if rep.OK {
 		fmt.Fprintf(e.stdout, "store  %s: ok, %d events, %d sessions, head seq %d hash %s\n", path, rep.Events, rep.Sessions, rep.LastSeq, rep.LastHash)
+		printWarnings(e, rep)
 	} else {
 		fmt.Fprintf(e.stdout, "store  %s: BROKEN at seq %d: %s (%d good events before it)\n", path, rep.BadSeq, rep.Problem, rep.Events)
 		broken = append(broken, "store")
@@ -140,6 +141,17 @@ func verifyStore(ctx context.Context, e *env, path string) error {
 	return nil
 }
 
+// printWarnings shows what verified but deserves a look (time going
+// backwards); the chain itself is intact, so the exit status stays 0.
+func printWarnings(e *env, rep store.Report) {
+	for _, w := range rep.Warnings {
+		fmt.Fprintf(e.stdout, "WARNING: %s\n", w)
+	}
+	if more := rep.WarningCount - len(rep.Warnings); more > 0 {
+		fmt.Fprintf(e.stdout, "WARNING: %d more like these\n", more)
+	}
+}
+
 func verifyJSONLFile(ctx context.Context, e *env, path string) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -155,6 +167,7 @@ func verifyJSONLFile(ctx context.Context, e *env, path string) error {
 		return brokenError{"audit verify: the export failed verification"}
 	}
 	fmt.Fprintf(e.stdout, "export %s: ok, %d events, last seq %d hash %s\n", path, rep.Events, rep.LastSeq, rep.LastHash)
+	printWarnings(e, rep)
 	fmt.Fprintln(e.stdout, "(a file alone cannot show a cut-off tail: compare the last hash with the store or an anchor)")
 	return nil
 }
