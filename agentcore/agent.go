@@ -871,7 +871,10 @@ type redactStream struct {
 func (r *redactStream) write(delta string) {
 	r.buf = r.redact(r.buf + delta)
 	cut := len(r.buf) - r.keep
-	for cut > 0 && !utf8Start(r.buf[cut]) {
+	if r.keep <= 0 {
+		cut = len(r.buf)
+	}
+	for cut > 0 && cut < len(r.buf) && !utf8Start(r.buf[cut]) {
 		cut--
 	}
 	if cut > 0 {

@@ -48,3 +48,18 @@ func TestRedactStreamHoldsBackSplitSecrets(t *testing.T) {
 		t.Errorf("stream = %q, want %q", got, want)
 	}
 }
+
+func TestRedactStreamWithoutSecretsPassesEverything(t *testing.T) {
+	var out strings.Builder
+	rs := &redactStream{redact: func(s string) string { return s }, out: func(s string) { out.WriteString(s) }}
+	for _, d := range []string{"hello", " ", "wörld"} {
+		rs.write(d)
+	}
+	if out.String() != "hello wörld" {
+		t.Errorf("stream = %q", out.String())
+	}
+	rs.flush()
+	if out.String() != "hello wörld" {
+		t.Errorf("after flush = %q", out.String())
+	}
+}
