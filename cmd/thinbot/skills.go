@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os/user"
+	"strconv"
 	"strings"
 
 	"github.com/thinbot/thinbot/skills"
@@ -30,9 +32,15 @@ var errSkillInvalid = errors.New("skill is not usable")
 //
 //	thinbot skills [--dir D]... [--json] [--index] [--context-tokens N] [--query TEXT]
 //	thinbot skills check DIR
+//	thinbot skills install [--bot-user thinbot] DIR
 func cmdSkills(_ context.Context, e *env, args []string) error {
-	if len(args) > 0 && args[0] == "check" {
-		return cmdSkillsCheck(e, args[1:])
+	if len(args) > 0 {
+		switch args[0] {
+		case "check":
+			return cmdSkillsCheck(e, args[1:])
+		case "install":
+			return cmdSkillsInstall(e, args[1:])
+		}
 	}
 	fs := flag.NewFlagSet("skills", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
@@ -43,7 +51,7 @@ func cmdSkills(_ context.Context, e *env, args []string) error {
 	ctxTokens := fs.Int("context-tokens", 0, "model context window in tokens, for the --index budget (0: 8000-byte default)")
 	query := fs.String("query", "", "a session's first message, which --index ranks the skills against")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: thinbot skills [--dir D]... [--json] [--index]\n       thinbot skills check DIR")
+		fmt.Fprintln(e.stderr, "usage: thinbot skills [--dir D]... [--json] [--index]\n       thinbot skills check DIR\n       thinbot skills install [--bot-user NAME] DIR")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -212,4 +220,53 @@ func oneLine(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// cmdSkillsInstall writes the skill packs embedded in the binary into DIR,
+// owned by the installing user (root) and not writable by the bot's user.
+func cmdSkillsInstall(e *env, args []string) error {
+	fs := flag.NewFlagSet("skills install", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	botUser := fs.String("bot-user", "thinbot", "the user thinbot serve runs as (name or numeric uid); it must not be able to change the files")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: thinbot skills install [--bot-user NAME] DIR   (e.g. /usr/share/thinbot/skills, as root)")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: skills install: %w", errUsage, err)
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return fmt.Errorf("%w: skills install needs one folder", errUsage)
+	}
+	uid, err := lookupUID(*botUser)
+	if err != nil {
+		return fmt.Errorf("skills install: %w", err)
+	}
+	written, err := skills.Install(fs.Arg(0), uid)
+	if err != nil {
+		return fmt.Errorf("skills install: %w", err)
+	}
+	fmt.Fprintf(e.stdout, "installed %d files of %d packs (%s) into %s\n", len(written), len(skills.Packs()),
+		strings.Join(skills.Packs(), ", "), fs.Arg(0))
+	return nil
+}
+
+// lookupUID resolves a user name or numeric uid.
+func lookupUID(name string) (int, error) {
+	if n, err := strconv.Atoi(name); err == nil && n >= 0 {
+		return n, nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return -1, fmt.Errorf("bot user %q: %w (create it, or pass --bot-user)", name, err)
+	}
+	n, err := strconv.Atoi(u.Uid)
+	if err != nil {
+		return -1, fmt.Errorf("bot user %q: uid %q", name, u.Uid)
+	}
+	return n, nil
 }

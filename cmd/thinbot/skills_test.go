@@ -131,3 +131,31 @@ func TestCmdSkillsCheck(t *testing.T) {
 		t.Errorf("check without a folder: err = %v", err)
 	}
 }
+
+// TestCmdSkillsInstall installs the embedded packs as a new user would and
+// lists them from the installed folder.
+func TestCmdSkillsInstall(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "skills")
+	e, out, _ := skillsEnv(nil)
+	if err := run(t.Context(), e, []string{"skills", "install", "--bot-user", "4242424", dir}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "csv-stats, log-triage, skill-author, sys-doctor") {
+		t.Errorf("output %q", out)
+	}
+	e, out, _ = skillsEnv(nil)
+	if err := run(t.Context(), e, []string{"skills", "--dir", dir, "--json"}); err != nil {
+		t.Fatal(err)
+	}
+	var got struct{ Skills []struct{ Name, Dir string } }
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Skills) < 2 || got.Skills[0].Dir != filepath.Join(dir, got.Skills[0].Name) {
+		t.Errorf("skills %+v", got.Skills)
+	}
+	e, _, _ = skillsEnv(nil)
+	if err := run(t.Context(), e, []string{"skills", "install", "--bot-user", "no-such-user-xyz", dir}); err == nil {
+		t.Error("unknown bot user accepted")
+	}
+}
