@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// allowedImports is the package map of DESIGN.md: which of our packages each
+// allowedImports is the package map of ARCHITECTURE.md: which of our packages each
 // package may import. Packages not listed (cmd/thinbot, tests/...) may
 // import anything.
 var allowedImports = map[string][]string{
