@@ -798,6 +798,21 @@ func (a *Agent) runCommand(ctx context.Context, rs *runState, call ToolCall, com
 	return content, isErr, &ex, nil
 }
 
+// SandboxState says, for /status, how commands run: "enforced", "off"
+// (the operator turned it off, or no sandbox was configured) or
+// "unavailable: why" (every command then needs an approval).
+func (a *Agent) SandboxState() string {
+	switch {
+	case a.cfg.Exec.NoSandbox != "":
+		return "unavailable (" + a.cfg.Exec.NoSandbox + "): every command needs an approval"
+	case a.cfg.Exec.Sandbox == nil:
+		return "off: commands run unconfined, only the gate stands in the way"
+	case a.cfg.Exec.Sandbox.Err() != nil:
+		return "unavailable (" + a.cfg.Exec.Sandbox.Err().Error() + "): every command needs an approval"
+	}
+	return "enforced: read-only commands cannot write, the bot's secrets are hidden from every command"
+}
+
 // failClosed turns a pass verdict into confirm while the kernel sandbox
 // that pass verdicts rely on is wanted but missing or broken.
 func (a *Agent) failClosed(d gate.Decision) gate.Decision {

@@ -126,6 +126,7 @@ func (b *Bot) status(key string, ch Channel) string {
 		}
 	}
 	b.mu.Unlock()
+	fmt.Fprintf(&s, "Kernel sandbox: %s\n", ch.Agent.SandboxState())
 	return s.String()
 }
 

@@ -1,13 +1,17 @@
 package tests
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/thinbot/thinbot/tests/fakemodel"
 )
@@ -177,4 +181,75 @@ func snapshot(t *testing.T, dir string) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestSandboxCheck runs `thinbot sandbox check --json` as root and, as the
+// shipped unit does, as an ordinary user (the helpers then map only that
+// user and set up mounts with an ambient CAP_SYS_ADMIN in their own user
+// namespace): every check passes, and the API key in the environment
+// cannot be read back.
+func TestSandboxCheck(t *testing.T) {
+	type report struct {
+		Root   bool `json:"root"`
+		Checks []struct {
+			What   string `json:"what"`
+			OK     bool   `json:"ok"`
+			Detail string `json:"detail"`
+		} `json:"checks"`
+		Will string `json:"will"`
+	}
+	check := func(t *testing.T, wrap []string, dir string) report {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		args := append(wrap, thinbotBin, "sandbox", "check", "--json")
+		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+		cmd.Dir = dir
+		cmd.Env = append(baseEnv(), "AGENT_API_KEY=sk-check-secret-key")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("sandbox check: %v\n%s", err, out)
+		}
+		var r report
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatalf("sandbox check --json: %v\n%s", err, out)
+		}
+		if len(r.Checks) < 6 {
+			t.Errorf("only %d checks ran: %s", len(r.Checks), out)
+		}
+		for _, c := range r.Checks {
+			if !c.OK {
+				t.Errorf("check failed: %s: %s", c.What, c.Detail)
+			}
+		}
+		return r
+	}
+	t.Run("root", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("not root")
+		}
+		if r := check(t, nil, t.TempDir()); !r.Root {
+			t.Error("report says not root")
+		}
+	})
+	t.Run("ordinary user", func(t *testing.T) {
+		setpriv, err := exec.LookPath("setpriv")
+		if os.Geteuid() != 0 || err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("CI must run this as root with setpriv: euid %d, %v", os.Geteuid(), err)
+			}
+			t.Skip("needs root and setpriv to become an ordinary user")
+		}
+		// The binary's folder must be reachable by the user.
+		if err := os.Chmod(filepath.Dir(thinbotBin), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		os.Chmod(filepath.Dir(dir), 0o755)
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if r := check(t, []string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"}, dir); r.Root {
+			t.Error("report says root")
+		}
+	})
 }

@@ -40,6 +40,20 @@ var serveScenarios = []struct {
 	{"RestartWithPendingApproval", scRestartWithPendingApproval},
 	{"FullOutputAttached", scFullOutputAttached},
 	{"NotEnabledHere", scNotEnabledHere},
+	{"StatusShowsSandbox", scStatusShowsSandbox},
+}
+
+// /status says how the kernel sandbox confines commands.
+func scStatusShowsSandbox(t *testing.T, newChat func(*testing.T) chatSide) {
+	chat := newChat(t)
+	m := fakemodel.Start(t, fakemodel.Reply{Content: "hello there"})
+	r := newRig(t, chat, m.URL, rigOpts{})
+	sb := chat.Sandbox()
+	root := chat.Mention("alice", sb, "", "hi")
+	r.waitPost(sb, root, "hello there")
+	chat.Mention("alice", sb, root, "/status")
+	r.waitPost(sb, root, "Kernel sandbox: enforced")
+	r.stop()
 }
 
 var platforms = []struct {

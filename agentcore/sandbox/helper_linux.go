@@ -214,7 +214,9 @@ func hide(paths []string) ([]string, error) {
 			continue
 		}
 		st, err := os.Stat(p)
-		if errors.Is(err, os.ErrNotExist) {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
+			// Missing, or out of this user's reach (and so of its
+			// commands' too): nothing to cover.
 			continue
 		}
 		if err != nil {

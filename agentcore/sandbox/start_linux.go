@@ -167,13 +167,15 @@ func closeAll(fds []int) {
 // file of a non-dumpable root process. Call it after Start.
 func Harden(secret func(name string) bool) error {
 	var errs []error
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		errs = append(errs, fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err))
-	}
+	// Blank first: a non-dumpable process of an ordinary user can no longer
+	// open its own /proc/self/mem.
 	if secret != nil {
 		if err := blankEnviron(secret); err != nil {
 			errs = append(errs, fmt.Errorf("blank secrets in /proc/self/environ: %w", err))
 		}
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		errs = append(errs, fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err))
 	}
 	return errors.Join(errs...)
 }

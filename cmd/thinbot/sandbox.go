@@ -45,9 +45,9 @@ func startSandbox(ctx context.Context, want string, hide, workspaces []string, l
 			logger.Error("kernel sandbox unavailable: every command needs an approval (fail closed)", "err", err)
 		} else {
 			s.sb = sb
-			ro := sb.Info(sandbox.ReadOnly)
-			s.summary = fmt.Sprintf("enforced: read-only commands in a user+mount namespace with Landlock ABI %d; %d secret paths hidden", ro.LandlockABI, len(ro.Hidden))
-			logger.Info("kernel sandbox enforced", "landlock_abi", ro.LandlockABI, "root", ro.Root, "hidden", ro.Hidden)
+			ro, rw := sb.Info(sandbox.ReadOnly), sb.Info(sandbox.Approved)
+			s.summary = fmt.Sprintf("enforced: read-only commands in a user+mount namespace with Landlock ABI %d; %d secret paths hidden from approved commands", ro.LandlockABI, len(rw.Hidden))
+			logger.Info("kernel sandbox enforced", "landlock_abi", ro.LandlockABI, "root", ro.Root, "hidden", rw.Hidden)
 		}
 	}
 	if err := sandbox.Harden(agentcore.SecretName); err != nil {
@@ -248,8 +248,9 @@ func sandboxReport(ctx context.Context, want string, hide, workspaces []string) 
 		})
 	try("read-only: cannot read the daemon's environment", sandbox.ReadOnly, fmt.Sprintf("cat /proc/%d/environ", os.Getpid()),
 		func(out string, code int) bool { return code != 0 })
-	sort.Strings(ro.Hidden)
-	for _, h := range ro.Hidden {
+	hidden := sb.Info(sandbox.Approved).Hidden
+	sort.Strings(hidden)
+	for _, h := range hidden {
 		try("hidden: "+h, sandbox.Approved, "cat "+shellQuote(h)+" 2>/dev/null; ls -A "+shellQuote(h)+" 2>/dev/null",
 			func(out string, code int) bool { return strings.TrimSpace(out) == "" })
 	}
