@@ -190,6 +190,13 @@ type Approval struct {
 	Rule      string // the gate rule that asked for confirmation
 	Requester string // the turn's actor
 	Dir       string
+	// Posted records where the request is shown (the chat post id) with a
+	// NoteApprovalPosted note, through the run's own append, so that a
+	// restart can update that message. An Approver calls it at most once,
+	// from Approve (the run's goroutine), before it waits for a decision. An
+	// error means the post is not recorded: the request must not be
+	// decided (fail closed).
+	Posted func(postID string) error
 }
 
 // ApprovalDecision is a human's answer.
@@ -723,7 +730,17 @@ func (a *Agent) decide(ctx context.Context, rs *runState, call ToolCall, info Co
 		Targets: info.Targets, TargetCount: len(info.Targets)})}); err != nil {
 		return false, "", err
 	}
+	open := true // Posted works only while Approve runs
+	ap.Posted = func(postID string) error {
+		if !open {
+			return errors.New("approval request already closed")
+		}
+		_, err := a.append(rs, store.Event{Type: EvNote, Actor: "bot", Payload: mustJSON(NotePayload{
+			Kind: NoteApprovalPosted, RequestID: ap.RequestID, PostID: postID})})
+		return err
+	}
 	dec, aerr := rs.t.Approver.Approve(ctx, ap)
+	open = false
 	if aerr != nil {
 		dec = ApprovalDecision{Approved: false, By: "system", Why: aerr.Error()}
 		if ctx.Err() != nil {

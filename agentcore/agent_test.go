@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -530,7 +531,7 @@ func TestRecoverClosesPendingApprovalsAndRuns(t *testing.T) {
 	// returns before the run's context dies and the record is cut short.
 	ctx, cancel := context.WithCancel(t.Context())
 	approver := ApproverFunc(func(ctx context.Context, a Approval) (ApprovalDecision, error) {
-		f.a.NoteSync("s", EvNote, "bot", NotePayload{Kind: "approval_posted", RequestID: a.RequestID, PostID: "post1"})
+		a.Posted("post1")
 		f.db.Close() // the process "dies": nothing more is recorded
 		cancel()
 		return ApprovalDecision{}, ctx.Err()
@@ -623,7 +624,7 @@ func TestModelFailureIsErrModelAndRecorded(t *testing.T) {
 func TestRecoverReportsQueuedMessagesUntilHandled(t *testing.T) {
 	f := newFixture(t, Config{}, say("handled"))
 	note := func(id, text string) {
-		if _, err := f.a.NoteSync("s", EvNote, "user:al", NotePayload{Kind: "message_queued", PostID: id, User: "U1", Name: "al", Detail: text}); err != nil {
+		if _, err := f.a.NoteSync("s", EvNote, "user:al", NotePayload{Kind: NoteMessageQueued, PostID: id, User: "U1", Name: "al", Detail: text}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -643,5 +644,40 @@ func TestRecoverReportsQueuedMessagesUntilHandled(t *testing.T) {
 	u, _ = f.a.Recover()
 	if len(u.Queued) != 1 || u.Queued[0].MessageID != "m2" {
 		t.Errorf("after m1 was handled, Queued = %+v", u.Queued)
+	}
+}
+
+func TestApprovalPostedIsRecordedByTheRun(t *testing.T) {
+	f := newFixture(t, Config{}, runCmd("touch x"), say("ok"))
+	var kept Approval
+	approver := ApproverFunc(func(ctx context.Context, a Approval) (ApprovalDecision, error) {
+		kept = a
+		if err := a.Posted("post9"); err != nil {
+			t.Errorf("Posted = %v", err)
+		}
+		return ApprovalDecision{By: "user:bob", Why: "no"}, nil
+	})
+	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: f.dir, Approver: approver}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range f.events(t, "s") {
+		switch e.Type {
+		case EvApprovalAsked, EvApprovalDecided:
+			got = append(got, e.Type)
+		case EvNote:
+			var p NotePayload
+			if err := json.Unmarshal(e.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, p.Kind+" "+p.RequestID+" "+p.PostID)
+		}
+	}
+	want := []string{EvApprovalAsked, NoteApprovalPosted + " " + kept.RequestID + " post9", EvApprovalDecided}
+	if !slices.Equal(got, want) {
+		t.Errorf("events = %q, want %q", got, want)
+	}
+	if err := kept.Posted("late"); err == nil {
+		t.Error("Posted after Approve returned: no error")
 	}
 }

@@ -17,7 +17,7 @@ const (
 	EvCompacted        = "compacted"    // a summary replacing everything before it in the projection
 	EvMemory           = "memory"       // a note the model appended to the workspace memory
 	EvSkillFiltered    = "skill_filtered"
-	EvNote             = "note" // something a front end records (approval posted, click refused, interrupted run)
+	EvNote             = "note" // something a front end records (NotePayload: approval posted, message queued, click refused)
 )
 
 // Run statuses recorded in EvRunFinished.

@@ -11,10 +11,24 @@ import (
 // StatusInterrupted is recorded for a run that a crash or restart cut short.
 const StatusInterrupted = "interrupted"
 
+// Kinds of EvNote events. Like event types they live in the chain forever:
+// never rename one, only add.
+const (
+	// NoteApprovalPosted records the chat post that carries an approval
+	// request's buttons (Approval.Posted); Recover reports it so that a
+	// restart can update the message.
+	NoteApprovalPosted = "approval_posted"
+	// NoteMessageQueued records a chat message that waits behind a run;
+	// Recover reports it until a user_message records its id.
+	NoteMessageQueued = "message_queued"
+	// NoteClickRefused records a click on an approval button by someone who
+	// may not decide it.
+	NoteClickRefused = "click_refused"
+)
+
 // NotePayload is the payload of EvNote events that front ends record.
 type NotePayload struct {
-	// Kind says what happened: "approval_posted", "click_refused",
-	// "run_interrupted", ...
+	// Kind says what happened: one of the Note constants.
 	Kind      string `json:"kind"`
 	RequestID string `json:"request_id,omitempty"`
 	PostID    string `json:"post_id,omitempty"`
@@ -40,7 +54,7 @@ type PendingApproval struct {
 	RequestID string
 	Command   string
 	// PostID is the chat message that carries the buttons, if one was
-	// recorded with an "approval_posted" note.
+	// recorded with a NoteApprovalPosted note.
 	PostID string
 }
 
@@ -49,7 +63,7 @@ type Unfinished struct {
 	Approvals []PendingApproval
 	// Runs are the sessions whose last run started but never finished.
 	Runs []string
-	// Queued are messages recorded as queued ("message_queued" notes) that
+	// Queued are messages recorded as queued (NoteMessageQueued notes) that
 	// no run handled, in chain order. Recover records nothing for them:
 	// the front end handles them, which records them.
 	Queued []QueuedMessage
@@ -105,11 +119,11 @@ func (a *Agent) Recover() (Unfinished, error) {
 				continue
 			}
 			switch p.Kind {
-			case "approval_posted":
+			case NoteApprovalPosted:
 				if pa := pending[p.RequestID]; pa != nil {
 					pa.PostID = p.PostID
 				}
-			case "message_queued":
+			case NoteMessageQueued:
 				if p.PostID != "" && queued[p.PostID] == nil {
 					queued[p.PostID] = &QueuedMessage{Session: e.Session, MessageID: p.PostID, UserID: p.User, UserName: p.Name, Text: p.Detail}
 					qorder = append(qorder, p.PostID)

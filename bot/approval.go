@@ -62,8 +62,7 @@ func (a *threadApprover) Approve(ctx context.Context, ap agentcore.Approval) (ag
 	b.mu.Lock()
 	req.postID = postID
 	b.mu.Unlock()
-	if _, err := a.th.ch.Agent.NoteSync(ap.Session, agentcore.EvNote, "bot", agentcore.NotePayload{
-		Kind: "approval_posted", RequestID: ap.RequestID, PostID: postID}); err != nil {
+	if err := ap.Posted(postID); err != nil {
 		// Without the record a restart could not expire the message; do
 		// not let this request be decided.
 		b.take(ap.RequestID)
@@ -138,7 +137,7 @@ func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
 		b.cfg.Metrics.approval("refused_click")
 		b.log.Warn("approval click refused", "conv", req.ap.Session, "request", req.ap.RequestID, "user", c.User.ID, "name", c.User.Name, "why", why)
 		if _, err := req.th.ch.Agent.NoteSync(req.ap.Session, agentcore.EvNote, actor(c.User), agentcore.NotePayload{
-			Kind: "click_refused", RequestID: req.ap.RequestID, User: c.User.ID, Detail: why}); err != nil {
+			Kind: agentcore.NoteClickRefused, RequestID: req.ap.RequestID, User: c.User.ID, Detail: why}); err != nil {
 			b.log.Error("record refused click", "err", err)
 		}
 		return ClickResult{Ephemeral: "You cannot decide this request: " + why + ". Nothing was changed."}
