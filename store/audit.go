@@ -16,21 +16,96 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
+// auditSyncEvery is how often, at most, the committer asks for the export to
+// be fsynced in the background.
+const auditSyncEvery = time.Second
+
+// bootID returns the running kernel's boot id, or "" where it is unknown.
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+// checkpoint is the meta "audit" value a commit records: the export's
+// written (seq, offset) before the commit, its fsynced (seq, offset), and
+// the boot id they were written under. Callers hold auditMu.
+func (db *DB) checkpoint() []byte {
+	ck := make([]byte, 32, 32+len(db.bootID))
+	binary.BigEndian.PutUint64(ck, db.auditSeq)
+	binary.BigEndian.PutUint64(ck[8:], uint64(db.auditOff))
+	binary.BigEndian.PutUint64(ck[16:], db.syncedSeq)
+	binary.BigEndian.PutUint64(ck[24:], uint64(db.syncedOff))
+	return append(ck, db.bootID...)
+}
+
+// kickSync asks the syncer to fsync the export when it has unsynced lines
+// and the last request is auditSyncEvery old. Called by the committer.
+func (db *DB) kickSync() {
+	if db.syncKick == nil || db.bootID == "" {
+		return
+	}
+	if now := time.Now(); now.Sub(db.lastKick) >= auditSyncEvery {
+		db.lastKick = now
+		select {
+		case db.syncKick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// syncLoop fsyncs the export when kicked, off the commit path, and records
+// how far it got for the next commit's checkpoint.
+func (db *DB) syncLoop() {
+	defer close(db.syncDone)
+	for range db.syncKick {
+		db.auditMu.Lock()
+		f, seq, off, gen := db.auditFile, db.auditSeq, db.auditOff, db.auditGen
+		behind := f != nil && !db.auditBroken && off > db.syncedOff
+		db.auditMu.Unlock()
+		if !behind {
+			continue
+		}
+		err := f.Sync()
+		db.auditMu.Lock()
+		if err == nil && gen == db.auditGen && seq > db.syncedSeq {
+			db.syncedSeq, db.syncedOff = seq, off
+		}
+		db.auditMu.Unlock()
+		if err != nil {
+			db.log.Warn("audit export: background sync", "path", db.auditPath, "err", err)
+		}
+	}
+}
+
 // openAudit opens the export and reconciles it with the store.
 //
-// Every commit records in the meta bucket a checkpoint (seq, offset): the
-// export was fsynced up to that event and byte offset before the commit
-// began. So after a crash only the bytes past the checkpoint can be damaged.
-// openAudit checks the checkpointed line, keeps the complete lines after it
-// that equal the store's, cuts the rest (a partial line), and appends what
-// is missing. A file shorter than its checkpoint, or one whose checkpointed
-// line differs from the store, was tampered with: ErrAuditMismatch.
+// Every commit records in the meta bucket a checkpoint (see checkpoint): the
+// export was written up to that event and byte offset before the commit
+// began, and fsynced up to an earlier one. Written bytes survive a crash of
+// the process (they are in the page cache), so after one only the bytes
+// past the checkpoint can be damaged. openAudit checks the checkpointed
+// line, keeps the complete lines after it that equal the store's, cuts the
+// rest (a partial line), and appends what is missing. A file shorter than
+// its checkpoint, or one whose checkpointed line differs from the store,
+// was tampered with: ErrAuditMismatch. Only when the kernel has rebooted
+// since the checkpoint (a power loss can drop unsynced writes) does the
+// fsynced checkpoint stand in for a written one the file falls short of.
 func (db *DB) openAudit() error {
-	var ckSeq uint64
-	var ckOff int64
+	var ckSeq, syncSeq uint64
+	var ckOff, syncOff int64
+	var boot string
 	if err := db.view(func(tx *bolt.Tx) error {
-		if v := tx.Bucket(bucketMeta).Get(keyAudit); len(v) == 16 {
+		v := tx.Bucket(bucketMeta).Get(keyAudit)
+		if len(v) >= 16 {
 			ckSeq, ckOff = binary.BigEndian.Uint64(v), int64(binary.BigEndian.Uint64(v[8:]))
+			syncSeq, syncOff = ckSeq, ckOff
+		}
+		if len(v) >= 32 {
+			syncSeq, syncOff = binary.BigEndian.Uint64(v[16:]), int64(binary.BigEndian.Uint64(v[24:]))
+			boot = string(v[32:])
 		}
 		return nil
 	}); err != nil {
@@ -46,10 +121,22 @@ func (db *DB) openAudit() error {
 	if err != nil {
 		return fmt.Errorf("store: audit: %w", err)
 	}
+	if st, err := f.Stat(); err == nil && st.Size() < ckOff && boot != db.bootID && st.Size() >= syncOff {
+		db.log.Warn("audit export: the machine restarted and lost its unsynced tail; rebuilding the tail from the store",
+			"path", db.auditPath, "synced_seq", syncSeq, "written_seq", ckSeq)
+		ckSeq, ckOff = syncSeq, syncOff
+	}
 	off, seq, err := db.reconcile(f, ckSeq, ckOff)
 	if err == nil {
 		db.auditFile, db.auditOff, db.auditSeq = f, off, seq
 		err = db.catchUpAudit()
+	}
+	if err == nil {
+		// One fsync at open, so the checkpoints start from a synced file.
+		if err = f.Sync(); err != nil {
+			err = fmt.Errorf("store: audit: sync: %w", err)
+		}
+		db.syncedSeq, db.syncedOff = db.auditSeq, db.auditOff
 	}
 	if err != nil {
 		f.Close()
@@ -170,7 +257,9 @@ func (db *DB) catchUpAudit() error {
 	return nil
 }
 
-// writeAt appends buf (n whole lines) at auditOff and fsyncs.
+// writeAt appends buf (n whole lines) at auditOff. It does not fsync (the
+// export is derived from the store, which is durable; see syncLoop), except
+// where the boot id is unknown.
 func (db *DB) writeAt(buf []byte, n uint64) error {
 	if len(buf) == 0 {
 		return nil
@@ -179,12 +268,17 @@ func (db *DB) writeAt(buf []byte, n uint64) error {
 		db.auditBroken = true
 		return fmt.Errorf("store: audit: write: %w", err)
 	}
-	if err := db.auditFile.Sync(); err != nil {
-		db.auditBroken = true
-		return fmt.Errorf("store: audit: sync: %w", err)
+	if db.bootID == "" {
+		if err := db.auditFile.Sync(); err != nil {
+			db.auditBroken = true
+			return fmt.Errorf("store: audit: sync: %w", err)
+		}
 	}
 	db.auditOff += int64(len(buf))
 	db.auditSeq += n
+	if db.bootID == "" {
+		db.syncedSeq, db.syncedOff = db.auditSeq, db.auditOff
+	}
 	return nil
 }
 
@@ -283,6 +377,8 @@ func (db *DB) rebuildAudit(ctx context.Context) error {
 	// The export and the store hold the same events; the checkpoint offsets
 	// stay valid because a line is the stored bytes.
 	db.auditFile, db.auditOff, db.auditSeq, db.auditBroken = tmp, off, db.lastSeq.Load(), false
+	db.syncedSeq, db.syncedOff = db.auditSeq, db.auditOff
+	db.auditGen++
 	return nil
 }
 

@@ -12,10 +12,11 @@
 // Append is the only writer. Concurrent Append calls are group-committed:
 // one committer goroutine, owned by the DB and stopped by Close, collects
 // the calls waiting at that moment into one bbolt transaction (one fsync
-// pair for many callers). The chain order is the commit order, one call's
-// events are consecutive, and each caller returns once its events are
-// durable; the committer then writes them to the export before it starts
-// the next batch.
+// pair for many callers: bbolt's fdatasync of the data pages, then of the
+// meta page). The chain order is the commit order, one call's events are
+// consecutive, and each caller returns once its events are durable; the
+// committer then writes them to the export (without an fsync) before it
+// starts the next batch.
 //
 // # Canonical encoding
 //
@@ -67,18 +68,28 @@
 //     event count, first seq, last seq, first and last time (Unix ns).
 //   - bucket "meta": "format" = "thinbot-events-1"; "last" = 8-byte seq +
 //     32-byte hash of the chain head (so a deleted tail is detected);
-//     "audit" = 8-byte seq + 8-byte offset up to which the export was
-//     fsynced before this commit (the export's crash checkpoint).
+//     "audit" = the export's crash checkpoint: 8-byte seq + 8-byte offset
+//     up to which the export was written before this commit, 8-byte seq +
+//     8-byte offset up to which it was fsynced, then the kernel's boot id.
+//     (A 16-byte value, from before the export stopped syncing at every
+//     commit, is both.)
 //
 // # The JSONL export
 //
 // audit.jsonl (Options.AuditPath) holds every committed event in order, one
-// stored line each. After each commit the batch's lines are appended and
-// fsynced. On Open the file is reconciled with the store from the last
-// checkpoint: a cut last line is removed and missing lines are appended, so
-// a crash leaves no gap and no duplicate. A file that was truncated behind
-// its checkpoint or edited is not repaired silently: Open fails with
-// ErrAuditMismatch. RebuildAudit (and Options.RebuildAudit) rewrites the
+// stored line each. It is derived from the store: after each commit the
+// batch's lines are appended but not fsynced (one sync per commit is
+// bbolt's; the export's would be a third), and a background goroutine
+// fsyncs it at most once a second, off the commit path, and at Close. On
+// Open the file is reconciled with the store from the last checkpoint: a cut
+// last line is removed and missing lines are appended from the store, so a
+// crash leaves no gap and no duplicate. Written bytes survive a crash of
+// the process, so in the same boot a file that was truncated behind its
+// written checkpoint, or edited, is not repaired silently: Open fails with
+// ErrAuditMismatch. After a reboot (the boot id differs; a power loss can
+// drop unsynced writes) the fsynced checkpoint is the one the file must
+// reach, and its tail is rebuilt from the store. Where the boot id is
+// unknown the export is fsynced at every commit, as before. RebuildAudit (and Options.RebuildAudit) rewrites the
 // file from the store, keeping a differing old file aside.
 //
 // # Caveats

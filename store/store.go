@@ -125,6 +125,19 @@ type DB struct {
 	auditOff    int64
 	auditSeq    uint64
 	auditBroken bool
+	// syncedSeq and syncedOff are how far the export is known to be on
+	// disk (fsynced); auditGen counts export files, so a sync of a file
+	// that a rebuild replaced is not counted. Guarded by auditMu.
+	syncedSeq uint64
+	syncedOff int64
+	auditGen  uint64
+	// bootID identifies the running kernel ("" where unknown: the export is
+	// then fsynced at every commit, as it is not known whether a crash lost
+	// the page cache). lastKick is owned by the committer.
+	bootID   string
+	lastKick time.Time
+	syncKick chan struct{}
+	syncDone chan struct{}
 }
 
 type request struct {
@@ -183,7 +196,7 @@ func Open(path string, opts *Options) (*DB, error) {
 	}
 	db := &DB{
 		path: path, bolt: bdb, log: o.Logger, now: o.Now, payloadCap: o.PayloadCap,
-		readOnly: o.ReadOnly, auditPath: o.AuditPath,
+		readOnly: o.ReadOnly, auditPath: o.AuditPath, bootID: bootID(),
 		closing: make(chan struct{}), notify: make(chan struct{}),
 	}
 	if err := db.init(); err != nil {
@@ -200,6 +213,10 @@ func Open(path string, opts *Options) (*DB, error) {
 			bdb.Close()
 			return nil, err
 		}
+	}
+	if !o.ReadOnly && db.auditFile != nil {
+		db.syncKick, db.syncDone = make(chan struct{}, 1), make(chan struct{})
+		go db.syncLoop()
 	}
 	if !o.ReadOnly {
 		db.reqs = make(chan *request, 256)
@@ -310,9 +327,16 @@ func (db *DB) Close() error {
 		close(db.reqs)
 		<-db.loopDone
 	}
+	if db.syncKick != nil {
+		close(db.syncKick)
+		<-db.syncDone
+	}
 	var errs []error
 	db.auditMu.Lock()
 	if db.auditFile != nil {
+		if err := db.auditFile.Sync(); err != nil {
+			db.log.Warn("audit export: sync at close", "path", db.auditPath, "err", err)
+		}
 		errs = append(errs, db.auditFile.Close())
 		db.auditFile = nil
 	}
@@ -460,10 +484,7 @@ func (db *DB) commit(batch []*request) {
 		if err := meta.Put(keyLast, head); err != nil {
 			return err
 		}
-		ck := make([]byte, 16)
-		binary.BigEndian.PutUint64(ck, db.auditSeq)
-		binary.BigEndian.PutUint64(ck[8:], uint64(db.auditOff))
-		return meta.Put(keyAudit, ck)
+		return meta.Put(keyAudit, db.checkpoint())
 	})
 	if err != nil {
 		err = fmt.Errorf("store: append: commit: %w", err)
@@ -488,6 +509,7 @@ func (db *DB) commit(batch []*request) {
 	}
 	if db.auditPath != "" {
 		db.writeAudit(first, lines)
+		db.kickSync()
 	}
 	db.notifyMu.Lock()
 	close(db.notify)
