@@ -781,7 +781,7 @@ func (a *Agent) runCommand(ctx context.Context, rs *runState, call ToolCall, com
 	if target != "" {
 		return a.runRemote(ctx, rs, call, command, reason, target)
 	}
-	d := a.failClosed(a.cfg.Policy.ClassifyIn(rs.t.Dir, command))
+	d := a.checkPins(command, a.failClosed(a.cfg.Policy.ClassifyIn(rs.t.Dir, command)))
 	info := CommandInfo{Tool: ToolRun, Command: command}
 	ok, refusal, err := a.decide(ctx, rs, call, info, d, reason)
 	if err != nil {

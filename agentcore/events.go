@@ -17,7 +17,8 @@ const (
 	EvCompacted        = "compacted"    // a summary replacing everything before it in the projection
 	EvMemory           = "memory"       // a note the model appended to the workspace memory
 	EvSkillFiltered    = "skill_filtered"
-	EvNote             = "note" // something a front end records (NotePayload: approval posted, message queued, click refused)
+	EvSkillOpened      = "skill_opened" // the skill tool opened a skill: its folder and the SHA-256 of its files
+	EvNote             = "note"         // something a front end records (NotePayload: approval posted, message queued, click refused)
 )
 
 // Run statuses recorded in EvRunFinished.
@@ -142,4 +143,15 @@ type compactedPayload struct {
 type memoryPayload struct {
 	Text string `json:"text"`
 	File string `json:"file"`
+}
+
+// skillOpenedPayload records which files a session's skill instructions
+// came from: the Digest of every file of the skill when it was opened.
+type skillOpenedPayload struct {
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+	Dir    string `json:"dir"`
+	SHA256 string `json:"sha256"`
+	// Pinned is the digest skills.lock pins, when a lock is configured.
+	Pinned string `json:"pinned,omitempty"`
 }

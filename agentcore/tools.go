@@ -141,7 +141,7 @@ func (a *Agent) dispatch(ctx context.Context, rs *runState, call ToolCall, args 
 	case ToolReadFile:
 		o.content, o.isErr, o.ex, err = a.readFile(ctx, rs, call, args)
 	case ToolSkill:
-		o.content, o.isErr = a.skillText(args.Name)
+		o.content, o.isErr, err = a.openSkill(rs, call, args.Name)
 		a.hookResult(rs, CommandInfo{Tool: ToolSkill, Command: args.Name}, o.content, o.isErr)
 	case ToolMemory:
 		o.content, o.isErr, err = a.remember(rs, args.Note)

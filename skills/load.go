@@ -122,6 +122,9 @@ func Load(dirs []string, opts Options) Set {
 			if errors.Is(err, ErrNoSkillFile) {
 				continue
 			}
+			if err == nil && opts.Lock != nil {
+				err = l.pin(&sk)
+			}
 			if err != nil {
 				f := Filtered{Dir: dir, Name: sk.Name, Reason: err.Error()}
 				set.Filtered = append(set.Filtered, f)
@@ -652,4 +655,30 @@ func probePython() (int, int, error) {
 func inside(dir, path string) bool {
 	rel, err := filepath.Rel(dir, path)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+// pin checks a loaded skill against the lock and records its digest and
+// the pinned hashes of its read-only scripts.
+func (l *loader) pin(sk *Skill) error {
+	files, err := sk.Files()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnreadable, err)
+	}
+	if err := l.opts.Lock.check(sk.Name, files); err != nil {
+		return err
+	}
+	sk.SHA256 = Digest(files)
+	sk.pinned = map[string]string{}
+	for _, p := range sk.ReadOnlyScripts {
+		rel, err := filepath.Rel(sk.Dir, p)
+		if err != nil {
+			continue
+		}
+		for _, f := range files {
+			if f.Path == filepath.ToSlash(rel) {
+				sk.pinned[p] = f.SHA256
+			}
+		}
+	}
+	return nil
 }

@@ -40,6 +40,11 @@ type Skill struct {
 	// Warnings lists problems that did not stop the skill from loading.
 	Warnings []string
 
+	// SHA256 is the skill's Digest when Options.Lock pinned it at load.
+	SHA256 string
+
+	// pinned maps each read-only script to its pinned SHA-256 (with a lock).
+	pinned map[string]string
 	// maxFile is the largest SKILL.md ReadBody reads (Options.MaxFileSize).
 	maxFile int64
 }
@@ -118,6 +123,9 @@ type Options struct {
 	MaxFileSize int64
 	// Probe checks requirements.
 	Probe Probe
+	// Lock, when not nil, pins the skill set: a skill it does not name, or
+	// whose files differ from it, is hidden (ErrNotLocked, ErrLockMismatch).
+	Lock Lock
 	// Logger receives one line per filtered or shadowed skill; nil discards.
 	Logger *slog.Logger
 }

@@ -62,12 +62,15 @@ type daemonConfig struct {
 	PolicyFile       string   `yaml:"policy_file"`
 	InstructionsFile string   `yaml:"instructions_file"`
 	SkillsDirs       []string `yaml:"skills_dirs"`
-	Users            []string `yaml:"users"`
-	AllowBots        bool     `yaml:"allow_bots"`
-	MentionInThread  bool     `yaml:"mention_in_thread"`
-	MaxConcurrent    int      `yaml:"max_concurrent_runs"`
-	ApprovalTimeout  string   `yaml:"approval_timeout"`
-	EnvAllow         []string `yaml:"env_allow"`
+	// SkillsLock is a skills.lock (thinbot skills lock): skills whose files
+	// differ from it are hidden. "" pins nothing.
+	SkillsLock      string   `yaml:"skills_lock"`
+	Users           []string `yaml:"users"`
+	AllowBots       bool     `yaml:"allow_bots"`
+	MentionInThread bool     `yaml:"mention_in_thread"`
+	MaxConcurrent   int      `yaml:"max_concurrent_runs"`
+	ApprovalTimeout string   `yaml:"approval_timeout"`
+	EnvAllow        []string `yaml:"env_allow"`
 	// Sandbox is "on" (the default: the kernel sandbox confines every
 	// command, or, where the kernel refuses it, every command needs an
 	// approval) or "off" (commands run unconfined).
@@ -228,6 +231,9 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 		if _, err := loadPolicy(c.PolicyFile); err != nil {
 			bad("policy_file: %v", err)
 		}
+	}
+	if _, err := readSkillsLock(c.SkillsLock); err != nil {
+		bad("skills_lock: %v", err)
 	}
 	if c.InstructionsFile != "" {
 		if _, err := os.Stat(c.InstructionsFile); err != nil {

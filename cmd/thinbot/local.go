@@ -191,7 +191,13 @@ func openLocal(e *env, f *localFlags) (*local, error) {
 			}
 		}
 	}
-	set := skills.Load(skillDirs(e, dir), skills.Options{Probe: skillProbe(e), Logger: logger})
+	lock, err := readSkillsLock(e.getenv("AGENT_SKILLS_LOCK"))
+	if err != nil {
+		db.Close()
+		sbx.close()
+		return nil, err
+	}
+	set := skills.Load(skillDirs(e, dir), skills.Options{Probe: skillProbe(e), Lock: lock, Logger: logger})
 	agent, err := agentcore.New(agentcore.Config{
 		Store: db, Model: model, Policy: policy, Skills: set, TextProtocol: f.text, ContextWindow: window,
 		GlobalInstructions: readText(filepath.Join(configDir(e), "AGENT.md")),

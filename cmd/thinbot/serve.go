@@ -127,6 +127,10 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 
 	// One Agent per workspace: its skills are the configured dirs, then the
 	// workspace's ./skills.
+	lock, err := readSkillsLock(c.SkillsLock)
+	if err != nil {
+		return err
+	}
 	agents := map[string]*agentcore.Agent{}
 	channels := map[string]bot.Channel{}
 	var named []namedChannel // channels configured by name, resolved once the adapter exists
@@ -135,7 +139,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		ag := agents[ws]
 		if ag == nil {
 			dirs := append(append([]string(nil), c.SkillsDirs...), filepath.Join(ws, "skills"))
-			set := skills.Load(dirs, skills.Options{Probe: skills.Probe{Getenv: e.getenv, UID: -1}, Logger: logger})
+			set := skills.Load(dirs, skills.Options{Probe: skills.Probe{Getenv: e.getenv, UID: -1}, Lock: lock, Logger: logger})
 			ag, err = agentcore.New(agentcore.Config{
 				Store: db, Model: model, Policy: policy, Skills: set, GlobalInstructions: global, CompactPrompt: compactPrompt,
 				Secrets:      secrets,

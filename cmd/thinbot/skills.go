@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/user"
 	"strconv"
 	"strings"
@@ -33,6 +34,7 @@ var errSkillInvalid = errors.New("skill is not usable")
 //	thinbot skills [--dir D]... [--json] [--index] [--context-tokens N] [--query TEXT]
 //	thinbot skills check DIR
 //	thinbot skills install [--bot-user thinbot] DIR
+//	thinbot skills lock [--dir D]... [--out skills.lock]
 func cmdSkills(_ context.Context, e *env, args []string) error {
 	if len(args) > 0 {
 		switch args[0] {
@@ -40,6 +42,8 @@ func cmdSkills(_ context.Context, e *env, args []string) error {
 			return cmdSkillsCheck(e, args[1:])
 		case "install":
 			return cmdSkillsInstall(e, args[1:])
+		case "lock":
+			return cmdSkillsLock(e, args[1:])
 		}
 	}
 	fs := flag.NewFlagSet("skills", flag.ContinueOnError)
@@ -50,8 +54,9 @@ func cmdSkills(_ context.Context, e *env, args []string) error {
 	index := fs.Bool("index", false, "print the skill index exactly as the model's system prompt holds it")
 	ctxTokens := fs.Int("context-tokens", 0, "model context window in tokens, for the --index budget (0: 8000-byte default)")
 	query := fs.String("query", "", "a session's first message, which --index ranks the skills against")
+	lockFile := fs.String("lock", "", "a skills.lock: skills whose files differ are shown hidden, with the reason (default: $AGENT_SKILLS_LOCK)")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: thinbot skills [--dir D]... [--json] [--index]\n       thinbot skills check DIR\n       thinbot skills install [--bot-user NAME] DIR")
+		fmt.Fprintln(e.stderr, "usage: thinbot skills [--dir D]... [--json] [--index]\n       thinbot skills check DIR\n       thinbot skills install [--bot-user NAME] DIR\n       thinbot skills lock [--dir D]... [--out FILE]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -67,7 +72,14 @@ func cmdSkills(_ context.Context, e *env, args []string) error {
 	if len(dirs) == 0 {
 		dirs = defaultSkillDirs(e)
 	}
-	set := skills.Load(dirs, skills.Options{Probe: skills.Probe{Getenv: e.getenv, UID: -1}})
+	if *lockFile == "" {
+		*lockFile = e.getenv("AGENT_SKILLS_LOCK")
+	}
+	lock, err := readSkillsLock(*lockFile)
+	if err != nil {
+		return err
+	}
+	set := skills.Load(dirs, skills.Options{Probe: skills.Probe{Getenv: e.getenv, UID: -1}, Lock: lock})
 	switch {
 	case *asJSON:
 		return writeSkillsJSON(e.stdout, dirs, set)
@@ -102,6 +114,9 @@ func writeSkillsText(w io.Writer, dirs []string, set skills.Set) {
 		fmt.Fprintf(w, "      %s\n", oneLine(s.Description, 200))
 		for _, p := range s.ReadOnlyScripts {
 			fmt.Fprintf(w, "      read-only: %s\n", p)
+		}
+		if s.SHA256 != "" {
+			fmt.Fprintf(w, "      pinned: sha256 %s\n", s.SHA256)
 		}
 		for _, warn := range s.Warnings {
 			fmt.Fprintf(w, "      warning: %s\n", warn)
@@ -269,4 +284,66 @@ func lookupUID(name string) (int, error) {
 		return -1, fmt.Errorf("bot user %q: uid %q", name, u.Uid)
 	}
 	return n, nil
+}
+
+// readSkillsLock reads a skills.lock; "" means no lock (nil). A lock that
+// is configured but unreadable is an error: the daemon does not start
+// without the pins it was told to enforce.
+func readSkillsLock(path string) (skills.Lock, error) {
+	if path == "" {
+		return nil, nil
+	}
+	return skills.ReadLock(path)
+}
+
+// cmdSkillsLock pins the skills of the search path: it writes the SHA-256
+// of every file of every loaded skill to skills.lock (or --out).
+func cmdSkillsLock(e *env, args []string) error {
+	fs := flag.NewFlagSet("skills lock", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var dirs dirList
+	fs.Var(&dirs, "dir", "skill search-path folder, repeatable (default: $AGENT_SKILLS_DIR, then ./skills)")
+	out := fs.String("out", "skills.lock", "the lock file to write (- for standard output)")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: thinbot skills lock [--dir D]... [--out FILE]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: skills lock: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("%w: skills lock: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if len(dirs) == 0 {
+		dirs = defaultSkillDirs(e)
+	}
+	set := skills.Load(dirs, skills.Options{Probe: skills.Probe{Getenv: e.getenv, UID: -1}})
+	lock, err := skills.NewLock(set)
+	if err != nil {
+		return fmt.Errorf("skills lock: %w", err)
+	}
+	var b strings.Builder
+	if _, err := lock.WriteTo(&b); err != nil {
+		return fmt.Errorf("skills lock: %w", err)
+	}
+	if *out == "-" {
+		_, err := io.WriteString(e.stdout, b.String())
+		return err
+	}
+	if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("skills lock: %w", err)
+	}
+	files := 0
+	for _, f := range lock {
+		files += len(f)
+	}
+	fmt.Fprintf(e.stdout, "pinned %d skills, %d files in %s\n", len(lock), files, *out)
+	for _, f := range set.Filtered {
+		fmt.Fprintf(e.stdout, "not pinned (hidden): %s  %s: %s\n", f.Name, f.Dir, f.Reason)
+	}
+	return nil
 }

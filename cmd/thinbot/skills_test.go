@@ -159,3 +159,49 @@ func TestCmdSkillsInstall(t *testing.T) {
 		t.Error("unknown bot user accepted")
 	}
 }
+
+// TestCmdSkillsLock pins a skill set, changes a script and shows the skill
+// hidden with its reason, as an operator would see it.
+func TestCmdSkillsLock(t *testing.T) {
+	dir := t.TempDir()
+	writeTestSkill(t, filepath.Join(dir, "alpha"), "name: alpha\ndescription: First skill.\n")
+	writeTestSkill(t, filepath.Join(dir, "beta"), "name: beta\ndescription: Second skill.\n")
+	script := filepath.Join(dir, "beta", "scripts", "run.sh")
+	if err := os.MkdirAll(filepath.Dir(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, []byte("echo one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(t.TempDir(), "skills.lock")
+	e, out, _ := skillsEnv(nil)
+	if err := run(t.Context(), e, []string{"skills", "lock", "--dir", dir, "--out", lock}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "pinned 2 skills, 3 files") {
+		t.Errorf("lock output %q", out)
+	}
+	first, _ := os.ReadFile(lock)
+	e, _, _ = skillsEnv(nil)
+	if err := run(t.Context(), e, []string{"skills", "lock", "--dir", dir, "--out", lock}); err != nil {
+		t.Fatal(err)
+	}
+	if second, _ := os.ReadFile(lock); !bytes.Equal(first, second) {
+		t.Error("the same skills gave a different lock")
+	}
+	if err := os.WriteFile(script, []byte("echo two\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e, out, _ = skillsEnv(map[string]string{"AGENT_SKILLS_LOCK": lock})
+	if err := run(t.Context(), e, []string{"skills", "--dir", dir}); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, "loaded (1):") || !strings.Contains(s, "hidden (1):") ||
+		!strings.Contains(s, "files differ from skills.lock: changed: scripts/run.sh") || !strings.Contains(s, "pinned: sha256 ") {
+		t.Errorf("skills output:\n%s", s)
+	}
+	e, _, _ = skillsEnv(nil)
+	if err := run(t.Context(), e, []string{"skills", "--dir", dir, "--lock", filepath.Join(dir, "missing.lock")}); err == nil {
+		t.Error("a missing lock was accepted")
+	}
+}

@@ -299,7 +299,11 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
 	policy = policy.WithProtected(absState)
 	sbx := startSandbox(ctx, e.getenv("THINBOT_SANDBOX"), []string{absState}, []string{ws}, logger)
 	defer sbx.close()
-	set := skills.Load(skillDirs(e, ws), skills.Options{Probe: skillProbe(e), Logger: logger})
+	lock, err := readSkillsLock(e.getenv("AGENT_SKILLS_LOCK"))
+	if err != nil {
+		return err
+	}
+	set := skills.Load(skillDirs(e, ws), skills.Options{Probe: skillProbe(e), Lock: lock, Logger: logger})
 	agent, err := agentcore.New(agentcore.Config{
 		Store: db, Model: model, Policy: policy, Skills: set, Secrets: secrets,
 		GlobalInstructions: readText(filepath.Join(configDir(e), "AGENT.md")),
