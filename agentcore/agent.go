@@ -226,7 +226,11 @@ func (f ApproverFunc) Approve(ctx context.Context, a Approval) (ApprovalDecision
 }
 
 // Hooks let a front end show a run's progress. Every field may be nil. Hooks
-// are called from the goroutine running Run and must not block for long.
+// are called from the goroutine running Run, which waits for them: whatever
+// a hook does delays the run by as much. Text and Command should return at
+// once; Result may do a chat call (the bot uploads a long command output as
+// a file there, bounded by its 30 s post timeout) before the next model
+// call.
 type Hooks struct {
 	// Text receives model content as it streams.
 	Text func(delta string)
@@ -427,9 +431,10 @@ func (a *Agent) appendTo(id string, s *session, evs ...store.Event) ([]store.Eve
 			evs[i].Branch = s.proj.Branch()
 		}
 	}
-	// Store methods follow bbolt and take no part in cancellation: a record
-	// of a cancelled run must still be written.
-	out, err := a.cfg.Store.Append(context.WithoutCancel(context.Background()), evs...)
+	// Never a cancellable ctx: Append gives up on a done ctx before the
+	// commit takes the events, and the record of a cancelled run (its
+	// refusals, its run_finished) must still be written.
+	out, err := a.cfg.Store.Append(context.Background(), evs...)
 	if err != nil {
 		return nil, fmt.Errorf("record %s: %w", evs[0].Type, err)
 	}

@@ -96,7 +96,13 @@ type ClickResult struct {
 // Handler receives what an adapter reads from the platform.
 type Handler interface {
 	// HandleMessage is called once per incoming message, in order of arrival.
-	// It returns quickly: the bot queues the work.
+	// It never waits for a run (runs are queued), but it does some work
+	// inline before it returns: a message that waits behind a running turn
+	// is recorded in the chain first (one durable commit), and short
+	// replies are posted from it (a refusal, the answer to /help, /status,
+	// /skills or /audit, the "Queued" notice; each chat call is bounded by
+	// 30 s). Adapters that call it from their read loop delay the next
+	// message by that much.
 	HandleMessage(ctx context.Context, m Message)
 	// HandleClick is called for each button press and returns what the
 	// platform should show. It returns within a few seconds (platforms time

@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"fmt"
 	"path"
 	"regexp"
 	"strings"
@@ -181,9 +180,4 @@ func isInvisible(r rune) bool {
 		return true
 	}
 	return unicode.Is(unicode.Cf, r)
-}
-
-// quoteCmd formats a command name for a reason.
-func quoteCmd(parts ...string) string {
-	return fmt.Sprintf("`%s`", strings.Join(parts, " "))
 }

@@ -58,16 +58,6 @@ type Config struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
-// FromEnv returns a Config filled from AGENT_BASE_URL, AGENT_MODEL and
-// AGENT_API_KEY as looked up by getenv (os.Getenv in cmd/thinbot).
-func FromEnv(getenv func(string) string) Config {
-	return Config{
-		BaseURL: getenv("AGENT_BASE_URL"),
-		Model:   getenv("AGENT_MODEL"),
-		APIKey:  getenv("AGENT_API_KEY"),
-	}
-}
-
 // Client talks to one model on one OpenAI-compatible server. It may be used
 // concurrently.
 type Client struct {

@@ -472,12 +472,7 @@ func TestNewConfig(t *testing.T) {
 	if _, err := New(Config{BaseURL: "http://x/v1"}); err == nil {
 		t.Errorf("New without a model succeeded")
 	}
-	env := map[string]string{"AGENT_BASE_URL": "http://h/v1", "AGENT_MODEL": "qwen", "AGENT_API_KEY": ""}
-	cfg := FromEnv(func(k string) string { return env[k] })
-	if cfg.BaseURL != "http://h/v1" || cfg.Model != "qwen" || cfg.APIKey != "" {
-		t.Errorf("FromEnv = %+v", cfg)
-	}
-	c, err := New(cfg)
+	c, err := New(Config{BaseURL: "http://h/v1", Model: "qwen"})
 	if err != nil || c.cfg.Timeout != 10*time.Minute || c.cfg.MaxRetries != 4 {
 		t.Errorf("defaults: %+v, %v", c.cfg, err)
 	}

@@ -52,10 +52,6 @@ type Config struct {
 	// ActionSecret is the HMAC key that authenticates button contexts
 	// (at least 16 bytes; cmd generates and persists 32 random bytes).
 	ActionSecret []byte
-	// Channels, if not empty, is an allow-list of channel ids or names
-	// (direct-message channels included): posts elsewhere are dropped.
-	// Empty means every channel the bot is a member of.
-	Channels []string
 	// Since, if not zero, makes the first connection catch up on posts
 	// created after it (cmd passes the time of the last handled message).
 	Since time.Time
@@ -77,7 +73,6 @@ type Adapter struct {
 	log    *slog.Logger
 	client *model.Client4
 	wsURL  string
-	allow  map[string]bool
 
 	running   atomic.Bool
 	connected atomic.Bool
@@ -171,19 +166,12 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	ws.Path = strings.TrimRight(ws.Path, "/") + model.APIURLSuffix + "/websocket"
 
-	allow := make(map[string]bool, len(cfg.Channels))
-	for _, c := range cfg.Channels {
-		if c = strings.TrimSpace(c); c != "" {
-			allow[c] = true
-		}
-	}
 	cfg.ActionSecret = append([]byte(nil), cfg.ActionSecret...)
 	return &Adapter{
 		cfg:      cfg,
 		log:      log,
 		client:   client,
 		wsURL:    ws.String(),
-		allow:    allow,
 		users:    make(map[string]string),
 		inflight: make(map[string]*lookup),
 		failed:   make(map[string]time.Time),

@@ -180,17 +180,6 @@ func TestOwnPostsIgnored(t *testing.T) {
 	}
 }
 
-func TestChannelAllowList(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.Channels = []string{"ops"} })
-	other := e.mm.AddChannel("random", e.mm.Bot.ID, e.alice.ID)
-	e.run(t)
-	e.mm.UserPost(e.alice.ID, other, "", "@thinbot not here")
-	id := e.mm.UserPost(e.alice.ID, e.ch, "", "@thinbot here")
-	if m := e.rec.next(t); m.ID != id {
-		t.Errorf("got %q from channel %s, want %q from ops", m.Text, m.Thread.Channel, id)
-	}
-}
-
 func TestReconnectCatchUp(t *testing.T) {
 	e := newEnv(t, nil)
 	e.run(t)

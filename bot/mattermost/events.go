@@ -88,7 +88,6 @@ type postedData struct {
 type incoming struct {
 	post        *model.Post
 	channelType string
-	channelName string
 	senderName  string
 	mentions    []string
 }
@@ -109,7 +108,6 @@ func parsePosted(data []byte) (incoming, error) {
 	in := incoming{
 		post:        &p,
 		channelType: d.ChannelType,
-		channelName: d.ChannelName,
 		senderName:  strings.TrimPrefix(d.SenderName, "@"),
 	}
 	if d.Mentions != "" {
@@ -290,9 +288,6 @@ func (a *Adapter) catchUp(ctx context.Context, h bot.Handler, st *runState, botI
 	}
 	var posts []incoming
 	for _, ch := range channels {
-		if !a.allowed(ch.Id, ch.Name) {
-			continue
-		}
 		list, resp, err := a.client.GetPostsSince(ctx, ch.Id, from, false)
 		if err != nil {
 			// One unreadable channel must not block the others.
@@ -306,7 +301,7 @@ func (a *Adapter) catchUp(ctx context.Context, h bot.Handler, st *runState, botI
 			if p == nil || p.CreateAt <= from || p.DeleteAt != 0 {
 				continue
 			}
-			posts = append(posts, incoming{post: p, channelType: string(ch.Type), channelName: ch.Name})
+			posts = append(posts, incoming{post: p, channelType: string(ch.Type)})
 		}
 	}
 	slices.SortFunc(posts, func(x, y incoming) int {
@@ -367,11 +362,6 @@ func (a *Adapter) memberChannels(ctx context.Context, botID string) ([]*model.Ch
 	return out, nil
 }
 
-// allowed applies Config.Channels.
-func (a *Adapter) allowed(channelID, channelName string) bool {
-	return len(a.allow) == 0 || a.allow[channelID] || (channelName != "" && a.allow[channelName])
-}
-
 // deliver filters one post and hands it to h as a bot.Message.
 func (a *Adapter) deliver(ctx context.Context, h bot.Handler, st *runState, botID, botName string, in incoming) {
 	p := in.post
@@ -382,8 +372,6 @@ func (a *Adapter) deliver(ctx context.Context, h bot.Handler, st *runState, botI
 	case p.Type != "": // system messages: joins, header changes, ...
 		return
 	case p.DeleteAt != 0:
-		return
-	case !a.allowed(p.ChannelId, in.channelName):
 		return
 	}
 	if !st.seen.add(p.Id) {
