@@ -1,0 +1,116 @@
+package agentcore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/thinbot/thinbot/store"
+)
+
+// defaultCompactPrompt asks the model for a summary that replaces history.
+const defaultCompactPrompt = `The conversation is getting long. Write a summary that will replace everything above it.
+Keep: the user's goal and requests, facts found (host names, paths, numbers, errors), commands that worked and their key results, decisions and approvals, what is still open and the next step.
+Leave out: raw command output, failed attempts that taught nothing. Write plain text, at most 400 words.`
+
+// EstimateTokens is the kernel's token estimate: one token per 4 bytes,
+// rounded up, which over-counts English slightly and keeps compaction early
+// rather than late.
+func EstimateTokens(msgs []Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += msgBytes(m)
+	}
+	return (n + 3) / 4
+}
+
+// msgBytes is a message's size for EstimateTokens.
+func msgBytes(m Message) int {
+	n := len(m.Content) + len(m.Reasoning) + 8
+	for _, c := range m.ToolCalls {
+		n += len(c.Name) + len(c.Arguments) + 8
+	}
+	return n
+}
+
+// maybeCompact compacts the session when its projection exceeds the
+// configured share of the context window, or always when force is set.
+func (a *Agent) maybeCompact(ctx context.Context, rs *runState, force bool) error {
+	before := rs.s.proj.Tokens()
+	if !force && float64(before) < a.cfg.CompactAt*float64(a.window()) {
+		return nil
+	}
+	msgs := rs.s.proj.Messages()
+	if len(msgs) < 3 {
+		return nil // nothing to summarise beyond the prompt and one message
+	}
+	return a.compact(ctx, rs.t.Session, rs.s, msgs, before, rs)
+}
+
+// compact asks the model for a summary and records it. During a run
+// (rs != nil) the newest user message and what follows it are kept after
+// the summary, so the question being worked on is not folded into it.
+func (a *Agent) compact(ctx context.Context, id string, s *session, msgs []Message, before int, rs *runState) error {
+	prompt := a.cfg.CompactPrompt
+	if prompt == "" {
+		prompt = defaultCompactPrompt
+	}
+	upTo := s.last
+	history := msgs
+	if rs != nil {
+		if idx, seq, ok := s.proj.lastUser(); ok && idx > 1 {
+			history, upTo = msgs[:idx], seq-1
+		}
+	}
+	// When the history itself overflows the window, drop the oldest
+	// messages from the summarisation request (they stay in the chain).
+	req := append(history[:len(history):len(history)], Message{Role: RoleUser, Content: prompt})
+	limit := int(0.9 * float64(a.window()))
+	for EstimateTokens(req) > limit && len(req) > 3 {
+		req = append(req[:1:1], req[2:]...)
+		for len(req) > 2 && req[1].Role == RoleTool {
+			req = append(req[:1:1], req[2:]...)
+		}
+	}
+	if rs != nil {
+		rs.calls++
+	}
+	resp, err := a.cfg.Model.Complete(ctx, Request{Messages: req})
+	if err != nil {
+		return fmt.Errorf("%w: compaction: %w", ErrModel, err)
+	}
+	summary := strings.TrimSpace(resp.Content)
+	if summary == "" {
+		return errors.New("compaction: the model returned an empty summary")
+	}
+	ev := store.Event{Type: EvCompacted, Actor: "model", Payload: mustJSON(compactedPayload{
+		Summary: summary, UpToSeq: upTo, TokensBefore: before,
+		TokensAfter: before - EstimateTokens(history) + EstimateTokens([]Message{{Role: RoleSystem, Content: s.proj.System()}, {Role: RoleUser, Content: summaryPrefix + summary}})})}
+	if rs != nil {
+		_, err = a.append(rs, ev)
+	} else {
+		_, err = a.appendTo(id, s, ev)
+	}
+	return err
+}
+
+// Compact summarises the session now (the /compact command). It reports the
+// estimated tokens before and after.
+func (a *Agent) Compact(ctx context.Context, session string) (before, after int, err error) {
+	s := a.session(session)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := a.load(session, s); err != nil {
+		return 0, 0, err
+	}
+	msgs := s.proj.Messages()
+	before = EstimateTokens(msgs)
+	if len(msgs) < 3 {
+		return before, before, errors.New("nothing to compact yet")
+	}
+	if err := a.compact(ctx, session, s, msgs, before, nil); err != nil {
+		return before, 0, err
+	}
+	return before, EstimateTokens(s.proj.Messages()), nil
+}
