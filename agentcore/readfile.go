@@ -36,8 +36,15 @@ func (a *Agent) readLocal(ctx context.Context, rs *runState, call ToolCall, args
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(rs.t.Dir, path)
 	}
+	// The gate resolves /dev/fd and /proc magic links before `..`; a
+	// text-cleaned path (/dev/fd/../../1/environ → /dev/1/environ) would
+	// hide them, so it judges the raw path too and the stricter wins.
+	raw := path
 	path = filepath.Clean(path)
 	d := a.cfg.Policy.ClassifyPath(path)
+	if d2 := a.cfg.Policy.ClassifyPath(raw); d2.Verdict < d.Verdict {
+		d = d2
+	}
 	// The real file behind a symlink must pass too.
 	if real, err := filepath.EvalSymlinks(path); err == nil && real != path {
 		if d2 := a.cfg.Policy.ClassifyPath(real); d2.Verdict < d.Verdict {

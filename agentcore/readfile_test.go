@@ -92,3 +92,18 @@ func TestReadFileSymlinkRace(t *testing.T) {
 		t.Error("no read succeeded: the race test proves nothing")
 	}
 }
+
+// TestReadFileJudgesTheRawPath: /dev/fd/../../1/environ is what the gate
+// denies (another process's environment); cleaned as text it would read
+// /dev/1/environ and only be confirm.
+func TestReadFileJudgesTheRawPath(t *testing.T) {
+	f := newFixture(t, Config{}, call("read_file", `{"path":"/dev/fd/../../1/environ"}`), say("ok"))
+	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "read", Dir: f.dir, Actor: "user:alice", AllowAll: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range f.events(t, "s") {
+		if ev.Type == EvGateDecision && !strings.Contains(string(ev.Payload), `"verdict":"deny"`) {
+			t.Errorf("gate decision: %s", ev.Payload)
+		}
+	}
+}
