@@ -3,7 +3,6 @@ package agentcore
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/thinbot/thinbot/store"
 )
@@ -202,19 +201,30 @@ func (a *Agent) Sessions() (sessions []string, messageIDs []string, err error) {
 	return sessions, messageIDs, nil
 }
 
-// AuditSummary lists the session's last n commands and file reads as the
-// chain recorded them: verdict, who approved, exit code. It is what the
-// in-thread /audit command shows; the chain itself stays the record.
-func (a *Agent) AuditSummary(session string, n int) (string, error) {
-	type row struct {
-		what, verdict, action, approval, result string
-		seq                                     uint64
-	}
-	var rows []*row
-	byCall := map[string]*row{}
+// AuditRow is one command or file read of a session as the chain recorded
+// it.
+type AuditRow struct {
+	Seq uint64 // the gate decision's sequence number
+	// What is the command, or "read_file PATH".
+	What    string
+	Verdict string
+	// Approval is "approved by WHO" or "refused: WHY" when a human was
+	// asked, else "".
+	Approval string
+	// Result is "exit N", "timed out", "not run" or "done"; "" while no
+	// result is recorded.
+	Result string
+}
+
+// Audit lists the session's last n commands and file reads as the chain
+// recorded them: verdict, who approved, exit code, oldest first. It is what
+// the in-thread /audit command shows; the chain itself stays the record.
+func (a *Agent) Audit(session string, n int) ([]AuditRow, error) {
+	var rows []*AuditRow
+	byCall := map[string]*AuditRow{}
 	for e, err := range a.cfg.Store.Events(session, 1) {
 		if err != nil {
-			return "", fmt.Errorf("read session %s: %w", session, err)
+			return nil, fmt.Errorf("read session %s: %w", session, err)
 		}
 		switch e.Type {
 		case EvGateDecision:
@@ -226,16 +236,16 @@ func (a *Agent) AuditSummary(session string, n int) (string, error) {
 			if p.Tool == ToolReadFile {
 				what = "read_file " + p.Path
 			}
-			r := &row{what: what, verdict: p.Verdict, action: p.Action, seq: e.Seq}
+			r := &AuditRow{What: what, Verdict: p.Verdict, Seq: e.Seq}
 			rows = append(rows, r)
 			byCall[p.CallID] = r
 		case EvApprovalDecided:
 			var p approvalDecidedPayload
 			if json.Unmarshal(e.Payload, &p) == nil && byCall[p.CallID] != nil {
 				if p.Approved {
-					byCall[p.CallID].approval = "approved by " + p.By
+					byCall[p.CallID].Approval = "approved by " + p.By
 				} else {
-					byCall[p.CallID].approval = "refused: " + p.Why
+					byCall[p.CallID].Approval = "refused: " + p.Why
 				}
 			}
 		case EvToolResult:
@@ -243,35 +253,23 @@ func (a *Agent) AuditSummary(session string, n int) (string, error) {
 			if json.Unmarshal(e.Payload, &p) == nil && byCall[p.CallID] != nil {
 				switch {
 				case p.TimedOut:
-					byCall[p.CallID].result = "timed out"
+					byCall[p.CallID].Result = "timed out"
 				case p.ExitCode != nil:
-					byCall[p.CallID].result = fmt.Sprintf("exit %d", *p.ExitCode)
+					byCall[p.CallID].Result = fmt.Sprintf("exit %d", *p.ExitCode)
 				case p.IsError:
-					byCall[p.CallID].result = "not run"
+					byCall[p.CallID].Result = "not run"
 				default:
-					byCall[p.CallID].result = "done"
+					byCall[p.CallID].Result = "done"
 				}
 			}
 		}
 	}
-	if len(rows) == 0 {
-		return "No commands in this session yet.", nil
-	}
 	if len(rows) > n {
 		rows = rows[len(rows)-n:]
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "Last %d command(s) in this session, as the chain recorded them:\n", len(rows))
-	for _, r := range rows {
-		fmt.Fprintf(&b, "- #%d `%s` — %s", r.seq, oneLine(strings.ReplaceAll(r.what, "`", "'")), r.verdict)
-		if r.approval != "" {
-			fmt.Fprintf(&b, ", %s", r.approval)
-		}
-		if r.result != "" {
-			fmt.Fprintf(&b, ", %s", r.result)
-		}
-		b.WriteString("\n")
+	out := make([]AuditRow, len(rows))
+	for i, r := range rows {
+		out[i] = *r
 	}
-	b.WriteString("Operators verify and export the full chain with `thinbot audit verify` / `thinbot audit export --session ...`.")
-	return b.String(), nil
+	return out, nil
 }

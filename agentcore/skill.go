@@ -69,22 +69,34 @@ func (a *Agent) checkPins(command string, d gate.Decision) gate.Decision {
 	return d
 }
 
-// SkillsSummary is what /skills shows: loaded skills, and hidden ones with
-// the reason.
-func (a *Agent) SkillsSummary() string {
-	var b strings.Builder
+// SkillInfo is one skill folder as the agent found it at start.
+type SkillInfo struct {
+	Name string
+	// State is "loaded", "hidden" (its requirements failed or it could not
+	// be read) or "shadowed" (an earlier folder has a skill of that name).
+	State string
+	// Description is a loaded skill's description.
+	Description string
+	// Dir is the folder of a hidden or shadowed skill.
+	Dir string
+	// Why is why a hidden skill is hidden, or the folder of the skill that
+	// shadows this one.
+	Why string
+}
+
+// Skills lists the loaded skills (sorted by name), then the hidden ones,
+// then the shadowed ones, for /skills.
+func (a *Agent) Skills() []SkillInfo {
 	set := a.cfg.Skills
-	if len(set.Skills) == 0 {
-		b.WriteString("No skills are loaded.\n")
-	}
+	var out []SkillInfo
 	for _, s := range set.Skills {
-		fmt.Fprintf(&b, "- **%s**: %s\n", s.Name, oneLine(s.Description))
+		out = append(out, SkillInfo{Name: s.Name, State: "loaded", Description: s.Description})
 	}
 	for _, f := range set.Filtered {
-		fmt.Fprintf(&b, "- hidden `%s` (%s): %s\n", f.Name, f.Dir, f.Reason)
+		out = append(out, SkillInfo{Name: f.Name, State: "hidden", Dir: f.Dir, Why: f.Reason})
 	}
 	for _, s := range set.Shadowed {
-		fmt.Fprintf(&b, "- shadowed `%s` in %s by %s\n", s.Name, s.Dir, s.By)
+		out = append(out, SkillInfo{Name: s.Name, State: "shadowed", Dir: s.Dir, Why: s.By})
 	}
-	return b.String()
+	return out
 }

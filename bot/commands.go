@@ -3,8 +3,11 @@ package bot
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/thinbot/thinbot/agentcore"
 )
 
 // commandName reads an in-thread command: "/stop" or "!stop". Both
@@ -41,11 +44,12 @@ func (b *Bot) command(ctx context.Context, m Message, ch Channel, name string) {
 	case "help":
 		b.post(ctx, m.Thread, Post{Text: helpText})
 	case "skills":
-		b.post(ctx, m.Thread, Post{Text: ch.Agent.SkillsSummary()})
+		b.post(ctx, m.Thread, Post{Text: skillsText(ch.Agent.Skills())})
 	case "status":
 		b.post(ctx, m.Thread, Post{Text: b.status(key, ch)})
 	case "audit":
-		text, err := ch.Agent.AuditSummary(key, 20)
+		rows, err := ch.Agent.Audit(key, 20)
+		text := auditText(rows)
 		if err != nil {
 			b.log.Error("audit summary", "conv", key, "err", err)
 			text = "Could not read this thread's record; operators can see the details in the log."
@@ -131,9 +135,55 @@ func (b *Bot) status(key string, ch Channel) string {
 }
 
 func oneLineMD(s string) string {
-	s = strings.ReplaceAll(strings.Join(strings.Fields(s), " "), "`", "'")
-	if len(s) > 120 {
-		s = strings.ToValidUTF8(s[:117], "") + "..."
+	return oneLine(strings.ReplaceAll(s, "`", "'"), 120)
+}
+
+// oneLine puts s on one line of at most limit bytes.
+func oneLine(s string, limit int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > limit {
+		s = strings.ToValidUTF8(s[:limit-3], "") + "..."
 	}
 	return s
+}
+
+// skillsText is what /skills shows: loaded skills, and hidden ones with the
+// reason.
+func skillsText(list []agentcore.SkillInfo) string {
+	var b strings.Builder
+	if !slices.ContainsFunc(list, func(s agentcore.SkillInfo) bool { return s.State == "loaded" }) {
+		b.WriteString("No skills are loaded.\n")
+	}
+	for _, s := range list {
+		switch s.State {
+		case "loaded":
+			fmt.Fprintf(&b, "- **%s**: %s\n", s.Name, oneLine(s.Description, 80))
+		case "hidden":
+			fmt.Fprintf(&b, "- hidden `%s` (%s): %s\n", s.Name, s.Dir, s.Why)
+		case "shadowed":
+			fmt.Fprintf(&b, "- shadowed `%s` in %s by %s\n", s.Name, s.Dir, s.Why)
+		}
+	}
+	return b.String()
+}
+
+// auditText is what /audit shows of a thread's last commands.
+func auditText(rows []agentcore.AuditRow) string {
+	if len(rows) == 0 {
+		return "No commands in this session yet."
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Last %d command(s) in this session, as the chain recorded them:\n", len(rows))
+	for _, r := range rows {
+		fmt.Fprintf(&b, "- #%d `%s` — %s", r.Seq, oneLine(strings.ReplaceAll(r.What, "`", "'"), 80), r.Verdict)
+		if r.Approval != "" {
+			fmt.Fprintf(&b, ", %s", r.Approval)
+		}
+		if r.Result != "" {
+			fmt.Fprintf(&b, ", %s", r.Result)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("Operators verify and export the full chain with `thinbot audit verify` / `thinbot audit export --session ...`.")
+	return b.String()
 }
