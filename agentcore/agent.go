@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -356,10 +357,13 @@ type runState struct {
 	usage      Usage
 	text       bool
 	compacted  bool // compacted after a context-length error in this step
-	// pending are events committed together with the next append: a
-	// model reply rides with what follows it (its tool's gate decision, or
-	// the run's end), which saves one disk sync per step. Nothing acts on
-	// a pending event before it is committed.
+	// pending are events committed together with the next append, which
+	// makes a step one commit: a tool's result and the model reply that
+	// read it ride with what follows (the next tool's gate decision, or the
+	// run's end). The model sees a pending result (see requestMessages);
+	// nothing else acts on a pending event, no command runs while one is
+	// pending, and a crash loses the result together with every reply that
+	// read it, so the chain never holds a reply without its input.
 	pending []store.Event
 }
 
@@ -417,6 +421,9 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 func (a *Agent) append(rs *runState, evs ...store.Event) ([]store.Event, error) {
 	all := append(rs.pending, evs...)
 	rs.pending = nil
+	if len(all) == 0 {
+		return nil, nil
+	}
 	out, err := a.appendTo(rs.t.Session, rs.s, all...)
 	if err != nil {
 		return nil, err
@@ -519,7 +526,10 @@ func (a *Agent) complete(ctx context.Context, rs *runState) (Response, error) {
 	maxTokens := -1     // set by overflow for the next attempt
 	for attempt := 0; ; attempt++ {
 		var stream *redactStream
-		req := Request{Messages: rs.s.proj.Messages()}
+		if err := a.flushUnlessResults(rs); err != nil {
+			return Response{}, err
+		}
+		req := Request{Messages: requestMessages(rs)}
 		if rs.t.Hooks.Text != nil {
 			stream = &redactStream{redact: a.redact, keep: a.maxSecret, out: rs.t.Hooks.Text}
 			req.OnText = stream.write
@@ -661,8 +671,55 @@ func (a *Agent) result(rs *runState, call ToolCall, content string, isErr bool, 
 	} else {
 		rs.toolErrors = 0
 	}
-	_, err := a.append(rs, store.Event{Type: EvToolResult, Actor: "system", Payload: mustJSON(p)})
-	return err
+	// The result commits with the next append (see runState.pending).
+	rs.pending = append(rs.pending, store.Event{Type: EvToolResult, Actor: "system", Payload: mustJSON(p)})
+	return nil
+}
+
+// flushUnlessResults commits the pending events unless they are only tool
+// results, which requestMessages can show the model without a commit (a
+// step without a gate decision, such as a malformed call, leaves its model
+// reply pending too).
+func (a *Agent) flushUnlessResults(rs *runState) error {
+	for _, e := range rs.pending {
+		if e.Type != EvToolResult {
+			_, err := a.append(rs)
+			return err
+		}
+	}
+	return nil
+}
+
+// requestMessages is the session's projection with the run's pending tool
+// results in it, as it will be once they are committed: a structured
+// call's result takes the place of its "interrupted" stand-in, a
+// text-protocol result is a user message.
+func requestMessages(rs *runState) []Message {
+	msgs := rs.s.proj.Messages()
+	if len(rs.pending) == 0 {
+		return msgs
+	}
+	// Messages ends with a stand-in for each open call, in open's order;
+	// Apply puts a result after the projected messages and before the
+	// stand-ins of the calls still open.
+	open := slices.Clone(rs.s.proj.open)
+	out := slices.Clone(msgs[:len(msgs)-len(open)])
+	for _, e := range rs.pending {
+		var v toolResultPayload
+		if e.Type != EvToolResult || !decode(e, &v) {
+			continue
+		}
+		if i := slices.IndexFunc(open, func(c ToolCall) bool { return c.ID == v.CallID }); i >= 0 {
+			open = slices.Delete(open, i, i+1)
+			out = append(out, Message{Role: RoleTool, ToolCallID: v.CallID, Name: v.Tool, Content: v.Content})
+		} else {
+			out = append(out, Message{Role: RoleUser, Content: v.Content})
+		}
+	}
+	for _, c := range open {
+		out = append(out, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, Content: interruptedResult})
+	}
+	return out[:len(out):len(out)]
 }
 
 func (a *Agent) hookCommand(rs *runState, c CommandInfo) {

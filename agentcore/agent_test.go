@@ -681,3 +681,66 @@ func TestApprovalPostedIsRecordedByTheRun(t *testing.T) {
 		t.Error("Posted after Approve returned: no error")
 	}
 }
+
+// TestStepIsOneCommit: a command's result commits with the next step's model
+// reply and gate decision (one transaction: one commit time), yet every
+// request showed the model exactly what the chain records before the reply
+// to it, whether the step ran one command, two, or none (a malformed call).
+func TestStepIsOneCommit(t *testing.T) {
+	two := func(r Request) (Response, error) {
+		return Response{ToolCalls: []ToolCall{
+			{ID: "two", Name: ToolRun, Arguments: `{"command":"echo two"}`},
+			{ID: "three", Name: ToolRun, Arguments: `{"command":"echo three"}`}}}, nil
+	}
+	f := newFixture(t, Config{}, runCmd("echo one"), two, call(ToolRun, `{"command":`), runCmd("echo four"), say("done"))
+	if res, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "go", Dir: f.dir}); err != nil || res.Status != StatusAnswered {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+	evs := f.events(t, "s")
+	var replies []int
+	for i, e := range evs {
+		if e.Type == EvAssistantMessage {
+			replies = append(replies, i)
+		}
+	}
+	if len(replies) != len(f.model.reqs) {
+		t.Fatalf("%d replies recorded for %d requests", len(replies), len(f.model.reqs))
+	}
+	for i, r := range f.model.reqs {
+		want, _ := json.Marshal(Project(evs[:replies[i]]))
+		got, _ := json.Marshal(r.Messages)
+		if string(got) != string(want) {
+			t.Errorf("request %d showed the model\n%s\nthe chain has before its reply\n%s", i, got, want)
+		}
+		if strings.Contains(string(got), interruptedResult) {
+			t.Errorf("request %d showed a stand-in result: %s", i, got)
+		}
+	}
+	// Events of one commit share its time; the store's clock ticks per commit.
+	commitOf := map[uint64]int{}
+	n := 0
+	for i, e := range evs {
+		if i == 0 || !e.Time.Equal(evs[i-1].Time) {
+			n++
+		}
+		commitOf[e.Seq] = n
+	}
+	var results, decisions []store.Event
+	for _, e := range evs {
+		switch e.Type {
+		case EvToolResult:
+			results = append(results, e)
+		case EvGateDecision:
+			decisions = append(decisions, e)
+		}
+	}
+	// echo one's result commits with echo two's decision; echo four's
+	// decision with the malformed call's result (its reply had no decision
+	// to ride with, so it was committed before the next request).
+	if len(results) != 5 || len(decisions) != 4 {
+		t.Fatalf("events = %v", types(evs))
+	}
+	if commitOf[results[0].Seq] != commitOf[decisions[1].Seq] || commitOf[results[1].Seq] != commitOf[decisions[2].Seq] {
+		t.Errorf("a result did not commit with the next decision: %v", types(evs))
+	}
+}

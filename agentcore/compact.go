@@ -41,6 +41,12 @@ func (a *Agent) maybeCompact(ctx context.Context, rs *runState, force bool) erro
 	if !force && float64(before) < a.cfg.CompactAt*float64(a.window()) {
 		return nil
 	}
+	// The summary covers what is committed: commit pending tool results
+	// first (the model saw them).
+	if _, err := a.append(rs); err != nil {
+		return err
+	}
+	before = rs.s.proj.Tokens()
 	msgs := rs.s.proj.Messages()
 	if len(msgs) < 3 {
 		return nil // nothing to summarise beyond the prompt and one message

@@ -21,6 +21,22 @@
 // all. Commands run in their own process group with an allowlisted
 // environment (ChildEnv) and a timeout; cancellation kills the group.
 //
+// # One commit per step
+//
+// A step is one durable commit, made just before its command runs: the
+// previous command's result, the model reply that read it, and the new gate
+// decision go to the store in one transaction (Agent.append with the run's
+// pending events). The invariants: (1) a command runs only after its
+// decision, and everything the run did before it, is durable; (2) a model
+// reply is never committed without the results it read, which commit with
+// it or before it. The model sees a result before it is durable; a crash in
+// that window loses the result and the reply together, and the chain shows
+// the decision without a result (the projection closes the call as
+// interrupted, as for a crash while the command ran). Steps without a gate
+// decision (a malformed call, a skill) commit their reply before the next
+// request, compaction commits pending results before it summarises, and the
+// run's end commits whatever is left.
+//
 // # Projection
 //
 // Project (and its incremental form, Projector) is a pure function of the
