@@ -103,7 +103,7 @@ type thread struct {
 // item is one queued piece of work.
 type item struct {
 	msg Message
-	cmd string // "", "clear" or "compact"
+	cmd string // "", "clear", "compact" or "skill" (a skill command, run without the model)
 }
 
 const maxSeen = 100000
@@ -216,6 +216,13 @@ func (b *Bot) HandleMessage(ctx context.Context, m Message) {
 		b.command(ctx, m, ch, name)
 		return
 	}
+	if name, _, ok := ch.Agent.SkillCommand(text); ok {
+		b.enqueue(ctx, m, ch, item{msg: m, cmd: "skill"})
+		return
+	} else if f := strings.Fields(text); len(f) > 0 && (f[0] == "/run" || f[0] == "!run") {
+		b.post(ctx, m.Thread, Post{Text: fmt.Sprintf("There is no skill command `%s`; `/help` lists them.", oneLineMD(name))})
+		return
+	}
 	if text == "" {
 		b.post(ctx, m.Thread, Post{Text: "Yes? Tell me what to look at, or send `/help`."})
 		return
@@ -280,12 +287,12 @@ func (b *Bot) enqueue(ctx context.Context, m Message, ch Channel, it item) {
 	}
 	b.mu.Unlock()
 	b.cfg.Metrics.queue(1)
-	if it.cmd == "" {
+	if it.cmd == "" || it.cmd == "skill" {
 		b.cfg.Metrics.message()
 	}
 	if start {
 		go b.work(ctx, th)
-	} else if it.cmd == "" {
+	} else if it.cmd == "" || it.cmd == "skill" {
 		b.noteQueued(th, m)
 		b.post(ctx, m.Thread, Post{Text: fmt.Sprintf("Queued: I will handle this after the current run (%d waiting). Send `/stop` to stop the run.", queued)})
 	}
@@ -321,7 +328,11 @@ func (b *Bot) requeue(ctx context.Context) {
 		b.mu.Unlock()
 		if fresh {
 			b.log.Info("handling a message queued before the restart", "conv", q.Session, "msg", q.MessageID)
-			b.enqueue(ctx, m, ch, item{msg: m})
+			it := item{msg: m}
+			if _, _, ok := ch.Agent.SkillCommand(m.Text); ok {
+				it.cmd = "skill"
+			}
+			b.enqueue(ctx, m, ch, it)
 		}
 	}
 }
@@ -354,7 +365,7 @@ func (b *Bot) work(ctx context.Context, th *thread) {
 		case "compact":
 			b.compact(ctx, th)
 		default:
-			b.turn(ctx, th, it.msg)
+			b.turn(ctx, th, it.msg, it.cmd == "skill")
 		}
 		<-b.slots
 	}
@@ -368,7 +379,7 @@ func (b *Bot) acquire(ctx context.Context, th *thread, it item) bool {
 		return true
 	default:
 	}
-	if it.cmd == "" {
+	if it.cmd == "" || it.cmd == "skill" {
 		b.noteQueued(th, it.msg)
 	}
 	b.post(ctx, th.t, Post{Text: fmt.Sprintf("Waiting: %d runs are in progress (the limit); this thread is next in line.", b.cfg.MaxConcurrent)})
@@ -380,8 +391,9 @@ func (b *Bot) acquire(ctx context.Context, th *thread, it item) bool {
 	}
 }
 
-// turn runs one message through the agent and renders it into the thread.
-func (b *Bot) turn(ctx context.Context, th *thread, m Message) {
+// turn runs one message through the agent (a skill command without the
+// model when skill is set) and renders it into the thread.
+func (b *Bot) turn(ctx context.Context, th *thread, m Message, skill bool) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	b.mu.Lock()
@@ -399,7 +411,11 @@ func (b *Bot) turn(ctx context.Context, th *thread, m Message) {
 	r.start(ctx)
 	defer r.stop()
 	approver := &threadApprover{b: b, th: th, requester: m.User}
-	res, err := th.ch.Agent.Run(runCtx, agentcore.Turn{
+	run := th.ch.Agent.Run
+	if skill {
+		run = th.ch.Agent.RunSkillCommand
+	}
+	res, err := run(runCtx, agentcore.Turn{
 		Session:      th.t.Key(),
 		Actor:        actor(m.User),
 		Text:         m.Text,

@@ -42,7 +42,11 @@ func (b *Bot) command(ctx context.Context, m Message, ch Channel, name string) {
 	key := m.Thread.Key()
 	switch name {
 	case "help":
-		b.post(ctx, m.Thread, Post{Text: helpText})
+		text := helpText
+		if cmds := ch.Agent.SkillCommandsHelp(); cmds != "" {
+			text += "\n\nSkill commands (run without the model, through the same approvals: `!name args` or `/run name args`):\n" + cmds
+		}
+		b.post(ctx, m.Thread, Post{Text: text})
 	case "skills":
 		b.post(ctx, m.Thread, Post{Text: skillsText(ch.Agent.Skills())})
 	case "status":

@@ -410,6 +410,7 @@ func (l *loader) fill(sk *Skill, fm map[string]any, folder string) {
 
 	sk.Requires = l.requires(fm["requires"], sk.Metadata, func(s string) { warn("%s", s) })
 	sk.ReadOnlyScripts = l.readOnlyScripts(sk, fm, func(s string) { warn("%s", s) })
+	sk.Commands = l.commands(sk, func(s string) { warn("%s", s) })
 }
 
 // text renders a scalar frontmatter value as a string; maps and lists give "".

@@ -27,6 +27,9 @@ type Skill struct {
 	// the skill declares read-only and that passed validation (inside the
 	// folder, regular file, not writable by the bot's user).
 	ReadOnlyScripts []string
+	// Commands are the commands the skill declares for people to run
+	// without the model (metadata.thinbot.commands).
+	Commands []Command
 	// AllowedTools is the allowed-tools field as a list (a string is split
 	// on spaces and commas). thinbot does not act on it.
 	AllowedTools []string

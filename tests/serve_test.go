@@ -41,6 +41,7 @@ var serveScenarios = []struct {
 	{"FullOutputAttached", scFullOutputAttached},
 	{"NotEnabledHere", scNotEnabledHere},
 	{"StatusShowsSandbox", scStatusShowsSandbox},
+	{"SkillCommandModelDown", scSkillCommandModelDown},
 }
 
 // /status says how the kernel sandbox confines commands.

@@ -1,0 +1,120 @@
+package agentcore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/thinbot/thinbot/store"
+)
+
+// ModelSkillCommand is the model name recorded on the assistant_message of
+// a command a person ran without the model.
+const ModelSkillCommand = "skill-command"
+
+// SkillCommand reads "!NAME ARGS" or "/run NAME ARGS" and reports whether
+// NAME is a command of a loaded skill (metadata.thinbot.commands).
+func (a *Agent) SkillCommand(text string) (name string, args []string, ok bool) {
+	f := strings.Fields(text)
+	switch {
+	case len(f) >= 2 && (f[0] == "/run" || f[0] == "!run"):
+		name, args = f[1], f[2:]
+	case len(f) >= 1 && len(f[0]) > 1 && f[0][0] == '!':
+		name, args = f[0][1:], f[1:]
+	default:
+		return "", nil, false
+	}
+	_, ok = a.cfg.Skills.Command(strings.ToLower(name))
+	return strings.ToLower(name), args, ok
+}
+
+// SkillCommandsHelp lists the skill commands for /help, one line each; ""
+// when there are none.
+func (a *Agent) SkillCommandsHelp() string {
+	var b strings.Builder
+	for _, c := range a.cfg.Skills.Commands() {
+		fmt.Fprintf(&b, "- `!%s` %s (skill %s)\n", c.Usage(), oneLine(c.Description), c.Skill)
+	}
+	return b.String()
+}
+
+// RunSkillCommand runs the skill command t.Text names ("!disk web-01")
+// without the model: the arguments are checked against the command's
+// declaration and quoted, and the command line goes to RunCommand. Bad
+// arguments are recorded and answered with the command's usage; nothing
+// runs.
+func (a *Agent) RunSkillCommand(ctx context.Context, t Turn) (Result, error) {
+	name, args, ok := a.SkillCommand(t.Text)
+	if !ok {
+		return a.RunCommand(ctx, t, "", fmt.Sprintf("There is no skill command %q; send /help for the list.", name))
+	}
+	c, _ := a.cfg.Skills.Command(name)
+	line, err := c.Line(args)
+	if err != nil {
+		return a.RunCommand(ctx, t, "", "Not run: "+err.Error())
+	}
+	return a.RunCommand(ctx, t, line, fmt.Sprintf("skill command %s of skill %s, run by %s", c.Name, c.Skill, t.Actor))
+}
+
+// RunCommand runs one command line for a person, without the model, through
+// the same gate, approvals, sandbox and chain as a model's run tool: the
+// turn's message, a tool call attributed to t.Actor (assistant_message,
+// model "skill-command"), the gate decision, any approval, the result and
+// the run's end are recorded, so that the model sees the command and its
+// output in the session later. An empty command records the message and
+// answers why with reason (a refused skill command). An error is a store
+// failure.
+func (a *Agent) RunCommand(ctx context.Context, t Turn, command, reason string) (Result, error) {
+	s := a.session(t.Session)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := a.load(t.Session, s); err != nil {
+		return Result{Status: StatusError}, err
+	}
+	rs := &runState{t: t, s: s, budgets: a.cfg.Budgets.withDefaults(false)}
+	rs.text = a.cfg.TextProtocol || s.proj.TextProtocol()
+	s.setStatus(func(st *Status) { *st = Status{Running: true, Started: a.cfg.Now(), Budgets: rs.budgets} })
+	defer s.setStatus(func(st *Status) { *st = Status{} })
+
+	evs := []store.Event{
+		{Type: EvRunStarted, Actor: t.Actor, Payload: mustJSON(runPayload{})},
+		{Type: EvUserMessage, Actor: t.Actor, Payload: mustJSON(userMessagePayload{Text: t.Text, MessageID: t.MessageID})},
+	}
+	res := Result{Status: StatusAnswered}
+	if command == "" {
+		res.Answer = reason
+	} else {
+		call := ToolCall{ID: fmt.Sprintf("cmd%d", s.last+1), Name: ToolRun, Arguments: string(mustJSON(map[string]string{"command": command, "reason": reason}))}
+		ap := assistantPayload{ToolCalls: []ToolCall{call}, Model: ModelSkillCommand, FinishReason: "tool_calls", Protocol: "tools"}
+		if rs.text {
+			ap = assistantPayload{Content: "```bash\n" + command + "\n```", Model: ModelSkillCommand, Protocol: "text"}
+		}
+		rs.pending = append(evs, store.Event{Type: EvAssistantMessage, Actor: t.Actor, Payload: mustJSON(ap)})
+		evs = nil
+		content, isErr, ex, err := a.runCommand(ctx, rs, call, command, reason, "")
+		if err != nil {
+			return Result{Status: StatusError}, err
+		}
+		if err := a.result(rs, call, content, isErr, ex); err != nil {
+			return Result{Status: StatusError}, err
+		}
+		res.Answer = "`" + strings.ReplaceAll(a.redact(command), "`", "'") + "`\n```\n" + strings.ReplaceAll(content, "```", "'''") + "\n```"
+		if ctx.Err() != nil {
+			res.Status = StatusCancelled
+		}
+	}
+	detail := ""
+	if ctx.Err() != nil {
+		detail = ctx.Err().Error()
+	}
+	out, err := a.append(rs, append(evs, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(runPayload{
+		Status: res.Status, Steps: 1, Detail: detail})})...)
+	if err != nil {
+		return res, err
+	}
+	res.Steps, res.LastSeq = 1, out[len(out)-1].Seq
+	if res.Status == StatusCancelled {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
