@@ -703,7 +703,11 @@ func requestMessages(rs *runState) []Message {
 	// Apply puts a result after the projected messages and before the
 	// stand-ins of the calls still open.
 	open := slices.Clone(rs.s.proj.open)
-	out := slices.Clone(msgs[:len(msgs)-len(open)])
+	// With open calls msgs is already a copy (Messages appended the
+	// stand-ins to a capacity-limited slice), so its array can be reused;
+	// without, its capacity ends at its length and the first append copies.
+	// Either way the projector's own array is never written.
+	out := msgs[:len(msgs)-len(open)]
 	for _, e := range rs.pending {
 		var v toolResultPayload
 		if e.Type != EvToolResult || !decode(e, &v) {
