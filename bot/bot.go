@@ -75,13 +75,12 @@ type Bot struct {
 	slots chan struct{}
 	wg    sync.WaitGroup
 
-	mu       sync.Mutex
-	threads  map[string]*thread
-	known    map[string]bool
-	seen     map[string]bool
-	seenList []string
-	pending  map[string]*request
-	closing  bool
+	mu      sync.Mutex
+	threads map[string]*thread
+	known   map[string]bool
+	seen    *Dedupe
+	pending map[string]*request
+	closing bool
 	// notEnabled is when each unconfigured channel was last told that the
 	// bot does not work there.
 	notEnabled map[string]time.Time
@@ -132,7 +131,7 @@ func New(cfg Config) (*Bot, error) {
 		cfg.Now = time.Now
 	}
 	b := &Bot{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.MaxConcurrent),
-		threads: map[string]*thread{}, known: map[string]bool{}, seen: map[string]bool{}, pending: map[string]*request{},
+		threads: map[string]*thread{}, known: map[string]bool{}, seen: NewDedupe(maxSeen), pending: map[string]*request{},
 		notEnabled: map[string]time.Time{}}
 	for _, k := range cfg.Sessions {
 		b.known[k] = true
@@ -159,24 +158,8 @@ func (b *Bot) Run(ctx context.Context) error {
 }
 
 // markSeen records a message id; it reports false if it was seen before.
-// The caller holds b.mu (or is New).
 func (b *Bot) markSeen(id string) bool {
-	if id == "" {
-		return true
-	}
-	if b.seen[id] {
-		return false
-	}
-	b.seen[id] = true
-	b.seenList = append(b.seenList, id)
-	if len(b.seenList) > maxSeen {
-		drop := len(b.seenList) - maxSeen
-		for _, old := range b.seenList[:drop] {
-			delete(b.seen, old)
-		}
-		b.seenList = append([]string(nil), b.seenList[drop:]...)
-	}
-	return true
+	return id == "" || b.seen.Add(id)
 }
 
 // HandleMessage implements Handler.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -23,20 +22,6 @@ var _ bot.Adapter = (*Adapter)(nil)
 
 // Platform is the bot.Thread.Platform value of Mattermost threads.
 const Platform = "mattermost"
-
-// Backoff bounds the delay between reconnect attempts. The delay doubles
-// from Min up to Max, with random jitter; for the first EarlyFor after a
-// disconnect it grows no higher than EarlyMax, so that a short outage ends
-// with a quick reconnect. A zero Backoff means 1s..60s, at most 5s for the
-// first 2 minutes.
-type Backoff struct {
-	Min time.Duration
-	Max time.Duration
-	// EarlyMax caps the delay for EarlyFor after the connection was lost
-	// (0 means 5s); EarlyFor 0 means 2 minutes.
-	EarlyMax time.Duration
-	EarlyFor time.Duration
-}
 
 // Config configures an Adapter. URL, Token, CallbackURL and ActionSecret
 // are required; every other field has a usable zero value.
@@ -57,8 +42,9 @@ type Config struct {
 	Since time.Time
 	// Logger receives connection and error logs; nil discards them.
 	Logger *slog.Logger
-	// Backoff bounds reconnect delays; the zero value means 1s..60s.
-	Backoff Backoff
+	// Backoff bounds reconnect delays; the zero value means 1s..60s, at
+	// most 5s for the first 2 minutes of an outage.
+	Backoff bot.Backoff
 	// HTTPClient, if set, is used for the REST API (for a custom CA, say);
 	// its transport is wrapped to retry rate-limited requests. Nil means a
 	// client with a 30s timeout.
@@ -92,10 +78,6 @@ type Adapter struct {
 type handlerBox struct{ h bot.Handler }
 
 const (
-	defaultBackoffMin      = time.Second
-	defaultBackoffMax      = 60 * time.Second
-	defaultBackoffEarlyMax = 5 * time.Second
-	defaultBackoffEarlyFor = 2 * time.Minute
 	// userCacheMax bounds the id -> username cache; it is cleared when full.
 	userCacheMax = 4096
 	// nameWait is how long delivery waits for a user lookup; the post then
@@ -122,21 +104,7 @@ func New(cfg Config) (*Adapter, error) {
 	if len(cfg.ActionSecret) < 16 {
 		return nil, errors.New("mattermost: action secret must be at least 16 bytes")
 	}
-	if cfg.Backoff.Min <= 0 {
-		cfg.Backoff.Min = defaultBackoffMin
-	}
-	if cfg.Backoff.Max <= 0 {
-		cfg.Backoff.Max = defaultBackoffMax
-	}
-	if cfg.Backoff.Max < cfg.Backoff.Min {
-		cfg.Backoff.Max = cfg.Backoff.Min
-	}
-	if cfg.Backoff.EarlyMax <= 0 {
-		cfg.Backoff.EarlyMax = defaultBackoffEarlyMax
-	}
-	if cfg.Backoff.EarlyFor <= 0 {
-		cfg.Backoff.EarlyFor = defaultBackoffEarlyFor
-	}
+	cfg.Backoff = cfg.Backoff.WithDefaults()
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -202,7 +170,7 @@ func (a *Adapter) Run(ctx context.Context, h bot.Handler) error {
 	defer a.handler.Store(nil)
 	defer a.lookups.Wait()
 
-	st := &runState{seen: newIDSet(10000)}
+	st := &runState{seen: bot.NewDedupe(10000)}
 	if !a.cfg.Since.IsZero() {
 		st.catchupFrom = a.cfg.Since.UnixMilli()
 		st.floor = st.catchupFrom
@@ -222,7 +190,7 @@ func (a *Adapter) Run(ctx context.Context, h bot.Handler) error {
 			attempt = 0
 			lostAt = time.Now()
 		}
-		d := a.backoff(attempt, time.Since(lostAt))
+		d := a.cfg.Backoff.Delay(attempt, time.Since(lostAt))
 		attempt++
 		a.log.Warn("mattermost connection lost; reconnecting", "err", err, "in", d.Round(time.Millisecond))
 		t := time.NewTimer(d)
@@ -233,26 +201,6 @@ func (a *Adapter) Run(ctx context.Context, h bot.Handler) error {
 		case <-t.C:
 		}
 	}
-}
-
-// backoff returns the delay before reconnect attempt n (0-based), lost
-// after the connection was lost: Min*2^n capped at Max (at EarlyMax while
-// lost < EarlyFor), with the upper half randomised.
-func (a *Adapter) backoff(n int, lost time.Duration) time.Duration {
-	limit := a.cfg.Backoff.Max
-	if lost < a.cfg.Backoff.EarlyFor {
-		limit = max(min(limit, a.cfg.Backoff.EarlyMax), a.cfg.Backoff.Min)
-	}
-	d := a.cfg.Backoff.Min
-	for i := 0; i < n && d < limit; i++ {
-		d *= 2
-	}
-	d = min(d, limit)
-	half := d / 2
-	if half <= 0 {
-		return d
-	}
-	return half + rand.N(half+1)
 }
 
 // me returns the bot's user id and name, fetching them once.

@@ -98,7 +98,7 @@ func newEnv(t *testing.T, mod func(*Config)) *env {
 		CallbackURL:  e.cb.URL + "/hooks/mattermost/actions",
 		ActionSecret: testSecret,
 		Logger:       slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Backoff:      Backoff{Min: 5 * time.Millisecond, Max: 50 * time.Millisecond},
+		Backoff:      bot.Backoff{Min: 5 * time.Millisecond, Max: 50 * time.Millisecond},
 	}
 	if mod != nil {
 		mod(&cfg)

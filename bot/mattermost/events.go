@@ -37,7 +37,7 @@ const (
 
 // runState is what Run keeps across connections.
 type runState struct {
-	seen *idSet
+	seen *bot.Dedupe
 	// catchupFrom is the time (Unix ms) after which posts must be fetched
 	// at the next connection; 0 means no catch-up.
 	catchupFrom int64
@@ -374,7 +374,7 @@ func (a *Adapter) deliver(ctx context.Context, h bot.Handler, st *runState, botI
 	case p.DeleteAt != 0:
 		return
 	}
-	if !st.seen.add(p.Id) {
+	if !st.seen.Add(p.Id) {
 		return
 	}
 	name := in.senderName
@@ -401,30 +401,4 @@ func (a *Adapter) deliver(ctx context.Context, h bot.Handler, st *runState, botI
 		Time:      time.UnixMilli(p.CreateAt),
 	}
 	h.HandleMessage(ctx, m)
-}
-
-// idSet is a bounded set of recently delivered post ids; the oldest id is
-// forgotten first. It is used by Run's goroutine only.
-type idSet struct {
-	ids  map[string]struct{}
-	ring []string
-	next int
-}
-
-func newIDSet(n int) *idSet {
-	return &idSet{ids: make(map[string]struct{}, n), ring: make([]string, n)}
-}
-
-// add records id and reports whether it was new.
-func (s *idSet) add(id string) bool {
-	if _, ok := s.ids[id]; ok {
-		return false
-	}
-	if old := s.ring[s.next]; old != "" {
-		delete(s.ids, old)
-	}
-	s.ring[s.next] = id
-	s.ids[id] = struct{}{}
-	s.next = (s.next + 1) % len(s.ring)
-	return true
 }

@@ -68,50 +68,6 @@ func TestRetryDelay(t *testing.T) {
 	}
 }
 
-// The backoff grows to Max only after the first minutes of an outage: a
-// server back after a long outage is found within EarlyMax while the
-// outage is young, and within Max later.
-func TestBackoff(t *testing.T) {
-	a, err := New(Config{URL: "https://mm.example.com", Token: "t", CallbackURL: "http://127.0.0.1:1/cb", ActionSecret: testSecret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		lost time.Duration
-		max  time.Duration
-	}{
-		{0, 5 * time.Second},
-		{119 * time.Second, 5 * time.Second},
-		{2 * time.Minute, 60 * time.Second},
-		{time.Hour, 60 * time.Second},
-	} {
-		for n := range 20 {
-			want := min(time.Second<<min(n, 10), tc.max)
-			for range 50 {
-				if d := a.backoff(n, tc.lost); d < want/2 || d > want {
-					t.Fatalf("backoff(%d, lost %v) = %v, want in [%v, %v]", n, tc.lost, d, want/2, want)
-				}
-			}
-		}
-	}
-}
-
-func TestIDSet(t *testing.T) {
-	s := newIDSet(3)
-	for _, id := range []string{"a", "b", "c"} {
-		if !s.add(id) {
-			t.Fatalf("add(%s) = false for a new id", id)
-		}
-	}
-	if s.add("a") {
-		t.Error("add(a) twice = true")
-	}
-	s.add("d") // evicts a
-	if !s.add("a") {
-		t.Error("evicted id a still remembered")
-	}
-}
-
 func TestActionID(t *testing.T) {
 	used := map[string]bool{}
 	for i, tt := range []struct{ in, want string }{{"approve", "approve"}, {"deny_now", "denynow"}, {"approve", "button2"}, {"--", "button3"}} {

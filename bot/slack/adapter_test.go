@@ -77,7 +77,7 @@ func start(t *testing.T, mode string, click func(bot.Click) bot.ClickResult) *en
 	a, err := slack.New(slack.Config{
 		BotToken: fakeslack.BotToken, AppToken: fakeslack.AppToken, SigningSecret: secret,
 		Mode: mode, APIURL: f.APIURL(), Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		BackoffMin: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
+		Backoff: bot.Backoff{Min: 5 * time.Millisecond, Max: 50 * time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -434,7 +434,7 @@ func TestHTTPSignature(t *testing.T) {
 
 func TestBadToken(t *testing.T) {
 	f := fakeslack.New(t)
-	a, err := slack.New(slack.Config{BotToken: "xoxb-wrong", AppToken: fakeslack.AppToken, APIURL: f.APIURL(), BackoffMin: time.Millisecond})
+	a, err := slack.New(slack.Config{BotToken: "xoxb-wrong", AppToken: fakeslack.AppToken, APIURL: f.APIURL(), Backoff: bot.Backoff{Min: time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,7 +442,7 @@ func TestBadToken(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "invalid_auth") {
 		t.Fatalf("Run = %v, want invalid_auth", err)
 	}
-	a, _ = slack.New(slack.Config{BotToken: fakeslack.BotToken, AppToken: "xapp-wrong", APIURL: f.APIURL(), BackoffMin: time.Millisecond})
+	a, _ = slack.New(slack.Config{BotToken: fakeslack.BotToken, AppToken: "xapp-wrong", APIURL: f.APIURL(), Backoff: bot.Backoff{Min: time.Millisecond}})
 	if err := a.Run(ctxT(t), &recorder{}); err == nil || !strings.Contains(err.Error(), "invalid_auth") {
 		t.Fatalf("Run with a bad app token = %v, want invalid_auth", err)
 	}

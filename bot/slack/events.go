@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"sync"
 
 	"github.com/slack-go/slack"
 
@@ -131,10 +130,10 @@ func (a *Adapter) acceptEvent(ev eventCallback) (bot.Message, bool) {
 	}
 	// An event redelivered (socket retry, HTTP retry) repeats its event_id;
 	// a post's app_mention and message events share channel and ts.
-	if ev.EventID != "" && !a.seen.add("event/"+ev.EventID) {
+	if ev.EventID != "" && !a.seen.Add("event/"+ev.EventID) {
 		return bot.Message{}, false
 	}
-	if !a.seen.add("msg/" + e.Channel + "/" + e.TS) {
+	if !a.seen.Add("msg/" + e.Channel + "/" + e.TS) {
 		return bot.Message{}, false
 	}
 	mentioned := false
@@ -373,32 +372,4 @@ func (a *Adapter) verifyValue(channel, actionID, signed string) (string, bool) {
 		return "", false
 	}
 	return value, true
-}
-
-// dedupe remembers the last n keys it was given.
-type dedupe struct {
-	mu   sync.Mutex
-	keys map[string]struct{}
-	ring []string
-	next int
-}
-
-func newDedupe(n int) *dedupe {
-	return &dedupe{keys: make(map[string]struct{}, n), ring: make([]string, n)}
-}
-
-// add records key and reports whether it was new.
-func (d *dedupe) add(key string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, ok := d.keys[key]; ok {
-		return false
-	}
-	if old := d.ring[d.next]; old != "" {
-		delete(d.keys, old)
-	}
-	d.ring[d.next] = key
-	d.next = (d.next + 1) % len(d.ring)
-	d.keys[key] = struct{}{}
-	return true
 }

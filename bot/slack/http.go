@@ -78,7 +78,7 @@ func (a *Adapter) serveInteractivity(w http.ResponseWriter, r *http.Request) {
 	}
 	// A replayed click inside the signature window is dropped: the same
 	// signature over the same body is the same request.
-	if !a.seen.add("sig/" + r.Header.Get("X-Slack-Signature")) {
+	if !a.seen.Add("sig/" + r.Header.Get("X-Slack-Signature")) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}

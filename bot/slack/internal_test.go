@@ -184,25 +184,3 @@ func BenchmarkAcceptEvent(b *testing.B) {
 		}
 	}
 }
-
-// The reconnect delay stays under 5s for the first 2 minutes after the
-// socket was lost and may grow to BackoffMax (1m) only later.
-func TestBackoffLimit(t *testing.T) {
-	a, err := New(Config{BotToken: "xoxb-1", AppToken: "xapp-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		lost time.Duration
-		want time.Duration
-	}{
-		{0, 5 * time.Second},
-		{119 * time.Second, 5 * time.Second},
-		{2 * time.Minute, time.Minute},
-		{time.Hour, time.Minute},
-	} {
-		if got := a.backoffLimit(tc.lost); got != tc.want {
-			t.Errorf("backoffLimit(%v) = %v, want %v", tc.lost, got, tc.want)
-		}
-	}
-}

@@ -23,11 +23,7 @@ import (
 const Platform = "slack"
 
 const (
-	defaultAPIURL          = "https://slack.com/api/"
-	defaultBackoffMin      = time.Second
-	defaultBackoffMax      = time.Minute
-	defaultBackoffEarlyMax = 5 * time.Second
-	defaultBackoffEarlyFor = 2 * time.Minute
+	defaultAPIURL = "https://slack.com/api/"
 	// maxRetries bounds the 429 retries of one Web API call.
 	maxRetries = 5
 	// maxTextLen keeps a message under Slack's 40,000-character text limit.
@@ -75,12 +71,10 @@ type Config struct {
 	CallTimeout time.Duration
 	// Logger receives the adapter's logs; nil discards them.
 	Logger *slog.Logger
-	// BackoffMin and BackoffMax bound the reconnect backoff (defaults 1s
-	// and 1m; tests use milliseconds). For BackoffEarlyFor after the socket
-	// was lost (default 2m) the delay stays under BackoffEarlyMax (default
-	// 5s), so a short outage ends with a quick reconnect.
-	BackoffMin, BackoffMax           time.Duration
-	BackoffEarlyMax, BackoffEarlyFor time.Duration
+	// Backoff bounds the reconnect (and first auth.test) delays; the zero
+	// value means 1s..1m, at most 5s for the first 2 minutes after the
+	// socket was lost, so a short outage ends with a quick reconnect.
+	Backoff bot.Backoff
 	// Now is the clock for signature timestamps; nil means time.Now.
 	Now func() time.Time
 }
@@ -100,7 +94,7 @@ type Adapter struct {
 	running   atomic.Bool
 	// noStream is set once Slack said the workspace cannot stream.
 	noStream atomic.Bool
-	seen     *dedupe
+	seen     *bot.Dedupe
 
 	// lookups are the users.info calls started by the dispatch loop; Run
 	// waits for them before it returns.
@@ -156,24 +150,13 @@ func New(cfg Config) (*Adapter, error) {
 	if !strings.HasSuffix(cfg.APIURL, "/") {
 		cfg.APIURL += "/"
 	}
-	if cfg.BackoffMin <= 0 {
-		cfg.BackoffMin = defaultBackoffMin
-	}
-	if cfg.BackoffMax < cfg.BackoffMin {
-		cfg.BackoffMax = max(defaultBackoffMax, cfg.BackoffMin)
-	}
-	if cfg.BackoffEarlyMax <= 0 {
-		cfg.BackoffEarlyMax = defaultBackoffEarlyMax
-	}
-	if cfg.BackoffEarlyFor <= 0 {
-		cfg.BackoffEarlyFor = defaultBackoffEarlyFor
-	}
+	cfg.Backoff = cfg.Backoff.WithDefaults()
 	a := &Adapter{
 		cfg:     cfg,
 		log:     cfg.Logger,
 		now:     cfg.Now,
 		inbox:   make(chan inbound, inboxSize),
-		seen:    newDedupe(4096),
+		seen:    bot.NewDedupe(4096),
 		names:   map[string]*nameEntry{},
 		members: map[string]memberList{},
 	}
@@ -254,8 +237,8 @@ func (a *Adapter) Run(ctx context.Context, h bot.Handler) error {
 // authenticate learns the bot's own ids, retrying with backoff until the
 // token is accepted, refused, or ctx is done.
 func (a *Adapter) authenticate(ctx context.Context) error {
-	delay := a.cfg.BackoffMin
-	for {
+	start := time.Now()
+	for attempt := 0; ; attempt++ {
 		var res *slack.AuthTestResponse
 		err := a.call(ctx, "auth.test", func() error {
 			var err error
@@ -272,11 +255,11 @@ func (a *Adapter) authenticate(ctx context.Context) error {
 		if fatalAuth(err) || ctx.Err() != nil {
 			return fmt.Errorf("slack: auth.test: %w", err)
 		}
+		delay := a.cfg.Backoff.Delay(attempt, time.Since(start))
 		a.log.Warn("slack: auth.test failed, retrying", "err", err, "in", delay)
 		if err := sleep(ctx, delay); err != nil {
 			return err
 		}
-		delay = min(delay*2, a.cfg.BackoffMax)
 	}
 }
 

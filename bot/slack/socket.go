@@ -38,7 +38,7 @@ type envelope struct {
 // reconnects at once when Slack asks to and with backoff when the socket
 // fails; it returns early only when a token is refused.
 func (a *Adapter) runSocket(ctx context.Context) error {
-	delay := a.cfg.BackoffMin
+	attempt := 0
 	lostAt := time.Now()
 	for {
 		helloed, err := a.socketOnce(ctx)
@@ -50,29 +50,19 @@ func (a *Adapter) runSocket(ctx context.Context) error {
 			return fmt.Errorf("slack: apps.connections.open: %w", err)
 		}
 		if helloed {
-			delay = a.cfg.BackoffMin
+			attempt = 0
 			lostAt = time.Now()
 		}
 		if errors.Is(err, errDisconnect) {
 			continue
 		}
-		delay = min(delay, a.backoffLimit(time.Since(lostAt)))
+		delay := a.cfg.Backoff.Delay(attempt, time.Since(lostAt))
+		attempt++
 		a.log.Warn("slack: socket lost, reconnecting", "err", err, "in", delay)
 		if err := sleep(ctx, delay); err != nil {
 			return err
 		}
-		delay = min(delay*2, a.backoffLimit(time.Since(lostAt)))
 	}
-}
-
-// backoffLimit is the longest reconnect delay lost after the socket was
-// lost: BackoffEarlyMax for the first BackoffEarlyFor, so that /readyz
-// recovers within seconds of a short outage's end, then BackoffMax.
-func (a *Adapter) backoffLimit(lost time.Duration) time.Duration {
-	if lost < a.cfg.BackoffEarlyFor {
-		return max(min(a.cfg.BackoffMax, a.cfg.BackoffEarlyMax), a.cfg.BackoffMin)
-	}
-	return a.cfg.BackoffMax
 }
 
 // socketOnce opens one connection and reads from it until it fails, Slack
