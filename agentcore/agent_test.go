@@ -542,15 +542,14 @@ func TestRecoverClosesPendingApprovalsAndRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	a2, _ := New(Config{Store: db, Model: f.model, Policy: gate.DefaultPolicy()})
-	u, err := a2.Recover()
+	u, err := Recover(db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(u.Approvals) != 1 || u.Approvals[0].PostID != "post1" || len(u.Runs) != 1 {
 		t.Fatalf("Recover = %+v", u)
 	}
-	u, _ = a2.Recover()
+	u, _ = Recover(db)
 	if len(u.Approvals)+len(u.Runs) != 0 {
 		t.Errorf("second Recover = %+v, want nothing", u)
 	}
@@ -631,7 +630,7 @@ func TestRecoverReportsQueuedMessagesUntilHandled(t *testing.T) {
 	note("m1", "first")
 	note("m2", "second")
 	note("m1", "first") // noted twice: reported once
-	u, err := f.a.Recover()
+	u, err := Recover(f.db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -641,7 +640,7 @@ func TestRecoverReportsQueuedMessagesUntilHandled(t *testing.T) {
 	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "first", MessageID: "m1", Dir: f.dir}); err != nil {
 		t.Fatal(err)
 	}
-	u, _ = f.a.Recover()
+	u, _ = Recover(f.db)
 	if len(u.Queued) != 1 || u.Queued[0].MessageID != "m2" {
 		t.Errorf("after m1 was handled, Queued = %+v", u.Queued)
 	}

@@ -1,6 +1,7 @@
 package agentcore
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -68,12 +69,13 @@ type Unfinished struct {
 	Queued []QueuedMessage
 }
 
-// Recover closes what a previous process left open: every approval request
-// without a decision gets a refusal (expired by the restart), and every run
-// without an end gets a run_finished event with StatusInterrupted. It
-// returns what it closed so that front ends can update their messages and
-// tell the threads. Call it once at start, before any run.
-func (a *Agent) Recover() (Unfinished, error) {
+// Recover closes what a previous process left open in db: every approval
+// request without a decision gets a refusal (expired by the restart), and
+// every run without an end gets a run_finished event with
+// StatusInterrupted, each on its session's current branch. It returns what
+// it closed so that front ends can update their messages and tell the
+// threads. Call it once at start, before any Agent over db runs.
+func Recover(db *store.DB) (Unfinished, error) {
 	type runInfo struct{ open bool }
 	runs := map[string]*runInfo{}
 	var order []string
@@ -83,10 +85,12 @@ func (a *Agent) Recover() (Unfinished, error) {
 	callOf := map[string]string{}
 	queued := map[string]*QueuedMessage{}
 	var qorder []string
-	for e, err := range a.cfg.Store.All(1) {
+	branch := map[string]int{} // each session's current branch
+	for e, err := range db.All(1) {
 		if err != nil {
 			return Unfinished{}, fmt.Errorf("scan chain: %w", err)
 		}
+		branch[e.Session] = max(branch[e.Session], e.Branch)
 		switch e.Type {
 		case EvRunStarted:
 			r := runs[e.Session]
@@ -135,6 +139,13 @@ func (a *Agent) Recover() (Unfinished, error) {
 			}
 		}
 	}
+	record := func(session string, e store.Event) error {
+		e.Session, e.Branch = session, branch[session]
+		if _, err := db.Append(context.Background(), e); err != nil {
+			return fmt.Errorf("record %s: %w", e.Type, err)
+		}
+		return nil
+	}
 	var u Unfinished
 	for _, id := range qorder {
 		if q := queued[id]; q != nil {
@@ -147,7 +158,7 @@ func (a *Agent) Recover() (Unfinished, error) {
 		if pa == nil {
 			continue
 		}
-		if _, err := a.appendSession(pa.Session, store.Event{Type: EvApprovalDecided, Actor: "system", Payload: mustJSON(approvalDecidedPayload{
+		if err := record(pa.Session, store.Event{Type: EvApprovalDecided, Actor: "system", Payload: mustJSON(approvalDecidedPayload{
 			CallID: callOf[id], RequestID: id, Approved: false, By: "system", Why: "expired: thinbot restarted before a decision", SHA256: sha[id]})}); err != nil {
 			return u, err
 		}
@@ -157,7 +168,7 @@ func (a *Agent) Recover() (Unfinished, error) {
 		if !runs[sid].open {
 			continue
 		}
-		if _, err := a.appendSession(sid, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(runPayload{
+		if err := record(sid, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(runPayload{
 			Status: StatusInterrupted, Detail: "the process ended before the run finished"})}); err != nil {
 			return u, err
 		}
@@ -177,12 +188,11 @@ func (a *Agent) appendSession(id string, evs ...store.Event) ([]store.Event, err
 	return a.appendTo(id, s, evs...)
 }
 
-// Sessions lists the ids of sessions in the chain that have a user message,
-// with the chat message ids already handled (for deduplication after a
-// restart).
-func (a *Agent) Sessions() (sessions []string, messageIDs []string, err error) {
+// Sessions lists the ids of sessions in db that have a user message, with
+// the chat message ids already handled (for deduplication after a restart).
+func Sessions(db *store.DB) (sessions []string, messageIDs []string, err error) {
 	seen := map[string]bool{}
-	for e, err := range a.cfg.Store.All(1) {
+	for e, err := range db.All(1) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("scan chain: %w", err)
 		}

@@ -395,7 +395,7 @@ func TestMessagesQueuedBeforeARestartAreHandled(t *testing.T) {
 	ag, _ := agentcore.New(agentcore.Config{Store: db, Model: model, Policy: gate.DefaultPolicy()})
 	// The previous process noted a queued message and died.
 	ag.NoteSync(th1.Key(), agentcore.EvNote, "user:alice", agentcore.NotePayload{Kind: agentcore.NoteMessageQueued, PostID: "m7", User: "U1", Name: "alice", Detail: "are you there?"})
-	u, err := ag.Recover()
+	u, err := agentcore.Recover(db)
 	if err != nil || len(u.Queued) != 1 {
 		t.Fatalf("Recover = %+v, %v", u, err)
 	}
@@ -410,7 +410,7 @@ func TestMessagesQueuedBeforeARestartAreHandled(t *testing.T) {
 	ad.waitPost(t, th1, contains("answer to are you there?"))
 	// A redelivery of the same message is not handled twice.
 	b.HandleMessage(ctx, Message{Thread: th1, ID: "m7", User: alice, Text: "are you there?", Mentioned: true})
-	if u, _ := ag.Recover(); len(u.Queued) != 0 {
+	if u, _ := agentcore.Recover(db); len(u.Queued) != 0 {
 		t.Errorf("still queued after handling: %+v", u.Queued)
 	}
 }

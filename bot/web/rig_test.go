@@ -173,7 +173,7 @@ func (r *rig) start(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sessions, seen, err := r.ch.Agent.Sessions()
+	sessions, seen, err := agentcore.Sessions(r.db)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -64,130 +63,32 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	}
 	defer db.Close()
 
-	apiKey := e.getenv("AGENT_API_KEY")
-	if c.Model.APIKeyFile != "" {
-		if apiKey, err = readSecret(c.Model.APIKeyFile); err != nil {
-			return fmt.Errorf("model api key: %w", err)
-		}
-	}
-	retries := 0 // the client's default
-	if c.Model.MaxRetries != nil {
-		retries = *c.Model.MaxRetries
-		if retries == 0 {
-			retries = -1 // openai.Config: negative means none
-		}
-	}
-	model, err := openai.New(openai.Config{BaseURL: c.Model.BaseURL, Model: c.Model.Model, APIKey: apiKey,
-		Timeout: d.modelTimeout, MaxRetries: retries, FeedReasoning: c.Model.FeedReasoning, Logger: logger})
+	// Agents: one per workspace, and the channels that use them.
+	base, model, err := agentBase(e, c, d, *path, db, logger)
 	if err != nil {
 		return err
 	}
-	policy, err := loadPolicy(c.PolicyFile)
-	if err != nil {
-		return err
-	}
-	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
-	protected := []string{abs(c.StateDir), abs(*path)}
-	for _, f := range []string{c.Model.APIKeyFile, c.Mattermost.TokenFile, c.Slack.BotTokenFile, c.Slack.AppTokenFile, c.Slack.SigningSecretFile} {
-		if f != "" {
-			protected = append(protected, abs(f))
-		}
-	}
-	// The fleet's SSH keys are the daemon's, never a local command's.
-	protected = append(protected, c.Fleet.keyFiles(filepath.Dir(abs(*path)))...)
-	policy = policy.WithProtected(protected...)
-	var workspaces []string
-	for _, cc := range c.Channels {
-		workspaces = append(workspaces, abs(cc.Workspace))
-	}
-	sbx := startSandbox(ctx, c.Sandbox, protected, workspaces, logger)
+	sbx := startSandbox(ctx, c.Sandbox, base.protected, base.workspaces, logger)
 	defer sbx.close()
-	fl, err := serveFleet(c, abs(*path))
+	base.cfg.Exec = sbx.exec(base.cfg.Exec)
+	fl, err := serveFleet(c, base.abs(*path))
 	if err != nil {
 		return err
 	}
 	if fl != nil {
 		defer fl.Close()
 	}
-	// Every credential thinbot holds is scrubbed from command output.
-	secrets := []string{apiKey}
-	for _, f := range []string{c.Mattermost.TokenFile, c.Slack.BotTokenFile, c.Slack.AppTokenFile, c.Slack.SigningSecretFile} {
-		if v, err := readSecret(f); err == nil && v != "" {
-			secrets = append(secrets, v)
-		}
-	}
-	global := ""
-	if c.InstructionsFile != "" {
-		global = readText(c.InstructionsFile)
-	}
-	compactPrompt := ""
-	if c.Model.CompactPromptFile != "" {
-		compactPrompt = readText(c.Model.CompactPromptFile)
-	}
-
-	// One Agent per workspace: its skills are the configured dirs, then the
-	// workspace's ./skills.
-	lock, err := readSkillsLock(c.SkillsLock)
+	base.cfg.Fleet = fl
+	agents, channels, named, err := buildAgents(e, c, base, logger)
 	if err != nil {
 		return err
 	}
-	agents := map[string]*agentcore.Agent{}
-	channels := map[string]bot.Channel{}
-	var named []namedChannel // channels configured by name, resolved once the adapter exists
-	for _, cc := range c.Channels {
-		ws := abs(cc.Workspace)
-		ag := agents[ws]
-		if ag == nil {
-			dirs := append(append([]string(nil), c.SkillsDirs...), filepath.Join(ws, "skills"))
-			set := skills.Load(dirs, skills.Options{Probe: skills.Probe{Getenv: e.getenv, UID: -1}, Lock: lock, Logger: logger})
-			ag, err = agentcore.New(agentcore.Config{
-				Store: db, Model: model, Policy: policy, Skills: set, GlobalInstructions: global, CompactPrompt: compactPrompt,
-				Secrets:      secrets,
-				TextProtocol: c.Model.TextProtocol, ContextWindow: c.Model.ContextWindow, CompactAt: c.Model.CompactAt,
-				Exec: sbx.exec(agentcore.ExecConfig{Timeout: d.command, Environ: os.Environ(), AllowEnv: c.EnvAllow, Path: c.CommandPath,
-					// Chat attaches long outputs whole, up to its limit.
-					CaptureLimit: bot.MaxAttachment}),
-				Budgets: agentcore.Budgets{MaxSteps: c.Budgets.MaxSteps, MaxModelCalls: c.Budgets.MaxModelCalls,
-					MaxWall: d.maxWall, MaxToolErrors: c.Budgets.MaxToolErrors},
-				Fleet:  fl,
-				Logger: logger,
-			})
-			if err != nil {
-				return err
-			}
-			agents[ws] = ag
-			for _, f := range set.Filtered {
-				logger.Warn("skill hidden", "skill", f.Name, "dir", f.Dir, "reason", f.Reason)
-				if _, err := ag.Note("system:skills", agentcore.EvSkillFiltered, "system", f); err != nil {
-					return err
-				}
-			}
-		}
-		ch := bot.Channel{Agent: ag, Workspace: ws, Approvers: cc.Approvers, AnyMember: cc.AnyMember,
-			TwoPerson: cc.TwoPerson, AllowAll: cc.AllowAll, FleetGroups: cc.FleetGroups}
-		if cc.InstructionsFile != "" {
-			ch.Instructions = readText(cc.InstructionsFile)
-		}
-		if cc.Name != "" {
-			named = append(named, namedChannel{name: cc.Name, ch: ch})
-			continue
-		}
-		channels[cc.ID] = ch
-	}
-	var anyAgent *agentcore.Agent
-	for _, ag := range agents {
-		anyAgent = ag
-		break
-	}
-	unfinished, err := anyAgent.Recover()
-	if err != nil {
-		return err
-	}
-	sessions, seen, err := anyAgent.Sessions()
+	unfinished, sessions, seen, err := recoverChain(db)
 	if err != nil {
 		return err
 	}
 
+	// The chat adapter and its bot.
 	mux := http.NewServeMux()
 	adapter, err := newAdapter(c, db, mux, logger)
 	if err != nil {
@@ -196,17 +97,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if err := resolveChannels(ctx, adapter, named, channels); err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_chain_events",
-			Help: "Events in the chain (its head's sequence number)."}, func() float64 { return float64(db.LastSeq()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_chat_connected",
-			Help: "1 while the chat connection (WebSocket, Socket Mode) is up, else 0."}, func() float64 {
-			if adapter.Connected() {
-				return 1
-			}
-			return 0
-		}))
+	reg := newRegistry(db, adapter)
 	b, err := bot.New(bot.Config{
 		Adapter: adapter,
 		Channel: func(id string) (bot.Channel, bool) {
@@ -234,32 +125,193 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	defer func() { stopWeb(); waitWeb() }()
 	b.Recover(ctx, unfinished)
 
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	// The HTTP server: the adapter's callbacks, health, readiness, metrics.
+	healthz(mux)
 	ready := &readiness{adapter: adapter, db: db, model: model, stateDir: c.StateDir, sandbox: sbx}
 	mux.HandleFunc("GET /readyz", ready.serve)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	ln, err := net.Listen("tcp", c.Listen)
+	// It stays up until the bot has stopped.
+	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHTTP()
+	addr, waitHTTP, err := listenAndServe(httpCtx, c.Listen, mux, logger)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("http listener", "err", err)
-		}
-	}()
-	logger.Info("thinbot serving", "sandbox", sbx.summary, "platform", c.Platform, "listen", ln.Addr().String(), "channels", len(c.Channels),
+	logger.Info("thinbot serving", "sandbox", sbx.summary, "platform", c.Platform, "listen", addr.String(), "channels", len(c.Channels),
 		"recovered_approvals", len(unfinished.Approvals), "interrupted_runs", len(unfinished.Runs))
-	// The chain head goes to the operator log every 10 minutes and at exit:
-	// a log shipped elsewhere then anchors the chain, so that even a rewrite
-	// of the whole chain (which verifies on its own) is caught.
-	headCtx, stopHead := context.WithCancel(ctx)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	waitHead := logChainHead(httpCtx, db, logger)
+	runErr := b.Run(ctx)
+	stopHTTP()
+	waitHead()
+	waitHTTP()
+	seq, hash := chainHead(db)
+	logger.Info("thinbot stopped", "last_seq", seq, "head_hash", hash)
+	return runErr
+}
+
+// recoverChain closes what a previous process left open in the chain
+// (agentcore.Recover) and lists the sessions and handled message ids a bot
+// starts with.
+func recoverChain(db *store.DB) (u agentcore.Unfinished, sessions, seen []string, err error) {
+	if u, err = agentcore.Recover(db); err != nil {
+		return u, nil, nil, err
+	}
+	sessions, seen, err = agentcore.Sessions(db)
+	return u, sessions, seen, err
+}
+
+// daemonBase is what every Agent of the daemon shares, and what the
+// sandbox must hide and bind.
+type daemonBase struct {
+	cfg agentcore.Config // without Skills
+	// protected are the bot's own files: the state dir, the config and
+	// key files, the fleet's SSH keys.
+	protected  []string
+	workspaces []string
+	abs        func(string) string
+	lock       skills.Lock
+}
+
+// agentBase builds the model client and the Agent configuration the
+// daemon's agents share (all but the skills and the sandbox's exec).
+func agentBase(e *env, c *daemonConfig, d durations, configPath string, db *store.DB, logger *slog.Logger) (daemonBase, *openai.Client, error) {
+	apiKey := e.getenv("AGENT_API_KEY")
+	if c.Model.APIKeyFile != "" {
+		var err error
+		if apiKey, err = readSecret(c.Model.APIKeyFile); err != nil {
+			return daemonBase{}, nil, fmt.Errorf("model api key: %w", err)
+		}
+	}
+	retries := 0 // the client's default
+	if c.Model.MaxRetries != nil {
+		retries = *c.Model.MaxRetries
+		if retries == 0 {
+			retries = -1 // openai.Config: negative means none
+		}
+	}
+	model, err := openai.New(openai.Config{BaseURL: c.Model.BaseURL, Model: c.Model.Model, APIKey: apiKey,
+		Timeout: d.modelTimeout, MaxRetries: retries, FeedReasoning: c.Model.FeedReasoning, Logger: logger})
+	if err != nil {
+		return daemonBase{}, nil, err
+	}
+	policy, err := loadPolicy(c.PolicyFile)
+	if err != nil {
+		return daemonBase{}, nil, err
+	}
+	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
+	protected := []string{abs(c.StateDir), abs(configPath)}
+	for _, f := range []string{c.Model.APIKeyFile, c.Mattermost.TokenFile, c.Slack.BotTokenFile, c.Slack.AppTokenFile, c.Slack.SigningSecretFile} {
+		if f != "" {
+			protected = append(protected, abs(f))
+		}
+	}
+	// The fleet's SSH keys are the daemon's, never a local command's.
+	protected = append(protected, c.Fleet.keyFiles(filepath.Dir(abs(configPath)))...)
+	policy = policy.WithProtected(protected...)
+	var workspaces []string
+	for _, cc := range c.Channels {
+		workspaces = append(workspaces, abs(cc.Workspace))
+	}
+	// Every credential thinbot holds is scrubbed from command output.
+	secrets := []string{apiKey}
+	for _, f := range []string{c.Mattermost.TokenFile, c.Slack.BotTokenFile, c.Slack.AppTokenFile, c.Slack.SigningSecretFile} {
+		if v, err := readSecret(f); err == nil && v != "" {
+			secrets = append(secrets, v)
+		}
+	}
+	global := ""
+	if c.InstructionsFile != "" {
+		global = readText(c.InstructionsFile)
+	}
+	compactPrompt := ""
+	if c.Model.CompactPromptFile != "" {
+		compactPrompt = readText(c.Model.CompactPromptFile)
+	}
+	lock, err := readSkillsLock(c.SkillsLock)
+	if err != nil {
+		return daemonBase{}, nil, err
+	}
+	return daemonBase{
+		cfg: agentcore.Config{
+			Store: db, Model: model, Policy: policy, GlobalInstructions: global, CompactPrompt: compactPrompt,
+			Secrets:      secrets,
+			TextProtocol: c.Model.TextProtocol, ContextWindow: c.Model.ContextWindow, CompactAt: c.Model.CompactAt,
+			Exec: agentcore.ExecConfig{Timeout: d.command, Environ: os.Environ(), AllowEnv: c.EnvAllow, Path: c.CommandPath,
+				// Chat attaches long outputs whole, up to its limit.
+				CaptureLimit: bot.MaxAttachment},
+			Budgets: agentcore.Budgets{MaxSteps: c.Budgets.MaxSteps, MaxModelCalls: c.Budgets.MaxModelCalls,
+				MaxWall: d.maxWall, MaxToolErrors: c.Budgets.MaxToolErrors},
+			Logger: logger,
+		},
+		protected: protected, workspaces: workspaces, abs: abs, lock: lock,
+	}, model, nil
+}
+
+// buildAgents makes one Agent per workspace (its skills are the configured
+// dirs, then the workspace's ./skills) and the channels that use them:
+// by id in channels, by name in named (resolved once the adapter exists).
+func buildAgents(e *env, c *daemonConfig, base daemonBase, logger *slog.Logger) (map[string]*agentcore.Agent, map[string]bot.Channel, []namedChannel, error) {
+	agents := map[string]*agentcore.Agent{}
+	channels := map[string]bot.Channel{}
+	var named []namedChannel
+	for _, cc := range c.Channels {
+		ws := base.abs(cc.Workspace)
+		ag := agents[ws]
+		if ag == nil {
+			dirs := append(append([]string(nil), c.SkillsDirs...), filepath.Join(ws, "skills"))
+			set := skills.Load(dirs, skills.Options{Probe: skills.Probe{Getenv: e.getenv, UID: -1}, Lock: base.lock, Logger: logger})
+			cfg := base.cfg
+			cfg.Skills = set
+			var err error
+			if ag, err = agentcore.New(cfg); err != nil {
+				return nil, nil, nil, err
+			}
+			agents[ws] = ag
+			for _, f := range set.Filtered {
+				logger.Warn("skill hidden", "skill", f.Name, "dir", f.Dir, "reason", f.Reason)
+				if _, err := ag.Note("system:skills", agentcore.EvSkillFiltered, "system", f); err != nil {
+					return nil, nil, nil, err
+				}
+			}
+		}
+		ch := bot.Channel{Agent: ag, Workspace: ws, Approvers: cc.Approvers, AnyMember: cc.AnyMember,
+			TwoPerson: cc.TwoPerson, AllowAll: cc.AllowAll, FleetGroups: cc.FleetGroups}
+		if cc.InstructionsFile != "" {
+			ch.Instructions = readText(cc.InstructionsFile)
+		}
+		if cc.Name != "" {
+			named = append(named, namedChannel{name: cc.Name, ch: ch})
+			continue
+		}
+		channels[cc.ID] = ch
+	}
+	return agents, channels, named, nil
+}
+
+// newRegistry is the daemon's Prometheus registry: Go and process
+// collectors, the chain's length and the chat connection.
+func newRegistry(db *store.DB, adapter chatAdapter) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_chain_events",
+			Help: "Events in the chain (its head's sequence number)."}, func() float64 { return float64(db.LastSeq()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_chat_connected",
+			Help: "1 while the chat connection (WebSocket, Socket Mode) is up, else 0."}, func() float64 {
+			if adapter.Connected() {
+				return 1
+			}
+			return 0
+		}))
+	return reg
+}
+
+// logChainHead writes the chain head to the operator log every 10 minutes
+// until ctx is done: a log shipped elsewhere then anchors the chain, so
+// that even a rewrite of the whole chain (which verifies on its own) is
+// caught. The returned function waits for it to stop.
+func logChainHead(ctx context.Context, db *store.DB, logger *slog.Logger) func() {
+	var wg sync.WaitGroup
+	wg.Go(func() {
 		tick := time.NewTicker(10 * time.Minute)
 		defer tick.Stop()
 		for {
@@ -267,20 +319,12 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 			case <-tick.C:
 				seq, hash := chainHead(db)
 				logger.Info("chain head", "seq", seq, "hash", hash)
-			case <-headCtx.Done():
+			case <-ctx.Done():
 				return
 			}
 		}
-	}()
-	runErr := b.Run(ctx)
-	stopHead()
-	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shut)
-	wg.Wait()
-	seq, hash := chainHead(db)
-	logger.Info("thinbot stopped", "last_seq", seq, "head_hash", hash)
-	return runErr
+	})
+	return wg.Wait
 }
 
 func readText(path string) string {

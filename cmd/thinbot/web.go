@@ -181,10 +181,11 @@ func serveWeb(ctx context.Context, w webConfig, agents map[string]*agentcore.Age
 			}
 		}()
 	}
-	wait, err := listenAndServe(ctx, w.Listen, srv.Handler(), nil, logger)
+	addr, wait, err := listenAndServe(ctx, w.Listen, srv.Handler(), logger)
 	if err != nil {
-		return u, nil, err // the console's bot stops with ctx
+		return u, nil, fmt.Errorf("web listen: %w", err) // the console's bot stops with ctx
 	}
+	logger.Info("web console serving", "listen", addr.String())
 	return u, func() { wait(); wg.Wait() }, nil
 }
 
@@ -215,36 +216,33 @@ func splitUnfinished(u agentcore.Unfinished, prefix string) (with, without agent
 	return with, without
 }
 
-// listenAndServe serves h on addr until ctx is done. A non-nil mux gets
-// /healthz and h at "/".
-func listenAndServe(ctx context.Context, addr string, h http.Handler, mux *http.ServeMux, logger *slog.Logger) (func(), error) {
-	if mux != nil {
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		mux.Handle("/", h)
-		h = mux
-	}
+// listenAndServe serves h on addr until ctx is done, then shuts the server
+// down (5 s for requests in flight). It returns the address it listens on
+// and a function that waits until the server has stopped.
+func listenAndServe(ctx context.Context, addr string, h http.Handler, logger *slog.Logger) (net.Addr, func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("web listen: %w", err)
+		return nil, nil, err
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("web listener", "err", err)
+			logger.Error("http listener", "err", err)
 		}
-	}()
-	go func() {
-		defer wg.Done()
+	})
+	wg.Go(func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shut)
-	}()
-	logger.Info("web console serving", "listen", ln.Addr().String())
-	return wg.Wait, nil
+	})
+	return ln.Addr(), wg.Wait, nil
+}
+
+// healthz mounts GET /healthz, which answers "ok" while the process serves.
+func healthz(mux *http.ServeMux) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 }
 
 // modelProblem tells a console user how to configure the model.
@@ -318,11 +316,7 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
 			return err
 		}
 	}
-	unfinished, err := agent.Recover()
-	if err != nil {
-		return err
-	}
-	sessions, seen, err := agent.Sessions()
+	unfinished, sessions, seen, err := recoverChain(db)
 	if err != nil {
 		return err
 	}
@@ -348,10 +342,14 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
 	b.Recover(ctx, unfinished)
 	srvCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	wait, err := listenAndServe(srvCtx, listen, srv.Handler(), http.NewServeMux(), logger)
+	mux := http.NewServeMux()
+	healthz(mux)
+	mux.Handle("/", srv.Handler())
+	addr, wait, err := listenAndServe(srvCtx, listen, mux, logger)
 	if err != nil {
-		return err
+		return fmt.Errorf("web listen: %w", err)
 	}
+	logger.Info("web console serving", "listen", addr.String())
 	fmt.Fprintf(e.stderr, "\nthinbot console: open http://%s in your browser (workspace %s, state in %s)\n", listen, ws, stateDir)
 	if problem != "" {
 		fmt.Fprintln(e.stderr, "No model is configured yet: set AGENT_BASE_URL and AGENT_MODEL and restart; the page says the same.")
