@@ -47,7 +47,7 @@ func (db *DB) kickSync() {
 	if db.syncKick == nil || db.bootID == "" {
 		return
 	}
-	if now := time.Now(); now.Sub(db.lastKick) >= auditSyncEvery {
+	if now := time.Now(); now.Sub(db.lastKick) >= db.syncEvery {
 		db.lastKick = now
 		select {
 		case db.syncKick <- struct{}{}:

@@ -134,10 +134,11 @@ type DB struct {
 	// bootID identifies the running kernel ("" where unknown: the export is
 	// then fsynced at every commit, as it is not known whether a crash lost
 	// the page cache). lastKick is owned by the committer.
-	bootID   string
-	lastKick time.Time
-	syncKick chan struct{}
-	syncDone chan struct{}
+	bootID    string
+	syncEvery time.Duration // auditSyncEvery; tests set 0
+	lastKick  time.Time
+	syncKick  chan struct{}
+	syncDone  chan struct{}
 }
 
 type request struct {
@@ -196,7 +197,7 @@ func Open(path string, opts *Options) (*DB, error) {
 	}
 	db := &DB{
 		path: path, bolt: bdb, log: o.Logger, now: o.Now, payloadCap: o.PayloadCap,
-		readOnly: o.ReadOnly, auditPath: o.AuditPath, bootID: bootID(),
+		readOnly: o.ReadOnly, auditPath: o.AuditPath, bootID: bootID(), syncEvery: auditSyncEvery,
 		closing: make(chan struct{}), notify: make(chan struct{}),
 	}
 	if err := db.init(); err != nil {
