@@ -1,32 +1,136 @@
 #!/usr/bin/env bash
-# Builds a release tarball: the static thinbot binary, the skill packs (text and scripts only),
-# the deploy files and the README, with SHA-256 sums. Reproducible inputs: -trimpath, no cgo,
-# the version from git. Usage: deploy/release.sh [OUTDIR]   (default: dist/)
+# Builds the release: for each architecture (amd64 and arm64; ARCHES overrides) a static
+# thinbot binary (CGO_ENABLED=0, -trimpath), a tarball (binary, skill packs, deploy files,
+# README) and a Debian package, each with a SHA-256 sum.
+# Usage: deploy/release.sh [OUTDIR]   (default: dist/). Needs go, tar, dpkg-deb.
+#
+# The Debian package installs /usr/bin/thinbot, the systemd unit, the skill packs in
+# /usr/share/thinbot/skills (root-owned, written by `thinbot skills install`), and
+# /etc/thinbot/thinbot.example.yaml (a conffile). postinst creates the `thinbot` system user,
+# /etc/thinbot (0750 root:thinbot) and /var/lib/thinbot (0700 thinbot:thinbot); the service is
+# not enabled until /etc/thinbot/thinbot.yaml exists and an operator enables it. Purge removes
+# /etc/thinbot and /var/lib/thinbot (the event chain!); remove keeps them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-dist}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
 version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
-goos=${GOOS:-linux} goarch=${GOARCH:-amd64}
-name="thinbot-${version}-${goos}-${goarch}"
-stage="$out/$name"
-rm -rf "$stage" && mkdir -p "$stage/skills" "$stage/deploy"
-stage=$(cd "$stage" && pwd)
+# A Debian version starts with a digit: v1.2.3 -> 1.2.3, a bare commit -> 0~git<commit>.
+debversion=${version#v}
+case $debversion in [0-9]*) ;; *) debversion="0~git${debversion}" ;; esac
+debversion=${debversion//-/+}
+goos=linux
+arches=${ARCHES:-amd64 arm64}
+mtime='2026-01-01 00:00Z'
 
-CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch go build -trimpath \
-  -ldflags "-s -w -X main.version=${version}" -o "$stage/thinbot" ./cmd/thinbot
-
-# Skill packs: every folder under skills/ with a SKILL.md, without Go tests or test data.
-for d in skills/*/; do
-  [ -f "$d/SKILL.md" ] || continue
-  mkdir -p "$stage/$d"
-  (cd "$d" && find . -type f ! -name '*_test.go' ! -path './testdata/*' -print0 | xargs -0 -I{} cp --parents {} "$stage/$d")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+hostarch=$(go env GOARCH)
+for goarch in $arches; do
+  CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch go build -trimpath \
+    -ldflags "-s -w -X main.version=${version}" -o "$work/thinbot-$goarch" ./cmd/thinbot
 done
-cp skills/README.md "$stage/skills/"
-cp deploy/thinbot.example.yaml deploy/thinbot.service deploy/mattermost.md deploy/slack.md deploy/slack-manifest.yaml "$stage/deploy/"
-cp README.md "$stage/"
+# A binary for this machine writes the skill packs out of itself (thinbot skills install).
+if [ -x "$work/thinbot-$hostarch" ]; then
+  cp "$work/thinbot-$hostarch" "$work/thinbot-host"
+else
+  go build -trimpath -o "$work/thinbot-host" ./cmd/thinbot
+fi
 
-tar -C "$(dirname "$stage")" --sort=name --owner=0 --group=0 --numeric-owner --mtime='2026-01-01 00:00Z' -czf "$out/$name.tar.gz" "$name"
-(cd "$out" && sha256sum "$name.tar.gz" > "$name.tar.gz.sha256")
-echo "$out/$name.tar.gz"
-echo "Install: tar -xzf $name.tar.gz; install -m 0755 $name/thinbot /usr/local/bin/;"
-echo "  cp -r $name/skills /usr/share/thinbot/ (root-owned: sys-doctor's read-only scripts need it)"
+for goarch in $arches; do
+  name="thinbot-${version}-${goos}-${goarch}"
+  stage="$work/$name"
+  mkdir -p "$stage/deploy"
+  cp "$work/thinbot-$goarch" "$stage/thinbot"
+
+  # Tarball: binary, skill packs (text and scripts, from the binary), deploy files, README.
+  "$work/thinbot-host" skills install --bot-user 65534 "$stage/skills" >/dev/null
+  cp skills/README.md "$stage/skills/"
+  cp deploy/thinbot.example.yaml deploy/thinbot.service deploy/mattermost.md deploy/slack.md deploy/slack-manifest.yaml "$stage/deploy/"
+  cp README.md "$stage/"
+  tar -C "$work" --sort=name --owner=0 --group=0 --numeric-owner --mtime="$mtime" -czf "$out/$name.tar.gz" "$name"
+  (cd "$out" && sha256sum "$name.tar.gz" > "$name.tar.gz.sha256")
+  cp "$stage/thinbot" "$out/thinbot-${goos}-${goarch}"
+  echo "$out/$name.tar.gz"
+
+  # Debian package.
+  root="$work/deb-$goarch"
+  install -d -m 0755 "$root/DEBIAN" "$root/usr/bin" "$root/usr/lib/systemd/system" \
+    "$root/usr/share/thinbot" "$root/usr/share/doc/thinbot"
+  install -d -m 0750 "$root/etc/thinbot"
+  install -m 0755 "$stage/thinbot" "$root/usr/bin/thinbot"
+  sed 's#/usr/local/bin/thinbot#/usr/bin/thinbot#g; s#Install the binary to /usr/bin/thinbot, create the#The Debian package installs the binary and creates the#' \
+    deploy/thinbot.service > "$root/usr/lib/systemd/system/thinbot.service"
+  chmod 0644 "$root/usr/lib/systemd/system/thinbot.service"
+  install -m 0640 deploy/thinbot.example.yaml "$root/etc/thinbot/thinbot.example.yaml"
+  "$work/thinbot-host" skills install --bot-user 65534 "$root/usr/share/thinbot/skills" >/dev/null
+  install -m 0644 README.md deploy/mattermost.md deploy/slack.md deploy/slack-manifest.yaml "$root/usr/share/doc/thinbot/"
+  size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
+  cat > "$root/DEBIAN/control" <<CONTROL
+Package: thinbot
+Version: ${debversion}
+Architecture: ${goarch}
+Maintainer: thinbot maintainers <thinbot@localhost>
+Installed-Size: ${size}
+Depends: adduser
+Section: admin
+Priority: optional
+Homepage: https://github.com/thinbot/thinbot
+Description: ChatOps agent daemon for Mattermost and Slack
+ thinbot puts an LLM agent into chat threads: read-only commands run at once,
+ changes wait for an approver's click, dangerous commands never run, and every
+ decision lands in a hash-chained audit log.
+CONTROL
+  echo /etc/thinbot/thinbot.example.yaml > "$root/DEBIAN/conffiles"
+  cat > "$root/DEBIAN/postinst" <<'SCRIPT'
+#!/bin/sh
+set -e
+if [ "$1" = configure ]; then
+  if ! getent passwd thinbot >/dev/null; then
+    adduser --system --group --home /var/lib/thinbot --no-create-home --shell /usr/sbin/nologin \
+      --gecos 'thinbot ChatOps agent' thinbot >/dev/null
+  fi
+  install -d -m 0750 -o root -g thinbot /etc/thinbot
+  chown root:thinbot /etc/thinbot/thinbot.example.yaml
+  chmod 0640 /etc/thinbot/thinbot.example.yaml
+  install -d -m 0700 -o thinbot -g thinbot /var/lib/thinbot
+  if [ -d /run/systemd/system ]; then
+    systemctl daemon-reload >/dev/null 2>&1 || true
+    # Restart a running service on upgrade; a new install waits for its config.
+    if systemctl is-active --quiet thinbot.service; then systemctl restart thinbot.service || true; fi
+  fi
+fi
+exit 0
+SCRIPT
+  cat > "$root/DEBIAN/prerm" <<'SCRIPT'
+#!/bin/sh
+set -e
+if [ "$1" = remove ] && [ -d /run/systemd/system ]; then
+  systemctl stop thinbot.service >/dev/null 2>&1 || true
+  systemctl disable thinbot.service >/dev/null 2>&1 || true
+fi
+exit 0
+SCRIPT
+  cat > "$root/DEBIAN/postrm" <<'SCRIPT'
+#!/bin/sh
+set -e
+if [ -d /run/systemd/system ]; then
+  systemctl daemon-reload >/dev/null 2>&1 || true
+fi
+# Only purge removes what the operator and the daemon wrote: the config and
+# secrets in /etc/thinbot and the event chain in /var/lib/thinbot. The system
+# user stays (Debian practice: files elsewhere may still carry its uid).
+if [ "$1" = purge ]; then
+  rm -rf /var/lib/thinbot /etc/thinbot
+fi
+exit 0
+SCRIPT
+  chmod 0755 "$root/DEBIAN/postinst" "$root/DEBIAN/prerm" "$root/DEBIAN/postrm"
+  chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/conffiles"
+  find "$root" -exec touch -h -d "$mtime" {} +
+  deb="$out/thinbot_${debversion}_${goarch}.deb"
+  SOURCE_DATE_EPOCH=$(date -d "$mtime" +%s) dpkg-deb --build --root-owner-group -Zxz "$root" "$deb" >/dev/null
+  (cd "$out" && sha256sum "$(basename "$deb")" > "$(basename "$deb").sha256")
+  echo "$deb"
+done

@@ -1,0 +1,292 @@
+package tests
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// needTool fails in CI (which installs it) and skips elsewhere.
+func needTool(t *testing.T, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not installed; .ci/run installs it", name)
+		}
+		t.Skipf("%s is not installed", name)
+	}
+}
+
+// sh runs a command and returns its combined output, failing the test on
+// a non-zero exit.
+func sh(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), name, args...)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestRelease runs deploy/release.sh as a release manager would: static
+// binaries for amd64 and arm64, and a Debian package whose contents,
+// owners, modes, conffiles and maintainer scripts are checked; then, as
+// root, the package is installed for real, configured, started, stopped
+// and purged. It builds two binaries (minutes), so it runs in CI (CI=1) or
+// with THINBOT_RELEASE_TEST=1. The install part needs root and a machine
+// that may get a system user (CI's throwaway VM).
+func TestRelease(t *testing.T) {
+	if os.Getenv("CI") == "" && os.Getenv("THINBOT_RELEASE_TEST") == "" {
+		t.Skip("builds the release binaries (minutes); runs with CI=1 or THINBOT_RELEASE_TEST=1")
+	}
+	needTool(t, "dpkg-deb")
+	needTool(t, "file")
+	out := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), "deploy/release.sh", out)
+	cmd.Dir = ".."
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("release.sh: %v\n%s", err, b)
+	}
+
+	for arch, want := range map[string]string{"amd64": "x86-64", "arm64": "ARM aarch64"} {
+		got := sh(t, "file", filepath.Join(out, "thinbot-linux-"+arch))
+		if !strings.Contains(got, "statically linked") || !strings.Contains(got, want) {
+			t.Errorf("file says %q; want a statically linked %s binary", got, want)
+		}
+	}
+
+	debs, _ := filepath.Glob(filepath.Join(out, "thinbot_*_"+runtime.GOARCH+".deb"))
+	if len(debs) != 1 {
+		t.Fatalf("packages for %s: %q", runtime.GOARCH, debs)
+	}
+	deb := debs[0]
+	if other, _ := filepath.Glob(filepath.Join(out, "thinbot_*.deb")); len(other) != 2 {
+		t.Errorf("packages %q, want one per architecture", other)
+	}
+	contents := sh(t, "dpkg-deb", "-c", deb)
+	for _, want := range []struct{ mode, path string }{
+		{"-rwxr-xr-x root/root", "./usr/bin/thinbot"},
+		{"-rw-r--r-- root/root", "./usr/lib/systemd/system/thinbot.service"},
+		{"drwxr-x--- root/root", "./etc/thinbot/"},
+		{"-rw-r----- root/root", "./etc/thinbot/thinbot.example.yaml"},
+		{"-rw-r--r-- root/root", "./usr/share/thinbot/skills/sys-doctor/SKILL.md"},
+		{"-rwxr-xr-x root/root", "./usr/share/thinbot/skills/sys-doctor/scripts/doctor.sh"},
+		{"drwxr-xr-x root/root", "./usr/share/thinbot/skills/sys-doctor/scripts/"},
+	} {
+		if !hasEntry(contents, want.mode, want.path) {
+			t.Errorf("the package has no %s %s:\n%s", want.mode, want.path, contents)
+		}
+	}
+	if strings.Contains(contents, "testdata") || strings.Contains(contents, "./var/") {
+		t.Errorf("the package ships test data or /var:\n%s", contents)
+	}
+	info := sh(t, "dpkg-deb", "-I", deb)
+	for _, want := range []string{"Package: thinbot", "Architecture: " + runtime.GOARCH, "Depends: adduser", "postinst", "postrm", "conffiles"} {
+		if !strings.Contains(info, want) {
+			t.Errorf("dpkg-deb -I lacks %q:\n%s", want, info)
+		}
+	}
+	if got := strings.TrimSpace(sh(t, "dpkg-deb", "-I", deb, "conffiles")); got != "/etc/thinbot/thinbot.example.yaml" {
+		t.Errorf("conffiles %q", got)
+	}
+	if got := sh(t, "dpkg-deb", "-I", deb, "postinst"); !strings.Contains(got, "adduser --system") {
+		t.Errorf("postinst does not create a system user:\n%s", got)
+	}
+	if got := sh(t, "dpkg-deb", "-I", deb, "postrm"); !strings.Contains(got, `"$1" = purge`) {
+		t.Errorf("postrm does not limit removal to purge:\n%s", got)
+	}
+	tree := t.TempDir()
+	sh(t, "dpkg-deb", "-x", deb, tree)
+	unit, err := os.ReadFile(filepath.Join(tree, "usr/lib/systemd/system/thinbot.service"))
+	if err != nil || !strings.Contains(string(unit), "ExecStart=/usr/bin/thinbot serve --config /etc/thinbot/thinbot.yaml") ||
+		strings.Contains(string(unit), "/usr/local/bin") || !strings.Contains(string(unit), "User=thinbot") {
+		t.Errorf("the packaged unit does not run /usr/bin/thinbot as thinbot (%v):\n%s", err, unit)
+	}
+
+	t.Run("install", func(t *testing.T) {
+		if os.Getuid() != 0 {
+			if os.Getenv("CI") != "" {
+				t.Fatal("CI runs as root; dpkg -i needs it")
+			}
+			t.Skip("dpkg -i needs root")
+		}
+		installDeb(t, deb)
+	})
+}
+
+// hasEntry reports whether a dpkg-deb -c listing has path with mode and owner.
+func hasEntry(listing, mode, path string) bool {
+	for _, l := range strings.Split(listing, "\n") {
+		if f := strings.Fields(l); len(f) >= 6 && f[0]+" "+f[1] == mode && f[len(f)-1] == path {
+			return true
+		}
+	}
+	return false
+}
+
+// installDeb installs the package with dpkg -i, checks the user, folders
+// and owners, checks a config with the installed binary, runs the daemon
+// as the thinbot user until /healthz answers, stops it with SIGTERM, and
+// purges the package.
+func installDeb(t *testing.T, deb string) {
+	if out, err := exec.Command("dpkg-query", "-W", "-f", "${Status}", "thinbot").CombinedOutput(); err == nil && strings.Contains(string(out), "installed") {
+		t.Fatalf("a thinbot package is already installed here (%s); this test installs and purges its own", out)
+	}
+	purged := false
+	t.Cleanup(func() {
+		if !purged {
+			exec.Command("dpkg", "--purge", "thinbot").Run()
+		}
+	})
+	sh(t, "dpkg", "-i", deb)
+
+	u, err := user.Lookup("thinbot")
+	if err != nil {
+		t.Fatalf("no thinbot user after install: %v", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if uid >= 1000 || uid == 0 || u.HomeDir != "/var/lib/thinbot" {
+		t.Errorf("thinbot user uid %d home %s; want a system user with home /var/lib/thinbot", uid, u.HomeDir)
+	}
+	for _, want := range []struct {
+		path     string
+		mode     os.FileMode
+		uid, gid int
+	}{
+		{"/etc/thinbot", os.ModeDir | 0o750, 0, gid},
+		{"/etc/thinbot/thinbot.example.yaml", 0o640, 0, gid},
+		{"/var/lib/thinbot", os.ModeDir | 0o700, uid, gid},
+		{"/usr/bin/thinbot", 0o755, 0, 0},
+		{"/usr/share/thinbot/skills/sys-doctor/scripts/doctor.sh", 0o755, 0, 0},
+	} {
+		fi, err := os.Stat(want.path)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if fi.Mode() != want.mode || int(st.Uid) != want.uid || int(st.Gid) != want.gid {
+			t.Errorf("%s: %s %d:%d, want %s %d:%d", want.path, fi.Mode(), st.Uid, st.Gid, want.mode, want.uid, want.gid)
+		}
+	}
+
+	// A minimal config, as an operator would write it next to the example.
+	chat := newMMChat(t)
+	modelURL := "http://" + freeAddr(t) + "/v1" // the daemon starts without its model
+	addr := freeAddr(t)
+	writeOwned(t, "/etc/thinbot/mattermost.token", chat.(*mmChat).s.Bot.Token, 0o600, uid, gid)
+	ws := "/var/lib/thinbot/ops"
+	if err := os.Mkdir(ws, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(ws, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`platform: mattermost
+mattermost:
+  url: %s
+  token_file: /etc/thinbot/mattermost.token
+  callback_url: http://%s/hooks/mattermost/actions
+model: {base_url: %s, model: test-model}
+listen: %s
+state_dir: /var/lib/thinbot/state
+skills_dirs: [/usr/share/thinbot/skills]
+channels:
+  - {id: %s, workspace: %s, approvers: [%s]}
+`, chat.(*mmChat).s.URL, addr, modelURL, addr, chat.Ops(), ws, chat.UserID("bob"))
+	writeOwned(t, "/etc/thinbot/thinbot.yaml", cfg, 0o640, 0, gid)
+
+	asBot := func(args ...string) *exec.Cmd {
+		cmd := exec.CommandContext(t.Context(), "/usr/bin/thinbot", args...)
+		cmd.Dir = "/var/lib/thinbot"
+		cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/var/lib/thinbot"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+		return cmd
+	}
+	if out, err := asBot("config", "check", "--config", "/etc/thinbot/thinbot.yaml").CombinedOutput(); err != nil {
+		t.Fatalf("config check as the thinbot user: %v\n%s", err, out)
+	}
+	if out, err := asBot("skills", "--dir", "/usr/share/thinbot/skills").CombinedOutput(); err != nil || !strings.Contains(string(out), "read-only: /usr/share/thinbot/skills/sys-doctor/scripts/doctor.sh") {
+		t.Errorf("the packaged skills as the bot sees them (%v):\n%s", err, out)
+	}
+
+	// Start and stop: the unit's ExecStart, run directly as its user (the
+	// test machine need not run systemd).
+	serve := asBot("serve", "--config", "/etc/thinbot/thinbot.yaml")
+	var log logBuffer
+	serve.Stdout, serve.Stderr = &log, &log
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- serve.Wait() }()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	healthy := false
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && !healthy; {
+		if resp, err := hc.Get("http://" + addr + "/healthz"); err == nil {
+			healthy = resp.StatusCode == http.StatusOK
+			resp.Body.Close()
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("thinbot serve exited: %v\n%s", err, log.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if !healthy {
+		serve.Process.Kill()
+		<-done
+		t.Fatalf("thinbot serve did not answer /healthz:\n%s", log.String())
+	}
+	serve.Process.Signal(syscall.SIGTERM)
+	if err := <-done; err != nil {
+		t.Errorf("SIGTERM: %v\n%s", err, log.String())
+	}
+	if _, err := os.Stat("/var/lib/thinbot/state"); err != nil {
+		t.Errorf("no state written: %v", err)
+	}
+
+	// Remove keeps the operator's data; purge removes it.
+	sh(t, "dpkg", "--remove", "thinbot")
+	if _, err := os.Stat("/usr/bin/thinbot"); err == nil {
+		t.Error("remove left /usr/bin/thinbot")
+	}
+	if _, err := os.Stat("/etc/thinbot/thinbot.yaml"); err != nil {
+		t.Errorf("remove deleted the config: %v", err)
+	}
+	if _, err := os.Stat("/var/lib/thinbot/state"); err != nil {
+		t.Errorf("remove deleted the state: %v", err)
+	}
+	sh(t, "dpkg", "--purge", "thinbot")
+	purged = true
+	for _, p := range []string{"/etc/thinbot", "/var/lib/thinbot", "/usr/share/thinbot", "/usr/lib/systemd/system/thinbot.service"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("purge left %s", p)
+		}
+	}
+}
+
+func writeOwned(t *testing.T, path, data string, mode os.FileMode, uid, gid int) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+}
