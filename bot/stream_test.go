@@ -47,7 +47,7 @@ func (s *streamAdapter) streamed(suffix string) bool {
 		return true
 	}
 	for _, p := range s.posts {
-		if strings.HasPrefix(p.id, "p") && p.post.Text != "" && strings.HasSuffix(p.post.Text, suffix) {
+		if strings.HasPrefix(p.id, "p") && p.post.Text != "" && strings.HasSuffix(strings.TrimSpace(p.post.Text), suffix) {
 			return true
 		}
 	}
