@@ -27,7 +27,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/thinbot/thinbot/store"
-	"github.com/thinbot/thinbot/tests/fakemattermost"
 	"github.com/thinbot/thinbot/tests/fakemodel"
 )
 
@@ -155,15 +154,21 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 
-	mm := fakemattermost.New(nil)
-	defer mm.Close()
-	alice := mm.AddUser("alice")
-	channel := mm.AddChannel("load", mm.Bot.ID, alice.ID)
-	rec := &calls{at: map[string][]time.Time{}}
-	model := fakemodel.NewFunc(scriptedModel(cfg.Steps, cfg.Latency, rec))
-	defer model.Close()
+	// The fakes run in their own process: the driver's and the daemon's
+	// figures do not include their scheduling or garbage collection.
+	f, err := startFakes(ctx, cfg.Steps, cfg.Latency)
+	if err != nil {
+		return res, err
+	}
+	var fakesCPU time.Duration
+	fakesOpen := true
+	defer func() {
+		if fakesOpen {
+			f.close()
+		}
+	}()
 
-	d, err := startDaemon(dir, bin, mm, channel, alice.ID, model.URL, cfg)
+	d, err := startDaemon(dir, bin, f, cfg)
 	if err != nil {
 		return res, err
 	}
@@ -179,18 +184,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		case <-loadCtx.Done():
 		}
 	}()
-	if err := d.waitReady(loadCtx, mm); err != nil {
+	if err := d.waitReady(loadCtx, f); err != nil {
 		return res, d.explain(fmt.Errorf("loadtest: daemon not ready: %w", err))
 	}
 	log.Info("daemon ready", "pid", d.cmd.Process.Pid)
 
-	obs, err := observe(loadCtx, mm, alice.Token)
+	obs, err := observe(loadCtx, f.MMURL, f.BotID, f.AliceToken)
 	if err != nil {
 		return res, fmt.Errorf("loadtest: observer: %w", err)
 	}
 	defer obs.close()
 
-	e2e, runErr := drive(loadCtx, cfg, mm, alice.ID, channel, obs)
+	e2e, runErr := drive(loadCtx, cfg, f, obs)
 	res.Wall = e2e.wall
 	res.Sent, res.Answered = e2e.sent, len(e2e.samples)
 	res.EndToEnd = stats(e2e.samples)
@@ -199,9 +204,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		added[i] = s - res.ModelTime
 	}
 	res.Added = stats(added)
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer scancel()
+	fst, statsErr := f.stats(sctx)
 	var ingest, between, render []time.Duration
 	for _, m := range e2e.timed {
-		at := rec.of(m.tag)
+		at := fst.Calls[m.tag]
 		if len(at) == 0 {
 			continue
 		}
@@ -219,22 +227,26 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if st := d.cmd.ProcessState; st != nil {
 		res.DaemonCPU = st.UserTime() + st.SystemTime()
 	}
+	if fst2, err := f.stats(sctx); err == nil {
+		fst.WebSockets, fst.Failures, fst.ModelCalls, fst.ModelErr = fst2.WebSockets, fst2.Failures, fst2.ModelCalls, fst2.ModelErr
+	} else if statsErr == nil {
+		statsErr = err
+	}
+	res.ModelCalls = fst.ModelCalls
+	var countErr error
+	res.Duplicates, res.Missing, countErr = countAnswers(sctx, f, e2e.roots, cfg.Messages)
+	// The observer holds one connection; the bot the others.
+	res.BotReconnects = max(fst.WebSockets-2, 0)
+	fakesCPU, fakesOpen = f.close(), false
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		res.DriverCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		res.DriverCPU = time.Duration(ru.Utime.Nano()+ru.Stime.Nano()) + fakesCPU
 	}
-	res.ModelCalls = len(model.Requests())
-	res.Duplicates, res.Missing = countAnswers(mm, e2e.roots, cfg.Messages)
-	n := 0
-	for _, r := range mm.Requests() {
-		if r.Path == "/api/v4/websocket" {
-			n++
-		}
-	}
-	// The observer holds one connection; the bot the others.
-	res.BotReconnects = max(n-2, 0)
 
 	var errs []error
+	if err := errors.Join(statsErr, countErr); err != nil {
+		errs = append(errs, fmt.Errorf("loadtest: fakes: %w", err))
+	}
 	if runErr != nil {
 		errs = append(errs, d.explain(runErr))
 	}
@@ -247,11 +259,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if want := res.Sent * (cfg.Steps + 1); res.ModelCalls != want && runErr == nil {
 		errs = append(errs, fmt.Errorf("loadtest: the model served %d calls, want %d", res.ModelCalls, want))
 	}
-	if f := mm.Failures(); len(f) > 0 {
-		errs = append(errs, fmt.Errorf("loadtest: fake mattermost: %s", strings.Join(f, "; ")))
+	if len(fst.Failures) > 0 {
+		errs = append(errs, fmt.Errorf("loadtest: fake mattermost: %s", strings.Join(fst.Failures, "; ")))
 	}
-	if err := model.Err(); err != nil {
-		errs = append(errs, fmt.Errorf("loadtest: %w", err))
+	if fst.ModelErr != "" {
+		errs = append(errs, fmt.Errorf("loadtest: %s", fst.ModelErr))
 	}
 
 	vctx, vcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -355,13 +367,14 @@ type daemon struct {
 	waitErr error
 }
 
-func startDaemon(dir, bin string, mm *fakemattermost.Server, channel, approver, modelURL string, cfg Config) (*daemon, error) {
+func startDaemon(dir, bin string, f *fakes, cfg Config) (*daemon, error) {
+	channel, approver, modelURL := f.Channel, f.AliceID, f.ModelURL
 	ws := filepath.Join(dir, "workspace")
 	if err := os.MkdirAll(ws, 0o700); err != nil {
 		return nil, fmt.Errorf("loadtest: %w", err)
 	}
 	tokenFile := filepath.Join(dir, "mm.token")
-	if err := os.WriteFile(tokenFile, []byte(mm.Bot.Token+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte(f.BotToken+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("loadtest: %w", err)
 	}
 	addr, err := freeAddr()
@@ -371,7 +384,7 @@ func startDaemon(dir, bin string, mm *fakemattermost.Server, channel, approver, 
 	conf := map[string]any{
 		"model":    map[string]any{"base_url": modelURL, "model": "fake"},
 		"platform": "mattermost",
-		"mattermost": map[string]any{"url": mm.URL, "token_file": tokenFile,
+		"mattermost": map[string]any{"url": f.MMURL, "token_file": tokenFile,
 			"callback_url": "http://" + addr + "/hooks/mattermost/actions"},
 		"listen":              addr,
 		"state_dir":           filepath.Join(dir, "state"),
@@ -421,8 +434,8 @@ func freeAddr() (string, error) {
 }
 
 // waitReady waits for the bot's WebSocket on the fake, then for /readyz.
-func (d *daemon) waitReady(ctx context.Context, mm *fakemattermost.Server) error {
-	if err := mm.WaitConnections(ctx, 1); err != nil {
+func (d *daemon) waitReady(ctx context.Context, f *fakes) error {
+	if err := f.waitConnections(ctx, 1); err != nil {
 		return err
 	}
 	hc := &http.Client{Timeout: 5 * time.Second}
@@ -515,14 +528,14 @@ type observer struct {
 	closing bool
 }
 
-func observe(ctx context.Context, mm *fakemattermost.Server, token string) (*observer, error) {
-	u := "ws" + strings.TrimPrefix(mm.URL, "http") + "/api/v4/websocket"
+func observe(ctx context.Context, mmURL, botID, token string) (*observer, error) {
+	u := "ws" + strings.TrimPrefix(mmURL, "http") + "/api/v4/websocket"
 	conn, resp, err := websocket.DefaultDialer.DialContext(ctx, u, http.Header{"Authorization": {"Bearer " + token}})
 	if err != nil {
 		return nil, err
 	}
 	resp.Body.Close()
-	o := &observer{conn: conn, botID: mm.Bot.ID, done: make(chan struct{}), waiters: map[string]chan time.Time{}}
+	o := &observer{conn: conn, botID: botID, done: make(chan struct{}), waiters: map[string]chan time.Time{}}
 	// The hello event says the connection is authenticated and subscribed.
 	var hello struct {
 		Event string `json:"event"`
@@ -634,7 +647,7 @@ type timedMessage struct {
 
 // drive runs the threads: all post their first message at once, then each
 // sends its next message when the previous one is answered.
-func drive(ctx context.Context, cfg Config, mm *fakemattermost.Server, userID, channel string, obs *observer) (driven, error) {
+func drive(ctx context.Context, cfg Config, f *fakes, obs *observer) (driven, error) {
 	type threadResult struct {
 		timed []timedMessage
 		sent  int
@@ -665,8 +678,7 @@ func drive(ctx context.Context, cfg Config, mm *fakemattermost.Server, userID, c
 				tag := fmt.Sprintf("load-%d-%d", i, m)
 				answered := obs.expect(tag)
 				text := fmt.Sprintf("@thinbot please look at %s", tag)
-				t0 := time.Now()
-				id := mm.UserPost(userID, channel, root, text)
+				id, t0 := f.userPost(ctx, f.AliceID, f.Channel, root, text)
 				if id == "" {
 					r.err = fmt.Errorf("thread %d: the fake refused message %d", i, m)
 					return
@@ -709,12 +721,16 @@ func drive(ctx context.Context, cfg Config, mm *fakemattermost.Server, userID, c
 
 // countAnswers counts, in the fake's stored threads, the final answers per
 // message tag: duplicates (beyond one) and missing ones.
-func countAnswers(mm *fakemattermost.Server, roots []string, messages int) (dup, missing int) {
+func countAnswers(ctx context.Context, f *fakes, roots []string, messages int) (dup, missing int, err error) {
 	for i, root := range roots {
 		seen := map[string]int{}
 		if root != "" {
-			for _, p := range mm.Thread(root) {
-				if p.UserID != mm.Bot.ID {
+			posts, err := f.thread(ctx, root)
+			if err != nil {
+				return 0, 0, err
+			}
+			for _, p := range posts {
+				if p.UserID != f.BotID {
 					continue
 				}
 				if tag, ok := tagOfAnswer(p.Message); ok {
@@ -731,7 +747,7 @@ func countAnswers(mm *fakemattermost.Server, roots []string, messages int) (dup,
 			}
 		}
 	}
-	return dup, missing
+	return dup, missing, nil
 }
 
 // verifyStore opens the stopped daemon's store read-only and verifies it.

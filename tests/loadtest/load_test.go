@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,19 @@ import (
 // it working: every message is answered exactly once, every message cost
 // the scripted number of model calls, and the chain verifies (in process
 // and with `thinbot audit verify`). It asserts nothing about timing.
+// TestMain lets the test binary serve the fakes, as the loadtest program
+// does when it starts them in their own process.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(fakesEnv); spec != "" {
+		if err := serveFakes(spec, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "loadtest fakes:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
 func TestLoadSmall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds thinbot and runs the daemon")

@@ -40,6 +40,13 @@ const (
 )
 
 func main() {
+	if spec := os.Getenv(fakesEnv); spec != "" {
+		if err := serveFakes(spec, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "loadtest fakes:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
