@@ -60,7 +60,10 @@ for goarch in $arches; do
     "$root/usr/share/thinbot" "$root/usr/share/doc/thinbot"
   install -d -m 0750 "$root/etc/thinbot"
   install -m 0755 "$stage/thinbot" "$root/usr/bin/thinbot"
-  sed 's#/usr/local/bin/thinbot#/usr/bin/thinbot#g; s#Install the binary to /usr/bin/thinbot, create the#The Debian package installs the binary and creates the#' \
+  # The packaged unit runs /usr/bin/thinbot, and starts even where /srv/ops (the example
+  # workspace) does not exist: systemd fails a unit whose ReadWritePaths entry is missing
+  # unless it is marked optional with "-".
+  sed 's#/usr/local/bin/thinbot#/usr/bin/thinbot#g; s#^ReadWritePaths=/var/lib/thinbot /srv/ops$#ReadWritePaths=/var/lib/thinbot -/srv/ops#; s#Install the binary to /usr/bin/thinbot, create the#The Debian package installs the binary and creates the#' \
     deploy/thinbot.service > "$root/usr/lib/systemd/system/thinbot.service"
   chmod 0644 "$root/usr/lib/systemd/system/thinbot.service"
   install -m 0640 deploy/thinbot.example.yaml "$root/etc/thinbot/thinbot.example.yaml"

@@ -110,7 +110,8 @@ func TestRelease(t *testing.T) {
 	sh(t, "dpkg-deb", "-x", deb, tree)
 	unit, err := os.ReadFile(filepath.Join(tree, "usr/lib/systemd/system/thinbot.service"))
 	if err != nil || !strings.Contains(string(unit), "ExecStart=/usr/bin/thinbot serve --config /etc/thinbot/thinbot.yaml") ||
-		strings.Contains(string(unit), "/usr/local/bin") || !strings.Contains(string(unit), "User=thinbot") {
+		strings.Contains(string(unit), "/usr/local/bin") || !strings.Contains(string(unit), "User=thinbot") ||
+		!strings.Contains(string(unit), "ReadWritePaths=/var/lib/thinbot -/srv/ops") {
 		t.Errorf("the packaged unit does not run /usr/bin/thinbot as thinbot (%v):\n%s", err, unit)
 	}
 

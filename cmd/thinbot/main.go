@@ -51,7 +51,7 @@ func commands() []command {
 		{"sessions", "list or clear this directory's sessions", cmdSessions},
 		{"audit", "verify, export or follow the event chain", cmdAudit},
 		{"gate", "check commands against the gate, print the policy", cmdGate},
-		{"skills", "list skills and why some are hidden, check a skill folder", cmdSkills},
+		{"skills", "list skills and why some are hidden, check a skill folder, install the built-in packs, pin a skill set (lock)", cmdSkills},
 		{"config", "check a daemon config file", cmdConfig},
 		{"sandbox", "show what kernel sandbox this host supports (sandbox check)", cmdSandbox},
 		{"hosts", "list the fleet's hosts, groups and logins (remote targets over SSH)", cmdHosts},
