@@ -115,6 +115,9 @@ func writeSkillsText(w io.Writer, dirs []string, set skills.Set) {
 		for _, p := range s.ReadOnlyScripts {
 			fmt.Fprintf(w, "      read-only: %s\n", p)
 		}
+		for _, c := range s.Commands {
+			fmt.Fprintf(w, "      command: !%s\n", c.Usage())
+		}
 		if s.SHA256 != "" {
 			fmt.Fprintf(w, "      pinned: sha256 %s\n", s.SHA256)
 		}
@@ -214,6 +217,9 @@ func cmdSkillsCheck(e *env, args []string) error {
 	}
 	for _, p := range sk.ReadOnlyScripts {
 		fmt.Fprintf(e.stdout, "read-only script: %s\n", p)
+	}
+	for _, c := range sk.Commands {
+		fmt.Fprintf(e.stdout, "command: !%s  %s\n", c.Usage(), oneLine(c.Description, 120))
 	}
 	body, err := sk.ReadBody()
 	if err != nil {
