@@ -326,47 +326,46 @@ func serve(conn *net.UnixConn) {
 			mu.Unlock()
 			closeAll(fds)
 		case "run":
-			if len(fds) != 1 {
+			if len(fds) != 1 || len(m.Args) == 0 {
 				closeAll(fds)
-				reply(message{ID: m.ID, Op: "error", Err: "run without an output descriptor"})
+				reply(message{ID: m.ID, Op: "error", Err: "run needs a program and one output descriptor"})
 				continue
 			}
-			out := os.NewFile(uintptr(fds[0]), "output")
-			cmd := exec.Command(m.Args[0], m.Args[1:]...)
-			cmd.Dir, cmd.Env = m.Dir, m.Env
-			if cmd.Env == nil {
-				cmd.Env = []string{}
-			}
-			cmd.Stdout, cmd.Stderr = out, out
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			mu.Lock()
-			err := cmd.Start()
-			if err == nil {
-				procs[m.ID] = cmd.Process
-			}
-			mu.Unlock()
-			out.Close()
-			if err != nil {
-				reply(message{ID: m.ID, Op: "error", Err: "start: " + err.Error()})
-				continue
-			}
-			reply(message{ID: m.ID, Op: "started", Pid: cmd.Process.Pid})
+			// Each command starts on its own goroutine: a slow fork must
+			// not hold the next command or a kill.
 			wg.Add(1)
-			go func(id uint64, cmd *exec.Cmd) {
+			go func(m message, out *os.File) {
 				defer wg.Done()
+				cmd := exec.Command(m.Args[0], m.Args[1:]...)
+				cmd.Dir, cmd.Env = m.Dir, m.Env
+				if cmd.Env == nil {
+					cmd.Env = []string{}
+				}
+				cmd.Stdout, cmd.Stderr = out, out
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+				err := cmd.Start()
+				out.Close()
+				if err != nil {
+					reply(message{ID: m.ID, Op: "error", Err: "start: " + err.Error()})
+					return
+				}
+				mu.Lock()
+				procs[m.ID] = cmd.Process
+				mu.Unlock()
+				reply(message{ID: m.ID, Op: "started", Pid: cmd.Process.Pid})
 				_ = cmd.Wait()
 				mu.Lock()
 				// Whatever the command left in its group dies with it.
 				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-				delete(procs, id)
+				delete(procs, m.ID)
 				mu.Unlock()
 				st := cmd.ProcessState
-				r := message{ID: id, Op: "exited", Code: st.ExitCode()}
+				r := message{ID: m.ID, Op: "exited", Code: st.ExitCode()}
 				if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 					r.Sig = int(ws.Signal())
 				}
 				reply(r)
-			}(m.ID, cmd)
+			}(m, os.NewFile(uintptr(fds[0]), "output"))
 		default:
 			closeAll(fds)
 		}
