@@ -1,13 +1,9 @@
 package agentcore
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -170,7 +166,7 @@ func Exec(ctx context.Context, cfg ExecConfig, m sandbox.Mode, dir, command stri
 	}
 	// Children that keep the output pipe open must not hold Wait forever.
 	cmd.WaitDelay = 2 * time.Second
-	out := newCapture(cfg.CaptureLimit)
+	out := fleet.NewCapture(cfg.CaptureLimit)
 	cmd.Stdout, cmd.Stderr = out, out
 	start := time.Now()
 	err := cmd.Start()
@@ -183,8 +179,8 @@ func Exec(ctx context.Context, cfg ExecConfig, m sandbox.Mode, dir, command stri
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	res := ExecResult{
 		Output:   out.Bytes(),
-		Size:     out.n,
-		SHA256:   hex.EncodeToString(out.sum.Sum(nil)),
+		Size:     out.Size(),
+		SHA256:   out.SHA256(),
 		Duration: time.Since(start),
 		ExitCode: cmd.ProcessState.ExitCode(),
 	}
@@ -211,7 +207,7 @@ func execSandboxed(ctx, ctx2 context.Context, cfg ExecConfig, m sandbox.Mode, di
 		}
 		shell = p
 	}
-	out := newCapture(cfg.CaptureLimit)
+	out := fleet.NewCapture(cfg.CaptureLimit)
 	start := time.Now()
 	r, err := cfg.Sandbox.Run(ctx2, m, sandbox.Cmd{Args: []string{shell, "-c", command}, Dir: dir, Env: env}, out)
 	if err != nil {
@@ -219,8 +215,8 @@ func execSandboxed(ctx, ctx2 context.Context, cfg ExecConfig, m sandbox.Mode, di
 	}
 	res := ExecResult{
 		Output:   out.Bytes(),
-		Size:     out.n,
-		SHA256:   hex.EncodeToString(out.sum.Sum(nil)),
+		Size:     out.Size(),
+		SHA256:   out.SHA256(),
 		Duration: time.Since(start),
 		ExitCode: r.ExitCode,
 	}
@@ -232,54 +228,6 @@ func execSandboxed(ctx, ctx2 context.Context, cfg ExecConfig, m sandbox.Mode, di
 		}
 	}
 	return res, nil
-}
-
-// capture keeps the first and last limit/2 bytes written, the total size and
-// a hash of everything.
-type capture struct {
-	head, tail []byte
-	half       int
-	n          int64
-	sum        hash.Hash
-}
-
-func newCapture(limit int) *capture {
-	return &capture{half: limit / 2, sum: sha256.New()}
-}
-
-func (c *capture) Write(p []byte) (int, error) {
-	c.sum.Write(p)
-	c.n += int64(len(p))
-	q := p
-	if room := c.half - len(c.head); room > 0 {
-		k := min(room, len(q))
-		c.head = append(c.head, q[:k]...)
-		q = q[k:]
-	}
-	if len(q) > 0 {
-		c.tail = append(c.tail, q...)
-		if len(c.tail) > 2*c.half {
-			c.tail = append(c.tail[:0], c.tail[len(c.tail)-c.half:]...)
-		}
-	}
-	return len(p), nil
-}
-
-// Bytes returns head + tail, with a marker where bytes were dropped.
-func (c *capture) Bytes() []byte {
-	tail := c.tail
-	if len(tail) > c.half {
-		tail = tail[len(tail)-c.half:]
-	}
-	kept := int64(len(c.head) + len(tail))
-	if kept == c.n {
-		return append(append([]byte(nil), c.head...), tail...)
-	}
-	var b bytes.Buffer
-	b.Write(c.head)
-	fmt.Fprintf(&b, "\n[... %d bytes omitted ...]\n", c.n-kept)
-	b.Write(tail)
-	return b.Bytes()
 }
 
 // headTail shortens s to about limit bytes: its head and tail with a marker

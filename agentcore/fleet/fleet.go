@@ -331,7 +331,7 @@ func (f *Fleet) runOne(ctx context.Context, h Host, m Mode, command string) Resu
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 2 * time.Second
-	out := newCapture(f.cfg.CaptureLimit)
+	out := NewCapture(f.cfg.CaptureLimit)
 	var stderr bytes.Buffer
 	var sink = &crlf{w: out}
 	cmd.Stdout = sink
@@ -351,7 +351,7 @@ func (f *Fleet) runOne(ctx context.Context, h Host, m Mode, command string) Resu
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	sink.flush()
 	res.Duration = time.Since(start)
-	res.Output, res.Size, res.SHA256 = out.Bytes(), out.n, hex.EncodeToString(out.sum.Sum(nil))
+	res.Output, res.Size, res.SHA256 = out.Bytes(), out.Size(), out.SHA256()
 	switch {
 	case ctx.Err() != nil:
 		res.Cancelled = true
@@ -402,7 +402,7 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 
 // crlf turns the terminal's CRLF into LF on the way to w.
 type crlf struct {
-	w  *capture
+	w  *Capture
 	cr bool // a CR is held back, waiting for the next byte
 }
 
@@ -438,18 +438,26 @@ func (c *crlf) flush() {
 	}
 }
 
-// capture keeps the first and last limit/2 bytes written, the total size
-// and a hash of everything.
-type capture struct {
+// Capture keeps the first and last limit/2 bytes written, the total size
+// and a hash of everything: a command's output, local or remote, held in
+// bounded memory.
+type Capture struct {
 	head, tail []byte
 	half       int
 	n          int64
 	sum        hash.Hash
 }
 
-func newCapture(limit int) *capture { return &capture{half: limit / 2, sum: sha256.New()} }
+// NewCapture returns a Capture that keeps about limit bytes.
+func NewCapture(limit int) *Capture { return &Capture{half: limit / 2, sum: sha256.New()} }
 
-func (c *capture) Write(p []byte) (int, error) {
+// Size is how many bytes were written in all.
+func (c *Capture) Size() int64 { return c.n }
+
+// SHA256 is the hex SHA-256 of everything written.
+func (c *Capture) SHA256() string { return hex.EncodeToString(c.sum.Sum(nil)) }
+
+func (c *Capture) Write(p []byte) (int, error) {
 	c.sum.Write(p)
 	c.n += int64(len(p))
 	q := p
@@ -467,7 +475,8 @@ func (c *capture) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (c *capture) Bytes() []byte {
+// Bytes returns head + tail, with a marker where bytes were dropped.
+func (c *Capture) Bytes() []byte {
 	tail := c.tail
 	if len(tail) > c.half {
 		tail = tail[len(tail)-c.half:]

@@ -216,7 +216,7 @@ func TestSummary(t *testing.T) {
 }
 
 func TestCRLF(t *testing.T) {
-	c := newCapture(1 << 10)
+	c := NewCapture(1 << 10)
 	w := &crlf{w: c}
 	for _, p := range []string{"a\r", "\nb\r\n", "c\rd\r", "x"} {
 		w.Write([]byte(p))
