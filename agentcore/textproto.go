@@ -193,7 +193,7 @@ func parseJSONCalls(body string) []ToolCall {
 		if len(args) == 0 {
 			args = v.Parameters
 		}
-		return ToolCall{Name: v.Name, Arguments: argumentsText(args)}
+		return ToolCall{Name: v.Name, Arguments: ArgumentsText(args)}
 	}
 	if strings.HasPrefix(body, "[") {
 		var list []wireCall
@@ -242,9 +242,9 @@ func rawName(body string) string {
 	return rest[1 : end+1]
 }
 
-// argumentsText turns arguments sent as a JSON string into that string and
-// an object into compact JSON text.
-func argumentsText(raw json.RawMessage) string {
+// ArgumentsText turns tool-call arguments sent as a JSON string into that
+// string and an object (Ollama, text-form calls) into compact JSON text.
+func ArgumentsText(raw json.RawMessage) string {
 	if len(raw) == 0 || string(raw) == "null" {
 		return ""
 	}
@@ -273,7 +273,7 @@ func parseFunction(body string) ToolCall {
 	rest = strings.TrimSpace(rest)
 	if !strings.Contains(rest, tagParam) {
 		if rest != "" {
-			call.Arguments = argumentsText(json.RawMessage(rest))
+			call.Arguments = ArgumentsText(json.RawMessage(rest))
 		}
 		return call
 	}

@@ -191,6 +191,18 @@ func TestSSHStop(t *testing.T) {
 			// The remote sleeps die of the hangup, not of the test's
 			// cleanup (which has not run yet).
 			waitFor(t, 15*time.Second, func() bool { return len(remote(marker, uid)) == 0 })
+			// A sleep that just died may still be listed until its sshd
+			// session reaps it: wait for that too, then check.
+			waitFor(t, 15*time.Second, func() bool {
+				for _, s := range rig.Servers {
+					for _, p := range s.Processes() {
+						if p.Comm == "sleep" {
+							return false
+						}
+					}
+				}
+				return true
+			})
 			for _, s := range rig.Servers {
 				for _, p := range s.Processes() {
 					if p.Comm == "sleep" {

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -107,26 +106,7 @@ func parseTextCall(body string) agentcore.ToolCall {
 	if len(args) == 0 {
 		args = v.Parameters
 	}
-	return agentcore.ToolCall{Name: v.Name, Arguments: argumentsText(args)}
-}
-
-// argumentsText turns arguments sent as a JSON string into that string and
-// arguments sent as an object (Ollama) into compact JSON text.
-func argumentsText(raw json.RawMessage) string {
-	if len(raw) == 0 || string(raw) == "null" {
-		return ""
-	}
-	if raw[0] == '"' {
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			return s
-		}
-	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return string(raw)
-	}
-	return b.String()
+	return agentcore.ToolCall{Name: v.Name, Arguments: agentcore.ArgumentsText(args)}
 }
 
 // textCallID makes a stable id for a call the model wrote as text, so the

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/thinbot/thinbot/agentcore"
 )
 
 func TestExtract(t *testing.T) {
@@ -57,8 +59,8 @@ func TestArgumentsText(t *testing.T) {
 		`"not json"`:       "not json",
 	}
 	for in, want := range tests {
-		if got := argumentsText(json.RawMessage(in)); got != want {
-			t.Errorf("argumentsText(%s) = %q, want %q", in, got, want)
+		if got := agentcore.ArgumentsText(json.RawMessage(in)); got != want {
+			t.Errorf("ArgumentsText(%s) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -316,10 +316,10 @@ func (a *answer) addCall(d *wireToolCall) {
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
 	case raw[0] == '"':
-		tc.Arguments += argumentsText(raw)
+		tc.Arguments += agentcore.ArgumentsText(raw)
 	default:
 		// A whole object at once (Ollama): it replaces, never appends.
-		tc.Arguments = argumentsText(raw)
+		tc.Arguments = agentcore.ArgumentsText(raw)
 	}
 }
 
