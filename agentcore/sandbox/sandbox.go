@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -49,8 +48,7 @@ type Config struct {
 	Workspaces []string
 	// Exe is the binary to re-execute; "" means this process's executable.
 	// It must call Main early (cmd/thinbot's main does; tests use TestMain).
-	Exe    string
-	Logger *slog.Logger
+	Exe string
 }
 
 // Info is what a running helper reported about its set-up.
@@ -66,9 +64,8 @@ type Info struct {
 // Sandbox runs commands through the two helpers. It is safe for concurrent
 // use.
 type Sandbox struct {
-	log *slog.Logger
-	ro  *helper
-	rw  *helper
+	ro *helper
+	rw *helper
 }
 
 // Start starts both helpers and waits until they have set up their
@@ -76,9 +73,6 @@ type Sandbox struct {
 // something; the caller must then fail closed. Start must run before the
 // process marks itself non-dumpable (see Harden).
 func Start(ctx context.Context, cfg Config) (*Sandbox, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
 	if cfg.Exe == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -106,7 +100,7 @@ func Start(ctx context.Context, cfg Config) (*Sandbox, error) {
 		}
 		return nil, err
 	}
-	return &Sandbox{log: cfg.Logger, ro: ro, rw: rw}, nil
+	return &Sandbox{ro: ro, rw: rw}, nil
 }
 
 // Info returns what the helper of mode m reported at start.
@@ -219,7 +213,6 @@ func recv(conn *net.UnixConn) (message, []int, error) {
 // helper is the daemon's side of one helper process.
 type helper struct {
 	mode Mode
-	log  *slog.Logger
 	conn *net.UnixConn
 	proc *os.Process
 	info Info

@@ -56,7 +56,7 @@ func startHelper(ctx context.Context, cfg Config, m Mode) (*helper, error) {
 		return nil, fmt.Errorf("sandbox: start %s helper: %w", m, explainClone(err))
 	}
 	theirs.Close()
-	h := &helper{mode: m, log: cfg.Logger, conn: conn, proc: cmd.Process, waiting: map[uint64]chan message{}, done: make(chan struct{})}
+	h := &helper{mode: m, conn: conn, proc: cmd.Process, waiting: map[uint64]chan message{}, done: make(chan struct{})}
 
 	// The first message is "ready" (with what was set up) or "error".
 	type first struct {

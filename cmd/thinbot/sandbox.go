@@ -38,7 +38,7 @@ func startSandbox(ctx context.Context, want string, hide, workspaces []string, l
 		s.summary = "off (sandbox: off): commands run unconfined; only the gate stands between the model and the host"
 		logger.Warn("kernel sandbox turned off by the operator: commands run unconfined", "sandbox", "off")
 	default:
-		sb, err := sandbox.Start(ctx, sandbox.Config{Hide: hide, Workspaces: workspaces, Logger: logger})
+		sb, err := sandbox.Start(ctx, sandbox.Config{Hide: hide, Workspaces: workspaces})
 		if err != nil {
 			s.noSandbox = err.Error()
 			s.summary = "unavailable (" + err.Error() + "): every command needs an approval; set sandbox: off to run read-only commands unconfined"
