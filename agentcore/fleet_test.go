@@ -168,7 +168,7 @@ func TestFleetWriteNeedsOneApprovalNamingAllTargets(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the approved write did not happen: %v", err)
 	}
-	if uid := fileUID(st); uid != lookupUID(t, sshd.UserRW) {
+	if uid := fileUID(st); uid != sshd.UID(t, sshd.UserRW) {
 		t.Errorf("the file is owned by uid %d, not %s", uid, sshd.UserRW)
 	}
 	asked := payloadOf[approvalAskedPayload](t, f, "s", EvApprovalAsked)
@@ -241,7 +241,7 @@ func TestFleetStopKillsRemoteCommands(t *testing.T) {
 		_, err := f.a.Run(ctx, Turn{Session: "s", Actor: "user:al", Text: "sleep", Dir: f.dir, AllowAll: true})
 		done <- err
 	}()
-	uid := lookupUID(t, sshd.UserRW)
+	uid := sshd.UID(t, sshd.UserRW)
 	waitUntil(t, func() bool { return len(remoteProcs("sleep "+marker, uid)) == 2 })
 	cancel()
 	select {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -167,7 +166,7 @@ func TestSSHStop(t *testing.T) {
 			done := make(chan []fleet.Result)
 			go func() { done <- f.Run(ctx, hosts, fleet.Privileged, "sleep "+marker) }()
 			// Wait until the first two hosts run it (concurrency 2).
-			uid := lookupUID(t, sshd.UserRW)
+			uid := sshd.UID(t, sshd.UserRW)
 			waitFor(t, 15*time.Second, func() bool { return len(remote(marker, uid)) == 2 })
 			cancel()
 			var rs []fleet.Result
@@ -240,16 +239,6 @@ func owner(pid int) int {
 		}
 	}
 	return -1
-}
-
-func lookupUID(t *testing.T, name string) int {
-	t.Helper()
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, _ := strconv.Atoi(u.Uid)
-	return n
 }
 
 func waitFor(t *testing.T, d time.Duration, cond func() bool) {

@@ -397,3 +397,18 @@ func FindCmdline(s string) []int {
 	}
 	return out
 }
+
+// UID returns the uid of the local user name (the test users UserRO and
+// UserRW), failing the test if there is none.
+func UID(t testing.TB, name string) int {
+	t.Helper()
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(u.Uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
