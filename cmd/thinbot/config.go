@@ -320,15 +320,19 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 // development servers): 8079 is registered to nothing common.
 const defaultListen = "127.0.0.1:8079"
 
-// secretFiles are the credential files the config names.
-func (c *daemonConfig) secretFiles() []string {
-	var out []string
+// protectedPaths are the bot's own files, absolute: the state dir, the
+// config file, the credential files it names and the fleet's SSH keys. The
+// gate protects them and the kernel sandbox hides them from every command.
+func (c *daemonConfig) protectedPaths(configPath string) []string {
+	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
+	out := []string{abs(c.StateDir), abs(configPath)}
 	for _, f := range []string{c.Model.APIKeyFile, c.Mattermost.TokenFile, c.Slack.BotTokenFile, c.Slack.AppTokenFile, c.Slack.SigningSecretFile} {
 		if f != "" {
-			out = append(out, f)
+			out = append(out, abs(f))
 		}
 	}
-	return out
+	// The fleet's SSH keys are the daemon's, never a local command's.
+	return append(out, c.Fleet.keyFiles(filepath.Dir(abs(configPath)))...)
 }
 
 // checkSecretFile refuses a credentials file that other users can read, and

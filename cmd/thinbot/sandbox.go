@@ -82,19 +82,6 @@ func (s *sandboxSetup) close() {
 	}
 }
 
-func absAll(paths ...string) []string {
-	var out []string
-	for _, p := range paths {
-		if p == "" {
-			continue
-		}
-		if a, err := filepath.Abs(p); err == nil {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
 // cmdSandbox: thinbot sandbox check [--config FILE] [--json]
 func cmdSandbox(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || args[0] != "check" {
@@ -115,9 +102,11 @@ func cmdSandbox(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		want = c.Sandbox
-		hide = absAll(append([]string{c.StateDir, *path}, c.secretFiles()...)...)
+		hide = c.protectedPaths(*path)
 		for _, cc := range c.Channels {
-			workspaces = append(workspaces, absAll(cc.Workspace)...)
+			if ws, err := filepath.Abs(cc.Workspace); err == nil {
+				workspaces = append(workspaces, ws)
+			}
 		}
 	} else if wd, err := os.Getwd(); err == nil {
 		hide = []string{filepath.Join(wd, localDir)}

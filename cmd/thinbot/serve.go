@@ -199,14 +199,7 @@ func agentBase(e *env, c *daemonConfig, d durations, configPath string, db *stor
 		return daemonBase{}, nil, err
 	}
 	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
-	protected := []string{abs(c.StateDir), abs(configPath)}
-	for _, f := range []string{c.Model.APIKeyFile, c.Mattermost.TokenFile, c.Slack.BotTokenFile, c.Slack.AppTokenFile, c.Slack.SigningSecretFile} {
-		if f != "" {
-			protected = append(protected, abs(f))
-		}
-	}
-	// The fleet's SSH keys are the daemon's, never a local command's.
-	protected = append(protected, c.Fleet.keyFiles(filepath.Dir(abs(configPath)))...)
+	protected := c.protectedPaths(configPath)
 	policy = policy.WithProtected(protected...)
 	var workspaces []string
 	for _, cc := range c.Channels {
