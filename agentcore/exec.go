@@ -177,20 +177,7 @@ func Exec(ctx context.Context, cfg ExecConfig, m sandbox.Mode, dir, command stri
 	// Kill what is left of the group even after a normal exit: a command
 	// must not leave background processes behind.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	res := ExecResult{
-		Output:   out.Bytes(),
-		Size:     out.Size(),
-		SHA256:   out.SHA256(),
-		Duration: time.Since(start),
-		ExitCode: cmd.ProcessState.ExitCode(),
-	}
-	if ctx2.Err() != nil {
-		if ctx.Err() != nil {
-			res.Cancelled = true
-		} else {
-			res.TimedOut = true
-		}
-	}
+	res := execResult(ctx, ctx2, out, start, cmd.ProcessState.ExitCode())
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) && ctx2.Err() == nil {
 		return res, fmt.Errorf("wait: %w", err)
@@ -213,21 +200,24 @@ func execSandboxed(ctx, ctx2 context.Context, cfg ExecConfig, m sandbox.Mode, di
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("start %s: %w", shell, err)
 	}
+	return execResult(ctx, ctx2, out, start, r.ExitCode), nil
+}
+
+// execResult is how a command ended: what it wrote, and whether ctx (the
+// caller's) or ctx2 (with the timeout) ended it.
+func execResult(ctx, ctx2 context.Context, out *fleet.Capture, start time.Time, code int) ExecResult {
 	res := ExecResult{
 		Output:   out.Bytes(),
 		Size:     out.Size(),
 		SHA256:   out.SHA256(),
 		Duration: time.Since(start),
-		ExitCode: r.ExitCode,
+		ExitCode: code,
 	}
 	if ctx2.Err() != nil {
-		if ctx.Err() != nil {
-			res.Cancelled = true
-		} else {
-			res.TimedOut = true
-		}
+		res.Cancelled = ctx.Err() != nil
+		res.TimedOut = !res.Cancelled
 	}
-	return res, nil
+	return res
 }
 
 // headTail shortens s to about limit bytes: its head and tail with a marker
