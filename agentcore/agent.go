@@ -568,6 +568,9 @@ func (a *Agent) complete(ctx context.Context, rs *runState) (Response, error) {
 			if oerr != nil {
 				return Response{}, oerr
 			}
+			// req's messages may share the projector's spare capacity,
+			// which the next append overwrites: keep a copy.
+			req.Messages = slices.Clone(req.Messages)
 			failed, maxTokens = &req, mt
 			continue
 		default:
@@ -695,19 +698,15 @@ func (a *Agent) flushUnlessResults(rs *runState) error {
 // call's result takes the place of its "interrupted" stand-in, a
 // text-protocol result is a user message.
 func requestMessages(rs *runState) []Message {
-	msgs := rs.s.proj.Messages()
+	proj := &rs.s.proj
 	if len(rs.pending) == 0 {
-		return msgs
+		return proj.Messages()
 	}
-	// Messages ends with a stand-in for each open call, in open's order;
-	// Apply puts a result after the projected messages and before the
-	// stand-ins of the calls still open.
-	open := slices.Clone(rs.s.proj.open)
-	// With open calls msgs is already a copy (Messages appended the
-	// stand-ins to a capacity-limited slice), so its array can be reused;
-	// without, its capacity ends at its length and the first append copies.
-	// Either way the projector's own array is never written.
-	out := msgs[:len(msgs)-len(open)]
+	// Messages would end with a stand-in for each open call, in open's
+	// order; Apply puts a result after the projected messages and before
+	// the stand-ins of the calls still open.
+	open := slices.Clone(proj.open)
+	var tail []Message
 	for _, e := range rs.pending {
 		var v toolResultPayload
 		if e.Type != EvToolResult || !decode(e, &v) {
@@ -715,15 +714,15 @@ func requestMessages(rs *runState) []Message {
 		}
 		if i := slices.IndexFunc(open, func(c ToolCall) bool { return c.ID == v.CallID }); i >= 0 {
 			open = slices.Delete(open, i, i+1)
-			out = append(out, Message{Role: RoleTool, ToolCallID: v.CallID, Name: v.Tool, Content: v.Content})
+			tail = append(tail, Message{Role: RoleTool, ToolCallID: v.CallID, Name: v.Tool, Content: v.Content})
 		} else {
-			out = append(out, Message{Role: RoleUser, Content: v.Content})
+			tail = append(tail, Message{Role: RoleUser, Content: v.Content})
 		}
 	}
 	for _, c := range open {
-		out = append(out, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, Content: interruptedResult})
+		tail = append(tail, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, Content: interruptedResult})
 	}
-	return out[:len(out):len(out)]
+	return proj.withTail(tail)
 }
 
 func (a *Agent) hookCommand(rs *runState, c CommandInfo) {

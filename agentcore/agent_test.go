@@ -585,6 +585,47 @@ func TestMessagesViewsAreNotChangedByLaterEvents(t *testing.T) {
 	}
 }
 
+// TestWithTailLeavesViewsAlone: a step's request is the projection plus its
+// pending results written into the projector's spare capacity; views handed
+// out before stay as they were, and once the results commit the projection
+// is what Project gives.
+func TestWithTailLeavesViewsAlone(t *testing.T) {
+	ev := func(seq uint64, typ string, payload any) store.Event {
+		return store.Event{Seq: seq, Type: typ, Payload: mustJSON(payload)}
+	}
+	call := ToolCall{ID: "c1", Name: ToolRun, Arguments: `{"command":"true"}`}
+	evs := []store.Event{
+		ev(1, EvUserMessage, userMessagePayload{Text: "q1"}),
+		ev(2, EvAssistantMessage, assistantPayload{Protocol: "tools", ToolCalls: []ToolCall{call}}),
+	}
+	var p Projector
+	for _, e := range evs {
+		p.Apply(e)
+	}
+	view := p.Messages()
+	before, _ := json.Marshal(view)
+	for i := range 40 { // enough steps for the array to grow under the tail
+		result := ev(uint64(3+2*i), EvToolResult, toolResultPayload{CallID: call.ID, Tool: ToolRun, Content: fmt.Sprint("out ", i)})
+		rs := &runState{s: &session{proj: p}, pending: []store.Event{result}}
+		req := requestMessages(rs)
+		p = rs.s.proj
+		if last := req[len(req)-1]; last.Role != RoleTool || last.Content != fmt.Sprint("out ", i) {
+			t.Fatalf("step %d: request ends with %+v", i, last)
+		}
+		next := ev(uint64(4+2*i), EvAssistantMessage, assistantPayload{Protocol: "tools", ToolCalls: []ToolCall{call}})
+		evs = append(evs, result, next)
+		p.Apply(result)
+		p.Apply(next)
+		want, _ := json.Marshal(Project(evs))
+		if got, _ := json.Marshal(p.Messages()); string(got) != string(want) {
+			t.Fatalf("step %d: projection\n%s\nwant\n%s", i, got, want)
+		}
+	}
+	if after, _ := json.Marshal(view); string(after) != string(before) {
+		t.Errorf("an earlier view changed:\n%s\n%s", before, after)
+	}
+}
+
 func TestSecretsAreRedactedFromOutput(t *testing.T) {
 	var saw string
 	f := newFixture(t, Config{Secrets: []string{"xoxb-very-secret-token", "short"}},

@@ -311,8 +311,9 @@ func serve(conn *net.UnixConn) {
 		defer wmu.Unlock()
 		_ = send(conn, m)
 	}
+	buf := newRecvBuf()
 	for {
-		m, fds, err := recv(conn)
+		m, fds, err := recv(conn, buf)
 		if err != nil {
 			closeAll(fds)
 			break

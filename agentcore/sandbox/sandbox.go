@@ -188,9 +188,14 @@ func send(conn *net.UnixConn, m message, fds ...int) error {
 	return err
 }
 
-func recv(conn *net.UnixConn) (message, []int, error) {
-	buf := make([]byte, maxMessage)
-	oob := make([]byte, 64)
+// newRecvBuf returns a buffer for recv; a reader loop keeps one for all its
+// messages instead of allocating maxMessage bytes for each.
+func newRecvBuf() []byte { return make([]byte, maxMessage+64) }
+
+// recv reads one message into buf (from newRecvBuf), which it may reuse
+// once recv returns: the message holds no references into it.
+func recv(conn *net.UnixConn, buf []byte) (message, []int, error) {
+	buf, oob := buf[:maxMessage], buf[maxMessage:]
 	n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
 	if err != nil {
 		return message{}, nil, err
@@ -235,8 +240,9 @@ func (h *helper) failed() error {
 // goes away every waiting command gets an error reply.
 func (h *helper) readLoop() {
 	defer close(h.done)
+	buf := newRecvBuf()
 	for {
-		m, fds, err := recv(h.conn)
+		m, fds, err := recv(h.conn, buf)
 		closeAll(fds)
 		if err != nil {
 			h.mu.Lock()

@@ -65,7 +65,7 @@ func startHelper(ctx context.Context, cfg Config, m Mode) (*helper, error) {
 	}
 	got := make(chan first, 1)
 	go func() {
-		m, fds, err := recv(conn)
+		m, fds, err := recv(conn, newRecvBuf())
 		closeAll(fds)
 		got <- first{m, err}
 	}()
