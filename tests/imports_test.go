@@ -28,10 +28,9 @@ var allowedImports = map[string][]string{
 
 // sdkOwners: only these packages may import the SDK.
 var sdkOwners = map[string]string{
-	"github.com/slack-go/slack":                      "bot/slack",
-	"github.com/mattermost/mattermost/server/public": "bot/mattermost",
-	"go.etcd.io/bbolt":                               "store",
-	"mvdan.cc/sh/v3":                                 "gate",
+	"github.com/slack-go/slack": "bot/slack",
+	"go.etcd.io/bbolt":          "store",
+	"mvdan.cc/sh/v3":            "gate",
 }
 
 func TestImportMap(t *testing.T) {

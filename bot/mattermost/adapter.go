@@ -13,8 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mattermost/mattermost/server/public/model"
-
 	"github.com/thinbot/thinbot/bot"
 )
 
@@ -57,7 +55,7 @@ type Config struct {
 type Adapter struct {
 	cfg    Config
 	log    *slog.Logger
-	client *model.Client4
+	client *apiClient
 	wsURL  string
 
 	running   atomic.Bool
@@ -122,9 +120,7 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	hc.Transport = &retryTransport{base: inner, log: log, maxRetries: 3, maxWait: time.Minute}
 
-	client := model.NewAPIv4Client(base.String())
-	client.HTTPClient = hc
-	client.SetToken(cfg.Token)
+	client := &apiClient{base: base.String() + apiPath, token: cfg.Token, hc: hc}
 
 	ws := *base
 	if ws.Scheme == "https" {
@@ -132,7 +128,7 @@ func New(cfg Config) (*Adapter, error) {
 	} else {
 		ws.Scheme = "ws"
 	}
-	ws.Path = strings.TrimRight(ws.Path, "/") + model.APIURLSuffix + "/websocket"
+	ws.Path = strings.TrimRight(ws.Path, "/") + apiPath + "/websocket"
 
 	cfg.ActionSecret = append([]byte(nil), cfg.ActionSecret...)
 	return &Adapter{
@@ -211,19 +207,19 @@ func (a *Adapter) me(ctx context.Context) (id, name string, err error) {
 	if id != "" {
 		return id, name, nil
 	}
-	u, resp, err := a.client.GetMe(ctx, "")
+	u, version, err := a.client.getMe(ctx)
 	if err != nil {
-		err = apiError("get me", resp, err)
-		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
+		var ae *APIError
+		if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
 			err = fmt.Errorf("%w: %w", errAuth, err)
 		}
 		return "", "", err
 	}
 	a.mu.Lock()
-	a.botID, a.botName = u.Id, u.Username
+	a.botID, a.botName = u.ID, u.Username
 	a.mu.Unlock()
-	a.log.Info("mattermost login", "user_id", u.Id, "username", u.Username, "server_version", resp.ServerVersion)
-	return u.Id, u.Username, nil
+	a.log.Info("mattermost login", "user_id", u.ID, "username", u.Username, "server_version", version)
+	return u.ID, u.Username, nil
 }
 
 // userName resolves a user id to a username through a small cache. It
@@ -238,9 +234,9 @@ func (a *Adapter) userName(ctx context.Context, id string) string {
 	if ok {
 		return name
 	}
-	u, resp, err := a.client.GetUser(ctx, id, "")
+	u, err := a.client.getUser(ctx, id)
 	if err != nil {
-		a.log.Warn("mattermost user lookup failed", "user_id", id, "err", apiError("get user", resp, err))
+		a.log.Warn("mattermost user lookup failed", "user_id", id, "err", err)
 		return ""
 	}
 	a.rememberUser(id, u.Username)
@@ -321,14 +317,15 @@ func (a *Adapter) rememberUser(id, name string) {
 }
 
 // APIError is a failed Mattermost API call. It carries the HTTP status and
-// the id and message of the server's AppError JSON, never the token.
+// the id and message of the server's AppError JSON (or the start of a body
+// that is not one), never the token.
 type APIError struct {
 	Op        string // what was attempted, e.g. "create post"
 	Status    int    // HTTP status, 0 if no response arrived
 	ID        string // AppError id, e.g. "api.context.permissions.app_error"
 	Message   string // AppError message
-	RequestID string // X-Request-ID of the response
-	Err       error  // underlying error
+	RequestID string // X-Request-ID of the response (or the AppError's request_id)
+	Err       error  // underlying error: the transport's, or the text of a body that is not an AppError
 }
 
 // Error formats the failure for logs.
@@ -353,23 +350,6 @@ func (e *APIError) Error() string {
 
 // Unwrap returns the underlying error.
 func (e *APIError) Unwrap() error { return e.Err }
-
-// apiError turns a Client4 failure into an *APIError.
-func apiError(op string, resp *model.Response, err error) error {
-	e := &APIError{Op: op, Err: err}
-	if resp != nil {
-		e.Status = resp.StatusCode
-		e.RequestID = resp.RequestId
-	}
-	var ae *model.AppError
-	if errors.As(err, &ae) {
-		e.ID, e.Message = ae.Id, ae.Message
-		if e.Status == 0 {
-			e.Status = ae.StatusCode
-		}
-	}
-	return e
-}
 
 var _ bot.ChannelResolver = (*Adapter)(nil)
 
@@ -411,7 +391,7 @@ func (a *Adapter) ChannelID(ctx context.Context, name string) (string, error) {
 	var ids []string
 	for _, c := range channels {
 		if c.Name == name || strings.EqualFold(c.DisplayName, name) {
-			ids = append(ids, c.Id)
+			ids = append(ids, c.ID)
 		}
 	}
 	switch len(ids) {

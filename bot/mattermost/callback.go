@@ -11,8 +11,8 @@ import (
 const maxCallbackBody = 64 << 10
 
 // actionRequest is what Mattermost posts to a button's integration URL
-// (model.PostActionIntegrationRequest). user_name exists on newer servers
-// only.
+// (Mattermost's PostActionIntegrationRequest). user_name exists on newer
+// servers only.
 type actionRequest struct {
 	UserID    string         `json:"user_id"`
 	UserName  string         `json:"user_name"`
@@ -25,7 +25,7 @@ type actionRequest struct {
 }
 
 // actionResponse is the integration response
-// (model.PostActionIntegrationResponse): Update replaces the clicked post's
+// (Mattermost's PostActionIntegrationResponse): Update replaces the clicked post's
 // message and props; EphemeralText is shown to the clicker only.
 type actionResponse struct {
 	Update           *updatedPost `json:"update,omitempty"`

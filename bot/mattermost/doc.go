@@ -1,6 +1,6 @@
 // Package mattermost connects the bot to a Mattermost server. It implements
-// bot.Adapter over the REST API v4 (github.com/mattermost/mattermost/server/public/model)
-// and the WebSocket event stream, and it serves the integration URL that
+// bot.Adapter over the REST API v4 and the WebSocket event stream
+// (github.com/gorilla/websocket), and it serves the integration URL that
 // Mattermost calls when someone presses a button on one of the bot's posts.
 //
 // # Events
@@ -39,13 +39,17 @@
 // Markdown file to the same post, so a thread keeps one post per answer.
 // Update truncates with the same notice but cannot attach a file.
 //
-// # Start-up cost
+// # The API client
 //
-// The Mattermost client (server/public/model) brings 99 packages into
-// every thinbot process that this one alone needs, go-plugin and gRPC
-// among them; their init functions cost about 3.7 ms of the ~9 ms that
-// `thinbot version` takes (GODEBUG=inittrace=1; prometheus with protobuf
-// adds 1.2 ms), and the sandbox helpers, the same binary re-executed, pay
-// it too. Only a client of our own for the ten API v4 calls and the
-// WebSocket used here would remove it.
+// The REST client is this package's own (api.go, net/http and
+// encoding/json): the ten API v4 calls the adapter makes and only the
+// fields it reads, rather than Mattermost's server/public/model, whose
+// package inits (with go-plugin, gRPC, protobuf and semver under it) cost
+// about 3 ms of every thinbot start, terminal commands and sandbox helpers
+// included, and whose ~100 packages a security review had to cover. It
+// sends the token only in the Authorization header (Bearer) and the
+// WebSocket's authentication challenge, never in a URL; a failed
+// call is an *APIError with the HTTP status and the id, message and
+// request id of Mattermost's AppError body, or the start of a body that is
+// not one, with the token removed should the server echo it.
 package mattermost

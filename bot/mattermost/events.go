@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/mattermost/mattermost/server/public/model"
 
 	"github.com/thinbot/thinbot/bot"
 )
@@ -53,6 +52,14 @@ type runState struct {
 	lastPost int64
 }
 
+// Names and values of the WebSocket protocol.
+const (
+	eventPosted         = "posted"
+	eventHello          = "hello"
+	actionAuthChallenge = "authentication_challenge"
+	statusOK            = "OK"
+)
+
 // wsMessage is one frame of the Mattermost WebSocket: an event (Event set)
 // or a reply to a request we sent (SeqReply set).
 type wsMessage struct {
@@ -86,7 +93,7 @@ type postedData struct {
 
 // incoming is a post with what the adapter knows about its channel.
 type incoming struct {
-	post        *model.Post
+	post        *post
 	channelType string
 	senderName  string
 	mentions    []string
@@ -98,11 +105,11 @@ func parsePosted(data []byte) (incoming, error) {
 	if err := json.Unmarshal(data, &d); err != nil {
 		return incoming{}, fmt.Errorf("posted event: %w", err)
 	}
-	var p model.Post
+	var p post
 	if err := json.Unmarshal([]byte(d.Post), &p); err != nil {
 		return incoming{}, fmt.Errorf("posted event: post: %w", err)
 	}
-	if p.Id == "" || p.ChannelId == "" {
+	if p.ID == "" || p.ChannelID == "" {
 		return incoming{}, errors.New("posted event: post without id or channel_id")
 	}
 	in := incoming{
@@ -180,7 +187,7 @@ func (a *Adapter) session(ctx context.Context, h bot.Handler, st *runState) (con
 	st.catchupFrom = max(connectedAt, st.lastPost)
 
 	for f := range frames {
-		if f.Event != string(model.WebsocketEventPosted) {
+		if f.Event != eventPosted {
 			continue
 		}
 		in, err := parsePosted(f.Data)
@@ -203,7 +210,7 @@ func (a *Adapter) authenticate(conn *websocket.Conn) error {
 	conn.SetWriteDeadline(time.Now().Add(authTimeout))
 	challenge := map[string]any{
 		"seq":    1,
-		"action": string(model.WebsocketAuthenticationChallenge),
+		"action": actionAuthChallenge,
 		"data":   map[string]string{"token": a.cfg.Token},
 	}
 	if err := conn.WriteJSON(challenge); err != nil {
@@ -218,9 +225,9 @@ func (a *Adapter) authenticate(conn *websocket.Conn) error {
 			return fmt.Errorf("mattermost: websocket auth: %w", err)
 		}
 		switch {
-		case m.Event == string(model.WebsocketEventHello):
+		case m.Event == eventHello:
 			return nil
-		case m.SeqReply == 1 && m.Status == model.StatusOk:
+		case m.SeqReply == 1 && m.Status == statusOK:
 			return nil
 		case m.SeqReply == 1:
 			msg := m.Status
@@ -288,20 +295,20 @@ func (a *Adapter) catchUp(ctx context.Context, h bot.Handler, st *runState, botI
 	}
 	var posts []incoming
 	for _, ch := range channels {
-		list, resp, err := a.client.GetPostsSince(ctx, ch.Id, from, false)
+		list, err := a.client.getPostsSince(ctx, ch.ID, from)
 		if err != nil {
 			// One unreadable channel must not block the others.
-			a.log.Warn("mattermost catch-up failed for channel", "channel_id", ch.Id, "err", apiError("get posts since", resp, err))
+			a.log.Warn("mattermost catch-up failed for channel", "channel_id", ch.ID, "err", err)
 			continue
 		}
 		if len(list.Posts) >= postsSinceLimit {
-			a.log.Warn("mattermost catch-up hit the server's page limit; older missed posts are skipped", "channel_id", ch.Id, "posts", len(list.Posts))
+			a.log.Warn("mattermost catch-up hit the server's page limit; older missed posts are skipped", "channel_id", ch.ID, "posts", len(list.Posts))
 		}
 		for _, p := range list.Posts {
 			if p == nil || p.CreateAt <= from || p.DeleteAt != 0 {
 				continue
 			}
-			posts = append(posts, incoming{post: p, channelType: string(ch.Type)})
+			posts = append(posts, incoming{post: p, channelType: ch.Type})
 		}
 	}
 	slices.SortFunc(posts, func(x, y incoming) int {
@@ -311,7 +318,7 @@ func (a *Adapter) catchUp(ctx context.Context, h bot.Handler, st *runState, botI
 			}
 			return 1
 		}
-		return strings.Compare(x.post.Id, y.post.Id)
+		return strings.Compare(x.post.ID, y.post.ID)
 	})
 	a.log.Info("mattermost catch-up", "since", time.UnixMilli(from).UTC().Format(time.RFC3339), "channels", len(channels), "posts", len(posts))
 	for _, in := range posts {
@@ -326,36 +333,37 @@ func (a *Adapter) catchUp(ctx context.Context, h bot.Handler, st *runState, botI
 // memberChannels lists the channels (direct ones included) the bot is a
 // member of, over every team it belongs to. A bot in no team falls back to
 // GET /users/{id}/channels, which servers before 6.2 may lack.
-func (a *Adapter) memberChannels(ctx context.Context, botID string) ([]*model.Channel, error) {
-	teams, resp, err := a.client.GetTeamsForUser(ctx, botID, "")
+func (a *Adapter) memberChannels(ctx context.Context, botID string) ([]channel, error) {
+	teams, err := a.client.getTeamsForUser(ctx, botID)
 	if err != nil {
-		return nil, apiError("get teams", resp, err)
+		return nil, err
 	}
-	var out []*model.Channel
+	var out []channel
 	seen := make(map[string]bool)
-	add := func(chs []*model.Channel) {
+	add := func(chs []channel) {
 		for _, c := range chs {
-			if c != nil && !seen[c.Id] {
-				seen[c.Id] = true
+			if c.ID != "" && !seen[c.ID] {
+				seen[c.ID] = true
 				out = append(out, c)
 			}
 		}
 	}
 	for _, t := range teams {
-		chs, resp, err := a.client.GetChannelsForTeamForUser(ctx, t.Id, botID, false, "")
+		chs, err := a.client.getChannelsForTeamForUser(ctx, t.ID, botID)
 		if err != nil {
-			return nil, apiError("get channels of team "+t.Id, resp, err)
+			return nil, err
 		}
 		add(chs)
 	}
 	if len(teams) == 0 {
-		chs, resp, err := a.client.GetChannelsForUserWithLastDeleteAt(ctx, botID, 0)
+		chs, err := a.client.getChannelsForUser(ctx, botID)
 		if err != nil {
-			if resp != nil && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusNotImplemented) {
+			var ae *APIError
+			if errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusNotImplemented) {
 				a.log.Warn("mattermost: bot is in no team and the server cannot list its channels; catch-up skipped")
 				return nil, nil
 			}
-			return nil, apiError("get channels", resp, err)
+			return nil, err
 		}
 		add(chs)
 	}
@@ -367,37 +375,36 @@ func (a *Adapter) deliver(ctx context.Context, h bot.Handler, st *runState, botI
 	p := in.post
 	st.lastPost = max(st.lastPost, p.CreateAt)
 	switch {
-	case p.UserId == botID: // never answer ourselves
+	case p.UserID == botID: // never answer ourselves
 		return
 	case p.Type != "": // system messages: joins, header changes, ...
 		return
 	case p.DeleteAt != 0:
 		return
 	}
-	if !st.seen.Add(p.Id) {
+	if !st.seen.Add(p.ID) {
 		return
 	}
 	name := in.senderName
 	if name != "" {
-		a.rememberUser(p.UserId, name)
+		a.rememberUser(p.UserID, name)
 	} else {
-		name = a.userNameSoon(ctx, p.UserId, nameWait)
+		name = a.userNameSoon(ctx, p.UserID, nameWait)
 	}
-	direct := in.channelType == string(model.ChannelTypeDirect)
+	direct := in.channelType == channelTypeDirect
 	text, byName := stripMention(p.Message, botName)
-	root := p.RootId
+	root := p.RootID
 	if root == "" {
-		root = p.Id
+		root = p.ID
 	}
-	props := p.GetProps()
 	m := bot.Message{
-		Thread:    bot.Thread{Platform: Platform, Channel: p.ChannelId, Root: root},
-		ID:        p.Id,
-		User:      bot.User{ID: p.UserId, Name: name},
+		Thread:    bot.Thread{Platform: Platform, Channel: p.ChannelID, Root: root},
+		ID:        p.ID,
+		User:      bot.User{ID: p.UserID, Name: name},
 		Text:      text,
 		Mentioned: byName || direct || slices.Contains(in.mentions, botID),
 		Direct:    direct,
-		FromBot:   props[model.PostPropsFromBot] == "true" || props[model.PostPropsFromWebhook] == "true",
+		FromBot:   p.fromBot(),
 		Time:      time.UnixMilli(p.CreateAt),
 	}
 	h.HandleMessage(ctx, m)

@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/mattermost/mattermost/server/public/model"
-
 	"github.com/thinbot/thinbot/bot"
 )
 
@@ -23,19 +21,17 @@ func (a *Adapter) Post(ctx context.Context, t bot.Thread, p bot.Post) (string, e
 		return "", errors.New("mattermost: post: thread has no channel")
 	}
 	text, cut := fitText(p.Text, truncatedNotice)
-	var fileIDs model.StringArray
+	var fileIDs []string
 	upload := func(f bot.File) error {
 		name := f.Name
 		if name == "" {
 			name = "file.txt"
 		}
-		res, resp, err := a.client.UploadFile(ctx, f.Data, t.Channel, name)
+		ids, err := a.client.uploadFile(ctx, t.Channel, name, f.Data)
 		if err != nil {
-			return apiError("upload file", resp, err)
+			return err
 		}
-		for _, fi := range res.FileInfos {
-			fileIDs = append(fileIDs, fi.Id)
-		}
+		fileIDs = append(fileIDs, ids...)
 		return nil
 	}
 	if p.File != nil {
@@ -48,52 +44,43 @@ func (a *Adapter) Post(ctx context.Context, t bot.Thread, p bot.Post) (string, e
 			return "", err
 		}
 	}
-	post := &model.Post{
-		ChannelId: t.Channel,
-		RootId:    t.Root,
-		Message:   text,
-		FileIds:   fileIDs,
-	}
+	np := newPost{ChannelID: t.Channel, RootID: t.Root, Message: text, FileIDs: fileIDs}
 	if len(p.Buttons) > 0 {
-		post.SetProps(a.props(t.Channel, t.Root, p))
+		np.Props = a.props(t.Channel, t.Root, p)
 	}
-	created, resp, err := a.client.CreatePost(ctx, post)
+	created, err := a.client.createPost(ctx, np)
 	if err != nil {
-		return "", apiError("create post", resp, err)
+		return "", err
 	}
-	return created.Id, nil
+	return created.ID, nil
 }
 
 // Update replaces the text and buttons of the bot's post postID in t. The
 // buttons' clicks keep reporting t.Root as their thread root.
 func (a *Adapter) Update(ctx context.Context, t bot.Thread, postID string, p bot.Post) error {
 	text, _ := fitText(p.Text, updateTruncatedNotice)
-	props := model.StringInterface(a.props(t.Channel, t.Root, p))
-	patch := &model.PostPatch{Message: &text, Props: &props}
-	if _, resp, err := a.client.PatchPost(ctx, postID, patch); err != nil {
-		return apiError("patch post", resp, err)
-	}
-	return nil
+	props := a.props(t.Channel, t.Root, p)
+	return a.client.patchPost(ctx, postID, postPatch{Message: &text, Props: &props})
 }
 
 // IsMember reports whether userID is a member of channel. A user or channel
 // the server does not know is not a member.
 func (a *Adapter) IsMember(ctx context.Context, channel, userID string) (bool, error) {
-	_, resp, err := a.client.GetChannelMember(ctx, channel, userID, "")
-	if err != nil {
-		if resp != nil && resp.StatusCode == http.StatusNotFound {
+	if err := a.client.getChannelMember(ctx, channel, userID); err != nil {
+		var ae *APIError
+		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
 			return false, nil
 		}
-		return false, apiError("get channel member", resp, err)
+		return false, err
 	}
 	return true, nil
 }
 
 // attachment is the part of a Slack-style message attachment thinbot uses.
 type attachment struct {
-	Fallback string              `json:"fallback,omitempty"`
-	Text     string              `json:"text,omitempty"`
-	Actions  []*model.PostAction `json:"actions"`
+	Fallback string       `json:"fallback,omitempty"`
+	Text     string       `json:"text,omitempty"`
+	Actions  []postAction `json:"actions"`
 }
 
 // props builds a post's props: one attachment holding p's buttons, or an
@@ -102,19 +89,19 @@ func (a *Adapter) props(channel, root string, p bot.Post) map[string]any {
 	if len(p.Buttons) == 0 {
 		return map[string]any{"attachments": []attachment{}}
 	}
-	actions := make([]*model.PostAction, 0, len(p.Buttons))
+	actions := make([]postAction, 0, len(p.Buttons))
 	used := make(map[string]bool)
 	for i, b := range p.Buttons {
 		style := b.Style
 		if style == "" {
 			style = "default"
 		}
-		actions = append(actions, &model.PostAction{
-			Id:    actionID(b.ID, i, used),
-			Type:  model.PostActionTypeButton,
+		actions = append(actions, postAction{
+			ID:    actionID(b.ID, i, used),
+			Type:  postActionTypeButton,
 			Name:  b.Label,
 			Style: style,
-			Integration: &model.PostActionIntegration{
+			Integration: &actionIntegration{
 				URL: a.cfg.CallbackURL,
 				Context: map[string]any{
 					ctxValue:  p.Value,

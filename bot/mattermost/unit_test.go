@@ -84,7 +84,7 @@ func TestParsePosted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in.post.Id != "p1" || in.channelType != "O" || in.senderName != "alice" || len(in.mentions) != 1 || in.mentions[0] != "b1" {
+	if in.post.ID != "p1" || in.channelType != "O" || in.senderName != "alice" || len(in.mentions) != 1 || in.mentions[0] != "b1" {
 		t.Errorf("parsePosted = %+v (post %+v)", in, in.post)
 	}
 	for _, bad := range []string{`{}`, `{"post":"{}"}`, `{"post":"{\"id\":\"x\",\"channel_id\":\"c\"}","mentions":"nope"}`, `[]`} {
@@ -100,7 +100,7 @@ func FuzzParsePosted(f *testing.F) {
 	f.Add([]byte(`{"post":"not json"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in, err := parsePosted(data)
-		if err == nil && (in.post == nil || in.post.Id == "" || in.post.ChannelId == "") {
+		if err == nil && (in.post == nil || in.post.ID == "" || in.post.ChannelID == "") {
 			t.Fatalf("accepted a post without id or channel: %+v", in)
 		}
 	})

@@ -87,7 +87,8 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 }
 
 func (s *Server) authUser(r *http.Request) *User {
-	// Like Mattermost, the scheme is case-insensitive (Client4 sends "BEARER").
+	// Like Mattermost, the scheme is case-insensitive (Mattermost's own
+	// client sends "BEARER", thinbot "Bearer").
 	h := r.Header.Get("Authorization")
 	var tok string
 	switch {
