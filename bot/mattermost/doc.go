@@ -52,4 +52,7 @@
 // call is an *APIError with the HTTP status and the id, message and
 // request id of Mattermost's AppError body, or the start of a body that is
 // not one, with the token removed should the server echo it.
+//
+// Each WebSocket frame is decoded once, the data of a "posted" event with
+// it; the post inside (a JSON document in a string) is decoded once more.
 package mattermost

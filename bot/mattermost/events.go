@@ -60,19 +60,15 @@ const (
 	statusOK            = "OK"
 )
 
-// wsMessage is one frame of the Mattermost WebSocket: an event (Event set)
-// or a reply to a request we sent (SeqReply set).
-type wsMessage struct {
-	Event     string          `json:"event"`
-	Data      json.RawMessage `json:"data"`
-	Broadcast struct {
-		ChannelID string `json:"channel_id"`
-		TeamID    string `json:"team_id"`
-		UserID    string `json:"user_id"`
-	} `json:"broadcast"`
-	Seq      int64  `json:"seq"`
-	Status   string `json:"status"`
-	SeqReply int64  `json:"seq_reply"`
+// wsFrame is one frame of the Mattermost WebSocket: an event (Event set)
+// or a reply to a request we sent (SeqReply set). parseFrame decodes it in
+// one pass, data included: Data has the fields of the one event the
+// adapter reads, "posted".
+type wsFrame struct {
+	Event    string     `json:"event"`
+	Data     postedData `json:"data"`
+	Status   string     `json:"status"`
+	SeqReply int64      `json:"seq_reply"`
 	Error    *struct {
 		ID      string `json:"id"`
 		Message string `json:"message"`
@@ -82,13 +78,26 @@ type wsMessage struct {
 // postedData is the data of a "posted" event. post and mentions are JSON
 // documents encoded as strings.
 type postedData struct {
-	ChannelDisplayName string `json:"channel_display_name"`
-	ChannelName        string `json:"channel_name"`
-	ChannelType        string `json:"channel_type"`
-	Post               string `json:"post"`
-	SenderName         string `json:"sender_name"`
-	TeamID             string `json:"team_id"`
-	Mentions           string `json:"mentions"`
+	ChannelType string `json:"channel_type"`
+	Post        string `json:"post"`
+	SenderName  string `json:"sender_name"`
+	Mentions    string `json:"mentions"`
+}
+
+// parseFrame decodes one WebSocket frame. Other events than "posted" may
+// carry data fields of the same names with other types; a type error is an
+// error for a "posted" event only (the others' data is not read).
+func parseFrame(b []byte) (wsFrame, error) {
+	var f wsFrame
+	err := json.Unmarshal(b, &f)
+	var te *json.UnmarshalTypeError
+	if err != nil && f.Event != eventPosted && errors.As(err, &te) {
+		err = nil
+	}
+	if err != nil {
+		return f, fmt.Errorf("websocket frame: %w", err)
+	}
+	return f, nil
 }
 
 // incoming is a post with what the adapter knows about its channel.
@@ -99,12 +108,9 @@ type incoming struct {
 	mentions    []string
 }
 
-// parsePosted decodes the data of a "posted" WebSocket event.
-func parsePosted(data []byte) (incoming, error) {
-	var d postedData
-	if err := json.Unmarshal(data, &d); err != nil {
-		return incoming{}, fmt.Errorf("posted event: %w", err)
-	}
+// parse decodes the post and mentions of a "posted" event, each a JSON
+// document in a string.
+func (d *postedData) parse() (incoming, error) {
 	var p post
 	if err := json.Unmarshal([]byte(d.Post), &p); err != nil {
 		return incoming{}, fmt.Errorf("posted event: post: %w", err)
@@ -160,10 +166,10 @@ func (a *Adapter) session(ctx context.Context, h bot.Handler, st *runState) (con
 	defer a.connected.Store(false)
 	a.log.Info("mattermost websocket connected")
 
-	frames := make(chan wsMessage, 256)
+	frames := make(chan wsFrame, 256)
 	readErr := make(chan error, 1)
 	done := make(chan struct{})
-	go readFrames(conn, frames, readErr)
+	go a.readFrames(conn, frames, readErr)
 	go pingLoop(conn, done)
 	defer func() {
 		close(done)
@@ -190,7 +196,7 @@ func (a *Adapter) session(ctx context.Context, h bot.Handler, st *runState) (con
 		if f.Event != eventPosted {
 			continue
 		}
-		in, err := parsePosted(f.Data)
+		in, err := f.Data.parse()
 		if err != nil {
 			a.log.Warn("mattermost: bad posted event", "err", err)
 			continue
@@ -220,9 +226,13 @@ func (a *Adapter) authenticate(conn *websocket.Conn) error {
 	conn.SetReadDeadline(time.Now().Add(authTimeout))
 	defer conn.SetReadDeadline(time.Time{})
 	for {
-		var m wsMessage
-		if err := conn.ReadJSON(&m); err != nil {
+		_, data, err := conn.ReadMessage()
+		if err != nil {
 			return fmt.Errorf("mattermost: websocket auth: %w", err)
+		}
+		m, err := parseFrame(data)
+		if err != nil {
+			continue // not a frame we understand; the reply is still to come
 		}
 		switch {
 		case m.Event == eventHello:
@@ -239,9 +249,9 @@ func (a *Adapter) authenticate(conn *websocket.Conn) error {
 	}
 }
 
-// readFrames reads frames until the connection fails, then reports the
-// error and closes frames.
-func readFrames(conn *websocket.Conn, frames chan<- wsMessage, readErr chan<- error) {
+// readFrames reads and decodes frames until the connection fails, then
+// reports the error and closes frames.
+func (a *Adapter) readFrames(conn *websocket.Conn, frames chan<- wsFrame, readErr chan<- error) {
 	defer close(frames)
 	extend := func(string) error { return conn.SetReadDeadline(time.Now().Add(readTimeout)) }
 	conn.SetPongHandler(extend)
@@ -261,8 +271,11 @@ func readFrames(conn *websocket.Conn, frames chan<- wsMessage, readErr chan<- er
 			return
 		}
 		extend("")
-		var m wsMessage
-		if err := json.Unmarshal(data, &m); err != nil {
+		m, err := parseFrame(data)
+		if err != nil {
+			if m.Event == eventPosted {
+				a.log.Warn("mattermost: bad posted event", "err", err)
+			}
 			continue // not an event we understand; the server sends only JSON
 		}
 		frames <- m

@@ -79,29 +79,110 @@ func TestActionID(t *testing.T) {
 
 var postedSeed = `{"channel_display_name":"ops","channel_name":"ops","channel_type":"O","mentions":"[\"b1\"]","post":"{\"id\":\"p1\",\"create_at\":1700000000000,\"user_id\":\"u1\",\"channel_id\":\"c1\",\"root_id\":\"\",\"message\":\"@thinbot uptime\",\"type\":\"\",\"props\":{}}","sender_name":"@alice","set_online":true,"team_id":"t1"}`
 
+// frame wraps the data of a "posted" event in a WebSocket frame as
+// Mattermost sends it.
+func frame(data string) []byte {
+	return []byte(`{"event":"posted","data":` + data + `,"broadcast":{"omit_users":null,"user_id":"","channel_id":"c1","team_id":"","connection_id":"","omit_connection_id":""},"seq":7}`)
+}
+
 func TestParsePosted(t *testing.T) {
-	in, err := parsePosted([]byte(postedSeed))
+	f, err := parseFrame(frame(postedSeed))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in.post.ID != "p1" || in.channelType != "O" || in.senderName != "alice" || len(in.mentions) != 1 || in.mentions[0] != "b1" {
-		t.Errorf("parsePosted = %+v (post %+v)", in, in.post)
+	in, err := f.Data.parse()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, bad := range []string{`{}`, `{"post":"{}"}`, `{"post":"{\"id\":\"x\",\"channel_id\":\"c\"}","mentions":"nope"}`, `[]`} {
-		if _, err := parsePosted([]byte(bad)); err == nil {
-			t.Errorf("parsePosted(%s) succeeded", bad)
+	if f.Event != eventPosted || in.post.ID != "p1" || in.post.ChannelID != "c1" || in.post.UserID != "u1" ||
+		in.post.CreateAt != 1700000000000 || in.post.Message != "@thinbot uptime" || in.post.fromBot() ||
+		in.channelType != "O" || in.senderName != "alice" || len(in.mentions) != 1 || in.mentions[0] != "b1" {
+		t.Errorf("parsed %+v (post %+v)", in, in.post)
+	}
+	for _, bad := range []string{`{}`, `{"post":"{}"}`, `{"post":"{\"id\":\"x\",\"channel_id\":\"c\"}","mentions":"nope"}`, `[]`, `{"post":{"id":"x"}}`} {
+		f, err := parseFrame(frame(bad))
+		if err == nil {
+			_, err = f.Data.parse()
+		}
+		if err == nil {
+			t.Errorf("posted data %s accepted", bad)
 		}
 	}
 }
 
-func FuzzParsePosted(f *testing.F) {
-	f.Add([]byte(postedSeed))
-	f.Add([]byte(`{"post":"{\"id\":\"x\",\"channel_id\":\"c\"}"}`))
-	f.Add([]byte(`{"post":"not json"}`))
+func TestParseFrame(t *testing.T) {
+	tests := []struct {
+		name, frame string
+		ok          bool
+		check       func(wsFrame) bool
+	}{
+		{"hello", `{"event":"hello","data":{"connection_id":"x","server_version":"9.11.0"},"broadcast":{},"seq":0}`, true,
+			func(f wsFrame) bool { return f.Event == eventHello }},
+		{"auth ok", `{"status":"OK","seq_reply":1}`, true,
+			func(f wsFrame) bool { return f.SeqReply == 1 && f.Status == statusOK }},
+		{"auth refused", `{"status":"FAIL","seq_reply":1,"error":{"id":"api.web_socket_router.bad_token.app_error","message":"Invalid token.","status_code":401}}`, true,
+			func(f wsFrame) bool {
+				return f.Status == "FAIL" && f.Error != nil && f.Error.ID == "api.web_socket_router.bad_token.app_error"
+			}},
+		{"data before event", `{"data":{"post":"{}"},"event":"posted"}`, true,
+			func(f wsFrame) bool { return f.Event == eventPosted && f.Data.Post == "{}" }},
+		// Another event may use the names of posted's fields for other types.
+		{"other event, object post", `{"event":"custom_plugin","data":{"post":{"id":"x"},"mentions":[1]},"seq":3}`, true,
+			func(f wsFrame) bool { return f.Event == "custom_plugin" }},
+		{"other event, array data", `{"event":"custom_plugin","data":[1,2]}`, true,
+			func(f wsFrame) bool { return f.Event == "custom_plugin" }},
+		{"posted, object post", `{"event":"posted","data":{"post":{"id":"x"}}}`, false, nil},
+		{"posted, array data", `{"event":"posted","data":[]}`, false, nil},
+		{"not json", `posted`, false, nil},
+		{"truncated", `{"event":"posted","data":{"post":"{`, false, nil},
+	}
+	for _, tt := range tests {
+		f, err := parseFrame([]byte(tt.frame))
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: err = %v, want ok=%v", tt.name, err, tt.ok)
+			continue
+		}
+		if tt.ok && !tt.check(f) {
+			t.Errorf("%s: parsed %+v", tt.name, f)
+		}
+	}
+}
+
+// FuzzParseFrame checks the one-pass frame parser against the two-pass
+// decoding it replaced (the envelope with raw data, then the data): a
+// "posted" frame that one accepts, the parser accepts with the same fields;
+// and an accepted post always has an id and a channel.
+func FuzzParseFrame(f *testing.F) {
+	f.Add(frame(postedSeed))
+	f.Add(frame(`{"post":"{\"id\":\"x\",\"channel_id\":\"c\"}"}`))
+	f.Add(frame(`{"post":"not json"}`))
+	f.Add([]byte(`{"status":"OK","seq_reply":1}`))
+	f.Add([]byte(`{"event":"custom","data":{"post":{"id":"x"}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		in, err := parsePosted(data)
-		if err == nil && (in.post == nil || in.post.ID == "" || in.post.ChannelID == "") {
-			t.Fatalf("accepted a post without id or channel: %+v", in)
+		got, err := parseFrame(data)
+		if err == nil && got.Event == eventPosted {
+			if in, err := got.Data.parse(); err == nil && (in.post == nil || in.post.ID == "" || in.post.ChannelID == "") {
+				t.Fatalf("accepted a post without id or channel: %+v", in)
+			}
+		}
+		var env struct {
+			Event    string          `json:"event"`
+			Data     json.RawMessage `json:"data"`
+			Status   string          `json:"status"`
+			SeqReply int64           `json:"seq_reply"`
+		}
+		if json.Unmarshal(data, &env) != nil || env.Event != eventPosted {
+			return
+		}
+		var want postedData
+		if json.Unmarshal(env.Data, &want) != nil {
+			return
+		}
+		if err != nil {
+			t.Fatalf("two-pass decoding accepted %q, parseFrame: %v", data, err)
+		}
+		if got.Event != env.Event || got.Data != want || got.Status != env.Status || got.SeqReply != env.SeqReply {
+			t.Fatalf("parseFrame(%q) = %+v, two-pass decoding: %+v %+v", data, got, env, want)
 		}
 	})
 }
@@ -158,10 +239,16 @@ func (w *recorderWriter) Header() http.Header         { return w.h }
 func (w *recorderWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *recorderWriter) WriteHeader(c int)           { w.code = c }
 
+// BenchmarkParsePosted measures what the adapter does with each "posted"
+// frame: decode the frame, then the post and mentions in it.
 func BenchmarkParsePosted(b *testing.B) {
-	data := []byte(postedSeed)
+	data := frame(postedSeed)
 	for b.Loop() {
-		if _, err := parsePosted(data); err != nil {
+		f, err := parseFrame(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := f.Data.parse(); err != nil {
 			b.Fatal(err)
 		}
 	}
