@@ -62,7 +62,7 @@ func BenchmarkFirstByte(b *testing.B) {
 func BenchmarkFirstByteRaw(b *testing.B) {
 	srv := benchServer(b)
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`)
-	client := defaultHTTPClient()
+	client := defaultHTTPClient(0)
 	var total time.Duration
 	b.ReportAllocs()
 	for b.Loop() {

@@ -36,6 +36,11 @@ type Config struct {
 	// HTTPClient nil means a client with dial, TLS and idle timeouts but no
 	// overall timeout (Timeout bounds each attempt instead).
 	HTTPClient *http.Client
+	// IdleConns is how many idle connections to the server that default
+	// client keeps for the next calls; 0 means 16. A daemon sets it to its
+	// number of concurrent runs: each call beyond it closes its connection
+	// when it ends and the next one dials again.
+	IdleConns int
 	// Timeout bounds each attempt, from sending the request to the end of
 	// the answer; 0 means 10 minutes. A call that times out is not retried.
 	Timeout time.Duration
@@ -99,7 +104,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger, sleep: cfg.Sleep,
 		chatURL: base + "/chat/completions", modelsURL: base + "/models"}
 	if c.http == nil {
-		c.http = defaultHTTPClient()
+		c.http = defaultHTTPClient(cfg.IdleConns)
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -127,12 +132,16 @@ func baseURL(raw string) (string, error) {
 	return u.String(), nil
 }
 
-func defaultHTTPClient() *http.Client {
+func defaultHTTPClient(idle int) *http.Client {
+	if idle <= 0 {
+		idle = 16
+	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = 10 * time.Second
 	t.IdleConnTimeout = 90 * time.Second
-	t.MaxIdleConnsPerHost = 16
+	t.MaxIdleConnsPerHost = idle
+	t.MaxIdleConns = max(t.MaxIdleConns, idle)
 	return &http.Client{Transport: t}
 }
 

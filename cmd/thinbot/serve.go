@@ -53,6 +53,18 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	level := slog.LevelInfo
 	_ = level.UnmarshalText([]byte(c.LogLevel))
 	logger := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	if dir := e.getenv(profileEnv); dir != "" {
+		stop, err := startProfiles(dir, e.getenv(traceEnv) == "1")
+		if err != nil {
+			return err
+		}
+		logger.Info("profiling the daemon", "dir", dir)
+		defer func() {
+			if err := stop(); err != nil {
+				logger.Error("write profiles", "dir", dir, "err", err)
+			}
+		}()
+	}
 
 	if err := os.MkdirAll(c.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
@@ -190,7 +202,7 @@ func agentBase(e *env, c *daemonConfig, d durations, configPath string, db *stor
 		}
 	}
 	model, err := openai.New(openai.Config{BaseURL: c.Model.BaseURL, Model: c.Model.Model, APIKey: apiKey,
-		Timeout: d.modelTimeout, MaxRetries: retries, FeedReasoning: c.Model.FeedReasoning, Logger: logger})
+		Timeout: d.modelTimeout, MaxRetries: retries, IdleConns: max(c.MaxConcurrent, 16), FeedReasoning: c.Model.FeedReasoning, Logger: logger})
 	if err != nil {
 		return daemonBase{}, nil, err
 	}
@@ -328,6 +340,19 @@ func readText(path string) string {
 	return string(b)
 }
 
+// chatHTTPClient is the client of a chat adapter's REST API (30 s per
+// request, as the adapter's own default). http.DefaultTransport keeps two
+// idle connections per host, so when more runs than that post at once,
+// every post beyond the second closes its connection afterwards and the
+// next one dials again; this transport keeps one per concurrent run (at
+// least 16).
+func chatHTTPClient(runs int) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = max(runs, 16)
+	t.MaxIdleConns = max(t.MaxIdleConns, t.MaxIdleConnsPerHost)
+	return &http.Client{Timeout: 30 * time.Second, Transport: t}
+}
+
 // newAdapter builds the configured chat adapter and mounts its HTTP
 // handlers on mux.
 func newAdapter(c *daemonConfig, db *store.DB, mux *http.ServeMux, logger *slog.Logger) (chatAdapter, error) {
@@ -350,7 +375,7 @@ func newAdapter(c *daemonConfig, db *store.DB, mux *http.ServeMux, logger *slog.
 			}
 		}
 		a, err := mattermost.New(mattermost.Config{URL: c.Mattermost.URL, Token: token, CallbackURL: c.Mattermost.CallbackURL,
-			ActionSecret: secret, Since: since, Logger: logger})
+			ActionSecret: secret, Since: since, Logger: logger, HTTPClient: chatHTTPClient(c.MaxConcurrent)})
 		if err != nil {
 			return nil, err
 		}

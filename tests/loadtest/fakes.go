@@ -76,7 +76,7 @@ func serveFakes(spec string, stdin io.Reader, stdout io.Writer) error {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /post", func(w http.ResponseWriter, r *http.Request) {
-		var p struct{ User, Channel, Root, Text string }
+		var p userPost
 		if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -85,6 +85,23 @@ func serveFakes(spec string, stdin io.Reader, stdout io.Writer) error {
 		// driver sent it: the figure is the daemon's, without the hop.
 		at := time.Now()
 		json.NewEncoder(w).Encode(postReply{ID: mm.UserPost(p.User, p.Channel, p.Root, p.Text), At: at})
+	})
+	// A burst arrives in one request: the posts are taken one after the
+	// other, each with its own clock, without one connection per post
+	// between the driver and the fakes (which would cost the machine the
+	// daemon runs on hundreds of handshakes at the moment it is measured).
+	mux.HandleFunc("POST /posts", func(w http.ResponseWriter, r *http.Request) {
+		var ps []userPost
+		if err := json.NewDecoder(r.Body).Decode(&ps); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		out := make([]postReply, len(ps))
+		for i, p := range ps {
+			out[i].At = time.Now()
+			out[i].ID = mm.UserPost(p.User, p.Channel, p.Root, p.Text)
+		}
+		json.NewEncoder(w).Encode(out)
 	})
 	mux.HandleFunc("GET /thread", func(w http.ResponseWriter, r *http.Request) {
 		var out []threadPost
@@ -229,6 +246,14 @@ func (f *fakes) call(ctx context.Context, method, path string, body, out any) er
 	return json.NewDecoder(resp.Body).Decode(out)
 }
 
+// userPost is a message the fakes post as a user.
+type userPost struct {
+	User    string `json:"user"`
+	Channel string `json:"channel"`
+	Root    string `json:"root"`
+	Text    string `json:"text"`
+}
+
 type postReply struct {
 	ID string    `json:"id"`
 	At time.Time `json:"at"`
@@ -238,10 +263,22 @@ type postReply struct {
 // and when the fake took it.
 func (f *fakes) userPost(ctx context.Context, userID, channel, root, text string) (string, time.Time) {
 	var out postReply
-	if f.call(ctx, http.MethodPost, "/post", map[string]string{"user": userID, "channel": channel, "root": root, "text": text}, &out) != nil {
+	if f.call(ctx, http.MethodPost, "/post", userPost{User: userID, Channel: channel, Root: root, Text: text}, &out) != nil {
 		return "", time.Time{}
 	}
 	return out.ID, out.At
+}
+
+// userPosts posts a burst, in order; a refused post has the id "".
+func (f *fakes) userPosts(ctx context.Context, ps []userPost) ([]postReply, error) {
+	var out []postReply
+	if err := f.call(ctx, http.MethodPost, "/posts", ps, &out); err != nil {
+		return nil, err
+	}
+	if len(out) != len(ps) {
+		return nil, fmt.Errorf("fakes: %d posts taken, want %d", len(out), len(ps))
+	}
+	return out, nil
 }
 
 func (f *fakes) thread(ctx context.Context, root string) ([]threadPost, error) {

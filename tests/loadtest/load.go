@@ -61,6 +61,14 @@ type Config struct {
 	Dir string
 	// Keep leaves a temporary Dir in place for inspection.
 	Keep bool
+	// Profile, if set, is a directory into which the daemon writes its
+	// CPU profile, execution trace and heap, allocation, mutex and block
+	// profiles (THINBOT_PROFILE_DIR). Profiling slows the daemon: the
+	// figures of such a run are not the daemon's usual ones.
+	Profile string
+	// Trace adds the daemon's execution trace and block profile to
+	// Profile (THINBOT_PROFILE_TRACE), which slows it much more.
+	Trace bool
 	// Logger receives progress lines; nil discards them.
 	Logger *slog.Logger
 }
@@ -408,6 +416,19 @@ func startDaemon(dir, bin string, f *fakes, cfg Config) (*daemon, error) {
 	cmd := exec.Command(bin, "serve", "--config", confPath)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+	// The Go runtime's settings pass through, as a unit's Environment=
+	// would set them.
+	for _, k := range []string{"GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GODEBUG"} {
+		if v, ok := os.LookupEnv(k); ok {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	if cfg.Profile != "" {
+		cmd.Env = append(cmd.Env, "THINBOT_PROFILE_DIR="+cfg.Profile)
+		if cfg.Trace {
+			cmd.Env = append(cmd.Env, "THINBOT_PROFILE_TRACE=1")
+		}
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
@@ -646,7 +667,10 @@ type timedMessage struct {
 }
 
 // drive runs the threads: all post their first message at once, then each
-// sends its next message when the previous one is answered.
+// sends its next message when the previous one is answered. Without a ramp
+// the first messages go to the fakes in one request, which takes them one
+// after the other (each with its own clock), as a burst of users would
+// reach a server; with a ramp each thread posts its own at its time.
 func drive(ctx context.Context, cfg Config, f *fakes, obs *observer) (driven, error) {
 	type threadResult struct {
 		timed []timedMessage
@@ -655,14 +679,27 @@ func drive(ctx context.Context, cfg Config, f *fakes, obs *observer) (driven, er
 	}
 	out := driven{roots: make([]string, cfg.Threads)}
 	results := make([]threadResult, cfg.Threads)
-	start := make(chan struct{})
+	tagOf := func(thread, msg int) string { return fmt.Sprintf("load-%d-%d", thread, msg) }
+	textOf := func(tag string) string { return "@thinbot please look at " + tag }
+	var burst []postReply
+	burstAnswered := make([]<-chan time.Time, cfg.Threads)
+	t0 := time.Now()
+	if cfg.Ramp == 0 {
+		ps := make([]userPost, cfg.Threads)
+		for i := range cfg.Threads {
+			tag := tagOf(i, 0)
+			burstAnswered[i] = obs.expect(tag)
+			ps[i] = userPost{User: f.AliceID, Channel: f.Channel, Text: textOf(tag)}
+		}
+		var err error
+		if burst, err = f.userPosts(ctx, ps); err != nil {
+			return out, fmt.Errorf("loadtest: post the first messages: %w", err)
+		}
+	}
 	var wg sync.WaitGroup
 	for i := range cfg.Threads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			r := &results[i]
-			<-start
 			if cfg.Ramp > 0 && i > 0 {
 				t := time.NewTimer(cfg.Ramp * time.Duration(i) / time.Duration(cfg.Threads))
 				select {
@@ -675,10 +712,16 @@ func drive(ctx context.Context, cfg Config, f *fakes, obs *observer) (driven, er
 			}
 			root := ""
 			for m := range cfg.Messages {
-				tag := fmt.Sprintf("load-%d-%d", i, m)
-				answered := obs.expect(tag)
-				text := fmt.Sprintf("@thinbot please look at %s", tag)
-				id, t0 := f.userPost(ctx, f.AliceID, f.Channel, root, text)
+				tag := tagOf(i, m)
+				var answered <-chan time.Time
+				var id string
+				var posted time.Time
+				if m == 0 && burst != nil {
+					answered, id, posted = burstAnswered[i], burst[i].ID, burst[i].At
+				} else {
+					answered = obs.expect(tag)
+					id, posted = f.userPost(ctx, f.AliceID, f.Channel, root, textOf(tag))
+				}
 				if id == "" {
 					r.err = fmt.Errorf("thread %d: the fake refused message %d", i, m)
 					return
@@ -690,16 +733,14 @@ func drive(ctx context.Context, cfg Config, f *fakes, obs *observer) (driven, er
 				}
 				select {
 				case t1 := <-answered:
-					r.timed = append(r.timed, timedMessage{tag: tag, posted: t0, answered: t1})
+					r.timed = append(r.timed, timedMessage{tag: tag, posted: posted, answered: t1})
 				case <-ctx.Done():
 					r.err = fmt.Errorf("thread %d: no answer to message %d: %w", i, m, ctx.Err())
 					return
 				}
 			}
-		}()
+		})
 	}
-	t0 := time.Now()
-	close(start)
 	wg.Wait()
 	out.wall = time.Since(t0)
 	var errs []error

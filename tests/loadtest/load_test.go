@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -34,9 +35,10 @@ func TestLoadSmall(t *testing.T) {
 		t.Skip("builds thinbot and runs the daemon")
 	}
 	const threads, messages, steps = 20, 2, 1
+	prof := t.TempDir()
 	res, err := Run(t.Context(), Config{
 		Threads: threads, Messages: messages, Steps: steps, Latency: 20 * time.Millisecond,
-		Timeout: time.Minute, Dir: t.TempDir(),
+		Timeout: time.Minute, Dir: t.TempDir(), Profile: prof,
 	})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -62,6 +64,15 @@ func TestLoadSmall(t *testing.T) {
 	if res.PeakRSS <= 0 {
 		t.Errorf("peak RSS = %d, want > 0", res.PeakRSS)
 	}
+	// The daemon wrote its profiles when it stopped (no trace: not asked).
+	for _, name := range []string{"cpu.pprof", "heap.pprof", "allocs.pprof", "mutex.pprof"} {
+		if fi, err := os.Stat(filepath.Join(prof, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("profile %s: %v", name, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(prof, "trace.out")); err == nil {
+		t.Error("trace.out written without Trace")
+	}
 	var out bytes.Buffer
 	printResult(&out, res)
 	for _, want := range []string{"end-to-end", "added", "VmHWM", "events in chain", "thinbot audit verify: "} {
@@ -78,6 +89,7 @@ func TestRunFlags(t *testing.T) {
 		{"-messages", "-1"},
 		{"-steps", "-1"},
 		{"-ramp", "-1s"},
+		{"-trace"}, // without -profile
 		{"-nosuchflag"},
 		{"extra"},
 	} {

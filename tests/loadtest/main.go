@@ -1,11 +1,12 @@
 // Command loadtest measures what thinbot serve adds to a model's latency
 // when many chat threads are busy at once. It starts the fake Mattermost
 // (tests/fakemattermost) and a scripted OpenAI-compatible model
-// (tests/fakemodel) with a fixed latency in this process, builds thinbot
-// (without -race) and runs `thinbot serve` against them as a child process,
-// posts one mention per thread from as many goroutines at once, and times
-// each answer from the post to the bot's final answer in the thread (as a
-// user's WebSocket sees it). The model's own time (latency × model calls
+// (tests/fakemodel) with a fixed latency in a process of their own (this
+// program re-executed), builds thinbot (without -race) and runs `thinbot
+// serve` against them as a child process, posts one mention per thread, all
+// at once (one burst the fakes take in order) or spread over -ramp, and
+// times each answer from when the fake took the post to the bot's final
+// answer in the thread (as a user's WebSocket sees it). The model's own time (latency × model calls
 // per message) is subtracted to get the daemon's added latency. At the end
 // it stops the daemon, checks that every message was answered exactly
 // once, verifies the event chain and runs `thinbot audit verify`.
@@ -13,6 +14,14 @@
 //	go run ./tests/loadtest -threads 200 -latency 200ms
 //	go run ./tests/loadtest -threads 200 -latency 200ms -steps 1 -messages 3
 //	go run ./tests/loadtest -threads 200 -latency 200ms -ramp 1s
+//	go run ./tests/loadtest -threads 200 -latency 200ms -profile /tmp/prof [-trace]
+//
+// With -profile the daemon writes its CPU profile and its heap, allocation
+// and mutex profiles (with -trace also its execution trace and block
+// profile) into the directory: `go tool pprof -top /tmp/prof/cpu.pprof`,
+// `go tool trace /tmp/prof/trace.out`. Profiling slows the daemon, so such
+// a run's figures are not its usual ones. GOGC, GOMEMLIMIT, GOMAXPROCS and
+// GODEBUG pass through to the daemon.
 //
 // It exits 1 if an answer is missing or duplicated, the chain does not
 // verify, or the daemon fails; with -enforce also when a target (p99 added
@@ -68,6 +77,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Bin, "bin", "", "thinbot `binary` to test (default: go build ./cmd/thinbot)")
 	fs.StringVar(&cfg.Dir, "dir", "", "work `directory` (default: a temporary one, removed)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the temporary work directory (state, config, daemon.log)")
+	fs.StringVar(&cfg.Profile, "profile", "", "write the daemon's CPU profile, execution trace and heap/mutex/block profiles into this `directory`")
+	fs.BoolVar(&cfg.Trace, "trace", false, "with -profile, also the daemon's execution trace and block profile (slow)")
 	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", 0, "the daemon's max_concurrent_runs (default max(256, threads))")
 	enforce := fs.Bool("enforce", false, "exit 1 when a target is missed")
 	verbose := fs.Bool("v", false, "log progress to stderr")
@@ -76,6 +87,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if cfg.Trace && cfg.Profile == "" {
+		return errors.New("-trace needs -profile")
 	}
 	if cfg.Threads <= 0 || cfg.Messages <= 0 || cfg.Steps < 0 || cfg.Latency < 0 || cfg.Ramp < 0 {
 		return errors.New("-threads and -messages must be positive, -steps, -latency and -ramp not negative")

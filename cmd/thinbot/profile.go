@@ -1,0 +1,90 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
+)
+
+// profileEnv names a directory into which `thinbot serve` writes profiles
+// of its whole life: cpu.pprof while it runs, and heap.pprof, allocs.pprof
+// and mutex.pprof when it stops. With traceEnv set to 1 as well, it also
+// writes the execution trace (trace.out) and the block profile, which cost
+// the daemon much more. Both are meant for the load test (tests/loadtest
+// -profile, -trace); nothing is served over the network.
+const (
+	profileEnv = "THINBOT_PROFILE_DIR"
+	traceEnv   = "THINBOT_PROFILE_TRACE"
+)
+
+// startProfiles starts the CPU profile (and the execution trace, if
+// withTrace) into dir and returns the function that stops them and writes
+// the other profiles. The mutex profile samples one contention in 5; the
+// block profile every blocking event; the heap profiles one allocation in
+// 16 KiB.
+func startProfiles(dir string, withTrace bool) (stop func() error, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("%s: %w", profileEnv, err)
+	}
+	cpu, err := os.Create(filepath.Join(dir, "cpu.pprof"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", profileEnv, err)
+	}
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		cpu.Close()
+		return nil, fmt.Errorf("%s: %w", profileEnv, err)
+	}
+	names := []string{"heap", "allocs", "mutex"}
+	var tr *os.File
+	if withTrace {
+		if tr, err = os.Create(filepath.Join(dir, "trace.out")); err == nil {
+			if err = trace.Start(tr); err != nil {
+				tr.Close()
+			}
+		}
+		if err != nil {
+			pprof.StopCPUProfile()
+			cpu.Close()
+			return nil, fmt.Errorf("%s: %w", traceEnv, err)
+		}
+		runtime.SetBlockProfileRate(1)
+		names = append(names, "block")
+	}
+	runtime.SetMutexProfileFraction(5)
+	// One allocation sample per 16 KiB instead of 512 KiB: a load run
+	// allocates a few tens of MiB.
+	memRate := runtime.MemProfileRate
+	runtime.MemProfileRate = 16 << 10
+	return func() error {
+		var errs []error
+		if tr != nil {
+			trace.Stop()
+			errs = append(errs, tr.Close())
+		}
+		pprof.StopCPUProfile()
+		errs = append(errs, cpu.Close())
+		for _, name := range names {
+			errs = append(errs, writeProfile(filepath.Join(dir, name+".pprof"), name))
+		}
+		runtime.SetMutexProfileFraction(0)
+		runtime.SetBlockProfileRate(0)
+		runtime.MemProfileRate = memRate
+		return errors.Join(errs...)
+	}, nil
+}
+
+func writeProfile(path, name string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
