@@ -16,10 +16,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// auditSyncEvery is how often, at most, the committer asks for the export to
-// be fsynced in the background.
-const auditSyncEvery = time.Second
-
 // bootID returns the running kernel's boot id, or "" where it is unknown.
 func bootID() string {
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
@@ -29,70 +25,38 @@ func bootID() string {
 	return string(bytes.TrimSpace(b))
 }
 
-// checkpoint is the meta "audit" value a commit records: the export's
-// written (seq, offset) before the commit, its fsynced (seq, offset), and
-// the boot id they were written under. Callers hold auditMu.
+// checkpoint is the meta "audit" value a commit records: how far the
+// journal is written and synced, as (seq, offset), twice (an old export that
+// was synced in the background recorded its written and its synced point),
+// then the boot id. Callers hold auditMu.
 func (db *DB) checkpoint() []byte {
-	ck := make([]byte, 32, 32+len(db.bootID))
-	binary.BigEndian.PutUint64(ck, db.auditSeq)
-	binary.BigEndian.PutUint64(ck[8:], uint64(db.auditOff))
-	binary.BigEndian.PutUint64(ck[16:], db.syncedSeq)
-	binary.BigEndian.PutUint64(ck[24:], uint64(db.syncedOff))
-	return append(ck, db.bootID...)
+	return checkpointValue(db.auditSeq, db.auditOff, db.bootID)
 }
 
-// kickSync asks the syncer to fsync the export when it has unsynced lines
-// and the last request is auditSyncEvery old. Called by the committer.
-func (db *DB) kickSync() {
-	if db.syncKick == nil || db.bootID == "" {
-		return
-	}
-	if now := time.Now(); now.Sub(db.lastKick) >= db.syncEvery {
-		db.lastKick = now
-		select {
-		case db.syncKick <- struct{}{}:
-		default:
-		}
-	}
+func checkpointValue(seq uint64, off int64, boot string) []byte {
+	ck := make([]byte, 32, 32+len(boot))
+	binary.BigEndian.PutUint64(ck, seq)
+	binary.BigEndian.PutUint64(ck[8:], uint64(off))
+	binary.BigEndian.PutUint64(ck[16:], seq)
+	binary.BigEndian.PutUint64(ck[24:], uint64(off))
+	return append(ck, boot...)
 }
 
-// syncLoop fsyncs the export when kicked, off the commit path, and records
-// how far it got for the next commit's checkpoint.
-func (db *DB) syncLoop() {
-	defer close(db.syncDone)
-	for range db.syncKick {
-		db.auditMu.Lock()
-		f, seq, off, gen := db.auditFile, db.auditSeq, db.auditOff, db.auditGen
-		behind := f != nil && !db.auditBroken && off > db.syncedOff
-		db.auditMu.Unlock()
-		if !behind {
-			continue
-		}
-		err := f.Sync()
-		db.auditMu.Lock()
-		if err == nil && gen == db.auditGen && seq > db.syncedSeq {
-			db.syncedSeq, db.syncedOff = seq, off
-		}
-		db.auditMu.Unlock()
-		if err != nil {
-			db.log.Warn("audit export: background sync", "path", db.auditPath, "err", err)
-		}
-	}
-}
-
-// openAudit opens the export and reconciles it with the store.
+// openAudit opens the journal (the export) and reconciles it with the store.
 //
 // Every commit records in the meta bucket a checkpoint (see checkpoint): the
-// export was written up to that event and byte offset before the commit
-// began, and fsynced up to an earlier one. Written bytes survive a crash of
-// the process (they are in the page cache), so after one only the bytes
-// past the checkpoint can be damaged. openAudit checks the checkpointed
-// line, keeps the complete lines after it that equal the store's, cuts the
-// rest (a partial line), and appends what is missing. A file shorter than
-// its checkpoint, or one whose checkpointed line differs from the store,
-// was tampered with: ErrAuditMismatch. Only when the kernel has rebooted
-// since the checkpoint (a power loss can drop unsynced writes) does the
-// fsynced checkpoint stand in for a written one the file falls short of.
+// journal was written and synced up to that event and byte offset when the
+// commit indexed it. Written bytes survive a crash of the process (they are
+// in the page cache), so after one only the bytes past the checkpoint can
+// differ: openAudit checks the checkpointed line, keeps the lines after it
+// that equal the store's, replays into the store the lines past its end
+// that continue the chain (a batch the journal took and bbolt did not),
+// cuts a cut last line, and appends from the store what the file lacks (an
+// export written by an older thinbot, which synced it in the background). A
+// file shorter than its checkpoint, one whose checkpointed line differs from
+// the store, or a complete line past the store's end that does not continue
+// the chain, was tampered with: ErrAuditMismatch. (A machine restart is
+// handled before, by rebuildStore.)
 func (db *DB) openAudit() error {
 	var ckSeq, syncSeq uint64
 	var ckOff, syncOff int64
@@ -113,7 +77,7 @@ func (db *DB) openAudit() error {
 	}
 	if _, err := os.Stat(db.auditPath); errors.Is(err, fs.ErrNotExist) {
 		if db.lastSeq.Load() > 0 {
-			db.log.Warn("audit export missing; rebuilding it from the store", "path", db.auditPath, "events", db.lastSeq.Load())
+			db.log.Warn("audit journal missing; rebuilding it from the store", "path", db.auditPath, "events", db.lastSeq.Load())
 		}
 		return db.rebuildAudit(context.Background())
 	}
@@ -121,6 +85,8 @@ func (db *DB) openAudit() error {
 	if err != nil {
 		return fmt.Errorf("store: audit: %w", err)
 	}
+	// Only a checkpoint of an older thinbot can be synced behind where it
+	// was written.
 	if st, err := f.Stat(); err == nil && st.Size() < ckOff && boot != db.bootID && st.Size() >= syncOff {
 		db.log.Warn("audit export: the machine restarted and lost its unsynced tail; rebuilding the tail from the store",
 			"path", db.auditPath, "synced_seq", syncSeq, "written_seq", ckSeq)
@@ -132,11 +98,10 @@ func (db *DB) openAudit() error {
 		err = db.catchUpAudit()
 	}
 	if err == nil {
-		// One fsync at open, so the checkpoints start from a synced file.
+		// One sync at open: from here on the file is the journal.
 		if err = f.Sync(); err != nil {
 			err = fmt.Errorf("store: audit: sync: %w", err)
 		}
-		db.syncedSeq, db.syncedOff = db.auditSeq, db.auditOff
 	}
 	if err != nil {
 		f.Close()
@@ -147,7 +112,8 @@ func (db *DB) openAudit() error {
 }
 
 // reconcile returns the offset and seq of the end of the export's good
-// prefix, having cut everything after it.
+// prefix, having replayed into the store the journal's lines past its end
+// and cut everything after them.
 func (db *DB) reconcile(f *os.File, ckSeq uint64, ckOff int64) (int64, uint64, error) {
 	mismatch := func(format string, args ...any) error {
 		return fmt.Errorf("store: %s: %w: %s; see 'thinbot audit verify', and 'thinbot audit rebuild' rewrites it keeping the old file",
@@ -197,6 +163,13 @@ func (db *DB) reconcile(f *os.File, ckSeq uint64, ckOff int64) (int64, uint64, e
 		off += int64(len(got))
 		seq++
 	}
+	if seq == db.lastSeq.Load() {
+		n, err := db.replay(br, &off)
+		if err != nil {
+			return 0, 0, mismatch("%v", err)
+		}
+		seq += n
+	}
 	if st.Size() > off {
 		db.log.Warn("audit export: cutting bytes past the last line that matches the store", "path", db.auditPath, "seq", seq, "bytes", st.Size()-off)
 		if err := f.Truncate(off); err != nil {
@@ -204,6 +177,44 @@ func (db *DB) reconcile(f *os.File, ckSeq uint64, ckOff int64) (int64, uint64, e
 		}
 	}
 	return off, seq, nil
+}
+
+// replay indexes the journal's complete lines from br, which continue the
+// store's chain, advancing *off past them. A complete line that does not
+// continue the chain is an error; a cut last line is left to be cut.
+func (db *DB) replay(br *bufio.Reader, off *int64) (uint64, error) {
+	c := newChain()
+	c.rep.Events, c.rep.LastSeq, c.rep.LastHash = db.lastSeq.Load(), db.lastSeq.Load(), db.lastHash
+	var evs []*Event
+	var lines [][]byte
+	end := *off
+	for {
+		got, err := br.ReadBytes('\n')
+		if err != nil {
+			break
+		}
+		ev, ok := c.check(got[:len(got)-1])
+		if !ok {
+			return 0, fmt.Errorf("the line after seq %d is not the next event of the chain: %s", c.rep.LastSeq, c.rep.Problem)
+		}
+		evs, lines = append(evs, &ev), append(lines, got[:len(got)-1])
+		end += int64(len(got))
+	}
+	if len(evs) == 0 {
+		return 0, nil
+	}
+	last := evs[len(evs)-1]
+	if err := db.bolt.Update(func(tx *bolt.Tx) error {
+		return putEvents(tx, evs, lines, checkpointValue(last.Seq, end, db.bootID))
+	}); err != nil {
+		return 0, fmt.Errorf("replay: %w", err)
+	}
+	db.log.Warn("store: replayed events the audit journal had committed and the store had not indexed (the last process died between the two)",
+		"path", db.path, "from_seq", evs[0].Seq, "to_seq", last.Seq)
+	db.lastSeq.Store(last.Seq)
+	db.lastHash = last.Hash
+	*off = end
+	return uint64(len(evs)), nil
 }
 
 // line returns the stored line of seq.
@@ -257,9 +268,8 @@ func (db *DB) catchUpAudit() error {
 	return nil
 }
 
-// writeAt appends buf (n whole lines) at auditOff. It does not fsync (the
-// export is derived from the store, which is durable; see syncLoop), except
-// where the boot id is unknown.
+// writeAt appends buf (n whole lines) at auditOff, without a sync (the
+// caller syncs).
 func (db *DB) writeAt(buf []byte, n uint64) error {
 	if len(buf) == 0 {
 		return nil
@@ -268,46 +278,9 @@ func (db *DB) writeAt(buf []byte, n uint64) error {
 		db.auditBroken = true
 		return fmt.Errorf("store: audit: write: %w", err)
 	}
-	if db.bootID == "" {
-		if err := db.auditFile.Sync(); err != nil {
-			db.auditBroken = true
-			return fmt.Errorf("store: audit: sync: %w", err)
-		}
-	}
 	db.auditOff += int64(len(buf))
 	db.auditSeq += n
-	if db.bootID == "" {
-		db.syncedSeq, db.syncedOff = db.auditSeq, db.auditOff
-	}
 	return nil
-}
-
-// writeAudit extends the export with a just-committed batch (lines of seqs
-// first, first+1, ...). A write error is logged, not returned: the events
-// are committed, and the next batch (or the next Open) catches the export up.
-func (db *DB) writeAudit(first uint64, lines [][]byte) {
-	var err error
-	if db.auditFile == nil || db.auditBroken || db.auditSeq+1 != first {
-		if db.auditFile == nil {
-			err = errors.New("export file not open")
-		} else {
-			err = db.catchUpAudit()
-		}
-	} else {
-		size := len(lines)
-		for _, l := range lines {
-			size += len(l)
-		}
-		buf := make([]byte, 0, size)
-		for _, l := range lines {
-			buf = append(append(buf, l...), '\n')
-		}
-		err = db.writeAt(buf, uint64(len(lines)))
-	}
-	if err != nil {
-		db.log.Error("audit export is behind the store; it will be caught up on the next commit or Open",
-			"path", db.auditPath, "export_seq", db.auditSeq, "store_seq", db.lastSeq.Load(), "err", err)
-	}
 }
 
 // RebuildAudit rewrites the JSONL export from the store. If an old export
@@ -377,8 +350,6 @@ func (db *DB) rebuildAudit(ctx context.Context) error {
 	// The export and the store hold the same events; the checkpoint offsets
 	// stay valid because a line is the stored bytes.
 	db.auditFile, db.auditOff, db.auditSeq, db.auditBroken = tmp, off, db.lastSeq.Load(), false
-	db.syncedSeq, db.syncedOff = db.auditSeq, db.auditOff
-	db.auditGen++
 	return nil
 }
 

@@ -1,6 +1,7 @@
-// Package store is thinbot's event log: one bbolt file holding one global,
-// append-only, hash-chained sequence of events, a per-session index, and a
-// JSONL audit export written next to it as events commit.
+// Package store is thinbot's event log: one global, append-only,
+// hash-chained sequence of events, written to a JSONL journal (the audit
+// export, audit.jsonl) and indexed in one bbolt file (events, a per-session
+// index, session summaries).
 //
 // # Events and the chain
 //
@@ -11,12 +12,13 @@
 //
 // Append is the only writer. Concurrent Append calls are group-committed:
 // one committer goroutine, owned by the DB and stopped by Close, collects
-// the calls waiting at that moment into one bbolt transaction (one fsync
-// pair for many callers: bbolt's fdatasync of the data pages, then of the
-// meta page). The chain order is the commit order, one call's events are
-// consecutive, and each caller returns once its events are durable; the
-// committer then writes them to the export (without an fsync) before it
-// starts the next batch.
+// the calls waiting at that moment into one batch. It writes the batch's
+// lines to the journal and fdatasyncs it (the commit point: one sync per
+// batch), then indexes them in one bbolt transaction without a sync of its
+// own. The chain order is the commit order, one call's events are
+// consecutive, and each caller returns once its events are durable and
+// readable. Without an export (Options.AuditPath "-") bbolt commits
+// durably itself (two fdatasyncs, data then meta page).
 //
 // # Canonical encoding
 //
@@ -68,29 +70,41 @@
 //     event count, first seq, last seq, first and last time (Unix ns).
 //   - bucket "meta": "format" = "thinbot-events-1"; "last" = 8-byte seq +
 //     32-byte hash of the chain head (so a deleted tail is detected);
-//     "audit" = the export's crash checkpoint: 8-byte seq + 8-byte offset
-//     up to which the export was written before this commit, 8-byte seq +
-//     8-byte offset up to which it was fsynced, then the kernel's boot id.
-//     (A 16-byte value, from before the export stopped syncing at every
-//     commit, is both.)
+//     "audit" = the journal checkpoint: 8-byte seq + 8-byte offset of the
+//     journal's end when the events up to seq were indexed, the same two
+//     again (an older thinbot synced the export in the background and
+//     recorded its written and its synced point there), then the kernel's
+//     boot id.
 //
-// # The JSONL export
+// # The journal and recovery
 //
 // audit.jsonl (Options.AuditPath) holds every committed event in order, one
-// stored line each. It is derived from the store: after each commit the
-// batch's lines are appended but not fsynced (one sync per commit is
-// bbolt's; the export's would be a third), and a background goroutine
-// fsyncs it at most once a second, off the commit path, and at Close. On
-// Open the file is reconciled with the store from the last checkpoint: a cut
-// last line is removed and missing lines are appended from the store, so a
-// crash leaves no gap and no duplicate. Written bytes survive a crash of
-// the process, so in the same boot a file that was truncated behind its
-// written checkpoint, or edited, is not repaired silently: Open fails with
-// ErrAuditMismatch. After a reboot (the boot id differs; a power loss can
-// drop unsynced writes) the fsynced checkpoint is the one the file must
-// reach, and its tail is rebuilt from the store. Where the boot id is
-// unknown the export is fsynced at every commit, as before. RebuildAudit (and Options.RebuildAudit) rewrites the
-// file from the store, keeping a differing old file aside.
+// stored line each, and is synced at every commit before bbolt sees the
+// events, so bbolt never holds an event the journal lacks. A state file
+// (PATH.state, locked while open) says "closed" after Close, which syncs
+// bbolt, or "open BOOT-ID" while a process has the store. Open then:
+//
+//   - after Close: checks the checkpointed line and goes on;
+//   - after a crash of the process (same boot id): written bytes survive
+//     in the page cache, so bbolt is consistent and at most one batch
+//     behind; the journal lines past its end that continue the chain are
+//     replayed into it and a cut last line is removed;
+//   - after the machine went down with the store open (another or an
+//     unknown boot id): bbolt's unsynced pages may be lost or torn, so the
+//     bbolt file is rebuilt from the journal, whose chain is checked line by
+//     line; a damaged tail (a cut line, zeros: what a power loss leaves of a
+//     write that was never acknowledged) is cut. The old file is kept as
+//     PATH.unsynced-TIME.
+//
+// What a crash cannot explain is refused with ErrAuditMismatch rather than
+// repaired: a journal shorter than its checkpoint or than what the old
+// bbolt file recorded, a checkpointed line that differs from the store, a
+// complete line past the store's end that does not continue the chain, a
+// bad line with good events of the chain after it. RebuildAudit (and
+// Options.RebuildAudit) rewrites the journal from the store, keeping a
+// differing old file aside. A journal that cannot be written (a full disk)
+// fails the Append: nothing is committed and the bytes written are cut
+// before the next batch.
 //
 // # Caveats
 //

@@ -125,20 +125,14 @@ type DB struct {
 	auditOff    int64
 	auditSeq    uint64
 	auditBroken bool
-	// syncedSeq and syncedOff are how far the export is known to be on
-	// disk (fsynced); auditGen counts export files, so a sync of a file
-	// that a rebuild replaced is not counted. Guarded by auditMu.
-	syncedSeq uint64
-	syncedOff int64
-	auditGen  uint64
-	// bootID identifies the running kernel ("" where unknown: the export is
-	// then fsynced at every commit, as it is not known whether a crash lost
-	// the page cache). lastKick is owned by the committer.
-	bootID    string
-	syncEvery time.Duration // auditSyncEvery; tests set 0
-	lastKick  time.Time
-	syncKick  chan struct{}
-	syncDone  chan struct{}
+	// bootID identifies the running kernel ("" where unknown: then any
+	// stop without Close is treated as a machine restart).
+	bootID string
+	// state is the locked state file of a writable store with a journal
+	// (see journal.go); failed, set by the committer, makes every later
+	// Append fail once the journal holds events bbolt could not index.
+	state  *os.File
+	failed error
 }
 
 type request struct {
@@ -177,7 +171,11 @@ func Open(path string, opts *Options) (*DB, error) {
 	case "-":
 		o.AuditPath = ""
 	}
+	boot := bootID()
 	if o.ReadOnly {
+		if b, err := os.ReadFile(statePath(path)); err == nil && machineRestarted(string(b), boot) {
+			return nil, fmt.Errorf("store: open %s: %w: the machine restarted while thinbot had it open; open it once writable (thinbot serve, or thinbot audit rebuild) to rebuild it from the audit journal", path, ErrCorrupt)
+		}
 		if _, err := os.Stat(path); err != nil {
 			return nil, fmt.Errorf("store: open %s: %w", path, err)
 		}
@@ -191,18 +189,50 @@ func Open(path string, opts *Options) (*DB, error) {
 			}
 		}
 	}
+	var state *os.File
+	if !o.ReadOnly && o.AuditPath != "" {
+		f, st, err := lockState(path, o.Timeout)
+		if err != nil {
+			return nil, err
+		}
+		if machineRestarted(st, boot) {
+			err = rebuildStore(path, o.AuditPath, boot, o)
+		}
+		if err == nil {
+			// From here bbolt is written without syncs: a restart of the
+			// machine before Close means a rebuild.
+			err = writeState(f, stateOpen+boot+"\n")
+		}
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		state = f
+	}
 	bdb, err := openBolt(path, o)
 	if err != nil {
+		if state != nil {
+			state.Close()
+		}
 		return nil, err
 	}
+	// With a journal, its sync is the commit; bbolt's own two would be
+	// two more (see journal.go).
+	bdb.NoSync = state != nil
 	db := &DB{
 		path: path, bolt: bdb, log: o.Logger, now: o.Now, payloadCap: o.PayloadCap,
-		readOnly: o.ReadOnly, auditPath: o.AuditPath, bootID: bootID(), syncEvery: auditSyncEvery,
+		readOnly: o.ReadOnly, auditPath: o.AuditPath, bootID: boot, state: state,
 		closing: make(chan struct{}), notify: make(chan struct{}),
 	}
-	if err := db.init(); err != nil {
+	fail := func(err error) (*DB, error) {
 		bdb.Close()
+		if state != nil {
+			state.Close()
+		}
 		return nil, err
+	}
+	if err := db.init(); err != nil {
+		return fail(err)
 	}
 	if !o.ReadOnly && db.auditPath != "" {
 		if o.RebuildAudit {
@@ -211,13 +241,8 @@ func Open(path string, opts *Options) (*DB, error) {
 			err = db.openAudit()
 		}
 		if err != nil {
-			bdb.Close()
-			return nil, err
+			return fail(err)
 		}
-	}
-	if !o.ReadOnly && db.auditFile != nil {
-		db.syncKick, db.syncDone = make(chan struct{}, 1), make(chan struct{})
-		go db.syncLoop()
 	}
 	if !o.ReadOnly {
 		db.reqs = make(chan *request, 256)
@@ -285,20 +310,29 @@ func (db *DB) init() (err error) {
 		return db.bolt.View(check)
 	}
 	return db.bolt.Update(func(tx *bolt.Tx) error {
-		empty := true
-		_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
-		if empty {
-			for _, b := range [][]byte{bucketEvents, bucketIndex, bucketSessions, bucketMeta} {
-				if _, err := tx.CreateBucket(b); err != nil {
-					return fmt.Errorf("store: create bucket: %w", err)
-				}
-			}
-			if err := tx.Bucket(bucketMeta).Put(keyFormat, []byte(formatVersion)); err != nil {
-				return fmt.Errorf("store: init: %w", err)
-			}
+		if err := createBuckets(tx); err != nil {
+			return err
 		}
 		return check(tx)
 	})
+}
+
+// createBuckets sets up an empty file; it leaves any other alone.
+func createBuckets(tx *bolt.Tx) error {
+	empty := true
+	_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
+	if !empty {
+		return nil
+	}
+	for _, b := range [][]byte{bucketEvents, bucketIndex, bucketSessions, bucketMeta} {
+		if _, err := tx.CreateBucket(b); err != nil {
+			return fmt.Errorf("store: create bucket: %w", err)
+		}
+	}
+	if err := tx.Bucket(bucketMeta).Put(keyFormat, []byte(formatVersion)); err != nil {
+		return fmt.Errorf("store: init: %w", err)
+	}
+	return nil
 }
 
 // Path returns the database file's path.
@@ -328,21 +362,26 @@ func (db *DB) Close() error {
 		close(db.reqs)
 		<-db.loopDone
 	}
-	if db.syncKick != nil {
-		close(db.syncKick)
-		<-db.syncDone
-	}
 	var errs []error
 	db.auditMu.Lock()
 	if db.auditFile != nil {
-		if err := db.auditFile.Sync(); err != nil {
-			db.log.Warn("audit export: sync at close", "path", db.auditPath, "err", err)
-		}
 		errs = append(errs, db.auditFile.Close())
 		db.auditFile = nil
 	}
 	db.auditMu.Unlock()
+	if db.state != nil && !db.readOnly {
+		// bbolt was written without syncs: sync it, then say so. A store
+		// left "open" is checked against the journal by the next Open.
+		err := db.bolt.Sync()
+		if err == nil && db.failed == nil {
+			err = writeState(db.state, stateClosed)
+		}
+		errs = append(errs, err)
+	}
 	errs = append(errs, db.bolt.Close())
+	if db.state != nil {
+		errs = append(errs, db.state.Close())
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("store: close: %w", err)
 	}
@@ -351,10 +390,9 @@ func (db *DB) Close() error {
 
 // Append commits evs, in order and as consecutive sequence numbers, and
 // returns them with Seq, Time, Prev, Hash and the stored Payload filled in.
-// It returns only after the events are durably committed (fsync); the JSONL
-// export gets them right after (VerifyAudit and RebuildAudit wait for that,
-// a reader of the file may see them a moment later). Concurrent callers are batched into
-// shared transactions; the chain order is the commit order.
+// It returns only after the events are durably committed (in the journal,
+// fdatasynced) and indexed. Concurrent callers are batched into shared
+// commits; the chain order is the commit order.
 //
 // Validation errors wrap ErrInvalid and append nothing. If ctx is done
 // before the committer takes the events, nothing is appended and ctx.Err()
@@ -437,85 +475,118 @@ func (db *DB) commit(batch []*request) {
 	db.auditMu.Lock()
 	defer db.auditMu.Unlock()
 
+	if db.failed != nil {
+		db.answer(live, db.failed)
+		return
+	}
 	now := db.now().UTC().Round(0)
 	seq, prev := db.lastSeq.Load(), db.lastHash
 	first := seq + 1
+	var evs []*Event
 	var lines [][]byte
+	for _, r := range live {
+		for i := range r.evs {
+			ev := &r.evs[i]
+			seq++
+			ev.Seq, ev.Time, ev.Prev = seq, now, prev
+			line, h := encodeLine(ev)
+			ev.Hash, prev = h, h
+			evs, lines = append(evs, ev), append(lines, line)
+		}
+	}
+	journal := db.auditFile != nil
+	if journal {
+		// The journal first: once it is on disk the events are committed
+		// (the store is rebuilt from it if need be); bbolt only indexes.
+		if err := db.appendJournal(first, lines); err != nil {
+			db.answer(live, fmt.Errorf("store: append: %w", err))
+			return
+		}
+	}
+	var ck []byte
+	if journal {
+		ck = db.checkpoint()
+	}
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		events, index := tx.Bucket(bucketEvents), tx.Bucket(bucketIndex)
-		sessions, meta := tx.Bucket(bucketSessions), tx.Bucket(bucketMeta)
-		events.FillPercent = 1.0
-		touched := map[string]*sessionInfo{}
-		for _, r := range live {
-			for i := range r.evs {
-				ev := &r.evs[i]
-				seq++
-				ev.Seq, ev.Time, ev.Prev = seq, now, prev
-				line, h := encodeLine(ev)
-				ev.Hash, prev = h, h
-				lines = append(lines, line)
-				if err := events.Put(seqKey(seq), line); err != nil {
-					return err
-				}
-				if err := index.Put(indexKey(ev.Session, seq), nil); err != nil {
-					return err
-				}
-				si := touched[ev.Session]
-				if si == nil {
-					si = &sessionInfo{}
-					if v := sessions.Get([]byte(ev.Session)); v != nil {
-						var ok bool
-						if *si, ok = decodeSessionInfo(v); !ok {
-							return fmt.Errorf("session %q: damaged session record", ev.Session)
-						}
-					}
-					touched[ev.Session] = si
-				}
-				si.add(seq, now)
-			}
-		}
-		for id, si := range touched {
-			if err := sessions.Put([]byte(id), si.encode()); err != nil {
-				return err
-			}
-		}
-		head := make([]byte, 8, 8+32)
-		binary.BigEndian.PutUint64(head, seq)
-		head, _ = hex.AppendDecode(head, []byte(prev))
-		if err := meta.Put(keyLast, head); err != nil {
-			return err
-		}
-		return meta.Put(keyAudit, db.checkpoint())
+		return putEvents(tx, evs, lines, ck)
 	})
 	if err != nil {
 		err = fmt.Errorf("store: append: commit: %w", err)
 		if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 			err = ErrClosed
+		} else if journal {
+			// The journal holds events bbolt could not take: nothing may
+			// commit after them until a restart replays them.
+			db.failed = fmt.Errorf("%w; the audit journal has events up to seq %d that the store could not index: restart thinbot to replay them", err, seq)
+			err = db.failed
 		}
-		for _, r := range live {
-			r.err = err
-			close(r.done)
-		}
+		db.answer(live, err)
 		return
 	}
 	db.lastSeq.Store(seq)
 	db.lastHash = prev
 	db.commits.Add(1)
-	// The callers' events are durable: answer them now, so they can queue
-	// their next events while the export is written (which makes the next
-	// batch bigger). auditMu stays held until the export has this batch, so
-	// VerifyAudit and RebuildAudit never see it behind the store.
-	for _, r := range live {
-		close(r.done)
-	}
-	if db.auditPath != "" {
-		db.writeAudit(first, lines)
-		db.kickSync()
-	}
+	db.answer(live, nil)
 	db.notifyMu.Lock()
 	close(db.notify)
 	db.notify = make(chan struct{})
 	db.notifyMu.Unlock()
+}
+
+// answer ends the callers' waits with err (nil: committed).
+func (db *DB) answer(live []*request, err error) {
+	for _, r := range live {
+		r.err = err
+		close(r.done)
+	}
+}
+
+// putEvents indexes events (their stored lines) in tx: the events, the
+// per-session index and summaries, the chain head and the journal
+// checkpoint ck.
+func putEvents(tx *bolt.Tx, evs []*Event, lines [][]byte, ck []byte) error {
+	events, index := tx.Bucket(bucketEvents), tx.Bucket(bucketIndex)
+	sessions, meta := tx.Bucket(bucketSessions), tx.Bucket(bucketMeta)
+	events.FillPercent = 1.0
+	touched := map[string]*sessionInfo{}
+	for i, ev := range evs {
+		if err := events.Put(seqKey(ev.Seq), lines[i]); err != nil {
+			return err
+		}
+		if err := index.Put(indexKey(ev.Session, ev.Seq), nil); err != nil {
+			return err
+		}
+		si := touched[ev.Session]
+		if si == nil {
+			si = &sessionInfo{}
+			if v := sessions.Get([]byte(ev.Session)); v != nil {
+				var ok bool
+				if *si, ok = decodeSessionInfo(v); !ok {
+					return fmt.Errorf("session %q: damaged session record", ev.Session)
+				}
+			}
+			touched[ev.Session] = si
+		}
+		si.add(ev.Seq, ev.Time)
+	}
+	for id, si := range touched {
+		if err := sessions.Put([]byte(id), si.encode()); err != nil {
+			return err
+		}
+	}
+	if len(evs) > 0 {
+		last := evs[len(evs)-1]
+		head := make([]byte, 8, 8+32)
+		binary.BigEndian.PutUint64(head, last.Seq)
+		head, _ = hex.AppendDecode(head, []byte(last.Hash))
+		if err := meta.Put(keyLast, head); err != nil {
+			return err
+		}
+	}
+	if ck == nil {
+		return nil
+	}
+	return meta.Put(keyAudit, ck)
 }
 
 // Wait blocks until LastSeq() > afterSeq, ctx is done (returns ctx.Err()) or

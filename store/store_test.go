@@ -496,17 +496,23 @@ func TestAuditReconcile(t *testing.T) {
 		damage  func(path string, file []byte) error
 		wantErr error
 	}{
-		{"cut last line", func(p string, f []byte) error { return os.WriteFile(p, f[:len(f)-40], 0o600) }, nil},
-		{"garbage after the end", func(p string, f []byte) error {
-			return os.WriteFile(p, append(f, []byte("{\"seq\":99,garbage\n\x00\x00")...), 0o600)
+		// The journal was synced before each commit indexed its events:
+		// a committed line cut off is not crash damage.
+		{"cut last line", func(p string, f []byte) error { return os.WriteFile(p, f[:len(f)-40], 0o600) }, ErrAuditMismatch},
+		// A process that died while writing leaves at most a cut line.
+		{"cut line after the end", func(p string, f []byte) error {
+			return os.WriteFile(p, append(f, []byte("{\"seq\":21,\"time\":\"2026")...), 0o600)
 		}, nil},
+		{"garbage line after the end", func(p string, f []byte) error {
+			return os.WriteFile(p, append(f, []byte("{\"seq\":99,garbage\n\x00\x00")...), 0o600)
+		}, ErrAuditMismatch},
 		{"missing file", func(p string, _ []byte) error { return os.Remove(p) }, nil},
 		{"empty file", func(p string, _ []byte) error { return os.WriteFile(p, nil, 0o600) }, ErrAuditMismatch},
 		{"truncated behind checkpoint", func(p string, f []byte) error {
 			return os.WriteFile(p, f[:bytes.IndexByte(f, '\n')+1], 0o600)
 		}, ErrAuditMismatch},
 		{"edited", func(p string, f []byte) error {
-			return os.WriteFile(p, bytes.Replace(f, []byte("message 18"), []byte("message XX"), 1), 0o600)
+			return os.WriteFile(p, bytes.Replace(f, []byte("message 19"), []byte("message XX"), 1), 0o600)
 		}, ErrAuditMismatch},
 	}
 	for _, tt := range tests {
@@ -514,8 +520,8 @@ func TestAuditReconcile(t *testing.T) {
 			dir := t.TempDir()
 			db := openTest(t, dir, nil)
 			fill(t, db, 20)
-			// The last batch is one event, so the checkpoint is at seq 19:
-			// seq 20 is the only line Open may repair without complaint.
+			// The checkpoint is at seq 20, the last line: Open repairs
+			// only what follows it.
 			db.Close()
 			path := filepath.Join(dir, "audit.jsonl")
 			f, _ := os.ReadFile(path)
@@ -577,8 +583,9 @@ func TestRebuildAudit(t *testing.T) {
 	}
 }
 
-// TestAuditAfterPowerLoss: the export is not fsynced at every commit, so a
-// power loss may cut it behind its written checkpoint. After a reboot (a
+// TestAuditAfterPowerLoss: an older thinbot did not fsync the export at
+// every commit, so a power loss may have cut it behind its written
+// checkpoint. After a reboot (a
 // different boot id in the checkpoint) Open rebuilds the tail from the store
 // down to the fsynced checkpoint; in the same boot the same file is
 // tampering (see TestAuditReconcile).
@@ -634,44 +641,5 @@ func TestAuditAfterPowerLoss(t *testing.T) {
 				t.Errorf("after reopen the export is %d bytes, want the original %d", len(got), len(f))
 			}
 		})
-	}
-}
-
-// TestAuditBackgroundSync: commits do not fsync the export, the syncer
-// does, and the next commit's checkpoint records how far it got.
-func TestAuditBackgroundSync(t *testing.T) {
-	if bootID() == "" {
-		t.Skip("no boot id on this system: the export is fsynced at every commit")
-	}
-	dir := t.TempDir()
-	db := openTest(t, dir, nil)
-	db.syncEvery = 0 // kick the syncer after every commit
-	fill(t, db, 5)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	for {
-		db.auditMu.Lock()
-		synced := db.syncedSeq
-		db.auditMu.Unlock()
-		if synced == 5 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the export was synced up to seq %d, want 5", synced)
-		case <-time.After(time.Millisecond):
-		}
-	}
-	fill(t, db, 1)
-	var ck []byte
-	if err := db.view(func(tx *bolt.Tx) error {
-		ck = bytes.Clone(tx.Bucket(bucketMeta).Get(keyAudit))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if len(ck) < 32 || binary.BigEndian.Uint64(ck) != 5 || binary.BigEndian.Uint64(ck[16:]) != 5 || string(ck[32:]) != bootID() {
-		t.Errorf("checkpoint after seq 6 = written %d, synced %d, boot %q; want 5, 5, this boot",
-			binary.BigEndian.Uint64(ck), binary.BigEndian.Uint64(ck[16:]), ck[32:])
 	}
 }

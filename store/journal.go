@@ -1,0 +1,299 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The journal: with an export (Options.AuditPath), audit.jsonl is the
+// write-ahead log. A commit writes the batch's lines to it and fdatasyncs it
+// (the commit point: one sync), then indexes the events in bbolt without a
+// sync of its own. Written bytes survive a crash of the process, so bbolt is
+// then at most one batch behind the journal, and Open replays that batch. A
+// crash of the machine can leave bbolt's unsynced pages in any state, so
+// after one Open rebuilds the bbolt file from the journal (see
+// rebuildStore). The state file says which case applies.
+
+// State file contents: the store is closed cleanly (bbolt synced), or open
+// under the boot id that follows.
+const (
+	stateClosed = "closed\n"
+	stateOpen   = "open "
+)
+
+// statePath is the state file of the store at path.
+func statePath(path string) string { return path + ".state" }
+
+// lockState opens (creating) the state file, takes its exclusive lock
+// within timeout and returns it with its contents.
+func lockState(path string, timeout time.Duration) (*os.File, string, error) {
+	f, err := os.OpenFile(statePath(path), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, "", fmt.Errorf("store: open %s: %w", statePath(path), err)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, "", fmt.Errorf("store: %s is in use by another thinbot process? (%w after %v)", path, ErrLocked, timeout)
+			}
+			return nil, "", fmt.Errorf("store: lock %s: %w", statePath(path), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		f.Close()
+		return nil, "", fmt.Errorf("store: read %s: %w", statePath(path), err)
+	}
+	return f, string(b), nil
+}
+
+// writeState replaces the state file's contents and syncs it.
+func writeState(f *os.File, s string) error {
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("store: state: %w", err)
+	}
+	if _, err := f.WriteAt([]byte(s), 0); err != nil {
+		return fmt.Errorf("store: state: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("store: state: sync: %w", err)
+	}
+	return nil
+}
+
+// machineRestarted reports whether state was left by a process that had the
+// store open under another boot (or an unknown one): the machine went down
+// with the store open, and bbolt's unsynced pages may be lost or torn.
+func machineRestarted(state, boot string) bool {
+	id, open := strings.CutPrefix(state, stateOpen)
+	return open && (boot == "" || strings.TrimSpace(id) != boot)
+}
+
+// fdatasync flushes f's data (and its size) to the disk.
+func fdatasync(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			serr = syscall.Fdatasync(int(fd))
+			if !errors.Is(serr, syscall.EINTR) {
+				return
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// appendJournal writes one batch's lines (seqs first, first+1, ...) at the
+// journal's end and syncs them: the commit point. On failure the batch is
+// not committed and the bytes written are cut before the next batch.
+// Callers hold auditMu.
+func (db *DB) appendJournal(first uint64, lines [][]byte) error {
+	if db.auditBroken || db.auditSeq+1 != first {
+		if err := db.catchUpAudit(); err != nil {
+			return err
+		}
+	}
+	size := len(lines)
+	for _, l := range lines {
+		size += len(l)
+	}
+	buf := make([]byte, 0, size)
+	for _, l := range lines {
+		buf = append(append(buf, l...), '\n')
+	}
+	if _, err := db.auditFile.WriteAt(buf, db.auditOff); err != nil {
+		db.auditBroken = true
+		return fmt.Errorf("audit journal %s: write: %w", db.auditPath, err)
+	}
+	if err := fdatasync(db.auditFile); err != nil {
+		db.auditBroken = true
+		return fmt.Errorf("audit journal %s: sync: %w", db.auditPath, err)
+	}
+	db.auditOff += int64(len(buf))
+	db.auditSeq += uint64(len(lines))
+	return nil
+}
+
+// rebuildStore replaces the bbolt file at path with one built from the
+// journal, after the machine went down with the store open. The journal's
+// lines are checked as a chain; a damaged tail (what a power loss can leave
+// of the last, unacknowledged write: a cut line, zeros) is cut, but a bad
+// line with a good event of the chain after it is tampering and fails with
+// ErrAuditMismatch, as does a journal shorter than what the old bbolt file
+// records as committed. The old file is kept as PATH.unsynced-TIME.
+func rebuildStore(path, journal, boot string, o Options) error {
+	jf, err := os.OpenFile(journal, os.O_RDWR, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		o.Logger.Warn("store was not closed before the machine restarted, and its audit journal is missing: keeping the store as it is",
+			"path", path, "journal", journal)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: rebuild: %w", err)
+	}
+	defer jf.Close()
+	mismatch := func(format string, args ...any) error {
+		return fmt.Errorf("store: %s: %w: %s; see 'thinbot audit verify'", journal, ErrAuditMismatch, fmt.Sprintf(format, args...))
+	}
+	tmpPath := path + ".rebuild"
+	os.Remove(tmpPath)
+	bdb, err := bolt.Open(tmpPath, 0o600, &bolt.Options{Timeout: o.Timeout, FreelistType: bolt.FreelistMapType, NoSync: true})
+	if err != nil {
+		return fmt.Errorf("store: rebuild: %w", err)
+	}
+	fail := func(err error) error {
+		bdb.Close()
+		os.Remove(tmpPath)
+		return err
+	}
+	if err := bdb.Update(createBuckets); err != nil {
+		return fail(fmt.Errorf("store: rebuild: %w", err))
+	}
+	c := newChain()
+	var (
+		off     int64 // end of the last good line
+		badSeq  uint64
+		problem string
+		evs     []*Event
+		lines   [][]byte
+	)
+	flush := func() error {
+		if len(evs) == 0 {
+			return nil
+		}
+		ck := checkpointValue(c.rep.LastSeq, off, boot)
+		err := bdb.Update(func(tx *bolt.Tx) error { return putEvents(tx, evs, lines, ck) })
+		evs, lines = evs[:0], lines[:0]
+		return err
+	}
+	var flushErr error
+	err = eachLine(context.Background(), jf, func(line []byte, complete bool) bool {
+		if problem != "" {
+			// After a bad line: is there a good event of the chain later on?
+			if ev, err := parseLine(line); complete && err == nil && ev.Seq > badSeq {
+				problem = fmt.Sprintf("%s, yet seq %d follows it", problem, ev.Seq)
+				badSeq = 0
+				return false
+			}
+			return true
+		}
+		if !complete {
+			problem, badSeq = fmt.Sprintf("the last line (%d bytes) is cut", len(line)), c.rep.LastSeq+1
+			return true
+		}
+		ev, ok := c.check(line)
+		if !ok {
+			problem, badSeq = c.rep.Problem, c.rep.LastSeq+1
+			return true
+		}
+		evs, lines = append(evs, &ev), append(lines, bytes.Clone(line))
+		off += int64(len(line)) + 1
+		if len(evs) >= 10_000 {
+			if flushErr = flush(); flushErr != nil {
+				return false
+			}
+		}
+		return true
+	})
+	if err == nil {
+		err = flushErr
+	}
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return fail(fmt.Errorf("store: rebuild: %w", err))
+	}
+	if problem != "" && badSeq == 0 {
+		return fail(mismatch("%s", problem))
+	}
+	if old, ok := committedSeq(path, o); ok && old > c.rep.LastSeq {
+		return fail(mismatch("the store recorded seq %d as committed, the journal ends at seq %d", old, c.rep.LastSeq))
+	}
+	if err := bdb.Sync(); err != nil {
+		return fail(fmt.Errorf("store: rebuild: sync: %w", err))
+	}
+	if err := bdb.Close(); err != nil {
+		os.Remove(tmpPath)
+		return fmt.Errorf("store: rebuild: %w", err)
+	}
+	if st, err := jf.Stat(); err == nil && st.Size() > off {
+		o.Logger.Warn("audit journal: cutting the damaged tail a machine restart left", "path", journal,
+			"seq", c.rep.LastSeq, "bytes", st.Size()-off, "problem", problem)
+		if err := jf.Truncate(off); err != nil {
+			return fmt.Errorf("store: rebuild: %w", err)
+		}
+		if err := jf.Sync(); err != nil {
+			return fmt.Errorf("store: rebuild: %w", err)
+		}
+	}
+	kept := ""
+	if _, err := os.Stat(path); err == nil {
+		kept = path + ".unsynced-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+		if err := os.Rename(path, kept); err != nil {
+			return fmt.Errorf("store: rebuild: %w", err)
+		}
+	}
+	if err := os.Rename(tmpPath, path); err != nil {
+		return fmt.Errorf("store: rebuild: %w", err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	o.Logger.Warn("the machine restarted while the store was open: rebuilt it from the audit journal",
+		"path", path, "events", c.rep.LastSeq, "old_file", kept)
+	return nil
+}
+
+// committedSeq reads the journal checkpoint of an old bbolt file, which
+// may be damaged: ok is false when it cannot be read.
+func committedSeq(path string, o Options) (seq uint64, ok bool) {
+	if _, err := os.Stat(path); err != nil {
+		return 0, false
+	}
+	bdb, err := openBolt(path, Options{Timeout: o.Timeout, ReadOnly: true})
+	if err != nil {
+		return 0, false
+	}
+	defer bdb.Close()
+	defer func() {
+		if recover() != nil {
+			seq, ok = 0, false
+		}
+	}()
+	_ = bdb.View(func(tx *bolt.Tx) error {
+		if meta := tx.Bucket(bucketMeta); meta != nil {
+			if v := meta.Get(keyAudit); len(v) >= 16 {
+				seq, ok = binary.BigEndian.Uint64(v), true
+			}
+		}
+		return nil
+	})
+	return seq, ok
+}

@@ -1,0 +1,264 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// copyFile copies src to dst (for keeping a store file as it was).
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setState writes the state file as a process that had the store open
+// under boot would have left it.
+func setState(t *testing.T, dir, boot string) {
+	t.Helper()
+	if err := os.WriteFile(statePath(filepath.Join(dir, "events.db")), []byte(stateOpen+boot+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readState(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(statePath(filepath.Join(dir, "events.db")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// checkChain opens the store and checks that it holds want (same seqs and
+// hashes), verifies, and that the journal matches it.
+func checkChain(t *testing.T, db *DB, want []Event) {
+	t.Helper()
+	var got []Event
+	for ev, err := range db.All(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("store has %d events, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Seq != want[i].Seq || got[i].Hash != want[i].Hash {
+			t.Fatalf("event %d = seq %d %.12s, want seq %d %.12s", i, got[i].Seq, got[i].Hash, want[i].Seq, want[i].Hash)
+		}
+	}
+	if rep, err := db.Verify(t.Context()); err != nil || !rep.OK {
+		t.Fatalf("Verify = %+v, %v", rep, err)
+	}
+	if rep, err := db.VerifyAudit(t.Context()); err != nil || !rep.OK || rep.Events != uint64(len(want)) {
+		t.Fatalf("VerifyAudit = %+v, %v", rep, err)
+	}
+}
+
+func TestStateFileSaysOpenOrClosed(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, dir, nil)
+	if s := readState(t, dir); s != stateOpen+bootID()+"\n" {
+		t.Errorf("state while open = %q", s)
+	}
+	if _, err := Open(filepath.Join(dir, "events.db"), &Options{Timeout: 50e6}); !errors.Is(err, ErrLocked) {
+		t.Errorf("second Open = %v, want ErrLocked", err)
+	}
+	fill(t, db, 3)
+	db.Close()
+	if s := readState(t, dir); s != stateClosed {
+		t.Errorf("state after Close = %q", s)
+	}
+}
+
+// TestJournalReplay: a process that died after the journal took a batch and
+// before bbolt indexed it leaves bbolt a batch behind; Open replays the
+// journal's lines into it. A complete line that does not continue the chain
+// is tampering; a cut last line is what a death mid-write leaves.
+func TestJournalReplay(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		damage  func(journal []byte) []byte
+		want    int // events after Open
+		wantErr error
+	}{
+		{"intact", func(j []byte) []byte { return j }, 10, nil},
+		{"cut line after", func(j []byte) []byte { return append(j, `{"seq":11,"time":"20`...) }, 10, nil},
+		{"edited replayed line", func(j []byte) []byte {
+			lines := bytes.SplitAfter(j, []byte("\n"))
+			lines[8] = bytes.Replace(lines[8], []byte("message"), []byte("massage"), 1)
+			return bytes.Join(lines, nil)
+		}, 0, ErrAuditMismatch},
+		{"replayed line removed", func(j []byte) []byte {
+			lines := bytes.SplitAfter(j, []byte("\n"))
+			return bytes.Join(append(lines[:8:8], lines[9:]...), nil)
+		}, 0, ErrAuditMismatch},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "events.db")
+			db := openTest(t, dir, nil)
+			want := fill(t, db, 7)
+			db.Close()
+			copyFile(t, path, filepath.Join(dir, "seven"))
+			db = openTest(t, dir, nil)
+			want = append(want, fill(t, db, 3)...)
+			db.Close()
+			// bbolt as it was after seven events, the journal with ten,
+			// and a process that had it open in this boot.
+			copyFile(t, filepath.Join(dir, "seven"), path)
+			setState(t, dir, bootID())
+			journal := filepath.Join(dir, "audit.jsonl")
+			j, _ := os.ReadFile(journal)
+			if err := os.WriteFile(journal, tt.damage(j), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			db2, err := Open(path, nil)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Open = %v, want %v", err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			defer db2.Close()
+			checkChain(t, db2, want[:tt.want])
+			more, err := db2.Append(t.Context(), Event{Session: "a", Type: "t"})
+			if err != nil || more[0].Seq != 11 || more[0].Prev != want[9].Hash {
+				t.Fatalf("Append after replay = %+v, %v", more, err)
+			}
+		})
+	}
+}
+
+// TestRebuildAfterMachineRestart: bbolt is written without syncs, so after
+// the machine went down with the store open its file cannot be trusted; Open
+// rebuilds it from the journal, cutting the damaged tail a power loss
+// leaves, keeping the old file, and refusing a journal that was tampered
+// with.
+func TestRebuildAfterMachineRestart(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		damage  func(t *testing.T, dir string, journal []byte) []byte
+		wantErr error
+	}{
+		{"torn tail", func(t *testing.T, dir string, j []byte) []byte {
+			return append(append(j, `{"seq":11,"time":"2026-12-01T`...), make([]byte, 300)...)
+		}, nil},
+		{"bbolt file garbage", func(t *testing.T, dir string, j []byte) []byte {
+			if err := os.WriteFile(filepath.Join(dir, "events.db"), bytes.Repeat([]byte{0xa5}, 1<<16), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return j
+		}, nil},
+		{"bbolt file gone", func(t *testing.T, dir string, j []byte) []byte {
+			os.Remove(filepath.Join(dir, "events.db"))
+			return j
+		}, nil},
+		{"bad line with good ones after it", func(t *testing.T, dir string, j []byte) []byte {
+			return bytes.Replace(j, []byte("message 4"), []byte("message X"), 1)
+		}, ErrAuditMismatch},
+		{"journal behind the old store", func(t *testing.T, dir string, j []byte) []byte {
+			lines := bytes.SplitAfter(j, []byte("\n"))
+			return bytes.Join(lines[:7], nil)
+		}, ErrAuditMismatch},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "events.db")
+			db := openTest(t, dir, nil)
+			want := fill(t, db, 10)
+			db.Close()
+			setState(t, dir, "an-earlier-boot")
+			journal := filepath.Join(dir, "audit.jsonl")
+			j, _ := os.ReadFile(journal)
+			if err := os.WriteFile(journal, tt.damage(t, dir, j), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Open(path, &Options{ReadOnly: true}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "rebuild") {
+				t.Errorf("read-only Open = %v, want a hint to open it writable", err)
+			}
+			before, _ := os.ReadFile(path)
+			db2, err := Open(path, nil)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Open = %v, want %v", err, tt.wantErr)
+			}
+			if err != nil {
+				if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+					t.Error("a refused rebuild changed the store file")
+				}
+				if tmp, _ := filepath.Glob(path + ".*"); len(tmp) != 1 { // the state file only
+					t.Errorf("a refused rebuild left %v", tmp)
+				}
+				return
+			}
+			defer db2.Close()
+			checkChain(t, db2, want)
+			if got, _ := os.ReadFile(journal); !bytes.Equal(got, j) {
+				t.Errorf("journal after rebuild is %d bytes, want the %d it had before the damage", len(got), len(j))
+			}
+			if kept, _ := filepath.Glob(path + ".unsynced-*"); (len(before) > 0) != (len(kept) == 1) {
+				t.Errorf("old store kept as %v", kept)
+			}
+			if _, err := db2.Append(t.Context(), Event{Session: "a", Type: "t"}); err != nil {
+				t.Fatal(err)
+			}
+			db2.Close()
+			if s := readState(t, dir); s != stateClosed {
+				t.Errorf("state after Close = %q", s)
+			}
+		})
+	}
+}
+
+// TestJournalWriteFailure: a batch the journal cannot take (a full disk) is
+// not committed, and what it wrote is cut before the next batch.
+func TestJournalWriteFailure(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, dir, nil)
+	want := fill(t, db, 3)
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip("no /dev/full:", err)
+	}
+	db.auditMu.Lock()
+	real := db.auditFile
+	db.auditFile = full
+	db.auditMu.Unlock()
+	if _, err := db.Append(t.Context(), Event{Session: "a", Type: "lost"}); err == nil || !strings.Contains(err.Error(), "audit journal") {
+		t.Fatalf("Append on a full disk = %v, want the journal's error", err)
+	}
+	if db.LastSeq() != 3 {
+		t.Fatalf("LastSeq = %d after a failed commit, want 3", db.LastSeq())
+	}
+	db.auditMu.Lock()
+	db.auditFile = real
+	db.auditMu.Unlock()
+	full.Close()
+	// Bytes of the failed batch that reached the file are cut.
+	if _, err := real.WriteAt([]byte(`{"seq":4,"partial`), db.auditOff); err != nil {
+		t.Fatal(err)
+	}
+	more, err := db.Append(t.Context(), Event{Session: "a", Type: "t"})
+	if err != nil || more[0].Seq != 4 {
+		t.Fatalf("Append after the disk has room = %+v, %v", more, err)
+	}
+	checkChain(t, db, append(want, more...))
+	f, _ := os.Open(db.AuditPath())
+	defer f.Close()
+	b, _ := io.ReadAll(f)
+	if bytes.Contains(b, []byte("partial")) || bytes.Contains(b, []byte("lost")) {
+		t.Error("the journal kept bytes of the failed batch")
+	}
+}
