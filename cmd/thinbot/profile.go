@@ -24,8 +24,8 @@ const (
 // startProfiles starts the CPU profile (and the execution trace, if
 // withTrace) into dir and returns the function that stops them and writes
 // the other profiles. The mutex profile samples one contention in 5; the
-// block profile every blocking event; the heap profiles one allocation in
-// 16 KiB.
+// block profile every blocking event; with the trace, the heap profiles
+// sample one allocation in 16 KiB.
 func startProfiles(dir string, withTrace bool) (stop func() error, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("%s: %w", profileEnv, err)
@@ -55,10 +55,13 @@ func startProfiles(dir string, withTrace bool) (stop func() error, err error) {
 		names = append(names, "block")
 	}
 	runtime.SetMutexProfileFraction(5)
-	// One allocation sample per 16 KiB instead of 512 KiB: a load run
-	// allocates a few tens of MiB.
 	memRate := runtime.MemProfileRate
-	runtime.MemProfileRate = 16 << 10
+	if withTrace {
+		// One allocation sample per 16 KiB instead of 512 KiB: a load run
+		// allocates a few tens of MiB. It costs too much CPU for the CPU
+		// profile of a run without the trace.
+		runtime.MemProfileRate = 16 << 10
+	}
 	return func() error {
 		var errs []error
 		if tr != nil {

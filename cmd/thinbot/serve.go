@@ -53,6 +53,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	level := slog.LevelInfo
 	_ = level.UnmarshalText([]byte(c.LogLevel))
 	logger := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	defer tuneGC(e.getenv)()
 	if dir := e.getenv(profileEnv); dir != "" {
 		stop, err := startProfiles(dir, e.getenv(traceEnv) == "1")
 		if err != nil {

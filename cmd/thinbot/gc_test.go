@@ -1,0 +1,37 @@
+package main
+
+import (
+	"runtime/debug"
+	"testing"
+)
+
+// TestTuneGC: serve sets the collector's percent and soft memory limit
+// unless the environment sets them, and restores what was there.
+func TestTuneGC(t *testing.T) {
+	tests := []struct {
+		name      string
+		env       map[string]string
+		wantGOGC  int
+		wantLimit int64
+	}{
+		{"defaults", nil, daemonGOGC, daemonMemLimit},
+		{"GOGC set", map[string]string{"GOGC": "50"}, 77, daemonMemLimit},
+		{"GOMEMLIMIT set", map[string]string{"GOMEMLIMIT": "1GiB"}, daemonGOGC, 1 << 40},
+		{"both set", map[string]string{"GOGC": "off", "GOMEMLIMIT": "1GiB"}, 77, 1 << 40},
+	}
+	for _, tt := range tests {
+		// What the runtime would have read from the environment.
+		prevGC, prevLimit := debug.SetGCPercent(77), debug.SetMemoryLimit(1<<40)
+		restore := tuneGC(func(k string) string { return tt.env[k] })
+		gotGC, gotLimit := debug.SetGCPercent(-1), debug.SetMemoryLimit(-1)
+		debug.SetGCPercent(gotGC)
+		restore()
+		afterGC, afterLimit := debug.SetGCPercent(prevGC), debug.SetMemoryLimit(prevLimit)
+		if gotGC != tt.wantGOGC || gotLimit != tt.wantLimit {
+			t.Errorf("%s: GOGC %d, limit %d; want %d, %d", tt.name, gotGC, gotLimit, tt.wantGOGC, tt.wantLimit)
+		}
+		if afterGC != 77 || afterLimit != 1<<40 {
+			t.Errorf("%s: after restore GOGC %d, limit %d; want 77, %d", tt.name, afterGC, afterLimit, int64(1<<40))
+		}
+	}
+}
