@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
@@ -72,6 +73,9 @@ type Client struct {
 	modelsURL string
 	log       *slog.Logger
 	sleep     func(context.Context, time.Duration) error
+	// readers are the 16 KiB buffers answers are read through, kept for
+	// the next call instead of allocating one per call.
+	readers sync.Pool
 }
 
 // Retry backoff: base doubles per attempt up to cap, with jitter.
@@ -279,7 +283,17 @@ func (c *Client) attempt(ctx context.Context, body []byte, req agentcore.Request
 		return resp, false, parseAPIError(hresp.StatusCode, hresp.Header, b, tools)
 	}
 	ct, _, _ := mime.ParseMediaType(hresp.Header.Get("Content-Type"))
-	br := bufio.NewReaderSize(hresp.Body, 16<<10)
+	// Nothing read through br outlives this call: events and answers are
+	// decoded into strings, errors copy what they quote.
+	br, _ := c.readers.Get().(*bufio.Reader)
+	if br == nil {
+		br = bufio.NewReaderSize(nil, answerBuffer)
+	}
+	br.Reset(hresp.Body)
+	defer func() {
+		br.Reset(nil)
+		c.readers.Put(br)
+	}()
 	if ct == "text/event-stream" || (ct != "application/json" && looksLikeSSE(br)) {
 		// Some proxies drop or rewrite the SSE content type; the body tells.
 		return readStream(actx, br, req.OnText, tools)

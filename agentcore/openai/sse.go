@@ -35,8 +35,13 @@ type sseReader struct {
 	out     []byte
 }
 
+// answerBuffer is the size of the buffer an answer is read through.
+const answerBuffer = 16 << 10
+
+// newSSEReader reads r through a buffer of answerBuffer bytes; r itself
+// when it is such a buffer.
 func newSSEReader(r io.Reader) *sseReader {
-	return &sseReader{r: bufio.NewReaderSize(r, 16<<10)}
+	return &sseReader{r: bufio.NewReaderSize(r, answerBuffer)}
 }
 
 // next returns the next event. At the end of the stream it returns io.EOF;

@@ -13,6 +13,8 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -23,6 +25,10 @@ import (
 // fakesEnv, set in the environment of this program (or its test binary),
 // makes it serve the fakes instead of driving a load: see serveFakes.
 const fakesEnv = "THINBOT_LOADTEST_FAKES"
+
+// fakesProfileEnv, set beside fakesEnv, names the file into which the
+// fakes process writes its CPU profile (loadtest -profile: fakes-cpu.pprof).
+const fakesProfileEnv = "THINBOT_LOADTEST_FAKES_PROFILE"
 
 // fakesInfo is what the fakes process tells the driver on its first line.
 type fakesInfo struct {
@@ -65,6 +71,17 @@ func serveFakes(spec string, stdin io.Reader, stdout io.Writer) error {
 	latency, err := time.ParseDuration(lat)
 	if err != nil {
 		return fmt.Errorf("%s=%q: %w", fakesEnv, spec, err)
+	}
+	if path := os.Getenv(fakesProfileEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	mm := fakemattermost.New(nil)
 	defer mm.Close()
@@ -156,13 +173,20 @@ type fakes struct {
 }
 
 // startFakes starts this program again (os.Executable) as the fakes process.
-func startFakes(ctx context.Context, steps int, latency time.Duration) (*fakes, error) {
+// With a profile directory, the fakes write their CPU profile into it.
+func startFakes(ctx context.Context, steps int, latency time.Duration, profile string) (*fakes, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: fakes: %w", err)
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d %s", fakesEnv, steps, latency))
+	if profile != "" {
+		if err := os.MkdirAll(profile, 0o700); err != nil {
+			return nil, fmt.Errorf("loadtest: fakes: %w", err)
+		}
+		cmd.Env = append(cmd.Env, fakesProfileEnv+"="+filepath.Join(profile, "fakes-cpu.pprof"))
+	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -62,8 +62,9 @@ type Config struct {
 	// Keep leaves a temporary Dir in place for inspection.
 	Keep bool
 	// Profile, if set, is a directory into which the daemon writes its
-	// CPU profile, execution trace and heap, allocation, mutex and block
-	// profiles (THINBOT_PROFILE_DIR). Profiling slows the daemon: the
+	// CPU profile and heap, allocation and mutex profiles
+	// (THINBOT_PROFILE_DIR), and the fakes process its CPU profile
+	// (fakes-cpu.pprof). Profiling slows the daemon: the
 	// figures of such a run are not the daemon's usual ones.
 	Profile string
 	// Trace adds the daemon's execution trace and block profile to
@@ -164,7 +165,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	// The fakes run in their own process: the driver's and the daemon's
 	// figures do not include their scheduling or garbage collection.
-	f, err := startFakes(ctx, cfg.Steps, cfg.Latency)
+	f, err := startFakes(ctx, cfg.Steps, cfg.Latency, cfg.Profile)
 	if err != nil {
 		return res, err
 	}

@@ -64,8 +64,9 @@ func TestLoadSmall(t *testing.T) {
 	if res.PeakRSS <= 0 {
 		t.Errorf("peak RSS = %d, want > 0", res.PeakRSS)
 	}
-	// The daemon wrote its profiles when it stopped (no trace: not asked).
-	for _, name := range []string{"cpu.pprof", "heap.pprof", "allocs.pprof", "mutex.pprof"} {
+	// The daemon wrote its profiles when it stopped (no trace: not asked),
+	// the fakes their CPU profile.
+	for _, name := range []string{"cpu.pprof", "heap.pprof", "allocs.pprof", "mutex.pprof", "fakes-cpu.pprof"} {
 		if fi, err := os.Stat(filepath.Join(prof, name)); err != nil || fi.Size() == 0 {
 			t.Errorf("profile %s: %v", name, err)
 		}
