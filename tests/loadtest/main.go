@@ -141,7 +141,7 @@ func printResult(w io.Writer, r *Result) {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "added p99\t%s\t(target < %s: %s)\n", ms(r.Added.P99), ms(targetAddedP99), verdict(r.Added.N > 0 && r.Added.P99 < targetAddedP99))
 	fmt.Fprintf(tw, "daemon peak RSS (VmHWM)\t%s\t(target < %s: %s)\n", mib(r.PeakRSS), mib(targetPeakRSS), verdict(r.PeakRSS > 0 && r.PeakRSS < targetPeakRSS))
-	fmt.Fprintf(tw, "CPU time: daemon / driver+fakes\t%s / %s\t\n", r.DaemonCPU.Round(time.Millisecond), r.DriverCPU.Round(time.Millisecond))
+	fmt.Fprintf(tw, "CPU time: daemon (with its commands) / driver+fakes\t%s / %s\t\n", r.DaemonCPU.Round(time.Millisecond), r.DriverCPU.Round(time.Millisecond))
 	fmt.Fprintf(tw, "answers missing / duplicated\t%d / %d\t\n", r.Missing, r.Duplicates)
 	fmt.Fprintf(tw, "bot websocket reconnects\t%d\t\n", r.BotReconnects)
 	chain := "not verified"
