@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -357,13 +356,14 @@ type runState struct {
 	usage      Usage
 	text       bool
 	compacted  bool // compacted after a context-length error in this step
-	// pending are events committed together with the next append, which
-	// makes a step one commit: a tool's result and the model reply that
-	// read it ride with what follows (the next tool's gate decision, or the
-	// run's end). The model sees a pending result (see requestMessages);
-	// nothing else acts on a pending event, no command runs while one is
-	// pending, and a crash loses the result together with every reply that
-	// read it, so the chain never holds a reply without its input.
+	// pending is the model reply of the step under way: it commits with
+	// what follows it (the gate decision, durably, just before the command
+	// runs; or the tool's result), so a step is one durable commit and the
+	// chain never holds a reply without the results it read. A tool's
+	// result is appended buffered as soon as it is known (readable at once,
+	// durable with the next append): a crash of the machine before that
+	// loses it together with everything after it; a crash of the process
+	// keeps it.
 	pending []store.Event
 }
 
@@ -416,15 +416,26 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 }
 
 // append commits the run's pending events and evs to the session's current
-// branch and applies them to the projection. It returns the committed evs
-// (without the pending ones). The caller holds rs.s.mu.
+// branch, durably, and applies them to the projection. It returns the
+// committed evs (without the pending ones). The caller holds rs.s.mu.
 func (a *Agent) append(rs *runState, evs ...store.Event) ([]store.Event, error) {
+	return a.appendRun(rs, true, evs)
+}
+
+// appendBuffered is append without waiting for the disk: the events are in
+// the chain (readable, shown) at once and durable with the run's next
+// append (store.DB.AppendBuffered).
+func (a *Agent) appendBuffered(rs *runState, evs ...store.Event) ([]store.Event, error) {
+	return a.appendRun(rs, false, evs)
+}
+
+func (a *Agent) appendRun(rs *runState, durable bool, evs []store.Event) ([]store.Event, error) {
 	all := append(rs.pending, evs...)
 	rs.pending = nil
 	if len(all) == 0 {
 		return nil, nil
 	}
-	out, err := a.appendTo(rs.t.Session, rs.s, all...)
+	out, err := a.commit(rs.t.Session, rs.s, durable, all)
 	if err != nil {
 		return nil, err
 	}
@@ -432,6 +443,10 @@ func (a *Agent) append(rs *runState, evs ...store.Event) ([]store.Event, error) 
 }
 
 func (a *Agent) appendTo(id string, s *session, evs ...store.Event) ([]store.Event, error) {
+	return a.commit(id, s, true, evs)
+}
+
+func (a *Agent) commit(id string, s *session, durable bool, evs []store.Event) ([]store.Event, error) {
 	for i := range evs {
 		evs[i].Session = id
 		if evs[i].Type != EvClear {
@@ -441,7 +456,11 @@ func (a *Agent) appendTo(id string, s *session, evs ...store.Event) ([]store.Eve
 	// Never a cancellable ctx: Append gives up on a done ctx before the
 	// commit takes the events, and the record of a cancelled run (its
 	// refusals, its run_finished) must still be written.
-	out, err := a.cfg.Store.Append(context.Background(), evs...)
+	appendFn := a.cfg.Store.Append
+	if !durable {
+		appendFn = a.cfg.Store.AppendBuffered
+	}
+	out, err := appendFn(context.Background(), evs...)
 	if err != nil {
 		return nil, fmt.Errorf("record %s: %w", evs[0].Type, err)
 	}
@@ -526,10 +545,10 @@ func (a *Agent) complete(ctx context.Context, rs *runState) (Response, error) {
 	maxTokens := -1     // set by overflow for the next attempt
 	for attempt := 0; ; attempt++ {
 		var stream *redactStream
-		if err := a.flushUnlessResults(rs); err != nil {
+		if err := a.flushPending(rs); err != nil {
 			return Response{}, err
 		}
-		req := Request{Messages: requestMessages(rs)}
+		req := Request{Messages: rs.s.proj.Messages()}
 		if rs.t.Hooks.Text != nil {
 			stream = &redactStream{redact: a.redact, keep: a.maxSecret, out: rs.t.Hooks.Text}
 			req.OnText = stream.write
@@ -568,9 +587,6 @@ func (a *Agent) complete(ctx context.Context, rs *runState) (Response, error) {
 			if oerr != nil {
 				return Response{}, oerr
 			}
-			// req's messages may share the projector's spare capacity,
-			// which the next append overwrites: keep a copy.
-			req.Messages = slices.Clone(req.Messages)
 			failed, maxTokens = &req, mt
 			continue
 		default:
@@ -674,55 +690,20 @@ func (a *Agent) result(rs *runState, call ToolCall, content string, isErr bool, 
 	} else {
 		rs.toolErrors = 0
 	}
-	// The result commits with the next append (see runState.pending).
-	rs.pending = append(rs.pending, store.Event{Type: EvToolResult, Actor: "system", Payload: mustJSON(p)})
-	return nil
+	// The result is in the chain at once and durable with the run's next
+	// append (the next decision, or the run's end), which comes before
+	// anything acts on it (see runState.pending).
+	_, err := a.appendBuffered(rs, store.Event{Type: EvToolResult, Actor: "system", Payload: mustJSON(p)})
+	return err
 }
 
-// flushUnlessResults commits the pending events unless they are only tool
-// results, which requestMessages can show the model without a commit (a
-// step without a gate decision, such as a malformed call, leaves its model
-// reply pending too).
-func (a *Agent) flushUnlessResults(rs *runState) error {
-	for _, e := range rs.pending {
-		if e.Type != EvToolResult {
-			_, err := a.append(rs)
-			return err
-		}
-	}
-	return nil
-}
-
-// requestMessages is the session's projection with the run's pending tool
-// results in it, as it will be once they are committed: a structured
-// call's result takes the place of its "interrupted" stand-in, a
-// text-protocol result is a user message.
-func requestMessages(rs *runState) []Message {
-	proj := &rs.s.proj
-	if len(rs.pending) == 0 {
-		return proj.Messages()
-	}
-	// Messages would end with a stand-in for each open call, in open's
-	// order; Apply puts a result after the projected messages and before
-	// the stand-ins of the calls still open.
-	open := slices.Clone(proj.open)
-	var tail []Message
-	for _, e := range rs.pending {
-		var v toolResultPayload
-		if e.Type != EvToolResult || !decode(e, &v) {
-			continue
-		}
-		if i := slices.IndexFunc(open, func(c ToolCall) bool { return c.ID == v.CallID }); i >= 0 {
-			open = slices.Delete(open, i, i+1)
-			tail = append(tail, Message{Role: RoleTool, ToolCallID: v.CallID, Name: v.Tool, Content: v.Content})
-		} else {
-			tail = append(tail, Message{Role: RoleUser, Content: v.Content})
-		}
-	}
-	for _, c := range open {
-		tail = append(tail, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, Content: interruptedResult})
-	}
-	return proj.withTail(tail)
+// flushPending records a model reply still pending when the next request
+// goes out (a step without a gate decision or tool result, such as a
+// malformed call), so that the chain holds what the model answered before
+// what it answers next.
+func (a *Agent) flushPending(rs *runState) error {
+	_, err := a.appendBuffered(rs)
+	return err
 }
 
 func (a *Agent) hookCommand(rs *runState, c CommandInfo) {

@@ -585,47 +585,6 @@ func TestMessagesViewsAreNotChangedByLaterEvents(t *testing.T) {
 	}
 }
 
-// TestWithTailLeavesViewsAlone: a step's request is the projection plus its
-// pending results written into the projector's spare capacity; views handed
-// out before stay as they were, and once the results commit the projection
-// is what Project gives.
-func TestWithTailLeavesViewsAlone(t *testing.T) {
-	ev := func(seq uint64, typ string, payload any) store.Event {
-		return store.Event{Seq: seq, Type: typ, Payload: mustJSON(payload)}
-	}
-	call := ToolCall{ID: "c1", Name: ToolRun, Arguments: `{"command":"true"}`}
-	evs := []store.Event{
-		ev(1, EvUserMessage, userMessagePayload{Text: "q1"}),
-		ev(2, EvAssistantMessage, assistantPayload{Protocol: "tools", ToolCalls: []ToolCall{call}}),
-	}
-	var p Projector
-	for _, e := range evs {
-		p.Apply(e)
-	}
-	view := p.Messages()
-	before, _ := json.Marshal(view)
-	for i := range 40 { // enough steps for the array to grow under the tail
-		result := ev(uint64(3+2*i), EvToolResult, toolResultPayload{CallID: call.ID, Tool: ToolRun, Content: fmt.Sprint("out ", i)})
-		rs := &runState{s: &session{proj: p}, pending: []store.Event{result}}
-		req := requestMessages(rs)
-		p = rs.s.proj
-		if last := req[len(req)-1]; last.Role != RoleTool || last.Content != fmt.Sprint("out ", i) {
-			t.Fatalf("step %d: request ends with %+v", i, last)
-		}
-		next := ev(uint64(4+2*i), EvAssistantMessage, assistantPayload{Protocol: "tools", ToolCalls: []ToolCall{call}})
-		evs = append(evs, result, next)
-		p.Apply(result)
-		p.Apply(next)
-		want, _ := json.Marshal(Project(evs))
-		if got, _ := json.Marshal(p.Messages()); string(got) != string(want) {
-			t.Fatalf("step %d: projection\n%s\nwant\n%s", i, got, want)
-		}
-	}
-	if after, _ := json.Marshal(view); string(after) != string(before) {
-		t.Errorf("an earlier view changed:\n%s\n%s", before, after)
-	}
-}
-
 func TestSecretsAreRedactedFromOutput(t *testing.T) {
 	var saw string
 	f := newFixture(t, Config{Secrets: []string{"xoxb-very-secret-token", "short"}},
@@ -722,17 +681,30 @@ func TestApprovalPostedIsRecordedByTheRun(t *testing.T) {
 	}
 }
 
-// TestStepIsOneCommit: a command's result commits with the next step's model
-// reply and gate decision (one transaction: one commit time), yet every
-// request showed the model exactly what the chain records before the reply
-// to it, whether the step ran one command, two, or none (a malformed call).
+// TestStepIsOneCommit: a step is one durable commit, its gate decision
+// (with the model reply that asked for the command) just before the command
+// runs; a command's result is in the chain at once but made durable by that
+// next commit. Every request showed the model exactly what the chain
+// records before the reply to it, whether the step ran one command, two, or
+// none (a malformed call).
 func TestStepIsOneCommit(t *testing.T) {
 	two := func(r Request) (Response, error) {
 		return Response{ToolCalls: []ToolCall{
 			{ID: "two", Name: ToolRun, Arguments: `{"command":"echo two"}`},
 			{ID: "three", Name: ToolRun, Arguments: `{"command":"echo three"}`}}}, nil
 	}
-	f := newFixture(t, Config{}, runCmd("echo one"), two, call(ToolRun, `{"command":`), runCmd("echo four"), say("done"))
+	// seen is the chain's last seq as each request went out.
+	var db *store.DB
+	var seen []uint64
+	rec := func(next func(Request) (Response, error)) func(Request) (Response, error) {
+		return func(r Request) (Response, error) {
+			seen = append(seen, db.LastSeq())
+			return next(r)
+		}
+	}
+	f := newFixture(t, Config{}, rec(runCmd("echo one")), rec(two), rec(call(ToolRun, `{"command":`)), rec(runCmd("echo four")), rec(say("done")))
+	db = f.db
+	syncsBefore := db.Syncs()
 	if res, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "go", Dir: f.dir}); err != nil || res.Status != StatusAnswered {
 		t.Fatalf("Run = %+v, %v", res, err)
 	}
@@ -756,31 +728,34 @@ func TestStepIsOneCommit(t *testing.T) {
 			t.Errorf("request %d showed a stand-in result: %s", i, got)
 		}
 	}
-	// Events of one commit share its time; the store's clock ticks per commit.
-	commitOf := map[uint64]int{}
-	n := 0
-	for i, e := range evs {
-		if i == 0 || !e.Time.Equal(evs[i-1].Time) {
-			n++
-		}
-		commitOf[e.Seq] = n
-	}
-	var results, decisions []store.Event
+	var results, decisions int
 	for _, e := range evs {
 		switch e.Type {
 		case EvToolResult:
-			results = append(results, e)
+			results++
 		case EvGateDecision:
-			decisions = append(decisions, e)
+			decisions++
 		}
 	}
-	// echo one's result commits with echo two's decision; echo four's
-	// decision with the malformed call's result (its reply had no decision
-	// to ride with, so it was committed before the next request).
-	if len(results) != 5 || len(decisions) != 4 {
+	if results != 5 || decisions != 4 {
 		t.Fatalf("events = %v", types(evs))
 	}
-	if commitOf[results[0].Seq] != commitOf[decisions[1].Seq] || commitOf[results[1].Seq] != commitOf[decisions[2].Seq] {
-		t.Errorf("a result did not commit with the next decision: %v", types(evs))
+	// Durable: the run's start, each decision, the run's end.
+	if got := f.db.Syncs() - syncsBefore; got != 1+4+1 {
+		t.Errorf("the run made %d durable commits, want 6 (start, 4 decisions, end): %v", got, types(evs))
+	}
+	// Each request was what the chain held when it went out: the results
+	// it carried were readable already.
+	for i, r := range f.model.reqs {
+		var upTo []store.Event
+		for _, e := range evs {
+			if e.Seq <= seen[i] {
+				upTo = append(upTo, e)
+			}
+		}
+		want, _ := json.Marshal(Project(upTo))
+		if got, _ := json.Marshal(r.Messages); string(got) != string(want) {
+			t.Errorf("request %d is not the chain as it stood (seq %d):\n%s\n%s", i, seen[i], got, want)
+		}
 	}
 }

@@ -24,18 +24,20 @@
 // # One commit per step
 //
 // A step is one durable commit, made just before its command runs: the
-// previous command's result, the model reply that read it, and the new gate
-// decision go to the store in one transaction (Agent.append with the run's
-// pending events). The invariants: (1) a command runs only after its
-// decision, and everything the run did before it, is durable; (2) a model
-// reply is never committed without the results it read, which commit with
-// it or before it. The model sees a result before it is durable; a crash in
-// that window loses the result and the reply together, and the chain shows
-// the decision without a result (the projection closes the call as
-// interrupted, as for a crash while the command ran). Steps without a gate
-// decision (a malformed call, a skill) commit their reply before the next
-// request, compaction commits pending results before it summarises, and the
-// run's end commits whatever is left.
+// model reply that asked for the command and its gate decision go to the
+// store together (Agent.append with the run's pending reply), and the
+// journal is synced. The command's result is appended buffered as soon as
+// it is known (store.DB.AppendBuffered: in the chain and readable at once,
+// synced by the next commit). The invariants: (1) a command runs only after
+// its decision, and everything the run did before it, is durable; (2) a
+// model reply is never in the chain without the results it read, which come
+// before it. A crash of the process keeps a buffered result; a crash of the
+// machine before the next commit loses it together with everything after
+// it, and the chain then shows the decision without a result (the
+// projection closes the call as interrupted, as for a crash while the
+// command ran). Steps without a gate decision (a malformed call, a skill)
+// record their reply, buffered, before the next request; the run's end
+// commits whatever is left.
 //
 // # Projection
 //

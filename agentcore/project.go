@@ -226,28 +226,6 @@ func (p *Projector) Messages() []Message {
 	return out
 }
 
-// withTail returns Messages() without the open calls' stand-ins, followed
-// by tail. tail is written into the projector's spare capacity (past the
-// end of every view handed out) instead of into a copy of the whole
-// history, so a request carrying a step's pending results costs the step,
-// not the session's length. The result is valid only until the next Apply
-// or withTail, which write the same slots: the caller holds the session's
-// lock and uses it at once (and clones it to keep it).
-func (p *Projector) withTail(tail []Message) []Message {
-	if p.msgs == nil {
-		p.reset(nil, nil)
-	}
-	n := len(p.msgs)
-	full := append(p.msgs, tail...)
-	// A grown array is adopted, so the next step's tail fits without
-	// copying again; views handed out keep the old one.
-	p.msgs = full[:n]
-	if p.system == "" {
-		full = full[1:]
-	}
-	return full[:len(full):len(full)]
-}
-
 // Tokens is EstimateTokens(p.Messages()), kept up to date as events apply.
 func (p *Projector) Tokens() int {
 	n := p.bytes

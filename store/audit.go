@@ -26,19 +26,18 @@ func bootID() string {
 }
 
 // checkpoint is the meta "audit" value a commit records: how far the
-// journal is written and synced, as (seq, offset), twice (an old export that
-// was synced in the background recorded its written and its synced point),
-// then the boot id. Callers hold auditMu.
+// journal is written and how far it is synced, each as (seq, offset), then
+// the boot id. Callers hold auditMu.
 func (db *DB) checkpoint() []byte {
-	return checkpointValue(db.auditSeq, db.auditOff, db.bootID)
+	return checkpointValue(db.auditSeq, db.auditOff, db.syncedSeq, db.syncedOff, db.bootID)
 }
 
-func checkpointValue(seq uint64, off int64, boot string) []byte {
+func checkpointValue(seq uint64, off int64, syncedSeq uint64, syncedOff int64, boot string) []byte {
 	ck := make([]byte, 32, 32+len(boot))
 	binary.BigEndian.PutUint64(ck, seq)
 	binary.BigEndian.PutUint64(ck[8:], uint64(off))
-	binary.BigEndian.PutUint64(ck[16:], seq)
-	binary.BigEndian.PutUint64(ck[24:], uint64(off))
+	binary.BigEndian.PutUint64(ck[16:], syncedSeq)
+	binary.BigEndian.PutUint64(ck[24:], uint64(syncedOff))
 	return append(ck, boot...)
 }
 
@@ -102,6 +101,7 @@ func (db *DB) openAudit() error {
 		if err = f.Sync(); err != nil {
 			err = fmt.Errorf("store: audit: sync: %w", err)
 		}
+		db.syncedSeq, db.syncedOff = db.auditSeq, db.auditOff
 	}
 	if err != nil {
 		f.Close()
@@ -164,9 +164,12 @@ func (db *DB) reconcile(f *os.File, ckSeq uint64, ckOff int64) (int64, uint64, e
 		seq++
 	}
 	if seq == db.lastSeq.Load() {
-		n, err := db.replay(br, &off)
-		if err != nil {
+		n, err := db.replay(f, br, &off)
+		if errors.Is(err, errNotChain) {
 			return 0, 0, mismatch("%v", err)
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("store: audit: %w", err)
 		}
 		seq += n
 	}
@@ -179,10 +182,13 @@ func (db *DB) reconcile(f *os.File, ckSeq uint64, ckOff int64) (int64, uint64, e
 	return off, seq, nil
 }
 
+// errNotChain marks a journal line that does not continue the chain.
+var errNotChain = errors.New("not the next event of the chain")
+
 // replay indexes the journal's complete lines from br, which continue the
 // store's chain, advancing *off past them. A complete line that does not
 // continue the chain is an error; a cut last line is left to be cut.
-func (db *DB) replay(br *bufio.Reader, off *int64) (uint64, error) {
+func (db *DB) replay(f *os.File, br *bufio.Reader, off *int64) (uint64, error) {
 	c := newChain()
 	c.rep.Events, c.rep.LastSeq, c.rep.LastHash = db.lastSeq.Load(), db.lastSeq.Load(), db.lastHash
 	var evs []*Event
@@ -195,7 +201,7 @@ func (db *DB) replay(br *bufio.Reader, off *int64) (uint64, error) {
 		}
 		ev, ok := c.check(got[:len(got)-1])
 		if !ok {
-			return 0, fmt.Errorf("the line after seq %d is not the next event of the chain: %s", c.rep.LastSeq, c.rep.Problem)
+			return 0, fmt.Errorf("the line after seq %d is %w: %s", c.rep.LastSeq, errNotChain, c.rep.Problem)
 		}
 		evs, lines = append(evs, &ev), append(lines, got[:len(got)-1])
 		end += int64(len(got))
@@ -204,8 +210,13 @@ func (db *DB) replay(br *bufio.Reader, off *int64) (uint64, error) {
 		return 0, nil
 	}
 	last := evs[len(evs)-1]
+	// The dead process may not have synced them (AppendBuffered): sync
+	// before the checkpoint says so.
+	if err := fdatasync(f); err != nil {
+		return 0, fmt.Errorf("replay: sync: %w", err)
+	}
 	if err := db.bolt.Update(func(tx *bolt.Tx) error {
-		return putEvents(tx, evs, lines, checkpointValue(last.Seq, end, db.bootID))
+		return putEvents(tx, evs, lines, checkpointValue(last.Seq, end, last.Seq, end, db.bootID))
 	}); err != nil {
 		return 0, fmt.Errorf("replay: %w", err)
 	}
@@ -350,6 +361,7 @@ func (db *DB) rebuildAudit(ctx context.Context) error {
 	// The export and the store hold the same events; the checkpoint offsets
 	// stay valid because a line is the stored bytes.
 	db.auditFile, db.auditOff, db.auditSeq, db.auditBroken = tmp, off, db.lastSeq.Load(), false
+	db.syncedSeq, db.syncedOff = db.auditSeq, db.auditOff
 	return nil
 }
 

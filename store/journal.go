@@ -109,10 +109,10 @@ func fdatasync(f *os.File) error {
 }
 
 // appendJournal writes one batch's lines (seqs first, first+1, ...) at the
-// journal's end and syncs them: the commit point. On failure the batch is
-// not committed and the bytes written are cut before the next batch.
-// Callers hold auditMu.
-func (db *DB) appendJournal(first uint64, lines [][]byte) error {
+// journal's end and, with sync, syncs them (and any written before): the
+// commit point. On failure the batch is not committed and the bytes written
+// are cut before the next batch. Callers hold auditMu.
+func (db *DB) appendJournal(first uint64, lines [][]byte, sync bool) error {
 	if db.auditBroken || db.auditSeq+1 != first {
 		if err := db.catchUpAudit(); err != nil {
 			return err
@@ -130,12 +130,18 @@ func (db *DB) appendJournal(first uint64, lines [][]byte) error {
 		db.auditBroken = true
 		return fmt.Errorf("audit journal %s: write: %w", db.auditPath, err)
 	}
-	if err := fdatasync(db.auditFile); err != nil {
-		db.auditBroken = true
-		return fmt.Errorf("audit journal %s: sync: %w", db.auditPath, err)
+	if sync {
+		if err := fdatasync(db.auditFile); err != nil {
+			db.auditBroken = true
+			return fmt.Errorf("audit journal %s: sync: %w", db.auditPath, err)
+		}
 	}
 	db.auditOff += int64(len(buf))
 	db.auditSeq += uint64(len(lines))
+	if sync {
+		db.syncedSeq, db.syncedOff = db.auditSeq, db.auditOff
+		db.syncs.Add(1)
+	}
 	return nil
 }
 
@@ -186,7 +192,7 @@ func rebuildStore(path, journal, boot string, o Options) error {
 		if len(evs) == 0 {
 			return nil
 		}
-		ck := checkpointValue(c.rep.LastSeq, off, boot)
+		ck := checkpointValue(c.rep.LastSeq, off, c.rep.LastSeq, off, boot)
 		err := bdb.Update(func(tx *bolt.Tx) error { return putEvents(tx, evs, lines, ck) })
 		evs, lines = evs[:0], lines[:0]
 		return err
@@ -289,8 +295,9 @@ func committedSeq(path string, o Options) (seq uint64, ok bool) {
 	}()
 	_ = bdb.View(func(tx *bolt.Tx) error {
 		if meta := tx.Bucket(bucketMeta); meta != nil {
-			if v := meta.Get(keyAudit); len(v) >= 16 {
-				seq, ok = binary.BigEndian.Uint64(v), true
+			// What was synced: written bytes after it may be lost.
+			if v := meta.Get(keyAudit); len(v) >= 32 {
+				seq, ok = binary.BigEndian.Uint64(v[16:]), true
 			}
 		}
 		return nil

@@ -343,3 +343,64 @@ func FuzzJournalRecovery(f *testing.F) {
 		}
 	})
 }
+
+// TestAppendBuffered: buffered events are in the chain at once (readable,
+// in the journal) but synced only by the next Append or Close; a machine
+// restart before that loses them, and only them, without a mismatch.
+func TestAppendBuffered(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "events.db")
+	db := openTest(t, dir, nil)
+	want := fill(t, db, 3)
+	buf, err := db.AppendBuffered(t.Context(), Event{Session: "a", Type: "tool_result"}, Event{Session: "a", Type: "tool_result"})
+	if err != nil || buf[0].Seq != 4 || buf[1].Seq != 5 {
+		t.Fatalf("AppendBuffered = %+v, %v", buf, err)
+	}
+	checkChain(t, db, append(want, buf...))
+	db.auditMu.Lock()
+	synced, written, syncedOff := db.syncedSeq, db.auditSeq, db.syncedOff
+	db.auditMu.Unlock()
+	if synced != 3 || written != 5 || db.Syncs() != 3 {
+		t.Fatalf("after AppendBuffered: synced %d, written %d, %d syncs; want 3, 5, 3", synced, written, db.Syncs())
+	}
+	// A machine restart now: the old store may have the buffered batch,
+	// the journal lost what was not synced.
+	copyFile(t, path, filepath.Join(dir, "old.db"))
+	journal, _ := os.ReadFile(db.AuditPath())
+	more, err := db.Append(t.Context(), Event{Session: "a", Type: "gate_decision"})
+	if err != nil || more[0].Seq != 6 {
+		t.Fatalf("Append = %+v, %v", more, err)
+	}
+	db.auditMu.Lock()
+	synced = db.syncedSeq
+	db.auditMu.Unlock()
+	if synced != 6 {
+		t.Errorf("after Append: synced %d, want 6 (the buffered events with it)", synced)
+	}
+	db.Close()
+
+	copyFile(t, filepath.Join(dir, "old.db"), path)
+	if err := os.WriteFile(filepath.Join(dir, "audit.jsonl"), journal[:syncedOff], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	setState(t, dir, "an-earlier-boot")
+	db2, err := Open(path, nil)
+	if err != nil {
+		t.Fatalf("Open after losing the buffered tail = %v", err)
+	}
+	checkChain(t, db2, want)
+	db2.Close()
+
+	// Close syncs what is buffered: a clean reopen has it.
+	db3 := openTest(t, dir, nil)
+	b3, err := db3.AppendBuffered(t.Context(), Event{Session: "a", Type: "tool_result"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db3.Close()
+	if s := readState(t, dir); s != stateClosed {
+		t.Errorf("state after Close = %q", s)
+	}
+	db4 := openTest(t, dir, nil)
+	checkChain(t, db4, append(want, b3...))
+}

@@ -103,7 +103,8 @@ type DB struct {
 	readOnly   bool
 
 	lastSeq atomic.Uint64
-	commits atomic.Int64 // transactions committed, for benchmarks
+	commits atomic.Int64  // transactions committed, for benchmarks
+	syncs   atomic.Uint64 // durable commits (see Syncs)
 	// lastHash is owned by the committer goroutine.
 	lastHash string
 
@@ -133,11 +134,16 @@ type DB struct {
 	// Append fail once the journal holds events bbolt could not index.
 	state  *os.File
 	failed error
+	// syncedSeq and syncedOff are how far the journal is known to be on
+	// disk (AppendBuffered writes without a sync). Guarded by auditMu.
+	syncedSeq uint64
+	syncedOff int64
 }
 
 type request struct {
 	ctx  context.Context
 	evs  []Event
+	sync bool // Append; false for AppendBuffered
 	err  error
 	done chan struct{}
 }
@@ -342,6 +348,11 @@ func (db *DB) Path() string { return db.path }
 // disabled.
 func (db *DB) AuditPath() string { return db.auditPath }
 
+// Syncs returns how many durable commits the DB has made since Open: syncs
+// of the journal, or without one, bbolt's synced transactions. A batch of
+// AppendBuffered calls alone makes none.
+func (db *DB) Syncs() uint64 { return db.syncs.Load() }
+
 // LastSeq returns the sequence number of the last committed event (0 for an
 // empty store).
 func (db *DB) LastSeq() uint64 { return db.lastSeq.Load() }
@@ -365,6 +376,9 @@ func (db *DB) Close() error {
 	var errs []error
 	db.auditMu.Lock()
 	if db.auditFile != nil {
+		if db.syncedOff < db.auditOff {
+			errs = append(errs, fdatasync(db.auditFile))
+		}
 		errs = append(errs, db.auditFile.Close())
 		db.auditFile = nil
 	}
@@ -399,6 +413,21 @@ func (db *DB) Close() error {
 // is returned; once taken, Append waits for the commit whatever ctx says, so
 // a nil error always means "committed" and a non-nil one "not committed".
 func (db *DB) Append(ctx context.Context, evs ...Event) ([]Event, error) {
+	return db.append(ctx, true, evs)
+}
+
+// AppendBuffered is Append without waiting for the disk: it returns once
+// the events are in the chain (sequenced, indexed, readable, written to the
+// journal) but before they are synced. A crash of the process keeps them
+// (written bytes are in the page cache); the next Append's sync, or Close,
+// makes them durable; a crash of the machine before that loses them, and
+// with them everything committed after them, so the chain never holds an
+// event without those before it. Without a journal it is Append.
+func (db *DB) AppendBuffered(ctx context.Context, evs ...Event) ([]Event, error) {
+	return db.append(ctx, false, evs)
+}
+
+func (db *DB) append(ctx context.Context, sync bool, evs []Event) ([]Event, error) {
 	if db.readOnly {
 		return nil, ErrReadOnly
 	}
@@ -412,7 +441,7 @@ func (db *DB) Append(ctx context.Context, evs ...Event) ([]Event, error) {
 		}
 		own[i] = ev
 	}
-	r := &request{ctx: ctx, evs: own, done: make(chan struct{})}
+	r := &request{ctx: ctx, evs: own, sync: sync, done: make(chan struct{})}
 	db.closeMu.RLock()
 	if db.closed {
 		db.closeMu.RUnlock()
@@ -484,7 +513,9 @@ func (db *DB) commit(batch []*request) {
 	first := seq + 1
 	var evs []*Event
 	var lines [][]byte
+	sync := false
 	for _, r := range live {
+		sync = sync || r.sync
 		for i := range r.evs {
 			ev := &r.evs[i]
 			seq++
@@ -498,7 +529,7 @@ func (db *DB) commit(batch []*request) {
 	if journal {
 		// The journal first: once it is on disk the events are committed
 		// (the store is rebuilt from it if need be); bbolt only indexes.
-		if err := db.appendJournal(first, lines); err != nil {
+		if err := db.appendJournal(first, lines, sync); err != nil {
 			db.answer(live, fmt.Errorf("store: append: %w", err))
 			return
 		}
@@ -526,6 +557,9 @@ func (db *DB) commit(batch []*request) {
 	db.lastSeq.Store(seq)
 	db.lastHash = prev
 	db.commits.Add(1)
+	if !journal {
+		db.syncs.Add(1) // bbolt's own
+	}
 	db.answer(live, nil)
 	db.notifyMu.Lock()
 	close(db.notify)

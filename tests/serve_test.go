@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -119,6 +120,9 @@ func scMentionAnswersInThread(t *testing.T, newChat func(*testing.T) chatSide) {
 	if code != http.StatusOK || !strings.Contains(body, `thinbot_runs_total{status="answered"} 1`) ||
 		!strings.Contains(body, "thinbot_messages_total 1") {
 		t.Errorf("/metrics = %d, without thinbot_runs_total{status=\"answered\"} 1 or thinbot_messages_total 1:\n%s", code, tail(body, 3000))
+	}
+	if !regexp.MustCompile(`(?m)^thinbot_store_syncs_total [1-9]`).MatchString(body) {
+		t.Errorf("/metrics without a nonzero thinbot_store_syncs_total:\n%s", tail(body, 3000))
 	}
 
 	r.stop()
