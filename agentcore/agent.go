@@ -391,7 +391,10 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	start := append(a.promptEvent(rs),
 		store.Event{Type: EvRunStarted, Actor: t.Actor, Payload: mustJSON(runPayload{Goal: t.Goal})},
 		store.Event{Type: EvUserMessage, Actor: t.Actor, Payload: mustJSON(userMessagePayload{Text: t.Text, MessageID: t.MessageID})})
-	if _, err := a.append(rs, start...); err != nil {
+	// Buffered: the first decision (before a command runs) or the run's
+	// end (before the answer is posted) syncs it; an answer then costs one
+	// sync.
+	if _, err := a.appendBuffered(rs, start...); err != nil {
 		return Result{Status: StatusError}, err
 	}
 	res, runErr := a.loop(runCtx, rs)

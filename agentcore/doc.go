@@ -37,7 +37,10 @@
 // projection closes the call as interrupted, as for a crash while the
 // command ran). Steps without a gate decision (a malformed call, a skill)
 // record their reply, buffered, before the next request; the run's end
-// commits whatever is left.
+// commits whatever is left. The run's start (a changed system prompt,
+// run_started, the user's message) is buffered too: the first decision, or
+// the run's end before the answer is posted, syncs it, so an answer without
+// commands costs one sync.
 //
 // # Projection
 //

@@ -270,6 +270,9 @@ func openBolt(path string, o Options) (bdb *bolt.DB, err error) {
 		Timeout:      o.Timeout,
 		ReadOnly:     o.ReadOnly,
 		FreelistType: bolt.FreelistMapType,
+		// Address space only: readers do not wait for a remap while the
+		// file grows to this size.
+		InitialMmapSize: initialMmap(o.ReadOnly),
 	})
 	switch {
 	case err == nil:
@@ -282,6 +285,15 @@ func openBolt(path string, o Options) (bdb *bolt.DB, err error) {
 	default:
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
+}
+
+// initialMmap is bbolt's initial mapping: 256 MiB for a writable store
+// (about a million events), the file's own size for a read-only one.
+func initialMmap(readOnly bool) int {
+	if readOnly {
+		return 0
+	}
+	return 256 << 20
 }
 
 // init creates the buckets of a new file, checks the format of an existing
