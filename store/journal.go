@@ -66,12 +66,14 @@ func lockState(path string, timeout time.Duration) (*os.File, string, error) {
 	return f, string(b), nil
 }
 
-// writeState replaces the state file's contents and syncs it.
+// writeState replaces the state file's contents and syncs it. It writes
+// over the old contents before cutting them, so the file keeps its block
+// and this works on a full disk.
 func writeState(f *os.File, s string) error {
-	if err := f.Truncate(0); err != nil {
+	if _, err := f.WriteAt([]byte(s), 0); err != nil {
 		return fmt.Errorf("store: state: %w", err)
 	}
-	if _, err := f.WriteAt([]byte(s), 0); err != nil {
+	if err := f.Truncate(int64(len(s))); err != nil {
 		return fmt.Errorf("store: state: %w", err)
 	}
 	if err := f.Sync(); err != nil {
@@ -127,12 +129,12 @@ func (db *DB) appendJournal(first uint64, lines [][]byte, sync bool) error {
 		buf = append(append(buf, l...), '\n')
 	}
 	if _, err := db.auditFile.WriteAt(buf, db.auditOff); err != nil {
-		db.auditBroken = true
+		db.cutJournal()
 		return fmt.Errorf("audit journal %s: write: %w", db.auditPath, err)
 	}
 	if sync {
 		if err := fdatasync(db.auditFile); err != nil {
-			db.auditBroken = true
+			db.cutJournal()
 			return fmt.Errorf("audit journal %s: sync: %w", db.auditPath, err)
 		}
 	}
@@ -142,6 +144,30 @@ func (db *DB) appendJournal(first uint64, lines [][]byte, sync bool) error {
 		db.syncedSeq, db.syncedOff = db.auditSeq, db.auditOff
 		db.syncs.Add(1)
 	}
+	return nil
+}
+
+// cutJournal removes what a failed batch wrote past the journal's end, so
+// that no later Open replays events whose Append failed. If that fails
+// too, the next batch tries again first (catchUpAudit).
+func (db *DB) cutJournal() {
+	db.auditBroken = true
+	if err := db.auditFile.Truncate(db.auditOff); err == nil {
+		db.auditBroken = false
+	}
+}
+
+// uncommitJournal cuts the journal back to (off, seq), before a batch that
+// bbolt could not take, and syncs the cut.
+func (db *DB) uncommitJournal(off int64, seq uint64) error {
+	if err := db.auditFile.Truncate(off); err != nil {
+		return err
+	}
+	if err := fdatasync(db.auditFile); err != nil {
+		return err
+	}
+	db.auditOff, db.auditSeq = off, seq
+	db.syncedSeq, db.syncedOff = seq, off
 	return nil
 }
 

@@ -125,6 +125,19 @@ func TestJournalReplay(t *testing.T) {
 			if err := os.WriteFile(journal, tt.damage(j), 0o600); err != nil {
 				t.Fatal(err)
 			}
+			if tt.wantErr == nil {
+				// Read-only, nothing is replayed: the journal's extra
+				// events are reported, not called broken.
+				ro, err := Open(path, &Options{ReadOnly: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				rep, err := ro.VerifyAudit(t.Context())
+				ro.Close()
+				if err != nil || !rep.OK || rep.Events != 10 || !strings.Contains(strings.Join(rep.Warnings, "\n"), "past the store's last (seq 8-10)") {
+					t.Fatalf("read-only VerifyAudit = %+v, %v", rep, err)
+				}
+			}
 			db2, err := Open(path, nil)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Open = %v, want %v", err, tt.wantErr)

@@ -324,8 +324,10 @@ func (db *DB) init() (err error) {
 		}
 		return nil
 	}
-	if db.readOnly {
-		return db.bolt.View(check)
+	// An existing store is only read (no write transaction, so a full disk
+	// does not stop it from opening); a new file gets its buckets.
+	if err := db.bolt.View(check); err == nil || db.readOnly {
+		return err
 	}
 	return db.bolt.Update(func(tx *bolt.Tx) error {
 		if err := createBuckets(tx); err != nil {
@@ -388,6 +390,9 @@ func (db *DB) Close() error {
 	var errs []error
 	db.auditMu.Lock()
 	if db.auditFile != nil {
+		if db.auditBroken {
+			db.cutJournal()
+		}
 		if db.syncedOff < db.auditOff {
 			errs = append(errs, fdatasync(db.auditFile))
 		}
@@ -538,6 +543,7 @@ func (db *DB) commit(batch []*request) {
 		}
 	}
 	journal := db.auditFile != nil
+	off0, seq0 := db.auditOff, db.auditSeq
 	if journal {
 		// The journal first: once it is on disk the events are committed
 		// (the store is rebuilt from it if need be); bbolt only indexes.
@@ -557,11 +563,16 @@ func (db *DB) commit(batch []*request) {
 		err = fmt.Errorf("store: append: commit: %w", err)
 		if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 			err = ErrClosed
-		} else if journal {
-			// The journal holds events bbolt could not take: nothing may
-			// commit after them until a restart replays them.
-			db.failed = fmt.Errorf("%w; the audit journal has events up to seq %d that the store could not index: restart thinbot to replay them", err, seq)
-			err = db.failed
+		}
+		if journal {
+			// bbolt rolled back: take the batch out of the journal too, so
+			// that it is not committed. If that fails, the journal holds
+			// events bbolt lacks, and nothing may commit after them until a
+			// restart replays them.
+			if terr := db.uncommitJournal(off0, seq0); terr != nil {
+				db.failed = fmt.Errorf("%w; the audit journal has events up to seq %d that the store could not index (%v): restart thinbot to replay them", err, seq, terr)
+				err = db.failed
+			}
 		}
 		db.answer(live, err)
 		return
