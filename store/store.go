@@ -225,6 +225,9 @@ func Open(path string, opts *Options) (*DB, error) {
 	// With a journal, its sync is the commit; bbolt's own two would be
 	// two more (see journal.go).
 	bdb.NoSync = state != nil
+	// With the large initial mapping bbolt would grow the file 16 MiB at a
+	// time; 1 MiB keeps its size close to its contents.
+	bdb.AllocSize = 1 << 20
 	db := &DB{
 		path: path, bolt: bdb, log: o.Logger, now: o.Now, payloadCap: o.PayloadCap,
 		readOnly: o.ReadOnly, auditPath: o.AuditPath, bootID: boot, state: state,
