@@ -193,7 +193,36 @@ func (db *DB) replay(f *os.File, br *bufio.Reader, off *int64) (uint64, error) {
 	c.rep.Events, c.rep.LastSeq, c.rep.LastHash = db.lastSeq.Load(), db.lastSeq.Load(), db.lastHash
 	var evs []*Event
 	var lines [][]byte
-	end := *off
+	var n uint64
+	first, end := c.rep.LastSeq+1, *off
+	synced := false
+	// index commits what was read, in chunks (a journal restored into an
+	// empty state dir is replayed whole).
+	index := func() error {
+		if len(evs) == 0 {
+			return nil
+		}
+		if !synced {
+			// The dead process may not have synced them (AppendBuffered):
+			// sync before a checkpoint says so.
+			if err := fdatasync(f); err != nil {
+				return fmt.Errorf("replay: sync: %w", err)
+			}
+			synced = true
+		}
+		last := evs[len(evs)-1]
+		if err := db.bolt.Update(func(tx *bolt.Tx) error {
+			return putEvents(tx, evs, lines, checkpointValue(last.Seq, end, last.Seq, end, db.bootID))
+		}); err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
+		db.lastSeq.Store(last.Seq)
+		db.lastHash = last.Hash
+		*off = end
+		n += uint64(len(evs))
+		evs, lines = evs[:0], lines[:0]
+		return nil
+	}
 	for {
 		got, err := br.ReadBytes('\n')
 		if err != nil {
@@ -201,31 +230,27 @@ func (db *DB) replay(f *os.File, br *bufio.Reader, off *int64) (uint64, error) {
 		}
 		ev, ok := c.check(got[:len(got)-1])
 		if !ok {
-			return 0, fmt.Errorf("the line after seq %d is %w: %s", c.rep.LastSeq, errNotChain, c.rep.Problem)
+			if err := index(); err != nil {
+				return n, err
+			}
+			return n, fmt.Errorf("the line after seq %d is %w: %s", c.rep.LastSeq, errNotChain, c.rep.Problem)
 		}
 		evs, lines = append(evs, &ev), append(lines, got[:len(got)-1])
 		end += int64(len(got))
+		if len(evs) >= 10_000 {
+			if err := index(); err != nil {
+				return n, err
+			}
+		}
 	}
-	if len(evs) == 0 {
-		return 0, nil
+	if err := index(); err != nil {
+		return n, err
 	}
-	last := evs[len(evs)-1]
-	// The dead process may not have synced them (AppendBuffered): sync
-	// before the checkpoint says so.
-	if err := fdatasync(f); err != nil {
-		return 0, fmt.Errorf("replay: sync: %w", err)
+	if n > 0 {
+		db.log.Warn("store: indexed events the audit journal had and the store had not (the last process died between the two, or the journal was restored alone)",
+			"path", db.path, "from_seq", first, "to_seq", c.rep.LastSeq)
 	}
-	if err := db.bolt.Update(func(tx *bolt.Tx) error {
-		return putEvents(tx, evs, lines, checkpointValue(last.Seq, end, last.Seq, end, db.bootID))
-	}); err != nil {
-		return 0, fmt.Errorf("replay: %w", err)
-	}
-	db.log.Warn("store: replayed events the audit journal had committed and the store had not indexed (the last process died between the two)",
-		"path", db.path, "from_seq", evs[0].Seq, "to_seq", last.Seq)
-	db.lastSeq.Store(last.Seq)
-	db.lastHash = last.Hash
-	*off = end
-	return uint64(len(evs)), nil
+	return n, nil
 }
 
 // line returns the stored line of seq.
