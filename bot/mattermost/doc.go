@@ -55,4 +55,7 @@
 //
 // Each WebSocket frame is decoded once, the data of a "posted" event with
 // it; the post inside (a JSON document in a string) is decoded once more.
+// A frame may be at most 8 MiB (a larger one ends the connection, and the
+// reconnect's catch-up reads its post over the REST API); a REST answer at
+// most 256 MiB, an error answer 64 KiB.
 package mattermost

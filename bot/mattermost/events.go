@@ -32,6 +32,12 @@ const (
 	// created in the very millisecond the connection came up. Minutes-old
 	// posts (from before thinbot ran) stay out.
 	floorSlack = 5 * time.Second
+	// maxFrame caps one WebSocket frame the server sends. The largest a
+	// server makes is a "posted" event whose post has 800000 runes of
+	// props and a 64 KiB message, JSON-escaped twice (the post is a string
+	// in the event): about 6 MiB. A larger frame ends the connection; the
+	// reconnect's catch-up then fetches its post over the REST API.
+	maxFrame = 8 << 20
 )
 
 // runState is what Run keeps across connections.
@@ -152,6 +158,7 @@ func (a *Adapter) session(ctx context.Context, h bot.Handler, st *runState) (con
 		return false, fmt.Errorf("mattermost: websocket dial (HTTP %d): %w", status, err)
 	}
 	defer conn.Close()
+	conn.SetReadLimit(maxFrame)
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 
