@@ -37,7 +37,8 @@ func (b brokenError) ExitCode() int { return 2 }
 //	thinbot audit verify  [--db PATH | --jsonl FILE]
 //	thinbot audit export  [--db PATH] [--session ID] [--since SEQ]
 //	thinbot audit tail    [--db PATH | --jsonl FILE] [--session ID] [--since SEQ] [--json]
-//	thinbot audit rebuild [--db PATH]
+//	thinbot audit rebuild [--db PATH]   (rewrites audit.jsonl from the store; with only
+//	                                    audit.jsonl, builds the store from it)
 func cmdAudit(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("%w: thinbot audit verify|export|tail|rebuild [flags]", errUsage)
@@ -181,12 +182,20 @@ func exportStore(ctx context.Context, e *env, path, session string, since uint64
 	return db.Export(ctx, e.stdout, session, since)
 }
 
+// rebuildAudit rewrites the journal (audit.jsonl) from the store; with no
+// store but a journal beside where it would be (a restore from backup), it
+// builds the store from the journal instead.
 func rebuildAudit(ctx context.Context, e *env, path string) error {
+	opts := &store.Options{RebuildAudit: true, Logger: slog.New(slog.NewTextHandler(e.stderr, nil))}
+	restore := false
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("no event store at %s (use --db)", path)
+		journal := filepath.Join(filepath.Dir(path), "audit.jsonl")
+		if _, err := os.Stat(journal); err != nil {
+			return fmt.Errorf("no event store at %s and no audit.jsonl beside it (use --db)", path)
+		}
+		opts.RebuildAudit, restore = false, true
 	}
-	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
-	db, err := store.Open(path, &store.Options{RebuildAudit: true, Logger: logger})
+	db, err := store.Open(path, opts)
 	if err != nil {
 		return err
 	}
@@ -194,6 +203,10 @@ func rebuildAudit(ctx context.Context, e *env, path string) error {
 	out := db.AuditPath()
 	if err := db.Close(); err != nil {
 		return err
+	}
+	if restore {
+		fmt.Fprintf(e.stdout, "built %s from %s: %d events\n", path, out, n)
+		return nil
 	}
 	fmt.Fprintf(e.stdout, "rebuilt %s: %d events\n", out, n)
 	return nil

@@ -138,6 +138,20 @@ func TestAuditExportRebuildSessions(t *testing.T) {
 		t.Errorf("rebuild: %s", out)
 	}
 
+	// A restore: the journal alone in an empty directory becomes a store.
+	restored := filepath.Join(t.TempDir(), "events.db")
+	if err := os.WriteFile(filepath.Join(filepath.Dir(restored), "audit.jsonl"), good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, out, _ = auditEnv()
+	if err := run(t.Context(), e, []string{"audit", "rebuild", "--db", restored}); err != nil || !strings.Contains(out.String(), "6 events") {
+		t.Fatalf("rebuild from the journal alone: %v: %s", err, out)
+	}
+	e, out, _ = auditEnv()
+	if err := run(t.Context(), e, []string{"audit", "verify", "--db", restored}); err != nil || !strings.Contains(out.String(), "ok, 6 events") {
+		t.Errorf("verify of the restored store: %v: %s", err, out)
+	}
+
 	e, out, _ = auditEnv()
 	if err := run(t.Context(), e, []string{"sessions", "list", "--db", path}); err != nil {
 		t.Fatal(err)
