@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
+	"syscall"
 )
 
 // profileEnv names a directory into which `thinbot serve` writes profiles
@@ -27,10 +28,10 @@ const (
 // block profile every blocking event; with the trace, the heap profiles
 // sample one allocation in 16 KiB.
 func startProfiles(dir string, withTrace bool) (stop func() error, err error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := profileDir(dir); err != nil {
 		return nil, fmt.Errorf("%s: %w", profileEnv, err)
 	}
-	cpu, err := os.Create(filepath.Join(dir, "cpu.pprof"))
+	cpu, err := createProfile(filepath.Join(dir, "cpu.pprof"))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", profileEnv, err)
 	}
@@ -41,7 +42,7 @@ func startProfiles(dir string, withTrace bool) (stop func() error, err error) {
 	names := []string{"heap", "allocs", "mutex"}
 	var tr *os.File
 	if withTrace {
-		if tr, err = os.Create(filepath.Join(dir, "trace.out")); err == nil {
+		if tr, err = createProfile(filepath.Join(dir, "trace.out")); err == nil {
 			if err = trace.Start(tr); err != nil {
 				tr.Close()
 			}
@@ -80,8 +81,47 @@ func startProfiles(dir string, withTrace bool) (stop func() error, err error) {
 	}, nil
 }
 
+// profileDir makes dir (0700) if it does not exist and checks that it is
+// a directory of the daemon's user that nobody else may write: profiles
+// show the daemon's code paths and the trace its goroutines' life, and
+// another user able to write there could plant a symlink that makes the
+// daemon overwrite a file of its own (its store, its keys) with a profile.
+func profileDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s is writable by others (mode %v); use a directory only thinbot's user can write", dir, fi.Mode().Perm())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s belongs to uid %d, not to thinbot's user (uid %d)", dir, st.Uid, os.Geteuid())
+	}
+	return nil
+}
+
+// createProfile creates or truncates a profile file readable by the
+// daemon's user only, never through a symlink.
+func createProfile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(0o600); err != nil { // a file from an earlier run keeps its mode otherwise
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 func writeProfile(path, name string) error {
-	f, err := os.Create(path)
+	f, err := createProfile(path)
 	if err != nil {
 		return err
 	}
