@@ -99,7 +99,9 @@
 //
 // What a crash cannot explain is refused with ErrAuditMismatch rather than
 // repaired: a journal shorter than its checkpoint or than what the old
-// bbolt file recorded, a checkpointed line that differs from the store, a
+// bbolt file recorded as synced, a checkpointed line that differs from the
+// store (after a machine restart: from the old bbolt file's copy of the
+// last event it recorded as synced, where that file still has it), a
 // complete line past the store's end that does not continue the chain, a
 // bad line with good events of the chain after it. RebuildAudit (and
 // Options.RebuildAudit) rewrites the journal from the store, keeping a

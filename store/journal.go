@@ -206,6 +206,10 @@ func rebuildStore(path, journal, boot string, o Options) error {
 	if err := bdb.Update(createBuckets); err != nil {
 		return fail(fmt.Errorf("store: rebuild: %w", err))
 	}
+	// What the old file recorded as synced: the journal must still have
+	// that event, byte for byte (a power loss cannot change synced lines).
+	old, oldLine, oldOK := committedSeq(path, o)
+	oldDiffers := false
 	c := newChain()
 	var (
 		off     int64 // end of the last good line
@@ -243,6 +247,9 @@ func rebuildStore(path, journal, boot string, o Options) error {
 			problem, badSeq = c.rep.Problem, c.rep.LastSeq+1
 			return true
 		}
+		if oldLine != nil && ev.Seq == old && !bytes.Equal(line, oldLine) {
+			oldDiffers = true
+		}
 		evs, lines = append(evs, &ev), append(lines, bytes.Clone(line))
 		off += int64(len(line)) + 1
 		if len(evs) >= 10_000 {
@@ -264,8 +271,11 @@ func rebuildStore(path, journal, boot string, o Options) error {
 	if problem != "" && badSeq == 0 {
 		return fail(mismatch("%s", problem))
 	}
-	if old, ok := committedSeq(path, o); ok && old > c.rep.LastSeq {
+	if oldOK && old > c.rep.LastSeq {
 		return fail(mismatch("the store recorded seq %d as committed, the journal ends at seq %d", old, c.rep.LastSeq))
+	}
+	if oldDiffers {
+		return fail(mismatch("the journal's event %d differs from the one the store recorded as committed", old))
 	}
 	if err := bdb.Sync(); err != nil {
 		return fail(fmt.Errorf("store: rebuild: sync: %w", err))
@@ -304,19 +314,21 @@ func rebuildStore(path, journal, boot string, o Options) error {
 }
 
 // committedSeq reads the journal checkpoint of an old bbolt file, which
-// may be damaged: ok is false when it cannot be read.
-func committedSeq(path string, o Options) (seq uint64, ok bool) {
+// may be damaged: the last seq it records as synced, and that event's
+// stored line where the file still has it as a well-formed event of that
+// seq (nil otherwise). ok is false when the checkpoint cannot be read.
+func committedSeq(path string, o Options) (seq uint64, line []byte, ok bool) {
 	if _, err := os.Stat(path); err != nil {
-		return 0, false
+		return 0, nil, false
 	}
 	bdb, err := openBolt(path, Options{Timeout: o.Timeout, ReadOnly: true})
 	if err != nil {
-		return 0, false
+		return 0, nil, false
 	}
 	defer bdb.Close()
 	defer func() {
 		if recover() != nil {
-			seq, ok = 0, false
+			seq, line, ok = 0, nil, false
 		}
 	}()
 	_ = bdb.View(func(tx *bolt.Tx) error {
@@ -326,7 +338,16 @@ func committedSeq(path string, o Options) (seq uint64, ok bool) {
 				seq, ok = binary.BigEndian.Uint64(v[16:]), true
 			}
 		}
+		if events := tx.Bucket(bucketEvents); ok && seq > 0 && events != nil {
+			// Unsynced pages may be stale or torn: only a line that is
+			// still a valid event of that seq counts.
+			if v := events.Get(seqKey(seq)); v != nil {
+				if ev, err := parseLine(v); err == nil && ev.Seq == seq {
+					line = bytes.Clone(v)
+				}
+			}
+		}
 		return nil
 	})
-	return seq, ok
+	return seq, line, ok
 }

@@ -182,6 +182,10 @@ func TestRebuildAfterMachineRestart(t *testing.T) {
 		{"bad line with good ones after it", func(t *testing.T, dir string, j []byte) []byte {
 			return bytes.Replace(j, []byte("message 4"), []byte("message X"), 1)
 		}, ErrAuditMismatch},
+		{"last event rewritten with a recomputed hash", func(t *testing.T, dir string, j []byte) []byte {
+			lines := bytes.SplitAfter(j, []byte("\n"))
+			return append(bytes.Join(lines[:9], nil), append(forge(10, hashOf(bytes.TrimSuffix(lines[8], []byte("\n"))), "a"), '\n')...)
+		}, ErrAuditMismatch},
 		{"journal behind the old store", func(t *testing.T, dir string, j []byte) []byte {
 			lines := bytes.SplitAfter(j, []byte("\n"))
 			return bytes.Join(lines[:7], nil)
