@@ -101,7 +101,7 @@ func (db *DB) openAudit() error {
 		if err = f.Sync(); err != nil {
 			err = fmt.Errorf("store: audit: sync: %w", err)
 		}
-		db.syncedSeq, db.syncedOff = db.auditSeq, db.auditOff
+		db.setSynced(db.auditSeq, db.auditOff)
 	}
 	if err != nil {
 		f.Close()
@@ -386,7 +386,7 @@ func (db *DB) rebuildAudit(ctx context.Context) error {
 	// The export and the store hold the same events; the checkpoint offsets
 	// stay valid because a line is the stored bytes.
 	db.auditFile, db.auditOff, db.auditSeq, db.auditBroken = tmp, off, db.lastSeq.Load(), false
-	db.syncedSeq, db.syncedOff = db.auditSeq, db.auditOff
+	db.setSynced(db.auditSeq, db.auditOff)
 	return nil
 }
 

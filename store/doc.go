@@ -59,7 +59,9 @@
 // A hash chain proves order and integrity relative to its head: someone who
 // can rewrite the whole file can recompute every hash. Report.LastHash is
 // the value to anchor elsewhere (a ticket, a chat message, a second host)
-// to close that gap.
+// to close that gap. On a running store anchor the event at DurableSeq, not
+// at LastSeq: events AppendBuffered has not synced yet may be lost by a
+// machine restart, and their seqs then reused by other events.
 //
 // # Layout of the bbolt file
 //

@@ -141,9 +141,44 @@ func (db *DB) appendJournal(first uint64, lines [][]byte, sync bool) error {
 	db.auditOff += int64(len(buf))
 	db.auditSeq += uint64(len(lines))
 	if sync {
-		db.syncedSeq, db.syncedOff = db.auditSeq, db.auditOff
+		db.setSynced(db.auditSeq, db.auditOff)
 		db.syncs.Add(1)
 	}
+	return nil
+}
+
+// setSynced records that the journal is on disk up to (seq, off). Callers
+// hold auditMu or own the DB exclusively (Open).
+func (db *DB) setSynced(seq uint64, off int64) {
+	db.syncedSeq, db.syncedOff = seq, off
+	db.durableSeq.Store(seq)
+}
+
+// Sync makes every event already in the chain durable: it syncs the
+// journal if AppendBuffered left events unsynced. Call it before an effect
+// outside the process that must not run ahead of the record (showing what
+// a buffered event led to). It returns ErrReadOnly on a read-only DB and
+// ErrClosed after Close.
+func (db *DB) Sync() error {
+	if db.readOnly {
+		return ErrReadOnly
+	}
+	db.auditMu.Lock()
+	defer db.auditMu.Unlock()
+	if db.auditFile == nil {
+		if db.auditPath != "" {
+			return ErrClosed
+		}
+		return nil // bbolt synced every commit
+	}
+	if db.auditBroken || db.syncedOff >= db.auditOff {
+		return nil
+	}
+	if err := fdatasync(db.auditFile); err != nil {
+		return fmt.Errorf("store: sync: audit journal %s: %w", db.auditPath, err)
+	}
+	db.setSynced(db.auditSeq, db.auditOff)
+	db.syncs.Add(1)
 	return nil
 }
 
@@ -167,7 +202,7 @@ func (db *DB) uncommitJournal(off int64, seq uint64) error {
 		return err
 	}
 	db.auditOff, db.auditSeq = off, seq
-	db.syncedSeq, db.syncedOff = seq, off
+	db.setSynced(seq, off)
 	return nil
 }
 

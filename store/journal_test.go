@@ -442,3 +442,56 @@ func TestRestoreFromJournalAlone(t *testing.T) {
 		t.Errorf("restored journal is %d bytes, want %d", len(got), len(j))
 	}
 }
+
+// TestDurableSeqAndSync: DurableSeq stays at the last synced event while
+// AppendBuffered adds events after it (a machine restart may lose and
+// reuse those seqs, so the head to anchor is the durable one); Sync makes
+// them durable without a new event.
+func TestDurableSeqAndSync(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, dir, nil)
+	fill(t, db, 3)
+	if got := db.DurableSeq(); got != 3 {
+		t.Fatalf("DurableSeq after Append = %d, want 3", got)
+	}
+	if _, err := db.AppendBuffered(t.Context(), Event{Session: "a", Type: "tool_result"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, last := db.DurableSeq(), db.LastSeq(); got != 3 || last != 4 {
+		t.Fatalf("after AppendBuffered: DurableSeq %d, LastSeq %d; want 3, 4", got, last)
+	}
+	syncs := db.Syncs()
+	if err := db.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := db.DurableSeq(); got != 4 || db.Syncs() != syncs+1 {
+		t.Fatalf("after Sync: DurableSeq %d, %d syncs; want 4, %d", got, db.Syncs(), syncs+1)
+	}
+	db.auditMu.Lock()
+	synced, off := db.syncedSeq, db.syncedOff
+	db.auditMu.Unlock()
+	if synced != 4 || off != db.auditOff {
+		t.Errorf("after Sync: synced seq %d at %d, want 4 at %d", synced, off, db.auditOff)
+	}
+	if err := db.Sync(); err != nil || db.Syncs() != syncs+1 {
+		t.Errorf("Sync with nothing buffered = %v, %d syncs; want nil and no sync", err, db.Syncs()-syncs)
+	}
+	if _, err := db.AppendBuffered(t.Context(), Event{Session: "a", Type: "tool_result"}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if err := db.Sync(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Sync after Close = %v, want ErrClosed", err)
+	}
+	ro, err := Open(filepath.Join(dir, "events.db"), &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if got := ro.DurableSeq(); got != 5 {
+		t.Errorf("read-only DurableSeq = %d, want 5 (Close synced the buffered event)", got)
+	}
+	if err := ro.Sync(); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("read-only Sync = %v, want ErrReadOnly", err)
+	}
+}

@@ -138,6 +138,8 @@ type DB struct {
 	// disk (AppendBuffered writes without a sync). Guarded by auditMu.
 	syncedSeq uint64
 	syncedOff int64
+	// durableSeq is syncedSeq, readable without auditMu (DurableSeq).
+	durableSeq atomic.Uint64
 }
 
 type request struct {
@@ -374,6 +376,17 @@ func (db *DB) Syncs() uint64 { return db.syncs.Load() }
 // empty store).
 func (db *DB) LastSeq() uint64 { return db.lastSeq.Load() }
 
+// DurableSeq returns the sequence number of the last event known to be
+// durable: LastSeq less the events AppendBuffered added since the last
+// sync. A machine restart may lose (and the chain then reuse) the seqs
+// after it, so anchor the chain head at this seq, not at LastSeq.
+func (db *DB) DurableSeq() uint64 {
+	if db.readOnly || db.auditPath == "" {
+		return db.lastSeq.Load()
+	}
+	return min(db.durableSeq.Load(), db.lastSeq.Load())
+}
+
 // Close stops the committer after it has committed every Append already
 // accepted, then closes the export and the database file. Appends that
 // arrive later fail with ErrClosed. Close is idempotent.
@@ -397,7 +410,11 @@ func (db *DB) Close() error {
 			db.cutJournal()
 		}
 		if db.syncedOff < db.auditOff {
-			errs = append(errs, fdatasync(db.auditFile))
+			err := fdatasync(db.auditFile)
+			if err == nil {
+				db.setSynced(db.auditSeq, db.auditOff)
+			}
+			errs = append(errs, err)
 		}
 		errs = append(errs, db.auditFile.Close())
 		db.auditFile = nil

@@ -505,9 +505,12 @@ func (r *readiness) serve(w http.ResponseWriter, req *http.Request) {
 	fmt.Fprintln(w, "ready")
 }
 
-// chainHead returns the sequence number and hash of the chain's last event.
+// chainHead returns the sequence number and hash of the chain's last
+// durable event: one AppendBuffered has not synced yet could be lost by a
+// machine restart and its seq reused, and a logged anchor must never be
+// contradicted by an honest recovery.
 func chainHead(db *store.DB) (uint64, string) {
-	seq := db.LastSeq()
+	seq := db.DurableSeq()
 	if seq == 0 {
 		return 0, store.ZeroHash
 	}

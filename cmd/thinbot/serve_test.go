@@ -1,11 +1,13 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/thinbot/thinbot/bot"
 	"github.com/thinbot/thinbot/bot/mattermost"
+	"github.com/thinbot/thinbot/store"
 	"github.com/thinbot/thinbot/tests/fakemattermost"
 )
 
@@ -55,5 +57,27 @@ func TestCheckChannelIDs(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "the bot is not a member of channel "+id) || !strings.Contains(err.Error(), "/invite @thinbot") {
 			t.Errorf("channel %s: %v", id, err)
 		}
+	}
+}
+
+// TestChainHeadIsDurable: the head serve logs for anchoring is the last
+// durable event, not one AppendBuffered has not synced yet (a machine
+// restart may lose that seq and the chain reuse it for another event, and
+// the anchor would then look like tampering).
+func TestChainHeadIsDurable(t *testing.T) {
+	db, err := store.Open(filepath.Join(t.TempDir(), "events.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	durable, err := db.Append(t.Context(), store.Event{Session: "s", Type: "user_message"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.AppendBuffered(t.Context(), store.Event{Session: "s", Type: "tool_result"}); err != nil {
+		t.Fatal(err)
+	}
+	if seq, hash := chainHead(db); seq != durable[0].Seq || hash != durable[0].Hash {
+		t.Errorf("chainHead = %d %.12s, want the durable head %d %.12s", seq, hash, durable[0].Seq, durable[0].Hash)
 	}
 }
