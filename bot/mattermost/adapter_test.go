@@ -615,3 +615,33 @@ func TestHungUserLookupDoesNotStopDelivery(t *testing.T) {
 		t.Errorf("live post: %s from %+v", m.ID, m.User)
 	}
 }
+
+// TestRevokedToken: when the bot's token is revoked while it runs,
+// Mattermost cuts the WebSocket and closes the next one at the
+// authentication challenge; Run then stops with an authentication error
+// instead of reconnecting forever, and says so without the token.
+func TestRevokedToken(t *testing.T) {
+	e := newEnv(t, nil)
+	done := make(chan error, 1)
+	go func() { done <- e.a.Run(t.Context(), e.rec) }()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := e.mm.WaitConnections(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	e.mm.RevokeToken(e.mm.Bot.Token)
+	select {
+	case err := <-done:
+		if !errors.Is(err, errAuth) {
+			t.Fatalf("Run = %v, want an authentication error", err)
+		}
+		if strings.Contains(err.Error(), e.mm.Bot.Token) {
+			t.Errorf("error %q contains the token", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Run still reconnecting 10s after the token was revoked")
+	}
+	if strings.Contains(e.logs.String(), e.mm.Bot.Token) {
+		t.Error("the bot token appears in the logs")
+	}
+}

@@ -163,7 +163,7 @@ func (a *Adapter) session(ctx context.Context, h bot.Handler, st *runState) (con
 	defer stop()
 
 	if err := a.authenticate(conn); err != nil {
-		return false, err
+		return false, a.checkToken(ctx, err)
 	}
 	connectedAt := time.Now().UnixMilli()
 	if st.floor == 0 {
@@ -251,9 +251,27 @@ func (a *Adapter) authenticate(conn *websocket.Conn) error {
 			if m.Error != nil {
 				msg = m.Error.ID + ": " + m.Error.Message
 			}
-			return fmt.Errorf("mattermost: websocket: %w: %s", errAuth, msg)
+			return fmt.Errorf("mattermost: websocket: %w: %s", errAuth, a.client.redact(msg))
 		}
 	}
+}
+
+// checkToken tells why the WebSocket authentication failed. Mattermost
+// answers a challenge with a bad token by closing the connection, which
+// looks like any other network failure; and the bot's user is fetched
+// only once per Run, so a token revoked since would make Run reconnect
+// forever. So the token is tried on the REST API again: if it is refused
+// (401), the error is an errAuth, which stops Run; else err is returned.
+func (a *Adapter) checkToken(ctx context.Context, err error) error {
+	if errors.Is(err, errAuth) || ctx.Err() != nil {
+		return err
+	}
+	_, _, merr := a.client.getMe(ctx)
+	var ae *APIError
+	if errors.As(merr, &ae) && ae.Status == http.StatusUnauthorized {
+		return fmt.Errorf("%w: %w", errAuth, merr)
+	}
+	return err
 }
 
 // readFrames reads and decodes frames until the connection fails, then

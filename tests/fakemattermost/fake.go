@@ -773,6 +773,25 @@ func (s *Server) DropWebSockets() {
 	}
 }
 
+// RevokeToken invalidates token, as revoking the bot's access token in
+// Mattermost does: REST calls with it get 401, and the WebSocket
+// connections it authenticated are cut.
+func (s *Server) RevokeToken(token string) {
+	s.mu.Lock()
+	u := s.byToken[token]
+	delete(s.byToken, token)
+	var cut []*wsConn
+	for wc := range s.conns {
+		if u != nil && wc.userID == u.ID {
+			cut = append(cut, wc)
+		}
+	}
+	s.mu.Unlock()
+	for _, wc := range cut {
+		wc.conn.Close()
+	}
+}
+
 // BlockWebSockets makes new WebSocket connections fail with 503 while
 // block is true (for catch-up tests).
 func (s *Server) BlockWebSockets(block bool) {

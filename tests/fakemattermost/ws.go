@@ -35,7 +35,8 @@ func (wc *wsConn) queue(msg []byte) {
 var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 
 // serveWebSocket is GET /api/v4/websocket: hello after authentication (by
-// header or authentication_challenge), then events.
+// header or authentication_challenge; a challenge with a bad token closes
+// the connection, as Mattermost does), then events.
 func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	blocked := s.blockWS || s.closed
@@ -106,12 +107,10 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 			u := s.byToken[req.Data["token"]]
 			s.mu.Unlock()
 			if u == nil {
-				reply, _ := json.Marshal(map[string]any{"status": "FAIL", "seq_reply": req.Seq,
-					"error": map[string]any{"id": "api.web_socket_router.bad_token.app_error", "message": "Invalid token.", "status_code": http.StatusUnauthorized}})
-				s.mu.Lock()
-				wc.queue(reply)
-				s.mu.Unlock()
-				continue
+				// Like Mattermost (WebSocketRouter.ServeWebSocket), a
+				// challenge with a bad token gets no reply: the server
+				// closes the connection.
+				return
 			}
 			reply, _ := json.Marshal(map[string]any{"status": "OK", "seq_reply": req.Seq})
 			s.mu.Lock()
