@@ -88,9 +88,18 @@ const (
 // New checks cfg and returns an Adapter. It does not contact the server;
 // Run does.
 func New(cfg Config) (*Adapter, error) {
+	// The URL is never echoed whole: it could hold a secret.
 	base, err := url.Parse(strings.TrimRight(cfg.URL, "/"))
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("mattermost: url %q: want http(s)://host", cfg.URL)
+	if err != nil {
+		return nil, errors.New("mattermost: url is not a URL: want http(s)://host")
+	}
+	if (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("mattermost: url %s://%s: want http(s)://host", base.Scheme, base.Host)
+	}
+	if base.User != nil || base.RawQuery != "" || base.ForceQuery || base.Fragment != "" {
+		// A password or an access_token there would reach error messages
+		// (net/http's *url.Error names the URL) and every proxy log.
+		return nil, fmt.Errorf("mattermost: url %s://%s: give scheme, host and path only, without user:password@, ?query or #fragment (the bot token goes in token_file)", base.Scheme, base.Host)
 	}
 	if cfg.Token == "" {
 		return nil, errors.New("mattermost: token is empty")

@@ -558,6 +558,11 @@ func TestNewValidates(t *testing.T) {
 		{"no token", func(c *Config) { c.Token = "" }},
 		{"no callback", func(c *Config) { c.CallbackURL = "" }},
 		{"short secret", func(c *Config) { c.ActionSecret = []byte("short") }},
+		{"password in url", func(c *Config) { c.URL = "https://bot:s3cret@mm.example.com" }},
+		{"user in url", func(c *Config) { c.URL = "https://s3cret@mm.example.com" }},
+		{"token in query", func(c *Config) { c.URL = "https://mm.example.com/?access_token=s3cret" }},
+		{"fragment", func(c *Config) { c.URL = "https://mm.example.com/#s3cret" }},
+		{"unparsable", func(c *Config) { c.URL = "https://mm.example.com:s3cret/" }},
 	}
 	if _, err := New(good); err != nil {
 		t.Fatalf("New(good) = %v", err)
@@ -567,6 +572,8 @@ func TestNewValidates(t *testing.T) {
 		tt.mod(&c)
 		if _, err := New(c); err == nil {
 			t.Errorf("%s: New succeeded", tt.name)
+		} else if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: error %q shows the secret in the URL", tt.name, err)
 		}
 	}
 	a, _ := New(good)
