@@ -365,6 +365,11 @@ type runState struct {
 	// loses it together with everything after it; a crash of the process
 	// keeps it.
 	pending []store.Event
+	// unsynced: the run appended buffered events since its last durable
+	// commit; streamed text syncs them before it is shown (showText).
+	unsynced bool
+	// textOff stops streamed text after a sync failed.
+	textOff bool
 }
 
 // Run handles one turn: it records the user's message, then calls the model
@@ -442,6 +447,7 @@ func (a *Agent) appendRun(rs *runState, durable bool, evs []store.Event) ([]stor
 	if err != nil {
 		return nil, err
 	}
+	rs.unsynced = !durable
 	return out[len(out)-len(evs):], nil
 }
 
@@ -553,7 +559,7 @@ func (a *Agent) complete(ctx context.Context, rs *runState) (Response, error) {
 		}
 		req := Request{Messages: rs.s.proj.Messages()}
 		if rs.t.Hooks.Text != nil {
-			stream = &redactStream{redact: a.redact, keep: a.maxSecret, out: rs.t.Hooks.Text}
+			stream = &redactStream{redact: a.redact, keep: a.maxSecret, out: a.showText(rs)}
 			req.OnText = stream.write
 		}
 		if !rs.text {
@@ -707,6 +713,29 @@ func (a *Agent) result(rs *runState, call ToolCall, content string, isErr bool, 
 func (a *Agent) flushPending(rs *runState) error {
 	_, err := a.appendBuffered(rs)
 	return err
+}
+
+// showText passes streamed model text on to Hooks.Text once the chain
+// before it is durable: the run's start and a command's result are
+// appended buffered, and text in the chat must not outlive them in a
+// machine restart. The first delta after a buffered append syncs them
+// (store.DB.Sync); if that fails, no more text is shown, and the run's
+// next durable append fails too.
+func (a *Agent) showText(rs *runState) func(string) {
+	return func(delta string) {
+		if rs.textOff {
+			return
+		}
+		if rs.unsynced {
+			if err := a.cfg.Store.Sync(); err != nil {
+				a.log.Warn("streamed text not shown: the chain before it could not be synced", "session", rs.t.Session, "err", err)
+				rs.textOff = true
+				return
+			}
+			rs.unsynced = false
+		}
+		rs.t.Hooks.Text(delta)
+	}
 }
 
 func (a *Agent) hookCommand(rs *runState, c CommandInfo) {

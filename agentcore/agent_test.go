@@ -760,3 +760,43 @@ func TestStepIsOneCommit(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamedTextFollowsTheRecord: text streamed to the chat (Hooks.Text)
+// is shown only once everything in the chain before it is durable: the
+// run's start and a command's result are appended buffered, and an answer
+// shown while they are not synced could outlive them in a machine restart.
+func TestStreamedTextFollowsTheRecord(t *testing.T) {
+	stream := func(text string) func(Request) (Response, error) {
+		return func(r Request) (Response, error) {
+			for _, w := range strings.SplitAfter(text, " ") {
+				r.OnText(w)
+			}
+			return Response{Content: text, FinishReason: "stop"}, nil
+		}
+	}
+	for _, tt := range []struct {
+		name    string
+		replies []func(Request) (Response, error)
+	}{
+		{"answer", []func(Request) (Response, error){stream("the disk is fine")}},
+		{"answer after a command", []func(Request) (Response, error){runCmd("echo one"), stream("it said one")}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, Config{}, tt.replies...)
+			var shown strings.Builder
+			text := func(d string) {
+				if durable, last := f.db.DurableSeq(), f.db.LastSeq(); durable != last {
+					t.Errorf("text %q shown with the chain durable up to seq %d of %d", d, durable, last)
+				}
+				shown.WriteString(d)
+			}
+			res, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "go", Dir: f.dir, Hooks: Hooks{Text: text}})
+			if err != nil || res.Status != StatusAnswered {
+				t.Fatalf("Run = %+v, %v", res, err)
+			}
+			if shown.String() != res.Answer {
+				t.Errorf("shown %q, answer %q", shown.String(), res.Answer)
+			}
+		})
+	}
+}

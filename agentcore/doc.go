@@ -40,7 +40,10 @@
 // commits whatever is left. The run's start (a changed system prompt,
 // run_started, the user's message) is buffered too: the first decision, or
 // the run's end before the answer is posted, syncs it, so an answer without
-// commands costs one sync.
+// commands costs one sync. Streamed text (Hooks.Text, which the bot shows in
+// the chat while the model writes) is an answer posted too: the first delta
+// after a buffered append syncs the chain (store.DB.Sync) before it is
+// shown, so a streamed answer costs that sync as well.
 //
 // # Projection
 //
