@@ -1,7 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -33,5 +36,34 @@ func TestTuneGC(t *testing.T) {
 		if afterGC != 77 || afterLimit != 1<<40 {
 			t.Errorf("%s: after restore GOGC %d, limit %d; want 77, %d", tt.name, afterGC, afterLimit, int64(1<<40))
 		}
+	}
+}
+
+// TestGCAndProfilingDocumented: the README states the collector defaults
+// serve applies, how to override them, and the profiling switches; the
+// systemd unit shows where the override goes.
+func TestGCAndProfilingDocumented(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit, err := os.ReadFile("../../deploy/thinbot.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("GOGC=%d", daemonGOGC),
+		fmt.Sprintf("GOMEMLIMIT=%dMiB", daemonMemLimit>>20),
+		"Environment=GOMEMLIMIT=",
+		profileEnv + "=",
+		traceEnv + "=1",
+		"mode 0600",
+	} {
+		if !strings.Contains(string(readme), want) {
+			t.Errorf("README.md does not say %q", want)
+		}
+	}
+	if !strings.Contains(string(unit), "Environment=GOMEMLIMIT=") {
+		t.Error("deploy/thinbot.service does not show how to set GOMEMLIMIT")
 	}
 }
