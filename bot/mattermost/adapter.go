@@ -123,6 +123,13 @@ func New(cfg Config) (*Adapter, error) {
 		c := *cfg.HTTPClient
 		hc = &c
 	}
+	if hc.CheckRedirect == nil {
+		// API v4 does not redirect. Following one would send the token
+		// wherever it points on the same host name (another port, or
+		// plain http: net/http compares host names only) and turn a POST
+		// into a GET; a 3xx answer becomes an *APIError instead.
+		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	}
 	inner := hc.Transport
 	if inner == nil {
 		inner = http.DefaultTransport

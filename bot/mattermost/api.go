@@ -301,6 +301,11 @@ func (c *apiClient) responseError(op string, resp *http.Response) *APIError {
 		e.Err = fmt.Errorf("read error body: %w", err)
 		return e
 	}
+	if loc, err := resp.Location(); err == nil && resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		e.Err = fmt.Errorf("redirected to %s://%s%s, which thinbot does not follow: set the server url to the address Mattermost answers at",
+			loc.Scheme, loc.Host, loc.Path)
+		return e
+	}
 	var ae appError
 	if json.Unmarshal(data, &ae) == nil && (ae.ID != "" || ae.Message != "") {
 		e.ID, e.Message = c.redact(ae.ID), c.redact(ae.Message)

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -261,6 +262,32 @@ func TestAPIErrors(t *testing.T) {
 				t.Errorf("Error() leaks the token or is too long: %q", msg)
 			}
 		})
+	}
+}
+
+// TestAPIRedirectNotFollowed: a redirect (to another port of the same
+// host, or from https to http) is not followed, so the token is not sent
+// there, and the error says what happened.
+func TestAPIRedirectNotFollowed(t *testing.T) {
+	var leaked atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			leaked.Add(1)
+		}
+		answer(http.StatusOK, `{"id":"u1","username":"alice"}`)(w, r)
+	}))
+	defer elsewhere.Close()
+	s := newWireServer(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusFound)
+	})
+	c, _ := s.client(t, nil)
+	_, err := c.getUser(t.Context(), "u1")
+	if leaked.Load() != 0 {
+		t.Error("the token was sent to the redirect's target")
+	}
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusFound || !strings.Contains(err.Error(), "redirected to "+elsewhere.URL+"/api/v4/users/u1") {
+		t.Errorf("err = %v, want an *APIError for the 302 naming its target", err)
 	}
 }
 
