@@ -21,9 +21,13 @@ const apiPath = "/api/v4"
 const (
 	// maxErrorBody caps the error body read for its AppError JSON.
 	maxErrorBody = 64 << 10
-	// maxResponseBody caps a successful answer; the largest is a catch-up
-	// page of 1000 posts of up to 16383 runes each.
-	maxResponseBody = 256 << 20
+	// maxPostsAnswer caps a catch-up page (GET /channels/{id}/posts): up
+	// to 1000 posts of up to 16383 runes each.
+	maxPostsAnswer = 256 << 20
+	// maxListAnswer caps a list of teams or channels (~1 KiB per channel).
+	maxListAnswer = 32 << 20
+	// maxObjectAnswer caps every other answer: one user, post or upload.
+	maxObjectAnswer = 4 << 20
 	// maxErrorText caps the part of a body that is not AppError JSON that
 	// goes into an error message.
 	maxErrorText = 200
@@ -152,7 +156,7 @@ type appError struct {
 // X-Version-Id, "" if absent).
 func (c *apiClient) getMe(ctx context.Context) (user, string, error) {
 	var u user
-	h, err := c.do(ctx, "get me", http.MethodGet, "/users/me", nil, nil, "", &u)
+	h, err := c.do(ctx, "get me", http.MethodGet, "/users/me", nil, nil, "", &u, maxObjectAnswer)
 	if err != nil {
 		return user{}, "", err
 	}
@@ -161,34 +165,34 @@ func (c *apiClient) getMe(ctx context.Context) (user, string, error) {
 
 func (c *apiClient) getUser(ctx context.Context, id string) (user, error) {
 	var u user
-	_, err := c.do(ctx, "get user", http.MethodGet, "/users/"+url.PathEscape(id), nil, nil, "", &u)
+	_, err := c.do(ctx, "get user", http.MethodGet, "/users/"+url.PathEscape(id), nil, nil, "", &u, maxObjectAnswer)
 	return u, err
 }
 
 func (c *apiClient) getTeamsForUser(ctx context.Context, userID string) ([]team, error) {
 	var ts []team
-	_, err := c.do(ctx, "get teams", http.MethodGet, "/users/"+url.PathEscape(userID)+"/teams", nil, nil, "", &ts)
+	_, err := c.do(ctx, "get teams", http.MethodGet, "/users/"+url.PathEscape(userID)+"/teams", nil, nil, "", &ts, maxListAnswer)
 	return ts, err
 }
 
 func (c *apiClient) getChannelsForTeamForUser(ctx context.Context, teamID, userID string) ([]channel, error) {
 	var chs []channel
 	path := "/users/" + url.PathEscape(userID) + "/teams/" + url.PathEscape(teamID) + "/channels"
-	_, err := c.do(ctx, "get channels of team "+teamID, http.MethodGet, path, url.Values{"include_deleted": {"false"}}, nil, "", &chs)
+	_, err := c.do(ctx, "get channels of team "+teamID, http.MethodGet, path, url.Values{"include_deleted": {"false"}}, nil, "", &chs, maxListAnswer)
 	return chs, err
 }
 
 func (c *apiClient) getChannelsForUser(ctx context.Context, userID string) ([]channel, error) {
 	var chs []channel
 	path := "/users/" + url.PathEscape(userID) + "/channels"
-	_, err := c.do(ctx, "get channels", http.MethodGet, path, url.Values{"last_delete_at": {"0"}}, nil, "", &chs)
+	_, err := c.do(ctx, "get channels", http.MethodGet, path, url.Values{"last_delete_at": {"0"}}, nil, "", &chs, maxListAnswer)
 	return chs, err
 }
 
 // getChannelMember succeeds if userID is a member of channelID.
 func (c *apiClient) getChannelMember(ctx context.Context, channelID, userID string) error {
 	path := "/channels/" + url.PathEscape(channelID) + "/members/" + url.PathEscape(userID)
-	_, err := c.do(ctx, "get channel member", http.MethodGet, path, nil, nil, "", nil)
+	_, err := c.do(ctx, "get channel member", http.MethodGet, path, nil, nil, "", nil, maxObjectAnswer)
 	return err
 }
 
@@ -196,7 +200,7 @@ func (c *apiClient) getChannelMember(ctx context.Context, channelID, userID stri
 func (c *apiClient) getPostsSince(ctx context.Context, channelID string, since int64) (postList, error) {
 	var l postList
 	q := url.Values{"since": {strconv.FormatInt(since, 10)}, "collapsedThreads": {"false"}}
-	_, err := c.do(ctx, "get posts since", http.MethodGet, "/channels/"+url.PathEscape(channelID)+"/posts", q, nil, "", &l)
+	_, err := c.do(ctx, "get posts since", http.MethodGet, "/channels/"+url.PathEscape(channelID)+"/posts", q, nil, "", &l, maxPostsAnswer)
 	return l, err
 }
 
@@ -206,7 +210,7 @@ func (c *apiClient) createPost(ctx context.Context, p newPost) (post, error) {
 		return post{}, &APIError{Op: "create post", Err: err}
 	}
 	var out post
-	_, err = c.do(ctx, "create post", http.MethodPost, "/posts", nil, body, "application/json", &out)
+	_, err = c.do(ctx, "create post", http.MethodPost, "/posts", nil, body, "application/json", &out, maxObjectAnswer)
 	return out, err
 }
 
@@ -215,7 +219,7 @@ func (c *apiClient) patchPost(ctx context.Context, id string, p postPatch) error
 	if err != nil {
 		return &APIError{Op: "patch post", Err: err}
 	}
-	_, err = c.do(ctx, "patch post", http.MethodPut, "/posts/"+url.PathEscape(id)+"/patch", nil, body, "application/json", nil)
+	_, err = c.do(ctx, "patch post", http.MethodPut, "/posts/"+url.PathEscape(id)+"/patch", nil, body, "application/json", nil, maxObjectAnswer)
 	return err
 }
 
@@ -237,7 +241,7 @@ func (c *apiClient) uploadFile(ctx context.Context, channelID, name string, data
 		return nil, &APIError{Op: "upload file", Err: err}
 	}
 	var res uploadResult
-	if _, err := c.do(ctx, "upload file", http.MethodPost, "/files", nil, buf.Bytes(), w.FormDataContentType(), &res); err != nil {
+	if _, err := c.do(ctx, "upload file", http.MethodPost, "/files", nil, buf.Bytes(), w.FormDataContentType(), &res, maxObjectAnswer); err != nil {
 		return nil, err
 	}
 	ids := make([]string, 0, len(res.FileInfos))
@@ -248,11 +252,11 @@ func (c *apiClient) uploadFile(ctx context.Context, channelID, name string, data
 }
 
 // do sends one request with the bot's token and decodes a 2xx answer's JSON
-// into out (if not nil). Any other answer becomes an *APIError carrying the
-// status and the AppError's id, message and request id. body is sent from
-// memory, so the rate-limit retry can replay it. do returns the answer's
-// headers.
-func (c *apiClient) do(ctx context.Context, op, method, path string, query url.Values, body []byte, contentType string, out any) (http.Header, error) {
+// of at most limit bytes into out (if not nil). Any other answer becomes an
+// *APIError carrying the status and the AppError's id, message and request
+// id. body is sent from memory, so the rate-limit retry can replay it. do
+// returns the answer's headers.
+func (c *apiClient) do(ctx context.Context, op, method, path string, query url.Values, body []byte, contentType string, out any, limit int64) (http.Header, error) {
 	u := c.base + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
@@ -283,7 +287,11 @@ func (c *apiClient) do(ctx context.Context, op, method, path string, query url.V
 		io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody)) // lets the connection be reused
 		return resp.Header, nil
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxResponseBody)).Decode(out); err != nil {
+	lr := &io.LimitedReader{R: resp.Body, N: limit}
+	if err := json.NewDecoder(lr).Decode(out); err != nil {
+		if lr.N == 0 {
+			err = fmt.Errorf("the answer is larger than %d MiB", limit>>20)
+		}
 		return resp.Header, &APIError{Op: op, Status: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id"),
 			Err: fmt.Errorf("decode response: %w", err)}
 	}

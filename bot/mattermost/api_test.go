@@ -241,6 +241,8 @@ func TestAPIErrors(t *testing.T) {
 			answer(http.StatusUnauthorized, `{"id":"api.context.session_expired.app_error","message":"Invalid session `+apiTestToken+`","status_code":401}`)(w, r)
 		}, 401, "api.context.session_expired.app_error", "", "Invalid session [token]"},
 		{"bad json on success", answer(http.StatusOK, `{"id":`), 200, "", "", "decode response"},
+		{"answer too large", answer(http.StatusOK, `{"id":"u1","username":"`+strings.Repeat("a", maxObjectAnswer)+`"}`), 200, "", "",
+			"decode response: the answer is larger than 4 MiB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

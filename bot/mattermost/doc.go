@@ -56,6 +56,7 @@
 // Each WebSocket frame is decoded once, the data of a "posted" event with
 // it; the post inside (a JSON document in a string) is decoded once more.
 // A frame may be at most 8 MiB (a larger one ends the connection, and the
-// reconnect's catch-up reads its post over the REST API); a REST answer at
-// most 256 MiB, an error answer 64 KiB.
+// reconnect's catch-up reads its post over the REST API). A REST answer may
+// be at most 4 MiB (one user, post or upload), 32 MiB (a list of teams or
+// channels) or 256 MiB (a catch-up page of 1000 posts); an error 64 KiB.
 package mattermost
