@@ -105,7 +105,9 @@
 // store (after a machine restart: from the old bbolt file's copy of the
 // last event it recorded as synced, where that file still has it), a
 // complete line past the store's end that does not continue the chain, a
-// bad line with good events of the chain after it. RebuildAudit (and
+// bad line with good events of the chain after it, a journal missing after
+// a machine restart while the old bbolt file has events (Options.RebuildAudit
+// accepts that file as it is). RebuildAudit (and
 // Options.RebuildAudit) rewrites the journal from the store, keeping a
 // differing old file aside. A journal that cannot be written (a full disk)
 // fails the Append: nothing is committed and the bytes written are cut

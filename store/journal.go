@@ -216,6 +216,11 @@ func (db *DB) uncommitJournal(off int64, seq uint64) error {
 func rebuildStore(path, journal, boot string, o Options) error {
 	jf, err := os.OpenFile(journal, os.O_RDWR, 0o600)
 	if errors.Is(err, fs.ErrNotExist) {
+		// The journal was the only synced copy of what was committed.
+		if old := readOldStore(path, o); old.head > 0 && !o.RebuildAudit {
+			return fmt.Errorf("store: %s: %w: it is missing, and the machine restarted while the store (written without syncs, %d events) was open, so committed events may be lost; 'thinbot audit rebuild' accepts the store as it is",
+				journal, ErrAuditMismatch, old.head)
+		}
 		o.Logger.Warn("store was not closed before the machine restarted, and its audit journal is missing: keeping the store as it is",
 			"path", path, "journal", journal)
 		return nil
@@ -243,7 +248,8 @@ func rebuildStore(path, journal, boot string, o Options) error {
 	}
 	// What the old file recorded as synced: the journal must still have
 	// that event, byte for byte (a power loss cannot change synced lines).
-	old, oldLine, oldOK := committedSeq(path, o)
+	oldStore := readOldStore(path, o)
+	old, oldLine, oldOK := oldStore.synced, oldStore.line, oldStore.ok
 	oldDiffers := false
 	c := newChain()
 	var (
@@ -348,41 +354,52 @@ func rebuildStore(path, journal, boot string, o Options) error {
 	return nil
 }
 
-// committedSeq reads the journal checkpoint of an old bbolt file, which
-// may be damaged: the last seq it records as synced, and that event's
-// stored line where the file still has it as a well-formed event of that
-// seq (nil otherwise). ok is false when the checkpoint cannot be read.
-func committedSeq(path string, o Options) (seq uint64, line []byte, ok bool) {
+// oldStore is what a bbolt file left by a machine restart records, as far
+// as it can be read (its unsynced pages may be stale or torn).
+type oldStore struct {
+	ok     bool   // the journal checkpoint could be read
+	synced uint64 // the last seq the checkpoint records as synced
+	// line is the stored line of synced where the file still has it as a
+	// well-formed event of that seq, else nil.
+	line []byte
+	head uint64 // the chain head's seq (0 if none or unreadable)
+}
+
+// readOldStore reads the old bbolt file at path, which may be damaged.
+func readOldStore(path string, o Options) (old oldStore) {
 	if _, err := os.Stat(path); err != nil {
-		return 0, nil, false
+		return oldStore{}
 	}
 	bdb, err := openBolt(path, Options{Timeout: o.Timeout, ReadOnly: true})
 	if err != nil {
-		return 0, nil, false
+		return oldStore{}
 	}
 	defer bdb.Close()
 	defer func() {
 		if recover() != nil {
-			seq, line, ok = 0, nil, false
+			old = oldStore{}
 		}
 	}()
 	_ = bdb.View(func(tx *bolt.Tx) error {
-		if meta := tx.Bucket(bucketMeta); meta != nil {
-			// What was synced: written bytes after it may be lost.
-			if v := meta.Get(keyAudit); len(v) >= 32 {
-				seq, ok = binary.BigEndian.Uint64(v[16:]), true
-			}
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			return nil
 		}
-		if events := tx.Bucket(bucketEvents); ok && seq > 0 && events != nil {
-			// Unsynced pages may be stale or torn: only a line that is
-			// still a valid event of that seq counts.
-			if v := events.Get(seqKey(seq)); v != nil {
-				if ev, err := parseLine(v); err == nil && ev.Seq == seq {
-					line = bytes.Clone(v)
+		if v := meta.Get(keyLast); len(v) == 8+32 {
+			old.head = binary.BigEndian.Uint64(v)
+		}
+		// What was synced: written bytes after it may be lost.
+		if v := meta.Get(keyAudit); len(v) >= 32 {
+			old.synced, old.ok = binary.BigEndian.Uint64(v[16:]), true
+		}
+		if events := tx.Bucket(bucketEvents); old.ok && old.synced > 0 && events != nil {
+			if v := events.Get(seqKey(old.synced)); v != nil {
+				if ev, err := parseLine(v); err == nil && ev.Seq == old.synced {
+					old.line = bytes.Clone(v)
 				}
 			}
 		}
 		return nil
 	})
-	return seq, line, ok
+	return old
 }

@@ -495,3 +495,43 @@ func TestDurableSeqAndSync(t *testing.T) {
 		t.Errorf("read-only Sync = %v, want ErrReadOnly", err)
 	}
 }
+
+// TestJournalMissingAfterMachineRestart: bbolt is written without syncs, so
+// after a machine restart the journal is the only sure copy of what was
+// committed. Without it Open refuses (the old bbolt file may have lost
+// acknowledged events) unless told to accept the store as it is
+// (RebuildAudit, as thinbot audit rebuild does); a store that never had
+// an event opens as before.
+func TestJournalMissingAfterMachineRestart(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "events.db")
+	db := openTest(t, dir, nil)
+	want := fill(t, db, 5)
+	db.Close()
+	setState(t, dir, "an-earlier-boot")
+	if err := os.Remove(filepath.Join(dir, "audit.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	if db, err := Open(path, nil); !errors.Is(err, ErrAuditMismatch) {
+		if err == nil {
+			db.Close()
+		}
+		t.Fatalf("Open without the journal after a machine restart = %v, want ErrAuditMismatch", err)
+	}
+	if s := readState(t, dir); s != stateOpen+"an-earlier-boot\n" {
+		t.Errorf("a refused Open left the state %q", s)
+	}
+	db2, err := Open(path, &Options{RebuildAudit: true})
+	if err != nil {
+		t.Fatalf("Open with RebuildAudit = %v", err)
+	}
+	checkChain(t, db2, want)
+	db2.Close()
+
+	// A machine restart right after a new store's first Open, before it
+	// made its journal: nothing was committed, nothing to refuse.
+	dir2 := t.TempDir()
+	setState(t, dir2, "an-earlier-boot")
+	db3 := openTest(t, dir2, nil)
+	checkChain(t, db3, nil)
+}
