@@ -535,3 +535,35 @@ func TestJournalMissingAfterMachineRestart(t *testing.T) {
 	db3 := openTest(t, dir2, nil)
 	checkChain(t, db3, nil)
 }
+
+// TestCloseWithoutJournalSync: Close says "closed" only when the journal is
+// synced; if its last sync fails the store is left "open", so that the
+// next Open checks it against the journal (or rebuilds it after a machine
+// restart) instead of trusting a journal that may lack its tail.
+func TestCloseWithoutJournalSync(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, dir, nil)
+	want := fill(t, db, 3)
+	buf, err := db.AppendBuffered(t.Context(), Event{Session: "a", Type: "tool_result"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe() // fdatasync on a pipe fails
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	db.auditMu.Lock()
+	real := db.auditFile
+	db.auditFile = w
+	db.auditMu.Unlock()
+	defer real.Close()
+	if err := db.Close(); err == nil {
+		t.Error("Close with a failing journal sync = nil")
+	}
+	if s := readState(t, dir); s != stateOpen+bootID()+"\n" {
+		t.Errorf("state after a failed journal sync = %q, want it left open", s)
+	}
+	db2 := openTest(t, dir, nil)
+	checkChain(t, db2, append(want, buf...))
+}

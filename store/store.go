@@ -404,6 +404,7 @@ func (db *DB) Close() error {
 		<-db.loopDone
 	}
 	var errs []error
+	journalSynced := true
 	db.auditMu.Lock()
 	if db.auditFile != nil {
 		if db.auditBroken {
@@ -414,6 +415,7 @@ func (db *DB) Close() error {
 			if err == nil {
 				db.setSynced(db.auditSeq, db.auditOff)
 			}
+			journalSynced = err == nil
 			errs = append(errs, err)
 		}
 		errs = append(errs, db.auditFile.Close())
@@ -421,10 +423,11 @@ func (db *DB) Close() error {
 	}
 	db.auditMu.Unlock()
 	if db.state != nil && !db.readOnly {
-		// bbolt was written without syncs: sync it, then say so. A store
-		// left "open" is checked against the journal by the next Open.
+		// bbolt was written without syncs: sync it, then say so, if the
+		// journal is synced too. A store left "open" is checked against
+		// the journal by the next Open.
 		err := db.bolt.Sync()
-		if err == nil && db.failed == nil {
+		if err == nil && db.failed == nil && journalSynced {
 			err = writeState(db.state, stateClosed)
 		}
 		errs = append(errs, err)
