@@ -35,8 +35,9 @@
 // machine before the next commit loses it together with everything after
 // it, and the chain then shows the decision without a result (the
 // projection closes the call as interrupted, as for a crash while the
-// command ran). Steps without a gate decision (a malformed call, a skill)
-// record their reply, buffered, before the next request; the run's end
+// command ran). Steps without a gate decision record their reply before
+// the next request: buffered for a malformed call, durably with
+// skill_opened for a skill; the run's end
 // commits whatever is left. The run's start (a changed system prompt,
 // run_started, the user's message) is buffered too: the first decision, or
 // the run's end before the answer is posted, syncs it, so an answer without

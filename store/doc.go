@@ -10,15 +10,21 @@
 // is the SHA-256 of its canonical body, which includes Prev, so changing,
 // removing, swapping or inserting any event breaks every link after it.
 //
-// Append is the only writer. Concurrent Append calls are group-committed:
-// one committer goroutine, owned by the DB and stopped by Close, collects
-// the calls waiting at that moment into one batch. It writes the batch's
-// lines to the journal and fdatasyncs it (the commit point: one sync per
-// batch), then indexes them in one bbolt transaction without a sync of its
-// own. The chain order is the commit order, one call's events are
-// consecutive, and each caller returns once its events are durable and
-// readable. Without an export (Options.AuditPath "-") bbolt commits
-// durably itself (two fdatasyncs, data then meta page).
+// Append and AppendBuffered are the only writers. Concurrent calls are
+// group-committed: one committer goroutine, owned by the DB and stopped by
+// Close, collects the calls waiting at that moment into one batch. It
+// writes the batch's lines to the journal and, if the batch has an Append,
+// fdatasyncs it (the commit point: one sync per batch), then indexes them
+// in one bbolt transaction without a sync of its own. The chain order is
+// the commit order, one call's events are consecutive, and each caller
+// returns once its events are readable; an Append's (and everything before
+// them) are then also durable. An AppendBuffered's events are durable only
+// from the next sync (an Append, Sync or Close): until then readers (All,
+// Wait, the web console, thinbot audit tail on the journal) see events
+// that a machine restart may lose, after which their seqs are reused by
+// other events. DurableSeq says how far the chain is durable. Without an
+// export (Options.AuditPath "-") bbolt commits durably itself (two
+// fdatasyncs, data then meta page) and AppendBuffered is Append.
 //
 // # Canonical encoding
 //
@@ -111,7 +117,10 @@
 // Options.RebuildAudit) rewrites the journal from the store, keeping a
 // differing old file aside. A journal that cannot be written (a full disk)
 // fails the Append: nothing is committed and the bytes written are cut
-// before the next batch.
+// before the next batch. One failure is in doubt: when bbolt cannot index a
+// batch the journal took and the journal cannot be cut back either, that
+// Append and every later one fail with an error that says so, and the next
+// Open replays the batch (the journal is the commit record).
 //
 // # Caveats
 //

@@ -451,7 +451,10 @@ func (db *DB) Close() error {
 // Validation errors wrap ErrInvalid and append nothing. If ctx is done
 // before the committer takes the events, nothing is appended and ctx.Err()
 // is returned; once taken, Append waits for the commit whatever ctx says, so
-// a nil error always means "committed" and a non-nil one "not committed".
+// a nil error always means "committed" and a non-nil one "not committed",
+// with one exception: an error saying that the journal has events the store
+// could not index (bbolt failed, and so did cutting the journal back) is in
+// doubt, and the next Open replays them (see the package doc).
 func (db *DB) Append(ctx context.Context, evs ...Event) ([]Event, error) {
 	return db.append(ctx, true, evs)
 }
