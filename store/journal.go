@@ -171,7 +171,7 @@ func (db *DB) Sync() error {
 		}
 		return nil // bbolt synced every commit
 	}
-	if db.auditBroken || db.syncedOff >= db.auditOff {
+	if db.syncedOff >= db.auditOff {
 		return nil
 	}
 	if err := fdatasync(db.auditFile); err != nil {

@@ -476,6 +476,17 @@ func TestDurableSeqAndSync(t *testing.T) {
 	if err := db.Sync(); err != nil || db.Syncs() != syncs+1 {
 		t.Errorf("Sync with nothing buffered = %v, %d syncs; want nil and no sync", err, db.Syncs()-syncs)
 	}
+	// A failed batch whose bytes could not be cut yet does not stop Sync
+	// from syncing the good lines before them.
+	if _, err := db.AppendBuffered(t.Context(), Event{Session: "a", Type: "tool_result"}); err != nil {
+		t.Fatal(err)
+	}
+	db.auditMu.Lock()
+	db.auditBroken = true
+	db.auditMu.Unlock()
+	if err := db.Sync(); err != nil || db.DurableSeq() != 5 {
+		t.Errorf("Sync with a failed batch's bytes pending = %v, DurableSeq %d; want nil, 5", err, db.DurableSeq())
+	}
 	if _, err := db.AppendBuffered(t.Context(), Event{Session: "a", Type: "tool_result"}); err != nil {
 		t.Fatal(err)
 	}
@@ -488,8 +499,8 @@ func TestDurableSeqAndSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	if got := ro.DurableSeq(); got != 5 {
-		t.Errorf("read-only DurableSeq = %d, want 5 (Close synced the buffered event)", got)
+	if got := ro.DurableSeq(); got != 6 {
+		t.Errorf("read-only DurableSeq = %d, want 6 (Close synced the buffered event)", got)
 	}
 	if err := ro.Sync(); !errors.Is(err, ErrReadOnly) {
 		t.Errorf("read-only Sync = %v, want ErrReadOnly", err)
