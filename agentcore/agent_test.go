@@ -800,3 +800,23 @@ func TestStreamedTextFollowsTheRecord(t *testing.T) {
 		})
 	}
 }
+
+// TestAuditSummaryIsDurable: /audit posts the session's record to the
+// chat, so what it lists (a command's result appended buffered while the
+// run goes on) is synced first.
+func TestAuditSummaryIsDurable(t *testing.T) {
+	f := newFixture(t, Config{}, runCmd("echo one"), say("done"))
+	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "go", Dir: f.dir}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.AppendBuffered(t.Context(), store.Event{Session: "s", Type: EvNote, Actor: "bot"}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := f.a.Audit("s", 20)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("Audit = %+v, %v", rows, err)
+	}
+	if durable, last := f.db.DurableSeq(), f.db.LastSeq(); durable != last {
+		t.Errorf("Audit read the chain durable up to seq %d of %d", durable, last)
+	}
+}

@@ -3,6 +3,7 @@ package agentcore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/thinbot/thinbot/store"
@@ -229,7 +230,12 @@ type AuditRow struct {
 // Audit lists the session's last n commands and file reads as the chain
 // recorded them: verdict, who approved, exit code, oldest first. It is what
 // the in-thread /audit command shows; the chain itself stays the record.
+// What it lists goes to the chat, so it first syncs what a running turn
+// appended buffered (store.DB.Sync).
 func (a *Agent) Audit(session string, n int) ([]AuditRow, error) {
+	if err := a.cfg.Store.Sync(); err != nil && !errors.Is(err, store.ErrReadOnly) {
+		return nil, fmt.Errorf("read session %s: %w", session, err)
+	}
 	var rows []*AuditRow
 	byCall := map[string]*AuditRow{}
 	for e, err := range a.cfg.Store.Events(session, 1) {
