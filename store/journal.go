@@ -272,7 +272,7 @@ func rebuildStore(path, journal, boot string, o Options) error {
 	err = eachLine(context.Background(), jf, func(line []byte, complete bool) bool {
 		if problem != "" {
 			// After a bad line: is there a good event of the chain later on?
-			if ev, err := parseLine(line); complete && err == nil && ev.Seq > badSeq {
+			if ev, err := parseLine(line); complete && err == nil && ev.Seq >= badSeq {
 				problem = fmt.Sprintf("%s, yet seq %d follows it", problem, ev.Seq)
 				badSeq = 0
 				return false

@@ -182,6 +182,13 @@ func TestRebuildAfterMachineRestart(t *testing.T) {
 		{"bad line with good ones after it", func(t *testing.T, dir string, j []byte) []byte {
 			return bytes.Replace(j, []byte("message 4"), []byte("message X"), 1)
 		}, ErrAuditMismatch},
+		{"a line repeated, the old store unreadable", func(t *testing.T, dir string, j []byte) []byte {
+			if err := os.WriteFile(filepath.Join(dir, "events.db"), bytes.Repeat([]byte{0xa5}, 1<<16), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			lines := bytes.SplitAfter(j, []byte("\n"))
+			return bytes.Join(append(lines[:9:9], lines[8:]...), nil)
+		}, ErrAuditMismatch},
 		{"last event rewritten with a recomputed hash", func(t *testing.T, dir string, j []byte) []byte {
 			lines := bytes.SplitAfter(j, []byte("\n"))
 			return append(bytes.Join(lines[:9], nil), append(forge(10, hashOf(bytes.TrimSuffix(lines[8], []byte("\n"))), "a"), '\n')...)
