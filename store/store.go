@@ -111,9 +111,10 @@ type DB struct {
 	reqs     chan *request
 	loopDone chan struct{}
 
-	closeMu sync.RWMutex
-	closed  bool
-	closing chan struct{}
+	closeMu   sync.RWMutex
+	closed    bool
+	closing   chan struct{} // closed first by Close
+	closeOnce sync.Once
 
 	notifyMu sync.Mutex
 	notify   chan struct{}
@@ -391,13 +392,16 @@ func (db *DB) DurableSeq() uint64 {
 // accepted, then closes the export and the database file. Appends that
 // arrive later fail with ErrClosed. Close is idempotent.
 func (db *DB) Close() error {
+	// First release appenders waiting for room in the queue (they hold
+	// closeMu's read lock, and the committer may wait for VerifyAudit,
+	// which needs it too).
+	db.closeOnce.Do(func() { close(db.closing) })
 	db.closeMu.Lock()
 	if db.closed {
 		db.closeMu.Unlock()
 		return nil
 	}
 	db.closed = true
-	close(db.closing)
 	db.closeMu.Unlock()
 	if db.reqs != nil {
 		close(db.reqs)
@@ -495,6 +499,9 @@ func (db *DB) append(ctx context.Context, sync bool, evs []Event) ([]Event, erro
 	case <-ctx.Done():
 		db.closeMu.RUnlock()
 		return nil, ctx.Err()
+	case <-db.closing:
+		db.closeMu.RUnlock()
+		return nil, ErrClosed
 	}
 	db.closeMu.RUnlock()
 	<-r.done
