@@ -165,6 +165,11 @@ func (db *DB) Sync() error {
 	}
 	db.auditMu.Lock()
 	defer db.auditMu.Unlock()
+	return db.syncLocked()
+}
+
+// syncLocked is Sync for callers that hold auditMu.
+func (db *DB) syncLocked() error {
 	if db.auditFile == nil {
 		if db.auditPath != "" {
 			return ErrClosed

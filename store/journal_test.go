@@ -380,12 +380,21 @@ func TestAppendBuffered(t *testing.T) {
 	if err != nil || buf[0].Seq != 4 || buf[1].Seq != 5 {
 		t.Fatalf("AppendBuffered = %+v, %v", buf, err)
 	}
-	checkChain(t, db, append(want, buf...))
 	db.auditMu.Lock()
 	synced, written, syncedOff := db.syncedSeq, db.auditSeq, db.syncedOff
 	db.auditMu.Unlock()
 	if synced != 3 || written != 5 || db.Syncs() != 3 {
 		t.Fatalf("after AppendBuffered: synced %d, written %d, %d syncs; want 3, 5, 3", synced, written, db.Syncs())
+	}
+	var read []Event
+	for ev, err := range db.All(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		read = append(read, ev)
+	}
+	if len(read) != 5 || read[4].Hash != buf[1].Hash {
+		t.Fatalf("readers see %d events, want the 5 with the buffered ones", len(read))
 	}
 	// A machine restart now: the old store may have the buffered batch,
 	// the journal lost what was not synced.
@@ -584,4 +593,34 @@ func TestCloseWithoutJournalSync(t *testing.T) {
 	}
 	db2 := openTest(t, dir, nil)
 	checkChain(t, db2, append(want, buf...))
+}
+
+// TestVerifyReportsADurableHead: Verify and VerifyAudit on a running store
+// report a head (LastHash) to anchor, so they sync what AppendBuffered
+// left unsynced: the head they report is never one a machine restart
+// could take back.
+func TestVerifyReportsADurableHead(t *testing.T) {
+	for _, verify := range []struct {
+		name string
+		fn   func(*DB) (Report, error)
+	}{
+		{"Verify", func(db *DB) (Report, error) { return db.Verify(t.Context()) }},
+		{"VerifyAudit", func(db *DB) (Report, error) { return db.VerifyAudit(t.Context()) }},
+	} {
+		t.Run(verify.name, func(t *testing.T) {
+			db := openTest(t, t.TempDir(), nil)
+			fill(t, db, 3)
+			buf, err := db.AppendBuffered(t.Context(), Event{Session: "a", Type: "tool_result"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := verify.fn(db)
+			if err != nil || !rep.OK || rep.LastHash != buf[0].Hash {
+				t.Fatalf("%s = %+v, %v", verify.name, rep, err)
+			}
+			if got := db.DurableSeq(); got != buf[0].Seq {
+				t.Errorf("%s reported head seq %d with the chain durable up to seq %d", verify.name, rep.LastSeq, got)
+			}
+		})
+	}
 }

@@ -92,7 +92,8 @@ func (c *chain) fail(seq uint64, problem string) bool {
 // recorded in the meta bucket (a deleted tail), the per-session index (each
 // event indexed, no entry pointing at nothing) and the session summaries.
 // It reports the first problem; the error is non-nil only if it could not
-// check (closed DB, ctx done, unreadable file). A damaged bbolt page that
+// check (closed DB, ctx done, unreadable file) or, on a writable DB, could
+// not sync the journal so that the reported head is durable. A damaged bbolt page that
 // makes bbolt panic is reported as an error wrapping ErrCorrupt.
 func (db *DB) Verify(ctx context.Context) (rep Report, err error) {
 	defer func() {
@@ -161,6 +162,13 @@ func (db *DB) Verify(ctx context.Context) (rep Report, err error) {
 	})
 	if err != nil {
 		return Report{}, fmt.Errorf("store: verify: %w", err)
+	}
+	// Every event read is in the journal: sync it, so that the head
+	// reported (the value to anchor) is durable.
+	if !db.readOnly {
+		if err := db.Sync(); err != nil {
+			return Report{}, fmt.Errorf("store: verify: %w", err)
+		}
 	}
 	return c.rep, nil
 }
@@ -345,6 +353,12 @@ func (db *DB) VerifyAudit(ctx context.Context) (Report, error) {
 	})
 	if err != nil {
 		return Report{}, fmt.Errorf("store: verify audit: %w", err)
+	}
+	// The head reported (the value to anchor) must be durable.
+	if !db.readOnly {
+		if err := db.syncLocked(); err != nil {
+			return Report{}, fmt.Errorf("store: verify audit: %w", err)
+		}
 	}
 	if c.rep.OK && unindexed > 0 {
 		c.warn(fmt.Sprintf("the journal has %d events past the store's last (seq %d-%d) that continue the chain: a process stopped before the store indexed them, and its next writable open replays them",
