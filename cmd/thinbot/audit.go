@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -126,9 +127,22 @@ func verifyStore(ctx context.Context, e *env, path string) error {
 	if err != nil {
 		return err
 	}
-	if arep.OK {
+	// Warnings of the export's own: lines a process that died left past
+	// the store's end, for the next writable open to replay or cut (the
+	// time warnings of the events both hold were shown with the store).
+	var own []string
+	for _, w := range arep.Warnings {
+		if !slices.Contains(rep.Warnings, w) {
+			own = append(own, w)
+		}
+	}
+	switch {
+	case arep.OK && len(own) == 0 && arep.LastSeq == rep.LastSeq:
 		fmt.Fprintf(e.stdout, "export %s: ok, %d events, identical to the store\n", db.AuditPath(), arep.Events)
-	} else {
+	case arep.OK:
+		fmt.Fprintf(e.stdout, "export %s: ok, %d events\n", db.AuditPath(), arep.Events)
+		printWarnings(e, store.Report{Warnings: own, WarningCount: len(own)})
+	default:
 		fmt.Fprintf(e.stdout, "export %s: BROKEN at seq %d: %s", db.AuditPath(), arep.BadSeq, arep.Problem)
 		if arep.Beyond > 0 && rep.OK {
 			fmt.Fprintf(e.stdout, " (the store has %d events beyond its last good line; 'thinbot audit rebuild' rewrites it)", arep.Beyond)
