@@ -376,9 +376,8 @@ func (db *DB) rebuildAudit(ctx context.Context) error {
 	if err := os.Rename(tmpPath, db.auditPath); err != nil {
 		return fail(err)
 	}
-	if d, err := os.Open(filepath.Dir(db.auditPath)); err == nil {
-		d.Sync()
-		d.Close()
+	if err := syncDir(filepath.Dir(db.auditPath)); err != nil {
+		return fmt.Errorf("store: rebuild: %w", err)
 	}
 	if db.auditFile != nil {
 		db.auditFile.Close()

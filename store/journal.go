@@ -39,9 +39,17 @@ func statePath(path string) string { return path + ".state" }
 // lockState opens (creating) the state file, takes its exclusive lock
 // within timeout and returns it with its contents.
 func lockState(path string, timeout time.Duration) (*os.File, string, error) {
+	_, statErr := os.Lstat(statePath(path))
 	f, err := os.OpenFile(statePath(path), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, "", fmt.Errorf("store: open %s: %w", statePath(path), err)
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		// A new state file: its name must survive a machine restart too.
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			f.Close()
+			return nil, "", fmt.Errorf("store: create %s: %w", statePath(path), err)
+		}
 	}
 	deadline := time.Now().Add(timeout)
 	for {
@@ -64,6 +72,16 @@ func lockState(path string, timeout time.Duration) (*os.File, string, error) {
 		return nil, "", fmt.Errorf("store: read %s: %w", statePath(path), err)
 	}
 	return f, string(b), nil
+}
+
+// syncDir syncs a directory, so that the names created in it are on disk.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // writeState replaces the state file's contents and syncs it. It writes
@@ -135,7 +153,7 @@ func (db *DB) appendJournal(first uint64, lines [][]byte, sync bool) error {
 	if sync {
 		if err := fdatasync(db.auditFile); err != nil {
 			db.cutJournal()
-			return fmt.Errorf("audit journal %s: sync: %w", db.auditPath, err)
+			return db.syncFailed(err)
 		}
 	}
 	db.auditOff += int64(len(buf))
@@ -170,6 +188,9 @@ func (db *DB) Sync() error {
 
 // syncLocked is Sync for callers that hold auditMu.
 func (db *DB) syncLocked() error {
+	if db.failed != nil {
+		return db.failed
+	}
 	if db.auditFile == nil {
 		if db.auditPath != "" {
 			return ErrClosed
@@ -180,11 +201,23 @@ func (db *DB) syncLocked() error {
 		return nil
 	}
 	if err := fdatasync(db.auditFile); err != nil {
-		return fmt.Errorf("store: sync: audit journal %s: %w", db.auditPath, err)
+		return db.syncFailed(err)
 	}
 	db.setSynced(db.auditSeq, db.auditOff)
 	db.syncs.Add(1)
 	return nil
+}
+
+// syncFailed makes a failed journal sync final for this DB: after one, the
+// kernel may have dropped the written pages and cleared the error, so a
+// later sync that succeeds proves nothing. Every later Append fails; the
+// store is left "open", and the next Open checks the journal against it.
+// Callers hold auditMu.
+func (db *DB) syncFailed(err error) error {
+	if db.failed == nil {
+		db.failed = fmt.Errorf("store: audit journal %s: sync failed, nothing more is committed until thinbot restarts: %w", db.auditPath, err)
+	}
+	return db.failed
 }
 
 // cutJournal removes what a failed batch wrote past the journal's end, so
@@ -350,9 +383,8 @@ func rebuildStore(path, journal, boot string, o Options) error {
 	if err := os.Rename(tmpPath, path); err != nil {
 		return fmt.Errorf("store: rebuild: %w", err)
 	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("store: rebuild: %w", err)
 	}
 	o.Logger.Warn("the machine restarted while the store was open: rebuilt it from the audit journal",
 		"path", path, "events", c.rep.LastSeq, "old_file", kept)

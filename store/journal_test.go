@@ -624,3 +624,45 @@ func TestVerifyReportsADurableHead(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedSyncIsFinal: after the journal's sync fails once, nothing more
+// commits (a later sync could succeed although the kernel dropped the
+// pages), Close leaves the store "open", and the next Open recovers what
+// the page cache still had.
+func TestFailedSyncIsFinal(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, dir, nil)
+	want := fill(t, db, 3)
+	buf, err := db.AppendBuffered(t.Context(), Event{Session: "a", Type: "tool_result"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe() // fdatasync on a pipe fails
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	db.auditMu.Lock()
+	real := db.auditFile
+	db.auditFile = w
+	db.auditMu.Unlock()
+	if err := db.Sync(); err == nil {
+		t.Fatal("Sync on a failing journal = nil")
+	}
+	db.auditMu.Lock()
+	db.auditFile = real
+	db.auditMu.Unlock()
+	if err := db.Sync(); err == nil || !strings.Contains(err.Error(), "until thinbot restarts") {
+		t.Errorf("Sync after a failed sync = %v, want the first failure", err)
+	}
+	if _, err := db.Append(t.Context(), Event{Session: "a", Type: "gate_decision"}); err == nil {
+		t.Error("Append after a failed sync committed")
+	}
+	db.Close()
+	if s := readState(t, dir); s != stateOpen+bootID()+"\n" {
+		t.Errorf("state after a failed sync = %q, want it left open", s)
+	}
+	db2 := openTest(t, dir, nil)
+	checkChain(t, db2, append(want, buf...))
+}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -645,50 +644,3 @@ func TestAuditAfterPowerLoss(t *testing.T) {
 	}
 }
 
-// TestCloseWhileVerifyAuditWaitsForCommits: VerifyAudit (the web console's
-// verify tab) holds the export lock, which keeps the committer waiting,
-// and then reads the store. Appenders that find the queue full wait for
-// the committer; Close must not wait for them in a way that also stops
-// VerifyAudit's read, or nothing ever moves again.
-func TestCloseWhileVerifyAuditWaitsForCommits(t *testing.T) {
-	db, err := Open(filepath.Join(t.TempDir(), "events.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.auditMu.Lock() // VerifyAudit has begun
-	var appends sync.WaitGroup
-	for range cap(db.reqs) + 64 {
-		appends.Go(func() { db.Append(context.Background(), Event{Session: "a", Type: "t"}) })
-	}
-	for len(db.reqs) < cap(db.reqs) { // the committer waits, the queue fills
-		runtime.Gosched()
-	}
-	closed := make(chan error, 1)
-	go func() { closed <- db.Close() }()
-	for { // until Close waits for the appenders, or got past them
-		if !db.closeMu.TryRLock() {
-			break
-		}
-		done := db.closed
-		db.closeMu.RUnlock()
-		if done {
-			break
-		}
-		runtime.Gosched()
-	}
-	read := make(chan error, 1)
-	go func() {
-		err := db.view(func(*bolt.Tx) error { return nil }) // VerifyAudit reads the store
-		db.auditMu.Unlock()
-		read <- err
-	}()
-	select {
-	case <-read:
-	case <-time.After(time.Minute):
-		t.Fatal("deadlock: VerifyAudit's read waits for Close, Close for the appenders, they for the committer, it for VerifyAudit")
-	}
-	if err := <-closed; err != nil {
-		t.Error(err)
-	}
-	appends.Wait()
-}
