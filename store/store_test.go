@@ -643,4 +643,3 @@ func TestAuditAfterPowerLoss(t *testing.T) {
 		})
 	}
 }
-
