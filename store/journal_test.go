@@ -22,6 +22,26 @@ func copyFile(t *testing.T, src, dst string) {
 	}
 }
 
+// swapJournal makes f the DB's journal file and returns the one it had.
+func swapJournal(db *DB, f *os.File) *os.File {
+	db.auditMu.Lock()
+	defer db.auditMu.Unlock()
+	old := db.auditFile
+	db.auditFile = f
+	return old
+}
+
+// unsyncable returns a file to write to whose fdatasync fails: a pipe.
+func unsyncable(t *testing.T) *os.File {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return w
+}
+
 // setState writes the state file as a process that had the store open
 // under boot would have left it.
 func setState(t testing.TB, dir, boot string) {
@@ -575,15 +595,7 @@ func TestCloseWithoutJournalSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, w, err := os.Pipe() // fdatasync on a pipe fails
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	db.auditMu.Lock()
-	real := db.auditFile
-	db.auditFile = w
-	db.auditMu.Unlock()
+	real := swapJournal(db, unsyncable(t))
 	defer real.Close()
 	if err := db.Close(); err == nil {
 		t.Error("Close with a failing journal sync = nil")
@@ -637,22 +649,11 @@ func TestFailedSyncIsFinal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, w, err := os.Pipe() // fdatasync on a pipe fails
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
-	db.auditMu.Lock()
-	real := db.auditFile
-	db.auditFile = w
-	db.auditMu.Unlock()
+	real := swapJournal(db, unsyncable(t))
 	if err := db.Sync(); err == nil {
 		t.Fatal("Sync on a failing journal = nil")
 	}
-	db.auditMu.Lock()
-	db.auditFile = real
-	db.auditMu.Unlock()
+	swapJournal(db, real)
 	if err := db.Sync(); err == nil || !strings.Contains(err.Error(), "until thinbot restarts") {
 		t.Errorf("Sync after a failed sync = %v, want the first failure", err)
 	}
