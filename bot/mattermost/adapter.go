@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mattermost/mattermost/server/public/model"
+
 	"github.com/thinbot/thinbot/bot"
 )
 
@@ -56,7 +58,8 @@ type Adapter struct {
 	cfg    Config
 	log    *slog.Logger
 	client *apiClient
-	wsURL  string
+	wsURL  string // the event WebSocket's URL
+	wsBase string // wsURL without model.APIURLSuffix + "/websocket"
 
 	running   atomic.Bool
 	connected atomic.Bool
@@ -134,9 +137,12 @@ func New(cfg Config) (*Adapter, error) {
 	if inner == nil {
 		inner = http.DefaultTransport
 	}
-	hc.Transport = &retryTransport{base: inner, log: log, maxRetries: 3, maxWait: time.Minute}
-
-	client := &apiClient{base: base.String() + apiPath, token: cfg.Token, hc: hc}
+	hc.Transport = &limitTransport{
+		base:    &retryTransport{base: inner, log: log, maxRetries: 3, maxWait: time.Minute},
+		apiPath: strings.TrimRight(base.Path, "/") + model.APIURLSuffix,
+		token:   cfg.Token,
+	}
+	client := newAPIClient(base.String(), cfg.Token, hc)
 
 	ws := *base
 	if ws.Scheme == "https" {
@@ -144,7 +150,9 @@ func New(cfg Config) (*Adapter, error) {
 	} else {
 		ws.Scheme = "ws"
 	}
-	ws.Path = strings.TrimRight(ws.Path, "/") + apiPath + "/websocket"
+	ws.Path = strings.TrimRight(ws.Path, "/")
+	wsBase := ws.String()
+	ws.Path += model.APIURLSuffix + "/websocket"
 
 	cfg.ActionSecret = append([]byte(nil), cfg.ActionSecret...)
 	return &Adapter{
@@ -152,6 +160,7 @@ func New(cfg Config) (*Adapter, error) {
 		log:      log,
 		client:   client,
 		wsURL:    ws.String(),
+		wsBase:   wsBase,
 		users:    make(map[string]string),
 		inflight: make(map[string]*lookup),
 		failed:   make(map[string]time.Time),
@@ -232,10 +241,10 @@ func (a *Adapter) me(ctx context.Context) (id, name string, err error) {
 		return "", "", err
 	}
 	a.mu.Lock()
-	a.botID, a.botName = u.ID, u.Username
+	a.botID, a.botName = u.Id, u.Username
 	a.mu.Unlock()
-	a.log.Info("mattermost login", "user_id", u.ID, "username", u.Username, "server_version", version)
-	return u.ID, u.Username, nil
+	a.log.Info("mattermost login", "user_id", u.Id, "username", u.Username, "server_version", version)
+	return u.Id, u.Username, nil
 }
 
 // userName resolves a user id to a username through a small cache. It
@@ -381,12 +390,15 @@ func (a *Adapter) CheckChannel(ctx context.Context, id string) error {
 	if err != nil {
 		var ae *APIError
 		if errors.As(err, &ae) && ae.Status == http.StatusForbidden {
-			return fmt.Errorf("mattermost: the bot cannot see channel %s: it is private and the bot is not a member (add @%s to the channel)", id, botName)
+			// Mattermost answers 403 when the bot is not in the channel,
+			// public or private, and when there is no such channel: it
+			// may read the members of its own channels only.
+			return fmt.Errorf("mattermost: the bot is not a member of channel %s (or of its team), or there is no such channel: add @%s to the team (Main Menu > Add Members to Team), then to the channel (/invite @%s in it)", id, botName, botName)
 		}
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("mattermost: the bot is not a member of channel %s, or there is no such channel (add @%s to the channel: /invite @%s)", id, botName, botName)
+		return fmt.Errorf("mattermost: the bot is not a member of channel %s, or there is no such channel: add @%s to the team (Main Menu > Add Members to Team), then to the channel (/invite @%s in it)", id, botName, botName)
 	}
 	return nil
 }
@@ -407,7 +419,7 @@ func (a *Adapter) ChannelID(ctx context.Context, name string) (string, error) {
 	var ids []string
 	for _, c := range channels {
 		if c.Name == name || strings.EqualFold(c.DisplayName, name) {
-			ids = append(ids, c.ID)
+			ids = append(ids, c.Id)
 		}
 	}
 	switch len(ids) {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mattermost/mattermost/server/public/model"
+
 	"github.com/thinbot/thinbot/bot"
 	"github.com/thinbot/thinbot/tests/fakemattermost"
 )
@@ -382,7 +384,7 @@ func TestCallbackRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var out actionResponse
+		var out model.PostActionIntegrationResponse
 		json.NewDecoder(resp.Body).Decode(&out)
 		return resp.StatusCode, out.EphemeralText
 	}
@@ -650,5 +652,33 @@ func TestRevokedToken(t *testing.T) {
 	}
 	if strings.Contains(e.logs.String(), e.mm.Bot.Token) {
 		t.Error("the bot token appears in the logs")
+	}
+}
+
+// TestCheckChannelNotMember: Mattermost answers 403 for a public channel
+// the bot is not in (seen on 6.7.2), not only for a private one; the error
+// must not call the channel private, and must say to add the bot to the
+// team first (a new bot is in no team, and /invite refuses it then).
+func TestCheckChannelNotMember(t *testing.T) {
+	e := newEnv(t, nil)
+	public := e.mm.AddChannel("public", e.alice.ID) // the bot is not a member
+	private := e.mm.AddPrivateChannel("secret", e.alice.ID)
+	for _, id := range []string{public, private, "nosuchchannel"} {
+		err := e.a.CheckChannel(t.Context(), id)
+		if err == nil {
+			t.Fatalf("CheckChannel(%s) = nil, want an error", id)
+		}
+		msg := err.Error()
+		for _, want := range []string{"the bot is not a member of channel " + id, "add @thinbot to the team", "/invite @thinbot"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("CheckChannel(%s) = %q, want it to contain %q", id, msg, want)
+			}
+		}
+		if strings.Contains(msg, "private") {
+			t.Errorf("CheckChannel(%s) = %q calls the channel private", id, msg)
+		}
+	}
+	if err := e.a.CheckChannel(t.Context(), e.ch); err != nil {
+		t.Errorf("CheckChannel of the bot's own channel = %v", err)
 	}
 }

@@ -7,19 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
+
+	"github.com/mattermost/mattermost/server/public/model"
 )
 
-// apiPath is the REST API's path under the server's base URL.
-const apiPath = "/api/v4"
-
-// Limits on what the client reads from a response.
+// Limits on what the client reads from a response. limitTransport applies
+// them below model.Client4, which reads whole bodies.
 const (
-	// maxErrorBody caps the error body read for its AppError JSON.
+	// maxErrorBody caps the body of an answer that is not a success (an
+	// AppError, a proxy's page).
 	maxErrorBody = 64 << 10
 	// maxPostsAnswer caps a catch-up page (GET /channels/{id}/posts): up
 	// to 1000 posts of up to 16383 runes each.
@@ -33,299 +32,161 @@ const (
 	maxErrorText = 200
 )
 
-// apiClient is a small client for the Mattermost REST API v4: the calls the
-// adapter makes and the fields it reads, over net/http and encoding/json.
-// Every failure is an *APIError; the token is sent in the Authorization
-// header only and never appears in an error.
+// errorTextHeader is where limitTransport leaves, in the response's
+// in-memory header, the shortened and redacted text of an error body that
+// is not AppError JSON: model.Client4 keeps the header (model.Response)
+// but puts the whole body into its error. It is never sent anywhere.
+const errorTextHeader = "X-Thinbot-Error-Text"
+
+// apiClient is model.Client4 for the calls the adapter makes. Each method
+// turns a failure into an *APIError (status, AppError id, message and
+// request id, never the token); Client4's own error text, which holds a
+// whole error body, is dropped.
 type apiClient struct {
-	base  string // server base URL + apiPath, without a trailing slash
+	c4    *model.Client4
 	token string
-	hc    *http.Client
 }
 
-// user is the part of Mattermost's User the adapter reads.
-type user struct {
-	ID       string `json:"id"`
-	Username string `json:"username"`
-}
-
-// team is the part of Mattermost's Team the adapter reads.
-type team struct {
-	ID string `json:"id"`
-}
-
-// channel is the part of Mattermost's Channel the adapter reads. Type is
-// "O" (open), "P" (private), "D" (direct) or "G" (group).
-type channel struct {
-	ID          string `json:"id"`
-	Name        string `json:"name"`
-	DisplayName string `json:"display_name"`
-	Type        string `json:"type"`
-}
-
-// channelTypeDirect is the Type of a direct-message channel.
-const channelTypeDirect = "D"
-
-// post is the part of Mattermost's Post the adapter reads, from the API
-// and from "posted" events alike.
-type post struct {
-	ID        string    `json:"id"`
-	CreateAt  int64     `json:"create_at"`
-	DeleteAt  int64     `json:"delete_at"`
-	UserID    string    `json:"user_id"`
-	ChannelID string    `json:"channel_id"`
-	RootID    string    `json:"root_id"`
-	Message   string    `json:"message"`
-	Type      string    `json:"type"` // "" for a user's post; system posts have a type
-	Props     postProps `json:"props"`
-}
-
-// postProps are the props the adapter reads. Mattermost sets them to the
-// string "true"; anything else (absent, false, a number) means no.
-type postProps struct {
-	FromBot     any `json:"from_bot"`
-	FromWebhook any `json:"from_webhook"`
-}
-
-// fromBot reports whether a bot or an incoming webhook made the post.
-func (p *post) fromBot() bool {
-	return p.Props.FromBot == "true" || p.Props.FromWebhook == "true"
-}
-
-// newPost is the body of POST /posts.
-type newPost struct {
-	ChannelID string         `json:"channel_id"`
-	RootID    string         `json:"root_id,omitempty"`
-	Message   string         `json:"message"`
-	FileIDs   []string       `json:"file_ids,omitempty"`
-	Props     map[string]any `json:"props,omitempty"`
-}
-
-// postPatch is the body of PUT /posts/{id}/patch: the fields given replace
-// the post's, props as a whole.
-type postPatch struct {
-	Message *string         `json:"message,omitempty"`
-	Props   *map[string]any `json:"props,omitempty"`
-}
-
-// postList is the answer of GET /channels/{id}/posts.
-type postList struct {
-	Order []string         `json:"order"`
-	Posts map[string]*post `json:"posts"`
-}
-
-// fileInfo is the part of Mattermost's FileInfo the adapter reads.
-type fileInfo struct {
-	ID string `json:"id"`
-}
-
-// uploadResult is the answer of POST /files.
-type uploadResult struct {
-	FileInfos []fileInfo `json:"file_infos"`
-}
-
-// postAction is an interactive button (Mattermost's PostAction, the fields
-// thinbot sets).
-type postAction struct {
-	ID          string             `json:"id,omitempty"`
-	Type        string             `json:"type,omitempty"`
-	Name        string             `json:"name,omitempty"`
-	Style       string             `json:"style,omitempty"`
-	Integration *actionIntegration `json:"integration,omitempty"`
-}
-
-// actionIntegration is where Mattermost posts a button's click, and the
-// context it passes along (Mattermost's PostActionIntegration).
-type actionIntegration struct {
-	URL     string         `json:"url,omitempty"`
-	Context map[string]any `json:"context,omitempty"`
-}
-
-// postActionTypeButton is the Type of a button action.
-const postActionTypeButton = "button"
-
-// appError is the JSON body of Mattermost's error answers.
-type appError struct {
-	ID         string `json:"id"`
-	Message    string `json:"message"`
-	RequestID  string `json:"request_id"`
-	StatusCode int    `json:"status_code"`
+// newAPIClient returns a Client4 for base (scheme, host and path, no
+// trailing slash) that uses hc, whose transport must be a limitTransport.
+func newAPIClient(base, token string, hc *http.Client) *apiClient {
+	c4 := model.NewAPIv4Client(base)
+	c4.HTTPClient = hc
+	c4.SetToken(token)
+	return &apiClient{c4: c4, token: token}
 }
 
 // getMe returns the token's user and the server's version (from
 // X-Version-Id, "" if absent).
-func (c *apiClient) getMe(ctx context.Context) (user, string, error) {
-	var u user
-	h, err := c.do(ctx, "get me", http.MethodGet, "/users/me", nil, nil, "", &u, maxObjectAnswer)
+func (c *apiClient) getMe(ctx context.Context) (*model.User, string, error) {
+	u, resp, err := c.c4.GetMe(ctx, "")
 	if err != nil {
-		return user{}, "", err
+		return nil, "", c.apiError("get me", resp, err)
 	}
-	return u, h.Get("X-Version-Id"), nil
+	return u, resp.ServerVersion, nil
 }
 
-func (c *apiClient) getUser(ctx context.Context, id string) (user, error) {
-	var u user
-	_, err := c.do(ctx, "get user", http.MethodGet, "/users/"+url.PathEscape(id), nil, nil, "", &u, maxObjectAnswer)
-	return u, err
+func (c *apiClient) getUser(ctx context.Context, id string) (*model.User, error) {
+	u, resp, err := c.c4.GetUser(ctx, id, "")
+	if err != nil {
+		return nil, c.apiError("get user", resp, err)
+	}
+	return u, nil
 }
 
-func (c *apiClient) getTeamsForUser(ctx context.Context, userID string) ([]team, error) {
-	var ts []team
-	_, err := c.do(ctx, "get teams", http.MethodGet, "/users/"+url.PathEscape(userID)+"/teams", nil, nil, "", &ts, maxListAnswer)
-	return ts, err
+func (c *apiClient) getTeamsForUser(ctx context.Context, userID string) ([]*model.Team, error) {
+	ts, resp, err := c.c4.GetTeamsForUser(ctx, userID, "")
+	if err != nil {
+		return nil, c.apiError("get teams", resp, err)
+	}
+	return ts, nil
 }
 
-func (c *apiClient) getChannelsForTeamForUser(ctx context.Context, teamID, userID string) ([]channel, error) {
-	var chs []channel
-	path := "/users/" + url.PathEscape(userID) + "/teams/" + url.PathEscape(teamID) + "/channels"
-	_, err := c.do(ctx, "get channels of team "+teamID, http.MethodGet, path, url.Values{"include_deleted": {"false"}}, nil, "", &chs, maxListAnswer)
-	return chs, err
+func (c *apiClient) getChannelsForTeamForUser(ctx context.Context, teamID, userID string) ([]*model.Channel, error) {
+	chs, resp, err := c.c4.GetChannelsForTeamForUser(ctx, teamID, userID, false, "")
+	if err != nil {
+		return nil, c.apiError("get channels of team "+teamID, resp, err)
+	}
+	return chs, nil
 }
 
-func (c *apiClient) getChannelsForUser(ctx context.Context, userID string) ([]channel, error) {
-	var chs []channel
-	path := "/users/" + url.PathEscape(userID) + "/channels"
-	_, err := c.do(ctx, "get channels", http.MethodGet, path, url.Values{"last_delete_at": {"0"}}, nil, "", &chs, maxListAnswer)
-	return chs, err
+func (c *apiClient) getChannelsForUser(ctx context.Context, userID string) ([]*model.Channel, error) {
+	chs, resp, err := c.c4.GetChannelsForUserWithLastDeleteAt(ctx, userID, 0)
+	if err != nil {
+		return nil, c.apiError("get channels", resp, err)
+	}
+	return chs, nil
 }
 
 // getChannelMember succeeds if userID is a member of channelID.
 func (c *apiClient) getChannelMember(ctx context.Context, channelID, userID string) error {
-	path := "/channels/" + url.PathEscape(channelID) + "/members/" + url.PathEscape(userID)
-	_, err := c.do(ctx, "get channel member", http.MethodGet, path, nil, nil, "", nil, maxObjectAnswer)
-	return err
+	_, resp, err := c.c4.GetChannelMember(ctx, channelID, userID, "")
+	if err != nil {
+		return c.apiError("get channel member", resp, err)
+	}
+	return nil
 }
 
 // getPostsSince lists the posts of a channel changed after since (Unix ms).
-func (c *apiClient) getPostsSince(ctx context.Context, channelID string, since int64) (postList, error) {
-	var l postList
-	q := url.Values{"since": {strconv.FormatInt(since, 10)}, "collapsedThreads": {"false"}}
-	_, err := c.do(ctx, "get posts since", http.MethodGet, "/channels/"+url.PathEscape(channelID)+"/posts", q, nil, "", &l, maxPostsAnswer)
-	return l, err
-}
-
-func (c *apiClient) createPost(ctx context.Context, p newPost) (post, error) {
-	body, err := json.Marshal(p)
+func (c *apiClient) getPostsSince(ctx context.Context, channelID string, since int64) (*model.PostList, error) {
+	l, resp, err := c.c4.GetPostsSince(ctx, channelID, since, false)
 	if err != nil {
-		return post{}, &APIError{Op: "create post", Err: err}
+		return nil, c.apiError("get posts since", resp, err)
 	}
-	var out post
-	_, err = c.do(ctx, "create post", http.MethodPost, "/posts", nil, body, "application/json", &out, maxObjectAnswer)
-	return out, err
+	return l, nil
 }
 
-func (c *apiClient) patchPost(ctx context.Context, id string, p postPatch) error {
-	body, err := json.Marshal(p)
+func (c *apiClient) createPost(ctx context.Context, p *model.Post) (*model.Post, error) {
+	out, resp, err := c.c4.CreatePost(ctx, p)
 	if err != nil {
-		return &APIError{Op: "patch post", Err: err}
+		return nil, c.apiError("create post", resp, err)
 	}
-	_, err = c.do(ctx, "patch post", http.MethodPut, "/posts/"+url.PathEscape(id)+"/patch", nil, body, "application/json", nil, maxObjectAnswer)
-	return err
+	return out, nil
 }
 
-// uploadFile uploads one file into a channel, as multipart/form-data with
-// channel_id before the file (the server reads the stream in order), and
-// returns the new file ids.
+func (c *apiClient) patchPost(ctx context.Context, id string, p *model.PostPatch) error {
+	_, resp, err := c.c4.PatchPost(ctx, id, p)
+	if err != nil {
+		return c.apiError("patch post", resp, err)
+	}
+	return nil
+}
+
+// uploadFile uploads one file into a channel (multipart/form-data with
+// channel_id before the file, as the server reads the stream in order)
+// and returns the new file ids.
 func (c *apiClient) uploadFile(ctx context.Context, channelID, name string, data []byte) ([]string, error) {
-	var buf bytes.Buffer
-	w := multipart.NewWriter(&buf)
-	if err := w.WriteField("channel_id", channelID); err != nil {
-		return nil, &APIError{Op: "upload file", Err: err}
-	}
-	part, err := w.CreateFormFile("files", name)
+	res, resp, err := c.c4.UploadFile(ctx, data, channelID, name)
 	if err != nil {
-		return nil, &APIError{Op: "upload file", Err: err}
-	}
-	part.Write(data) // a bytes.Buffer does not fail
-	if err := w.Close(); err != nil {
-		return nil, &APIError{Op: "upload file", Err: err}
-	}
-	var res uploadResult
-	if _, err := c.do(ctx, "upload file", http.MethodPost, "/files", nil, buf.Bytes(), w.FormDataContentType(), &res, maxObjectAnswer); err != nil {
-		return nil, err
+		return nil, c.apiError("upload file", resp, err)
 	}
 	ids := make([]string, 0, len(res.FileInfos))
 	for _, fi := range res.FileInfos {
-		ids = append(ids, fi.ID)
+		if fi != nil {
+			ids = append(ids, fi.Id)
+		}
 	}
 	return ids, nil
 }
 
-// do sends one request with the bot's token and decodes a 2xx answer's JSON
-// of at most limit bytes into out (if not nil). Any other answer becomes an
-// *APIError carrying the status and the AppError's id, message and request
-// id. body is sent from memory, so the rate-limit retry can replay it. do
-// returns the answer's headers.
-func (c *apiClient) do(ctx context.Context, op, method, path string, query url.Values, body []byte, contentType string, out any, limit int64) (http.Header, error) {
-	u := c.base + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
+// apiError turns a Client4 failure into an *APIError. resp is nil when no
+// answer arrived (err is then the transport's, which names the method and
+// URL: no secret, New refuses URLs with credentials). A non-success
+// answer is a redirect (named, not followed), an AppError, or a body that
+// is not one (limitTransport's shortened, redacted text). A success whose
+// body does not decode is a decode error, "larger than N MiB" if it hit
+// its cap.
+func (c *apiClient) apiError(op string, resp *model.Response, err error) *APIError {
+	e := &APIError{Op: op}
+	if resp == nil {
+		e.Err = err
+		return e
 	}
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
-		return nil, &APIError{Op: op, Err: err}
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Accept", "application/json")
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		// A *url.Error names the method and URL, which hold no secret.
-		return nil, &APIError{Op: op, Err: err}
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.Header, c.responseError(op, resp)
-	}
-	if out == nil {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody)) // lets the connection be reused
-		return resp.Header, nil
-	}
-	lr := &io.LimitedReader{R: resp.Body, N: limit}
-	if err := json.NewDecoder(lr).Decode(out); err != nil {
-		if lr.N == 0 {
-			err = fmt.Errorf("the answer is larger than %d MiB", limit>>20)
+	e.Status, e.RequestID = resp.StatusCode, resp.RequestId
+	if resp.StatusCode < 300 {
+		var big *tooLargeError
+		if errors.As(err, &big) {
+			err = big
 		}
-		return resp.Header, &APIError{Op: op, Status: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id"),
-			Err: fmt.Errorf("decode response: %w", err)}
-	}
-	return resp.Header, nil
-}
-
-// responseError turns a failed answer into an *APIError. A body that is not
-// an AppError (a proxy's page, a plain-text 429) goes into the error
-// shortened, with the token removed (before shortening) should the server
-// have echoed it.
-func (c *apiClient) responseError(op string, resp *http.Response) *APIError {
-	e := &APIError{Op: op, Status: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id")}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	if err != nil {
-		e.Err = fmt.Errorf("read error body: %w", err)
+		e.Err = fmt.Errorf("decode response: %w", err)
 		return e
 	}
-	if loc, err := resp.Location(); err == nil && resp.StatusCode >= 300 && resp.StatusCode < 400 {
-		e.Err = fmt.Errorf("redirected to %s://%s%s, which thinbot does not follow: set the server url to the address Mattermost answers at",
-			loc.Scheme, loc.Host, loc.Path)
-		return e
+	if resp.StatusCode < 400 {
+		if loc, perr := url.Parse(resp.Header.Get("Location")); perr == nil && loc.Path+loc.Host != "" {
+			e.Err = fmt.Errorf("redirected to %s://%s%s, which thinbot does not follow: set the server url to the address Mattermost answers at",
+				loc.Scheme, loc.Host, loc.Path)
+			return e
+		}
 	}
-	var ae appError
-	if json.Unmarshal(data, &ae) == nil && (ae.ID != "" || ae.Message != "") {
-		e.ID, e.Message = c.redact(ae.ID), c.redact(ae.Message)
+	var ae *model.AppError
+	if errors.As(err, &ae) && (ae.Id != "" || ae.Message != "") {
+		e.ID, e.Message = c.redact(ae.Id), c.redact(ae.Message)
 		if e.RequestID == "" {
-			e.RequestID = ae.RequestID
+			e.RequestID = c.redact(ae.RequestId)
 		}
 		return e
 	}
-	text := c.redact(strings.TrimSpace(strings.ToValidUTF8(string(data), "?")))
-	if len(text) > maxErrorText {
-		text = strings.ToValidUTF8(text[:maxErrorText], "") + "…"
-	}
+	text := resp.Header.Get(errorTextHeader)
 	if text == "" {
 		text = http.StatusText(resp.StatusCode)
 	}
@@ -334,9 +195,107 @@ func (c *apiClient) responseError(op string, resp *http.Response) *APIError {
 }
 
 // redact removes the token from text the server sent.
-func (c *apiClient) redact(s string) string {
-	if c.token == "" {
+func (c *apiClient) redact(s string) string { return redact(s, c.token) }
+
+func redact(s, token string) string {
+	if token == "" {
 		return s
 	}
-	return strings.ReplaceAll(s, c.token, "[token]")
+	return strings.ReplaceAll(s, token, "[token]")
 }
+
+// limitTransport caps what model.Client4 can read of an answer, which it
+// reads whole: a success's body by what the call can hold
+// (answerLimit), any other answer's body at maxErrorBody, read here at
+// once with the token removed should the server have echoed it (the body
+// then goes into Client4's error). The text of an error body that is not
+// AppError JSON, shortened, is left in errorTextHeader.
+type limitTransport struct {
+	base    http.RoundTripper
+	apiPath string // the API's path on the server, e.g. /mm/api/v4
+	token   string
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		limit := answerLimit(req.Method, strings.TrimPrefix(req.URL.Path, t.apiPath))
+		resp.Body = &cappedBody{rc: resp.Body, left: limit + 1, limit: limit}
+		return resp, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read error body: %w", err)
+	}
+	if t.token != "" {
+		data = bytes.ReplaceAll(data, []byte(t.token), []byte("[token]"))
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	resp.ContentLength = int64(len(data))
+	resp.Header.Del(errorTextHeader)
+	var ae model.AppError
+	if json.Unmarshal(data, &ae) != nil || (ae.Id == "" && ae.Message == "") {
+		text := strings.TrimSpace(strings.ToValidUTF8(string(data), "?"))
+		if len(text) > maxErrorText {
+			text = strings.ToValidUTF8(text[:maxErrorText], "") + "…"
+		}
+		if text != "" {
+			resp.Header.Set(errorTextHeader, text)
+		}
+	}
+	return resp, nil
+}
+
+// answerLimit is the most a successful answer to method path (under the
+// API path) may hold.
+func answerLimit(method, path string) int64 {
+	if method != http.MethodGet {
+		return maxObjectAnswer
+	}
+	s := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(s) == 3 && s[0] == "channels" && s[2] == "posts":
+		return maxPostsAnswer
+	case len(s) == 3 && s[0] == "users" && (s[2] == "teams" || s[2] == "channels"),
+		len(s) == 5 && s[0] == "users" && s[2] == "teams" && s[4] == "channels":
+		return maxListAnswer
+	}
+	return maxObjectAnswer
+}
+
+// tooLargeError is what a cappedBody returns past its limit.
+type tooLargeError struct{ limit int64 }
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("the answer is larger than %d MiB", e.limit>>20)
+}
+
+// cappedBody reads at most limit bytes of rc; one byte more is a
+// *tooLargeError.
+type cappedBody struct {
+	rc    io.ReadCloser
+	left  int64 // limit+1 minus what was read
+	limit int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, &tooLargeError{limit: b.limit}
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	if b.left <= 0 {
+		return n - 1, &tooLargeError{limit: b.limit}
+	}
+	return n, err
+}
+
+func (b *cappedBody) Close() error { return b.rc.Close() }

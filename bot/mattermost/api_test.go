@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mattermost/mattermost/server/public/model"
+
 	"github.com/thinbot/thinbot/bot"
 )
 
@@ -112,36 +114,49 @@ func TestAPIRequestsAndAnswers(t *testing.T) {
 	c, _ := s.client(t, nil)
 
 	me, version, err := c.getMe(ctx)
-	if err != nil || me.ID != "b1" || me.Username != "thinbot" || version != "9.11.0.9.11.0.abc.true" {
+	if err != nil || me.Id != "b1" || me.Username != "thinbot" || version != "9.11.0.9.11.0.abc.true" {
 		t.Errorf("getMe = %+v, %q, %v", me, version, err)
 	}
 	if u, err := c.getUser(ctx, "u1"); err != nil || u.Username != "alice" {
 		t.Errorf("getUser = %+v, %v", u, err)
 	}
-	if ts, err := c.getTeamsForUser(ctx, "b1"); err != nil || len(ts) != 1 || ts[0].ID != "t1" {
+	if ts, err := c.getTeamsForUser(ctx, "b1"); err != nil || len(ts) != 1 || ts[0].Id != "t1" {
 		t.Errorf("getTeamsForUser = %+v, %v", ts, err)
 	}
 	chs, err := c.getChannelsForTeamForUser(ctx, "t1", "b1")
-	if err != nil || len(chs) != 2 || chs[0] != (channel{ID: "c1", Name: "ops", DisplayName: "Ops Room", Type: "O"}) || chs[1].Type != channelTypeDirect {
+	if err != nil || len(chs) != 2 || chs[0].Id != "c1" || chs[0].Name != "ops" || chs[0].DisplayName != "Ops Room" ||
+		chs[0].Type != model.ChannelTypeOpen || chs[1].Type != model.ChannelTypeDirect {
 		t.Errorf("getChannelsForTeamForUser = %+v, %v", chs, err)
 	}
-	if chs, err := c.getChannelsForUser(ctx, "b1"); err != nil || len(chs) != 1 || chs[0].Type != "P" {
+	if chs, err := c.getChannelsForUser(ctx, "b1"); err != nil || len(chs) != 1 || chs[0].Type != model.ChannelTypePrivate {
 		t.Errorf("getChannelsForUser = %+v, %v", chs, err)
 	}
 	if err := c.getChannelMember(ctx, "c1", "u1"); err != nil {
 		t.Errorf("getChannelMember = %v", err)
 	}
-	list, err := c.getPostsSince(ctx, "c1", 1700000000000)
-	want := post{ID: "p1", CreateAt: 1700000000123, UserID: "b1", ChannelID: "c1", RootID: "r1", Message: "hello", Props: postProps{FromBot: "true"}}
-	if err != nil || len(list.Posts) != 1 || *list.Posts["p1"] != want || !list.Posts["p1"].fromBot() {
-		t.Errorf("getPostsSince = %+v, %v", list, err)
+	checkPost := func(what string, p *model.Post) {
+		t.Helper()
+		if p == nil || p.Id != "p1" || p.CreateAt != 1700000000123 || p.UserId != "b1" || p.ChannelId != "c1" || p.RootId != "r1" ||
+			p.Message != "hello" || p.DeleteAt != 0 || p.Type != "" || !fromBot(p) {
+			t.Errorf("%s = %+v", what, p)
+		}
 	}
-	props := map[string]any{"attachments": []attachment{}}
-	if p, err := c.createPost(ctx, newPost{ChannelID: "c1", RootID: "r1", Message: "hello", FileIDs: []string{"f1"}, Props: props}); err != nil || p != want {
-		t.Errorf("createPost = %+v, %v", p, err)
+	list, err := c.getPostsSince(ctx, "c1", 1700000000000)
+	if err != nil || len(list.Posts) != 1 || len(list.Order) != 1 {
+		t.Errorf("getPostsSince = %+v, %v", list, err)
+	} else {
+		checkPost("getPostsSince", list.Posts["p1"])
+	}
+	props := model.StringInterface{"attachments": []attachment{}}
+	np := &model.Post{ChannelId: "c1", RootId: "r1", Message: "hello", FileIds: model.StringArray{"f1"}}
+	np.SetProps(props)
+	if p, err := c.createPost(ctx, np); err != nil {
+		t.Errorf("createPost: %v", err)
+	} else {
+		checkPost("createPost", p)
 	}
 	msg := "edited"
-	if err := c.patchPost(ctx, "p1", postPatch{Message: &msg, Props: &props}); err != nil {
+	if err := c.patchPost(ctx, "p1", &model.PostPatch{Message: &msg, Props: &props}); err != nil {
 		t.Errorf("patchPost = %v", err)
 	}
 	if ids, err := c.uploadFile(ctx, "c1", "out.txt", []byte("hello\n")); err != nil || len(ids) != 1 || ids[0] != "f9" {
@@ -156,8 +171,8 @@ func TestAPIRequestsAndAnswers(t *testing.T) {
 		{"GET", "/api/v4/users/b1/channels", "last_delete_at=0", "", ""},
 		{"GET", "/api/v4/channels/c1/members/u1", "", "", ""},
 		{"GET", "/api/v4/channels/c1/posts", "collapsedThreads=false&since=1700000000000", "", ""},
-		{"POST", "/api/v4/posts", "", "application/json", `{"channel_id":"c1","root_id":"r1","message":"hello","file_ids":["f1"],"props":{"attachments":[]}}`},
-		{"PUT", "/api/v4/posts/p1/patch", "", "application/json", `{"message":"edited","props":{"attachments":[]}}`},
+		{"POST", "/api/v4/posts", "", "", `{"channel_id":"c1","root_id":"r1","message":"hello","file_ids":["f1"],"props":{"attachments":[]}}`},
+		{"PUT", "/api/v4/posts/p1/patch", "", "", `{"message":"edited","props":{"attachments":[]}}`},
 		{"POST", "/api/v4/files", "", "multipart/form-data", ""},
 	}
 	reqs := s.requests()
@@ -169,11 +184,17 @@ func TestAPIRequestsAndAnswers(t *testing.T) {
 		if r.Method != w.method || r.Path != w.path || r.RawQuery != w.query || !strings.HasPrefix(r.ContentType, w.contentType) {
 			t.Errorf("request %d = %s %s?%s (%s), want %s %s?%s (%s)", i, r.Method, r.Path, r.RawQuery, r.ContentType, w.method, w.path, w.query, w.contentType)
 		}
-		if r.Auth != "Bearer "+apiTestToken {
+		// Client4 sends "BEARER"; Mattermost reads the scheme
+		// case-insensitively.
+		if !strings.EqualFold(r.Auth, "Bearer "+apiTestToken) {
 			t.Errorf("request %d: Authorization %q", i, r.Auth)
 		}
-		if w.body != "" && string(r.Body) != w.body {
-			t.Errorf("request %d: body %s, want %s", i, r.Body, w.body)
+		if w.body != "" {
+			// model.Post and model.PostPatch send every field; the ones
+			// that matter must carry what the adapter set.
+			if !jsonSubset(t, w.body, r.Body) {
+				t.Errorf("request %d: body %s, want the fields of %s", i, r.Body, w.body)
+			}
 		}
 	}
 
@@ -198,6 +219,27 @@ func TestAPIRequestsAndAnswers(t *testing.T) {
 	if len(parts) != 2 || parts[0] != "channel_id||c1" || parts[1] != "files|out.txt|hello\n" {
 		t.Errorf("multipart parts = %q", parts)
 	}
+}
+
+// jsonSubset reports whether every field of the JSON object want is in the
+// JSON object got with the same value.
+func jsonSubset(t *testing.T, want string, got []byte) bool {
+	t.Helper()
+	var w, g map[string]any
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatal(err)
+	}
+	if json.Unmarshal(got, &g) != nil {
+		return false
+	}
+	for k, v := range w {
+		wv, _ := json.Marshal(v)
+		gv, _ := json.Marshal(g[k])
+		if string(wv) != string(gv) {
+			return false
+		}
+	}
+	return true
 }
 
 // The JSON of a button is the PostAction JSON Mattermost reads.
@@ -236,7 +278,7 @@ func TestAPIErrors(t *testing.T) {
 		{"long html", answer(http.StatusBadGateway, "<html>"+strings.Repeat("x", 5000)+"</html>"), 502, "", "", "<html>xxx"},
 		{"echoed token in text", func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "bad header: "+r.Header.Get("Authorization"), http.StatusBadRequest)
-		}, 400, "", "", "bad header: Bearer [token]"},
+		}, 400, "", "", "bad header: BEARER [token]"}, // Client4 sends BEARER
 		{"echoed token in app error", func(w http.ResponseWriter, r *http.Request) {
 			answer(http.StatusUnauthorized, `{"id":"api.context.session_expired.app_error","message":"Invalid session `+apiTestToken+`","status_code":401}`)(w, r)
 		}, 401, "api.context.session_expired.app_error", "", "Invalid session [token]"},
@@ -264,6 +306,54 @@ func TestAPIErrors(t *testing.T) {
 				t.Errorf("Error() leaks the token or is too long: %q", msg)
 			}
 		})
+	}
+}
+
+// TestAnswerLimits: each call's answer is capped by what it can hold, a
+// list of channels well above one object's cap (a bot in hundreds of
+// channels), one user or post far below a catch-up page's.
+func TestAnswerLimits(t *testing.T) {
+	for _, tt := range []struct {
+		method, path string
+		want         int64
+	}{
+		{"GET", "/users/me", maxObjectAnswer},
+		{"GET", "/users/u1", maxObjectAnswer},
+		{"GET", "/users/b1/teams", maxListAnswer},
+		{"GET", "/users/b1/channels", maxListAnswer},
+		{"GET", "/users/b1/teams/t1/channels", maxListAnswer},
+		{"GET", "/channels/c1/posts", maxPostsAnswer},
+		{"GET", "/channels/c1/members/u1", maxObjectAnswer},
+		{"POST", "/posts", maxObjectAnswer},
+		{"PUT", "/posts/p1/patch", maxObjectAnswer},
+		{"POST", "/files", maxObjectAnswer},
+		{"POST", "/channels/c1/posts", maxObjectAnswer},
+	} {
+		if got := answerLimit(tt.method, tt.path); got != tt.want {
+			t.Errorf("answerLimit(%s %s) = %d MiB, want %d MiB", tt.method, tt.path, got>>20, tt.want>>20)
+		}
+	}
+
+	// Through New's client, on a server under a path: a 5 MiB list of
+	// teams is read, a 5 MiB user is refused.
+	big := strings.Repeat("a", 5<<20)
+	s := newWireServer(t,
+		answer(http.StatusOK, `[{"id":"t1","display_name":"`+big+`"}]`),
+		answer(http.StatusOK, `{"id":"u1","username":"`+big+`"}`))
+	logs := &syncBuffer{}
+	a, err := New(Config{URL: s.URL + "/mm", Token: apiTestToken, CallbackURL: "http://127.0.0.1:1/cb",
+		ActionSecret: testSecret, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts, err := a.client.getTeamsForUser(t.Context(), "b1"); err != nil || len(ts) != 1 || ts[0].Id != "t1" {
+		t.Errorf("5 MiB list of teams: %d teams, %v", len(ts), err)
+	}
+	if _, err := a.client.getUser(t.Context(), "u1"); err == nil || !strings.Contains(err.Error(), "larger than 4 MiB") {
+		t.Errorf("5 MiB user: err = %v, want larger than 4 MiB", err)
+	}
+	if reqs := s.requests(); len(reqs) != 2 || reqs[0].Path != "/mm/api/v4/users/b1/teams" {
+		t.Errorf("requests = %+v", reqs)
 	}
 }
 
@@ -307,7 +397,7 @@ func TestAPIRateLimit(t *testing.T) {
 	// The retry replays the body: both attempts carry the same post.
 	s := newWireServer(t, limited("Retry-After", "0"), limited("X-Ratelimit-Reset", "0"), answer(http.StatusCreated, wirePost))
 	c, logs := s.client(t, nil)
-	if _, err := c.createPost(t.Context(), newPost{ChannelID: "c1", Message: "hello"}); err != nil {
+	if _, err := c.createPost(t.Context(), &model.Post{ChannelId: "c1", Message: "hello"}); err != nil {
 		t.Fatal(err)
 	}
 	reqs := s.requests()
@@ -315,7 +405,8 @@ func TestAPIRateLimit(t *testing.T) {
 		t.Fatalf("%d requests, want 3", len(reqs))
 	}
 	for _, r := range reqs {
-		if string(r.Body) != `{"channel_id":"c1","message":"hello"}` || r.Auth != "Bearer "+apiTestToken {
+		if !jsonSubset(t, `{"channel_id":"c1","message":"hello"}`, r.Body) || string(r.Body) != string(reqs[0].Body) ||
+			!strings.EqualFold(r.Auth, "Bearer "+apiTestToken) {
 			t.Errorf("attempt sent %s with %q", r.Body, r.Auth)
 		}
 	}
@@ -326,7 +417,7 @@ func TestAPIRateLimit(t *testing.T) {
 	// After three retries the 429 is the answer.
 	s = newWireServer(t, limited("Retry-After", "0"), limited("Retry-After", "0"), limited("Retry-After", "0"), limited("Retry-After", "0"))
 	c, _ = s.client(t, nil)
-	_, err := c.createPost(t.Context(), newPost{ChannelID: "c1", Message: "hello"})
+	_, err := c.createPost(t.Context(), &model.Post{ChannelId: "c1", Message: "hello"})
 	var ae *APIError
 	if !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests || !strings.Contains(err.Error(), "limit exceeded") {
 		t.Errorf("err = %v, want an APIError 429", err)
@@ -334,20 +425,38 @@ func TestAPIRateLimit(t *testing.T) {
 }
 
 // A hung server: the request ends with the caller's context, or with the
-// client's timeout, and the error says so.
+// client's timeout, and the error says so. Every wait is bounded, so a
+// request that never arrives or never ends fails the test instead of
+// hanging it.
 func TestAPICancelAndTimeout(t *testing.T) {
-	hang := func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
+	arrived := make(chan struct{}, 1)
+	hang := func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+		case <-time.After(30 * time.Second):
+		}
+	}
 
 	s := newWireServer(t, hang)
 	c, _ := s.client(t, nil)
 	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	noRequest := make(chan struct{})
 	go func() {
-		for len(s.requests()) == 0 {
-			time.Sleep(time.Millisecond)
+		select {
+		case <-arrived:
+		case <-time.After(10 * time.Second):
+			close(noRequest)
 		}
 		cancel()
 	}()
 	_, err := c.getUser(ctx, "u1")
+	select {
+	case <-noRequest:
+		t.Fatalf("the request did not reach the server within 10s (err = %v)", err)
+	default:
+	}
 	var ae *APIError
 	if !errors.Is(err, context.Canceled) || !errors.As(err, &ae) || ae.Op != "get user" {
 		t.Errorf("cancelled: err = %v", err)
@@ -355,9 +464,11 @@ func TestAPICancelAndTimeout(t *testing.T) {
 
 	s = newWireServer(t, hang)
 	c, _ = s.client(t, &http.Client{Timeout: 50 * time.Millisecond})
-	_, err = c.getUser(t.Context(), "u1")
+	ctx, cancel = context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err = c.getUser(ctx, "u1")
 	var ne interface{ Timeout() bool }
-	if !errors.As(err, &ne) || !ne.Timeout() || strings.Contains(err.Error(), apiTestToken) {
-		t.Errorf("timed out: err = %v", err)
+	if ctx.Err() != nil || !errors.As(err, &ne) || !ne.Timeout() || strings.Contains(err.Error(), apiTestToken) {
+		t.Errorf("timed out: err = %v (the client's 50ms timeout, not the test's 10s)", err)
 	}
 }

@@ -4,39 +4,13 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/mattermost/mattermost/server/public/model"
+
 	"github.com/thinbot/thinbot/bot"
 )
 
 // maxCallbackBody caps the JSON Mattermost posts to the integration URL.
 const maxCallbackBody = 64 << 10
-
-// actionRequest is what Mattermost posts to a button's integration URL
-// (Mattermost's PostActionIntegrationRequest). user_name exists on newer
-// servers only.
-type actionRequest struct {
-	UserID    string         `json:"user_id"`
-	UserName  string         `json:"user_name"`
-	ChannelID string         `json:"channel_id"`
-	TeamID    string         `json:"team_id"`
-	PostID    string         `json:"post_id"`
-	TriggerID string         `json:"trigger_id"`
-	Type      string         `json:"type"`
-	Context   map[string]any `json:"context"`
-}
-
-// actionResponse is the integration response
-// (Mattermost's PostActionIntegrationResponse): Update replaces the clicked post's
-// message and props; EphemeralText is shown to the clicker only.
-type actionResponse struct {
-	Update           *updatedPost `json:"update,omitempty"`
-	EphemeralText    string       `json:"ephemeral_text,omitempty"`
-	SkipSlackParsing bool         `json:"skip_slack_parsing,omitempty"`
-}
-
-type updatedPost struct {
-	Message string         `json:"message"`
-	Props   map[string]any `json:"props"`
-}
 
 // CallbackHandler returns the handler for Config.CallbackURL; cmd mounts it
 // at that URL's path on thinbot's HTTP listener. It verifies each button
@@ -54,53 +28,58 @@ func (a *Adapter) serveCallback(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	var req actionRequest
+	// Mattermost's PostActionIntegrationRequest; user_name exists on
+	// newer servers only.
+	var req model.PostActionIntegrationRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxCallbackBody))
 	if err := dec.Decode(&req); err != nil {
 		a.log.Warn("mattermost callback refused: bad body", "remote", r.RemoteAddr, "err", err)
-		writeAction(w, http.StatusBadRequest, actionResponse{EphemeralText: "This button request could not be read."})
+		writeAction(w, http.StatusBadRequest, model.PostActionIntegrationResponse{EphemeralText: "This button request could not be read."})
 		return
 	}
 	str := func(k string) string { s, _ := req.Context[k].(string); return s }
 	value, action, root, mac := str(ctxValue), str(ctxAction), str(ctxRoot), str(ctxMAC)
-	if req.UserID == "" || req.ChannelID == "" || req.PostID == "" || mac == "" ||
-		!a.validMAC(req.ChannelID, root, value, action, mac) {
+	if req.UserId == "" || req.ChannelId == "" || req.PostId == "" || mac == "" ||
+		!a.validMAC(req.ChannelId, root, value, action, mac) {
 		a.log.Warn("mattermost callback refused: bad signature", "remote", r.RemoteAddr,
-			"user_id", req.UserID, "channel_id", req.ChannelID, "post_id", req.PostID)
-		writeAction(w, http.StatusForbidden, actionResponse{EphemeralText: "This button is not valid: it was not made by this bot."})
+			"user_id", req.UserId, "channel_id", req.ChannelId, "post_id", req.PostId)
+		writeAction(w, http.StatusForbidden, model.PostActionIntegrationResponse{EphemeralText: "This button is not valid: it was not made by this bot."})
 		return
 	}
 	box := a.handler.Load()
 	if box == nil {
-		writeAction(w, http.StatusServiceUnavailable, actionResponse{EphemeralText: "The bot is not running; try again in a moment."})
+		writeAction(w, http.StatusServiceUnavailable, model.PostActionIntegrationResponse{EphemeralText: "The bot is not running; try again in a moment."})
 		return
 	}
 	name := req.UserName
 	if name == "" {
-		name = a.userName(r.Context(), req.UserID)
+		name = a.userName(r.Context(), req.UserId)
 	} else {
-		a.rememberUser(req.UserID, name)
+		a.rememberUser(req.UserId, name)
 	}
-	thread := bot.Thread{Platform: Platform, Channel: req.ChannelID, Root: root}
+	thread := bot.Thread{Platform: Platform, Channel: req.ChannelId, Root: root}
 	if thread.Root == "" {
-		thread.Root = req.PostID // the button post started the thread
+		thread.Root = req.PostId // the button post started the thread
 	}
 	res := box.h.HandleClick(r.Context(), bot.Click{
 		Thread:   thread,
-		PostID:   req.PostID,
+		PostID:   req.PostId,
 		ActionID: action,
 		Value:    value,
-		User:     bot.User{ID: req.UserID, Name: name},
+		User:     bot.User{ID: req.UserId, Name: name},
 	})
-	out := actionResponse{EphemeralText: res.Ephemeral, SkipSlackParsing: true}
+	out := model.PostActionIntegrationResponse{EphemeralText: res.Ephemeral, SkipSlackParsing: true}
 	if res.Update != nil {
 		text, _ := fitText(res.Update.Text, updateTruncatedNotice)
-		out.Update = &updatedPost{Message: text, Props: a.props(req.ChannelID, root, *res.Update)}
+		// Mattermost replaces the clicked post's message and props with
+		// these (UpdatePost); the other fields are not read.
+		out.Update = &model.Post{Message: text}
+		out.Update.SetProps(a.props(req.ChannelId, root, *res.Update))
 	}
 	writeAction(w, http.StatusOK, out)
 }
 
-func writeAction(w http.ResponseWriter, status int, res actionResponse) {
+func writeAction(w http.ResponseWriter, status int, res model.PostActionIntegrationResponse) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(res)

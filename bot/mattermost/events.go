@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/mattermost/mattermost/server/public/model"
 
 	"github.com/thinbot/thinbot/bot"
 )
@@ -58,83 +60,80 @@ type runState struct {
 	lastPost int64
 }
 
-// Names and values of the WebSocket protocol.
-const (
-	eventPosted         = "posted"
-	eventHello          = "hello"
-	actionAuthChallenge = "authentication_challenge"
-	statusOK            = "OK"
-)
-
-// wsFrame is one frame of the Mattermost WebSocket: an event (Event set)
-// or a reply to a request we sent (SeqReply set). parseFrame decodes it in
-// one pass, data included: Data has the fields of the one event the
-// adapter reads, "posted".
-type wsFrame struct {
-	Event    string     `json:"event"`
-	Data     postedData `json:"data"`
-	Status   string     `json:"status"`
-	SeqReply int64      `json:"seq_reply"`
-	Error    *struct {
-		ID      string `json:"id"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// postedData is the data of a "posted" event. post and mentions are JSON
-// documents encoded as strings.
-type postedData struct {
-	ChannelType string `json:"channel_type"`
-	Post        string `json:"post"`
-	SenderName  string `json:"sender_name"`
-	Mentions    string `json:"mentions"`
-}
-
-// parseFrame decodes one WebSocket frame. Other events than "posted" may
-// carry data fields of the same names with other types; a type error is an
-// error for a "posted" event only (the others' data is not read).
-func parseFrame(b []byte) (wsFrame, error) {
-	var f wsFrame
-	err := json.Unmarshal(b, &f)
-	var te *json.UnmarshalTypeError
-	if err != nil && f.Event != eventPosted && errors.As(err, &te) {
-		err = nil
-	}
-	if err != nil {
-		return f, fmt.Errorf("websocket frame: %w", err)
-	}
-	return f, nil
-}
-
 // incoming is a post with what the adapter knows about its channel.
 type incoming struct {
-	post        *post
-	channelType string
+	post        *model.Post
+	channelType model.ChannelType
 	senderName  string
 	mentions    []string
 }
 
-// parse decodes the post and mentions of a "posted" event, each a JSON
-// document in a string.
-func (d *postedData) parse() (incoming, error) {
-	var p post
-	if err := json.Unmarshal([]byte(d.Post), &p); err != nil {
+// parsePosted reads the data of a "posted" event: the post and the
+// mentions are JSON documents in strings.
+func parsePosted(ev *model.WebSocketEvent) (incoming, error) {
+	data := ev.GetData()
+	postJSON, ok := data["post"].(string)
+	if !ok {
+		return incoming{}, errors.New("posted event: no post")
+	}
+	var p model.Post
+	if err := json.Unmarshal([]byte(postJSON), &p); err != nil {
 		return incoming{}, fmt.Errorf("posted event: post: %w", err)
 	}
-	if p.ID == "" || p.ChannelID == "" {
+	if p.Id == "" || p.ChannelId == "" {
 		return incoming{}, errors.New("posted event: post without id or channel_id")
 	}
+	channelType, _ := data["channel_type"].(string)
+	sender, _ := data["sender_name"].(string)
 	in := incoming{
 		post:        &p,
-		channelType: d.ChannelType,
-		senderName:  strings.TrimPrefix(d.SenderName, "@"),
+		channelType: model.ChannelType(channelType),
+		senderName:  strings.TrimPrefix(sender, "@"),
 	}
-	if d.Mentions != "" {
-		if err := json.Unmarshal([]byte(d.Mentions), &in.mentions); err != nil {
-			return incoming{}, fmt.Errorf("posted event: mentions: %w", err)
+	switch m := data["mentions"].(type) {
+	case nil:
+	case string:
+		if m != "" {
+			if err := json.Unmarshal([]byte(m), &in.mentions); err != nil {
+				return incoming{}, fmt.Errorf("posted event: mentions: %w", err)
+			}
 		}
+	default:
+		return incoming{}, errors.New("posted event: mentions is not a string")
 	}
 	return in, nil
+}
+
+// fromBot reports whether a bot or an incoming webhook made the post.
+// Mattermost sets these props to the string "true".
+func fromBot(p *model.Post) bool {
+	return p.GetProp(model.PostPropsFromBot) == "true" || p.GetProp(model.PostPropsFromWebhook) == "true"
+}
+
+// dial opens the event WebSocket with model.WebSocketClient, which sends
+// the authentication challenge at once. The dial ends with ctx (the
+// client's own dial takes no context, so the TCP connection is closed
+// when ctx ends), follows no redirect, and the token travels only in the
+// challenge.
+func (a *Adapter) dial(ctx context.Context) (*model.WebSocketClient, error) {
+	d := &websocket.Dialer{
+		HandshakeTimeout: authTimeout,
+		Proxy:            http.ProxyFromEnvironment,
+		NetDialContext: func(_ context.Context, network, addr string) (net.Conn, error) {
+			var nd net.Dialer
+			c, err := nd.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			context.AfterFunc(ctx, func() { c.Close() })
+			return c, nil
+		},
+	}
+	ws, err := model.NewWebSocketClient4WithDialer(d, a.wsBase, a.cfg.Token)
+	if err != nil {
+		return nil, fmt.Errorf("mattermost: websocket dial: %w", err)
+	}
+	return ws, nil
 }
 
 // session runs one WebSocket connection: connect, authenticate, catch up,
@@ -145,26 +144,35 @@ func (a *Adapter) session(ctx context.Context, h bot.Handler, st *runState) (con
 	if err != nil {
 		return false, err
 	}
-	dialer := websocket.Dialer{HandshakeTimeout: authTimeout, Proxy: http.ProxyFromEnvironment}
-	conn, resp, err := dialer.DialContext(ctx, a.wsURL, nil)
-	if resp != nil && resp.Body != nil {
-		resp.Body.Close()
-	}
+	// Ending sctx closes the connection (see dial).
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ws, err := a.dial(sctx)
 	if err != nil {
-		status := 0
-		if resp != nil {
-			status = resp.StatusCode
-		}
-		return false, fmt.Errorf("mattermost: websocket dial (HTTP %d): %w", status, err)
+		return false, err
 	}
-	defer conn.Close()
+	conn := ws.Conn
+	// Before Listen starts the client's reader: the frame cap, and the
+	// read deadline that pongs, pings and frames extend.
 	conn.SetReadLimit(maxFrame)
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
+	extend := func() { conn.SetReadDeadline(time.Now().Add(readTimeout)) }
+	conn.SetPongHandler(func(string) error { extend(); return nil })
+	clientPing := conn.PingHandler()
+	conn.SetPingHandler(func(data string) error { extend(); return clientPing(data) })
+	conn.SetReadDeadline(time.Now().Add(authTimeout))
+	ws.Listen()
+	done := make(chan struct{})
+	defer func() {
+		close(done)
+		cancel()
+		drain(ws)
+	}()
 
-	if err := a.authenticate(conn); err != nil {
+	if err := a.authenticate(sctx, ws); err != nil {
 		return false, a.checkToken(ctx, err)
 	}
+	extend()
+	go pingLoop(conn, done)
 	connectedAt := time.Now().UnixMilli()
 	if st.floor == 0 {
 		st.floor = connectedAt - floorSlack.Milliseconds()
@@ -172,18 +180,6 @@ func (a *Adapter) session(ctx context.Context, h bot.Handler, st *runState) (con
 	a.connected.Store(true)
 	defer a.connected.Store(false)
 	a.log.Info("mattermost websocket connected")
-
-	frames := make(chan wsFrame, 256)
-	readErr := make(chan error, 1)
-	done := make(chan struct{})
-	go a.readFrames(conn, frames, readErr)
-	go pingLoop(conn, done)
-	defer func() {
-		close(done)
-		conn.Close()
-		for range frames { // wait for the reader to stop
-		}
-	}()
 
 	if st.catchupFrom > 0 {
 		from := st.catchupFrom
@@ -199,59 +195,107 @@ func (a *Adapter) session(ctx context.Context, h bot.Handler, st *runState) (con
 	st.strict = false
 	st.catchupFrom = max(connectedAt, st.lastPost)
 
-	for f := range frames {
-		if f.Event != eventPosted {
-			continue
+	for {
+		select {
+		case ev, ok := <-ws.EventChannel:
+			if !ok {
+				if ctx.Err() != nil {
+					return true, ctx.Err()
+				}
+				return true, listenError(ws)
+			}
+			extend()
+			if ev.EventType() != model.WebsocketEventPosted {
+				continue
+			}
+			in, err := parsePosted(ev)
+			if err != nil {
+				a.log.Warn("mattermost: bad posted event", "err", err)
+				continue
+			}
+			a.deliver(ctx, h, st, botID, botName, in)
+			st.catchupFrom = max(st.catchupFrom, st.lastPost)
+		case <-ws.ResponseChannel:
+			extend()
+		case <-ws.PingTimeoutChannel:
+			// The client's watchdog: no ping from the server for a
+			// while. Liveness is checked by pingLoop and the read
+			// deadline; this channel is only kept from filling up.
 		}
-		in, err := f.Data.parse()
-		if err != nil {
-			a.log.Warn("mattermost: bad posted event", "err", err)
-			continue
-		}
-		a.deliver(ctx, h, st, botID, botName, in)
-		st.catchupFrom = max(st.catchupFrom, st.lastPost)
 	}
-	if ctx.Err() != nil {
-		return true, ctx.Err()
-	}
-	return true, <-readErr
 }
 
-// authenticate answers the server's authentication challenge on a fresh
-// connection and waits for the OK (or the hello event).
-func (a *Adapter) authenticate(conn *websocket.Conn) error {
-	conn.SetWriteDeadline(time.Now().Add(authTimeout))
-	challenge := map[string]any{
-		"seq":    1,
-		"action": actionAuthChallenge,
-		"data":   map[string]string{"token": a.cfg.Token},
+// listenError is why the client's reader stopped; call it only once
+// EventChannel is closed.
+func listenError(ws *model.WebSocketClient) error {
+	if ws.ListenError != nil {
+		return fmt.Errorf("mattermost: websocket read: %w", ws.ListenError)
 	}
-	if err := conn.WriteJSON(challenge); err != nil {
-		return fmt.Errorf("mattermost: websocket auth: %w", err)
+	return errors.New("mattermost: websocket read: connection closed")
+}
+
+// drain closes the connection and reads the client's channels until its
+// reader has stopped. model.WebSocketClient.Close is not used: a ping
+// read while it runs makes the reader send on the closed write channel
+// (a panic); closing the connection ends the reader, whose own cleanup
+// stops the client's goroutines. The reader and the ping watchdog may be
+// blocked on a full channel, hence the reads.
+func drain(ws *model.WebSocketClient) {
+	ws.Conn.Close()
+	events, responses := ws.EventChannel, ws.ResponseChannel
+	for events != nil || responses != nil {
+		select {
+		case _, ok := <-events:
+			if !ok {
+				events = nil
+			}
+		case _, ok := <-responses:
+			if !ok {
+				responses = nil
+			}
+		case <-ws.PingTimeoutChannel:
+		}
 	}
-	conn.SetWriteDeadline(time.Time{})
-	conn.SetReadDeadline(time.Now().Add(authTimeout))
-	defer conn.SetReadDeadline(time.Time{})
+	select {
+	case <-ws.PingTimeoutChannel:
+	default:
+	}
+}
+
+// authenticate waits for the reply to the authentication challenge the
+// client sent (sequence 1), or the hello event.
+func (a *Adapter) authenticate(ctx context.Context, ws *model.WebSocketClient) error {
+	t := time.NewTimer(authTimeout)
+	defer t.Stop()
 	for {
-		_, data, err := conn.ReadMessage()
-		if err != nil {
-			return fmt.Errorf("mattermost: websocket auth: %w", err)
-		}
-		m, err := parseFrame(data)
-		if err != nil {
-			continue // not a frame we understand; the reply is still to come
-		}
-		switch {
-		case m.Event == eventHello:
-			return nil
-		case m.SeqReply == 1 && m.Status == statusOK:
-			return nil
-		case m.SeqReply == 1:
-			msg := m.Status
-			if m.Error != nil {
-				msg = m.Error.ID + ": " + m.Error.Message
+		select {
+		case ev, ok := <-ws.EventChannel:
+			if !ok {
+				return fmt.Errorf("mattermost: websocket auth: %w", listenError(ws))
+			}
+			if ev.EventType() == model.WebsocketEventHello {
+				return nil
+			}
+		case r, ok := <-ws.ResponseChannel:
+			if !ok {
+				continue // EventChannel closes too
+			}
+			if r.SeqReply != 1 {
+				continue
+			}
+			if r.Status == model.StatusOk {
+				return nil
+			}
+			msg := r.Status
+			if r.Error != nil {
+				msg = r.Error.Id + ": " + r.Error.Message
 			}
 			return fmt.Errorf("mattermost: websocket: %w: %s", errAuth, a.client.redact(msg))
+		case <-ws.PingTimeoutChannel:
+		case <-t.C:
+			return errors.New("mattermost: websocket auth: no answer to the authentication challenge")
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }
@@ -274,41 +318,9 @@ func (a *Adapter) checkToken(ctx context.Context, err error) error {
 	return err
 }
 
-// readFrames reads and decodes frames until the connection fails, then
-// reports the error and closes frames.
-func (a *Adapter) readFrames(conn *websocket.Conn, frames chan<- wsFrame, readErr chan<- error) {
-	defer close(frames)
-	extend := func(string) error { return conn.SetReadDeadline(time.Now().Add(readTimeout)) }
-	conn.SetPongHandler(extend)
-	conn.SetPingHandler(func(data string) error {
-		extend(data)
-		err := conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(10*time.Second))
-		if errors.Is(err, websocket.ErrCloseSent) {
-			return nil
-		}
-		return err
-	})
-	extend("")
-	for {
-		_, data, err := conn.ReadMessage()
-		if err != nil {
-			readErr <- fmt.Errorf("mattermost: websocket read: %w", err)
-			return
-		}
-		extend("")
-		m, err := parseFrame(data)
-		if err != nil {
-			if m.Event == eventPosted {
-				a.log.Warn("mattermost: bad posted event", "err", err)
-			}
-			continue // not an event we understand; the server sends only JSON
-		}
-		frames <- m
-	}
-}
-
 // pingLoop pings the server until done is closed, so a dead connection is
 // noticed within readTimeout even when the server sends nothing.
+// WriteControl may run beside the client's writer.
 func pingLoop(conn *websocket.Conn, done <-chan struct{}) {
 	t := time.NewTicker(pingInterval)
 	defer t.Stop()
@@ -333,14 +345,14 @@ func (a *Adapter) catchUp(ctx context.Context, h bot.Handler, st *runState, botI
 	}
 	var posts []incoming
 	for _, ch := range channels {
-		list, err := a.client.getPostsSince(ctx, ch.ID, from)
+		list, err := a.client.getPostsSince(ctx, ch.Id, from)
 		if err != nil {
 			// One unreadable channel must not block the others.
-			a.log.Warn("mattermost catch-up failed for channel", "channel_id", ch.ID, "err", err)
+			a.log.Warn("mattermost catch-up failed for channel", "channel_id", ch.Id, "err", err)
 			continue
 		}
 		if len(list.Posts) >= postsSinceLimit {
-			a.log.Warn("mattermost catch-up hit the server's page limit; older missed posts are skipped", "channel_id", ch.ID, "posts", len(list.Posts))
+			a.log.Warn("mattermost catch-up hit the server's page limit; older missed posts are skipped", "channel_id", ch.Id, "posts", len(list.Posts))
 		}
 		for _, p := range list.Posts {
 			if p == nil || p.CreateAt <= from || p.DeleteAt != 0 {
@@ -356,7 +368,7 @@ func (a *Adapter) catchUp(ctx context.Context, h bot.Handler, st *runState, botI
 			}
 			return 1
 		}
-		return strings.Compare(x.post.ID, y.post.ID)
+		return strings.Compare(x.post.Id, y.post.Id)
 	})
 	a.log.Info("mattermost catch-up", "since", time.UnixMilli(from).UTC().Format(time.RFC3339), "channels", len(channels), "posts", len(posts))
 	for _, in := range posts {
@@ -371,23 +383,26 @@ func (a *Adapter) catchUp(ctx context.Context, h bot.Handler, st *runState, botI
 // memberChannels lists the channels (direct ones included) the bot is a
 // member of, over every team it belongs to. A bot in no team falls back to
 // GET /users/{id}/channels, which servers before 6.2 may lack.
-func (a *Adapter) memberChannels(ctx context.Context, botID string) ([]channel, error) {
+func (a *Adapter) memberChannels(ctx context.Context, botID string) ([]*model.Channel, error) {
 	teams, err := a.client.getTeamsForUser(ctx, botID)
 	if err != nil {
 		return nil, err
 	}
-	var out []channel
+	var out []*model.Channel
 	seen := make(map[string]bool)
-	add := func(chs []channel) {
+	add := func(chs []*model.Channel) {
 		for _, c := range chs {
-			if c.ID != "" && !seen[c.ID] {
-				seen[c.ID] = true
+			if c != nil && c.Id != "" && !seen[c.Id] {
+				seen[c.Id] = true
 				out = append(out, c)
 			}
 		}
 	}
 	for _, t := range teams {
-		chs, err := a.client.getChannelsForTeamForUser(ctx, t.ID, botID)
+		if t == nil {
+			continue
+		}
+		chs, err := a.client.getChannelsForTeamForUser(ctx, t.Id, botID)
 		if err != nil {
 			return nil, err
 		}
@@ -413,36 +428,36 @@ func (a *Adapter) deliver(ctx context.Context, h bot.Handler, st *runState, botI
 	p := in.post
 	st.lastPost = max(st.lastPost, p.CreateAt)
 	switch {
-	case p.UserID == botID: // never answer ourselves
+	case p.UserId == botID: // never answer ourselves
 		return
 	case p.Type != "": // system messages: joins, header changes, ...
 		return
 	case p.DeleteAt != 0:
 		return
 	}
-	if !st.seen.Add(p.ID) {
+	if !st.seen.Add(p.Id) {
 		return
 	}
 	name := in.senderName
 	if name != "" {
-		a.rememberUser(p.UserID, name)
+		a.rememberUser(p.UserId, name)
 	} else {
-		name = a.userNameSoon(ctx, p.UserID, nameWait)
+		name = a.userNameSoon(ctx, p.UserId, nameWait)
 	}
-	direct := in.channelType == channelTypeDirect
+	direct := in.channelType == model.ChannelTypeDirect
 	text, byName := stripMention(p.Message, botName)
-	root := p.RootID
+	root := p.RootId
 	if root == "" {
-		root = p.ID
+		root = p.Id
 	}
 	m := bot.Message{
-		Thread:    bot.Thread{Platform: Platform, Channel: p.ChannelID, Root: root},
-		ID:        p.ID,
-		User:      bot.User{ID: p.UserID, Name: name},
+		Thread:    bot.Thread{Platform: Platform, Channel: p.ChannelId, Root: root},
+		ID:        p.Id,
+		User:      bot.User{ID: p.UserId, Name: name},
 		Text:      text,
 		Mentioned: byName || direct || slices.Contains(in.mentions, botID),
 		Direct:    direct,
-		FromBot:   p.fromBot(),
+		FromBot:   fromBot(p),
 		Time:      time.UnixMilli(p.CreateAt),
 	}
 	h.HandleMessage(ctx, m)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/mattermost/mattermost/server/public/model"
 
 	"github.com/thinbot/thinbot/bot"
 )
@@ -36,10 +37,10 @@ func wsServer(t *testing.T, token string, serve func(*websocket.Conn)) *httptest
 			Action string            `json:"action"`
 			Data   map[string]string `json:"data"`
 		}
-		if err := conn.ReadJSON(&req); err != nil || req.Action != actionAuthChallenge || req.Data["token"] != token {
+		if err := conn.ReadJSON(&req); err != nil || req.Action != string(model.WebsocketAuthenticationChallenge) || req.Data["token"] != token {
 			return // as Mattermost does with a bad token: close
 		}
-		conn.WriteJSON(map[string]any{"status": statusOK, "seq_reply": req.Seq})
+		conn.WriteJSON(map[string]any{"status": model.StatusOk, "seq_reply": req.Seq})
 		serve(conn)
 	})
 	srv := httptest.NewServer(mux)

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/mattermost/mattermost/server/public/model"
+
 	"github.com/thinbot/thinbot/bot"
 )
 
@@ -21,7 +23,7 @@ func (a *Adapter) Post(ctx context.Context, t bot.Thread, p bot.Post) (string, e
 		return "", errors.New("mattermost: post: thread has no channel")
 	}
 	text, cut := fitText(p.Text, truncatedNotice)
-	var fileIDs []string
+	var fileIDs model.StringArray
 	upload := func(f bot.File) error {
 		name := f.Name
 		if name == "" {
@@ -44,15 +46,15 @@ func (a *Adapter) Post(ctx context.Context, t bot.Thread, p bot.Post) (string, e
 			return "", err
 		}
 	}
-	np := newPost{ChannelID: t.Channel, RootID: t.Root, Message: text, FileIDs: fileIDs}
+	np := &model.Post{ChannelId: t.Channel, RootId: t.Root, Message: text, FileIds: fileIDs}
 	if len(p.Buttons) > 0 {
-		np.Props = a.props(t.Channel, t.Root, p)
+		np.SetProps(a.props(t.Channel, t.Root, p))
 	}
 	created, err := a.client.createPost(ctx, np)
 	if err != nil {
 		return "", err
 	}
-	return created.ID, nil
+	return created.Id, nil
 }
 
 // Update replaces the text and buttons of the bot's post postID in t. The
@@ -60,7 +62,7 @@ func (a *Adapter) Post(ctx context.Context, t bot.Thread, p bot.Post) (string, e
 func (a *Adapter) Update(ctx context.Context, t bot.Thread, postID string, p bot.Post) error {
 	text, _ := fitText(p.Text, updateTruncatedNotice)
 	props := a.props(t.Channel, t.Root, p)
-	return a.client.patchPost(ctx, postID, postPatch{Message: &text, Props: &props})
+	return a.client.patchPost(ctx, postID, &model.PostPatch{Message: &text, Props: &props})
 }
 
 // IsMember reports whether userID is a member of channel. A user or channel
@@ -76,32 +78,34 @@ func (a *Adapter) IsMember(ctx context.Context, channel, userID string) (bool, e
 	return true, nil
 }
 
-// attachment is the part of a Slack-style message attachment thinbot uses.
+// attachment is the part of a message attachment (model.MessageAttachment)
+// thinbot sets: the model type has no omitempty, so a post would carry
+// fifteen empty fields for every attachment.
 type attachment struct {
-	Fallback string       `json:"fallback,omitempty"`
-	Text     string       `json:"text,omitempty"`
-	Actions  []postAction `json:"actions"`
+	Fallback string              `json:"fallback,omitempty"`
+	Text     string              `json:"text,omitempty"`
+	Actions  []*model.PostAction `json:"actions"`
 }
 
 // props builds a post's props: one attachment holding p's buttons, or an
 // empty attachment list (which removes earlier buttons) when p has none.
-func (a *Adapter) props(channel, root string, p bot.Post) map[string]any {
+func (a *Adapter) props(channel, root string, p bot.Post) model.StringInterface {
 	if len(p.Buttons) == 0 {
-		return map[string]any{"attachments": []attachment{}}
+		return model.StringInterface{"attachments": []attachment{}}
 	}
-	actions := make([]postAction, 0, len(p.Buttons))
+	actions := make([]*model.PostAction, 0, len(p.Buttons))
 	used := make(map[string]bool)
 	for i, b := range p.Buttons {
 		style := b.Style
 		if style == "" {
 			style = "default"
 		}
-		actions = append(actions, postAction{
-			ID:    actionID(b.ID, i, used),
-			Type:  postActionTypeButton,
+		actions = append(actions, &model.PostAction{
+			Id:    actionID(b.ID, i, used),
+			Type:  model.PostActionTypeButton,
 			Name:  b.Label,
 			Style: style,
-			Integration: &actionIntegration{
+			Integration: &model.PostActionIntegration{
 				URL: a.cfg.CallbackURL,
 				Context: map[string]any{
 					ctxValue:  p.Value,
@@ -112,7 +116,7 @@ func (a *Adapter) props(channel, root string, p bot.Post) map[string]any {
 			},
 		})
 	}
-	return map[string]any{"attachments": []attachment{{Fallback: "buttons", Actions: actions}}}
+	return model.StringInterface{"attachments": []attachment{{Fallback: "buttons", Actions: actions}}}
 }
 
 // actionID derives Mattermost's action id from a button id. Mattermost

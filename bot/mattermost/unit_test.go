@@ -1,12 +1,16 @@
 package mattermost
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/mattermost/mattermost/server/public/model"
 )
 
 func TestStripMention(t *testing.T) {
@@ -85,24 +89,42 @@ func frame(data string) []byte {
 	return []byte(`{"event":"posted","data":` + data + `,"broadcast":{"omit_users":null,"user_id":"","channel_id":"c1","team_id":"","connection_id":"","omit_connection_id":""},"seq":7}`)
 }
 
+// decodeFrame decodes a frame as model.WebSocketClient's reader does: an
+// event, else a response to a request.
+func decodeFrame(b []byte) (*model.WebSocketEvent, *model.WebSocketResponse, error) {
+	ev, err := model.WebSocketEventFromJSON(bytes.NewReader(b))
+	if err != nil {
+		return nil, nil, err
+	}
+	if ev.IsValid() {
+		return ev, nil, nil
+	}
+	var r model.WebSocketResponse
+	if err := json.Unmarshal(b, &r); err != nil || !r.IsValid() {
+		return nil, nil, errors.New("neither an event nor a response")
+	}
+	return nil, &r, nil
+}
+
 func TestParsePosted(t *testing.T) {
-	f, err := parseFrame(frame(postedSeed))
+	ev, _, err := decodeFrame(frame(postedSeed))
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := f.Data.parse()
+	in, err := parsePosted(ev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Event != eventPosted || in.post.ID != "p1" || in.post.ChannelID != "c1" || in.post.UserID != "u1" ||
-		in.post.CreateAt != 1700000000000 || in.post.Message != "@thinbot uptime" || in.post.fromBot() ||
-		in.channelType != "O" || in.senderName != "alice" || len(in.mentions) != 1 || in.mentions[0] != "b1" {
+	if ev.EventType() != model.WebsocketEventPosted || in.post.Id != "p1" || in.post.ChannelId != "c1" || in.post.UserId != "u1" ||
+		in.post.CreateAt != 1700000000000 || in.post.Message != "@thinbot uptime" || fromBot(in.post) ||
+		in.channelType != model.ChannelTypeOpen || in.senderName != "alice" || len(in.mentions) != 1 || in.mentions[0] != "b1" {
 		t.Errorf("parsed %+v (post %+v)", in, in.post)
 	}
-	for _, bad := range []string{`{}`, `{"post":"{}"}`, `{"post":"{\"id\":\"x\",\"channel_id\":\"c\"}","mentions":"nope"}`, `[]`, `{"post":{"id":"x"}}`} {
-		f, err := parseFrame(frame(bad))
+	for _, bad := range []string{`{}`, `{"post":"{}"}`, `{"post":"{\"id\":\"x\",\"channel_id\":\"c\"}","mentions":"nope"}`,
+		`{"post":"{\"id\":\"x\",\"channel_id\":\"c\"}","mentions":["b1"]}`, `[]`, `{"post":{"id":"x"}}`} {
+		ev, _, err := decodeFrame(frame(bad))
 		if err == nil {
-			_, err = f.Data.parse()
+			_, err = parsePosted(ev)
 		}
 		if err == nil {
 			t.Errorf("posted data %s accepted", bad)
@@ -110,48 +132,62 @@ func TestParsePosted(t *testing.T) {
 	}
 }
 
+// TestParseFrame: the frames the adapter relies on, as the client's reader
+// decodes them and the adapter then reads them.
 func TestParseFrame(t *testing.T) {
 	tests := []struct {
 		name, frame string
 		ok          bool
-		check       func(wsFrame) bool
+		check       func(*model.WebSocketEvent, *model.WebSocketResponse) bool
 	}{
 		{"hello", `{"event":"hello","data":{"connection_id":"x","server_version":"9.11.0"},"broadcast":{},"seq":0}`, true,
-			func(f wsFrame) bool { return f.Event == eventHello }},
+			func(ev *model.WebSocketEvent, _ *model.WebSocketResponse) bool {
+				return ev != nil && ev.EventType() == model.WebsocketEventHello
+			}},
 		{"auth ok", `{"status":"OK","seq_reply":1}`, true,
-			func(f wsFrame) bool { return f.SeqReply == 1 && f.Status == statusOK }},
+			func(_ *model.WebSocketEvent, r *model.WebSocketResponse) bool {
+				return r != nil && r.SeqReply == 1 && r.Status == model.StatusOk
+			}},
 		{"auth refused", `{"status":"FAIL","seq_reply":1,"error":{"id":"api.web_socket_router.bad_token.app_error","message":"Invalid token.","status_code":401}}`, true,
-			func(f wsFrame) bool {
-				return f.Status == "FAIL" && f.Error != nil && f.Error.ID == "api.web_socket_router.bad_token.app_error"
+			func(_ *model.WebSocketEvent, r *model.WebSocketResponse) bool {
+				return r != nil && r.Status == model.StatusFail && r.Error != nil && r.Error.Id == "api.web_socket_router.bad_token.app_error"
 			}},
 		{"data before event", `{"data":{"post":"{}"},"event":"posted"}`, true,
-			func(f wsFrame) bool { return f.Event == eventPosted && f.Data.Post == "{}" }},
+			func(ev *model.WebSocketEvent, _ *model.WebSocketResponse) bool {
+				return ev != nil && ev.EventType() == model.WebsocketEventPosted && ev.GetData()["post"] == "{}"
+			}},
 		// Another event may use the names of posted's fields for other types.
 		{"other event, object post", `{"event":"custom_plugin","data":{"post":{"id":"x"},"mentions":[1]},"seq":3}`, true,
-			func(f wsFrame) bool { return f.Event == "custom_plugin" }},
-		{"other event, array data", `{"event":"custom_plugin","data":[1,2]}`, true,
-			func(f wsFrame) bool { return f.Event == "custom_plugin" }},
-		{"posted, object post", `{"event":"posted","data":{"post":{"id":"x"}}}`, false, nil},
+			func(ev *model.WebSocketEvent, _ *model.WebSocketResponse) bool {
+				return ev != nil && ev.EventType() == "custom_plugin"
+			}},
+		// A posted event whose post is not a string decodes, and the
+		// adapter refuses it.
+		{"posted, object post", `{"event":"posted","data":{"post":{"id":"x"}}}`, true,
+			func(ev *model.WebSocketEvent, _ *model.WebSocketResponse) bool {
+				_, err := parsePosted(ev)
+				return ev != nil && err != nil
+			}},
 		{"posted, array data", `{"event":"posted","data":[]}`, false, nil},
 		{"not json", `posted`, false, nil},
 		{"truncated", `{"event":"posted","data":{"post":"{`, false, nil},
 	}
 	for _, tt := range tests {
-		f, err := parseFrame([]byte(tt.frame))
+		ev, r, err := decodeFrame([]byte(tt.frame))
 		if (err == nil) != tt.ok {
 			t.Errorf("%s: err = %v, want ok=%v", tt.name, err, tt.ok)
 			continue
 		}
-		if tt.ok && !tt.check(f) {
-			t.Errorf("%s: parsed %+v", tt.name, f)
+		if tt.ok && !tt.check(ev, r) {
+			t.Errorf("%s: decoded %+v %+v", tt.name, ev, r)
 		}
 	}
 }
 
-// FuzzParseFrame checks the one-pass frame parser against the two-pass
-// decoding it replaced (the envelope with raw data, then the data): a
-// "posted" frame that one accepts, the parser accepts with the same fields;
-// and an accepted post always has an id and a channel.
+// FuzzParseFrame checks the adapter's reading of a "posted" event against
+// a direct decoding of the frame: what parsePosted accepts is the post in
+// the frame's data (same id, channel, user, message), with an id and a
+// channel; and nothing panics.
 func FuzzParseFrame(f *testing.F) {
 	f.Add(frame(postedSeed))
 	f.Add(frame(`{"post":"{\"id\":\"x\",\"channel_id\":\"c\"}"}`))
@@ -159,30 +195,33 @@ func FuzzParseFrame(f *testing.F) {
 	f.Add([]byte(`{"status":"OK","seq_reply":1}`))
 	f.Add([]byte(`{"event":"custom","data":{"post":{"id":"x"}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, err := parseFrame(data)
-		if err == nil && got.Event == eventPosted {
-			if in, err := got.Data.parse(); err == nil && (in.post == nil || in.post.ID == "" || in.post.ChannelID == "") {
-				t.Fatalf("accepted a post without id or channel: %+v", in)
-			}
+		ev, _, err := decodeFrame(data)
+		if err != nil || ev == nil || ev.EventType() != model.WebsocketEventPosted {
+			return
+		}
+		in, err := parsePosted(ev)
+		if err != nil {
+			return
+		}
+		if in.post == nil || in.post.Id == "" || in.post.ChannelId == "" {
+			t.Fatalf("accepted a post without id or channel: %+v", in)
 		}
 		var env struct {
-			Event    string          `json:"event"`
-			Data     json.RawMessage `json:"data"`
-			Status   string          `json:"status"`
-			SeqReply int64           `json:"seq_reply"`
+			Data struct {
+				Post string `json:"post"`
+			} `json:"data"`
 		}
-		if json.Unmarshal(data, &env) != nil || env.Event != eventPosted {
+		var want struct {
+			ID        string `json:"id"`
+			ChannelID string `json:"channel_id"`
+			UserID    string `json:"user_id"`
+			Message   string `json:"message"`
+		}
+		if json.Unmarshal(data, &env) != nil || json.Unmarshal([]byte(env.Data.Post), &want) != nil {
 			return
 		}
-		var want postedData
-		if json.Unmarshal(env.Data, &want) != nil {
-			return
-		}
-		if err != nil {
-			t.Fatalf("two-pass decoding accepted %q, parseFrame: %v", data, err)
-		}
-		if got.Event != env.Event || got.Data != want || got.Status != env.Status || got.SeqReply != env.SeqReply {
-			t.Fatalf("parseFrame(%q) = %+v, two-pass decoding: %+v %+v", data, got, env, want)
+		if in.post.Id != want.ID || in.post.ChannelId != want.ChannelID || in.post.UserId != want.UserID || in.post.Message != want.Message {
+			t.Fatalf("parsePosted(%q) = %+v, direct decoding: %+v", data, in.post, want)
 		}
 	})
 }
@@ -239,17 +278,18 @@ func (w *recorderWriter) Header() http.Header         { return w.h }
 func (w *recorderWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *recorderWriter) WriteHeader(c int)           { w.code = c }
 
-// BenchmarkParsePosted measures what the adapter does with each "posted"
-// frame: decode the frame, then the post and mentions in it.
+// BenchmarkParsePosted measures what is done with each "posted" frame:
+// the client's decoding of the frame, then the adapter's of the post and
+// mentions in it.
 func BenchmarkParsePosted(b *testing.B) {
 	data := frame(postedSeed)
 	for b.Loop() {
-		f, err := parseFrame(data)
+		ev, err := model.WebSocketEventFromJSON(bytes.NewReader(data))
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := f.Data.parse(); err != nil {
-			b.Fatal(err)
+		if in, err := parsePosted(ev); err != nil || in.post.Id != "p1" {
+			b.Fatal(in, err)
 		}
 	}
 }

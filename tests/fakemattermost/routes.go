@@ -310,16 +310,18 @@ func (s *Server) getPostsSince(w http.ResponseWriter, r *http.Request, caller *U
 }
 
 func (s *Server) getMember(w http.ResponseWriter, r *http.Request, caller *User) {
-	// Like Mattermost, a team member may read the members of an open
-	// channel without being in it; private channels need membership.
+	// Like Mattermost (getChannelMember needs read_channel, which only
+	// the channel's own roles grant: team_user does not have it), the
+	// caller must be in the channel, open or private; a channel that
+	// does not exist is refused the same way (403, not 404). Seen on
+	// 6.7.2: 403 for a public channel the bot was not in.
 	s.mu.Lock()
 	c := s.channels[r.PathValue("id")]
-	open := c != nil && c.Type == "O"
+	allowed := c != nil && c.isMember(caller.ID)
 	s.mu.Unlock()
-	if !open {
-		if c = s.channelFor(w, r.PathValue("id"), caller); c == nil {
-			return
-		}
+	if !allowed {
+		writeErr(w, newErr(http.StatusForbidden, "api.context.permissions.app_error", "You do not have the appropriate permissions."))
+		return
 	}
 	uid := r.PathValue("user")
 	s.mu.Lock()
