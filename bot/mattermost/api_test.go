@@ -357,6 +357,43 @@ func TestAnswerLimits(t *testing.T) {
 	}
 }
 
+// TestErrorBodyCapped: an error answer is read up to maxErrorBody, not to
+// its end: a server (or a proxy) that sends an endless error page does not
+// make the client read it into memory.
+func TestErrorBodyCapped(t *testing.T) {
+	const total = 256 << 20
+	written := make(chan int64, 1)
+	s := newWireServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusBadGateway)
+		chunk := []byte(strings.Repeat("x", 64<<10))
+		var n int64
+		for n < total {
+			k, err := w.Write(chunk)
+			n += int64(k)
+			if err != nil {
+				break
+			}
+		}
+		written <- n
+	})
+	c, _ := s.client(t, nil)
+	_, err := c.getUser(t.Context(), "u1")
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadGateway || len(err.Error()) > 400 {
+		t.Errorf("err = %.500v, want a short APIError 502", err)
+	}
+	select {
+	case n := <-written:
+		// Socket buffers hold a few MiB beyond what the client read.
+		if n >= total {
+			t.Errorf("the server wrote the whole %d MiB error page: the client read it to the end", total>>20)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server's handler did not end within 30s")
+	}
+}
+
 // TestAPIRedirectNotFollowed: a redirect (to another port of the same
 // host, or from https to http) is not followed, so the token is not sent
 // there, and the error says what happened.
