@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/thinbot/thinbot/tests/fakemodel"
@@ -58,9 +60,11 @@ func TestFleetHostsCommand(t *testing.T) {
         db-1:
 `), 0o644)
 	os.WriteFile(filepath.Join(dir, "ro"), []byte("k"), 0o600)
-	os.WriteFile(filepath.Join(dir, "rw"), []byte("k"), 0o600)
+	os.WriteFile(filepath.Join(dir, "rw"), []byte("k2"), 0o600)
+	os.WriteFile(filepath.Join(dir, "kh"), []byte("10.9.9.9 ssh-ed25519 AAAA\n"), 0o644)
 	fleetFile := filepath.Join(dir, "fleet.yaml")
 	os.WriteFile(fleetFile, []byte(`inventory: inv.yml
+known_hosts: kh
 hosts:
   - {name: bastion, address: 10.9.9.9, user: ops}
 groups:
@@ -146,4 +150,51 @@ func TestFleetAsk(t *testing.T) {
 		t.Errorf("approved write: the model got:\n%s", out)
 	}
 	verifyChain(t, dbOf(dir))
+}
+
+// TestFleetCheckAsDaemonUser: the fleet checks (config check, thinbot
+// hosts) run as the daemon's user refuse a key file that user cannot read
+// and one whose mode makes ssh refuse it, and accept it once it is right.
+func TestFleetCheckAsDaemonUser(t *testing.T) {
+	sshd.EnsureUsers(t)
+	uid := sshd.UID(t, sshd.UserRO)
+	dir, err := os.MkdirTemp("", "tbfleetcheck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	// The daemon's user runs a copy of the binary (the build's directory is private).
+	bin := filepath.Join(dir, "thinbot")
+	data, err := os.ReadFile(thinbotBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(bin, data, 0o755)
+	os.WriteFile(filepath.Join(dir, "inv.ini"), []byte("[web]\nweb-1 ansible_host=127.0.0.1\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "kh"), []byte("127.0.0.1 ssh-ed25519 AAAA\n"), 0o644)
+	key := filepath.Join(dir, "ro")
+	os.WriteFile(key, []byte("k"), 0o600) // root:root 0600
+	fleetFile := filepath.Join(dir, "fleet.yaml")
+	os.WriteFile(fleetFile, []byte("inventory: inv.ini\nknown_hosts: kh\ngroups:\n  - {name: web, read_only: {user: a, key: ro}, privileged: {user: b}}\n"), 0o644)
+	asDaemon := func() (string, error) {
+		cmd := exec.CommandContext(t.Context(), bin, "hosts", "--fleet", fleetFile)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := asDaemon(); err == nil || !strings.Contains(out, "permission denied (the daemon's user must be able to read it)") {
+		t.Errorf("a key the daemon cannot read: %v\n%s", err, out)
+	}
+	os.Chown(key, uid, uid)
+	os.Chmod(key, 0o640)
+	if out, err := asDaemon(); err == nil || !strings.Contains(out, "ssh refuses such a key") {
+		t.Errorf("a key ssh refuses: %v\n%s", err, out)
+	}
+	os.Chmod(key, 0o600)
+	if out, err := asDaemon(); err != nil || !strings.Contains(out, "web-1") {
+		t.Errorf("a good key: %v\n%s", err, out)
+	}
 }

@@ -268,8 +268,27 @@ func (f *Fleet) Run(ctx context.Context, hosts []Host, m Mode, command string) [
 	return out
 }
 
-// Args returns the ssh command line for one host (without the ssh binary).
-func (f *Fleet) Args(h Host, id Identity, command string) []string {
+// controlName is the ControlMaster socket's name for one identity on one
+// host: a hash of the mode, the host's address and port, the login and the
+// key file, then ssh's own %C (local host, the host ssh resolved, port,
+// user). Two identities never share a master, so a read-only command never
+// runs over a connection the privileged key authenticated, nor an approved
+// one through the read-only key's forced command: %C alone covers the
+// login but not the key, and two identities may share a login.
+func controlName(h Host, m Mode, id Identity) string {
+	key := id.Key
+	if a, err := filepath.Abs(key); err == nil && key != "" {
+		key = a
+	}
+	sum := sha256.Sum256([]byte(strings.Join([]string{m.String(), h.Addr, strconv.Itoa(h.Port), id.User, key}, "\x00")))
+	// 12 hex digits + "-" + %C (40) + ssh's temporary suffix (17) keep the
+	// socket path within the 107 bytes a unix socket allows.
+	return hex.EncodeToString(sum[:6]) + "-%C"
+}
+
+// Args returns the ssh command line for one host in mode m with identity id
+// (without the ssh binary).
+func (f *Fleet) Args(h Host, m Mode, id Identity, command string) []string {
 	args := []string{
 		"-o", "BatchMode=yes",
 		"-o", "StrictHostKeyChecking=yes",
@@ -296,7 +315,7 @@ func (f *Fleet) Args(h Host, id Identity, command string) []string {
 		args = append(args, "-o", "UserKnownHostsFile="+f.cfg.KnownHosts, "-o", "GlobalKnownHostsFile=/dev/null")
 	}
 	if f.cfg.ControlPersist > 0 {
-		args = append(args, "-o", "ControlMaster=auto", "-o", "ControlPath="+filepath.Join(f.cfg.ControlDir, "%C"),
+		args = append(args, "-o", "ControlMaster=auto", "-o", "ControlPath="+filepath.Join(f.cfg.ControlDir, controlName(h, m, id)),
 			"-o", "ControlPersist="+strconv.Itoa(max(1, int(f.cfg.ControlPersist/time.Second))))
 	} else {
 		args = append(args, "-o", "ControlMaster=no", "-o", "ControlPath=none")
@@ -321,9 +340,15 @@ func (f *Fleet) runOne(ctx context.Context, h Host, m Mode, command string) Resu
 		return res
 	}
 	res.User = id.User
+	// Fail closed: one identity for both modes is no privilege separation
+	// (config check refuses every configuration where this can happen).
+	if other, ok := f.Identity(h, 1-m); ok && sameIdentity(id, other) {
+		res.Err = "the read-only and privileged identities are the same for this host (login " + id.User + "); nothing was run"
+		return res
+	}
 	ctx2, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx2, f.cfg.SSH, f.Args(h, id, command)...)
+	cmd := exec.CommandContext(ctx2, f.cfg.SSH, f.Args(h, m, id, command)...)
 	cmd.Env = f.cfg.Env
 	if cmd.Env == nil {
 		cmd.Env = []string{}
@@ -378,6 +403,20 @@ func (f *Fleet) runOne(ctx context.Context, h Host, m Mode, command string) Resu
 		}
 	}
 	return res
+}
+
+// sameIdentity reports whether a and b log in as the same login with the
+// same key file.
+func sameIdentity(a, b Identity) bool {
+	if a.User != b.User {
+		return false
+	}
+	ka, errA := filepath.Abs(a.Key)
+	kb, errB := filepath.Abs(b.Key)
+	if a.Key == "" || b.Key == "" || errA != nil || errB != nil {
+		return a.Key == b.Key
+	}
+	return ka == kb
 }
 
 func lastLines(s string, n int) string {

@@ -251,3 +251,55 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestSSHIdentitiesNeverShareAConnection: two identities with one login and
+// two keys (the read-only key restricted to a forced command), or with the
+// login from ansible_user, get a ControlMaster connection each, in both
+// orders: a read-only command never runs over the privileged key's
+// connection, an approved one never through the read-only key's forced
+// command. With the master keyed by host, port and login only, whichever
+// ran first owned the connection the other then reused.
+func TestSSHIdentitiesNeverShareAConnection(t *testing.T) {
+	rig := sshd.Start(t, "web", 1, 0)
+	roKey := rig.NewKey(t, "forced-ro")
+	rig.Authorize(t, sshd.UserRW, `restrict,pty,command="echo RO-FORCED"`, roKey)
+	s := rig.Servers[0]
+	for _, tc := range []struct {
+		name    string
+		hostVar string
+		ro, rw  fleet.Identity
+	}{
+		{"same login", "", fleet.Identity{User: sshd.UserRW, Key: roKey}, fleet.Identity{User: sshd.UserRW, Key: rig.KeyRW}},
+		{"ansible_user", " ansible_user=" + sshd.UserRW, fleet.Identity{Key: roKey}, fleet.Identity{Key: rig.KeyRW}},
+	} {
+		for _, order := range [][]fleet.Mode{{fleet.ReadOnly, fleet.Privileged}, {fleet.Privileged, fleet.ReadOnly}} {
+			t.Run(fmt.Sprintf("%s/%s-first", tc.name, order[0]), func(t *testing.T) {
+				inv, err := fleet.ParseINI(strings.NewReader(fmt.Sprintf("[web]\n%s ansible_host=127.0.0.1 ansible_port=%d%s\n", s.Name, s.Port, tc.hostVar)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := inv.Build(); err != nil {
+					t.Fatal(err)
+				}
+				f, err := fleet.New(fleet.Config{Inventory: inv, KnownHosts: rig.KnownHosts, SSHConfig: "/dev/null",
+					Env: []string{"PATH=/usr/bin:/bin", "HOME=" + rig.Dir}, Timeout: 30 * time.Second,
+					Access: []fleet.Access{{Group: "all", ReadOnly: tc.ro, Privileged: tc.rw}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = f.Close() })
+				hosts := hostsOf(t, f, "web")
+				for _, m := range order {
+					r := f.Run(context.Background(), hosts, m, "id -un")[0]
+					want := "RO-FORCED"
+					if m == fleet.Privileged {
+						want = sshd.UserRW
+					}
+					if got := strings.TrimSpace(string(r.Output)); !r.OK() || got != want {
+						t.Errorf("%s after %s: %+v output %q, want %q", m, order[0], r, got, want)
+					}
+				}
+			})
+		}
+	}
+}
