@@ -44,8 +44,10 @@ type fleetConfig struct {
 	SSH            string `yaml:"ssh"`
 	SSHConfig      string `yaml:"ssh_config"`
 	KnownHosts     string `yaml:"known_hosts"`
-	// NoTTY runs remote commands without a terminal: /stop then cannot
-	// end them on the host.
+	// NoTTY is accepted and has no effect: remote commands never get a
+	// terminal now (a pager or prompt would wait on it), and /stop ends
+	// them through the session's end instead (fleet.RemoteCommand). Kept
+	// so that configs that set it still load.
 	NoTTY bool `yaml:"no_tty"`
 }
 
@@ -291,7 +293,7 @@ func (fc fleetConfig) open(base string, environ []string, path string) (*fleet.F
 	if err != nil {
 		return nil, err
 	}
-	cfg := fleet.Config{Inventory: inv, Concurrency: fc.Concurrency, NoTTY: fc.NoTTY,
+	cfg := fleet.Config{Inventory: inv, Concurrency: fc.Concurrency,
 		SSH: fc.SSH, SSHConfig: relOpt(base, fc.SSHConfig), KnownHosts: relOpt(base, fc.KnownHosts)}
 	if path == "" {
 		path = agentcore.DefaultPath
