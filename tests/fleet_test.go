@@ -198,3 +198,32 @@ func TestFleetCheckAsDaemonUser(t *testing.T) {
 		t.Errorf("a good key: %v\n%s", err, out)
 	}
 }
+
+// TestFleetTrustFilesHidden: an approved local command cannot read the
+// fleet's known_hosts or keys (nor rewrite known_hosts, the trust anchor an
+// ssh-keygen -R after a changed host key would remove): they are hidden
+// like the bot's other secrets.
+func TestFleetTrustFilesHidden(t *testing.T) {
+	rig := sshd.Start(t, "web", 1, 0)
+	fleetFile := writeFleet(t, rig, false)
+	b, _ := json.Marshal(map[string]string{"command": "cat " + rig.KnownHosts + " " + rig.KeyRW + "; ssh-keygen -f " + rig.KnownHosts + " -R '[127.0.0.1]:" + fmt.Sprint(rig.Servers[0].Port) + "'", "reason": "test"})
+	m := fakemodel.Start(t, fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "run", Args: string(b)}}}, fakemodel.Reply{Content: "done"})
+	dir := t.TempDir()
+	before, err := os.ReadFile(rig.KnownHosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := thinbot(t, dir, append(modelEnv(m), "THINBOT_FLEET="+fleetFile), "ask", "-a", "read them")
+	if r.code != 0 {
+		t.Fatalf("ask: exit %d: %s", r.code, r.stderr)
+	}
+	out := lastToolResult(m.Requests()[1])
+	for _, leak := range []string{"ssh-ed25519", "PRIVATE KEY"} {
+		if strings.Contains(out, leak) {
+			t.Errorf("an approved command read the fleet's trust files (%q):\n%s", leak, out)
+		}
+	}
+	if after, _ := os.ReadFile(rig.KnownHosts); string(after) != string(before) {
+		t.Errorf("an approved command changed known_hosts:\n%s", out)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -353,5 +354,62 @@ func TestSSHLimits(t *testing.T) {
 	r = f.Run(context.Background(), hosts, fleet.ReadOnly, "seq 1 100000", fleet.Limits{CaptureLimit: 1000})[0]
 	if !r.OK() || r.Size != 588895 || len(r.Output) > 1100 || !strings.Contains(string(r.Output), "bytes omitted") || !strings.HasSuffix(string(r.Output), "100000\n") {
 		t.Errorf("capture: %+v, %d bytes kept", r, len(r.Output))
+	}
+}
+
+// TestSSHHostKeyChanged: a host whose key is not the one known_hosts holds
+// is reported plainly (host key changed, the expected and the presented
+// fingerprints, nothing ran), without ssh's removal recipe, and the
+// command does not run there.
+func TestSSHHostKeyChanged(t *testing.T) {
+	f, rig := newFleet(t, 2, 0, false, fleet.Config{})
+	s := rig.Servers[1]
+	// known_hosts now holds another key for web-02: as if its key changed.
+	other := rig.NewKey(t, "impostor")
+	pub, err := os.ReadFile(other + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kh, err := os.ReadFile(rig.KnownHosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(kh)), "\n") {
+		if strings.HasPrefix(l, fmt.Sprintf("[127.0.0.1]:%d ", s.Port)) {
+			fl := strings.Fields(string(pub))
+			l = fmt.Sprintf("[127.0.0.1]:%d %s %s", s.Port, fl[0], fl[1])
+		}
+		lines = append(lines, l)
+	}
+	if err := os.WriteFile(rig.KnownHosts, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fp := func(key string) string {
+		out, err := exec.Command("ssh-keygen", "-l", "-E", "sha256", "-f", key).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Fields(string(out))[1]
+	}
+	expected, seen := fp(other+".pub"), fp(s.HostKey+".pub")
+	file := filepath.Join(os.TempDir(), fmt.Sprintf("tb-hostkey-%d", time.Now().UnixNano()))
+	t.Cleanup(func() { os.Remove(file) })
+	rs := f.Run(context.Background(), hostsOf(t, f, "web"), fleet.Privileged, "touch "+file+".$(hostname -s).$$ && echo wrote", fleet.Limits{})
+	if !rs[0].OK() {
+		t.Errorf("web-01: %+v", rs[0])
+	}
+	r := rs[1]
+	want := fmt.Sprintf("host key changed for [127.0.0.1]:%d: known_hosts expects ED25519 %s (%s line 2), the host presented ED25519 %s. This may be a man-in-the-middle attack; nothing ran on this host.", s.Port, expected, rig.KnownHosts, seen)
+	if !r.Unreachable() || !strings.HasPrefix(r.Err, want) || r.Size != 0 {
+		t.Errorf("web-02: %+v\nwant an error starting %q", r, want)
+	}
+	for _, bad := range []string{"ssh-keygen -f", " -R ", "remove with"} {
+		if strings.Contains(r.Err, bad) {
+			t.Errorf("the error holds a removal recipe (%q): %s", bad, r.Err)
+		}
+	}
+	if sum := fleet.Summary(rs, 4096); !strings.Contains(sum, "== unreachable, nothing ran: web-02 (1 host): host key changed") {
+		t.Errorf("summary:\n%s", sum)
 	}
 }

@@ -36,6 +36,8 @@ type Server struct {
 	cmd  *exec.Cmd
 	// Trusted is whether its host key is in the rig's known_hosts.
 	Trusted bool
+	// HostKey is its private host key file (HostKey+".pub" the public).
+	HostKey string
 }
 
 // Rig is a set of servers sharing users, client keys and known_hosts.
@@ -117,6 +119,7 @@ func Start(t testing.TB, name string, n, untrusted int) *Rig {
 		}
 		hk := filepath.Join(dir, "host_"+s.Name)
 		keygen(t, hk)
+		s.HostKey = hk
 		if s.Trusted {
 			pub, err := os.ReadFile(hk + ".pub")
 			if err != nil {
