@@ -183,6 +183,9 @@ type Approval struct {
 	// Targets are the remote hosts it will run on, all of them, in order;
 	// empty for a local command. The approval is bound to them too.
 	Targets []string
+	// Logins are the logins it will run as on the Targets (their
+	// privileged identities' users, distinct; "" where ssh_config decides).
+	Logins []string
 	// SHA256 is of Command alone for a local command; for a remote one, of
 	// Command, a NUL byte and the Targets joined by newlines (BindingSHA).
 	SHA256    string
@@ -259,6 +262,9 @@ type CommandInfo struct {
 	// Targets are the remote hosts of a command with a target (empty for
 	// a local one).
 	Targets []string
+	// Logins are the remote logins a command with a target needs an
+	// approval for runs as (the targets' privileged logins, distinct).
+	Logins []string
 }
 
 // Turn is one user message to handle.
@@ -796,7 +802,7 @@ func (a *Agent) decide(ctx context.Context, rs *runState, call ToolCall, info Co
 		return false, fmt.Sprintf("not run: %s (%s). It needs a human's approval, and this run has no approver (non-interactive, without --allow-all).", info.Reason, d.Rule), nil
 	}
 	ap := Approval{Session: rs.t.Session, RequestID: fmt.Sprintf("r%d", evs[0].Seq), Command: info.Command,
-		Targets: info.Targets, SHA256: binding, Reason: reason, Rule: d.Rule, Requester: rs.t.Actor, Dir: rs.t.Dir}
+		Targets: info.Targets, Logins: info.Logins, SHA256: binding, Reason: reason, Rule: d.Rule, Requester: rs.t.Actor, Dir: rs.t.Dir}
 	if info.Tool == ToolReadFile {
 		ap.Command = "read_file " + info.Command
 	}

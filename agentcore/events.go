@@ -117,6 +117,8 @@ type hostRecord struct {
 	Error      string `json:"error,omitempty"`
 	TimedOut   bool   `json:"timed_out,omitempty"`
 	Cancelled  bool   `json:"cancelled,omitempty"`
+	// NotStarted: the run was stopped before this host was tried.
+	NotStarted bool `json:"not_started,omitempty"`
 }
 
 type protocolSwitchPayload struct {

@@ -155,6 +155,9 @@ func TestFleetWriteNeedsOneApprovalNamingAllTargets(t *testing.T) {
 		t.Fatalf("%d approvals asked, want 1", len(asks))
 	}
 	ap := asks[0]
+	if strings.Join(ap.Logins, " ") != sshd.UserRW || LoginSummary(ap.Logins) != "as thinbot-rw, the privileged login" {
+		t.Errorf("approval logins %q", ap.Logins)
+	}
 	if ap.Command != cmd || strings.Join(ap.Targets, " ") != "web-01 web-02 web-03" || ap.SHA256 != BindingSHA(cmd, ap.Targets) || ap.SHA256 == BindingSHA(cmd, nil) {
 		t.Errorf("approval %+v", ap)
 	}

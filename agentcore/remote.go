@@ -104,6 +104,9 @@ func (a *Agent) readRemote(ctx context.Context, rs *runState, call ToolCall, arg
 }
 
 func (a *Agent) remote(ctx context.Context, rs *runState, call ToolCall, info CommandInfo, d gate.Decision, reason string, hosts []fleet.Host, command string) (string, bool, *ExecResult, error) {
+	if d.Verdict != gate.Pass {
+		info.Logins = a.cfg.Fleet.Logins(hosts, fleet.Privileged)
+	}
 	ok, refusal, err := a.decide(ctx, rs, call, info, d, reason)
 	if err != nil {
 		return "", false, nil, err
@@ -121,7 +124,10 @@ func (a *Agent) remote(ctx context.Context, rs *runState, call ToolCall, info Co
 		mode = fleet.Privileged
 	}
 	start := a.cfg.Now()
-	results := a.cfg.Fleet.Run(ctx, hosts, mode, command)
+	// The same time limit and output capture as a local command (a
+	// fleet's own timeout, when configured, wins).
+	ec := a.cfg.Exec.withDefaults()
+	results := a.cfg.Fleet.Run(ctx, hosts, mode, command, fleet.Limits{Timeout: ec.Timeout, CaptureLimit: ec.CaptureLimit})
 	for i := range results {
 		results[i].Output = []byte(a.redact(string(results[i].Output)))
 	}
@@ -155,6 +161,8 @@ func hostStatus(r fleet.Result) string {
 		return "unreachable: " + r.Err
 	case r.TimedOut:
 		return "timed out"
+	case r.NotStarted:
+		return "not started"
 	case r.Cancelled:
 		return "stopped"
 	}
@@ -165,7 +173,7 @@ func hostRecords(rs []fleet.Result) []hostRecord {
 	out := make([]hostRecord, len(rs))
 	for i, r := range rs {
 		out[i] = hostRecord{Host: r.Host, User: r.User, ExitCode: r.ExitCode, OutputSize: r.Size, OutputSHA: r.SHA256,
-			DurationMS: r.Duration.Round(time.Millisecond).Milliseconds(), Error: r.Err, TimedOut: r.TimedOut, Cancelled: r.Cancelled}
+			DurationMS: r.Duration.Round(time.Millisecond).Milliseconds(), Error: r.Err, TimedOut: r.TimedOut, Cancelled: r.Cancelled, NotStarted: r.NotStarted}
 	}
 	return out
 }
@@ -190,6 +198,29 @@ func TargetSummary(targets []string) string {
 		return "1 host: " + names
 	}
 	return fmt.Sprintf("%d hosts: %s", len(targets), names)
+}
+
+// LoginSummary names the logins of an approval for a person: "as
+// thinbot-rw, the privileged login"; "with their privileged login" when
+// none is known (ssh_config decides).
+func LoginSummary(logins []string) string {
+	var named []string
+	for _, l := range logins {
+		if l != "" {
+			named = append(named, l)
+		}
+	}
+	switch {
+	case len(named) == 0:
+		return "with their privileged login"
+	case len(named) == 1 && len(logins) == 1:
+		return "as " + named[0] + ", the privileged login"
+	}
+	s := "as " + headTail(strings.Join(named, ", "), 300)
+	if len(named) < len(logins) {
+		s += " or as ssh_config says"
+	}
+	return s + ", the privileged logins"
 }
 
 // fleetPrompt tells the model which remote hosts it may target: the groups

@@ -199,7 +199,7 @@ func approvalText(req *request) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "**Approval needed** — @%s's request wants to run:\n```\n%s\n```\n", displayName(req.requester), req.ap.Command)
 	if len(req.ap.Targets) > 0 {
-		fmt.Fprintf(&b, "**On %s** (with their privileged login)\n", agentcore.TargetSummary(req.ap.Targets))
+		fmt.Fprintf(&b, "**On %s** (%s)\n", agentcore.TargetSummary(req.ap.Targets), agentcore.LoginSummary(req.ap.Logins))
 	}
 	if req.ap.Reason != "" {
 		fmt.Fprintf(&b, "Reason: %s\n", req.ap.Reason)

@@ -21,6 +21,10 @@ func TestApprovalTextNamesTargets(t *testing.T) {
 			t.Errorf("approval text lacks %q:\n%s", want, got)
 		}
 	}
+	req.ap.Logins = []string{"thinbot-rw"}
+	if got := approvalText(req); !strings.Contains(got, "**On 5 hosts: db-1, web-[01-03,05]** (as thinbot-rw, the privileged login)") {
+		t.Errorf("approval text does not name the login:\n%s", got)
+	}
 	if d := decidedText(req, "**Approved** by @bob"); !strings.Contains(d, "On 5 hosts: db-1, web-[01-03,05]") {
 		t.Errorf("decided text:\n%s", d)
 	}

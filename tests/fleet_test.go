@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/thinbot/thinbot/tests/fakemodel"
@@ -58,9 +60,11 @@ func TestFleetHostsCommand(t *testing.T) {
         db-1:
 `), 0o644)
 	os.WriteFile(filepath.Join(dir, "ro"), []byte("k"), 0o600)
-	os.WriteFile(filepath.Join(dir, "rw"), []byte("k"), 0o600)
+	os.WriteFile(filepath.Join(dir, "rw"), []byte("k2"), 0o600)
+	os.WriteFile(filepath.Join(dir, "kh"), []byte("10.9.9.9 ssh-ed25519 AAAA\n"), 0o644)
 	fleetFile := filepath.Join(dir, "fleet.yaml")
 	os.WriteFile(fleetFile, []byte(`inventory: inv.yml
+known_hosts: kh
 hosts:
   - {name: bastion, address: 10.9.9.9, user: ops}
 groups:
@@ -146,4 +150,80 @@ func TestFleetAsk(t *testing.T) {
 		t.Errorf("approved write: the model got:\n%s", out)
 	}
 	verifyChain(t, dbOf(dir))
+}
+
+// TestFleetCheckAsDaemonUser: the fleet checks (config check, thinbot
+// hosts) run as the daemon's user refuse a key file that user cannot read
+// and one whose mode makes ssh refuse it, and accept it once it is right.
+func TestFleetCheckAsDaemonUser(t *testing.T) {
+	sshd.EnsureUsers(t)
+	uid := sshd.UID(t, sshd.UserRO)
+	dir, err := os.MkdirTemp("", "tbfleetcheck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	// The daemon's user runs a copy of the binary (the build's directory is private).
+	bin := filepath.Join(dir, "thinbot")
+	data, err := os.ReadFile(thinbotBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(bin, data, 0o755)
+	os.WriteFile(filepath.Join(dir, "inv.ini"), []byte("[web]\nweb-1 ansible_host=127.0.0.1\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "kh"), []byte("127.0.0.1 ssh-ed25519 AAAA\n"), 0o644)
+	key := filepath.Join(dir, "ro")
+	os.WriteFile(key, []byte("k"), 0o600) // root:root 0600
+	fleetFile := filepath.Join(dir, "fleet.yaml")
+	os.WriteFile(fleetFile, []byte("inventory: inv.ini\nknown_hosts: kh\ngroups:\n  - {name: web, read_only: {user: a, key: ro}, privileged: {user: b}}\n"), 0o644)
+	asDaemon := func() (string, error) {
+		cmd := exec.CommandContext(t.Context(), bin, "hosts", "--fleet", fleetFile)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := asDaemon(); err == nil || !strings.Contains(out, "permission denied (the daemon's user must be able to read it)") {
+		t.Errorf("a key the daemon cannot read: %v\n%s", err, out)
+	}
+	os.Chown(key, uid, uid)
+	os.Chmod(key, 0o640)
+	if out, err := asDaemon(); err == nil || !strings.Contains(out, "ssh refuses such a key") {
+		t.Errorf("a key ssh refuses: %v\n%s", err, out)
+	}
+	os.Chmod(key, 0o600)
+	if out, err := asDaemon(); err != nil || !strings.Contains(out, "web-1") {
+		t.Errorf("a good key: %v\n%s", err, out)
+	}
+}
+
+// TestFleetTrustFilesHidden: an approved local command cannot read the
+// fleet's known_hosts or keys (nor rewrite known_hosts, the trust anchor an
+// ssh-keygen -R after a changed host key would remove): they are hidden
+// like the bot's other secrets.
+func TestFleetTrustFilesHidden(t *testing.T) {
+	rig := sshd.Start(t, "web", 1, 0)
+	fleetFile := writeFleet(t, rig, false)
+	b, _ := json.Marshal(map[string]string{"command": "cat " + rig.KnownHosts + " " + rig.KeyRW + "; ssh-keygen -f " + rig.KnownHosts + " -R '[127.0.0.1]:" + fmt.Sprint(rig.Servers[0].Port) + "'", "reason": "test"})
+	m := fakemodel.Start(t, fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "run", Args: string(b)}}}, fakemodel.Reply{Content: "done"})
+	dir := t.TempDir()
+	before, err := os.ReadFile(rig.KnownHosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := thinbot(t, dir, append(modelEnv(m), "THINBOT_FLEET="+fleetFile), "ask", "-a", "read them")
+	if r.code != 0 {
+		t.Fatalf("ask: exit %d: %s", r.code, r.stderr)
+	}
+	out := lastToolResult(m.Requests()[1])
+	for _, leak := range []string{"ssh-ed25519", "PRIVATE KEY"} {
+		if strings.Contains(out, leak) {
+			t.Errorf("an approved command read the fleet's trust files (%q):\n%s", leak, out)
+		}
+	}
+	if after, _ := os.ReadFile(rig.KnownHosts); string(after) != string(before) {
+		t.Errorf("an approved command changed known_hosts:\n%s", out)
+	}
 }

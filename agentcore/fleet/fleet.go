@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,7 +70,8 @@ type Config struct {
 	KnownHosts string
 	// Concurrency is how many hosts run at once; 0 means 10.
 	Concurrency int
-	// Timeout per host, connection included; 0 means 120s.
+	// Timeout per host, connection included; 0 means the caller's
+	// (Limits.Timeout: agentcore gives local commands' timeout), then 120s.
 	Timeout time.Duration
 	// ConnectTimeout is ssh's ConnectTimeout; 0 means 10s.
 	ConnectTimeout time.Duration
@@ -83,13 +85,9 @@ type Config struct {
 	// SSH_AUTH_SOCK belongs in it when an agent holds the keys).
 	Env []string
 	// CaptureLimit is how many bytes of each host's output are kept (head
-	// and tail); 0 means 256 KiB. Size and SHA-256 cover everything.
+	// and tail); 0 means the caller's (Limits.CaptureLimit), then 256 KiB.
+	// Size and SHA-256 cover everything.
 	CaptureLimit int
-	// NoTTY runs commands without a remote terminal. By default ssh asks
-	// for one (-tt), because closing a terminal is what makes sshd send
-	// SIGHUP to the command when the run is stopped; without one, a
-	// stopped `sleep 300` keeps running on the host.
-	NoTTY bool
 }
 
 // Fleet runs commands on inventory hosts over the system's OpenSSH client.
@@ -109,17 +107,11 @@ func New(cfg Config) (*Fleet, error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 10
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 120 * time.Second
-	}
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = 10 * time.Second
 	}
 	if cfg.ControlPersist == 0 {
 		cfg.ControlPersist = 60 * time.Second
-	}
-	if cfg.CaptureLimit <= 0 {
-		cfg.CaptureLimit = 256 << 10
 	}
 	if cfg.SSH == "" {
 		cfg.SSH = "/usr/bin/ssh"
@@ -150,7 +142,8 @@ func (f *Fleet) Inventory() *Inventory { return f.cfg.Inventory }
 // Concurrency and Timeout return the effective limits.
 func (f *Fleet) Concurrency() int { return f.cfg.Concurrency }
 
-// Timeout returns the per-host timeout.
+// Timeout returns the configured per-host timeout; 0 means the caller's
+// (for agentcore: the local commands' timeout).
 func (f *Fleet) Timeout() time.Duration { return f.cfg.Timeout }
 
 // Identity returns the identity a host uses in mode m, and false when no
@@ -172,6 +165,18 @@ func (f *Fleet) Identity(h Host, m Mode) (Identity, bool) {
 		}
 	}
 	return Identity{}, false
+}
+
+// Logins returns the distinct logins hosts use in mode m, in order; "" for
+// a login left to ssh_config. Hosts without an identity add nothing.
+func (f *Fleet) Logins(hosts []Host, m Mode) []string {
+	var out []string
+	for _, h := range hosts {
+		if id, ok := f.Identity(h, m); ok && !slices.Contains(out, id.User) {
+			out = append(out, id.User)
+		}
+	}
+	return out
 }
 
 // Close ends the ControlMaster connections and removes the private
@@ -209,21 +214,24 @@ type Result struct {
 	Host string `json:"host"`
 	User string `json:"user,omitempty"`
 	// ExitCode is the remote command's exit code; -1 when it has none
-	// (unreachable, timed out, stopped).
+	// (unreachable, timed out, stopped, not started).
 	ExitCode int `json:"exit_code"`
-	// Output is what the command wrote (stdout and stderr, through the
-	// remote terminal, with CRLF turned to LF), head and tail kept.
+	// Output is what the command wrote, stdout and stderr as they came,
+	// head and tail kept.
 	Output []byte `json:"-"`
 	// Size and SHA256 cover all of the output.
 	Size   int64  `json:"output_size"`
 	SHA256 string `json:"output_sha256"`
-	// Err says why the host did not answer: the ssh client's own message
-	// (connection refused, host key verification failed, ...) or a local
-	// refusal. Empty when the command ran.
+	// Err says why the host did not run the command: ssh's own message
+	// (connection refused, host key changed, ...) or a local refusal.
+	// Empty when the command ran, and for a host not started.
 	Err       string        `json:"error,omitempty"`
 	Duration  time.Duration `json:"-"`
 	TimedOut  bool          `json:"timed_out,omitempty"`
 	Cancelled bool          `json:"cancelled,omitempty"`
+	// NotStarted: the run was stopped before this host's turn came;
+	// nothing was tried there (Cancelled is set too).
+	NotStarted bool `json:"not_started,omitempty"`
 }
 
 // OK reports whether the command ran and exited 0.
@@ -231,45 +239,118 @@ func (r Result) OK() bool {
 	return r.Err == "" && !r.TimedOut && !r.Cancelled && r.ExitCode == 0
 }
 
-// Unreachable reports whether the host never ran the command.
+// Unreachable reports whether the host was tried and did not run the
+// command.
 func (r Result) Unreachable() bool { return r.Err != "" }
 
-// Run runs command on every host (at most Concurrency at once, each within
-// Timeout) with the identity of mode m, and returns one Result per host in
-// the order given. The command string is sent as it is: the remote user's
-// login shell runs it. When ctx ends, every ssh client still running is
-// killed with its process group; the remote terminal's hangup ends the
-// remote command.
-func (f *Fleet) Run(ctx context.Context, hosts []Host, m Mode, command string) []Result {
+// Limits are a run's limits, which the caller gives to have remote
+// commands bounded like its local ones; the Config's own values, when
+// set, win. Zero fields mean the Config's, then the defaults.
+type Limits struct {
+	// Timeout per host, connection included.
+	Timeout time.Duration
+	// CaptureLimit is how many bytes of each host's output are kept.
+	CaptureLimit int
+}
+
+// Run runs command on every host (at most Concurrency at once, started in
+// the order given, each within the timeout) with the identity of mode m,
+// and returns one Result per host in that order. The login shell of the
+// remote user runs the command (see RemoteCommand), with an empty stdin
+// and no terminal. When ctx ends, every ssh client still running is killed
+// with its process group, which closes the session: the remote wrapper
+// then hangs the command up (SIGHUP to its process group); hosts not
+// started yet are marked NotStarted.
+func (f *Fleet) Run(ctx context.Context, hosts []Host, m Mode, command string, lim Limits) []Result {
+	if f.cfg.Timeout > 0 || lim.Timeout <= 0 {
+		lim.Timeout = f.cfg.Timeout
+	}
+	if lim.Timeout <= 0 {
+		lim.Timeout = 120 * time.Second
+	}
+	if f.cfg.CaptureLimit > 0 || lim.CaptureLimit <= 0 {
+		lim.CaptureLimit = f.cfg.CaptureLimit
+	}
+	if lim.CaptureLimit <= 0 {
+		lim.CaptureLimit = 256 << 10
+	}
 	out := make([]Result, len(hosts))
 	sem := make(chan struct{}, f.cfg.Concurrency)
 	var wg sync.WaitGroup
 	for i, h := range hosts {
+		// One loop takes the slots in inventory order (goroutines racing
+		// for them started hosts in random order); a slot freed by a
+		// stopped host may be taken after the stop, so ctx is checked
+		// after each wait too.
+		stopped := false
+		select {
+		case sem <- struct{}{}:
+			if ctx.Err() != nil {
+				<-sem
+				stopped = true
+			}
+		case <-ctx.Done():
+			stopped = true
+		}
+		if stopped {
+			for j := i; j < len(hosts); j++ {
+				out[j] = Result{Host: hosts[j].Name, ExitCode: -1, Cancelled: true, NotStarted: true}
+			}
+			break
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			notStarted := Result{Host: h.Name, ExitCode: -1, Cancelled: true, Err: "not started: the run was stopped"}
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				out[i] = notStarted
-				return
-			}
 			defer func() { <-sem }()
-			// A slot freed by a stopped host may be taken after the stop.
-			if ctx.Err() != nil {
-				out[i] = notStarted
-				return
-			}
-			out[i] = f.runOne(ctx, h, m, command)
+			out[i] = f.runOne(ctx, h, m, command, lim)
 		}()
 	}
 	wg.Wait()
 	return out
 }
 
-// Args returns the ssh command line for one host (without the ssh binary).
-func (f *Fleet) Args(h Host, id Identity, command string) []string {
+// startMarker is what the remote wrapper writes on stderr before the
+// command: ssh's messages come before it, the command's after it. Without
+// it, ssh's exit code 255 cannot tell "could not connect" from a command
+// that exited 255, and ssh's stderr from the command's.
+const startMarker = "\x1ethinbot:start\x1e"
+
+// RemoteCommand is the string ssh sends for command: a POSIX sh prelude,
+// then the command as it was gated, from the next line on, so the login
+// shell parses it as it would alone. The prelude gives the command an
+// empty stdin (readers such as cat or grep end at once instead of waiting
+// for the timeout), keeps the session's stdin for a watcher that sends
+// SIGHUP to the command's process group when the session closes (what a
+// terminal's hangup did: /stop and the timeout kill the ssh client, sshd
+// closes the session, the remote command ends), sets the pagers to cat,
+// and writes startMarker on stderr.
+func RemoteCommand(command string) string {
+	return `exec 3<&0 </dev/null; { cat <&3 >/dev/null 2>&1; kill -s HUP 0; } >/dev/null 2>&1 & exec 3<&-; ` +
+		`export PAGER=cat GIT_PAGER=cat MANPAGER=cat SYSTEMD_PAGER= SYSTEMD_LESS=FRXMK; ` +
+		`printf '\036thinbot:start\036' >&2` + "\n" + command
+}
+
+// controlName is the ControlMaster socket's name for one identity on one
+// host: a hash of the mode, the host's address and port, the login and the
+// key file, then ssh's own %C (local host, the host ssh resolved, port,
+// user). Two identities never share a master, so a read-only command never
+// runs over a connection the privileged key authenticated, nor an approved
+// one through the read-only key's forced command: %C alone covers the
+// login but not the key, and two identities may share a login.
+func controlName(h Host, m Mode, id Identity) string {
+	key := id.Key
+	if a, err := filepath.Abs(key); err == nil && key != "" {
+		key = a
+	}
+	sum := sha256.Sum256([]byte(strings.Join([]string{m.String(), h.Addr, strconv.Itoa(h.Port), id.User, key}, "\x00")))
+	// 12 hex digits + "-" + %C (40) + ssh's temporary suffix (17) keep the
+	// socket path within the 107 bytes a unix socket allows.
+	return hex.EncodeToString(sum[:6]) + "-%C"
+}
+
+// Args returns the ssh command line for one host in mode m with identity id
+// (without the ssh binary).
+func (f *Fleet) Args(h Host, m Mode, id Identity, command string) []string {
 	args := []string{
 		"-o", "BatchMode=yes",
 		"-o", "StrictHostKeyChecking=yes",
@@ -284,11 +365,10 @@ func (f *Fleet) Args(h Host, id Identity, command string) []string {
 		"-o", "LogLevel=ERROR",
 		"-o", "ConnectTimeout=" + strconv.Itoa(max(1, int(f.cfg.ConnectTimeout/time.Second))),
 	}
-	if f.cfg.NoTTY {
-		args = append(args, "-T")
-	} else {
-		args = append(args, "-tt")
-	}
+	// No terminal: a pager or a prompt would wait on one until the
+	// timeout, and a terminal merges stderr into stdout and turns LF into
+	// CRLF. RemoteCommand's watcher does what its hangup did.
+	args = append(args, "-T")
 	if f.cfg.SSHConfig != "" {
 		args = append([]string{"-F", f.cfg.SSHConfig}, args...)
 	}
@@ -296,7 +376,7 @@ func (f *Fleet) Args(h Host, id Identity, command string) []string {
 		args = append(args, "-o", "UserKnownHostsFile="+f.cfg.KnownHosts, "-o", "GlobalKnownHostsFile=/dev/null")
 	}
 	if f.cfg.ControlPersist > 0 {
-		args = append(args, "-o", "ControlMaster=auto", "-o", "ControlPath="+filepath.Join(f.cfg.ControlDir, "%C"),
+		args = append(args, "-o", "ControlMaster=auto", "-o", "ControlPath="+filepath.Join(f.cfg.ControlDir, controlName(h, m, id)),
 			"-o", "ControlPersist="+strconv.Itoa(max(1, int(f.cfg.ControlPersist/time.Second))))
 	} else {
 		args = append(args, "-o", "ControlMaster=no", "-o", "ControlPath=none")
@@ -310,10 +390,10 @@ func (f *Fleet) Args(h Host, id Identity, command string) []string {
 	if h.Port != 0 {
 		args = append(args, "-p", strconv.Itoa(h.Port))
 	}
-	return append(args, "--", h.Addr, command)
+	return append(args, "--", h.Addr, RemoteCommand(command))
 }
 
-func (f *Fleet) runOne(ctx context.Context, h Host, m Mode, command string) Result {
+func (f *Fleet) runOne(ctx context.Context, h Host, m Mode, command string, lim Limits) Result {
 	res := Result{Host: h.Name, ExitCode: -1}
 	id, ok := f.Identity(h, m)
 	if !ok {
@@ -321,9 +401,15 @@ func (f *Fleet) runOne(ctx context.Context, h Host, m Mode, command string) Resu
 		return res
 	}
 	res.User = id.User
-	ctx2, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	// Fail closed: one identity for both modes is no privilege separation
+	// (config check refuses every configuration where this can happen).
+	if other, ok := f.Identity(h, 1-m); ok && sameIdentity(id, other) {
+		res.Err = "the read-only and privileged identities are the same for this host (login " + id.User + "); nothing was run"
+		return res
+	}
+	ctx2, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx2, f.cfg.SSH, f.Args(h, id, command)...)
+	cmd := exec.CommandContext(ctx2, f.cfg.SSH, f.Args(h, m, id, command)...)
 	cmd.Env = f.cfg.Env
 	if cmd.Env == nil {
 		cmd.Env = []string{}
@@ -331,27 +417,37 @@ func (f *Fleet) runOne(ctx context.Context, h Host, m Mode, command string) Resu
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 2 * time.Second
-	out := NewCapture(f.cfg.CaptureLimit)
-	var stderr bytes.Buffer
-	var sink = &crlf{w: out}
-	cmd.Stdout = sink
-	if f.cfg.NoTTY {
-		cmd.Stderr = sink
-	} else {
-		// With a terminal the remote stderr comes through stdout; ssh's
-		// own stderr then carries only its own messages.
-		cmd.Stderr = &limitWriter{w: &stderr, n: 4096}
+	// ssh's stdin is a pipe nobody writes to and that stays open until ssh
+	// is gone: its end is the remote watcher's signal. (The command's own
+	// stdin is /dev/null on the remote side.)
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		res.Err = "start ssh: " + err.Error()
+		return res
 	}
+	defer stdinW.Close()
+	cmd.Stdin = stdinR
+	out := &lockedCapture{c: NewCapture(lim.CaptureLimit)}
+	stderr := &markerSplit{out: out}
+	cmd.Stdout, cmd.Stderr = out, stderr
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	stdinR.Close()
+	if err != nil {
 		res.Err = "start ssh: " + err.Error()
 		return res
 	}
 	werr := cmd.Wait()
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	sink.flush()
 	res.Duration = time.Since(start)
-	res.Output, res.Size, res.SHA256 = out.Bytes(), out.Size(), out.SHA256()
+	started, pre := stderr.result()
+	if !started && len(pre) > 0 && ctx2.Err() == nil && cmd.ProcessState.ExitCode() != 255 {
+		// No marker but an exit code of the command's: something else ran
+		// it (a forced command in authorized_keys); its stderr is output.
+		out.Write(pre)
+	}
+	c := out.capture()
+	res.Output, res.Size, res.SHA256 = c.Bytes(), c.Size(), c.SHA256()
 	switch {
 	case ctx.Err() != nil:
 		res.Cancelled = true
@@ -366,18 +462,83 @@ func (f *Fleet) runOne(ctx context.Context, h Host, m Mode, command string) Resu
 		return res
 	}
 	res.ExitCode = cmd.ProcessState.ExitCode()
-	// 255 is ssh's own failure (or a command that exits 255); ssh's
-	// message, when it wrote one, tells which.
-	if res.ExitCode == 255 {
-		if msg := strings.TrimSpace(stderr.String()); msg != "" || res.Size == 0 {
-			if msg == "" {
-				msg = "ssh failed (exit 255)"
-			}
-			res.Err = lastLines(msg, 3)
-			res.ExitCode = -1
-		}
+	// 255 is ssh's own failure, or a command that exits 255: the marker
+	// tells which.
+	if res.ExitCode == 255 && !started {
+		res.Err = sshError(string(pre))
+		res.ExitCode = -1
 	}
 	return res
+}
+
+// lockedCapture is a Capture that ssh's stdout and stderr copiers write to
+// at once.
+type lockedCapture struct {
+	mu sync.Mutex
+	c  *Capture
+}
+
+func (l *lockedCapture) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.c.Write(p)
+}
+
+func (l *lockedCapture) capture() *Capture {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.c
+}
+
+// markerSplit takes ssh's stderr: what comes before startMarker is ssh's
+// (kept, up to 64 KiB), what comes after is the command's (to out).
+type markerSplit struct {
+	mu      sync.Mutex
+	out     io.Writer
+	pre     []byte
+	started bool
+}
+
+func (w *markerSplit) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return w.out.Write(p)
+	}
+	w.pre = append(w.pre, p...)
+	if i := bytes.Index(w.pre, []byte(startMarker)); i >= 0 {
+		w.started = true
+		rest := w.pre[i+len(startMarker):]
+		w.pre = w.pre[:i]
+		if len(rest) > 0 {
+			w.out.Write(rest)
+		}
+	} else if len(w.pre) > 64<<10 {
+		// Never a marker this late: keep the first 32 KiB and the last
+		// bytes, where a split marker may lie.
+		w.pre = append(w.pre[:32<<10], w.pre[len(w.pre)-len(startMarker):]...)
+	}
+	return len(p), nil
+}
+
+func (w *markerSplit) result() (bool, []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.started, w.pre
+}
+
+// sameIdentity reports whether a and b log in as the same login with the
+// same key file.
+func sameIdentity(a, b Identity) bool {
+	if a.User != b.User {
+		return false
+	}
+	ka, errA := filepath.Abs(a.Key)
+	kb, errB := filepath.Abs(b.Key)
+	if a.Key == "" || b.Key == "" || errA != nil || errB != nil {
+		return a.Key == b.Key
+	}
+	return ka == kb
 }
 
 func lastLines(s string, n int) string {
@@ -386,56 +547,6 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " / ")
-}
-
-type limitWriter struct {
-	w *bytes.Buffer
-	n int
-}
-
-func (l *limitWriter) Write(p []byte) (int, error) {
-	if room := l.n - l.w.Len(); room > 0 {
-		l.w.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
-}
-
-// crlf turns the terminal's CRLF into LF on the way to w.
-type crlf struct {
-	w  *Capture
-	cr bool // a CR is held back, waiting for the next byte
-}
-
-func (c *crlf) Write(p []byte) (int, error) {
-	n := len(p)
-	var buf []byte
-	if c.cr {
-		if len(p) > 0 && p[0] != '\n' {
-			buf = append(buf, '\r')
-		}
-		c.cr = false
-	}
-	for i := 0; i < len(p); i++ {
-		if p[i] == '\r' {
-			if i+1 == len(p) {
-				c.cr = true
-				continue
-			}
-			if p[i+1] == '\n' {
-				continue
-			}
-		}
-		buf = append(buf, p[i])
-	}
-	c.w.Write(buf)
-	return n, nil
-}
-
-func (c *crlf) flush() {
-	if c.cr {
-		c.w.Write([]byte{'\r'})
-		c.cr = false
-	}
 }
 
 // Capture keeps the first and last limit/2 bytes written, the total size

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"io"
 	"strings"
 	"testing"
 )
@@ -215,16 +216,36 @@ func TestSummary(t *testing.T) {
 	}
 }
 
-func TestCRLF(t *testing.T) {
-	c := NewCapture(1 << 10)
-	w := &crlf{w: c}
-	for _, p := range []string{"a\r", "\nb\r\n", "c\rd\r", "x"} {
-		w.Write([]byte(p))
+// TestMarkerSplit: ssh's stderr before the start marker is ssh's, after it
+// the command's, however the writes cut the marker.
+func TestMarkerSplit(t *testing.T) {
+	in := "ssh: warning\n" + startMarker + "err1\nerr2\n"
+	for cut := 1; cut < len(in); cut++ {
+		out := &lockedCapture{c: NewCapture(1 << 10)}
+		w := &markerSplit{out: out}
+		w.Write([]byte(in[:cut]))
+		w.Write([]byte(in[cut:]))
+		started, pre := w.result()
+		if !started || string(pre) != "ssh: warning\n" || string(out.capture().Bytes()) != "err1\nerr2\n" {
+			t.Fatalf("cut %d: started %v, pre %q, out %q", cut, started, pre, out.capture().Bytes())
+		}
 	}
-	w.flush()
-	if got := string(c.Bytes()); got != "a\nb\nc\rd\rx" {
-		t.Errorf("got %q", got)
+	w := &markerSplit{out: io.Discard}
+	w.Write([]byte("ssh: connect to host 10.0.0.1 port 22: Connection refused\r\n"))
+	if started, pre := w.result(); started || sshError(string(pre)) != "ssh: connect to host 10.0.0.1 port 22: Connection refused" {
+		t.Errorf("no marker: %v %q", started, sshError(string(pre)))
 	}
+}
+
+func FuzzSSHError(f *testing.F) {
+	f.Add("WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!\nThe fingerprint for the ED25519 key sent by the remote host is\nSHA256:abc.\nOffending ED25519 key in /nonexistent:3\nHost key for [h]:22 has changed")
+	f.Add("No ED25519 host key is known for [h]:2 and you have requested strict checking.\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		got := sshError(s)
+		if strings.Contains(s, "REMOTE HOST IDENTIFICATION HAS CHANGED") && !strings.HasPrefix(got, "host key changed") {
+			t.Fatalf("a changed host key reported as %q", got)
+		}
+	})
 }
 
 func FuzzParseINI(f *testing.F) {

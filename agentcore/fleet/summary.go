@@ -8,8 +8,9 @@ import (
 
 // Summary writes results for the model and the chat: a count line, then
 // hosts with identical output and exit code grouped under one header
-// (web-[01-17]), the groups with most hosts first, then timeouts, stops and
-// unreachable hosts with ssh's reason. It stays within about limit bytes:
+// (web-[01-17]), the groups with most hosts first. Timeouts, stops, hosts
+// not started and unreachable hosts (with ssh's reason) are listed right
+// under the count line, before the outputs. It stays within about limit bytes:
 // each group's output is cut in the middle to its share, and groups past
 // the 20th are only named.
 func Summary(results []Result, limit int) string {
@@ -23,7 +24,7 @@ func Summary(results []Result, limit int) string {
 	}
 	var groups []*group
 	index := map[string]*group{}
-	var ok, failed, timedOut, stopped []string
+	var ok, failed, timedOut, stopped, notStarted []string
 	unreachable := map[string][]string{} // reason -> hosts
 	var reasons []string
 	for _, r := range results {
@@ -33,6 +34,9 @@ func Summary(results []Result, limit int) string {
 				reasons = append(reasons, r.Err)
 			}
 			unreachable[r.Err] = append(unreachable[r.Err], r.Host)
+			continue
+		case r.NotStarted:
+			notStarted = append(notStarted, r.Host)
 			continue
 		case r.Cancelled:
 			stopped = append(stopped, r.Host)
@@ -76,7 +80,25 @@ func Summary(results []Result, limit int) string {
 	if len(stopped) > 0 {
 		fmt.Fprintf(&b, ", %d stopped", len(stopped))
 	}
+	if len(notStarted) > 0 {
+		fmt.Fprintf(&b, ", %d not started", len(notStarted))
+	}
 	fmt.Fprintf(&b, ", %d unreachable\n", n)
+	// The hosts that did not answer come first, right under the counts: a
+	// reader (or a view) that stops after a few lines still sees them.
+	if len(timedOut) > 0 {
+		fmt.Fprintf(&b, "== timed out (killed): %s\n", Ranges(timedOut))
+	}
+	if len(stopped) > 0 {
+		fmt.Fprintf(&b, "== stopped (killed): %s\n", Ranges(stopped))
+	}
+	if len(notStarted) > 0 {
+		fmt.Fprintf(&b, "== not started (the run was stopped first; nothing was tried there): %s\n", Ranges(notStarted))
+	}
+	for _, why := range reasons {
+		hs := unreachable[why]
+		fmt.Fprintf(&b, "== unreachable, nothing ran: %s (%d host%s): %s\n", Ranges(hs), len(hs), plural(len(hs)), headTail(why, 600))
+	}
 	const maxGroups = 20
 	shown := min(len(groups), maxGroups)
 	share := limit
@@ -107,16 +129,6 @@ func Summary(results []Result, limit int) string {
 		}
 		b.WriteString(headTail(out, share))
 		b.WriteString("\n")
-	}
-	if len(timedOut) > 0 {
-		fmt.Fprintf(&b, "\n== timed out (killed): %s\n", Ranges(timedOut))
-	}
-	if len(stopped) > 0 {
-		fmt.Fprintf(&b, "\n== stopped (killed): %s\n", Ranges(stopped))
-	}
-	for _, why := range reasons {
-		hs := unreachable[why]
-		fmt.Fprintf(&b, "\n== unreachable, nothing ran: %s (%d host%s): %s\n", Ranges(hs), len(hs), plural(len(hs)), headTail(why, 300))
 	}
 	return headTail(b.String(), limit+1024)
 }

@@ -11,7 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -42,8 +44,10 @@ type fleetConfig struct {
 	SSH            string `yaml:"ssh"`
 	SSHConfig      string `yaml:"ssh_config"`
 	KnownHosts     string `yaml:"known_hosts"`
-	// NoTTY runs remote commands without a terminal: /stop then cannot
-	// end them on the host.
+	// NoTTY is accepted and has no effect: remote commands never get a
+	// terminal now (a pager or prompt would wait on it), and /stop ends
+	// them through the session's end instead (fleet.RemoteCommand). Kept
+	// so that configs that set it still load.
 	NoTTY bool `yaml:"no_tty"`
 }
 
@@ -135,16 +139,19 @@ func (fc fleetConfig) check(base string) []error {
 			errs = append(errs, fmt.Errorf("fleet.groups %s: set both read_only and privileged (a user, a key or both)", g.Name))
 		case ro == rw:
 			errs = append(errs, fmt.Errorf("fleet.groups %s: read_only and privileged are the same identity; pass verdicts would run with write rights", g.Name))
+		case identitiesCanCollide(base, ro, rw):
+			errs = append(errs, fmt.Errorf("fleet.groups %s: read_only and privileged can be the same identity (the same key, %s, and a login that is the same or comes from ansible_user or ssh_config for one of them); give each its own key", g.Name, keyName(ro.Key)))
 		}
-		for _, k := range []string{ro.Key, rw.Key} {
-			if k == "" {
+		for _, k := range []struct{ what, path string }{{"read_only", ro.Key}, {"privileged", rw.Key}} {
+			if k.path == "" {
 				continue
 			}
-			if _, err := os.Stat(rel(base, k)); err != nil {
-				errs = append(errs, fmt.Errorf("fleet.groups %s: key: %w", g.Name, err))
+			if err := checkSSHKey(rel(base, k.path)); err != nil {
+				errs = append(errs, fmt.Errorf("fleet.groups %s: %s key: %w", g.Name, k.what, err))
 			}
 		}
 	}
+	errs = append(errs, fc.checkSSHFiles(base)...)
 	if withIDs == 0 {
 		errs = append(errs, errors.New("fleet: no group has read_only and privileged identities, so no host can be reached"))
 	}
@@ -166,6 +173,116 @@ func (fc fleetConfig) check(base string) []error {
 	return errs
 }
 
+// identitiesCanCollide reports whether a read-only and a privileged
+// identity can end up as one login with one key on some host: both offer
+// the same key (both none: the agent's or ssh's defaults; the same file; or
+// two files with the same content) and the logins are equal, or one of
+// them is left to the host's ansible_user or ssh_config, which can name the
+// other's.
+func identitiesCanCollide(base string, ro, rw fleet.Identity) bool {
+	if ro.User != rw.User && ro.User != "" && rw.User != "" {
+		return false
+	}
+	if ro.Key == "" || rw.Key == "" {
+		return ro.Key == rw.Key
+	}
+	a, b := rel(base, ro.Key), rel(base, rw.Key)
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	da, errA := os.ReadFile(a)
+	db, errB := os.ReadFile(b)
+	return errA == nil && errB == nil && bytes.Equal(bytes.TrimSpace(da), bytes.TrimSpace(db))
+}
+
+func keyName(k string) string {
+	if k == "" {
+		return "none configured, so the agent's or ssh's default keys"
+	}
+	return k
+}
+
+// checkSSHKey refuses a private key file the ssh client will not use: one
+// this process (config check runs as the daemon's user) cannot read, one
+// that is not a regular file, one ssh ignores because its owner is this
+// user and group or others may read it ("UNPROTECTED PRIVATE KEY FILE"),
+// and one every local user can read whoever owns it.
+func checkSSHKey(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%w (the daemon's user must be able to read it)", err)
+	}
+	f.Close()
+	perm := st.Mode().Perm()
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) == os.Geteuid() && perm&0o077 != 0 {
+		return fmt.Errorf("%s has mode %04o and belongs to this user: ssh refuses such a key (bad permissions); chmod 600 it", path, perm)
+	}
+	if perm&0o004 != 0 {
+		return fmt.Errorf("%s has mode %04o: every local user can read this private key; chmod o-r it", path, perm)
+	}
+	return nil
+}
+
+// checkSSHFiles refuses a known_hosts or ssh_config the ssh client cannot
+// read, and a known_hosts that is empty (then every host fails "Host key
+// verification failed"). Without known_hosts: and ssh_config:, ssh's
+// defaults (~/.ssh/known_hosts, /etc/ssh/ssh_known_hosts) must hold one.
+func (fc fleetConfig) checkSSHFiles(base string) []error {
+	var errs []error
+	if fc.SSHConfig != "" && fc.SSHConfig != "/dev/null" {
+		if err := readable(rel(base, fc.SSHConfig)); err != nil {
+			errs = append(errs, fmt.Errorf("fleet.ssh_config: %w", err))
+		}
+	}
+	switch {
+	case fc.KnownHosts == "/dev/null":
+		errs = append(errs, errors.New("fleet.known_hosts is /dev/null: every host would fail host key verification"))
+	case fc.KnownHosts != "":
+		p := rel(base, fc.KnownHosts)
+		if err := readable(p); err != nil {
+			errs = append(errs, fmt.Errorf("fleet.known_hosts: %w (every host would fail host key verification)", err))
+		} else if !hasKnownHost(p) {
+			errs = append(errs, fmt.Errorf("fleet.known_hosts %s has no host key: every host would fail host key verification", p))
+		}
+	case fc.SSHConfig == "":
+		home, _ := os.UserHomeDir()
+		if (home == "" || !hasKnownHost(filepath.Join(home, ".ssh", "known_hosts"))) && !hasKnownHost("/etc/ssh/ssh_known_hosts") {
+			errs = append(errs, errors.New("fleet: no known_hosts: set fleet.known_hosts to a file with the hosts' keys (neither ~/.ssh/known_hosts nor /etc/ssh/ssh_known_hosts has one, so every host would fail host key verification)"))
+		}
+	}
+	return errs
+}
+
+func readable(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// hasKnownHost reports whether the known_hosts file at path holds at least
+// one entry.
+func hasKnownHost(path string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			return true
+		}
+	}
+	return false
+}
+
 // open builds the Fleet. The ssh client's environment is the allowlisted
 // one of commands (no API key, no chat token) plus SSH_AUTH_SOCK.
 func (fc fleetConfig) open(base string, environ []string, path string) (*fleet.Fleet, error) {
@@ -176,7 +293,7 @@ func (fc fleetConfig) open(base string, environ []string, path string) (*fleet.F
 	if err != nil {
 		return nil, err
 	}
-	cfg := fleet.Config{Inventory: inv, Concurrency: fc.Concurrency, NoTTY: fc.NoTTY,
+	cfg := fleet.Config{Inventory: inv, Concurrency: fc.Concurrency,
 		SSH: fc.SSH, SSHConfig: relOpt(base, fc.SSHConfig), KnownHosts: relOpt(base, fc.KnownHosts)}
 	if path == "" {
 		path = agentcore.DefaultPath
@@ -378,20 +495,28 @@ func cmdHosts(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// keyFiles returns the identities' key files (and their .pub, harmless but
-// tidy), absolute, for the sandbox and the gate to hide from commands.
+// keyFiles returns the files that make the fleet's trust, absolute, for
+// the sandbox and the gate to hide from commands: the identities' private
+// keys, and the known_hosts and ssh_config thinbot gives ssh. An approved
+// command must not read a key, nor rewrite known_hosts (an ssh-keygen -R
+// the model proposes after a changed host key would make thinbot trust
+// whatever key the host presents next) or ssh_config.
 func (fc fleetConfig) keyFiles(base string) []string {
 	var out []string
-	for _, g := range fc.Groups {
-		for _, k := range []string{g.ReadOnly.Key, g.Privileged.Key} {
-			if k == "" {
-				continue
-			}
-			if a, err := filepath.Abs(rel(base, k)); err == nil {
-				out = append(out, a)
-			}
+	add := func(p string) {
+		if p == "" || p == "/dev/null" {
+			return
+		}
+		if a, err := filepath.Abs(rel(base, p)); err == nil && !slices.Contains(out, a) {
+			out = append(out, a)
 		}
 	}
+	for _, g := range fc.Groups {
+		add(g.ReadOnly.Key)
+		add(g.Privileged.Key)
+	}
+	add(fc.KnownHosts)
+	add(fc.SSHConfig)
 	return out
 }
 

@@ -249,7 +249,9 @@ func progress(w io.Writer) agentcore.Hooks {
 				return
 			}
 			lines := strings.Split(strings.TrimRight(content, "\n"), "\n")
-			if len(lines) > 4 {
+			if len(c.Targets) > 0 {
+				lines = remoteView(lines)
+			} else if len(lines) > 4 {
 				lines = append(lines[:4], fmt.Sprintf("... (%d more lines)", len(lines)-4))
 			}
 			for _, l := range lines {
@@ -257,6 +259,28 @@ func progress(w io.Writer) agentcore.Hooks {
 			}
 		},
 	}
+}
+
+// remoteView is the terminal's short view of a fan-out summary: the count
+// line and every "== hosts (status)" line (which hosts failed, timed out,
+// were stopped, not started or unreachable, and why), without the outputs
+// under them, which the model and the chain have in full. A view cut to
+// its first lines hid the unreachable list.
+func remoteView(lines []string) []string {
+	const max = 40
+	var out []string
+	hidden := 0
+	for i, l := range lines {
+		if (i == 0 || strings.HasPrefix(l, "== ")) && len(out) < max {
+			out = append(out, l)
+		} else if l != "" {
+			hidden++
+		}
+	}
+	if hidden > 0 {
+		out = append(out, fmt.Sprintf("... (%d output lines not shown)", hidden))
+	}
+	return out
 }
 
 // runError turns an unsuccessful result into the one-line error of a
@@ -375,7 +399,7 @@ type terminalApprover struct {
 func (t *terminalApprover) Approve(ctx context.Context, a agentcore.Approval) (agentcore.ApprovalDecision, error) {
 	fmt.Fprintf(t.e.stderr, "\nThe model wants to run (%s):\n    %s\n", a.Rule, a.Command)
 	if len(a.Targets) > 0 {
-		fmt.Fprintf(t.e.stderr, "  on %s (privileged login)\n", agentcore.TargetSummary(a.Targets))
+		fmt.Fprintf(t.e.stderr, "  on %s (%s)\n", agentcore.TargetSummary(a.Targets), agentcore.LoginSummary(a.Logins))
 	}
 	if a.Reason != "" {
 		fmt.Fprintf(t.e.stderr, "  reason: %s\n", a.Reason)

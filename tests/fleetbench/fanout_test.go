@@ -52,10 +52,10 @@ func BenchmarkFanout(b *testing.B) {
 	}
 	runFleet := func(b *testing.B, f *fleet.Fleet, hs []fleet.Host) {
 		// One warm-up outside the clock: masters up, caches hot.
-		check(b, f.Run(context.Background(), hs, fleet.ReadOnly, "uptime"))
+		check(b, f.Run(context.Background(), hs, fleet.ReadOnly, "uptime", fleet.Limits{}))
 		b.ResetTimer()
 		for b.Loop() {
-			check(b, f.Run(context.Background(), hs, fleet.ReadOnly, "uptime"))
+			check(b, f.Run(context.Background(), hs, fleet.ReadOnly, "uptime", fleet.Limits{}))
 		}
 		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
 		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N)/float64(len(hs)), "ms/host")

@@ -36,6 +36,8 @@ type Server struct {
 	cmd  *exec.Cmd
 	// Trusted is whether its host key is in the rig's known_hosts.
 	Trusted bool
+	// HostKey is its private host key file (HostKey+".pub" the public).
+	HostKey string
 }
 
 // Rig is a set of servers sharing users, client keys and known_hosts.
@@ -74,10 +76,7 @@ func Require(t testing.TB) {
 // and untrusted more whose host keys are not in known_hosts.
 func Start(t testing.TB, name string, n, untrusted int) *Rig {
 	t.Helper()
-	Require(t)
-	for _, u := range []string{UserRO, UserRW} {
-		ensureUser(t, u)
-	}
+	EnsureUsers(t)
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
 		t.Fatalf("privilege separation dir: %v", err)
 	}
@@ -120,6 +119,7 @@ func Start(t testing.TB, name string, n, untrusted int) *Rig {
 		}
 		hk := filepath.Join(dir, "host_"+s.Name)
 		keygen(t, hk)
+		s.HostKey = hk
 		if s.Trusted {
 			pub, err := os.ReadFile(hk + ".pub")
 			if err != nil {
@@ -198,6 +198,37 @@ LogLevel INFO
 	})
 }
 
+// NewKey makes another client key pair in the rig's directory and returns
+// the private key's path (not yet authorized for any login: see Authorize).
+func (r *Rig) NewKey(t testing.TB, name string) string {
+	t.Helper()
+	key := filepath.Join(r.Dir, "id_"+name)
+	keygen(t, key)
+	return key
+}
+
+// Authorize adds a line to login's authorized keys: options (may be "",
+// e.g. `restrict,command="echo forced"`) and the public half of key.
+func (r *Rig) Authorize(t testing.TB, login, options, key string) {
+	t.Helper()
+	pub, err := os.ReadFile(key + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.TrimSpace(string(pub))
+	if options != "" {
+		line = options + " " + line
+	}
+	f, err := os.OpenFile(filepath.Join(r.Dir, "authorized_keys", login), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintln(f, line); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Pid returns the server's listener pid.
 func (s *Server) Pid() int { return s.cmd.Process.Pid }
 
@@ -241,6 +272,16 @@ func (r *Rig) Inventory(group string, withDown bool) string {
 		}
 	}
 	return b.String()
+}
+
+// EnsureUsers makes the two test logins (UserRO, UserRW) if they are
+// missing; like Require, it skips (or under CI fails) without root.
+func EnsureUsers(t testing.TB) {
+	t.Helper()
+	Require(t)
+	for _, u := range []string{UserRO, UserRW} {
+		ensureUser(t, u)
+	}
 }
 
 func ensureUser(t testing.TB, name string) {
