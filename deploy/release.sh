@@ -3,6 +3,7 @@
 # thinbot binary (CGO_ENABLED=0, -trimpath), a tarball (binary, skill packs, deploy files,
 # README) and a Debian package, each with a SHA-256 sum.
 # Usage: deploy/release.sh [OUTDIR]   (default: dist/). Needs go, tar, dpkg-deb.
+#        deploy/release.sh --version   prints the Debian version it would give the package.
 #
 # The Debian package installs /usr/bin/thinbot, the systemd unit, the skill packs in
 # /usr/share/thinbot/skills (root-owned, written by `thinbot skills install`), and
@@ -12,14 +13,40 @@
 # /etc/thinbot and /var/lib/thinbot (the event chain!); remove keeps them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Versions. The binary reports `git describe` (v1.2.3, v1.2.3-4-gabc1234, or a bare
+# commit). The Debian version must sort in release order whatever the commit hash is:
+#   tag v1.2.3 on HEAD          -> 1.2.3
+#   4 commits after v1.2.3      -> 1.2.3+git<UTC commit time>.<hash>   (above 1.2.3, below 1.2.4)
+#   no tag before HEAD          -> 0.0~git<UTC commit time>.<hash>     (below any release)
+# The commit time (yyyymmddhhmmss, UTC, committer date) orders two untagged builds; the
+# hash only names the commit. A dirty tree adds ".dirty". tests/deb_test.go checks the
+# order with dpkg --compare-versions.
+debian_version() {
+  local tag when hash dirty=""
+  when=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S HEAD)
+  hash=$(git rev-parse --short=7 HEAD)
+  git diff --quiet HEAD 2>/dev/null || dirty=.dirty
+  if tag=$(git describe --tags --abbrev=0 --match 'v[0-9]*' HEAD 2>/dev/null); then
+    if [ "$(git rev-parse "$tag^{commit}")" = "$(git rev-parse HEAD)" ]; then
+      echo "${tag#v}${dirty:++git${when}.${hash}${dirty}}"
+    else
+      echo "${tag#v}+git${when}.${hash}${dirty}"
+    fi
+  else
+    echo "0.0~git${when}.${hash}${dirty}"
+  fi
+}
+if [ "${1:-}" = --version ]; then
+  # deploy/release.sh --version: print the Debian version of this checkout and exit.
+  debian_version
+  exit 0
+fi
 out=${1:-dist}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
-# A Debian version starts with a digit: v1.2.3 -> 1.2.3, a bare commit -> 0~git<commit>.
-debversion=${version#v}
-case $debversion in [0-9]*) ;; *) debversion="0~git${debversion}" ;; esac
-debversion=${debversion//-/+}
+debversion=$(debian_version)
 goos=linux
 arches=${ARCHES:-amd64 arm64}
 mtime='2026-01-01 00:00Z'

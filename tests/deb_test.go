@@ -39,6 +39,94 @@ func sh(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
+// TestReleaseVersionOrder checks that the Debian versions release.sh gives
+// sort in release order whatever the commit hashes are: untagged builds
+// below every release and in commit-time order (one hash starts with a
+// digit, one with a letter: a version made of the bare hash sorted
+// "9e1ae8b" above "1.0.0"), a tagged commit at its tag, later commits
+// between that tag and the next. It builds nothing, so it always runs.
+func TestReleaseVersionOrder(t *testing.T) {
+	needTool(t, "git")
+	needTool(t, "dpkg")
+	repo := t.TempDir()
+	script, err := os.ReadFile(filepath.Join("..", "deploy", "release.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(repo, "deploy"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "deploy", "release.sh"), script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git := func(date string, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), "git", args...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@localhost",
+			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@localhost",
+			"GIT_AUTHOR_DATE="+date, "GIT_COMMITTER_DATE="+date, "GIT_CONFIG_GLOBAL=/dev/null")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	// commit makes a commit at date whose hash starts with a digit or not.
+	commit := func(date string, digit bool) {
+		t.Helper()
+		for i := 0; ; i++ {
+			if i == 0 {
+				git(date, "commit", "-q", "--allow-empty", "-m", "c "+date)
+			} else {
+				git(date, "commit", "-q", "--amend", "--allow-empty", "-m", fmt.Sprintf("c %s %d", date, i))
+			}
+			h := git(date, "rev-parse", "--short=7", "HEAD")
+			if (h[0] >= '0' && h[0] <= '9') == digit {
+				return
+			}
+		}
+	}
+	version := func() string {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), "deploy/release.sh", "--version")
+		cmd.Dir = repo
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("release.sh --version: %v\n%s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("2026-01-01T00:00:00Z", "init", "-q")
+	git("2026-01-01T00:00:00Z", "add", "deploy")
+	var got []string
+	commit("2026-01-01T10:00:00Z", false)
+	got = append(got, version())
+	commit("2026-01-01T11:00:00Z", true)
+	got = append(got, version())
+	commit("2026-01-02T00:00:00Z", false)
+	git("2026-01-02T00:00:00Z", "tag", "v1.0.0")
+	got = append(got, version())
+	commit("2026-01-03T00:00:00Z", true)
+	got = append(got, version())
+	commit("2026-01-04T00:00:00Z", false)
+	got = append(got, version())
+	commit("2026-01-05T00:00:00Z", true)
+	git("2026-01-05T00:00:00Z", "tag", "v1.0.1")
+	got = append(got, version())
+	if got[2] != "1.0.0" || got[5] != "1.0.1" {
+		t.Errorf("tagged commits: %q and %q, want 1.0.0 and 1.0.1", got[2], got[5])
+	}
+	if want := "0.0~git20260101100000."; !strings.HasPrefix(got[0], want) {
+		t.Errorf("untagged build %q, want %s<hash>", got[0], want)
+	}
+	for i := 1; i < len(got); i++ {
+		if err := exec.Command("dpkg", "--compare-versions", got[i-1], "lt", got[i]).Run(); err != nil {
+			t.Errorf("dpkg --compare-versions %s lt %s: false (%v); all: %q", got[i-1], got[i], err, got)
+		}
+	}
+}
+
 // TestRelease runs deploy/release.sh as a release manager would: static
 // binaries for amd64 and arm64, and a Debian package whose contents,
 // owners, modes, conffiles and maintainer scripts are checked; then, as
