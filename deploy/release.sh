@@ -74,7 +74,7 @@ for goarch in $arches; do
   # Tarball: binary, skill packs (text and scripts, from the binary), deploy files, README.
   "$work/thinbot-host" skills install --bot-user 65534 "$stage/skills" >/dev/null
   cp skills/README.md "$stage/skills/"
-  cp deploy/thinbot.example.yaml deploy/thinbot.service deploy/mattermost.md deploy/slack.md deploy/slack-manifest.yaml "$stage/deploy/"
+  cp deploy/thinbot.example.yaml deploy/thinbot.service deploy/mattermost.md deploy/slack.md deploy/slack-manifest.yaml deploy/fleet.md "$stage/deploy/"
   cp README.md "$stage/"
   tar -C "$work" --sort=name --owner=0 --group=0 --numeric-owner --mtime="$mtime" -czf "$out/$name.tar.gz" "$name"
   (cd "$out" && sha256sum "$name.tar.gz" > "$name.tar.gz.sha256")
@@ -90,12 +90,12 @@ for goarch in $arches; do
   # The packaged unit runs /usr/bin/thinbot, and starts even where /srv/ops (the example
   # workspace) does not exist: systemd fails a unit whose ReadWritePaths entry is missing
   # unless it is marked optional with "-".
-  sed 's#/usr/local/bin/thinbot#/usr/bin/thinbot#g; s#^ReadWritePaths=/var/lib/thinbot /srv/ops$#ReadWritePaths=/var/lib/thinbot -/srv/ops#; s#Install the binary to /usr/bin/thinbot, create the#The Debian package installs the binary and creates the#' \
+  sed 's#^\(ExecStart[A-Za-z]*=\)/usr/local/bin/thinbot #\1/usr/bin/thinbot #; s#^ReadWritePaths=/var/lib/thinbot /srv/ops$#ReadWritePaths=/var/lib/thinbot -/srv/ops#' \
     deploy/thinbot.service > "$root/usr/lib/systemd/system/thinbot.service"
   chmod 0644 "$root/usr/lib/systemd/system/thinbot.service"
   install -m 0640 deploy/thinbot.example.yaml "$root/etc/thinbot/thinbot.example.yaml"
   "$work/thinbot-host" skills install --bot-user 65534 "$root/usr/share/thinbot/skills" >/dev/null
-  install -m 0644 README.md deploy/mattermost.md deploy/slack.md deploy/slack-manifest.yaml "$root/usr/share/doc/thinbot/"
+  install -m 0644 README.md deploy/mattermost.md deploy/slack.md deploy/slack-manifest.yaml deploy/fleet.md "$root/usr/share/doc/thinbot/"
   size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
   cat > "$root/DEBIAN/control" <<CONTROL
 Package: thinbot

@@ -154,6 +154,17 @@ func TestRelease(t *testing.T) {
 		}
 	}
 
+	tarballs, _ := filepath.Glob(filepath.Join(out, "thinbot-*-linux-"+runtime.GOARCH+".tar.gz"))
+	if len(tarballs) != 1 {
+		t.Fatalf("tarballs for %s: %q", runtime.GOARCH, tarballs)
+	}
+	listing := sh(t, "tar", "-tzf", tarballs[0])
+	for _, want := range []string{"/thinbot", "/deploy/fleet.md", "/deploy/mattermost.md", "/deploy/slack.md", "/deploy/thinbot.service", "/deploy/thinbot.example.yaml", "/skills/sys-doctor/SKILL.md"} {
+		if !strings.Contains(listing, want+"\n") {
+			t.Errorf("the tarball has no %s:\n%s", want, listing)
+		}
+	}
+
 	debs, _ := filepath.Glob(filepath.Join(out, "thinbot_*_"+runtime.GOARCH+".deb"))
 	if len(debs) != 1 {
 		t.Fatalf("packages for %s: %q", runtime.GOARCH, debs)
@@ -171,6 +182,9 @@ func TestRelease(t *testing.T) {
 		{"-rw-r--r-- root/root", "./usr/share/thinbot/skills/sys-doctor/SKILL.md"},
 		{"-rwxr-xr-x root/root", "./usr/share/thinbot/skills/sys-doctor/scripts/doctor.sh"},
 		{"drwxr-xr-x root/root", "./usr/share/thinbot/skills/sys-doctor/scripts/"},
+		{"-rw-r--r-- root/root", "./usr/share/doc/thinbot/fleet.md"},
+		{"-rw-r--r-- root/root", "./usr/share/doc/thinbot/mattermost.md"},
+		{"-rw-r--r-- root/root", "./usr/share/doc/thinbot/slack.md"},
 	} {
 		if !hasEntry(contents, want.mode, want.path) {
 			t.Errorf("the package has no %s %s:\n%s", want.mode, want.path, contents)
@@ -197,8 +211,9 @@ func TestRelease(t *testing.T) {
 	tree := t.TempDir()
 	sh(t, "dpkg-deb", "-x", deb, tree)
 	unit, err := os.ReadFile(filepath.Join(tree, "usr/lib/systemd/system/thinbot.service"))
-	if err != nil || !strings.Contains(string(unit), "ExecStart=/usr/bin/thinbot serve --config /etc/thinbot/thinbot.yaml") ||
-		strings.Contains(string(unit), "/usr/local/bin") || !strings.Contains(string(unit), "User=thinbot") ||
+	if err != nil || !strings.Contains(string(unit), "\nExecStart=/usr/bin/thinbot serve --config /etc/thinbot/thinbot.yaml\n") ||
+		!strings.Contains(string(unit), "\nExecStartPre=/usr/bin/thinbot config check --config /etc/thinbot/thinbot.yaml\n") ||
+		strings.Contains(string(unit), "=/usr/local/bin") || !strings.Contains(string(unit), "User=thinbot") ||
 		!strings.Contains(string(unit), "ReadWritePaths=/var/lib/thinbot -/srv/ops") {
 		t.Errorf("the packaged unit does not run /usr/bin/thinbot as thinbot (%v):\n%s", err, unit)
 	}
@@ -271,17 +286,37 @@ func installDeb(t *testing.T, deb string) {
 		}
 	}
 
-	// A minimal config, as an operator would write it next to the example.
+	// The guide's workspace and token step (deploy/mattermost.md), on the
+	// installed package, as root without sudo as the guide says: the guide
+	// and the package must agree on owners and modes.
 	chat := newMMChat(t)
 	modelURL := "http://" + freeAddr(t) + "/v1" // the daemon starts without its model
 	addr := freeAddr(t)
-	writeOwned(t, "/etc/thinbot/mattermost.token", chat.(*mmChat).s.Bot.Token, 0o600, uid, gid)
-	ws := "/var/lib/thinbot/ops"
-	if err := os.Mkdir(ws, 0o750); err != nil {
+	text, err := os.ReadFile(filepath.Join("..", "deploy", "mattermost.md"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(ws, uid, gid); err != nil {
-		t.Fatal(err)
+	blocks := guideBlocks(t, string(text))
+	ws := "/srv/thinbot-deb-test-ops"
+	if _, err := os.Stat(ws); err == nil {
+		t.Fatalf("%s exists; this test makes and removes it", ws)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
+	guide := strings.NewReplacer("/srv/ops", ws, "PASTE-THE-BOT-TOKEN-HERE", chat.(*mmChat).s.Bot.Token, "sudo ", "")
+	sh(t, "bash", "-euc", guide.Replace(blocks["setup"]))
+	for _, want := range []struct {
+		path     string
+		mode     os.FileMode
+		uid, gid int
+	}{
+		{"/etc/thinbot/mattermost.token", 0o640, 0, gid},
+		{ws, os.ModeDir | 0o750, uid, gid},
+	} {
+		if fi, err := os.Stat(want.path); err != nil {
+			t.Errorf("after the guide's setup: %v", err)
+		} else if st := fi.Sys().(*syscall.Stat_t); fi.Mode() != want.mode || int(st.Uid) != want.uid || int(st.Gid) != want.gid {
+			t.Errorf("the guide made %s %s %d:%d, want %s %d:%d", want.path, fi.Mode(), st.Uid, st.Gid, want.mode, want.uid, want.gid)
+		}
 	}
 	cfg := fmt.Sprintf(`platform: mattermost
 mattermost:
@@ -304,8 +339,13 @@ channels:
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 		return cmd
 	}
-	if out, err := asBot("config", "check", "--config", "/etc/thinbot/thinbot.yaml").CombinedOutput(); err != nil {
-		t.Fatalf("config check as the thinbot user: %v\n%s", err, out)
+	// The guide's check, with its no-sudo rule (setpriv as thinbot).
+	check := strings.ReplaceAll(strings.TrimSpace(blocks["check"]), "sudo -u thinbot ", "setpriv --reuid=thinbot --regid=thinbot --init-groups ")
+	checkCmd := exec.CommandContext(t.Context(), "bash", "-euc", check)
+	checkCmd.Dir = "/"
+	checkCmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	if out, err := checkCmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "is fine") {
+		t.Fatalf("the guide's %q on the installed package: %v\n%s", check, err, out)
 	}
 	if out, err := asBot("skills", "--dir", "/usr/share/thinbot/skills").CombinedOutput(); err != nil || !strings.Contains(string(out), "read-only: /usr/share/thinbot/skills/sys-doctor/scripts/doctor.sh") {
 		t.Errorf("the packaged skills as the bot sees them (%v):\n%s", err, out)
