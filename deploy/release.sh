@@ -117,8 +117,10 @@ CONTROL
 #!/bin/sh
 set -e
 if [ "$1" = configure ]; then
+  # The home is the state dir: adduser creates it (a home it cannot access makes adduser
+  # warn on every fresh install), install -d below sets its owner and mode either way.
   if ! getent passwd thinbot >/dev/null; then
-    adduser --system --group --home /var/lib/thinbot --no-create-home --shell /usr/sbin/nologin \
+    adduser --system --group --home /var/lib/thinbot --shell /usr/sbin/nologin \
       --gecos 'thinbot ChatOps agent' thinbot >/dev/null
   fi
   install -d -m 0750 -o root -g thinbot /etc/thinbot

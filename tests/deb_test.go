@@ -247,13 +247,24 @@ func installDeb(t *testing.T, deb string) {
 	if out, err := exec.Command("dpkg-query", "-W", "-f", "${Status}", "thinbot").CombinedOutput(); err == nil && strings.Contains(string(out), "installed") {
 		t.Fatalf("a thinbot package is already installed here (%s); this test installs and purges its own", out)
 	}
+	// A fresh install: the postinst makes the system user (a purge keeps
+	// it, so an earlier run's user is removed first, and this run's after).
+	if u, err := user.Lookup("thinbot"); err == nil {
+		if u.HomeDir != "/var/lib/thinbot" {
+			t.Fatalf("a thinbot user with home %s exists here; this test makes and removes its own", u.HomeDir)
+		}
+		sh(t, "deluser", "--system", "thinbot")
+	}
 	purged := false
 	t.Cleanup(func() {
 		if !purged {
 			exec.Command("dpkg", "--purge", "thinbot").Run()
 		}
+		exec.Command("deluser", "--system", "thinbot").Run()
 	})
-	sh(t, "dpkg", "-i", deb)
+	if out := sh(t, "dpkg", "-i", deb); strings.Contains(out, "Warning") || strings.Contains(out, "can't be accessed") {
+		t.Errorf("dpkg -i warned on a fresh install:\n%s", out)
+	}
 
 	u, err := user.Lookup("thinbot")
 	if err != nil {
