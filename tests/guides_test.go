@@ -183,6 +183,14 @@ func followGuideMode(t *testing.T, guide, mode string, values map[string]string)
 	if out, err := g.shell(check).CombinedOutput(); err != nil || !strings.Contains(string(out), "is fine") {
 		t.Fatalf("the guide's %q: %v\n%s", strings.TrimSpace(check), err, out)
 	}
+	// Step: sandbox check, as written, where the guide has it: it must
+	// not fail on the guide's own layout.
+	if g.blocks["sandbox"] != "" {
+		sb := asUser(g.rw.Replace(g.blocks["sandbox"]))
+		if out, err := g.shell(sb).CombinedOutput(); err != nil || !strings.Contains(string(out), "thinbot will:") {
+			t.Errorf("the guide's %q: %v\n%s", strings.TrimSpace(sb), err, out)
+		}
+	}
 	// Step: thinbot serve, as written (exec, so that SIGTERM reaches it).
 	g.cmd = g.shell("exec " + strings.TrimSpace(asUser(g.rw.Replace(g.blocks["serve"]))))
 	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
@@ -284,6 +292,25 @@ func (g *guideRun) answered(chat chatSide, channel string) {
 	}, &last)
 }
 
+// auditVerify runs the guide's audit verify block and checks its output
+// has every one of want.
+func (g *guideRun) auditVerify(want ...string) {
+	g.t.Helper()
+	if g.blocks["audit"] == "" {
+		g.t.Fatal("the guide has no audit block")
+	}
+	cmd := asUser(g.rw.Replace(g.blocks["audit"]))
+	out, err := g.shell(cmd).CombinedOutput()
+	if err != nil {
+		g.t.Errorf("the guide's %q: %v\n%s", strings.TrimSpace(cmd), err, out)
+	}
+	for _, w := range want {
+		if !strings.Contains(string(out), w) {
+			g.t.Errorf("the guide's %q says no %q:\n%s", strings.TrimSpace(cmd), w, out)
+		}
+	}
+}
+
 // stop sends SIGTERM and expects a clean exit.
 func (g *guideRun) stop() {
 	g.t.Helper()
@@ -348,8 +375,37 @@ func TestGuideMattermost(t *testing.T) {
 	})
 	g.answered(chat, chat.Ops())
 	g.answered(chat, chat.DM("alice")) // the guide's DM entry works
+	// The guide's audit verify: the export while serve runs, the store
+	// and the export after.
+	g.auditVerify("held by the running thinbot; verifying its export instead", "/var/lib/thinbot/audit.jsonl: ok")
 	g.stop()
+	g.auditVerify("/var/lib/thinbot/events.db: ok", "identical to the store")
 	checkUnit(t, g)
+	checkGuideText(t, g, []string{
+		// The bot joins the team before /invite, in the UI, mmctl and REST.
+		"Add the bot to the **team** first",
+		"`mmctl team users add TEAM thinbot`",
+		"$MM/api/v4/teams/TEAM_ID/members",
+		// A bot's token over REST is a second call.
+		"$MM/api/v4/users/BOT_USER_ID/tokens",
+		"$MM/api/v4/users/username/alice",
+		"`config check` reads files only: it does not contact Mattermost",
+		"`/audit`",
+		"`!stop`",
+		"mention the bot by the name you chose",
+	})
+}
+
+// checkGuideText checks that a guide says each of want (whitespace as in
+// Markdown: any run is one space), for the steps a test cannot run.
+func checkGuideText(t *testing.T, g *guideRun, want []string) {
+	t.Helper()
+	text := strings.Join(strings.Fields(g.guide), " ")
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			t.Errorf("the guide does not say %q", w)
+		}
+	}
 }
 
 func TestGuideSlack(t *testing.T) {
@@ -369,8 +425,11 @@ func TestGuideSlack(t *testing.T) {
 	})
 	g.answered(chat, chat.Ops())
 	g.answered(chat, chat.DM("alice")) // the guide's DM entry works
+	g.auditVerify("held by the running thinbot; verifying its export instead", "/var/lib/thinbot/audit.jsonl: ok")
 	g.stop()
+	g.auditVerify("/var/lib/thinbot/events.db: ok", "identical to the store")
 	checkUnit(t, g)
+	checkGuideText(t, g, []string{"`config check` reads files only: it does not contact Slack"})
 }
 
 // HTTP mode: the guide's signing secret step and slack: section, with the
