@@ -229,6 +229,26 @@ func TestUnitAllowsPackCommands(t *testing.T) {
 	}
 }
 
+// TestUnitVerifies runs systemd-analyze verify on the shipped unit (with
+// its binary path pointed at the test's binary): systemd ignores a
+// directive or value it cannot parse with only a warning, so a misspelt
+// hardening line would silently protect nothing.
+func TestUnitVerifies(t *testing.T) {
+	needTool(t, "systemd-analyze")
+	unit, err := os.ReadFile(filepath.Join("..", "deploy", "thinbot.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "thinbot.service")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/thinbot", thinbotBin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(t.Context(), "systemd-analyze", "verify", "--man=no", path).CombinedOutput()
+	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("systemd-analyze verify deploy/thinbot.service: %v\n%s", err, out)
+	}
+}
+
 // TestNetworkDiagnosticsInSandbox runs ss and ip as the agent does (a
 // pass verdict, in the kernel sandbox), under strace -f, and checks their
 // answers are the host's and the sandboxed processes' socket families are
