@@ -3,6 +3,7 @@
 # thinbot binary (CGO_ENABLED=0, -trimpath), a tarball (binary, skill packs, deploy files,
 # README) and a Debian package, each with a SHA-256 sum.
 # Usage: deploy/release.sh [OUTDIR]   (default: dist/). Needs go, tar, dpkg-deb.
+#        deploy/release.sh --version   prints the Debian version it would give the package.
 #
 # The Debian package installs /usr/bin/thinbot, the systemd unit, the skill packs in
 # /usr/share/thinbot/skills (root-owned, written by `thinbot skills install`), and
@@ -12,14 +13,40 @@
 # /etc/thinbot and /var/lib/thinbot (the event chain!); remove keeps them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Versions. The binary reports `git describe` (v1.2.3, v1.2.3-4-gabc1234, or a bare
+# commit). The Debian version must sort in release order whatever the commit hash is:
+#   tag v1.2.3 on HEAD          -> 1.2.3
+#   4 commits after v1.2.3      -> 1.2.3+git<UTC commit time>.<hash>   (above 1.2.3, below 1.2.4)
+#   no tag before HEAD          -> 0.0~git<UTC commit time>.<hash>     (below any release)
+# The commit time (yyyymmddhhmmss, UTC, committer date) orders two untagged builds; the
+# hash only names the commit. A dirty tree adds ".dirty". tests/deb_test.go checks the
+# order with dpkg --compare-versions.
+debian_version() {
+  local tag when hash dirty=""
+  when=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S HEAD)
+  hash=$(git rev-parse --short=7 HEAD)
+  git diff --quiet HEAD 2>/dev/null || dirty=.dirty
+  if tag=$(git describe --tags --abbrev=0 --match 'v[0-9]*' HEAD 2>/dev/null); then
+    if [ "$(git rev-parse "$tag^{commit}")" = "$(git rev-parse HEAD)" ]; then
+      echo "${tag#v}${dirty:++git${when}.${hash}${dirty}}"
+    else
+      echo "${tag#v}+git${when}.${hash}${dirty}"
+    fi
+  else
+    echo "0.0~git${when}.${hash}${dirty}"
+  fi
+}
+if [ "${1:-}" = --version ]; then
+  # deploy/release.sh --version: print the Debian version of this checkout and exit.
+  debian_version
+  exit 0
+fi
 out=${1:-dist}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
-# A Debian version starts with a digit: v1.2.3 -> 1.2.3, a bare commit -> 0~git<commit>.
-debversion=${version#v}
-case $debversion in [0-9]*) ;; *) debversion="0~git${debversion}" ;; esac
-debversion=${debversion//-/+}
+debversion=$(debian_version)
 goos=linux
 arches=${ARCHES:-amd64 arm64}
 mtime='2026-01-01 00:00Z'
@@ -47,7 +74,7 @@ for goarch in $arches; do
   # Tarball: binary, skill packs (text and scripts, from the binary), deploy files, README.
   "$work/thinbot-host" skills install --bot-user 65534 "$stage/skills" >/dev/null
   cp skills/README.md "$stage/skills/"
-  cp deploy/thinbot.example.yaml deploy/thinbot.service deploy/mattermost.md deploy/slack.md deploy/slack-manifest.yaml "$stage/deploy/"
+  cp deploy/thinbot.example.yaml deploy/thinbot.service deploy/mattermost.md deploy/slack.md deploy/slack-manifest.yaml deploy/fleet.md "$stage/deploy/"
   cp README.md "$stage/"
   tar -C "$work" --sort=name --owner=0 --group=0 --numeric-owner --mtime="$mtime" -czf "$out/$name.tar.gz" "$name"
   (cd "$out" && sha256sum "$name.tar.gz" > "$name.tar.gz.sha256")
@@ -63,12 +90,12 @@ for goarch in $arches; do
   # The packaged unit runs /usr/bin/thinbot, and starts even where /srv/ops (the example
   # workspace) does not exist: systemd fails a unit whose ReadWritePaths entry is missing
   # unless it is marked optional with "-".
-  sed 's#/usr/local/bin/thinbot#/usr/bin/thinbot#g; s#^ReadWritePaths=/var/lib/thinbot /srv/ops$#ReadWritePaths=/var/lib/thinbot -/srv/ops#; s#Install the binary to /usr/bin/thinbot, create the#The Debian package installs the binary and creates the#' \
+  sed 's#^\(ExecStart[A-Za-z]*=\)/usr/local/bin/thinbot #\1/usr/bin/thinbot #; s#^ReadWritePaths=/var/lib/thinbot /srv/ops$#ReadWritePaths=/var/lib/thinbot -/srv/ops#' \
     deploy/thinbot.service > "$root/usr/lib/systemd/system/thinbot.service"
   chmod 0644 "$root/usr/lib/systemd/system/thinbot.service"
   install -m 0640 deploy/thinbot.example.yaml "$root/etc/thinbot/thinbot.example.yaml"
   "$work/thinbot-host" skills install --bot-user 65534 "$root/usr/share/thinbot/skills" >/dev/null
-  install -m 0644 README.md deploy/mattermost.md deploy/slack.md deploy/slack-manifest.yaml "$root/usr/share/doc/thinbot/"
+  install -m 0644 README.md deploy/mattermost.md deploy/slack.md deploy/slack-manifest.yaml deploy/fleet.md "$root/usr/share/doc/thinbot/"
   size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
   cat > "$root/DEBIAN/control" <<CONTROL
 Package: thinbot
@@ -90,8 +117,10 @@ CONTROL
 #!/bin/sh
 set -e
 if [ "$1" = configure ]; then
+  # The home is the state dir: adduser creates it (a home it cannot access makes adduser
+  # warn on every fresh install), install -d below sets its owner and mode either way.
   if ! getent passwd thinbot >/dev/null; then
-    adduser --system --group --home /var/lib/thinbot --no-create-home --shell /usr/sbin/nologin \
+    adduser --system --group --home /var/lib/thinbot --shell /usr/sbin/nologin \
       --gecos 'thinbot ChatOps agent' thinbot >/dev/null
   fi
   install -d -m 0750 -o root -g thinbot /etc/thinbot

@@ -39,6 +39,94 @@ func sh(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
+// TestReleaseVersionOrder checks that the Debian versions release.sh gives
+// sort in release order whatever the commit hashes are: untagged builds
+// below every release and in commit-time order (one hash starts with a
+// digit, one with a letter: a version made of the bare hash sorted
+// "9e1ae8b" above "1.0.0"), a tagged commit at its tag, later commits
+// between that tag and the next. It builds nothing, so it always runs.
+func TestReleaseVersionOrder(t *testing.T) {
+	needTool(t, "git")
+	needTool(t, "dpkg")
+	repo := t.TempDir()
+	script, err := os.ReadFile(filepath.Join("..", "deploy", "release.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(repo, "deploy"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "deploy", "release.sh"), script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git := func(date string, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), "git", args...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@localhost",
+			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@localhost",
+			"GIT_AUTHOR_DATE="+date, "GIT_COMMITTER_DATE="+date, "GIT_CONFIG_GLOBAL=/dev/null")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	// commit makes a commit at date whose hash starts with a digit or not.
+	commit := func(date string, digit bool) {
+		t.Helper()
+		for i := 0; ; i++ {
+			if i == 0 {
+				git(date, "commit", "-q", "--allow-empty", "-m", "c "+date)
+			} else {
+				git(date, "commit", "-q", "--amend", "--allow-empty", "-m", fmt.Sprintf("c %s %d", date, i))
+			}
+			h := git(date, "rev-parse", "--short=7", "HEAD")
+			if (h[0] >= '0' && h[0] <= '9') == digit {
+				return
+			}
+		}
+	}
+	version := func() string {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), "deploy/release.sh", "--version")
+		cmd.Dir = repo
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("release.sh --version: %v\n%s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("2026-01-01T00:00:00Z", "init", "-q")
+	git("2026-01-01T00:00:00Z", "add", "deploy")
+	var got []string
+	commit("2026-01-01T10:00:00Z", false)
+	got = append(got, version())
+	commit("2026-01-01T11:00:00Z", true)
+	got = append(got, version())
+	commit("2026-01-02T00:00:00Z", false)
+	git("2026-01-02T00:00:00Z", "tag", "v1.0.0")
+	got = append(got, version())
+	commit("2026-01-03T00:00:00Z", true)
+	got = append(got, version())
+	commit("2026-01-04T00:00:00Z", false)
+	got = append(got, version())
+	commit("2026-01-05T00:00:00Z", true)
+	git("2026-01-05T00:00:00Z", "tag", "v1.0.1")
+	got = append(got, version())
+	if got[2] != "1.0.0" || got[5] != "1.0.1" {
+		t.Errorf("tagged commits: %q and %q, want 1.0.0 and 1.0.1", got[2], got[5])
+	}
+	if want := "0.0~git20260101100000."; !strings.HasPrefix(got[0], want) {
+		t.Errorf("untagged build %q, want %s<hash>", got[0], want)
+	}
+	for i := 1; i < len(got); i++ {
+		if err := exec.Command("dpkg", "--compare-versions", got[i-1], "lt", got[i]).Run(); err != nil {
+			t.Errorf("dpkg --compare-versions %s lt %s: false (%v); all: %q", got[i-1], got[i], err, got)
+		}
+	}
+}
+
 // TestRelease runs deploy/release.sh as a release manager would: static
 // binaries for amd64 and arm64, and a Debian package whose contents,
 // owners, modes, conffiles and maintainer scripts are checked; then, as
@@ -66,6 +154,17 @@ func TestRelease(t *testing.T) {
 		}
 	}
 
+	tarballs, _ := filepath.Glob(filepath.Join(out, "thinbot-*-linux-"+runtime.GOARCH+".tar.gz"))
+	if len(tarballs) != 1 {
+		t.Fatalf("tarballs for %s: %q", runtime.GOARCH, tarballs)
+	}
+	listing := sh(t, "tar", "-tzf", tarballs[0])
+	for _, want := range []string{"/thinbot", "/deploy/fleet.md", "/deploy/mattermost.md", "/deploy/slack.md", "/deploy/thinbot.service", "/deploy/thinbot.example.yaml", "/skills/sys-doctor/SKILL.md"} {
+		if !strings.Contains(listing, want+"\n") {
+			t.Errorf("the tarball has no %s:\n%s", want, listing)
+		}
+	}
+
 	debs, _ := filepath.Glob(filepath.Join(out, "thinbot_*_"+runtime.GOARCH+".deb"))
 	if len(debs) != 1 {
 		t.Fatalf("packages for %s: %q", runtime.GOARCH, debs)
@@ -83,6 +182,9 @@ func TestRelease(t *testing.T) {
 		{"-rw-r--r-- root/root", "./usr/share/thinbot/skills/sys-doctor/SKILL.md"},
 		{"-rwxr-xr-x root/root", "./usr/share/thinbot/skills/sys-doctor/scripts/doctor.sh"},
 		{"drwxr-xr-x root/root", "./usr/share/thinbot/skills/sys-doctor/scripts/"},
+		{"-rw-r--r-- root/root", "./usr/share/doc/thinbot/fleet.md"},
+		{"-rw-r--r-- root/root", "./usr/share/doc/thinbot/mattermost.md"},
+		{"-rw-r--r-- root/root", "./usr/share/doc/thinbot/slack.md"},
 	} {
 		if !hasEntry(contents, want.mode, want.path) {
 			t.Errorf("the package has no %s %s:\n%s", want.mode, want.path, contents)
@@ -109,8 +211,9 @@ func TestRelease(t *testing.T) {
 	tree := t.TempDir()
 	sh(t, "dpkg-deb", "-x", deb, tree)
 	unit, err := os.ReadFile(filepath.Join(tree, "usr/lib/systemd/system/thinbot.service"))
-	if err != nil || !strings.Contains(string(unit), "ExecStart=/usr/bin/thinbot serve --config /etc/thinbot/thinbot.yaml") ||
-		strings.Contains(string(unit), "/usr/local/bin") || !strings.Contains(string(unit), "User=thinbot") ||
+	if err != nil || !strings.Contains(string(unit), "\nExecStart=/usr/bin/thinbot serve --config /etc/thinbot/thinbot.yaml\n") ||
+		!strings.Contains(string(unit), "\nExecStartPre=/usr/bin/thinbot config check --config /etc/thinbot/thinbot.yaml\n") ||
+		strings.Contains(string(unit), "=/usr/local/bin") || !strings.Contains(string(unit), "User=thinbot") ||
 		!strings.Contains(string(unit), "ReadWritePaths=/var/lib/thinbot -/srv/ops") {
 		t.Errorf("the packaged unit does not run /usr/bin/thinbot as thinbot (%v):\n%s", err, unit)
 	}
@@ -144,13 +247,24 @@ func installDeb(t *testing.T, deb string) {
 	if out, err := exec.Command("dpkg-query", "-W", "-f", "${Status}", "thinbot").CombinedOutput(); err == nil && strings.Contains(string(out), "installed") {
 		t.Fatalf("a thinbot package is already installed here (%s); this test installs and purges its own", out)
 	}
+	// A fresh install: the postinst makes the system user (a purge keeps
+	// it, so an earlier run's user is removed first, and this run's after).
+	if u, err := user.Lookup("thinbot"); err == nil {
+		if u.HomeDir != "/var/lib/thinbot" {
+			t.Fatalf("a thinbot user with home %s exists here; this test makes and removes its own", u.HomeDir)
+		}
+		sh(t, "deluser", "--system", "thinbot")
+	}
 	purged := false
 	t.Cleanup(func() {
 		if !purged {
 			exec.Command("dpkg", "--purge", "thinbot").Run()
 		}
+		exec.Command("deluser", "--system", "thinbot").Run()
 	})
-	sh(t, "dpkg", "-i", deb)
+	if out := sh(t, "dpkg", "-i", deb); strings.Contains(out, "Warning") || strings.Contains(out, "can't be accessed") {
+		t.Errorf("dpkg -i warned on a fresh install:\n%s", out)
+	}
 
 	u, err := user.Lookup("thinbot")
 	if err != nil {
@@ -183,17 +297,37 @@ func installDeb(t *testing.T, deb string) {
 		}
 	}
 
-	// A minimal config, as an operator would write it next to the example.
+	// The guide's workspace and token step (deploy/mattermost.md), on the
+	// installed package, as root without sudo as the guide says: the guide
+	// and the package must agree on owners and modes.
 	chat := newMMChat(t)
 	modelURL := "http://" + freeAddr(t) + "/v1" // the daemon starts without its model
 	addr := freeAddr(t)
-	writeOwned(t, "/etc/thinbot/mattermost.token", chat.(*mmChat).s.Bot.Token, 0o600, uid, gid)
-	ws := "/var/lib/thinbot/ops"
-	if err := os.Mkdir(ws, 0o750); err != nil {
+	text, err := os.ReadFile(filepath.Join("..", "deploy", "mattermost.md"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(ws, uid, gid); err != nil {
-		t.Fatal(err)
+	blocks := guideBlocks(t, string(text))
+	ws := "/srv/thinbot-deb-test-ops"
+	if _, err := os.Stat(ws); err == nil {
+		t.Fatalf("%s exists; this test makes and removes it", ws)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
+	guide := strings.NewReplacer("/srv/ops", ws, "PASTE-THE-BOT-TOKEN-HERE", chat.(*mmChat).s.Bot.Token, "sudo ", "")
+	sh(t, "bash", "-euc", guide.Replace(blocks["setup"]))
+	for _, want := range []struct {
+		path     string
+		mode     os.FileMode
+		uid, gid int
+	}{
+		{"/etc/thinbot/mattermost.token", 0o640, 0, gid},
+		{ws, os.ModeDir | 0o750, uid, gid},
+	} {
+		if fi, err := os.Stat(want.path); err != nil {
+			t.Errorf("after the guide's setup: %v", err)
+		} else if st := fi.Sys().(*syscall.Stat_t); fi.Mode() != want.mode || int(st.Uid) != want.uid || int(st.Gid) != want.gid {
+			t.Errorf("the guide made %s %s %d:%d, want %s %d:%d", want.path, fi.Mode(), st.Uid, st.Gid, want.mode, want.uid, want.gid)
+		}
 	}
 	cfg := fmt.Sprintf(`platform: mattermost
 mattermost:
@@ -216,8 +350,13 @@ channels:
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 		return cmd
 	}
-	if out, err := asBot("config", "check", "--config", "/etc/thinbot/thinbot.yaml").CombinedOutput(); err != nil {
-		t.Fatalf("config check as the thinbot user: %v\n%s", err, out)
+	// The guide's check, with its no-sudo rule (setpriv as thinbot).
+	check := strings.ReplaceAll(strings.TrimSpace(blocks["check"]), "sudo -u thinbot ", "setpriv --reuid=thinbot --regid=thinbot --init-groups ")
+	checkCmd := exec.CommandContext(t.Context(), "bash", "-euc", check)
+	checkCmd.Dir = "/"
+	checkCmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	if out, err := checkCmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "is fine") {
+		t.Fatalf("the guide's %q on the installed package: %v\n%s", check, err, out)
 	}
 	if out, err := asBot("skills", "--dir", "/usr/share/thinbot/skills").CombinedOutput(); err != nil || !strings.Contains(string(out), "read-only: /usr/share/thinbot/skills/sys-doctor/scripts/doctor.sh") {
 		t.Errorf("the packaged skills as the bot sees them (%v):\n%s", err, out)

@@ -51,7 +51,7 @@ func guideBlocks(t *testing.T, text string) map[string]string {
 			b.WriteString(strings.TrimPrefix(line, indent) + "\n")
 		}
 	}
-	for _, want := range []string{"setup", "config", "dms", "check", "serve", "ready"} {
+	for _, want := range []string{"install", "setup", "config", "dms", "check", "serve", "ready"} {
 		if blocks[want] == "" {
 			t.Fatalf("the guide has no %q block", want)
 		}
@@ -59,17 +59,28 @@ func guideBlocks(t *testing.T, text string) map[string]string {
 	return blocks
 }
 
-// asUser turns a guide's root commands into ones a test can run: no sudo,
-// no chown, no useradd (the test is the thinbot user).
+// noSudo is the guides' rule for a root shell without sudo; asUser
+// applies it.
+const noSudo = "every `sudo -u thinbot COMMAND` below as `setpriv --reuid=thinbot --regid=thinbot --init-groups COMMAND`"
+
+// asUser turns a guide's root commands into ones a test can run: no chown,
+// no useradd (the test is the thinbot user), and no sudo: as root, the
+// guide's own rule (setpriv for `sudo -u thinbot`, with the test's user in
+// place of thinbot); otherwise the commands as they are.
 func asUser(block string) string {
+	runAs := ""
+	if os.Getuid() == 0 {
+		runAs = "setpriv --reuid=root --regid=root --init-groups "
+	}
 	var out []string
 	for _, l := range strings.Split(block, "\n") {
-		if strings.HasPrefix(l, "sudo useradd") {
+		if strings.HasPrefix(l, "id thinbot >/dev/null 2>&1 || sudo useradd ") {
 			continue
 		}
-		l = strings.ReplaceAll(l, "sudo -u thinbot ", "")
+		l = strings.ReplaceAll(l, "sudo -u thinbot ", runAs)
 		l = strings.ReplaceAll(l, "sudo ", "")
 		l = strings.ReplaceAll(l, " -o thinbot -g thinbot", "")
+		l = strings.ReplaceAll(l, " -o root -g thinbot", "")
 		out = append(out, l)
 	}
 	return strings.Join(out, "\n")
@@ -106,7 +117,7 @@ func followGuideMode(t *testing.T, guide, mode string, values map[string]string)
 	for k, v := range values {
 		pairs = append(pairs, k, v)
 	}
-	for _, p := range []string{"/etc/thinbot", "/var/lib/thinbot", "/srv/ops"} {
+	for _, p := range []string{"/etc/thinbot", "/var/lib/thinbot", "/srv/ops", "/usr/local/bin"} {
 		pairs = append(pairs, p, root+p)
 	}
 	g := &guideRun{t: t, root: root, guide: string(text), blocks: guideBlocks(t, string(text)),
@@ -114,8 +125,25 @@ func followGuideMode(t *testing.T, guide, mode string, values map[string]string)
 	os.MkdirAll(filepath.Join(root, "etc"), 0o755)
 	os.MkdirAll(filepath.Join(root, "var", "lib"), 0o755)
 	os.MkdirAll(filepath.Join(root, "srv"), 0o755)
+	os.MkdirAll(filepath.Join(root, "usr", "local", "bin"), 0o755)
+	if !strings.Contains(strings.Join(strings.Fields(g.guide), " "), noSudo) {
+		t.Errorf("the guide does not say how to run its commands without sudo (%q)", noSudo)
+	}
 
-	// Step: install (folders, token files), as the guide writes it.
+	// Step: install from the tarball (the binary, the user, the folders),
+	// in the unpacked tarball's folder (here: the root, holding thinbot).
+	// PATH has the guide's /usr/local/bin only, so the binary that runs is
+	// the one this step installed.
+	if err := copyFile(thinbotBin, filepath.Join(root, "thinbot")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := g.shell(asUser(g.rw.Replace(g.blocks["install"]))).CombinedOutput(); err != nil {
+		t.Fatalf("the guide's install failed: %v\n%s", err, out)
+	}
+	checkModes(t, root, map[string]os.FileMode{"/etc/thinbot": os.ModeDir | 0o750, "/var/lib/thinbot": os.ModeDir | 0o700, "/usr/local/bin/thinbot": 0o755})
+	os.Remove(filepath.Join(root, "thinbot"))
+
+	// Step: the workspace and token files, as the guide writes them.
 	setup := g.blocks["setup"]
 	if mode == "http" {
 		setup += g.blocks["http-setup"]
@@ -129,10 +157,13 @@ func followGuideMode(t *testing.T, guide, mode string, values map[string]string)
 		if strings.HasSuffix(f, "model.key") || (mode != "http" && strings.HasSuffix(f, "slack-signing.secret")) {
 			continue // optional (commented out), and HTTP mode's own step
 		}
-		if _, err := os.Stat(root + f); err != nil {
+		if fi, err := os.Stat(root + f); err != nil {
 			t.Errorf("the guide names %s, which its setup does not create", f)
+		} else if fi.Mode() != 0o640 {
+			t.Errorf("the guide's %s has mode %s; the guide and the package say 0640 (root:thinbot)", f, fi.Mode())
 		}
 	}
+	checkModes(t, root, map[string]os.FileMode{"/srv/ops": os.ModeDir | 0o750})
 	// Step: the config file, as the guide shows it, with the entry that
 	// enables direct messages added at the end of channels:.
 	config := g.blocks["config"] + g.blocks["dms"]
@@ -144,13 +175,21 @@ func followGuideMode(t *testing.T, guide, mode string, values map[string]string)
 		config = sec.ReplaceAllLiteralString(config, "\n"+g.blocks["http"])
 	}
 	cfg := filepath.Join(root, "etc", "thinbot", "thinbot.yaml")
-	if err := os.WriteFile(cfg, []byte(g.rw.Replace(config)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(g.rw.Replace(config)), 0o640); err != nil {
 		t.Fatal(err)
 	}
 	// Step: config check, as written.
 	check := asUser(g.rw.Replace(g.blocks["check"]))
 	if out, err := g.shell(check).CombinedOutput(); err != nil || !strings.Contains(string(out), "is fine") {
 		t.Fatalf("the guide's %q: %v\n%s", strings.TrimSpace(check), err, out)
+	}
+	// Step: sandbox check, as written, where the guide has it: it must
+	// not fail on the guide's own layout.
+	if g.blocks["sandbox"] != "" {
+		sb := asUser(g.rw.Replace(g.blocks["sandbox"]))
+		if out, err := g.shell(sb).CombinedOutput(); err != nil || !strings.Contains(string(out), "thinbot will:") {
+			t.Errorf("the guide's %q: %v\n%s", strings.TrimSpace(sb), err, out)
+		}
 	}
 	// Step: thinbot serve, as written (exec, so that SIGTERM reaches it).
 	g.cmd = g.shell("exec " + strings.TrimSpace(asUser(g.rw.Replace(g.blocks["serve"]))))
@@ -191,13 +230,35 @@ func followGuideMode(t *testing.T, guide, mode string, values map[string]string)
 	return g
 }
 
-// shell runs script with bash in the guide's root, with the thinbot binary
-// on PATH as /usr/local/bin/thinbot would be.
+// shell runs script with bash in the guide's root, with the guide's
+// /usr/local/bin first on PATH.
 func (g *guideRun) shell(script string) *exec.Cmd {
 	cmd := exec.Command("bash", "-euc", script)
 	cmd.Dir = g.root
-	cmd.Env = []string{"PATH=" + filepath.Dir(thinbotBin) + ":" + os.Getenv("PATH"), "HOME=" + g.root, "USER=thinbot"}
+	cmd.Env = []string{"PATH=" + filepath.Join(g.root, "usr", "local", "bin") + ":" + os.Getenv("PATH"), "HOME=" + g.root, "USER=thinbot"}
 	return cmd
+}
+
+// checkModes checks the modes of files below root (paths as the guide
+// names them).
+func checkModes(t *testing.T, root string, want map[string]os.FileMode) {
+	t.Helper()
+	for p, mode := range want {
+		fi, err := os.Stat(filepath.Join(root, p))
+		if err != nil {
+			t.Errorf("the guide's %s: %v", p, err)
+		} else if fi.Mode() != mode {
+			t.Errorf("the guide's %s has mode %s, want %s (as the Debian package makes it)", p, fi.Mode(), mode)
+		}
+	}
+}
+
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o755)
 }
 
 func (g *guideRun) wait(what string, cond func() bool, last *string) {
@@ -231,6 +292,25 @@ func (g *guideRun) answered(chat chatSide, channel string) {
 	}, &last)
 }
 
+// auditVerify runs the guide's audit verify block and checks its output
+// has every one of want.
+func (g *guideRun) auditVerify(want ...string) {
+	g.t.Helper()
+	if g.blocks["audit"] == "" {
+		g.t.Fatal("the guide has no audit block")
+	}
+	cmd := asUser(g.rw.Replace(g.blocks["audit"]))
+	out, err := g.shell(cmd).CombinedOutput()
+	if err != nil {
+		g.t.Errorf("the guide's %q: %v\n%s", strings.TrimSpace(cmd), err, out)
+	}
+	for _, w := range want {
+		if !strings.Contains(string(out), w) {
+			g.t.Errorf("the guide's %q says no %q:\n%s", strings.TrimSpace(cmd), w, out)
+		}
+	}
+}
+
 // stop sends SIGTERM and expects a clean exit.
 func (g *guideRun) stop() {
 	g.t.Helper()
@@ -246,8 +326,9 @@ func (g *guideRun) stop() {
 }
 
 // checkUnit checks that the systemd unit the guide installs runs the
-// guide's config and lets commands write to its state and workspace.
-func checkUnit(t *testing.T) {
+// guide's binary and config and lets commands write to its state and
+// workspace, as the guide says it does.
+func checkUnit(t *testing.T, g *guideRun) {
 	t.Helper()
 	unit, err := os.ReadFile(filepath.Join("..", "deploy", "thinbot.service"))
 	if err != nil {
@@ -257,10 +338,23 @@ func checkUnit(t *testing.T) {
 		"ExecStart=/usr/local/bin/thinbot serve --config /etc/thinbot/thinbot.yaml",
 		"ExecStartPre=/usr/local/bin/thinbot config check --config /etc/thinbot/thinbot.yaml",
 		"ReadWritePaths=/var/lib/thinbot /srv/ops",
+		"PrivateTmp=yes",
 		"User=thinbot",
 	} {
-		if !strings.Contains(string(unit), want) {
+		if !strings.Contains(string(unit), "\n"+want+"\n") {
 			t.Errorf("deploy/thinbot.service lacks %q", want)
+		}
+	}
+	guide := strings.Join(strings.Fields(g.guide), " ")
+	for _, want := range []string{
+		"`ReadWritePaths=` lists `/var/lib/thinbot` and `/srv/ops`",
+		"your `state_dir` if it is not `/var/lib/thinbot`",
+		"`PrivateTmp=yes`",
+		"a workspace under `/tmp` or `/var/tmp` cannot work under the unit",
+		"install `deploy/thinbot.service` (it runs `/usr/local/bin/thinbot`)",
+	} {
+		if !strings.Contains(guide, want) {
+			t.Errorf("the guide does not say %q", want)
 		}
 	}
 }
@@ -281,8 +375,37 @@ func TestGuideMattermost(t *testing.T) {
 	})
 	g.answered(chat, chat.Ops())
 	g.answered(chat, chat.DM("alice")) // the guide's DM entry works
+	// The guide's audit verify: the export while serve runs, the store
+	// and the export after.
+	g.auditVerify("held by the running thinbot; verifying its export instead", "/var/lib/thinbot/audit.jsonl: ok")
 	g.stop()
-	checkUnit(t)
+	g.auditVerify("/var/lib/thinbot/events.db: ok", "identical to the store")
+	checkUnit(t, g)
+	checkGuideText(t, g, []string{
+		// The bot joins the team before /invite, in the UI, mmctl and REST.
+		"Add the bot to the **team** first",
+		"`mmctl team users add TEAM thinbot`",
+		"$MM/api/v4/teams/TEAM_ID/members",
+		// A bot's token over REST is a second call.
+		"$MM/api/v4/users/BOT_USER_ID/tokens",
+		"$MM/api/v4/users/username/alice",
+		"`config check` reads files only: it does not contact Mattermost",
+		"`/audit`",
+		"`!stop`",
+		"mention the bot by the name you chose",
+	})
+}
+
+// checkGuideText checks that a guide says each of want (whitespace as in
+// Markdown: any run is one space), for the steps a test cannot run.
+func checkGuideText(t *testing.T, g *guideRun, want []string) {
+	t.Helper()
+	text := strings.Join(strings.Fields(g.guide), " ")
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			t.Errorf("the guide does not say %q", w)
+		}
+	}
 }
 
 func TestGuideSlack(t *testing.T) {
@@ -302,8 +425,11 @@ func TestGuideSlack(t *testing.T) {
 	})
 	g.answered(chat, chat.Ops())
 	g.answered(chat, chat.DM("alice")) // the guide's DM entry works
+	g.auditVerify("held by the running thinbot; verifying its export instead", "/var/lib/thinbot/audit.jsonl: ok")
 	g.stop()
-	checkUnit(t)
+	g.auditVerify("/var/lib/thinbot/events.db: ok", "identical to the store")
+	checkUnit(t, g)
+	checkGuideText(t, g, []string{"`config check` reads files only: it does not contact Slack"})
 }
 
 // HTTP mode: the guide's signing secret step and slack: section, with the

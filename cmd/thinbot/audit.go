@@ -35,11 +35,15 @@ func (b brokenError) ExitCode() int { return 2 }
 
 // cmdAudit verifies, exports, follows and rebuilds the event chain:
 //
-//	thinbot audit verify  [--db PATH | --jsonl FILE]
-//	thinbot audit export  [--db PATH] [--session ID] [--since SEQ]
-//	thinbot audit tail    [--db PATH | --jsonl FILE] [--session ID] [--since SEQ] [--json]
-//	thinbot audit rebuild [--db PATH]   (rewrites audit.jsonl from the store; with only
-//	                                    audit.jsonl, builds the store from it)
+//	thinbot audit verify  [--db PATH | --config FILE | --jsonl FILE]
+//	thinbot audit export  [--db PATH | --config FILE] [--session ID] [--since SEQ]
+//	thinbot audit tail    [--db PATH | --config FILE | --jsonl FILE] [--session ID] [--since SEQ] [--json]
+//	thinbot audit rebuild [--db PATH | --config FILE]   (rewrites audit.jsonl from the store;
+//	                                    with only audit.jsonl, builds the store from it)
+//
+// --config names a daemon's config file: the store is events.db in its
+// state_dir. verify --config of a running daemon (which holds the store's
+// lock) verifies its export, audit.jsonl, instead and says so.
 func cmdAudit(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("%w: thinbot audit verify|export|tail|rebuild [flags]", errUsage)
@@ -47,6 +51,7 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("audit "+args[0], flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	db := fs.String("db", defaultDB, "event store `PATH`")
+	config := fs.String("config", "", "a daemon's config `FILE`: the event store in its state_dir")
 	var jsonl, session *string
 	var since *uint64
 	var asJSON *bool
@@ -74,12 +79,32 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: audit %s takes no arguments, got %q", errUsage, args[0], fs.Args())
 	}
+	if *config != "" {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if set["db"] || set["jsonl"] {
+			return fmt.Errorf("%w: audit %s: --config names the store; give it or --db/--jsonl, not both", errUsage, args[0])
+		}
+		dir, err := configStateDir(*config, e.getenv)
+		if err != nil {
+			return err
+		}
+		*db = filepath.Join(dir, "events.db")
+	}
 	switch args[0] {
 	case "verify":
 		if *jsonl != "" {
 			return verifyJSONLFile(ctx, e, *jsonl)
 		}
-		return verifyStore(ctx, e, *db)
+		err := verifyStore(ctx, e, *db)
+		if *config != "" && errors.Is(err, store.ErrLocked) {
+			// A running daemon holds the store: its journal is the
+			// export, verifiable alone.
+			journal := filepath.Join(filepath.Dir(*db), "audit.jsonl")
+			fmt.Fprintf(e.stdout, "store  %s: held by the running thinbot; verifying its export instead (stop the daemon to check the store too)\n", *db)
+			return verifyJSONLFile(ctx, e, journal)
+		}
+		return err
 	case "export":
 		return exportStore(ctx, e, *db, *session, *since)
 	case "tail":
@@ -91,6 +116,20 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 	default:
 		return rebuildAudit(ctx, e, *db)
 	}
+}
+
+// configStateDir is the state_dir of a daemon config. The rest of the
+// config need not be valid (an auditor may not read the daemon's secrets);
+// `thinbot config check` is for that.
+func configStateDir(path string, getenv func(string) string) (string, error) {
+	c, _, err := loadConfig(path, getenv)
+	if c == nil {
+		return "", err
+	}
+	if c.StateDir == "" {
+		return "", fmt.Errorf("config %s has no state_dir", path)
+	}
+	return c.StateDir, nil
 }
 
 // openReadOnly opens an existing store for reading.

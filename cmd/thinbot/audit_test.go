@@ -107,6 +107,53 @@ func TestAuditVerifyLocked(t *testing.T) {
 	}
 }
 
+// TestAuditVerifyConfig: --config finds the daemon's store in its
+// state_dir (the rest of the config need not be valid for an auditor);
+// while the daemon holds the store, verify checks its export instead.
+func TestAuditVerifyConfig(t *testing.T) {
+	path := newAuditStore(t, 10)
+	cfg := filepath.Join(t.TempDir(), "thinbot.yaml")
+	conf := "platform: mattermost\nmattermost: {url: http://127.0.0.1:1, token_file: /nonexistent/token}\nstate_dir: " + filepath.Dir(path) + "\n"
+	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, out, _ := auditEnv()
+	if err := run(t.Context(), e, []string{"audit", "verify", "--config", cfg}); err != nil {
+		t.Fatalf("verify --config: %v\n%s", err, out)
+	}
+	if !strings.Contains(out.String(), "store  "+path+": ok, 10 events") || !strings.Contains(out.String(), "identical to the store") {
+		t.Errorf("verify --config of a stopped daemon's store:\n%s", out)
+	}
+
+	e, out, _ = auditEnv()
+	if err := run(t.Context(), e, []string{"audit", "export", "--config", cfg}); err != nil || strings.Count(out.String(), "\n") != 10 {
+		t.Errorf("export --config: %v, %d lines", err, strings.Count(out.String(), "\n"))
+	}
+
+	db, err := store.Open(path, nil) // the running daemon
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	e, out, _ = auditEnv()
+	if err := run(t.Context(), e, []string{"audit", "verify", "--config", cfg}); err != nil {
+		t.Fatalf("verify --config of a running daemon: %v\n%s", err, out)
+	}
+	if !strings.Contains(out.String(), "held by the running thinbot; verifying its export instead") ||
+		!strings.Contains(out.String(), "export "+filepath.Join(filepath.Dir(path), "audit.jsonl")+": ok, 10 events") {
+		t.Errorf("verify --config of a running daemon:\n%s", out)
+	}
+
+	e, _, _ = auditEnv()
+	if err := run(t.Context(), e, []string{"audit", "verify", "--config", cfg, "--db", path}); !errors.Is(err, errUsage) {
+		t.Errorf("--config with --db: %v, want a usage error", err)
+	}
+	e, _, _ = auditEnv()
+	if err := run(t.Context(), e, []string{"audit", "verify", "--config", filepath.Join(t.TempDir(), "none.yaml")}); err == nil {
+		t.Error("--config of a missing file: no error")
+	}
+}
+
 func TestAuditExportRebuildSessions(t *testing.T) {
 	path := newAuditStore(t, 6)
 	jsonl := filepath.Join(filepath.Dir(path), "audit.jsonl")

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -34,6 +35,10 @@ type env struct {
 	getenv func(string) string
 	// interrupts delivers SIGINT in interactive modes; nil in tests that do not need it.
 	interrupts <-chan os.Signal
+	// logJSON is set by a command whose log lines are JSON (serve --config):
+	// its final error is then a JSON line too, so that a log pipeline that
+	// reads JSON keeps the line saying why the daemon stopped.
+	logJSON bool
 }
 
 type command struct {
@@ -78,13 +83,25 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), stopOn...)
 	defer stop()
 	if err := run(ctx, e, os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "thinbot:", err)
+		code := 1
 		var ec exitCoder
 		if errors.As(err, &ec) {
-			os.Exit(ec.ExitCode())
+			code = ec.ExitCode()
 		}
-		os.Exit(1)
+		reportError(e.stderr, e.logJSON, err, code)
+		os.Exit(code)
 	}
+}
+
+// reportError writes the error that ends the process: as a JSON log line
+// (level ERROR, msg "thinbot exited", err, exit_code) where the command
+// logs JSON, otherwise as "thinbot: ERR".
+func reportError(w io.Writer, logJSON bool, err error, code int) {
+	if !logJSON {
+		fmt.Fprintln(w, "thinbot:", err)
+		return
+	}
+	slog.New(slog.NewJSONHandler(w, nil)).Error("thinbot exited", "err", err.Error(), "exit_code", code)
 }
 
 // exitCoder lets an error choose the process exit code (audit verify uses 2 for

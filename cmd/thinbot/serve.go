@@ -46,6 +46,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if *path == "" {
 		return serveConsole(ctx, e, *listen, *stateDir)
 	}
+	e.logJSON = true // the daemon's log lines are JSON, its final error too
 	c, d, err := loadConfig(*path, e.getenv)
 	if err != nil {
 		return fmt.Errorf("%w\n(run 'thinbot config check --config %s' for the full list)", err, *path)
