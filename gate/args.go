@@ -345,7 +345,7 @@ func (k *checker) operands(label string, r, cur *Rule, seen []flagUse, operands 
 			continue
 		}
 		if pat := k.sensitive(a.s); pat != "" {
-			return ptr(confirm("secret.path", "reads %s, a sensitive path (matches %s)", a.s, pat))
+			return ptr(readsSensitive(a.s, pat))
 		}
 		if recursive {
 			if d := k.recursive(label, a.s); d != nil {

@@ -89,33 +89,89 @@ func (k *checker) sensitive(p string) string {
 	return ""
 }
 
-// cd adds the directories a `cd` to target may lead to.
-func (k *checker) cd(target []arg) {
-	t := "~"
-	if len(target) > 0 {
-		t = target[0].s
+// readsSensitive is the decision for reading p, which matched the
+// sensitive pattern pat.
+func readsSensitive(p, pat string) Decision {
+	if pat == lostPath {
+		return confirm("secret.path", "reads %s in %s", p, pat)
 	}
-	if t == "~" || strings.HasPrefix(t, "~/") {
-		if k.c.home == "" {
-			k.dirs = appendNew(k.dirs, "")
-			return
+	return confirm("secret.path", "reads %s, a sensitive path (matches %s)", p, pat)
+}
+
+// cd adds the directories `cd ARGS`, `pushd ARGS` or `popd ARGS` may lead
+// to; the rule has already checked the flags (-L, -P, -e; -n for the
+// stack) and that there is at most one operand. A cd may fail, so every
+// earlier directory stays possible. The set only grows, so every entry of
+// the directory stack (pushd pushes the directory it leaves) is already in
+// it: popd, a bare pushd and pushd +N add nothing. `cd -` and ~- go to
+// $OLDPWD, which may have been inherited: lostDir. CDPATH is assumed
+// unset, as in thinbot's command environment; setting it in front of cd
+// is not on the assignments list.
+func (k *checker) cd(name string, args []arg) {
+	physical := false
+	i := 0
+	for ; i < len(args) && isFlag(args[i].s); i++ {
+		if args[i].s == "--" {
+			i++
+			break
 		}
-		t = k.c.home + t[1:]
+		if name == "cd" && strings.Contains(args[i].s, "P") {
+			physical = true
+		}
+		if name != "cd" && isNumber(args[i].s[1:]) {
+			return // pushd -N, popd -N: a stack entry
+		}
 	}
-	if t == "-" || strings.HasPrefix(t, "~") {
-		k.dirs = appendNew(k.dirs, "")
+	var t arg
+	switch {
+	case i < len(args):
+		t = args[i]
+	case name == "cd":
+		t = arg{s: "~", tilde: true}
+	default:
+		return // pushd swaps, popd pops: a directory the set holds
+	}
+	if name != "cd" && len(t.s) > 1 && (t.s[0] == '+' || t.s[0] == '-') && isNumber(t.s[1:]) {
 		return
 	}
-	if strings.HasPrefix(t, "/") {
-		k.dirs = appendNew(k.dirs, path.Clean(t))
-		return
+	for _, d := range k.cdTargets(t, physical) {
+		k.dirs = appendNew(k.dirs, d)
 	}
-	for _, d := range slices.Clone(k.dirs) {
-		if d == "" {
-			continue
+}
+
+// cdTargets returns where cd to t may lead from each possible directory.
+func (k *checker) cdTargets(t arg, physical bool) []string {
+	s := t.s
+	switch {
+	case t.glob || s == "-":
+		return []string{lostDir}
+	case s == "":
+		return nil // cd "" stays where it is
+	}
+	var out []string
+	for _, d := range k.dirs {
+		target := s
+		if t.tilde {
+			e, _ := expandTilde(s, d, k.c.home)
+			if !strings.HasPrefix(e, "/") {
+				e = lostDir // the home or directory is unknown
+			}
+			target = e
 		}
-		k.dirs = appendNew(k.dirs, path.Join(d, t))
+		switch {
+		case isLost(target) || (physical && strings.Contains(target, "..")):
+			// -P resolves symbolic links before `..`: lexical cleaning
+			// may name another directory.
+			out = appendNew(out, lostDir)
+		case strings.HasPrefix(target, "/"):
+			out = appendNew(out, path.Clean(target))
+		case d == "" || isLost(d):
+			out = appendNew(out, lostDir)
+		default:
+			out = appendNew(out, path.Join(d, target))
+		}
 	}
+	return out
 }
 
 func (k *checker) stmts(list []*syntax.Stmt) *Decision {
@@ -175,7 +231,7 @@ func (k *checker) redirect(r *syntax.Redirect) *Decision {
 			return ptr(confirm("word.glob", "a glob as an input redirection"))
 		}
 		if pat := k.sensitive(target.s); pat != "" {
-			return ptr(confirm("secret.path", "reads %s, a sensitive path (matches %s)", target.s, pat))
+			return ptr(readsSensitive(target.s, pat))
 		}
 		return nil
 	case syntax.Hdoc, syntax.DashHdoc:
@@ -315,8 +371,8 @@ func (k *checker) argv(args []arg, viaXargs bool) *Decision {
 		if d == nil && viaXargs && !r.XargsFlags && !k.endedFlags {
 			return ptr(confirm("xargs", "xargs can append flags the gate cannot see (`--files0-from=F`); end the flags of `%s` with --", name))
 		}
-		if d == nil && name == "cd" {
-			k.cd(args[1:])
+		if d == nil && r.Check == "cd" {
+			k.cd(name, args[1:])
 		}
 		return d
 	}

@@ -53,7 +53,7 @@ func (s *scanner) file(f *syntax.File, depth int) (Decision, bool) {
 		case *syntax.CallExpr:
 			args := looseArgs(x.Args)
 			d, hit = s.call(args, depth)
-			if !hit && len(args) > 0 && args[0] == "cd" {
+			if !hit && len(args) > 0 && (args[0] == "cd" || args[0] == "pushd") {
 				s.dirs = appendNew(s.dirs, s.cdDirs(args[1:], s.dirs)...)
 			}
 		case *syntax.Redirect:
@@ -106,7 +106,7 @@ func (s *scanner) afterSuccess(st *syntax.Stmt, from []string) []string {
 	switch x := st.Cmd.(type) {
 	case *syntax.CallExpr:
 		args := looseArgs(x.Args)
-		if len(args) == 0 || args[0] != "cd" {
+		if len(args) == 0 || (args[0] != "cd" && args[0] != "pushd") {
 			return nil
 		}
 		return s.cdDirs(args[1:], from)
@@ -131,8 +131,12 @@ func (s *scanner) afterSuccess(st *syntax.Stmt, from []string) []string {
 // cdDirs returns the directories `cd ARGS` may lead to from the
 // directories from.
 func (s *scanner) cdDirs(args []string, from []string) []string {
-	for len(args) > 0 && (args[0] == "-P" || args[0] == "-L" || args[0] == "-e" || args[0] == "--") {
+	for len(args) > 0 && len(args[0]) > 1 && args[0][0] == '-' && args[0] != unknownField {
+		ended := args[0] == "--"
 		args = args[1:]
+		if ended {
+			break
+		}
 	}
 	t := "~"
 	if len(args) > 0 {
@@ -143,6 +147,9 @@ func (s *scanner) cdDirs(args []string, from []string) []string {
 			return []string{""}
 		}
 		t = s.c.home + t[1:]
+	}
+	if t == "~root" || strings.HasPrefix(t, "~root/") {
+		t = "/root" + t[len("~root"):]
 	}
 	switch {
 	case t == "":
