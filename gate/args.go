@@ -4,6 +4,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -214,20 +215,21 @@ func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
 			i += n
 			continue
 		}
-		if len(r.Verbs) > 0 && verb == "" {
+		if len(cur.Verbs) > 0 {
+			label := quoteless(name, verb)
 			if a.glob {
-				return ptr(confirm("word.glob", "a glob as the subcommand of `%s`", name))
+				return ptr(confirm("word.glob", "a glob as the subcommand of `%s`", label))
 			}
-			vr, ok := r.Verbs[a.s]
+			vr, ok := cur.Verbs[a.s]
 			if !ok {
-				if reason, ok := r.UnsafeOperands[a.s]; ok {
-					return ptr(confirm("verb.unsafe", "`%s %s` %s", name, a.s, reason))
+				if reason, ok := cur.UnsafeOperands[a.s]; ok {
+					return ptr(confirm("verb.unsafe", "`%s %s` %s", label, a.s, reason))
 				}
-				return ptr(confirm("verb.unknown", "`%s %s` is not a read-only subcommand", name, a.s))
+				return ptr(confirm("verb.unknown", "`%s %s` is not a read-only subcommand", label, a.s))
 			}
-			verb = a.s
+			verb = strings.TrimSpace(verb + " " + a.s)
 			cur = vr
-			rules = []*Rule{vr, r}
+			rules = append([]*Rule{vr}, rules...)
 			if r.GlobalFlagsFirst {
 				rules = []*Rule{vr}
 			}
@@ -284,6 +286,10 @@ func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
 		}
 	case "ip":
 		if d := ipOperands(operands); d != nil {
+			return d
+		}
+	case "seq":
+		if d := seqOperands(operands); d != nil {
 			return d
 		}
 	case "git-branch":
@@ -344,8 +350,8 @@ func (k *checker) operands(label string, r, cur *Rule, seen []flagUse, operands 
 		if kind != "files" || a.s == "-" {
 			continue
 		}
-		if pat := k.sensitive(a.s); pat != "" {
-			return ptr(readsSensitive(a.s, pat))
+		if d := k.readable(r, cur, seen, a.s); d != nil {
+			return d
 		}
 		if recursive {
 			if d := k.recursive(label, a.s); d != nil {
@@ -356,7 +362,45 @@ func (k *checker) operands(label string, r, cur *Rule, seen []flagUse, operands 
 	if recursive && kind == "files" && len(operands) == 0 {
 		return k.recursive(label, ".")
 	}
+	for _, f := range seen {
+		if (slices.Contains(cur.FileFlags, f.name) || slices.Contains(r.FileFlags, f.name)) && f.value != "-" {
+			if d := k.readable(r, cur, seen, f.value); d != nil {
+				return d
+			}
+		}
+	}
 	return nil
+}
+
+// readable judges a file the command reads as content: a sensitive path
+// (less the rule's ignore_sensitive patterns) is confirm, and so is an
+// endless device unless a bounded_read flag limits the read.
+func (k *checker) readable(r, cur *Rule, seen []flagUse, file string) *Decision {
+	ignore := cur.IgnoreSensitive
+	if cur != r {
+		ignore = append(slices.Clone(ignore), r.IgnoreSensitive...)
+	}
+	pat := k.sensitive(file, ignore)
+	if pat == endlessPath && (k.bounded(cur, seen) || k.bounded(r, seen)) {
+		return nil
+	}
+	if pat != "" {
+		return ptr(readsSensitive(file, pat))
+	}
+	return nil
+}
+
+// bounded reports whether a bounded_read flag of r was given a value
+// that bounds the read.
+func (k *checker) bounded(r *Rule, seen []flagUse) bool {
+	for _, f := range seen {
+		if pat, ok := r.BoundedRead[f.name]; ok {
+			if re := k.c.operandRE[pat]; re != nil && re.MatchString(f.value) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // recursive passes a recursive read of dir only under a recursive read
@@ -471,6 +515,47 @@ func (k *checker) find(name string, r *Rule, args []arg) *Decision {
 		default:
 			return ptr(confirm("flag.unknown", "`%s` expression %s is not on the read-only table", name, a))
 		}
+	}
+	return nil
+}
+
+// maxSeqLines is the most lines `seq` may print and pass: enough for any
+// loop a diagnosis needs, far below what fills memory or a disk.
+const maxSeqLines = 1_000_000
+
+var seqNumber = regexp.MustCompile(`^[+-]?[0-9]{1,18}(\.[0-9]{1,18})?$`)
+
+// seqOperands passes `seq [FIRST [INCREMENT]] LAST` only for plain decimal
+// numbers that print at most maxSeqLines lines: `seq inf`, `seq 1 1e18`,
+// hexadecimal and a zero increment (which older seq repeats forever) are
+// confirm.
+func seqOperands(operands []arg) *Decision {
+	if len(operands) == 0 || len(operands) > 3 {
+		return ptr(confirm("operand.count", "`seq` takes one to three numbers"))
+	}
+	nums := make([]float64, len(operands))
+	for i, a := range operands {
+		if !seqNumber.MatchString(a.s) {
+			return ptr(confirm("operand.endless", "`seq %s`: only plain decimal numbers are read-only (inf, exponents and hexadecimal can run without end)", a.s))
+		}
+		n, err := strconv.ParseFloat(a.s, 64)
+		if err != nil {
+			return ptr(confirm("operand.endless", "`seq %s` is not a number the gate can read", a.s))
+		}
+		nums[i] = n
+	}
+	first, inc, last := 1.0, 1.0, nums[len(nums)-1]
+	switch len(nums) {
+	case 2:
+		first = nums[0]
+	case 3:
+		first, inc = nums[0], nums[1]
+	}
+	if inc == 0 {
+		return ptr(confirm("operand.endless", "`seq` with a zero increment prints without end"))
+	}
+	if lines := (last-first)/inc + 1; lines > maxSeqLines {
+		return ptr(confirm("operand.endless", "`seq` would print %.0f lines, more than the %d a read-only command may", lines, maxSeqLines))
 	}
 	return nil
 }

@@ -80,9 +80,9 @@ type checker struct {
 
 // sensitive returns the sensitive pattern p matches in any possible
 // working directory, or "".
-func (k *checker) sensitive(p string) string {
+func (k *checker) sensitive(p string, ignore []string) string {
 	for _, d := range k.dirs {
-		if pat := k.c.sensitive(p, d); pat != "" {
+		if pat := k.c.sensitive(p, d, ignore); pat != "" {
 			return pat
 		}
 	}
@@ -92,8 +92,11 @@ func (k *checker) sensitive(p string) string {
 // readsSensitive is the decision for reading p, which matched the
 // sensitive pattern pat.
 func readsSensitive(p, pat string) Decision {
-	if pat == lostPath {
+	switch pat {
+	case lostPath:
 		return confirm("secret.path", "reads %s in %s", p, pat)
+	case endlessPath:
+		return confirm("input.endless", "reads %s, which never ends, so the command grows or runs until a limit stops it (head -c N bounds it)", p)
 	}
 	return confirm("secret.path", "reads %s, a sensitive path (matches %s)", p, pat)
 }
@@ -230,7 +233,7 @@ func (k *checker) redirect(r *syntax.Redirect) *Decision {
 		if target.glob {
 			return ptr(confirm("word.glob", "a glob as an input redirection"))
 		}
-		if pat := k.sensitive(target.s); pat != "" {
+		if pat := k.sensitive(target.s, nil); pat != "" {
 			return ptr(readsSensitive(target.s, pat))
 		}
 		return nil
@@ -368,6 +371,9 @@ func (k *checker) argv(args []arg, viaXargs bool) *Decision {
 			return ptr(confirm("xargs", "xargs appends operands the gate cannot see, and `%s` is not marked safe for that", name))
 		}
 		d := k.rule(name, r, args[1:])
+		if d == nil && r.Daemon != "" && !slices.Contains(k.p.AllowedDaemons, name) {
+			d = ptr(confirm("command.daemon", "`%s` %s; list it in allowed_daemons to pass its read-only subcommands", name, r.Daemon))
+		}
 		if d == nil && viaXargs && !r.XargsFlags && !k.endedFlags {
 			return ptr(confirm("xargs", "xargs can append flags the gate cannot see (`--files0-from=F`); end the flags of `%s` with --", name))
 		}
@@ -452,9 +458,17 @@ func (k *checker) wrapper(name string, w *Wrapper, args []arg, viaXargs bool) *D
 				return k.plainOperands(name, args[i+1:])
 			}
 		}
-		n, d := parseFlag(name, []*Rule{flags}, args[i:], nil)
+		var seen []flagUse
+		n, d := parseFlag(name, []*Rule{flags}, args[i:], &seen)
 		if d != nil {
 			return d
+		}
+		for _, f := range seen {
+			if pat, ok := w.FlagValues[f.name]; ok {
+				if re := k.c.operandRE[pat]; re == nil || !re.MatchString(f.value) {
+					return ptr(confirm("flag.value", "`%s %s %s`: only values matching %s are read-only", name, f.name, f.value, pat))
+				}
+			}
 		}
 		i += 1 + n
 	}

@@ -1,6 +1,9 @@
 package gate
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // containCases are the classes of issue #19: commands the gate passed that
 // it must not (a changing working directory, endless inputs and outputs,
@@ -54,6 +57,56 @@ var containCases = []gateCase{
 	{cmd: "cd -P / && rm -rf *", want: Deny, dir: "/srv/app"},
 	{cmd: "pushd / && rm -rf *", want: Deny, dir: "/srv/app"},
 	{cmd: "cd ~root && rm -rf *", want: Deny, dir: "/srv/app"},
+	// Endless inputs: devices that never end, unless the read is bounded.
+	{cmd: "head -n -1 /dev/zero", want: Confirm, rule: "input.endless"},
+	{cmd: "head -n 1 /dev/zero", want: Confirm},
+	{cmd: "head -c -1 /dev/zero", want: Confirm},
+	{cmd: "head -5 /dev/zero", want: Confirm},
+	{cmd: "tail -n 1 /dev/zero", want: Confirm},
+	{cmd: "uniq /dev/zero", want: Confirm},
+	{cmd: "sort /dev/zero", want: Confirm},
+	{cmd: "sort -S 1M /dev/urandom", want: Confirm},
+	{cmd: "sort -S 1M f", want: Confirm, rule: "flag.unsafe"},
+	{cmd: "sort --parallel=64 f", want: Confirm},
+	{cmd: "sort < /dev/zero", want: Confirm},
+	{cmd: "cat /dev/urandom", want: Confirm},
+	{cmd: "wc -c /dev/random", want: Confirm},
+	{cmd: "tr -d x < /dev/zero", want: Confirm},
+	{cmd: "cat /dev/tty", want: Confirm},
+	{cmd: "cat /proc/kmsg", want: Confirm},
+	{cmd: "cat /sys/kernel/tracing/trace_pipe", want: Confirm},
+	{cmd: "cd /dev && sort zero", want: Confirm},
+	{cmd: "cat /dev/./zero", want: Confirm},
+	{cmd: "head -c 16 /dev/urandom", want: Pass},
+	{cmd: "head -c16 /dev/urandom", want: Pass},
+	{cmd: "head --bytes=32 /dev/random", want: Pass},
+	{cmd: "head -c 16 /dev/urandom | base64", want: Pass},
+	{cmd: "cat /dev/null", want: Pass},
+	{cmd: "sort -n f", want: Pass},
+	// Endless producers.
+	{cmd: "seq inf", want: Confirm, rule: "operand.endless"},
+	{cmd: "seq 1 inf", want: Confirm},
+	{cmd: "seq 1 infinity", want: Confirm},
+	{cmd: "seq 1 0 5", want: Confirm},
+	{cmd: "seq 1 1e18", want: Confirm},
+	{cmd: "seq 0x1 0xfffffffffff", want: Confirm},
+	{cmd: "seq 1 1000000000000", want: Confirm},
+	{cmd: "seq 1 0.000001 100", want: Confirm},
+	{cmd: "seq -1000000000 1", want: Confirm},
+	{cmd: "seq nan", want: Confirm},
+	{cmd: "seq", want: Confirm},
+	{cmd: "seq -f '%.999999f' 1 3", want: Confirm},
+	{cmd: "seq -s '" + strings.Repeat(" ", 4000) + "' 1000000", want: Confirm},
+	{cmd: "seq 1 inf | xargs -P 0 -n 1 ls", want: Confirm},
+	{cmd: "seq 10 | xargs -P 0 -n 1 ls", want: Confirm, rule: "flag.value"},
+	{cmd: "seq 10 | xargs --max-procs=0 ls", want: Confirm},
+	{cmd: "seq 10 | xargs -P 64 ls", want: Confirm},
+	{cmd: "seq 10", want: Pass},
+	{cmd: "seq 2 2 100", want: Pass},
+	{cmd: "seq -w 1 1000000", want: Pass},
+	{cmd: "seq -s , 1 5", want: Pass},
+	{cmd: "seq -f 'node%02g' 1 20", want: Pass},
+	{cmd: "seq 10 | xargs -P 4 -n 1 ls", want: Pass},
 }
 
 func TestContain(t *testing.T) {

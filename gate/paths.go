@@ -2,6 +2,7 @@ package gate
 
 import (
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -319,15 +320,16 @@ func (pp pathPattern) matches(w where) bool {
 
 // What sensitive returns for paths no pattern names.
 const (
-	magicPath  = "/proc/PID/{cwd,root,exe,fd/N} (a link the gate cannot follow)"
-	devicePath = "/dev/* (a device or link not in readable_devices)"
-	lostPath   = "a directory the gate cannot follow (~user, ~-, or after cd -, cd ~user)"
+	magicPath   = "/proc/PID/{cwd,root,exe,fd/N} (a link the gate cannot follow)"
+	devicePath  = "/dev/* (a device or link not in readable_devices)"
+	endlessPath = "/dev/* (a device that never ends: endless_devices)"
+	lostPath    = "a directory the gate cannot follow (~user, ~-, or after cd -, cd ~user)"
 )
 
 // sensitive returns the first sensitive pattern matching p, or "". A path
 // through a /proc magic link and a device not in readable_devices are
 // sensitive too.
-func (c *compiled) sensitive(p, dir string) string {
+func (c *compiled) sensitive(p, dir string, ignore []string) string {
 	w := resolvePath(p, dir, c.home)
 	if w.magic {
 		return magicPath
@@ -338,12 +340,15 @@ func (c *compiled) sensitive(p, dir string) string {
 	if stdio(w.segs) {
 		return "" // /dev/stdin: the gate checks what the command reads through redirections
 	}
-	for _, pp := range c.sensitivePaths {
-		if pp.matches(w) {
+	for i, pp := range c.sensitivePaths {
+		if pp.matches(w) && !c.ignored(i, ignore) {
 			return pp.raw
 		}
 	}
 	if w.absolute && len(w.segs) >= 2 && w.segs[0] == "dev" && !c.devices["/"+strings.Join(w.segs, "/")] {
+		if c.endless["/"+strings.Join(w.segs, "/")] {
+			return endlessPath
+		}
 		return devicePath
 	}
 	if w.linked {
@@ -351,8 +356,8 @@ func (c *compiled) sensitive(p, dir string) string {
 		// lexical reading must be clean too, in case a kernel resolves
 		// the link differently than modelled.
 		if lex := lexical(p, dir, c.home); lex.absolute {
-			for _, pp := range c.sensitivePaths {
-				if pp.matches(lex) {
+			for i, pp := range c.sensitivePaths {
+				if pp.matches(lex) && !c.ignored(i, ignore) {
 					return pp.raw
 				}
 			}
@@ -362,6 +367,12 @@ func (c *compiled) sensitive(p, dir string) string {
 		}
 	}
 	return ""
+}
+
+// ignored reports whether sensitive pattern i is one of ignore; the
+// protected paths (after the sensitive ones) are never ignored.
+func (c *compiled) ignored(i int, ignore []string) bool {
+	return i < c.nSensitive && slices.Contains(ignore, c.sensitivePaths[i].raw)
 }
 
 // lexical cleans an absolute (or dir-joined) path as text only.
@@ -421,7 +432,9 @@ func (p *Policy) ClassifyPath(name string) Decision {
 			return deny("deny.read-target", "%s is another process's memory or environment (matches %s)", name, pp.raw)
 		}
 	}
-	if pat := c.sensitive(name, ""); pat != "" {
+	if pat := c.sensitive(name, "", nil); pat == endlessPath {
+		return confirm("input.endless", "%s never ends", name)
+	} else if pat != "" {
 		return confirm("secret.path", "%s is a sensitive path (matches %s)", name, pat)
 	}
 	return Decision{Verdict: Pass, Rule: "read-path", Reason: "not a sensitive path"}
