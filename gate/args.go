@@ -343,6 +343,12 @@ func (k *checker) operands(label string, r, cur *Rule, seen []flagUse, operands 
 			if reason, ok := cur.UnsafeOperands[part]; ok {
 				return ptr(confirm("operand.unsafe", "`%s %s` %s", label, a.s, reason))
 			}
+			if cur.ResourceNames || r.ResourceNames {
+				kind, _, _ := strings.Cut(strings.ToLower(part), ".")
+				if reason, ok := cur.UnsafeOperands[kind]; ok {
+					return ptr(confirm("operand.unsafe", "`%s %s` %s (kubectl reads resource names case-insensitively, with or without .VERSION.GROUP)", label, a.s, reason))
+				}
+			}
 		}
 		if a.glob && !cur.Globs {
 			return ptr(confirm("word.glob", "the glob %q could match a sensitive file", a.s))

@@ -107,6 +107,18 @@ var containCases = []gateCase{
 	{cmd: "seq -s , 1 5", want: Pass},
 	{cmd: "seq -f 'node%02g' 1 20", want: Pass},
 	{cmd: "seq 10 | xargs -P 4 -n 1 ls", want: Pass},
+	// kubectl resource names are case-insensitive.
+	{cmd: "kubectl get SECRETS -o yaml", want: Confirm, rule: "operand.unsafe"},
+	{cmd: "kubectl get Secret -o yaml", want: Confirm},
+	{cmd: "kubectl get Secrets/db -o json", want: Confirm},
+	{cmd: "kubectl get secrets.v1. -o yaml", want: Confirm},
+	{cmd: "kubectl get secret.v1.core -o yaml", want: Confirm},
+	{cmd: "kubectl get pods,SECRETS -A -o yaml", want: Confirm},
+	{cmd: "kubectl describe SECRET db", want: Confirm},
+	{cmd: "kubectl -n prod get sEcReTs", want: Confirm},
+	{cmd: "kubectl get pods -A -o wide", want: Pass},
+	{cmd: "kubectl get all -A", want: Pass},
+	{cmd: "kubectl get Deployments.apps -n prod", want: Pass},
 }
 
 func TestContain(t *testing.T) {

@@ -146,6 +146,11 @@ type Rule struct {
 	// UnsafeOperands are operands (or comma/slash separated parts of one)
 	// that are never pass, with the reason (`kubectl get secret`).
 	UnsafeOperands map[string]string `yaml:"unsafe_operands,omitempty"`
+	// ResourceNames marks operands that are kubectl resource names: they
+	// are matched against UnsafeOperands case-insensitively and without
+	// their .VERSION.GROUP (SECRETS, Secret, secrets.v1., secret/NAME
+	// are all secrets).
+	ResourceNames bool `yaml:"resource_names,omitempty"`
 	// PatternFlags, when set, means the first operand is a pattern, not a
 	// file, unless one of these flags gives the pattern (`grep -e`).
 	PatternFlags []string `yaml:"pattern_flags,omitempty,flow"`
