@@ -140,3 +140,35 @@ func TestContain(t *testing.T) {
 	}
 	t.Logf("%d cases: %d deny, %d confirm, %d pass", len(containCases), counts[Deny], counts[Confirm], counts[Pass])
 }
+
+// TestEveryReaderChecksSensitivePaths: every read-only command that reads
+// files as content (operands: files) and every command fed a file through
+// `<` needs approval for a sensitive path, so no reader on the table
+// (rev, tr, nl, od…) prints a secret unseen, however it encodes it.
+func TestEveryReaderChecksSensitivePaths(t *testing.T) {
+	p := testPolicy(t)
+	secrets := []string{"/etc/shadow", "/run/secrets/db", "/etc/systemd/system/thinbot.service.d/key.conf",
+		"/etc/default/thinbot", "/srv/app/prod.env", "/run/credentials/thinbot.service/key", "/dev/zero"}
+	readers := 0
+	for name, r := range p.Commands {
+		for _, s := range secrets {
+			cmds := []string{name + " < " + s}
+			if r.Operands == "files" {
+				readers++
+				pre := name + " "
+				if len(r.PatternFlags) > 0 || r.Check == "sed" {
+					pre += "p " // the first operand is a pattern or script
+				}
+				cmds = append(cmds, pre+s, name+" -- "+strings.TrimPrefix(pre, name+" ")+s)
+			}
+			for _, cmd := range cmds {
+				if d := p.ClassifyIn("/srv/app", cmd); d.Verdict == Pass {
+					t.Errorf("ClassifyIn(%q) = pass, want confirm or deny", cmd)
+				}
+			}
+		}
+	}
+	if readers < 20*len(secrets) {
+		t.Errorf("only %d reader cases", readers)
+	}
+}
