@@ -190,6 +190,16 @@ func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
 			}
 		}
 	}
+	if r.Check == "tar" && len(args) > 0 && !strings.HasPrefix(args[0].s, "-") {
+		// Old-style options (tar tzf FILE): the first word is a cluster
+		// whose value letters take the following words in order. Read as
+		// a dashed cluster only when f, the one value letter on the
+		// table, comes last; then both readings agree.
+		if i := strings.IndexByte(args[0].s, 'f'); i >= 0 && i != len(args[0].s)-1 {
+			return ptr(confirm("flag.unknown", "`tar %s`: old-style options with f before other letters are not on the read-only table", args[0].s))
+		}
+		args = append([]arg{{s: "-" + args[0].s}}, args[1:]...)
+	}
 	k.endedFlags = false
 	rules := []*Rule{r}
 	cur := r
@@ -291,6 +301,22 @@ func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
 	case "seq":
 		if d := seqOperands(operands); d != nil {
 			return d
+		}
+	case "tar":
+		has := func(names ...string) bool {
+			return slices.ContainsFunc(seen, func(f flagUse) bool { return slices.Contains(names, f.name) })
+		}
+		if !has("-t", "--list") {
+			return ptr(confirm("flag.required", "`tar` only lists (-t) on the read-only table"))
+		}
+		if !has("-f", "--file") {
+			return ptr(confirm("flag.required", "`tar -t` without -f reads the tape drive or $TAPE; name the archive with -f"))
+		}
+	case "jq":
+		for _, a := range operands {
+			if m := jqUnsafe.FindString(a.s); m != "" {
+				return ptr(confirm("jq.unsafe", "`jq` filter %q uses %s: it reads the environment or other files, or can loop without end", a.s, m))
+			}
 		}
 	case "git-branch":
 		listing := slices.ContainsFunc(seen, func(f flagUse) bool { return f.name == "--list" || f.name == "-l" })
@@ -565,3 +591,10 @@ func seqOperands(operands []arg) *Decision {
 	}
 	return nil
 }
+
+// jqUnsafe finds what a jq filter must not use to pass: the environment
+// ($ENV, env), modules and data files (import, include),
+// and the loops that need no input (def, recurse(f), repeat, range, while,
+// until, combinations). Every operand is searched, since --arg NAME VALUE
+// takes two words and the gate reads one.
+var jqUnsafe = regexp.MustCompile(`\$ENV|\b(env|import|include|def|repeat|range|while|until|combinations)\b|\brecurse\s*\(`)

@@ -156,6 +156,108 @@ var containCases = []gateCase{
 	{cmd: "sysctl -p /etc/sysctl.d/99-tune.conf", want: Confirm},
 	{cmd: "sysctl --system", want: Confirm},
 	{cmd: "echo 1 > /proc/sys/vm/drop_caches", want: Confirm},
+	// Item 8: everyday diagnostics that now pass, and their neighbours.
+	{cmd: "kubectl rollout status deploy/web -n prod", want: Pass},
+	{cmd: "kubectl rollout status deployment web --timeout=60s", want: Pass},
+	{cmd: "kubectl rollout history deploy/web", want: Pass},
+	{cmd: "kubectl rollout restart deploy/web", want: Confirm, rule: "verb.unknown"},
+	{cmd: "kubectl rollout undo deploy/web", want: Confirm},
+	{cmd: "kubectl rollout pause deploy/web", want: Confirm},
+	{cmd: "kubectl auth can-i get pods -n prod", want: Pass},
+	{cmd: "kubectl auth can-i --list", want: Pass},
+	{cmd: "kubectl auth whoami", want: Pass},
+	{cmd: "kubectl auth reconcile -f x.yaml", want: Confirm},
+	{cmd: "kubectl auth can-i get pods --as admin", want: Confirm},
+	{cmd: "helm list -A", want: Pass},
+	{cmd: "helm ls -n prod -o json", want: Pass},
+	{cmd: "helm status web -n prod", want: Pass},
+	{cmd: "helm history web --max 5", want: Pass},
+	{cmd: "helm get values web", want: Confirm},
+	{cmd: "helm get manifest web", want: Confirm},
+	{cmd: "helm upgrade web ./chart", want: Confirm},
+	{cmd: "helm uninstall web", want: Confirm},
+	{cmd: "helm diff upgrade web ./chart", want: Confirm},
+	{cmd: "helm list --kubeconfig /tmp/k", want: Confirm},
+	{cmd: "helm status web -o template", want: Confirm},
+	{cmd: "dpkg -l | grep nginx", want: Pass},
+	{cmd: "dpkg -l 'nginx*'", want: Pass},
+	{cmd: "dpkg -L nginx", want: Pass},
+	{cmd: "dpkg -s openssl", want: Pass},
+	{cmd: "dpkg -S /usr/bin/ls", want: Pass},
+	{cmd: "dpkg-query -W -f '${Version}' nginx", want: Pass},
+	{cmd: "dpkg -i x.deb", want: Confirm},
+	{cmd: "dpkg -r nginx", want: Confirm},
+	{cmd: "dpkg --purge nginx", want: Confirm},
+	{cmd: "dpkg --configure -a", want: Confirm},
+	{cmd: "dpkg -l --admindir=/tmp/x", want: Confirm},
+	{cmd: "tar -tzf backup.tgz", want: Pass},
+	{cmd: "tar -tf x.tar", want: Pass},
+	{cmd: "tar tzvf x.tgz", want: Pass},
+	{cmd: "tar --list --file=x.tar.zst --zstd", want: Pass},
+	{cmd: "tar -tf x.tar etc/passwd", want: Pass},
+	{cmd: "tar -xzf x.tgz", want: Confirm},
+	{cmd: "tar xzf x.tgz", want: Confirm},
+	{cmd: "tar -czf x.tgz /etc", want: Confirm},
+	{cmd: "tar -t", want: Confirm, rule: "flag.required"},
+	{cmd: "tar -tzf x.tgz --to-command=sh", want: Confirm},
+	{cmd: "tar -tf x.tar --checkpoint=1 --checkpoint-action=exec=sh", want: Confirm},
+	{cmd: "tar -I 'sh -c id' -tf x.tar", want: Confirm},
+	{cmd: "tar -tf host:/x.tar", want: Confirm},
+	{cmd: "tar -tf /root/backup.tar", want: Confirm},
+	{cmd: "tar -tf /dev/zero", want: Confirm},
+	{cmd: "tar tfz x.tgz", want: Confirm},
+	{cmd: "tar -tf x.tar -O", want: Confirm},
+	{cmd: "openssl x509 -noout -dates -in cert.pem", want: Pass},
+	{cmd: "openssl x509 -noout -subject -issuer -in /etc/letsencrypt/live/x/cert.pem", want: Pass},
+	{cmd: "openssl x509 -noout -text -in /etc/ssl/certs/ca.crt", want: Pass},
+	{cmd: "openssl x509 -noout -enddate -checkend 86400 -in cert.pem", want: Pass},
+	{cmd: "openssl x509 -noout -dates < cert.pem", want: Confirm},
+	{cmd: "openssl x509 -in cert.pem -out copy.pem", want: Confirm},
+	{cmd: "openssl x509 -noout -dates -in /etc/shadow", want: Confirm},
+	{cmd: "openssl x509 -noout -text -in /etc/ssl/private/server.key", want: Confirm},
+	{cmd: "openssl x509 -noout -text -in /run/secrets/tls.crt", want: Confirm},
+	{cmd: "openssl x509 -noout -dates -in /dev/zero", want: Confirm},
+	{cmd: "openssl x509 -req -in x.csr -signkey k.pem", want: Confirm},
+	{cmd: "openssl x509 -engine /tmp/x.so -in c.pem", want: Confirm},
+	{cmd: "openssl rsa -in server.key -text", want: Confirm},
+	{cmd: "openssl s_client -connect example.com:443", want: Confirm},
+	{cmd: "openssl enc -d -in x", want: Confirm},
+	{cmd: "jq -r .name f.json", want: Pass},
+	{cmd: "jq -r '.items[] | .metadata.name' pods.json", want: Pass},
+	{cmd: "jq . package.json", want: Pass},
+	{cmd: "jq --arg n web '.[] | select(.name == $n)' f.json", want: Pass},
+	{cmd: "kubectl get pods -o json | jq -r '.items[].status.phase'", want: Pass},
+	{cmd: "jq -n env", want: Confirm, rule: "jq.unsafe"},
+	{cmd: "jq -n '$ENV.PATH'", want: Confirm},
+	{cmd: "jq -n '$ENV'", want: Confirm},
+	{cmd: "jq -r env.HOME f.json", want: Confirm},
+	{cmd: "jq --arg x y '$ENV' f.json", want: Confirm},
+	{cmd: "jq -n 'import \"../../root/.docker/config\" as $c; $c'", want: Confirm},
+	{cmd: "jq -n 'include \"x\"; 1'", want: Confirm},
+	{cmd: "jq -n 'repeat(1)'", want: Confirm},
+	{cmd: "jq -n '[range(1e10)]'", want: Confirm},
+	{cmd: "jq -n 'def f: f; f'", want: Confirm},
+	{cmd: "jq -n '1 | recurse(.+1)'", want: Confirm},
+	{cmd: "jq . /etc/shadow", want: Confirm},
+	{cmd: "jq . ~/.docker/config.json", want: Confirm},
+	{cmd: "jq . /dev/zero", want: Confirm},
+	{cmd: "jq -f prog.jq f.json", want: Confirm},
+	{cmd: "jq --rawfile k /etc/shadow -n '$k'", want: Confirm},
+	{cmd: "jq --slurpfile k /root/x.json -n '$k'", want: Confirm},
+	{cmd: "jq -L /tmp -n 'import \"m\" as m; 1'", want: Confirm},
+	{cmd: "jq . f.json > out.json", want: Confirm},
+	{cmd: "git log --oneline -n 20", want: Pass, dir: "/srv/repo"},
+	{cmd: "git status", want: Pass, dir: "/srv/repo"},
+	{cmd: "git diff --stat", want: Pass, dir: "/srv/repo"},
+	{cmd: "git show --stat HEAD", want: Pass, dir: "/srv/repo"},
+	{cmd: "git status", want: Confirm, rule: "git.untrusted", dir: "/tmp/x"},
+	{cmd: "cd /tmp/x && git status", want: Confirm, dir: "/srv/repo"},
+	{cmd: "git -c core.fsmonitor=false status", want: Confirm, dir: "/tmp/x"},
+	{cmd: "git -c core.pager=cat log", want: Confirm, dir: "/srv/repo"},
+	{cmd: "git log --textconv", want: Confirm, dir: "/srv/repo"},
+	{cmd: "git diff --ext-diff", want: Confirm, dir: "/srv/repo"},
+	{cmd: "git -C /tmp/x log", want: Confirm, dir: "/srv/repo"},
+	{cmd: "GIT_DIR=/tmp/x/.git git log", want: Confirm, dir: "/srv/repo"},
 }
 
 func TestContain(t *testing.T) {
@@ -207,5 +309,44 @@ func TestEveryReaderChecksSensitivePaths(t *testing.T) {
 	}
 	if readers < 20*len(secrets) {
 		t.Errorf("only %d reader cases", readers)
+	}
+}
+
+// TestAllowedDaemons: docker's read-only verbs pass only when the policy
+// lists docker in allowed_daemons; what changes or reveals stays confirm.
+func TestAllowedDaemons(t *testing.T) {
+	def := testPolicy(t)
+	allowed, err := ParsePolicy([]byte("allowed_daemons: [docker]\n"), def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cmd             string
+		byDefault, with Verdict
+	}{
+		{"docker ps", Confirm, Pass},
+		{"docker ps -a --format '{{.Names}}'", Confirm, Pass},
+		{"docker images", Confirm, Pass},
+		{"docker logs --tail 50 web", Confirm, Pass},
+		{"docker stats --no-stream", Confirm, Pass},
+		{"docker compose ps", Confirm, Pass},
+		{"docker compose -p shop ps -a", Confirm, Pass},
+		{"docker compose ls", Confirm, Pass},
+		{"docker compose config", Confirm, Confirm},
+		{"docker compose -f /tmp/x.yml ps", Confirm, Confirm},
+		{"docker compose up -d", Confirm, Confirm},
+		{"docker compose exec web sh", Confirm, Confirm},
+		{"docker inspect web", Confirm, Confirm},
+		{"docker exec web id", Confirm, Confirm},
+		{"docker run --rm -v /:/h alpine cat /h/etc/shadow", Confirm, Confirm},
+		{"docker -H tcp://10.0.0.1 ps", Confirm, Confirm},
+		{"docker logs -f web", Confirm, Confirm},
+	} {
+		if got := def.Classify(tc.cmd); got.Verdict != tc.byDefault {
+			t.Errorf("default: Classify(%q) = %v (%s), want %v", tc.cmd, got.Verdict, got.Reason, tc.byDefault)
+		}
+		if got := allowed.Classify(tc.cmd); got.Verdict != tc.with {
+			t.Errorf("allowed_daemons [docker]: Classify(%q) = %v (%s), want %v", tc.cmd, got.Verdict, got.Reason, tc.with)
+		}
 	}
 }

@@ -533,7 +533,7 @@ func mergeMap[V any](dst, src map[string]V) map[string]V {
 	return dst
 }
 
-var knownChecks = map[string]bool{"": true, "cd": true, "seq": true, "sed": true, "find": true, "git": true, "git-branch": true, "ps": true, "date": true, "interval": true, "ip": true}
+var knownChecks = map[string]bool{"": true, "cd": true, "seq": true, "tar": true, "jq": true, "sed": true, "find": true, "git": true, "git-branch": true, "ps": true, "date": true, "interval": true, "ip": true}
 
 // validate reports the first malformed entry of p.
 func (p *Policy) validate() error {
