@@ -76,6 +76,9 @@ type checker struct {
 	// endedFlags is set by rule when the command's flags were ended by a
 	// real `--` (not one taken as a flag's value).
 	endedFlags bool
+	// vars are the variables of the `for` loops the checker is inside,
+	// each bound to the item of the iteration being checked.
+	vars map[string]arg
 }
 
 // sensitive returns the sensitive pattern p matches in any possible
@@ -212,7 +215,7 @@ func (k *checker) redirect(r *syntax.Redirect) *Decision {
 	}
 	var target arg
 	if r.Word != nil {
-		a, d := strictWord(r.Word)
+		a, d := strictWordIn(r.Word, k.vars)
 		if d != nil {
 			return d
 		}
@@ -284,7 +287,7 @@ func (k *checker) command(cmd syntax.Command) *Decision {
 	case *syntax.WhileClause:
 		return ptr(confirm("syntax.compound", "loops are not on the read-only table"))
 	case *syntax.ForClause:
-		return ptr(confirm("syntax.compound", "loops are not on the read-only table"))
+		return k.forLoop(x)
 	case *syntax.CaseClause:
 		return ptr(confirm("syntax.compound", "`case` blocks are not on the read-only table"))
 	case *syntax.TestClause:
@@ -306,7 +309,7 @@ func (k *checker) call(x *syntax.CallExpr) *Decision {
 			return ptr(confirm("assign", "setting %s can change what the command does", name))
 		}
 		if as.Value != nil {
-			a, d := strictWord(as.Value)
+			a, d := strictWordIn(as.Value, k.vars)
 			if d != nil {
 				return d
 			}
@@ -317,7 +320,7 @@ func (k *checker) call(x *syntax.CallExpr) *Decision {
 	}
 	args := make([]arg, 0, len(x.Args))
 	for _, w := range x.Args {
-		a, d := strictWord(w)
+		a, d := strictWordIn(w, k.vars)
 		if d != nil {
 			return d
 		}
@@ -513,4 +516,64 @@ func (k *checker) plainOperands(name string, args []arg) *Decision {
 
 func isFlag(s string) bool {
 	return len(s) > 1 && s[0] == '-'
+}
+
+// loopName is a variable a for loop may set: lower case, so it is none of
+// bash's own (PATH, IFS, CDPATH, BASH_ENV, PS4…); histchars and
+// auto_resume are bash's lower-case ones.
+var loopName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// forLoop passes `for NAME in ITEMS; do BODY; done` when BODY passes for
+// every item with $NAME standing for it: the loop is the commands it
+// would run, written once. A C-style loop, a loop over "$@", items that
+// are not plain text, and a body that changes directory (each pass would
+// start somewhere else) are confirm.
+func (k *checker) forLoop(x *syntax.ForClause) *Decision {
+	wi, ok := x.Loop.(*syntax.WordIter)
+	if !ok || x.Select {
+		return ptr(confirm("syntax.compound", "only `for NAME in WORDS` loops are on the read-only table"))
+	}
+	name := wi.Name.Value
+	if !wi.InPos.IsValid() {
+		return ptr(confirm("syntax.compound", "`for %s` without `in` loops over the positional parameters", name))
+	}
+	if !loopName.MatchString(name) || name == "histchars" || name == "auto_resume" {
+		return ptr(confirm("assign", "the loop sets %s, which can change what the shell does; use a lower-case name", name))
+	}
+	if _, shadowed := k.vars[name]; shadowed {
+		return ptr(confirm("syntax.compound", "a nested loop reuses the variable %s", name))
+	}
+	items := make([]arg, 0, len(wi.Items))
+	for _, w := range wi.Items {
+		a, d := strictWordIn(w, k.vars)
+		if d != nil {
+			return d
+		}
+		if a.tilde {
+			return ptr(confirm("word.tilde", "a loop item starting with ~"))
+		}
+		items = append(items, a)
+	}
+	if len(items) == 0 {
+		// bash runs the body no times; check it once anyway, so that
+		// what a reviewer reads is read-only too.
+		items = append(items, arg{s: "x"})
+	}
+	if k.vars == nil {
+		k.vars = map[string]arg{}
+	}
+	defer delete(k.vars, name)
+	dirs := len(k.dirs)
+	for _, item := range items {
+		k.vars[name] = item
+		if d := k.stmts(x.Do); d != nil {
+			return d
+		}
+	}
+	if len(k.dirs) != dirs {
+		// A glob item runs the body an unknown number of times, and
+		// each pass starts where the last one left.
+		return ptr(confirm("syntax.compound", "a loop whose body changes directory starts each pass somewhere else"))
+	}
+	return nil
 }

@@ -222,13 +222,26 @@ func independentPassCheck(p *Policy, cmd string) string {
 		return fmt.Sprintf("it does not parse: %v", err)
 	}
 	problem := ""
+	loopVars := map[string]bool{}
 	syntax.Walk(f, func(n syntax.Node) bool {
 		if problem != "" {
 			return false
 		}
 		switch x := n.(type) {
-		case *syntax.CmdSubst, *syntax.ProcSubst, *syntax.ArithmExp, *syntax.ArithmCmd, *syntax.ParamExp,
-			*syntax.FuncDecl, *syntax.IfClause, *syntax.WhileClause, *syntax.ForClause, *syntax.CaseClause,
+		case *syntax.ForClause:
+			// A for loop over words, whose variable is not one of bash's.
+			wi, ok := x.Loop.(*syntax.WordIter)
+			if !ok || x.Select || strings.ToLower(wi.Name.Value) != wi.Name.Value {
+				problem = "it has a loop that is not `for name in words`"
+			} else {
+				loopVars[wi.Name.Value] = true
+			}
+		case *syntax.ParamExp:
+			if x.Param == nil || !loopVars[x.Param.Value] || x.Exp != nil || x.Repl != nil || x.Index != nil || x.Slice != nil {
+				problem = "it expands a variable that is not a loop's"
+			}
+		case *syntax.CmdSubst, *syntax.ProcSubst, *syntax.ArithmExp, *syntax.ArithmCmd,
+			*syntax.FuncDecl, *syntax.IfClause, *syntax.WhileClause, *syntax.CaseClause,
 			*syntax.DeclClause, *syntax.LetClause, *syntax.CoprocClause, *syntax.ExtGlob, *syntax.TestClause:
 			problem = fmt.Sprintf("it contains a %T", n)
 		case *syntax.SglQuoted:
