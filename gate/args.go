@@ -4,6 +4,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -189,6 +190,16 @@ func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
 			}
 		}
 	}
+	if r.Check == "tar" && len(args) > 0 && !strings.HasPrefix(args[0].s, "-") {
+		// Old-style options (tar tzf FILE): the first word is a cluster
+		// whose value letters take the following words in order. Read as
+		// a dashed cluster only when f, the one value letter on the
+		// table, comes last; then both readings agree.
+		if i := strings.IndexByte(args[0].s, 'f'); i >= 0 && i != len(args[0].s)-1 {
+			return ptr(confirm("flag.unknown", "`tar %s`: old-style options with f before other letters are not on the read-only table", args[0].s))
+		}
+		args = append([]arg{{s: "-" + args[0].s}}, args[1:]...)
+	}
 	k.endedFlags = false
 	rules := []*Rule{r}
 	cur := r
@@ -214,20 +225,21 @@ func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
 			i += n
 			continue
 		}
-		if len(r.Verbs) > 0 && verb == "" {
+		if len(cur.Verbs) > 0 {
+			label := quoteless(name, verb)
 			if a.glob {
-				return ptr(confirm("word.glob", "a glob as the subcommand of `%s`", name))
+				return ptr(confirm("word.glob", "a glob as the subcommand of `%s`", label))
 			}
-			vr, ok := r.Verbs[a.s]
+			vr, ok := cur.Verbs[a.s]
 			if !ok {
-				if reason, ok := r.UnsafeOperands[a.s]; ok {
-					return ptr(confirm("verb.unsafe", "`%s %s` %s", name, a.s, reason))
+				if reason, ok := cur.UnsafeOperands[a.s]; ok {
+					return ptr(confirm("verb.unsafe", "`%s %s` %s", label, a.s, reason))
 				}
-				return ptr(confirm("verb.unknown", "`%s %s` is not a read-only subcommand", name, a.s))
+				return ptr(confirm("verb.unknown", "`%s %s` is not a read-only subcommand", label, a.s))
 			}
-			verb = a.s
+			verb = strings.TrimSpace(verb + " " + a.s)
 			cur = vr
-			rules = []*Rule{vr, r}
+			rules = append([]*Rule{vr}, rules...)
 			if r.GlobalFlagsFirst {
 				rules = []*Rule{vr}
 			}
@@ -286,6 +298,26 @@ func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
 		if d := ipOperands(operands); d != nil {
 			return d
 		}
+	case "seq":
+		if d := seqOperands(operands); d != nil {
+			return d
+		}
+	case "tar":
+		has := func(names ...string) bool {
+			return slices.ContainsFunc(seen, func(f flagUse) bool { return slices.Contains(names, f.name) })
+		}
+		if !has("-t", "--list") {
+			return ptr(confirm("flag.required", "`tar` only lists (-t) on the read-only table"))
+		}
+		if !has("-f", "--file") {
+			return ptr(confirm("flag.required", "`tar -t` without -f reads the tape drive or $TAPE; name the archive with -f"))
+		}
+	case "jq":
+		for _, a := range operands {
+			if m := jqUnsafe.FindString(a.s); m != "" {
+				return ptr(confirm("jq.unsafe", "`jq` filter %q uses %s: it reads the environment or other files, or can loop without end", a.s, m))
+			}
+		}
 	case "git-branch":
 		listing := slices.ContainsFunc(seen, func(f flagUse) bool { return f.name == "--list" || f.name == "-l" })
 		if len(operands) > 0 && !listing {
@@ -337,6 +369,12 @@ func (k *checker) operands(label string, r, cur *Rule, seen []flagUse, operands 
 			if reason, ok := cur.UnsafeOperands[part]; ok {
 				return ptr(confirm("operand.unsafe", "`%s %s` %s", label, a.s, reason))
 			}
+			if cur.ResourceNames || r.ResourceNames {
+				kind, _, _ := strings.Cut(strings.ToLower(part), ".")
+				if reason, ok := cur.UnsafeOperands[kind]; ok {
+					return ptr(confirm("operand.unsafe", "`%s %s` %s (kubectl reads resource names case-insensitively, with or without .VERSION.GROUP)", label, a.s, reason))
+				}
+			}
 		}
 		if a.glob && !cur.Globs {
 			return ptr(confirm("word.glob", "the glob %q could match a sensitive file", a.s))
@@ -344,8 +382,8 @@ func (k *checker) operands(label string, r, cur *Rule, seen []flagUse, operands 
 		if kind != "files" || a.s == "-" {
 			continue
 		}
-		if pat := k.sensitive(a.s); pat != "" {
-			return ptr(confirm("secret.path", "reads %s, a sensitive path (matches %s)", a.s, pat))
+		if d := k.readable(r, cur, seen, a.s); d != nil {
+			return d
 		}
 		if recursive {
 			if d := k.recursive(label, a.s); d != nil {
@@ -356,7 +394,45 @@ func (k *checker) operands(label string, r, cur *Rule, seen []flagUse, operands 
 	if recursive && kind == "files" && len(operands) == 0 {
 		return k.recursive(label, ".")
 	}
+	for _, f := range seen {
+		if (slices.Contains(cur.FileFlags, f.name) || slices.Contains(r.FileFlags, f.name)) && f.value != "-" {
+			if d := k.readable(r, cur, seen, f.value); d != nil {
+				return d
+			}
+		}
+	}
 	return nil
+}
+
+// readable judges a file the command reads as content: a sensitive path
+// (less the rule's ignore_sensitive patterns) is confirm, and so is an
+// endless device unless a bounded_read flag limits the read.
+func (k *checker) readable(r, cur *Rule, seen []flagUse, file string) *Decision {
+	ignore := cur.IgnoreSensitive
+	if cur != r {
+		ignore = append(slices.Clone(ignore), r.IgnoreSensitive...)
+	}
+	pat := k.sensitive(file, ignore)
+	if pat == endlessPath && (k.bounded(cur, seen) || k.bounded(r, seen)) {
+		return nil
+	}
+	if pat != "" {
+		return ptr(readsSensitive(file, pat))
+	}
+	return nil
+}
+
+// bounded reports whether a bounded_read flag of r was given a value
+// that bounds the read.
+func (k *checker) bounded(r *Rule, seen []flagUse) bool {
+	for _, f := range seen {
+		if pat, ok := r.BoundedRead[f.name]; ok {
+			if re := k.c.operandRE[pat]; re != nil && re.MatchString(f.value) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // recursive passes a recursive read of dir only under a recursive read
@@ -474,3 +550,51 @@ func (k *checker) find(name string, r *Rule, args []arg) *Decision {
 	}
 	return nil
 }
+
+// maxSeqLines is the most lines `seq` may print and pass: enough for any
+// loop a diagnosis needs, far below what fills memory or a disk.
+const maxSeqLines = 1_000_000
+
+var seqNumber = regexp.MustCompile(`^[+-]?[0-9]{1,18}(\.[0-9]{1,18})?$`)
+
+// seqOperands passes `seq [FIRST [INCREMENT]] LAST` only for plain decimal
+// numbers that print at most maxSeqLines lines: `seq inf`, `seq 1 1e18`,
+// hexadecimal and a zero increment (which older seq repeats forever) are
+// confirm.
+func seqOperands(operands []arg) *Decision {
+	if len(operands) == 0 || len(operands) > 3 {
+		return ptr(confirm("operand.count", "`seq` takes one to three numbers"))
+	}
+	nums := make([]float64, len(operands))
+	for i, a := range operands {
+		if !seqNumber.MatchString(a.s) {
+			return ptr(confirm("operand.endless", "`seq %s`: only plain decimal numbers are read-only (inf, exponents and hexadecimal can run without end)", a.s))
+		}
+		n, err := strconv.ParseFloat(a.s, 64)
+		if err != nil {
+			return ptr(confirm("operand.endless", "`seq %s` is not a number the gate can read", a.s))
+		}
+		nums[i] = n
+	}
+	first, inc, last := 1.0, 1.0, nums[len(nums)-1]
+	switch len(nums) {
+	case 2:
+		first = nums[0]
+	case 3:
+		first, inc = nums[0], nums[1]
+	}
+	if inc == 0 {
+		return ptr(confirm("operand.endless", "`seq` with a zero increment prints without end"))
+	}
+	if lines := (last-first)/inc + 1; lines > maxSeqLines {
+		return ptr(confirm("operand.endless", "`seq` would print %.0f lines, more than the %d a read-only command may", lines, maxSeqLines))
+	}
+	return nil
+}
+
+// jqUnsafe finds what a jq filter must not use to pass: the environment
+// ($ENV, env), modules and data files (import, include),
+// and the loops that need no input (def, recurse(f), repeat, range, while,
+// until, combinations). Every operand is searched, since --arg NAME VALUE
+// takes two words and the gate reads one.
+var jqUnsafe = regexp.MustCompile(`\$ENV|\b(env|import|include|def|repeat|range|while|until|combinations)\b|\brecurse\s*\(`)

@@ -76,46 +76,108 @@ type checker struct {
 	// endedFlags is set by rule when the command's flags were ended by a
 	// real `--` (not one taken as a flag's value).
 	endedFlags bool
+	// vars are the variables of the `for` loops the checker is inside,
+	// each bound to the item of the iteration being checked.
+	vars map[string]arg
 }
 
 // sensitive returns the sensitive pattern p matches in any possible
 // working directory, or "".
-func (k *checker) sensitive(p string) string {
+func (k *checker) sensitive(p string, ignore []string) string {
 	for _, d := range k.dirs {
-		if pat := k.c.sensitive(p, d); pat != "" {
+		if pat := k.c.sensitive(p, d, ignore); pat != "" {
 			return pat
 		}
 	}
 	return ""
 }
 
-// cd adds the directories a `cd` to target may lead to.
-func (k *checker) cd(target []arg) {
-	t := "~"
-	if len(target) > 0 {
-		t = target[0].s
+// readsSensitive is the decision for reading p, which matched the
+// sensitive pattern pat.
+func readsSensitive(p, pat string) Decision {
+	switch pat {
+	case lostPath:
+		return confirm("secret.path", "reads %s in %s", p, pat)
+	case endlessPath:
+		return confirm("input.endless", "reads %s, which never ends, so the command grows or runs until a limit stops it (head -c N bounds it)", p)
 	}
-	if t == "~" || strings.HasPrefix(t, "~/") {
-		if k.c.home == "" {
-			k.dirs = appendNew(k.dirs, "")
-			return
+	return confirm("secret.path", "reads %s, a sensitive path (matches %s)", p, pat)
+}
+
+// cd adds the directories `cd ARGS`, `pushd ARGS` or `popd ARGS` may lead
+// to; the rule has already checked the flags (-L, -P, -e; -n for the
+// stack) and that there is at most one operand. A cd may fail, so every
+// earlier directory stays possible. The set only grows, so every entry of
+// the directory stack (pushd pushes the directory it leaves) is already in
+// it: popd, a bare pushd and pushd +N add nothing. `cd -` and ~- go to
+// $OLDPWD, which may have been inherited: lostDir. CDPATH is assumed
+// unset, as in thinbot's command environment; setting it in front of cd
+// is not on the assignments list.
+func (k *checker) cd(name string, args []arg) {
+	physical := false
+	i := 0
+	for ; i < len(args) && isFlag(args[i].s); i++ {
+		if args[i].s == "--" {
+			i++
+			break
 		}
-		t = k.c.home + t[1:]
+		if name == "cd" && strings.Contains(args[i].s, "P") {
+			physical = true
+		}
+		if name != "cd" && isNumber(args[i].s[1:]) {
+			return // pushd -N, popd -N: a stack entry
+		}
 	}
-	if t == "-" || strings.HasPrefix(t, "~") {
-		k.dirs = appendNew(k.dirs, "")
+	var t arg
+	switch {
+	case i < len(args):
+		t = args[i]
+	case name == "cd":
+		t = arg{s: "~", tilde: true}
+	default:
+		return // pushd swaps, popd pops: a directory the set holds
+	}
+	if name != "cd" && len(t.s) > 1 && (t.s[0] == '+' || t.s[0] == '-') && isNumber(t.s[1:]) {
 		return
 	}
-	if strings.HasPrefix(t, "/") {
-		k.dirs = appendNew(k.dirs, path.Clean(t))
-		return
+	for _, d := range k.cdTargets(t, physical) {
+		k.dirs = appendNew(k.dirs, d)
 	}
-	for _, d := range slices.Clone(k.dirs) {
-		if d == "" {
-			continue
+}
+
+// cdTargets returns where cd to t may lead from each possible directory.
+func (k *checker) cdTargets(t arg, physical bool) []string {
+	s := t.s
+	switch {
+	case t.glob || s == "-":
+		return []string{lostDir}
+	case s == "":
+		return nil // cd "" stays where it is
+	}
+	var out []string
+	for _, d := range k.dirs {
+		target := s
+		if t.tilde {
+			e, _ := expandTilde(s, d, k.c.home)
+			if !strings.HasPrefix(e, "/") {
+				e = lostDir // the home or directory is unknown
+			}
+			target = e
 		}
-		k.dirs = appendNew(k.dirs, path.Join(d, t))
+		switch {
+		case isLost(target) || (physical && strings.Contains(target, "..")):
+			// -P resolves symbolic links before `..`: lexical cleaning
+			// may name another directory.
+			out = appendNew(out, lostDir)
+		case strings.HasPrefix(target, "/"):
+			out = appendNew(out, path.Clean(target))
+		case d == "" || isLost(d):
+			out = appendNew(out, lostDir)
+		default:
+			out = appendNew(out, path.Join(d, target))
+		}
 	}
+	return out
 }
 
 func (k *checker) stmts(list []*syntax.Stmt) *Decision {
@@ -153,7 +215,7 @@ func (k *checker) redirect(r *syntax.Redirect) *Decision {
 	}
 	var target arg
 	if r.Word != nil {
-		a, d := strictWord(r.Word)
+		a, d := strictWordIn(r.Word, k.vars)
 		if d != nil {
 			return d
 		}
@@ -174,8 +236,8 @@ func (k *checker) redirect(r *syntax.Redirect) *Decision {
 		if target.glob {
 			return ptr(confirm("word.glob", "a glob as an input redirection"))
 		}
-		if pat := k.sensitive(target.s); pat != "" {
-			return ptr(confirm("secret.path", "reads %s, a sensitive path (matches %s)", target.s, pat))
+		if pat := k.sensitive(target.s, nil); pat != "" {
+			return ptr(readsSensitive(target.s, pat))
 		}
 		return nil
 	case syntax.Hdoc, syntax.DashHdoc:
@@ -225,7 +287,7 @@ func (k *checker) command(cmd syntax.Command) *Decision {
 	case *syntax.WhileClause:
 		return ptr(confirm("syntax.compound", "loops are not on the read-only table"))
 	case *syntax.ForClause:
-		return ptr(confirm("syntax.compound", "loops are not on the read-only table"))
+		return k.forLoop(x)
 	case *syntax.CaseClause:
 		return ptr(confirm("syntax.compound", "`case` blocks are not on the read-only table"))
 	case *syntax.TestClause:
@@ -247,7 +309,7 @@ func (k *checker) call(x *syntax.CallExpr) *Decision {
 			return ptr(confirm("assign", "setting %s can change what the command does", name))
 		}
 		if as.Value != nil {
-			a, d := strictWord(as.Value)
+			a, d := strictWordIn(as.Value, k.vars)
 			if d != nil {
 				return d
 			}
@@ -258,7 +320,7 @@ func (k *checker) call(x *syntax.CallExpr) *Decision {
 	}
 	args := make([]arg, 0, len(x.Args))
 	for _, w := range x.Args {
-		a, d := strictWord(w)
+		a, d := strictWordIn(w, k.vars)
 		if d != nil {
 			return d
 		}
@@ -312,11 +374,14 @@ func (k *checker) argv(args []arg, viaXargs bool) *Decision {
 			return ptr(confirm("xargs", "xargs appends operands the gate cannot see, and `%s` is not marked safe for that", name))
 		}
 		d := k.rule(name, r, args[1:])
+		if d == nil && r.Daemon != "" && !slices.Contains(k.p.AllowedDaemons, name) {
+			d = ptr(confirm("command.daemon", "`%s` %s; list it in allowed_daemons to pass its read-only subcommands", name, r.Daemon))
+		}
 		if d == nil && viaXargs && !r.XargsFlags && !k.endedFlags {
 			return ptr(confirm("xargs", "xargs can append flags the gate cannot see (`--files0-from=F`); end the flags of `%s` with --", name))
 		}
-		if d == nil && name == "cd" {
-			k.cd(args[1:])
+		if d == nil && r.Check == "cd" {
+			k.cd(name, args[1:])
 		}
 		return d
 	}
@@ -396,9 +461,17 @@ func (k *checker) wrapper(name string, w *Wrapper, args []arg, viaXargs bool) *D
 				return k.plainOperands(name, args[i+1:])
 			}
 		}
-		n, d := parseFlag(name, []*Rule{flags}, args[i:], nil)
+		var seen []flagUse
+		n, d := parseFlag(name, []*Rule{flags}, args[i:], &seen)
 		if d != nil {
 			return d
+		}
+		for _, f := range seen {
+			if pat, ok := w.FlagValues[f.name]; ok {
+				if re := k.c.operandRE[pat]; re == nil || !re.MatchString(f.value) {
+					return ptr(confirm("flag.value", "`%s %s %s`: only values matching %s are read-only", name, f.name, f.value, pat))
+				}
+			}
 		}
 		i += 1 + n
 	}
@@ -443,4 +516,64 @@ func (k *checker) plainOperands(name string, args []arg) *Decision {
 
 func isFlag(s string) bool {
 	return len(s) > 1 && s[0] == '-'
+}
+
+// loopName is a variable a for loop may set: lower case, so it is none of
+// bash's own (PATH, IFS, CDPATH, BASH_ENV, PS4…); histchars and
+// auto_resume are bash's lower-case ones.
+var loopName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// forLoop passes `for NAME in ITEMS; do BODY; done` when BODY passes for
+// every item with $NAME standing for it: the loop is the commands it
+// would run, written once. A C-style loop, a loop over "$@", items that
+// are not plain text, and a body that changes directory (each pass would
+// start somewhere else) are confirm.
+func (k *checker) forLoop(x *syntax.ForClause) *Decision {
+	wi, ok := x.Loop.(*syntax.WordIter)
+	if !ok || x.Select {
+		return ptr(confirm("syntax.compound", "only `for NAME in WORDS` loops are on the read-only table"))
+	}
+	name := wi.Name.Value
+	if !wi.InPos.IsValid() {
+		return ptr(confirm("syntax.compound", "`for %s` without `in` loops over the positional parameters", name))
+	}
+	if !loopName.MatchString(name) || name == "histchars" || name == "auto_resume" {
+		return ptr(confirm("assign", "the loop sets %s, which can change what the shell does; use a lower-case name", name))
+	}
+	if _, shadowed := k.vars[name]; shadowed {
+		return ptr(confirm("syntax.compound", "a nested loop reuses the variable %s", name))
+	}
+	items := make([]arg, 0, len(wi.Items))
+	for _, w := range wi.Items {
+		a, d := strictWordIn(w, k.vars)
+		if d != nil {
+			return d
+		}
+		if a.tilde {
+			return ptr(confirm("word.tilde", "a loop item starting with ~"))
+		}
+		items = append(items, a)
+	}
+	if len(items) == 0 {
+		// bash runs the body no times; check it once anyway, so that
+		// what a reviewer reads is read-only too.
+		items = append(items, arg{s: "x"})
+	}
+	if k.vars == nil {
+		k.vars = map[string]arg{}
+	}
+	defer delete(k.vars, name)
+	dirs := len(k.dirs)
+	for _, item := range items {
+		k.vars[name] = item
+		if d := k.stmts(x.Do); d != nil {
+			return d
+		}
+	}
+	if len(k.dirs) != dirs {
+		// A glob item runs the body an unknown number of times, and
+		// each pass starts where the last one left.
+		return ptr(confirm("syntax.compound", "a loop whose body changes directory starts each pass somewhere else"))
+	}
+	return nil
 }

@@ -13,9 +13,11 @@ import (
 type compiled struct {
 	home           string
 	maxBytes       int
-	sensitivePaths []pathPattern
+	sensitivePaths []pathPattern // the sensitive paths, then the protected ones
+	nSensitive     int           // how many of sensitivePaths are sensitive_paths entries
 	protected      []pathPattern // the protected paths and everything under them
 	devices        map[string]bool
+	endless        map[string]bool
 	anchored       []pathPattern // the sensitive patterns that start at /
 	blockDevices   []pathPattern
 	writeTargets   []pathPattern
@@ -66,6 +68,9 @@ func (p *Policy) compile() *compiled {
 		for _, v := range r.FlagValues {
 			pats = append(pats, v)
 		}
+		for _, v := range r.BoundedRead {
+			pats = append(pats, v)
+		}
 		for _, pat := range pats {
 			if pat != "" && c.operandRE[pat] == nil {
 				// Anchored, so the pattern must match the whole word. A bad
@@ -82,12 +87,18 @@ func (p *Policy) compile() *compiled {
 	for _, r := range p.Commands {
 		addRE(r)
 	}
+	for _, w := range p.Wrappers {
+		if w != nil {
+			addRE(&Rule{FlagValues: w.FlagValues})
+		}
+	}
 	if c.maxBytes == 0 {
 		c.maxBytes = 4096
 	}
 	for _, s := range p.SensitivePaths {
 		c.sensitivePaths = append(c.sensitivePaths, compilePattern(s, c.home))
 	}
+	c.nSensitive = len(c.sensitivePaths)
 	for _, s := range p.ProtectedPaths {
 		c.protected = append(c.protected, compilePattern(s, c.home), compilePattern(path.Join(s, "**"), c.home))
 	}
@@ -105,6 +116,10 @@ func (p *Policy) compile() *compiled {
 	c.devices = map[string]bool{}
 	for _, s := range p.ReadableDevices {
 		c.devices[path.Clean(s)] = true
+	}
+	c.endless = map[string]bool{}
+	for _, s := range p.EndlessDevices {
+		c.endless[path.Clean(s)] = true
 	}
 	for _, pp := range c.sensitivePaths {
 		if pp.anchored {

@@ -53,7 +53,7 @@ func (s *scanner) file(f *syntax.File, depth int) (Decision, bool) {
 		case *syntax.CallExpr:
 			args := looseArgs(x.Args)
 			d, hit = s.call(args, depth)
-			if !hit && len(args) > 0 && args[0] == "cd" {
+			if !hit && len(args) > 0 && (args[0] == "cd" || args[0] == "pushd") {
 				s.dirs = appendNew(s.dirs, s.cdDirs(args[1:], s.dirs)...)
 			}
 		case *syntax.Redirect:
@@ -106,7 +106,7 @@ func (s *scanner) afterSuccess(st *syntax.Stmt, from []string) []string {
 	switch x := st.Cmd.(type) {
 	case *syntax.CallExpr:
 		args := looseArgs(x.Args)
-		if len(args) == 0 || args[0] != "cd" {
+		if len(args) == 0 || (args[0] != "cd" && args[0] != "pushd") {
 			return nil
 		}
 		return s.cdDirs(args[1:], from)
@@ -131,8 +131,12 @@ func (s *scanner) afterSuccess(st *syntax.Stmt, from []string) []string {
 // cdDirs returns the directories `cd ARGS` may lead to from the
 // directories from.
 func (s *scanner) cdDirs(args []string, from []string) []string {
-	for len(args) > 0 && (args[0] == "-P" || args[0] == "-L" || args[0] == "-e" || args[0] == "--") {
+	for len(args) > 0 && len(args[0]) > 1 && args[0][0] == '-' && args[0] != unknownField {
+		ended := args[0] == "--"
 		args = args[1:]
+		if ended {
+			break
+		}
 	}
 	t := "~"
 	if len(args) > 0 {
@@ -143,6 +147,9 @@ func (s *scanner) cdDirs(args []string, from []string) []string {
 			return []string{""}
 		}
 		t = s.c.home + t[1:]
+	}
+	if t == "~root" || strings.HasPrefix(t, "~root/") {
+		t = "/root" + t[len("~root"):]
 	}
 	switch {
 	case t == "":
@@ -244,6 +251,11 @@ func (s *scanner) call(args []string, depth int) (Decision, bool) {
 					return d, true
 				}
 			}
+		}
+	}
+	if name == "sysctl" {
+		if d, hit := s.sysctl(args[1:]); hit {
+			return d, true
 		}
 	}
 	if s.c.deviceWriters[name] {
@@ -433,26 +445,114 @@ func cleanTarget(t, dir string) []string {
 	return strings.Split(t[1:], "/")
 }
 
-// writeTarget denies writes to block devices and to the write targets.
+// writeTarget denies writes to block devices and to the write targets. A
+// relative target is resolved in every directory the command may run in,
+// and a glob (which bash expands in a redirection when it matches one
+// file) matches any name.
 func (s *scanner) writeTarget(what, target string) (Decision, bool) {
-	if target == unknownField || !strings.HasPrefix(target, "/") {
+	if target == unknownField || target == "" {
 		return Decision{}, false
 	}
-	w := resolvePath(target, "", "")
-	if w.rootTail != nil {
-		w = where{segs: w.rootTail, absolute: true} // /proc/PID/root/dev/sda is /dev/sda
+	dirs := s.dirs
+	if strings.HasPrefix(target, "/") {
+		dirs = []string{""}
 	}
-	for _, pp := range s.c.blockDevices {
-		if pp.matches(w) {
-			return deny("deny.block-device", "%s writes to a block device and destroys its data", what), true
+	glob := strings.ContainsAny(target, "*?[")
+	for _, dir := range dirs {
+		w := resolvePath(target, dir, "")
+		if !w.absolute {
+			continue
 		}
-	}
-	for _, pp := range s.c.writeTargets {
-		if pp.matches(w) {
-			return deny("deny.write-target", "%s writes to %s, which is never written", what, target), true
+		if w.rootTail != nil {
+			w = where{segs: w.rootTail, absolute: true} // /proc/PID/root/dev/sda is /dev/sda
+		}
+		for _, pp := range s.c.blockDevices {
+			if pp.matches(w) || glob && globMayMatch(pp.segs, w.segs) {
+				return deny("deny.block-device", "%s writes to a block device and destroys its data", what), true
+			}
+		}
+		for _, pp := range s.c.writeTargets {
+			if pp.matches(w) || glob && globMayMatch(pp.segs, w.segs) {
+				return deny("deny.write-target", "%s writes to %s, which is never written (matches %s)", what, target, pp.raw), true
+			}
 		}
 	}
 	return Decision{}, false
+}
+
+// sysctlDirs are where the system keeps its sysctl settings files; `sysctl
+// -p FILE` from anywhere else loads settings no reviewer can see.
+var sysctlDirs = []string{"/etc/sysctl.conf", "/etc/sysctl.d/", "/run/sysctl.d/", "/usr/lib/sysctl.d/", "/lib/sysctl.d/", "/usr/local/lib/sysctl.d/"}
+
+// sysctl denies `sysctl [-w] KEY=VALUE` when KEY is a write target under
+// /proc/sys (kernel.core_pattern, kernel.modprobe: the kernel runs the
+// program they name, outside any sandbox), and `sysctl -p FILE` for a file
+// outside the system's settings folders, which could set them unseen.
+func (s *scanner) sysctl(args []string) (Decision, bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == unknownField {
+			continue
+		}
+		var file string
+		loads := false
+		switch {
+		case a == "-p" || a == "--load" || a == "-f":
+			loads = true
+			if i+1 < len(args) && (!strings.HasPrefix(args[i+1], "-") || args[i+1] == "-") {
+				file = args[i+1]
+				i++
+			}
+		case strings.HasPrefix(a, "--load="):
+			loads, file = true, strings.TrimPrefix(a, "--load=")
+		case len(a) > 2 && a[0] == '-' && a[1] != '-' && !strings.Contains(a, "=") && strings.ContainsAny(a, "pf"):
+			// A cluster such as -qp FILE or -pFILE: the rest is the file.
+			j := strings.IndexAny(a, "pf")
+			loads, file = true, a[j+1:]
+			if file == "" && i+1 < len(args) {
+				file = args[i+1]
+				i++
+			}
+		}
+		if loads {
+			if file == "" {
+				continue // /etc/sysctl.conf
+			}
+			if file == unknownField || !slices.ContainsFunc(sysctlDirs, func(d string) bool {
+				return file == d || strings.HasSuffix(d, "/") && strings.HasPrefix(path.Clean(file), d)
+			}) {
+				return deny("deny.write-target", "`sysctl %s` loads settings from %s, which no reviewer can see and which may set kernel.core_pattern or kernel.modprobe (programs the kernel runs); load them from /etc/sysctl.d", a, file), true
+			}
+			continue
+		}
+		key, _, ok := strings.Cut(a, "=")
+		if !ok {
+			continue
+		}
+		key = strings.TrimLeft(strings.TrimSpace(key), "-")
+		for _, p := range sysctlPaths(key) {
+			if d, hit := s.writeTarget("`sysctl "+a+"`", p); hit {
+				return d, true
+			}
+		}
+	}
+	return Decision{}, false
+}
+
+// sysctlPaths returns the /proc/sys files a sysctl key may name: procps
+// reads / as the separator when it comes first (dots are then part of a
+// name, as in net/ipv4/conf/eth0.1/...), otherwise dots.
+func sysctlPaths(key string) []string {
+	dotted := strings.Map(func(r rune) rune {
+		switch r {
+		case '.':
+			return '/'
+		case '/':
+			return '.'
+		}
+		return r
+	}, key)
+	return []string{"/proc/sys/" + key, "/proc/sys/" + dotted}
 }
 
 func (s *scanner) redirect(r *syntax.Redirect) (Decision, bool) {

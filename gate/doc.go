@@ -45,10 +45,21 @@
 //   - paths are resolved as the kernel would before they are matched:
 //     /dev/fd is /proc/self/fd, so /dev/fd/../../1/environ is
 //     /proc/1/environ; a path through /proc/PID/{cwd,root,exe,fd/N} is
-//     sensitive, and so is every device not in readable_devices.
+//     sensitive, and so is every device not in readable_devices; a device
+//     in endless_devices only for a read its rule bounds (head -c N);
+//   - the working directory follows cd as bash reads it (-L, -P, -e, --,
+//     cd -, ~+, ~-, pushd, popd); after a cd to a directory the gate
+//     cannot name (cd -, ~user, cd -P through ..) a relative read is
+//     confirm, and so is a read under ~user or ~- (~root is /root);
+//   - a `for NAME in WORDS` loop passes when its body passes for every
+//     item, with $NAME standing for the item;
+//   - a command whose rule names a daemon (docker, which runs as root
+//     outside the sandbox) passes only when allowed_daemons lists it.
 //
-// Anything the gate does not understand, and anything that fails to parse,
-// is confirm.
+// The deny scan also denies writes to the kernel's program-running knobs
+// (kernel.core_pattern, kernel.modprobe, binfmt_misc, uevent_helper…) by
+// redirection, writer commands and sysctl. Anything the gate does not
+// understand, and anything that fails to parse, is confirm.
 //
 // # Caveats
 //

@@ -82,7 +82,7 @@ func TestClassifyPath(t *testing.T) {
 		{"/dev/vg0/root", Confirm},
 		{"/work/.thinbot/events.db", Confirm},
 		{"/dev/null", Pass},
-		{"/dev/urandom", Pass},
+		{"/dev/urandom", Confirm},
 		{"/proc/meminfo", Pass},
 		{"/proc/1/status", Pass},
 	}
@@ -180,7 +180,7 @@ func TestANSIC(t *testing.T) {
 // fuzzSeeds are the table cases plus a few odd shapes.
 func fuzzSeeds() []string {
 	var out []string
-	for _, list := range [][]gateCase{denyCases, confirmCases, passCases, holeCases} {
+	for _, list := range [][]gateCase{denyCases, confirmCases, passCases, holeCases, containCases} {
 		for _, c := range list {
 			out = append(out, c.cmd)
 		}
@@ -188,10 +188,21 @@ func fuzzSeeds() []string {
 	return append(out, "((", "$(", "<<", "'", "\\", "a=(1 2)", "${a[$(id)]}", "cat <<-EOF\n\tx\n\tEOF", "ls |& cat", "coproc x { ls; }")
 }
 
-// FuzzClassify checks that Classify never panics and that a command it
-// passes parses cleanly into simple commands whose names are on the
-// policy's tables, with plain-text words, no substitutions and no
-// background jobs. The re-check uses the parser directly, not the gate.
+// FuzzClassify checks that Classify never panics and, for a command it
+// passes, these properties:
+//
+//   - it parses cleanly into simple commands (and for loops) whose names
+//     are on the policy's tables, with plain-text words, no substitutions
+//     and no background jobs; the re-check uses the parser directly, not
+//     the gate;
+//   - it does not pass once its output is redirected to a file, in any
+//     working directory;
+//   - followed by `rm -rf /` it is deny: nothing in a passing command
+//     hides a later command from the deny scan.
+//
+// The command is wrapped as `( true\nCMD\n)`, which holds whatever CMD
+// is (only a comment) or ends with (a comment, a here-document, a
+// backslash-newline).
 func FuzzClassify(f *testing.F) {
 	for _, s := range fuzzSeeds() {
 		f.Add(s)
@@ -208,6 +219,16 @@ func FuzzClassify(f *testing.F) {
 		if problem := independentPassCheck(p, cmd); problem != "" {
 			t.Fatalf("Classify(%q) = pass, but %s", cmd, problem)
 		}
+		for _, dir := range []string{"", "/srv/app", "/"} {
+			if w := "( true\n" + cmd + "\n) > /tmp/fuzz-out"; p.ClassifyIn(dir, w).Verdict == Pass {
+				t.Fatalf("Classify(%q) = pass, and ClassifyIn(%q, %q) = pass too", cmd, dir, w)
+			}
+		}
+		if len(cmd) < 4000 {
+			if w := "( true\n" + cmd + "\n); rm -rf /"; p.Classify(w).Verdict != Deny {
+				t.Fatalf("Classify(%q) = pass, but Classify(%q) = %+v, want deny", cmd, w, p.Classify(w))
+			}
+		}
 	})
 }
 
@@ -222,13 +243,26 @@ func independentPassCheck(p *Policy, cmd string) string {
 		return fmt.Sprintf("it does not parse: %v", err)
 	}
 	problem := ""
+	loopVars := map[string]bool{}
 	syntax.Walk(f, func(n syntax.Node) bool {
 		if problem != "" {
 			return false
 		}
 		switch x := n.(type) {
-		case *syntax.CmdSubst, *syntax.ProcSubst, *syntax.ArithmExp, *syntax.ArithmCmd, *syntax.ParamExp,
-			*syntax.FuncDecl, *syntax.IfClause, *syntax.WhileClause, *syntax.ForClause, *syntax.CaseClause,
+		case *syntax.ForClause:
+			// A for loop over words, whose variable is not one of bash's.
+			wi, ok := x.Loop.(*syntax.WordIter)
+			if !ok || x.Select || strings.ToLower(wi.Name.Value) != wi.Name.Value {
+				problem = "it has a loop that is not `for name in words`"
+			} else {
+				loopVars[wi.Name.Value] = true
+			}
+		case *syntax.ParamExp:
+			if x.Param == nil || !loopVars[x.Param.Value] || x.Exp != nil || x.Repl != nil || x.Index != nil || x.Slice != nil {
+				problem = "it expands a variable that is not a loop's"
+			}
+		case *syntax.CmdSubst, *syntax.ProcSubst, *syntax.ArithmExp, *syntax.ArithmCmd,
+			*syntax.FuncDecl, *syntax.IfClause, *syntax.WhileClause, *syntax.CaseClause,
 			*syntax.DeclClause, *syntax.LetClause, *syntax.CoprocClause, *syntax.ExtGlob, *syntax.TestClause:
 			problem = fmt.Sprintf("it contains a %T", n)
 		case *syntax.SglQuoted:

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -99,6 +100,52 @@ type where struct {
 	// read from that process's root: /proc/1/root/etc/shadow is
 	// /etc/shadow for every process that shares our root.
 	rootTail []string
+	// lost is set when the path is relative to a directory the gate cannot
+	// name: another user's home (~alice), the previous directory (~-), or
+	// anything relative after `cd -` or `cd ~alice`.
+	lost bool
+}
+
+// lostDir is the working directory after a cd the gate cannot follow (`cd
+// -`, `cd ~alice`, `cd -P` through ..). Unlike "" (the unknown directory
+// a command starts in, where a relative path is matched as the tail of
+// every sensitive pattern), a relative path in lostDir cannot be judged at
+// all: `cd ~root/.aws && cat credentials` must not pass because
+// "credentials" alone names nothing sensitive. The NUL byte keeps it apart
+// from every real path (the input never holds one).
+const lostDir = "\x00lost"
+
+// isLost reports whether dir is lostDir or a directory under it.
+func isLost(dir string) bool { return strings.HasPrefix(dir, "\x00") }
+
+// expandTilde applies bash's tilde expansion to the tilde-prefix of p (up
+// to the first /): ~ and ~/ are the home ("" = unknown: the path is then
+// relative to some directory), ~+ is dir, ~root is /root, and ~- (the
+// previous directory), ~+N and ~-N (the directory stack) and every other
+// ~user are lostDir. ok is false when p has no tilde-prefix.
+func expandTilde(p, dir, home string) (string, bool) {
+	if !strings.HasPrefix(p, "~") {
+		return p, false
+	}
+	prefix, rest := p, ""
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		prefix, rest = p[:i], p[i:]
+	}
+	switch prefix {
+	case "~":
+		if home == "" {
+			return strings.TrimPrefix(rest, "/"), true
+		}
+		return home + rest, true
+	case "~+":
+		if dir == "" {
+			return strings.TrimPrefix(rest, "/"), true
+		}
+		return dir + rest, true
+	case "~root":
+		return "/root" + rest, true
+	}
+	return lostDir + rest, true
 }
 
 // resolvePath cleans p (.., //, ~) against the working directory dir ("" =
@@ -108,19 +155,17 @@ type where struct {
 // /dev/fd/../../1/environ is /proc/1/environ, not /dev/1/environ; after a
 // magic link (/proc/PID/root, cwd, fd/N…) the path is marked magic.
 func resolvePath(p, dir, home string) where {
-	switch {
-	case p == "~" || strings.HasPrefix(p, "~/"):
-		if home != "" {
-			p = home + p[1:]
-		} else {
-			return relative(p[1:])
+	if e, ok := expandTilde(p, dir, home); ok {
+		if isLost(e) {
+			return where{lost: true}
 		}
-	case strings.HasPrefix(p, "~"):
-		// ~user: another user's home, wherever that is.
-		if i := strings.IndexByte(p, '/'); i >= 0 {
-			return relative(p[i:])
+		if !strings.HasPrefix(e, "/") {
+			return relative(e) // under a home or directory the gate does not know
 		}
-		return where{}
+		p = e
+	}
+	if !strings.HasPrefix(p, "/") && isLost(dir) {
+		return where{lost: true}
 	}
 	if !strings.HasPrefix(p, "/") {
 		if dir == "" || !strings.HasPrefix(dir, "/") {
@@ -275,27 +320,35 @@ func (pp pathPattern) matches(w where) bool {
 
 // What sensitive returns for paths no pattern names.
 const (
-	magicPath  = "/proc/PID/{cwd,root,exe,fd/N} (a link the gate cannot follow)"
-	devicePath = "/dev/* (a device or link not in readable_devices)"
+	magicPath   = "/proc/PID/{cwd,root,exe,fd/N} (a link the gate cannot follow)"
+	devicePath  = "/dev/* (a device or link not in readable_devices)"
+	endlessPath = "/dev/* (a device that never ends: endless_devices)"
+	lostPath    = "a directory the gate cannot follow (~user, ~-, or after cd -, cd ~user)"
 )
 
 // sensitive returns the first sensitive pattern matching p, or "". A path
 // through a /proc magic link and a device not in readable_devices are
 // sensitive too.
-func (c *compiled) sensitive(p, dir string) string {
+func (c *compiled) sensitive(p, dir string, ignore []string) string {
 	w := resolvePath(p, dir, c.home)
 	if w.magic {
 		return magicPath
 	}
+	if w.lost {
+		return lostPath
+	}
 	if stdio(w.segs) {
 		return "" // /dev/stdin: the gate checks what the command reads through redirections
 	}
-	for _, pp := range c.sensitivePaths {
-		if pp.matches(w) {
+	for i, pp := range c.sensitivePaths {
+		if pp.matches(w) && !c.ignored(i, ignore) {
 			return pp.raw
 		}
 	}
 	if w.absolute && len(w.segs) >= 2 && w.segs[0] == "dev" && !c.devices["/"+strings.Join(w.segs, "/")] {
+		if c.endless["/"+strings.Join(w.segs, "/")] {
+			return endlessPath
+		}
 		return devicePath
 	}
 	if w.linked {
@@ -303,8 +356,8 @@ func (c *compiled) sensitive(p, dir string) string {
 		// lexical reading must be clean too, in case a kernel resolves
 		// the link differently than modelled.
 		if lex := lexical(p, dir, c.home); lex.absolute {
-			for _, pp := range c.sensitivePaths {
-				if pp.matches(lex) {
+			for i, pp := range c.sensitivePaths {
+				if pp.matches(lex) && !c.ignored(i, ignore) {
 					return pp.raw
 				}
 			}
@@ -316,13 +369,19 @@ func (c *compiled) sensitive(p, dir string) string {
 	return ""
 }
 
+// ignored reports whether sensitive pattern i is one of ignore; the
+// protected paths (after the sensitive ones) are never ignored.
+func (c *compiled) ignored(i int, ignore []string) bool {
+	return i < c.nSensitive && slices.Contains(ignore, c.sensitivePaths[i].raw)
+}
+
 // lexical cleans an absolute (or dir-joined) path as text only.
 func lexical(p, dir, home string) where {
-	if p == "~" || strings.HasPrefix(p, "~/") {
-		if home == "" {
+	if e, ok := expandTilde(p, dir, home); ok {
+		if !strings.HasPrefix(e, "/") {
 			return where{}
 		}
-		p = home + p[1:]
+		p = e
 	}
 	if !strings.HasPrefix(p, "/") {
 		if dir == "" || !strings.HasPrefix(dir, "/") {
@@ -373,7 +432,9 @@ func (p *Policy) ClassifyPath(name string) Decision {
 			return deny("deny.read-target", "%s is another process's memory or environment (matches %s)", name, pp.raw)
 		}
 	}
-	if pat := c.sensitive(name, ""); pat != "" {
+	if pat := c.sensitive(name, "", nil); pat == endlessPath {
+		return confirm("input.endless", "%s never ends", name)
+	} else if pat != "" {
 		return confirm("secret.path", "%s is a sensitive path (matches %s)", name, pat)
 	}
 	return Decision{Verdict: Pass, Rule: "read-path", Reason: "not a sensitive path"}

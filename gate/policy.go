@@ -62,6 +62,15 @@ type Policy struct {
 	// disks (/dev/sda, /dev/mapper/*, /dev/VG/LV), memory and links to
 	// other processes' files.
 	ReadableDevices []string `yaml:"readable_devices,omitempty,flow"`
+	// EndlessDevices are devices that never reach end of file (/dev/zero,
+	// /dev/urandom): a reader of one needs approval, because it grows or
+	// runs until a limit stops it, unless its rule bounds the read
+	// (Rule.BoundedRead: `head -c 16 /dev/urandom`).
+	EndlessDevices []string `yaml:"endless_devices,omitempty,flow"`
+	// AllowedDaemons lists the Rule.Daemon commands the operator lets
+	// pass (`[docker]`), typically together with the sandbox setting that
+	// lets the read-only tier reach the daemon's socket.
+	AllowedDaemons []string `yaml:"allowed_daemons,omitempty,flow"`
 	// ReadOnlyScripts are absolute script paths that pass when run as
 	// exactly `bash|sh PATH args...` or `python3 PATH args...` with plain
 	// literal arguments.
@@ -137,6 +146,11 @@ type Rule struct {
 	// UnsafeOperands are operands (or comma/slash separated parts of one)
 	// that are never pass, with the reason (`kubectl get secret`).
 	UnsafeOperands map[string]string `yaml:"unsafe_operands,omitempty"`
+	// ResourceNames marks operands that are kubectl resource names: they
+	// are matched against UnsafeOperands case-insensitively and without
+	// their .VERSION.GROUP (SECRETS, Secret, secrets.v1., secret/NAME
+	// are all secrets).
+	ResourceNames bool `yaml:"resource_names,omitempty"`
 	// PatternFlags, when set, means the first operand is a pattern, not a
 	// file, unless one of these flags gives the pattern (`grep -e`).
 	PatternFlags []string `yaml:"pattern_flags,omitempty,flow"`
@@ -157,8 +171,27 @@ type Rule struct {
 	// XargsFlags marks a command that is read-only with any flags at all
 	// (ls, stat): behind xargs it passes without a closing `--`.
 	XargsFlags bool `yaml:"xargs_flags,omitempty"`
+	// BoundedRead maps value flags to a regular expression: when one of
+	// them is given with a matching value, the command stops after a
+	// bounded amount of input and may read an endless device (`head -c
+	// 16 /dev/urandom`).
+	BoundedRead map[string]string `yaml:"bounded_read,omitempty"`
+	// FileFlags are value flags whose value is a file the command reads as
+	// content (`tar -f ARCHIVE`, `openssl x509 -in CERT`): it is checked
+	// against the sensitive paths like a files operand.
+	FileFlags []string `yaml:"file_flags,omitempty,flow"`
+	// IgnoreSensitive lists sensitive_paths patterns, exactly as written
+	// there, that do not apply to this command's files: it parses them
+	// without printing what makes them sensitive (`openssl x509` reads
+	// only the certificate of a .pem file, never its key).
+	IgnoreSensitive []string `yaml:"ignore_sensitive,omitempty"`
+	// Daemon, if set, is the reason the command needs approval unless the
+	// policy's allowed_daemons lists it: it asks a daemon outside the
+	// sandbox (docker: a root daemon) to act.
+	Daemon string `yaml:"daemon,omitempty"`
 	// Verbs, when set, makes the first operand a subcommand that must be
-	// one of these keys; the verb's rule adds to this rule's flags.
+	// one of these keys; the verb's rule adds to this rule's flags. A verb
+	// may have verbs of its own (`kubectl rollout status`).
 	Verbs map[string]*Rule `yaml:"verbs,omitempty"`
 	// Check names a built-in check for argument grammars that flags cannot
 	// describe: "sed", "find", "git", "git-branch", "ps", "date",
@@ -173,6 +206,9 @@ type Wrapper struct {
 	// Flags and ValueFlags are the wrapper's own flags, as in Rule.
 	Flags      []string `yaml:"flags,omitempty,flow"`
 	ValueFlags []string `yaml:"value_flags,omitempty,flow"`
+	// FlagValues maps a value flag to a regular expression its value must
+	// match in full (xargs -P: a bounded number of processes).
+	FlagValues map[string]string `yaml:"flag_values,omitempty"`
 	// Positional is the number of operands before the wrapped command
 	// (`timeout DURATION`).
 	Positional int `yaml:"positional,omitempty"`
@@ -376,6 +412,8 @@ func (p *Policy) clone() *Policy {
 	q.SensitivePaths = slices.Clone(p.SensitivePaths)
 	q.ProtectedPaths = slices.Clone(p.ProtectedPaths)
 	q.ReadableDevices = slices.Clone(p.ReadableDevices)
+	q.EndlessDevices = slices.Clone(p.EndlessDevices)
+	q.AllowedDaemons = slices.Clone(p.AllowedDaemons)
 	q.ReadOnlyScripts = slices.Clone(p.ReadOnlyScripts)
 	q.Commands = cloneRules(p.Commands)
 	if p.Wrappers != nil {
@@ -389,6 +427,7 @@ func (p *Policy) clone() *Policy {
 			c.Flags = slices.Clone(w.Flags)
 			c.ValueFlags = slices.Clone(w.ValueFlags)
 			c.LookupFlags = slices.Clone(w.LookupFlags)
+			c.FlagValues = maps.Clone(w.FlagValues)
 			q.Wrappers[k] = &c
 		}
 	}
@@ -438,6 +477,9 @@ func (r *Rule) clone() *Rule {
 	c.RequireFlags = maps.Clone(r.RequireFlags)
 	c.UnsafeOperands = maps.Clone(r.UnsafeOperands)
 	c.FlagValues = maps.Clone(r.FlagValues)
+	c.BoundedRead = maps.Clone(r.BoundedRead)
+	c.FileFlags = slices.Clone(r.FileFlags)
+	c.IgnoreSensitive = slices.Clone(r.IgnoreSensitive)
 	c.RecursiveFlags = slices.Clone(r.RecursiveFlags)
 	c.PatternFlags = slices.Clone(r.PatternFlags)
 	c.Verbs = cloneRules(r.Verbs)
@@ -460,6 +502,8 @@ func (p *Policy) extend(f *Policy) {
 	p.SensitivePaths = appendNew(p.SensitivePaths, f.SensitivePaths...)
 	p.ProtectedPaths = appendNew(p.ProtectedPaths, f.ProtectedPaths...)
 	p.ReadableDevices = appendNew(p.ReadableDevices, f.ReadableDevices...)
+	p.EndlessDevices = appendNew(p.EndlessDevices, f.EndlessDevices...)
+	p.AllowedDaemons = appendNew(p.AllowedDaemons, f.AllowedDaemons...)
 	p.ReadOnlyScripts = appendNew(p.ReadOnlyScripts, f.ReadOnlyScripts...)
 	p.Commands = mergeMap(p.Commands, cloneRules(f.Commands))
 	p.Wrappers = mergeMap(p.Wrappers, f.Wrappers)
@@ -489,7 +533,7 @@ func mergeMap[V any](dst, src map[string]V) map[string]V {
 	return dst
 }
 
-var knownChecks = map[string]bool{"": true, "sed": true, "find": true, "git": true, "git-branch": true, "ps": true, "date": true, "interval": true, "ip": true}
+var knownChecks = map[string]bool{"": true, "cd": true, "seq": true, "tar": true, "jq": true, "sed": true, "find": true, "git": true, "git-branch": true, "ps": true, "date": true, "interval": true, "ip": true}
 
 // validate reports the first malformed entry of p.
 func (p *Policy) validate() error {
@@ -503,7 +547,7 @@ func (p *Policy) validate() error {
 			}
 		}
 	}
-	for _, list := range [][]string{p.TrustedRepos, p.RecursiveReadRoots, p.ReadOnlyScripts, p.ReadableDevices} {
+	for _, list := range [][]string{p.TrustedRepos, p.RecursiveReadRoots, p.ReadOnlyScripts, p.ReadableDevices, p.EndlessDevices} {
 		for _, s := range list {
 			if !strings.HasPrefix(s, "/") {
 				return fmt.Errorf("path %q is not absolute", s)
@@ -531,6 +575,11 @@ func (p *Policy) validate() error {
 		}
 		if err := checkFlags(name, append(slices.Clone(w.Flags), append(w.ValueFlags, w.LookupFlags...)...)); err != nil {
 			return err
+		}
+		for f, pat := range w.FlagValues {
+			if _, err := regexp.Compile(pat); err != nil {
+				return fmt.Errorf("wrapper %q: flag_values %s: %w", name, f, err)
+			}
 		}
 	}
 	return nil
@@ -562,6 +611,11 @@ func (r *Rule) validate(name string) error {
 	for f, pat := range r.FlagValues {
 		if _, err := regexp.Compile(pat); err != nil {
 			return fmt.Errorf("command %q: flag_values %s: %w", name, f, err)
+		}
+	}
+	for f, pat := range r.BoundedRead {
+		if _, err := regexp.Compile(pat); err != nil {
+			return fmt.Errorf("command %q: bounded_read %s: %w", name, f, err)
 		}
 	}
 	for v, vr := range r.Verbs {

@@ -123,21 +123,32 @@ func FuzzParsePolicy(f *testing.F) {
 	f.Add([]byte("commands:\n  x: {verbs: {y: {operands: files}}}\n"))
 	f.Add([]byte("deny:\n  commands: {'a*': b}\n"))
 	f.Add([]byte("sensitive_paths: ['**/x', '~/y', 'z']\nhome: /h\n"))
+	f.Add([]byte("endless_devices: [/dev/zero]\nallowed_daemons: [docker]\nreadable_devices: [/dev/zero]\n"))
+	f.Add([]byte("commands:\n  head: {value_flags: [-c], bounded_read: {-c: '[0-9]+'}, operands: files}\n"))
+	f.Add([]byte("commands:\n  t: {value_flags: [-f], file_flags: [-f], ignore_sensitive: ['**/*.pem'], resource_names: true, daemon: d}\n"))
+	f.Add([]byte("commands:\n  k: {verbs: {a: {verbs: {b: {operands: any}}}}}\nwrappers:\n  x: {value_flags: [-P], flag_values: {-P: '[1-8]'}}\n"))
+	f.Add([]byte("commands:\n  cd: {check: cd, operands: any}\n  seq: {check: seq, operands: any}\n  tar: {check: tar}\n  jq: {check: jq}\n"))
+	cmds := []string{"ls -la", "rm -rf /", "cat ~/x", "git log", "x y z", "head -c 5 /dev/zero", "cd -- /etc && cat shadow",
+		"k a b c", "t -f a.pem", "seq 5 | x -P 9 ls", "for f in a; do cat \"$f\"; done", "sysctl -w kernel.core_pattern=x"}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := ParsePolicy(data, nil)
 		if err != nil {
 			return
-		}
-		for _, cmd := range []string{"ls -la", "rm -rf /", "cat ~/x", "git log", "x y z"} {
-			p.ClassifyIn("/srv", cmd)
 		}
 		p.ClassifyPath("/etc/shadow")
 		out, err := p.YAML()
 		if err != nil {
 			t.Fatalf("YAML of an accepted policy: %v", err)
 		}
-		if _, err := ParsePolicy(out, nil); err != nil {
+		q, err := ParsePolicy(out, nil)
+		if err != nil {
 			t.Fatalf("ParsePolicy(YAML()) = %v\n%s", err, out)
+		}
+		// The printed policy is the same policy: it decides alike.
+		for _, cmd := range cmds {
+			if a, b := p.ClassifyIn("/srv", cmd), q.ClassifyIn("/srv", cmd); a != b {
+				t.Fatalf("ClassifyIn(%q) = %+v, but %+v after YAML and ParsePolicy\n%s", cmd, a, b, out)
+			}
 		}
 	})
 }

@@ -21,6 +21,16 @@ type arg struct {
 // (variables, substitutions, arithmetic, $'…', brace forms, extended globs)
 // is a Decision to confirm instead.
 func strictWord(w *syntax.Word) (arg, *Decision) {
+	return strictWordIn(w, nil)
+}
+
+// strictWordIn is strictWord where the loop variables in vars (`for f in
+// a b`) stand for their item. Quoted ("$f", "/var/log/$f") the item is
+// one word; unquoted, bash splits it on blanks and expands globs in it, so
+// only an item without blanks and glob characters may stand there. An
+// item that is a glob (for f in /var/log/*.log) makes the word a glob: it
+// names one of the files the pattern matches.
+func strictWordIn(w *syntax.Word, vars map[string]arg) (arg, *Decision) {
 	var a arg
 	var b strings.Builder
 	var unquoted strings.Builder // unquoted text only, for brace detection
@@ -45,6 +55,11 @@ func strictWord(w *syntax.Word) (arg, *Decision) {
 				return a, ptr(confirm("word.locale", "$\"…\" quoting is translated at run time"))
 			}
 			for _, qp := range x.Parts {
+				if item, ok := loopVar(qp, vars); ok {
+					b.WriteString(item.s)
+					a.glob = a.glob || item.glob
+					continue
+				}
 				l, ok := qp.(*syntax.Lit)
 				if !ok {
 					return a, ptr(expansionDecision(qp))
@@ -53,7 +68,15 @@ func strictWord(w *syntax.Word) (arg, *Decision) {
 			}
 			unquoted.WriteByte(0)
 		default:
-			return a, ptr(expansionDecision(part))
+			item, ok := loopVar(part, vars)
+			if !ok {
+				return a, ptr(expansionDecision(part))
+			}
+			if item.glob || strings.ContainsAny(item.s, " \t\n*?[") {
+				return a, ptr(confirm("word.variable", "unquoted $%s is split and globbed by bash; quote it (\"$%s\")", part.(*syntax.ParamExp).Param.Value, part.(*syntax.ParamExp).Param.Value))
+			}
+			b.WriteString(item.s)
+			unquoted.WriteByte(0)
 		}
 	}
 	if hasBraceForm(unquoted.String()) {
@@ -64,6 +87,17 @@ func strictWord(w *syntax.Word) (arg, *Decision) {
 }
 
 func ptr(d Decision) *Decision { return &d }
+
+// loopVar returns the item a plain $NAME or ${NAME} stands for, when NAME
+// is a loop variable in vars.
+func loopVar(part syntax.WordPart, vars map[string]arg) (arg, bool) {
+	p, ok := part.(*syntax.ParamExp)
+	if !ok || p.Param == nil || len(vars) == 0 || !simpleParam(p, p.Param.Value) {
+		return arg{}, false
+	}
+	item, ok := vars[p.Param.Value]
+	return item, ok
+}
 
 // expansionDecision explains why a non-literal word part is not pass.
 func expansionDecision(part syntax.WordPart) Decision {
