@@ -7,10 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -39,12 +41,13 @@ func helperMain(args []string) int {
 	hc, err := configArg(args)
 	if err == nil {
 		var info Info
-		info, err = setUp(hc)
+		var keeps []string
+		info, keeps, err = setUp(hc)
 		if err == nil {
 			if err := send(conn, message{Op: "ready", Info: &info}); err != nil {
 				return 2
 			}
-			serve(conn)
+			serve(conn, hc, keeps)
 			return 0
 		}
 	}
@@ -52,62 +55,136 @@ func helperMain(args []string) int {
 	return 1
 }
 
-// setUp builds the helper's view of the system; see the package doc.
-func setUp(hc helperConfig) (Info, error) {
-	info := Info{Mode: hc.Mode.String(), UserNS: hc.Mode == ReadOnly || !hc.Root, Root: hc.Root}
+// setUp builds the helper's view of the system; see the package doc. It
+// returns the workspaces below a tmp dir, which each read-only command gets
+// bound into its private tmp dirs.
+func setUp(hc helperConfig) (Info, []string, error) {
+	info := Info{Mode: hc.Mode.String(), UserNS: hc.Mode == ReadOnly || !hc.Root, Root: hc.Root, Limits: hc.Limits, LimitsBy: "rlimit"}
+	if hc.User != nil {
+		info.User = fmt.Sprintf("%s (%d)", hc.User.Name, hc.User.UID)
+	}
 	abi, err := llsys.LandlockGetABIVersion()
 	if err != nil || abi < 1 {
-		return info, errors.New("the kernel has no Landlock (needs Linux 5.13+ with landlock in the lsm= list)")
+		return info, nil, errors.New("the kernel has no Landlock (needs Linux 5.13+ with landlock in the lsm= list)")
 	}
 	info.LandlockABI = abi
+	var keeps []string
 	if hc.Mode == ReadOnly {
-		err = setUpReadOnly(hc)
+		keeps, err = setUpReadOnly(hc)
+		info.Net = netSummary(hc.Net, abi)
+		info.Covered = coveredSockets(hc)
 	} else {
 		err = unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, "")
 		if err != nil {
 			err = fmt.Errorf("make mounts private: %w", err)
+		} else if hc.Root {
+			err = protectKernelHelpers()
 		}
 	}
 	if err != nil {
-		return info, err
+		return info, nil, err
 	}
 	hidden, err := hide(hc.Hide)
 	if err != nil {
-		return info, err
+		return info, nil, err
 	}
 	info.Hidden = hidden
 	if err := dropPrivileges(hc); err != nil {
-		return info, err
+		return info, nil, err
 	}
-	if err := restrict(hc.Mode); err != nil {
-		return info, fmt.Errorf("landlock: %w", err)
+	if err := setLimits(hc.Limits); err != nil {
+		return info, nil, err
 	}
-	return info, nil
+	if hc.Mode == Approved {
+		// The approved helper is confined as a whole. The read-only helper
+		// is not: each command gets its own mount namespace and Landlock
+		// domain from the thread that starts it (startReadOnly), so the
+		// helper is outside every command's domain.
+		if err := restrictApproved(); err != nil {
+			return info, nil, fmt.Errorf("landlock: %w", err)
+		}
+	}
+	return info, keeps, nil
+}
+
+// setLimits sets the limits every command inherits from the helper. The
+// helper itself stays far below them (a few MiB, no files written); root,
+// which the helper of a root daemon is, is exempt from RLIMIT_NPROC. The
+// CPU limit is set on each command after it starts, as the helper's own
+// CPU time adds up over its life.
+func setLimits(l Limits) error {
+	set := func(name string, res int, v int64) error {
+		if v < 0 {
+			return nil
+		}
+		lim := unix.Rlimit{Cur: uint64(v), Max: uint64(v)}
+		if err := unix.Setrlimit(res, &lim); err != nil {
+			return fmt.Errorf("set %s limit: %w", name, err)
+		}
+		return nil
+	}
+	return errors.Join(
+		set("memory", unix.RLIMIT_DATA, l.Memory),
+		set("process", unix.RLIMIT_NPROC, l.Processes),
+		set("file size", unix.RLIMIT_FSIZE, l.FileSize),
+		set("core file", unix.RLIMIT_CORE, 0),
+	)
+}
+
+// kernelHelpers are the knobs that make the kernel start a program of the
+// writer's choice outside every sandbox (core dumps piped to a program,
+// module loading, hotplug, power-off, binfmt interpreters): approved
+// commands of a root daemon see them read-only, which Landlock then keeps
+// (a sandboxed process cannot unmount).
+var kernelHelpers = []string{
+	"/proc/sys/kernel/core_pattern",
+	"/proc/sys/kernel/modprobe",
+	"/proc/sys/kernel/hotplug",
+	"/proc/sys/kernel/poweroff_cmd",
+	"/sys/kernel/uevent_helper",
+	"/proc/sys/fs/binfmt_misc",
+}
+
+func protectKernelHelpers() error {
+	for _, p := range kernelHelpers {
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := bindReadOnly(p, p, unix.MS_REC); err != nil {
+			return fmt.Errorf("read-only %s: %w", p, err)
+		}
+	}
+	return nil
 }
 
 var tmpDirs = []string{"/tmp", "/var/tmp"}
 
-func setUpReadOnly(hc helperConfig) error {
+func setUpReadOnly(hc helperConfig) ([]string, error) {
 	// Keep receiving the host's new mounts (a disk mounted later shows in
 	// df), never send ours back, and make every mount read-only at once.
 	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY, Propagation: unix.MS_SLAVE}
 	if err := unix.MountSetattr(-1, "/", unix.AT_RECURSIVE, &attr); err != nil {
-		return fmt.Errorf("remount / read-only (mount_setattr, Linux 5.12+): %w", err)
+		return nil, fmt.Errorf("remount / read-only (mount_setattr, Linux 5.12+): %w", err)
 	}
 	// Workspaces below a tmp dir would vanish under the private tmpfs: hold
-	// them open and bind them back.
+	// them open and bind them back. One that is missing is refused: it
+	// could not be seen by any command.
 	type keep struct {
 		path string
 		fd   int
 	}
 	var keeps []keep
+	var paths []string
 	for _, ws := range hc.Workspaces {
+		ws = filepath.Clean(ws)
 		for _, t := range tmpDirs {
 			if ws == t || strings.HasPrefix(ws, t+"/") {
 				fd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-				if err == nil {
-					keeps = append(keeps, keep{ws, fd})
+				if err != nil {
+					return nil, fmt.Errorf("%s is below %s, which each read-only command gets a private copy of; it is bound into that copy, so it must exist when thinbot starts: %w", ws, t, err)
 				}
+				keeps = append(keeps, keep{ws, fd})
+				paths = append(paths, ws)
 			}
 		}
 	}
@@ -115,20 +192,20 @@ func setUpReadOnly(hc helperConfig) error {
 		if !isDir(t) {
 			continue
 		}
-		if err := unix.Mount("tmpfs", t, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=256m"); err != nil {
-			return fmt.Errorf("private %s: %w", t, err)
+		if err := unix.Mount("tmpfs", t, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=4m"); err != nil {
+			return nil, fmt.Errorf("private %s: %w", t, err)
 		}
 	}
 	for _, k := range keeps {
 		if err := os.MkdirAll(k.path, 0o755); err != nil {
-			return fmt.Errorf("workspace %s: %w", k.path, err)
+			return nil, fmt.Errorf("workspace %s: %w", k.path, err)
 		}
 		if err := bindReadOnly(fmt.Sprintf("/proc/self/fd/%d", k.fd), k.path, unix.MS_REC); err != nil {
-			return fmt.Errorf("workspace %s: %w", k.path, err)
+			return nil, fmt.Errorf("workspace %s: %w", k.path, err)
 		}
 		unix.Close(k.fd)
 	}
-	return minimalDev()
+	return paths, minimalDev()
 }
 
 // devNodes are the device files a read-only command keeps.
@@ -249,11 +326,13 @@ func isDir(p string) bool {
 	return err == nil && st.IsDir()
 }
 
-// dropPrivileges leaves a read-only command of a root daemon only
-// CAP_DAC_READ_SEARCH (root-only logs stay readable; in the user namespace
-// nothing else would apply to the host anyway), takes CAP_SYS_PTRACE from
-// its approved commands, and clears the ambient CAP_SYS_ADMIN an ordinary
-// user's helper was started with.
+// dropPrivileges empties the bounding set of a root daemon's read-only
+// helper (its commands run as an unprivileged user and could not regain
+// a capability through a set-user-ID program either), takes CAP_SYS_PTRACE
+// from its approved commands, and clears the ambient CAP_SYS_ADMIN an
+// ordinary user's helper was started with. The helper keeps its own
+// capabilities in its namespace: it mounts each command's private tmp dirs
+// and switches to the read-only user.
 func dropPrivileges(hc helperConfig) error {
 	if !hc.Root {
 		if err := llsys.AllThreadsPrctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
@@ -271,9 +350,6 @@ func dropPrivileges(hc helperConfig) error {
 		return nil
 	}
 	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
-		if c == unix.CAP_DAC_READ_SEARCH {
-			continue
-		}
 		if err := llsys.AllThreadsPrctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
 			return fmt.Errorf("drop capability %d: %w", c, err)
 		}
@@ -281,25 +357,202 @@ func dropPrivileges(hc helperConfig) error {
 	return nil
 }
 
-// restrict enters the Landlock domain; it also sets no_new_privs.
-func restrict(m Mode) error {
+// restrictApproved puts the approved helper and its commands into a
+// Landlock domain that grants every file right: its only effect is that a
+// command cannot ptrace the daemon or open its /proc/<pid>/environ or mem.
+// It also sets no_new_privs.
+func restrictApproved() error {
 	cfg := landlock.V7.BestEffort()
 	cfg.HandledAccessNet = 0
-	if m == Approved {
-		cfg.Scoped = 0
-		return cfg.Restrict(landlock.PathAccess(cfg.HandledAccessFS, "/"))
+	cfg.Scoped = 0
+	return cfg.Restrict(landlock.PathAccess(cfg.HandledAccessFS, "/"))
+}
+
+// command is the exec.Cmd for m writing to out, in its own process group.
+func command(m message, out *os.File) *exec.Cmd {
+	cmd := exec.Command(m.Args[0], m.Args[1:]...)
+	cmd.Dir, cmd.Env = m.Dir, m.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{}
 	}
-	rw := landlock.RWDirs(append(append([]string(nil), tmpDirs...), "/dev/shm")...).IgnoreIfMissing()
-	return cfg.Restrict(
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
+}
+
+// startReadOnly starts a read-only command from a thread of its own, which
+// first gives itself (and so the command) a mount namespace with empty
+// private /tmp, /var/tmp and /dev/shm (the workspaces below them bound
+// back, the host's control sockets covered), then a seccomp filter and a
+// Landlock domain of the command's own. The thread is never handed back to
+// the Go scheduler: it exits with the goroutine, and its namespace and
+// tmpfs mounts go with the command's last process.
+//
+// A domain of its own is what keeps the helper safe: Landlock lets a
+// process signal or ptrace only processes in its own domain or one nested
+// below it, and every command's domain is nested below none of the
+// helper's threads.
+func startReadOnly(hc helperConfig, keeps []string, m message, out *os.File) (*exec.Cmd, error) {
+	type started struct {
+		cmd *exec.Cmd
+		err error
+	}
+	ch := make(chan started, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: see above
+		cmd := command(m, out)
+		err := confineThread(hc, keeps, cmd)
+		if err == nil {
+			err = cmd.Start()
+		}
+		ch <- started{cmd, err}
+	}()
+	r := <-ch
+	return r.cmd, r.err
+}
+
+// confineThread sets up the calling (locked) thread for one read-only
+// command; see startReadOnly.
+func confineThread(hc helperConfig, keeps []string, cmd *exec.Cmd) error {
+	if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("mount namespace: %w", err)
+	}
+	// Clone the workspaces below the tmp dirs before covering them.
+	trees := make([]int, 0, len(keeps))
+	defer func() { closeAll(trees) }()
+	for _, k := range keeps {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, k, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return fmt.Errorf("workspace %s: %w", k, err)
+		}
+		trees = append(trees, fd)
+	}
+	opts := fmt.Sprintf("mode=1777,size=%d", hc.Limits.Tmp)
+	for _, t := range append(tmpDirs, "/dev/shm") {
+		if !isDir(t) {
+			continue
+		}
+		if err := unix.Mount("tmpfs", t, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			return fmt.Errorf("private %s: %w", t, err)
+		}
+	}
+	for i, k := range keeps {
+		if err := os.MkdirAll(k, 0o755); err != nil {
+			return fmt.Errorf("workspace %s: %w", k, err)
+		}
+		if err := unix.MoveMount(trees[i], "", unix.AT_FDCWD, k, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("workspace %s: %w", k, err)
+		}
+	}
+	for _, p := range coveredSockets(hc) {
+		if err := unix.Mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("cover %s: %w", p, err)
+		}
+	}
+	if hc.User != nil {
+		// Enter the working directory as the helper, so that a workspace
+		// whose parents the read-only user cannot search still works; what
+		// the user may read in it is up to the files' modes.
+		if cmd.Dir != "" {
+			if err := unix.Chdir(cmd.Dir); err != nil {
+				return fmt.Errorf("chdir %s: %w", cmd.Dir, err)
+			}
+			cmd.Dir = ""
+		}
+		u := hc.User
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
+	}
+	rules := []landlock.Rule{
 		landlock.RODirs("/"),
-		rw,
+		landlock.RWDirs(append(append([]string(nil), tmpDirs...), "/dev/shm")...).IgnoreIfMissing(),
 		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full").IgnoreIfMissing(),
-	)
+	}
+	for _, p := range hc.Net.ConnectTCP {
+		rules = append(rules, landlock.ConnectTCP(p))
+	}
+	fd, flags, err := landlock.V7.BestEffort().NewRulesetFD(rules...)
+	if err != nil {
+		return fmt.Errorf("landlock ruleset: %w", err)
+	}
+	if fd < 0 {
+		return errors.New("landlock: nothing to enforce")
+	}
+	defer unix.Close(fd)
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if !hc.Net.UDP {
+		if err := denyNonTCP(); err != nil {
+			return fmt.Errorf("seccomp: %w", err)
+		}
+	}
+	if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
+		return fmt.Errorf("landlock: %w", err)
+	}
+	return nil
+}
+
+// coveredSockets are the control sockets that exist and are not listed.
+func coveredSockets(hc helperConfig) []string {
+	allowed := map[string]bool{}
+	for _, p := range hc.Net.Sockets {
+		allowed[p] = true
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			allowed[r] = true
+		}
+	}
+	if hc.User != nil {
+		// An unprivileged user may ask the system bus only what any user
+		// may (systemctl status); see controlSockets.
+		for _, p := range []string{"/run/dbus/system_bus_socket", "/var/run/dbus/system_bus_socket"} {
+			allowed[p] = true
+		}
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range controlSockets() {
+		r, err := filepath.EvalSymlinks(p)
+		if err != nil || allowed[p] || allowed[r] || seen[r] {
+			continue
+		}
+		if st, err := os.Stat(r); err != nil || st.Mode().Type() != os.ModeSocket {
+			continue
+		}
+		seen[r] = true
+		out = append(out, r)
+	}
+	return out
+}
+
+// netSummary says in words what read-only commands may reach.
+func netSummary(n Network, abi int) string {
+	var b strings.Builder
+	if abi >= 4 {
+		b.WriteString("TCP: no bind; connect only to ports ")
+		if len(n.ConnectTCP) == 0 {
+			b.WriteString("(none)")
+		}
+		for i, p := range n.ConnectTCP {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprint(&b, p)
+		}
+		b.WriteString(" (Landlock filters ports, not hosts)")
+	} else {
+		b.WriteString("TCP: open (Landlock ABI < 4 has no network rules)")
+	}
+	if n.UDP {
+		b.WriteString("; UDP, ICMP and raw sockets: open (udp: true)")
+	} else {
+		b.WriteString("; UDP, ICMP, raw and non-TCP stream sockets: refused (seccomp), so no DNS lookups")
+	}
+	return b.String()
 }
 
 // serve starts commands until the socket closes; then it kills what still
 // runs and returns.
-func serve(conn *net.UnixConn) {
+func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 	var (
 		wmu   sync.Mutex
 		mu    sync.Mutex
@@ -337,18 +590,26 @@ func serve(conn *net.UnixConn) {
 			wg.Add(1)
 			go func(m message, out *os.File) {
 				defer wg.Done()
-				cmd := exec.Command(m.Args[0], m.Args[1:]...)
-				cmd.Dir, cmd.Env = m.Dir, m.Env
-				if cmd.Env == nil {
-					cmd.Env = []string{}
+				var cmd *exec.Cmd
+				var err error
+				if hc.Mode == ReadOnly {
+					cmd, err = startReadOnly(hc, keeps, m, out)
+				} else {
+					cmd = command(m, out)
+					err = cmd.Start()
 				}
-				cmd.Stdout, cmd.Stderr = out, out
-				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-				err := cmd.Start()
 				out.Close()
 				if err != nil {
 					reply(message{ID: m.ID, Op: "error", Err: "start: " + err.Error()})
 					return
+				}
+				if hc.Limits.CPU > 0 {
+					// The helper's own CPU time adds up over its life, so
+					// this limit is set on the command, before it has used
+					// more than the microseconds since its exec.
+					secs := uint64((hc.Limits.CPU + time.Second - 1) / time.Second)
+					lim := unix.Rlimit{Cur: secs, Max: secs + 1}
+					_ = unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_CPU, &lim, nil)
 				}
 				mu.Lock()
 				procs[m.ID] = cmd.Process

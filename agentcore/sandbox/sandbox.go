@@ -49,6 +49,106 @@ type Config struct {
 	// Exe is the binary to re-execute; "" means this process's executable.
 	// It must call Main early (cmd/thinbot's main does; tests use TestMain).
 	Exe string
+	// Limits bound every command of both modes; the zero value means the
+	// defaults documented on each field.
+	Limits Limits
+	// Network is what read-only commands may reach.
+	Network Network
+	// ReadOnlyUser is the user read-only commands of a root daemon run as;
+	// "" means thinbot-ro where that user exists, else nobody. An ordinary
+	// daemon's commands run as the daemon's own user.
+	ReadOnlyUser string
+	// ReadOnlyGroups are supplementary groups of ReadOnlyUser; nil means
+	// adm and systemd-journal where they exist, so that logs stay
+	// readable.
+	ReadOnlyGroups []string
+}
+
+// Limits bound each command. They are set with setrlimit (per process,
+// inherited by everything a command starts) since this kernel gives the
+// daemon no cgroup of its own to divide; Info.Limits says what is in force.
+type Limits struct {
+	// Memory is the data (heap and private writable mappings) one process
+	// may use, RLIMIT_DATA; 0 means 512 MiB, -1 no limit.
+	Memory int64 `json:"memory"`
+	// Processes is how many processes and threads the command's user may
+	// have in the helper's user namespace, RLIMIT_NPROC; 0 means 256, -1
+	// no limit. Root (approved commands of a root daemon) is exempt.
+	Processes int64 `json:"processes"`
+	// CPU is the CPU time one process may use, RLIMIT_CPU; 0 means 60s,
+	// -1 no limit. The wall-clock limit is the caller's context.
+	CPU time.Duration `json:"cpu"`
+	// FileSize is the largest file a command may write, RLIMIT_FSIZE; 0
+	// means 1 GiB, -1 no limit.
+	FileSize int64 `json:"file_size"`
+	// Tmp is the size of a read-only command's private /tmp, /var/tmp and
+	// /dev/shm each; 0 means 64 MiB.
+	Tmp int64 `json:"tmp"`
+}
+
+// WithDefaults returns l with its zero fields set to their defaults.
+func (l Limits) WithDefaults() Limits {
+	if l.Memory == 0 {
+		l.Memory = 512 << 20
+	}
+	if l.Processes == 0 {
+		l.Processes = 256
+	}
+	if l.CPU == 0 {
+		l.CPU = 60 * time.Second
+	}
+	if l.FileSize == 0 {
+		l.FileSize = 1 << 30
+	}
+	if l.Tmp <= 0 {
+		l.Tmp = 64 << 20
+	}
+	return l
+}
+
+// Network says what read-only commands may reach. Approved commands reach
+// everything.
+type Network struct {
+	// ConnectTCP are the TCP ports read-only commands may connect to, on
+	// any host: Landlock filters by port only, not by address. Every other
+	// TCP connect, and every TCP bind, is refused.
+	ConnectTCP []uint16 `json:"connect_tcp,omitempty"`
+	// UDP lets read-only commands open UDP, ICMP and raw inet sockets (DNS
+	// lookups, dig, ping). Off by default: Landlock cannot filter UDP on
+	// most kernels, so a seccomp filter refuses every inet socket that is
+	// not TCP, and a command cannot send data out over DNS.
+	UDP bool `json:"udp,omitempty"`
+	// Sockets are host control sockets left reachable (for example
+	// /run/docker.sock for docker ps); every control socket thinbot knows
+	// of (docker, containerd, podman, cri-o, kubelet, systemd, D-Bus) not
+	// listed is covered in read-only commands.
+	Sockets []string `json:"sockets,omitempty"`
+}
+
+// controlSockets are the unix sockets of host daemons that read-only
+// commands cannot reach unless Network.Sockets lists them. A root daemon's
+// read-only commands run as an unprivileged user, to whom the system bus
+// answers only what any user may ask (systemctl status), so it stays
+// reachable there; an ordinary daemon's commands run as the daemon's own
+// user, whom polkit may trust to manage units, so it is covered.
+func controlSockets() []string {
+	return []string{
+		"/run/docker.sock",
+		"/var/run/docker.sock",
+		"/run/containerd/containerd.sock",
+		"/run/containerd/containerd.sock.ttrpc",
+		"/run/podman/podman.sock",
+		"/run/crio/crio.sock",
+		"/run/k3s/containerd/containerd.sock",
+		"/var/lib/kubelet/pod-resources/kubelet.sock",
+		"/run/systemd/private",
+		"/run/systemd/journal/socket",
+		"/run/systemd/journal/stdout",
+		"/run/systemd/notify",
+		"/run/snapd.socket",
+		"/run/dbus/system_bus_socket",
+		"/var/run/dbus/system_bus_socket",
+	}
 }
 
 // Info is what a running helper reported about its set-up.
@@ -59,13 +159,28 @@ type Info struct {
 	Root        bool   `json:"root"`
 	// Hidden are the paths actually covered.
 	Hidden []string `json:"hidden,omitempty"`
+	// Limits are the limits in force, and LimitsBy how ("rlimit").
+	Limits   Limits `json:"limits"`
+	LimitsBy string `json:"limits_by"`
+	// User is who commands run as ("nobody (65534)"), "" for the daemon's
+	// own user.
+	User string `json:"user,omitempty"`
+	// Net says what read-only commands may reach over the network.
+	Net string `json:"net,omitempty"`
+	// Covered are the control sockets covered for read-only commands.
+	Covered []string `json:"covered,omitempty"`
 }
 
 // Sandbox runs commands through the two helpers. It is safe for concurrent
 // use.
 type Sandbox struct {
-	ro *helper
-	rw *helper
+	cfg Config
+
+	mu     sync.Mutex // guards the helpers and closed
+	ro, rw *helper
+	closed bool
+	// restarts counts helpers started again after one died.
+	restarts int
 }
 
 // Start starts both helpers and waits until they have set up their
@@ -80,6 +195,7 @@ func Start(ctx context.Context, cfg Config) (*Sandbox, error) {
 		}
 		cfg.Exe = exe
 	}
+	cfg.Limits = cfg.Limits.WithDefaults()
 	var (
 		wg             sync.WaitGroup
 		ro, rw         *helper
@@ -100,34 +216,83 @@ func Start(ctx context.Context, cfg Config) (*Sandbox, error) {
 		}
 		return nil, err
 	}
-	return &Sandbox{ro: ro, rw: rw}, nil
+	return &Sandbox{cfg: cfg, ro: ro, rw: rw}, nil
 }
 
 // Info returns what the helper of mode m reported at start.
-func (s *Sandbox) Info(m Mode) Info { return s.helper(m).info }
+func (s *Sandbox) Info(m Mode) Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.helperLocked(m).info
+}
 
-// Err returns why the sandbox stopped working (a helper died), or nil.
+// Err returns why the sandbox stopped working, or nil. A helper that died
+// is started again by the next command of its mode, so Err reports only a
+// helper that died and could not be started again.
 func (s *Sandbox) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, h := range []*helper{s.ro, s.rw} {
-		if err := h.failed(); err != nil {
-			return err
+		if err := h.failed(); err != nil && h.restartErr != nil {
+			return fmt.Errorf("%w (started again: %v)", err, h.restartErr)
 		}
 	}
 	return nil
 }
 
+// Restarts reports how many helpers were started again after one died.
+func (s *Sandbox) Restarts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.restarts
+}
+
 // Close stops both helpers; their running commands are killed.
 func (s *Sandbox) Close() error {
-	s.ro.close()
-	s.rw.close()
+	s.mu.Lock()
+	s.closed = true
+	ro, rw := s.ro, s.rw
+	s.mu.Unlock()
+	ro.close()
+	rw.close()
 	return nil
 }
 
-func (s *Sandbox) helper(m Mode) *helper {
+func (s *Sandbox) helperLocked(m Mode) *helper {
 	if m == Approved {
 		return s.rw
 	}
 	return s.ro
+}
+
+// helper returns the running helper of mode m, starting a new one when the
+// last one died: one dead helper fails the commands it was running, never
+// every later one. It fails only when the new helper cannot start.
+func (s *Sandbox) helper(ctx context.Context, m Mode) (*helper, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.helperLocked(m)
+	if h.failed() == nil || s.closed {
+		return h, nil
+	}
+	<-h.done
+	_ = h.conn.Close()
+	_ = h.proc.Kill()
+	_, _ = h.proc.Wait()
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	nh, err := restartHelper(ctx, s.cfg, m)
+	if err != nil {
+		h.restartErr = err
+		return nil, fmt.Errorf("%w: the %s helper died and could not be started again: %v", ErrUnavailable, m, err)
+	}
+	s.restarts++
+	if m == Approved {
+		s.rw = nh
+	} else {
+		s.ro = nh
+	}
+	return nh, nil
 }
 
 // Cmd is one command to start: Args[0] must be an absolute path.
@@ -151,7 +316,11 @@ type Result struct {
 // error is non-nil only when the command could not be started or the helper
 // died; a non-zero exit is in Result.
 func (s *Sandbox) Run(ctx context.Context, m Mode, c Cmd, out io.Writer) (Result, error) {
-	return s.helper(m).run(ctx, c, out)
+	h, err := s.helper(ctx, m)
+	if err != nil {
+		return Result{}, err
+	}
+	return h.run(ctx, c, out)
 }
 
 // message is one datagram on the helper's socket, in both directions.
@@ -228,6 +397,9 @@ type helper struct {
 	waiting map[uint64]chan message
 	err     error // set once the helper is gone
 	done    chan struct{}
+	// restartErr is why a new helper could not replace this one (guarded
+	// by the Sandbox's mu).
+	restartErr error
 }
 
 func (h *helper) failed() error {
@@ -365,6 +537,9 @@ func (h *helper) run(ctx context.Context, c Cmd, out io.Writer) (Result, error) 
 			// Unblock the copy: nothing more will be written.
 			r.Close()
 			<-copied
+			if err := h.failed(); err != nil {
+				return Result{}, fmt.Errorf("sandbox: %w; the command was cut off with it (the next command starts a new helper)", err)
+			}
 			return Result{}, fmt.Errorf("sandbox: %s", m.Err)
 		case "exited":
 			// Whatever the command left in its group dies with it.

@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -23,6 +25,76 @@ type helperConfig struct {
 	Hide       []string `json:"hide,omitempty"`
 	Workspaces []string `json:"workspaces,omitempty"`
 	Root       bool     `json:"root"`
+	Limits     Limits   `json:"limits"`
+	Net        Network  `json:"net"`
+	// User is who read-only commands of a root daemon run as.
+	User *credential `json:"user,omitempty"`
+}
+
+// credential is a user to run commands as.
+type credential struct {
+	Name   string   `json:"name"`
+	UID    uint32   `json:"uid"`
+	GID    uint32   `json:"gid"`
+	Groups []uint32 `json:"groups,omitempty"`
+}
+
+// readOnlyUser resolves who a root daemon's read-only commands run as.
+func readOnlyUser(name string, groups []string) (*credential, error) {
+	if name == "" {
+		name = "thinbot-ro"
+		if _, err := user.Lookup(name); err != nil {
+			name = "nobody"
+		}
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: read-only user: %w", err)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, fmt.Errorf("sandbox: read-only user %s: %w", name, err)
+	}
+	if uid == 0 {
+		return nil, fmt.Errorf("sandbox: read-only user %s is root", name)
+	}
+	c := &credential{Name: name, UID: uint32(uid), GID: uint32(gid)}
+	optional := groups == nil
+	if optional {
+		groups = []string{"adm", "systemd-journal"}
+	}
+	for _, g := range groups {
+		gr, err := user.LookupGroup(g)
+		if err != nil {
+			if optional {
+				continue
+			}
+			return nil, fmt.Errorf("sandbox: read-only group: %w", err)
+		}
+		id, err := strconv.ParseUint(gr.Gid, 10, 32)
+		if err != nil || id == 0 {
+			return nil, fmt.Errorf("sandbox: read-only group %s: gid %s", g, gr.Gid)
+		}
+		c.Groups = append(c.Groups, uint32(id))
+	}
+	return c, nil
+}
+
+// restartHelper starts a helper to replace one that died. A daemon that is
+// not root and already non-dumpable could not write the new helper's
+// uid_map (its /proc files belong to root then): it is dumpable for the
+// few milliseconds of the start, during which every command still runs in
+// a user namespace and Landlock domain that cannot reach it.
+func restartHelper(ctx context.Context, cfg Config, m Mode) (*helper, error) {
+	if os.Geteuid() != 0 {
+		if d, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); err == nil && d == 0 {
+			if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err == nil {
+				defer unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+			}
+		}
+	}
+	return startHelper(ctx, cfg, m)
 }
 
 func startHelper(ctx context.Context, cfg Config, m Mode) (*helper, error) {
@@ -42,7 +114,16 @@ func startHelper(ctx context.Context, cfg Config, m Mode) (*helper, error) {
 	conn := fc.(*net.UnixConn)
 
 	root := os.Geteuid() == 0
-	hc, _ := json.Marshal(helperConfig{Mode: m, Hide: cfg.Hide, Workspaces: cfg.Workspaces, Root: root})
+	hcfg := helperConfig{Mode: m, Hide: cfg.Hide, Workspaces: cfg.Workspaces, Root: root, Limits: cfg.Limits.WithDefaults(), Net: cfg.Network}
+	if root && m == ReadOnly {
+		u, err := readOnlyUser(cfg.ReadOnlyUser, cfg.ReadOnlyGroups)
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		hcfg.User = u
+	}
+	hc, _ := json.Marshal(hcfg)
 	cmd := exec.Command(cfg.Exe, helperArg, string(hc))
 	// The helper and everything it starts get no environment of ours:
 	// each command brings its own, built from the allowlist.
