@@ -35,7 +35,7 @@ type webConfig struct {
 	// X-Auth-Request-Email header names the user.
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// TokensFile holds login tokens, one "user token" pair a line (mode 0600).
-	TokensFile string `yaml:"tokens_file"`
+	TokensFile string `yaml:"tokens_file" secret:"file"`
 	// PublicOrigin is the console's origin as browsers see it, when a proxy
 	// rewrites the Host header.
 	PublicOrigin string `yaml:"public_origin"`
