@@ -320,6 +320,23 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 	if c.Fleet.configured() {
 		errs = append(errs, c.Fleet.check(filepath.Dir(path))...)
 	}
+	// A workspace the sandbox hides (inside the state dir, say) would be an
+	// empty directory to every command.
+	if c.StateDir != "" {
+		hidden := c.protectedPaths(path)
+		for i, ch := range c.Channels {
+			if ch.Workspace != "" {
+				if why := workspaceProblem(ch.Workspace, hidden); why != "" {
+					bad("channels[%d].workspace %s", i, why)
+				}
+			}
+		}
+		if c.Web.Workspace != "" {
+			if why := workspaceProblem(c.Web.Workspace, hidden); why != "" {
+				bad("web.workspace %s", why)
+			}
+		}
+	}
 	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o002 != 0 {
 		bad("config file %s is writable by every user; chmod o-w it", path)
 	}

@@ -176,6 +176,9 @@ func openLocal(e *env, f *localFlags) (*local, error) {
 		return nil, err
 	}
 	hidden := append([]string{state}, keys...)
+	if why := workspaceProblem(dir, hidden); why != "" {
+		return nil, fmt.Errorf("workspace %s", why)
+	}
 	// The state dir exists before the sandbox starts: it hides only paths
 	// that exist, so a first run would otherwise leave it readable.
 	if err := os.MkdirAll(state, 0o700); err != nil {

@@ -89,6 +89,42 @@ func (c *daemonConfig) protectedPaths(configPath string) []string {
 	return slices.Compact(out)
 }
 
+// workspaceProblem says why ws cannot be a workspace, "" if it can: a
+// workspace at or under a hidden path is an empty directory to every command
+// (the sandbox covers it), so each one would fail with "fork/exec /bin/bash:
+// no such file or directory".
+func workspaceProblem(ws string, hidden []string) string {
+	w := resolved(ws)
+	for _, h := range hidden {
+		hr := resolved(h)
+		if w == hr || strings.HasPrefix(w, hr+"/") {
+			return fmt.Sprintf("%s is inside %s, which the sandbox hides from every command (the state dir, the config or a secret): "+
+				"commands could not even start there (they would fail with \"no such file or directory\"); use a workspace outside it, e.g. /srv/ops", ws, h)
+		}
+	}
+	return ""
+}
+
+// resolved is p absolute with its symlinks resolved as far as they exist.
+func resolved(p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	if r, err := filepath.EvalSymlinks(a); err == nil {
+		return r
+	}
+	// Resolve the longest existing parent: the state dir may not exist yet.
+	dir, rest := a, ""
+	for dir != "/" && dir != "." {
+		if r, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(r, rest)
+		}
+		dir, rest = filepath.Dir(dir), filepath.Join(filepath.Base(dir), rest)
+	}
+	return a
+}
+
 // systemdSources is what the daemon's systemd unit gives it: its unit files
 // (fragment and drop-ins), the EnvironmentFiles they name, and which secret
 // variables each of them sets.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -172,6 +173,44 @@ func TestSystemdUnitOfTheProcess(t *testing.T) {
 	s := discoverSystemd("thinbot@ops.service", []string{t.TempDir()})
 	if s.Unit != "thinbot@ops.service" {
 		t.Errorf("unit %q", s.Unit)
+	}
+}
+
+func TestConfigCheckRefusesWorkspaceInStateDir(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	ws := filepath.Join(state, "ws")
+	os.MkdirAll(ws, 0o700)
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte("secret"), 0o600)
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(`
+model: {base_url: "http://127.0.0.1:9/v1", model: m}
+platform: mattermost
+mattermost: {url: "https://mm.example.com", token_file: "`+token+`", callback_url: "http://127.0.0.1:8065/hooks/mm"}
+state_dir: `+state+`
+listen: `+freeAddr(t)+`
+channels:
+  - {id: "*", workspace: "`+ws+`", approvers: [k9xq3bobbobbobbobbobbobbob]}
+`), 0o600)
+	var out bytes.Buffer
+	e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+	err := run(t.Context(), e, []string{"config", "check", "--config", cfg})
+	if err == nil || !strings.Contains(out.String(), "channels[0].workspace "+ws+" is inside "+state+", which the sandbox hides") {
+		t.Fatalf("config check: %v\n%s", err, out.String())
+	}
+	// serve refuses it at start, with the same reason.
+	out.Reset()
+	err = run(t.Context(), e, []string{"serve", "--config", cfg})
+	if err == nil || !strings.Contains(err.Error(), "which the sandbox hides") {
+		t.Fatalf("serve started: %v", err)
+	}
+	// So does a terminal run whose directory is inside its state dir.
+	if why := workspaceProblem(filepath.Join(dir, ".thinbot", "x"), []string{filepath.Join(dir, ".thinbot")}); why == "" {
+		t.Error("a workspace inside the state dir passed")
+	}
+	if why := workspaceProblem(dir, []string{filepath.Join(dir, ".thinbot"), token}); why != "" {
+		t.Errorf("a workspace holding the state dir refused: %s", why)
 	}
 }
 

@@ -294,6 +294,9 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
 		return err
 	}
 	absState, _ := filepath.Abs(stateDir)
+	if why := workspaceProblem(ws, []string{absState}); why != "" {
+		return fmt.Errorf("workspace %s", why)
+	}
 	policy = policy.WithProtected(absState)
 	sbx := startSandbox(ctx, e.getenv("THINBOT_SANDBOX"), []string{absState}, []string{ws}, logger)
 	defer sbx.close()
