@@ -349,8 +349,9 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 // development servers): 8079 is registered to nothing common.
 const defaultListen = "127.0.0.1:8079"
 
-// checkSecretFile refuses a credentials file that other users can read, and
-// one that cannot hold a credential: a directory, or an empty file.
+// checkSecretFile refuses a credentials file that anyone but root and the
+// daemon's user and groups can read (secretModeProblem), and one that cannot
+// hold a credential: a directory, or an empty file.
 func checkSecretFile(path string) error {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -359,7 +360,11 @@ func checkSecretFile(path string) error {
 	if st.IsDir() {
 		return fmt.Errorf("%s is a directory, not a file holding the secret", path)
 	}
-	if st.Mode().Perm()&0o077 != 0 {
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		if why := secretModeProblem(path, st.Mode(), sys.Uid, sys.Gid, os.Geteuid(), daemonGroups()); why != "" {
+			return errors.New(why)
+		}
+	} else if st.Mode().Perm()&0o077 != 0 {
 		return fmt.Errorf("%s is readable or writable by other users (mode %s); chmod 600 it", path, st.Mode().Perm())
 	}
 	b, err := os.ReadFile(path)

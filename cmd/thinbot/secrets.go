@@ -125,6 +125,32 @@ func resolved(p string) string {
 	return a
 }
 
+// secretModeProblem says why a secret file with stat st may not hold a
+// secret of a daemon running as uid with the groups gids, "" if it may. The
+// rule is who can read it: nobody but root, the daemon's user and a group
+// the daemon runs with. So the package's layout (root:thinbot 0640, the
+// daemon in group thinbot) passes, and so does thinbot:thinbot 0600; a file
+// others can read, or whose group the daemon is not in, does not. (A group
+// is trusted as a whole: put no other account into the daemon's group.)
+func secretModeProblem(path string, mode os.FileMode, fuid, fgid uint32, uid int, gids []int) string {
+	perm := mode.Perm()
+	switch {
+	case perm&0o007 != 0:
+		return fmt.Sprintf("%s is readable or writable by other users (mode %s); chmod o-rwx it (0600, or 0640 with the daemon's group)", path, perm)
+	case fuid != 0 && int(fuid) != uid:
+		return fmt.Sprintf("%s is owned by uid %d, who is neither root nor the daemon's user (uid %d) and can read it; chown it", path, fuid, uid)
+	case perm&0o070 != 0 && fgid != 0 && !slices.Contains(gids, int(fgid)):
+		return fmt.Sprintf("%s is open to group %d (mode %s), a group the daemon (uid %d) is not in; chmod g-rwx it or chgrp it to the daemon's group", path, fgid, perm, uid)
+	}
+	return ""
+}
+
+// daemonGroups are the groups this process runs with.
+func daemonGroups() []int {
+	gids, _ := os.Getgroups()
+	return append(gids, os.Getegid())
+}
+
 // systemdSources is what the daemon's systemd unit gives it: its unit files
 // (fragment and drop-ins), the EnvironmentFiles they name, and which secret
 // variables each of them sets.

@@ -176,6 +176,53 @@ func TestSystemdUnitOfTheProcess(t *testing.T) {
 	}
 }
 
+// TestSecretModeRule: the package's layout (root:thinbot 0640, the daemon
+// in group thinbot) passes; other readers are refused.
+func TestSecretModeRule(t *testing.T) {
+	const daemon, group = 998, 997
+	for _, tc := range []struct {
+		name       string
+		mode       os.FileMode
+		uid, gid   uint32
+		daemonUID  int
+		daemonGIDs []int
+		ok         bool
+	}{
+		{"package layout root:thinbot 0640", 0o640, 0, group, daemon, []int{group}, true},
+		{"owned by the daemon 0600", 0o600, daemon, group, daemon, []int{group}, true},
+		{"root 0600, root daemon", 0o600, 0, 0, 0, []int{0}, true},
+		{"root:root 0640, root daemon", 0o640, 0, 0, 0, []int{0}, true},
+		{"readable by others", 0o644, 0, group, daemon, []int{group}, false},
+		{"writable by others", 0o602, daemon, group, daemon, []int{group}, false},
+		{"group the daemon is not in", 0o640, 0, 1234, daemon, []int{group}, false},
+		{"root:thinbot 0640, root daemon not in thinbot", 0o640, 0, group, 0, []int{0}, false},
+		{"owned by another user", 0o600, 1001, group, daemon, []int{group}, false},
+	} {
+		why := secretModeProblem("/etc/thinbot/token", tc.mode, tc.uid, tc.gid, tc.daemonUID, tc.daemonGIDs)
+		if (why == "") != tc.ok {
+			t.Errorf("%s: problem %q, want ok=%v", tc.name, why, tc.ok)
+		}
+	}
+}
+
+// TestConfigCheckAcceptsGroupReadableToken: a real file, root-owned (or
+// ours) 0640 with our group, passes config check.
+func TestConfigCheckAcceptsGroupReadableToken(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "tok")
+	os.WriteFile(tok, []byte("secret"), 0o640)
+	if err := os.Chown(tok, -1, os.Getegid()); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkSecretFile(tok); err != nil {
+		t.Errorf("0640 with the daemon's group refused: %v", err)
+	}
+	os.Chmod(tok, 0o644)
+	if err := checkSecretFile(tok); err == nil {
+		t.Error("0644 accepted")
+	}
+}
+
 func TestConfigCheckRefusesWorkspaceInStateDir(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
