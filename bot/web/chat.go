@@ -229,7 +229,7 @@ func (s *Server) IsMember(_ context.Context, channel, userID string) (bool, erro
 	if channel != s.cfg.Channel {
 		return false, nil
 	}
-	if s.cfg.Auth.open() {
+	if s.open {
 		return userID == s.cfg.LocalUser, nil
 	}
 	for _, r := range s.cfg.Auth.Roles[userID] {
