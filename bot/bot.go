@@ -407,7 +407,7 @@ func (b *Bot) turn(ctx context.Context, th *thread, m Message, skill bool) {
 		Instructions: []string{th.ch.Instructions},
 		AllowAll:     th.ch.AllowAll,
 		FleetGroups:  th.ch.FleetGroups,
-		Approver:     approver,
+		Approver:     r.watch(approver),
 		Hooks:        r.hooks(),
 	})
 	b.cfg.Metrics.run(res.Status)

@@ -448,3 +448,29 @@ func TestUsersAndApproversMatchIDsOnly(t *testing.T) {
 		t.Error("an empty users list lets everyone talk; an empty approver list lets nobody approve")
 	}
 }
+
+// TestRunningStateShowsTheApprover: once an approval is recorded, the
+// status message says the command runs and who approved it, while it
+// runs, instead of "waiting for approval" until it ends.
+func TestRunningStateShowsTheApprover(t *testing.T) {
+	r := newRig(t, cmdModel{cmd: "sleep 30"}, Channel{Approvers: []string{"U2"}}, Config{})
+	r.say(alice, th1, "m1", "wait", true)
+	req := r.ad.waitPost(t, th1, func(p Post) bool { return len(p.Buttons) == 2 })
+	r.ad.waitPost(t, th1, contains("`sleep 30` — waiting for approval (confirm)"))
+	if res := r.b.HandleClick(r.ctx, Click{Thread: th1, PostID: req.id, ActionID: ActionApprove, Value: req.post.Value, User: bob}); res.Update == nil {
+		t.Fatalf("click = %+v", res)
+	}
+	r.ad.waitPost(t, th1, contains("`sleep 30` — running, approved by @bob (confirm)"))
+	r.ad.mu.Lock()
+	for _, p := range r.ad.posts {
+		if strings.Contains(p.post.Text, "waiting for approval") {
+			t.Errorf("a post still says waiting: %q", p.post.Text)
+		}
+	}
+	r.ad.mu.Unlock()
+	r.say(alice, th1, "m2", "/stop", true)
+	r.ad.waitPost(t, th1, contains("Stopped by `/stop`"))
+	if got := deciderName("user:U2 (bob)"); got != "bob" {
+		t.Errorf("deciderName = %q", got)
+	}
+}

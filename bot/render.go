@@ -70,7 +70,10 @@ type renderer struct {
 	full bool            // it reached maxPostText: nothing more is appended
 
 	stopc chan struct{}
-	wg    sync.WaitGroup
+	// kick asks the updater to show a change now rather than at its next
+	// tick (an approval decision).
+	kick chan struct{}
+	wg   sync.WaitGroup
 }
 
 // streamOp is text of the current segment, and whether the segment ended
@@ -81,7 +84,7 @@ type streamOp struct {
 }
 
 func newRenderer(b *Bot, t Thread) *renderer {
-	r := &renderer{b: b, t: t, stopc: make(chan struct{})}
+	r := &renderer{b: b, t: t, stopc: make(chan struct{}), kick: make(chan struct{}, 1)}
 	r.streamer, _ = b.cfg.Adapter.(Streamer)
 	return r
 }
@@ -115,6 +118,15 @@ func (r *renderer) start(ctx context.Context) {
 					r.flush(ctx, false)
 				} else if dirty || (ticks >= 2 && r.sid == "") {
 					// An open stream shows that work goes on.
+					r.postStatus(ctx)
+				}
+			case <-r.kick:
+				r.mu.Lock()
+				posted := r.postID != ""
+				r.mu.Unlock()
+				if posted {
+					r.flush(ctx, false)
+				} else {
 					r.postStatus(ctx)
 				}
 			case <-streamTick:
@@ -267,6 +279,68 @@ func (r *renderer) hooks() agentcore.Hooks {
 			r.mu.Unlock()
 		},
 	}
+}
+
+// waitingState is the state of a step that waits for an approver.
+const waitingState = " — waiting for approval ("
+
+// watch wraps the run's approver so that the status message shows the
+// decision on the waiting step ("running, approved by @bob") the moment it
+// is in the chain, rather than "waiting for approval" until the command
+// ends.
+func (r *renderer) watch(a agentcore.Approver) agentcore.Approver {
+	return agentcore.ApproverFunc(func(ctx context.Context, ap agentcore.Approval) (agentcore.ApprovalDecision, error) {
+		d, err := a.Approve(ctx, ap)
+		if err != nil {
+			return d, err
+		}
+		committed, approved, by, why := d.Committed, d.Approved, d.By, d.Why
+		d.Committed = func(err error) {
+			if committed != nil {
+				committed(err)
+			}
+			if err == nil {
+				r.decided(approved, by, why)
+			}
+		}
+		return d, nil
+	})
+}
+
+// decided rewrites the newest waiting step with the decision and asks the
+// updater to show it at once.
+func (r *renderer) decided(approved bool, by, why string) {
+	state := " — running, approved by @" + deciderName(by) + " ("
+	switch {
+	case approved:
+	case by == "expiry":
+		state = " — not run: " + oneLineMD(why) + " ("
+	default:
+		state = " — not run: denied by @" + deciderName(by) + " ("
+	}
+	r.mu.Lock()
+	for i := len(r.steps) - 1; i >= 0; i-- {
+		if strings.Contains(r.steps[i], waitingState) {
+			r.steps[i] = strings.Replace(r.steps[i], waitingState, state, 1)
+			r.dirty = true
+			break
+		}
+	}
+	r.mu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// deciderName is the name in an approval's By ("user:U2 (bob)" is bob,
+// "user:bob" is bob).
+func deciderName(by string) string {
+	by = strings.TrimPrefix(by, "user:")
+	if i := strings.Index(by, " ("); i >= 0 && strings.HasSuffix(by, ")") {
+		by = by[i+2 : len(by)-1]
+	}
+	return oneLineMD(by)
 }
 
 // finish posts the answer, then writes the final status. A run that ran
