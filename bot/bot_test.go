@@ -474,3 +474,44 @@ func TestRunningStateShowsTheApprover(t *testing.T) {
 		t.Errorf("deciderName = %q", got)
 	}
 }
+
+// intentModel says what it will do along with its tool call (its text
+// reaching OnText), then answers.
+type intentModel struct{ cmd, intent string }
+
+func (m intentModel) Complete(_ context.Context, r agentcore.Request) (agentcore.Response, error) {
+	if last := r.Messages[len(r.Messages)-1]; last.Role == agentcore.RoleTool {
+		return agentcore.Response{Content: "finished"}, nil
+	}
+	if r.OnText != nil { // as the OpenAI client does, streaming or not
+		r.OnText(m.intent)
+	}
+	args, _ := json.Marshal(map[string]string{"command": m.cmd, "reason": "because"})
+	return agentcore.Response{Content: m.intent, ToolCalls: []agentcore.ToolCall{{ID: "c1", Name: agentcore.ToolRun, Arguments: string(args)}}}, nil
+}
+
+// TestIntentIsShownAboveTheCommand: the model's words that came with a
+// tool call are shown in the status message, above the command, before
+// the approval card is posted.
+func TestIntentIsShownAboveTheCommand(t *testing.T) {
+	r := newRig(t, intentModel{cmd: "touch x", intent: "I will create x,\nbecause the deploy needs it."}, Channel{Approvers: []string{"U2"}}, Config{})
+	r.say(alice, th1, "m1", "go", true)
+	req := r.ad.waitPost(t, th1, func(p Post) bool { return len(p.Buttons) == 2 })
+	r.ad.mu.Lock()
+	var status string
+	for _, p := range r.ad.posts {
+		if p.id == req.id {
+			break
+		}
+		if strings.Contains(p.post.Text, "`touch x`") {
+			status = p.post.Text
+		}
+	}
+	r.ad.mu.Unlock()
+	want := "- 💬 I will create x, because the deploy needs it.\n- `touch x` — waiting for approval (confirm)"
+	if !strings.Contains(status, want) {
+		t.Errorf("status before the card = %q, want it to hold %q", status, want)
+	}
+	r.b.HandleClick(r.ctx, Click{Thread: th1, PostID: req.id, ActionID: ActionDeny, Value: req.post.Value, User: bob})
+	r.ad.waitPost(t, th1, contains("finished"))
+}

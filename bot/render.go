@@ -62,6 +62,12 @@ type renderer struct {
 	// callEnded is set after each model call: the next text starts a new
 	// segment.
 	callEnded bool
+	// segText is the model's text of the current model call, shown as its
+	// intent above the first command of the call unless a stream showed it
+	// (segStreamed); segDone says the next text starts a new call.
+	segText     strings.Builder
+	segStreamed bool
+	segDone     bool
 
 	// The open stream; owned by the updater goroutine, then by finish.
 	sid  string          // its id, "" if none
@@ -218,6 +224,11 @@ func (r *renderer) hooks() agentcore.Hooks {
 	return agentcore.Hooks{
 		Text: func(delta string) {
 			r.mu.Lock()
+			if r.segDone {
+				r.segDone, r.segStreamed = false, false
+				r.segText.Reset()
+			}
+			r.segText.WriteString(delta)
 			r.text.WriteString(delta)
 			if r.streamer != nil {
 				r.queueText(delta)
@@ -239,8 +250,24 @@ func (r *renderer) hooks() agentcore.Hooks {
 			r.mu.Lock()
 			r.text.Reset()
 			r.cutSegment()
+			// The model's words before the command are its stated intent,
+			// which an approver needs: shown above the command unless a
+			// stream already shows them.
+			if intent := strings.TrimSpace(r.segText.String()); intent != "" && !r.segStreamed {
+				r.addStep(IntentLine(intent))
+			}
+			r.segText.Reset()
 			r.addStep(fmt.Sprintf("- `%s` — %s (%s)", oneLineMD(what), state, c.Verdict))
+			posted := r.postID != ""
 			r.mu.Unlock()
+			if c.Action == "ask" {
+				// The status (with the intent) goes above the approval card.
+				if posted {
+					r.wake()
+				} else {
+					r.postStatus(context.Background())
+				}
+			}
 		},
 		Result: func(c agentcore.CommandInfo, content string, isErr bool) {
 			if c.Tool == agentcore.ToolSkill {
@@ -275,7 +302,7 @@ func (r *renderer) hooks() agentcore.Hooks {
 		Model: func(latency time.Duration, err error) {
 			r.b.cfg.Metrics.model(latency.Seconds())
 			r.mu.Lock()
-			r.callEnded = true
+			r.callEnded, r.segDone = true, true
 			r.mu.Unlock()
 		},
 	}
@@ -320,17 +347,32 @@ func (r *renderer) decided(approved bool, by, why string) {
 	}
 	r.mu.Lock()
 	for i := len(r.steps) - 1; i >= 0; i-- {
-		if strings.Contains(r.steps[i], waitingState) {
+		if strings.HasPrefix(r.steps[i], "- `") && strings.Contains(r.steps[i], waitingState) {
 			r.steps[i] = strings.Replace(r.steps[i], waitingState, state, 1)
 			r.dirty = true
 			break
 		}
 	}
 	r.mu.Unlock()
+	r.wake()
+}
+
+// wake asks the updater to show the status now.
+func (r *renderer) wake() {
 	select {
 	case r.kick <- struct{}{}:
 	default:
 	}
+}
+
+// maxIntent bounds the intent shown above a command.
+const maxIntent = 600
+
+// IntentLine is the status message's line for the model's words before a
+// command (its stated intent), on one line and cut at maxIntent bytes.
+// Front ends that rebuild a thread from the chain use it too.
+func IntentLine(text string) string {
+	return "- 💬 " + oneLine(text, maxIntent)
 }
 
 // deciderName is the name in an approval's By ("user:U2 (bob)" is bob,
@@ -539,6 +581,9 @@ func (r *renderer) streamOp(ctx context.Context, st Streamer, op streamOp, final
 				return err
 			}
 			r.sid = id
+			r.mu.Lock()
+			r.segStreamed = true
+			r.mu.Unlock()
 		}
 		if err := st.AppendStream(ctx, r.t, r.sid, send); err != nil {
 			return err

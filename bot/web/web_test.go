@@ -525,3 +525,17 @@ func TestThreadsInMemoryAreBounded(t *testing.T) {
 		t.Errorf("%d threads, %d in order; want the newest %d", len(s.threads), len(s.order), maxThreads)
 	}
 }
+
+// TestIntentTextIsShown: the model's words that come with a tool call
+// ("Let me do that.") appear in the console thread, above the command,
+// even when they and the call arrive within one update interval (the
+// field report's B4: they were dropped).
+func TestIntentTextIsShown(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	tid := r.newThread("alice", "please create the marker")
+	r.waitPost(tid, "Approval needed")
+	status := r.waitPost(tid, "💬 Let me do that.")
+	if !strings.Contains(status.Text, "- 💬 Let me do that.\n- `echo ran >> approved.txt`") {
+		t.Errorf("status = %q", status.Text)
+	}
+}
