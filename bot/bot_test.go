@@ -210,7 +210,7 @@ func TestApprovalRules(t *testing.T) {
 			kinds = append(kinds, e.Type)
 		}
 	}
-	want := "approval_requested approval_posted click_refused click_refused click_refused approval_decision tool_result"
+	want := "approval_requested approval_posted click_refused click_refused click_refused approval_decision tool_result command_reply"
 	if got := strings.Join(kinds, " "); got != want {
 		t.Errorf("chain = %s\nwant    %s", got, want)
 	}
