@@ -25,6 +25,11 @@ const (
 	// NoteClickRefused records a click on an approval button by someone who
 	// may not decide it.
 	NoteClickRefused = "click_refused"
+	// NoteCommandReply records an in-thread command (Command, by the
+	// note's actor) and the bot's reply to it (Detail), which no other
+	// event holds, so that a front end can rebuild the thread from the
+	// chain.
+	NoteCommandReply = "command_reply"
 )
 
 // NotePayload is the payload of EvNote events that front ends record.
@@ -37,6 +42,8 @@ type NotePayload struct {
 	// Name is the user's name, when User is an id.
 	Name   string `json:"name,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// Command is the in-thread command a NoteCommandReply answers.
+	Command string `json:"command,omitempty"`
 }
 
 // QueuedMessage is a chat message that waited behind a run and was never

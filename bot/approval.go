@@ -91,7 +91,7 @@ func (a *threadApprover) Approve(ctx context.Context, ap agentcore.Approval) (ag
 			return <-req.decided, nil
 		}
 		b.cfg.Metrics.approval("cancelled")
-		b.update(ctx, a.th.t, postID, Post{Text: decidedText(req, "**Cancelled** — the run was stopped. Nothing was run.")})
+		b.update(ctx, a.th.t, postID, Post{Text: decidedText(req, CancelledOutcome)})
 		return agentcore.ApprovalDecision{}, ctx.Err()
 	}
 }
@@ -148,9 +148,8 @@ func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
 	committed := make(chan error, 1)
 	d := agentcore.ApprovalDecision{Approved: c.ActionID == ActionApprove, By: actor(c.User),
 		Committed: func(err error) { committed <- err }}
-	outcome := "**Denied** by @" + displayName(c.User) + ". Nothing was run."
+	outcome := DecisionOutcome(d.Approved, d.By, "", b.cfg.Now())
 	if d.Approved {
-		outcome = "**Approved** by @" + displayName(c.User) + " at " + b.cfg.Now().UTC().Format("15:04:05 UTC") + " — running."
 		b.cfg.Metrics.approval("approved")
 	} else {
 		d.Why = "denied by " + displayName(c.User)
@@ -210,9 +209,5 @@ func approvalText(req *request) string {
 }
 
 func decidedText(req *request, outcome string) string {
-	on := ""
-	if len(req.ap.Targets) > 0 {
-		on = "On " + agentcore.TargetSummary(req.ap.Targets) + "\n"
-	}
-	return fmt.Sprintf("%s\n```\n%s\n```\n%sRequested for @%s · request `%s`", outcome, req.ap.Command, on, displayName(req.requester), req.ap.RequestID)
+	return DecidedCard(outcome, req.ap.Command, req.ap.Targets, actor(req.requester), req.ap.RequestID)
 }

@@ -407,18 +407,18 @@ func (b *Bot) turn(ctx context.Context, th *thread, m Message, skill bool) {
 		Instructions: []string{th.ch.Instructions},
 		AllowAll:     th.ch.AllowAll,
 		FleetGroups:  th.ch.FleetGroups,
-		Approver:     approver,
+		Approver:     r.watch(approver),
 		Hooks:        r.hooks(),
 	})
 	b.cfg.Metrics.run(res.Status)
 	out := context.WithoutCancel(ctx)
 	switch {
 	case res.Status == agentcore.StatusCancelled && ctx.Err() != nil:
-		r.finish(out, "Stopped: thinbot is shutting down. The session is kept; mention me again after the restart.")
+		r.finish(out, ShutdownText)
 	case res.Status == agentcore.StatusCancelled:
-		r.finish(out, "Stopped by `/stop`. The session is kept; send a new message to continue.")
+		r.finish(out, StoppedText)
 	case res.Status == agentcore.StatusBudget:
-		r.finish(out, res.Answer+" Send a new message to continue.")
+		r.finish(out, res.Answer+BudgetSuffix)
 	case err != nil:
 		kind := "model"
 		if !isModelError(err) {

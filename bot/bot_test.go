@@ -210,7 +210,7 @@ func TestApprovalRules(t *testing.T) {
 			kinds = append(kinds, e.Type)
 		}
 	}
-	want := "approval_requested approval_posted click_refused click_refused click_refused approval_decision tool_result"
+	want := "approval_requested approval_posted click_refused click_refused click_refused approval_decision tool_result command_reply"
 	if got := strings.Join(kinds, " "); got != want {
 		t.Errorf("chain = %s\nwant    %s", got, want)
 	}
@@ -447,4 +447,71 @@ func TestUsersAndApproversMatchIDsOnly(t *testing.T) {
 	if !matchUser(nil, User{ID: "U9"}) || isApprover(nil, User{ID: "U9"}) {
 		t.Error("an empty users list lets everyone talk; an empty approver list lets nobody approve")
 	}
+}
+
+// TestRunningStateShowsTheApprover: once an approval is recorded, the
+// status message says the command runs and who approved it, while it
+// runs, instead of "waiting for approval" until it ends.
+func TestRunningStateShowsTheApprover(t *testing.T) {
+	r := newRig(t, cmdModel{cmd: "sleep 30"}, Channel{Approvers: []string{"U2"}}, Config{})
+	r.say(alice, th1, "m1", "wait", true)
+	req := r.ad.waitPost(t, th1, func(p Post) bool { return len(p.Buttons) == 2 })
+	r.ad.waitPost(t, th1, contains("`sleep 30` — waiting for approval (confirm)"))
+	if res := r.b.HandleClick(r.ctx, Click{Thread: th1, PostID: req.id, ActionID: ActionApprove, Value: req.post.Value, User: bob}); res.Update == nil {
+		t.Fatalf("click = %+v", res)
+	}
+	r.ad.waitPost(t, th1, contains("`sleep 30` — running, approved by @bob (confirm)"))
+	r.ad.mu.Lock()
+	for _, p := range r.ad.posts {
+		if strings.Contains(p.post.Text, "waiting for approval") {
+			t.Errorf("a post still says waiting: %q", p.post.Text)
+		}
+	}
+	r.ad.mu.Unlock()
+	r.say(alice, th1, "m2", "/stop", true)
+	r.ad.waitPost(t, th1, contains("Stopped by `/stop`"))
+	if got := deciderName("user:U2 (bob)"); got != "bob" {
+		t.Errorf("deciderName = %q", got)
+	}
+}
+
+// intentModel says what it will do along with its tool call (its text
+// reaching OnText), then answers.
+type intentModel struct{ cmd, intent string }
+
+func (m intentModel) Complete(_ context.Context, r agentcore.Request) (agentcore.Response, error) {
+	if last := r.Messages[len(r.Messages)-1]; last.Role == agentcore.RoleTool {
+		return agentcore.Response{Content: "finished"}, nil
+	}
+	if r.OnText != nil { // as the OpenAI client does, streaming or not
+		r.OnText(m.intent)
+	}
+	args, _ := json.Marshal(map[string]string{"command": m.cmd, "reason": "because"})
+	return agentcore.Response{Content: m.intent, ToolCalls: []agentcore.ToolCall{{ID: "c1", Name: agentcore.ToolRun, Arguments: string(args)}}}, nil
+}
+
+// TestIntentIsShownAboveTheCommand: the model's words that came with a
+// tool call are shown in the status message, above the command, before
+// the approval card is posted.
+func TestIntentIsShownAboveTheCommand(t *testing.T) {
+	r := newRig(t, intentModel{cmd: "touch x", intent: "I will create x,\nbecause the deploy needs it."}, Channel{Approvers: []string{"U2"}}, Config{})
+	r.say(alice, th1, "m1", "go", true)
+	req := r.ad.waitPost(t, th1, func(p Post) bool { return len(p.Buttons) == 2 })
+	r.ad.mu.Lock()
+	var status string
+	for _, p := range r.ad.posts {
+		if p.id == req.id {
+			break
+		}
+		if strings.Contains(p.post.Text, "`touch x`") {
+			status = p.post.Text
+		}
+	}
+	r.ad.mu.Unlock()
+	want := "- 💬 I will create x, because the deploy needs it.\n- `touch x` — waiting for approval (confirm)"
+	if !strings.Contains(status, want) {
+		t.Errorf("status before the card = %q, want it to hold %q", status, want)
+	}
+	r.b.HandleClick(r.ctx, Click{Thread: th1, PostID: req.id, ActionID: ActionDeny, Value: req.post.Value, User: bob})
+	r.ad.waitPost(t, th1, contains("finished"))
 }

@@ -40,17 +40,33 @@ const helpText = "**thinbot** — mention me with a task; this thread is one ses
 // queue; /clear and /compact wait their turn in the queue.
 func (b *Bot) command(ctx context.Context, m Message, ch Channel, name string) {
 	key := m.Thread.Key()
+	// reply posts the answer to the command and records both in the
+	// chain, so that a thread rebuilt from it shows them (the web console
+	// after a restart). A thread the chain does not know yet gets no note.
+	reply := func(text string) {
+		b.post(ctx, m.Thread, Post{Text: text})
+		b.mu.Lock()
+		known := b.known[key]
+		b.mu.Unlock()
+		if !known {
+			return
+		}
+		if _, err := ch.Agent.NoteSync(key, agentcore.EvNote, actor(m.User), agentcore.NotePayload{
+			Kind: agentcore.NoteCommandReply, Command: m.Text, Detail: text}); err != nil {
+			b.log.Warn("record command reply", "conv", key, "err", err)
+		}
+	}
 	switch name {
 	case "help":
 		text := helpText
 		if cmds := ch.Agent.SkillCommandsHelp(); cmds != "" {
 			text += "\n\nSkill commands (run without the model, through the same approvals: `!name args` or `/run name args`):\n" + cmds
 		}
-		b.post(ctx, m.Thread, Post{Text: text})
+		reply(text)
 	case "skills":
-		b.post(ctx, m.Thread, Post{Text: skillsText(ch.Agent.Skills())})
+		reply(skillsText(ch.Agent.Skills()))
 	case "status":
-		b.post(ctx, m.Thread, Post{Text: b.status(key, ch)})
+		reply(b.status(key, ch))
 	case "audit":
 		rows, err := ch.Agent.Audit(key, 20)
 		text := auditText(rows)
@@ -58,7 +74,7 @@ func (b *Bot) command(ctx context.Context, m Message, ch Channel, name string) {
 			b.log.Error("audit summary", "conv", key, "err", err)
 			text = "Could not read this thread's record; operators can see the details in the log."
 		}
-		b.post(ctx, m.Thread, Post{Text: text})
+		reply(text)
 	case "stop":
 		b.mu.Lock()
 		th := b.threads[key]
@@ -69,14 +85,19 @@ func (b *Bot) command(ctx context.Context, m Message, ch Channel, name string) {
 		}
 		b.mu.Unlock()
 		if !allowed && !isApprover(ch.Approvers, m.User) {
-			b.post(ctx, m.Thread, Post{Text: "Only people taking part in this thread, or its approvers, can stop its run."})
+			reply("Only people taking part in this thread, or its approvers, can stop its run.")
 			return
 		}
 		if cancel == nil {
-			b.post(ctx, m.Thread, Post{Text: "Nothing is running in this thread."})
+			reply("Nothing is running in this thread.")
 			return
 		}
 		b.log.Info("run stopped", "conv", key, "user", m.User.ID)
+		// The run's end answers it; the note says who stopped it.
+		if _, err := ch.Agent.NoteSync(key, agentcore.EvNote, actor(m.User), agentcore.NotePayload{
+			Kind: agentcore.NoteCommandReply, Command: m.Text}); err != nil {
+			b.log.Warn("record /stop", "conv", key, "err", err)
+		}
 		cancel()
 	case "clear", "compact":
 		b.enqueue(ctx, m, ch, item{msg: m, cmd: name})

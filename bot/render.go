@@ -47,13 +47,12 @@ type renderer struct {
 
 	// postMu serialises posting the status message (the updater and the
 	// Result hook may both want it first).
-	postMu  sync.Mutex
-	mu      sync.Mutex
-	postID  string
-	steps   []string
-	dropped int
-	text    strings.Builder
-	dirty   bool
+	postMu sync.Mutex
+	mu     sync.Mutex
+	postID string
+	prog   Progress
+	text   strings.Builder
+	dirty  bool
 	// streamer is the adapter as a Streamer; nil when it is none or after
 	// a streaming error.
 	streamer Streamer
@@ -62,6 +61,12 @@ type renderer struct {
 	// callEnded is set after each model call: the next text starts a new
 	// segment.
 	callEnded bool
+	// segText is the model's text of the current model call, shown as its
+	// intent above the first command of the call unless a stream showed it
+	// (segStreamed); segDone says the next text starts a new call.
+	segText     strings.Builder
+	segStreamed bool
+	segDone     bool
 
 	// The open stream; owned by the updater goroutine, then by finish.
 	sid  string          // its id, "" if none
@@ -70,7 +75,10 @@ type renderer struct {
 	full bool            // it reached maxPostText: nothing more is appended
 
 	stopc chan struct{}
-	wg    sync.WaitGroup
+	// kick asks the updater to show a change now rather than at its next
+	// tick (an approval decision).
+	kick chan struct{}
+	wg   sync.WaitGroup
 }
 
 // streamOp is text of the current segment, and whether the segment ended
@@ -81,7 +89,7 @@ type streamOp struct {
 }
 
 func newRenderer(b *Bot, t Thread) *renderer {
-	r := &renderer{b: b, t: t, stopc: make(chan struct{})}
+	r := &renderer{b: b, t: t, stopc: make(chan struct{}), kick: make(chan struct{}, 1)}
 	r.streamer, _ = b.cfg.Adapter.(Streamer)
 	return r
 }
@@ -115,6 +123,15 @@ func (r *renderer) start(ctx context.Context) {
 					r.flush(ctx, false)
 				} else if dirty || (ticks >= 2 && r.sid == "") {
 					// An open stream shows that work goes on.
+					r.postStatus(ctx)
+				}
+			case <-r.kick:
+				r.mu.Lock()
+				posted := r.postID != ""
+				r.mu.Unlock()
+				if posted {
+					r.flush(ctx, false)
+				} else {
 					r.postStatus(ctx)
 				}
 			case <-streamTick:
@@ -169,43 +186,135 @@ func (r *renderer) flush(ctx context.Context, final bool) {
 
 // statusText renders the status message; the caller holds r.mu.
 func (r *renderer) statusText(final bool) string {
+	tail := ""
+	if !final && r.text.Len() > 0 && r.streamer == nil {
+		tail = r.text.String()
+		if len(tail) > 1500 {
+			tail = "…" + tail[len(tail)-1500:]
+		}
+	}
+	return r.prog.Text(final, tail)
+}
+
+// Progress is the status message of a run: the model's intent before each
+// command, each command with its state, and each result's first lines. The
+// renderer keeps one per run; a front end that rebuilds a thread from the
+// chain (the web console after a restart) replays the same calls to show
+// the same message. The zero Progress is empty. It is not safe for
+// concurrent use.
+type Progress struct {
+	steps    []string
+	dropped  int
+	commands int
+}
+
+// Empty reports whether the run has shown no step yet.
+func (p *Progress) Empty() bool { return len(p.steps) == 0 && p.dropped == 0 }
+
+// Text renders the message: "_Working on it…_" or, when final, "_Done: N
+// step(s)._", the steps, and tail (the model's text so far, for adapters
+// that cannot stream) after a blank line.
+func (p *Progress) Text(final bool, tail string) string {
 	var s strings.Builder
 	if final {
-		fmt.Fprintf(&s, "_Done: %d step(s)._\n", len(r.steps)+r.dropped)
+		fmt.Fprintf(&s, "_Done: %d step(s)._\n", p.commands)
 	} else {
 		s.WriteString("_Working on it…_\n")
 	}
-	if r.dropped > 0 {
-		fmt.Fprintf(&s, "_(%d earlier steps not shown)_\n", r.dropped)
+	if p.dropped > 0 {
+		fmt.Fprintf(&s, "_(%d earlier steps not shown)_\n", p.dropped)
 	}
-	for _, l := range r.steps {
+	for _, l := range p.steps {
 		s.WriteString(l)
 		s.WriteString("\n")
 	}
-	if !final && r.text.Len() > 0 && r.streamer == nil {
-		t := r.text.String()
-		if len(t) > 1500 {
-			t = "…" + t[len(t)-1500:]
-		}
+	if tail != "" {
 		s.WriteString("\n")
-		s.WriteString(t)
+		s.WriteString(tail)
 	}
 	return s.String()
 }
 
-func (r *renderer) addStep(line string) {
-	r.steps = append(r.steps, line)
-	if len(r.steps) > maxProgressLines {
-		r.steps = r.steps[1:]
-		r.dropped++
+func (p *Progress) add(line string) {
+	p.steps = append(p.steps, line)
+	if len(p.steps) > maxProgressLines {
+		p.steps = p.steps[1:]
+		p.dropped++
 	}
-	r.dirty = true
+}
+
+// Intent adds the model's words that came with its next command.
+func (p *Progress) Intent(text string) {
+	if text = strings.TrimSpace(text); text != "" {
+		p.add(IntentLine(text))
+	}
+}
+
+// Command adds a command (or file read) with its decision: "run",
+// "ask" or "refuse".
+func (p *Progress) Command(c agentcore.CommandInfo) {
+	what := c.Command
+	if c.Tool != agentcore.ToolRun {
+		what = c.Tool + " " + what
+	}
+	state := map[string]string{"run": "running", "ask": "waiting for approval", "refuse": "refused"}[c.Action]
+	if len(c.Targets) > 0 {
+		what += " on " + agentcore.TargetSummary(c.Targets)
+	}
+	p.commands++
+	p.add(fmt.Sprintf("- `%s` — %s (%s)", oneLineMD(what), state, c.Verdict))
+}
+
+// Decided rewrites the newest command waiting for approval with the
+// decision ("running, approved by @bob"), reporting whether there was one.
+func (p *Progress) Decided(approved bool, by, why string) bool {
+	state := " — running, approved by @" + deciderName(by) + " ("
+	switch {
+	case approved:
+	case by == "expiry":
+		state = " — not run: " + oneLineMD(why) + " ("
+	default:
+		state = " — not run: denied by @" + deciderName(by) + " ("
+	}
+	for i := len(p.steps) - 1; i >= 0; i-- {
+		if strings.HasPrefix(p.steps[i], "- `") && strings.Contains(p.steps[i], waitingState) {
+			p.steps[i] = strings.Replace(p.steps[i], waitingState, state, 1)
+			return true
+		}
+	}
+	return false
+}
+
+// Result adds a tool's result to the newest command: a mark and its first
+// lines; a skill load is a step of its own.
+func (p *Progress) Result(c agentcore.CommandInfo, content string, isErr bool) {
+	if c.Tool == agentcore.ToolSkill {
+		p.commands++
+		p.add(fmt.Sprintf("- skill `%s` loaded", oneLineMD(c.Command)))
+		return
+	}
+	mark := "✓"
+	if isErr {
+		mark = "✗"
+	}
+	if n := len(p.steps); n > 0 {
+		line := p.steps[n-1]
+		if i := strings.LastIndex(line, " — "); i >= 0 {
+			line = line[:i] + " — " + mark
+		}
+		p.steps[n-1] = line + "\n" + indentFence(shortView(content))
+	}
 }
 
 func (r *renderer) hooks() agentcore.Hooks {
 	return agentcore.Hooks{
 		Text: func(delta string) {
 			r.mu.Lock()
+			if r.segDone {
+				r.segDone, r.segStreamed = false, false
+				r.segText.Reset()
+			}
+			r.segText.WriteString(delta)
 			r.text.WriteString(delta)
 			if r.streamer != nil {
 				r.queueText(delta)
@@ -216,43 +325,44 @@ func (r *renderer) hooks() agentcore.Hooks {
 		},
 		Command: func(c agentcore.CommandInfo) {
 			r.b.cfg.Metrics.command(c.Verdict)
-			what := c.Command
-			if c.Tool != agentcore.ToolRun {
-				what = c.Tool + " " + what
-			}
-			state := map[string]string{"run": "running", "ask": "waiting for approval", "refuse": "refused"}[c.Action]
-			if len(c.Targets) > 0 {
-				what += " on " + agentcore.TargetSummary(c.Targets)
-			}
 			r.mu.Lock()
 			r.text.Reset()
 			r.cutSegment()
-			r.addStep(fmt.Sprintf("- `%s` — %s (%s)", oneLineMD(what), state, c.Verdict))
+			// The model's words before the command are its stated intent,
+			// which an approver needs: shown above the command unless a
+			// stream already shows them.
+			if !r.segStreamed {
+				r.prog.Intent(r.segText.String())
+			}
+			r.segText.Reset()
+			r.prog.Command(c)
+			r.dirty = true
+			posted := r.postID != ""
 			r.mu.Unlock()
+			if c.Action == "ask" {
+				// The status (with the intent) goes above the approval card.
+				if posted {
+					r.wake()
+				} else {
+					r.postStatus(context.Background())
+				}
+			}
 		},
 		Result: func(c agentcore.CommandInfo, content string, isErr bool) {
+			r.mu.Lock()
 			if c.Tool == agentcore.ToolSkill {
-				r.mu.Lock()
 				r.cutSegment() // a skill load has no Command hook
-				r.addStep(fmt.Sprintf("- skill `%s` loaded", oneLineMD(c.Command)))
-				r.mu.Unlock()
+				if !r.segStreamed {
+					r.prog.Intent(r.segText.String())
+				}
+				r.segText.Reset()
+			}
+			r.prog.Result(c, content, isErr)
+			r.dirty = true
+			r.mu.Unlock()
+			if c.Tool == agentcore.ToolSkill {
 				return
 			}
-			mark := "✓"
-			if isErr {
-				mark = "✗"
-			}
-			view := shortView(content)
-			r.mu.Lock()
-			if n := len(r.steps); n > 0 {
-				line := r.steps[n-1]
-				if i := strings.LastIndex(line, " — "); i >= 0 {
-					line = line[:i] + " — " + mark
-				}
-				r.steps[n-1] = line + "\n" + indentFence(view)
-				r.dirty = true
-			}
-			r.mu.Unlock()
 			if p, ok := outputPost(c, content, MaxAttachment); ok {
 				// The status message, which lists the command, goes
 				// first: the file follows what it belongs to.
@@ -263,10 +373,128 @@ func (r *renderer) hooks() agentcore.Hooks {
 		Model: func(latency time.Duration, err error) {
 			r.b.cfg.Metrics.model(latency.Seconds())
 			r.mu.Lock()
-			r.callEnded = true
+			r.callEnded, r.segDone = true, true
 			r.mu.Unlock()
 		},
 	}
+}
+
+// Texts of a run's end that a thread rebuilt from the chain shows as the
+// live thread did.
+const (
+	StoppedText  = "Stopped by `/stop`. The session is kept; send a new message to continue."
+	ShutdownText = "Stopped: thinbot is shutting down. The session is kept; mention me again after the restart."
+	BudgetSuffix = " Send a new message to continue."
+)
+
+// DecisionOutcome is the first line of a decided approval card: who
+// approved (and when) or denied it, or that it expired. by is the
+// decision's actor ("user:U2 (bob)", "expiry"), why its reason.
+func DecisionOutcome(approved bool, by, why string, at time.Time) string {
+	switch {
+	case approved:
+		return "**Approved** by @" + deciderName(by) + " at " + at.UTC().Format("15:04:05 UTC") + " — running."
+	case by == "expiry":
+		return "**Expired** — nobody decided within " + strings.TrimPrefix(why, "expired after ") + ". Nothing was run."
+	}
+	return "**Denied** by @" + deciderName(by) + ". Nothing was run."
+}
+
+// CancelledOutcome is the card's first line for a request whose run was
+// stopped before anyone decided.
+const CancelledOutcome = "**Cancelled** — the run was stopped. Nothing was run."
+
+// DecidedCard is an approval card once decided: outcome, the command, the
+// hosts, the requester (an actor or a name) and the request id.
+func DecidedCard(outcome, command string, targets []string, requester, requestID string) string {
+	on := ""
+	if len(targets) > 0 {
+		on = "On " + agentcore.TargetSummary(targets) + "\n"
+	}
+	return fmt.Sprintf("%s\n```\n%s\n```\n%sRequested for @%s · request `%s`", outcome, command, on, deciderName(requester), requestID)
+}
+
+// AnswerPost is the post of a run's answer (long ones get their full text
+// attached).
+func AnswerPost(answer string) Post { return answerPost(answer) }
+
+// RebuiltOutputPost is, for a command result rebuilt from the chain, the
+// post that attached its output live, nil if none did: content is what the
+// chain keeps (the model's view, head and tail), size how many bytes the
+// command wrote. The text is the live post's; the file holds content, as
+// the chain keeps no more.
+func RebuiltOutputPost(command string, size int64, content string) *Post {
+	if size <= attachOutputOver && len(content) <= attachOutputOver {
+		return nil
+	}
+	size = max(size, int64(len(content)))
+	return &Post{Text: outputText(command, size, min(size, MaxAttachment), MaxAttachment),
+		File: &File{Name: "output.txt", Data: []byte(content)}}
+}
+
+// waitingState is the state of a step that waits for an approver.
+const waitingState = " — waiting for approval ("
+
+// watch wraps the run's approver so that the status message shows the
+// decision on the waiting step ("running, approved by @bob") the moment it
+// is in the chain, rather than "waiting for approval" until the command
+// ends.
+func (r *renderer) watch(a agentcore.Approver) agentcore.Approver {
+	return agentcore.ApproverFunc(func(ctx context.Context, ap agentcore.Approval) (agentcore.ApprovalDecision, error) {
+		d, err := a.Approve(ctx, ap)
+		if err != nil {
+			return d, err
+		}
+		committed, approved, by, why := d.Committed, d.Approved, d.By, d.Why
+		d.Committed = func(err error) {
+			if committed != nil {
+				committed(err)
+			}
+			if err == nil {
+				r.decided(approved, by, why)
+			}
+		}
+		return d, nil
+	})
+}
+
+// decided rewrites the newest waiting step with the decision and asks the
+// updater to show it at once.
+func (r *renderer) decided(approved bool, by, why string) {
+	r.mu.Lock()
+	if r.prog.Decided(approved, by, why) {
+		r.dirty = true
+	}
+	r.mu.Unlock()
+	r.wake()
+}
+
+// wake asks the updater to show the status now.
+func (r *renderer) wake() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// maxIntent bounds the intent shown above a command.
+const maxIntent = 600
+
+// IntentLine is the status message's line for the model's words before a
+// command (its stated intent), on one line and cut at maxIntent bytes.
+// Front ends that rebuild a thread from the chain use it too.
+func IntentLine(text string) string {
+	return "- 💬 " + oneLine(text, maxIntent)
+}
+
+// deciderName is the name in an approval's By ("user:U2 (bob)" is bob,
+// "user:bob" is bob).
+func deciderName(by string) string {
+	by = strings.TrimPrefix(by, "user:")
+	if i := strings.Index(by, " ("); i >= 0 && strings.HasSuffix(by, ")") {
+		by = by[i+2 : len(by)-1]
+	}
+	return oneLineMD(by)
 }
 
 // finish posts the answer, then writes the final status. A run that ran
@@ -277,7 +505,7 @@ func (r *renderer) finish(ctx context.Context, answer string) {
 	r.stop()
 	r.pump(ctx, true)
 	r.mu.Lock()
-	posted, steps, st, statusID := r.postID != "", len(r.steps) > 0, r.streamer, r.postID
+	posted, steps, st, statusID := r.postID != "", !r.prog.Empty(), r.streamer, r.postID
 	r.mu.Unlock()
 	answer = strings.TrimSpace(answer)
 	if answer == "" {
@@ -337,12 +565,17 @@ func outputPost(c agentcore.CommandInfo, content string, limit int) (Post, bool)
 	if len(data) > limit {
 		data = []byte(headTailBytes(string(data), limit))
 	}
-	text := fmt.Sprintf("Full output of `%s` attached (%s).", oneLineMD(c.Command), humanBytes(size))
-	if kept := int64(len(data)); size > kept && kept > 0 {
-		text = fmt.Sprintf("Output of `%s` attached: %s of %s, its beginning and end (the middle was cut at the %s limit).",
-			oneLineMD(c.Command), humanBytes(kept), humanBytes(size), humanBytes(int64(limit)))
+	return Post{Text: outputText(c.Command, size, int64(len(data)), limit), File: &File{Name: "output.txt", Data: data}}, true
+}
+
+// outputText is the text of an output post: size bytes written, kept of
+// them attached.
+func outputText(command string, size, kept int64, limit int) string {
+	if size > kept && kept > 0 {
+		return fmt.Sprintf("Output of `%s` attached: %s of %s, its beginning and end (the middle was cut at the %s limit).",
+			oneLineMD(command), humanBytes(kept), humanBytes(size), humanBytes(int64(limit)))
 	}
-	return Post{Text: text, File: &File{Name: "output.txt", Data: data}}, true
+	return fmt.Sprintf("Full output of `%s` attached (%s).", oneLineMD(command), humanBytes(size))
 }
 
 // headTailBytes keeps about limit bytes of s, its head and tail, with a
@@ -451,8 +684,8 @@ func (r *renderer) streamOp(ctx context.Context, st Streamer, op streamOp, final
 	if !final && !r.full && send != "" {
 		if r.sid == "" {
 			r.mu.Lock()
-			status := r.postID == "" && len(r.steps) > 0
-			bare := r.postID != "" && len(r.steps) == 0
+			status := r.postID == "" && !r.prog.Empty()
+			bare := r.postID != "" && r.prog.Empty()
 			r.mu.Unlock()
 			if bare {
 				return errStatusCarriesText
@@ -465,6 +698,9 @@ func (r *renderer) streamOp(ctx context.Context, st Streamer, op streamOp, final
 				return err
 			}
 			r.sid = id
+			r.mu.Lock()
+			r.segStreamed = true
+			r.mu.Unlock()
 		}
 		if err := st.AppendStream(ctx, r.t, r.sid, send); err != nil {
 			return err

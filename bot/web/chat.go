@@ -229,7 +229,7 @@ func (s *Server) IsMember(_ context.Context, channel, userID string) (bool, erro
 	if channel != s.cfg.Channel {
 		return false, nil
 	}
-	if s.cfg.Auth.open() {
+	if s.open {
 		return userID == s.cfg.LocalUser, nil
 	}
 	for _, r := range s.cfg.Auth.Roles[userID] {
@@ -551,67 +551,4 @@ func writeEvent(w http.ResponseWriter, ev event) error {
 	}
 	_, err = fmt.Fprintf(w, "data: %s\n\n", b)
 	return err
-}
-
-// maxRestored is how many earlier console threads New brings back from
-// the chain.
-const maxRestored = 50
-
-// restore brings back the console threads of earlier processes from the
-// chain: the people's messages and the model's answers (the commands and
-// approvals are in the audit viewer).
-func (s *Server) restore() error {
-	infos, err := s.cfg.Chain.Sessions()
-	if err != nil {
-		return err
-	}
-	prefix := Platform + "/" + s.cfg.Channel + "/"
-	var mine []string
-	for _, si := range infos { // least recently active first
-		if strings.HasPrefix(si.ID, prefix) {
-			mine = append(mine, si.ID)
-		}
-	}
-	if len(mine) > maxRestored {
-		mine = mine[len(mine)-maxRestored:]
-	}
-	for _, sid := range mine {
-		var th *wthread
-		for ev, err := range s.cfg.Chain.Events(sid, 1) {
-			if err != nil {
-				return err
-			}
-			if th == nil {
-				th = s.addThread(strings.TrimPrefix(sid, prefix), "(earlier thread)", "", ev.Time)
-			}
-			var p struct {
-				Text      string `json:"text"`
-				Content   string `json:"content"`
-				ToolCalls []any  `json:"tool_calls"`
-			}
-			switch ev.Type {
-			case "user_message":
-				if json.Unmarshal(ev.Payload, &p) != nil {
-					continue
-				}
-				if th.Title == "(earlier thread)" {
-					th.Title, th.By = p.Text, strings.TrimPrefix(ev.Actor, "user:")
-					if len(th.Title) > 80 {
-						th.Title = strings.ToValidUTF8(th.Title[:80], "") + "…"
-					}
-				}
-				th.posts = append(th.posts, &wpost{ID: s.newPostID(), Author: strings.TrimPrefix(ev.Actor, "user:"), Text: p.Text, Time: ev.Time})
-			case "assistant_message":
-				if json.Unmarshal(ev.Payload, &p) != nil || strings.TrimSpace(p.Content) == "" || len(p.ToolCalls) > 0 {
-					continue
-				}
-				th.posts = append(th.posts, &wpost{ID: s.newPostID(), Author: "thinbot", Bot: true, Text: p.Content, Time: ev.Time})
-			}
-			th.Updated = ev.Time
-		}
-		if th != nil && len(th.posts) > maxThreadPosts {
-			th.posts = th.posts[len(th.posts)-maxThreadPosts:]
-		}
-	}
-	return nil
 }

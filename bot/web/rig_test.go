@@ -71,6 +71,10 @@ func script(req fakemodel.Request) fakemodel.Reply {
 		return fakemodel.Reply{Content: "Created `approved.txt`."}
 	case strings.Contains(user, "create the marker"):
 		return run("echo ran >> approved.txt", "create the marker file you asked for")
+	case strings.Contains(user, "show the big log") && afterTool:
+		return fakemodel.Reply{Content: "That was long."}
+	case strings.Contains(user, "show the big log"):
+		return run("seq 1 2000", "show the log")
 	case strings.Contains(user, "wait a minute") && afterTool:
 		return fakemodel.Reply{Content: "Waited."}
 	case strings.Contains(user, "wait a minute"):

@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -78,6 +79,14 @@ type Config struct {
 	// Secret signs login cookies; nil means a random key (logins then end
 	// when the process does).
 	Secret []byte
+	// Sessions is the login session table SaveSessions saved last (nil:
+	// none), so that logins survive a restart; sessions whose token is no
+	// longer in Auth.Tokens are dropped.
+	Sessions []byte
+	// SaveSessions, if set, is called with the session table each time it
+	// changes (a login, a logout, SetTokens ending sessions), under the
+	// Server's lock: it must not call the Server.
+	SaveSessions func([]byte) error
 	// PageSize is how many events a timeline page shows; 0 means 200.
 	PageSize int
 	Logger   *slog.Logger
@@ -95,6 +104,14 @@ type Server struct {
 
 	handler atomic.Pointer[handlerBox]
 	inbox   chan bot.Message
+
+	// open is the local operator's console (the zero Auth), decided once
+	// at New: reloading an emptied tokens file never opens it.
+	open     bool
+	authMu   sync.Mutex
+	tokens   map[string]string       // login token -> user (SetTokens replaces it)
+	sessions map[string]loginSession // by sessionKey
+	backoff  loginBackoff
 
 	mu      sync.Mutex
 	threads map[string]*wthread
@@ -151,7 +168,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("web: templates: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, pages: pages, inbox: make(chan bot.Message, 64),
-		threads: map[string]*wthread{}, approvalWindow: approvalWindow}
+		threads: map[string]*wthread{}, approvalWindow: approvalWindow,
+		open: cfg.Auth.open(), tokens: maps.Clone(cfg.Auth.Tokens)}
+	s.loadSessions(cfg.Sessions)
 	if cfg.Chat {
 		if err := s.restore(); err != nil {
 			return nil, fmt.Errorf("web: restore threads: %w", err)
@@ -238,7 +257,7 @@ func (s *Server) secure(h http.Handler) http.Handler {
 		hd.Set("Referrer-Policy", "same-origin")
 		hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 		hd.Set("Cross-Origin-Resource-Policy", "same-origin")
-		if s.cfg.Auth.open() && !loopbackHost(r.Host) {
+		if s.open && !loopbackHost(r.Host) {
 			// A DNS-rebinding page would reach a loopback console under
 			// its own host name.
 			http.Error(w, "this console only answers to a loopback host name (127.0.0.1, localhost, [::1])", http.StatusMisdirectedRequest)
@@ -271,12 +290,14 @@ func (s *Server) crossOrigin(r *http.Request) string {
 		}
 		return ""
 	}
-	host, ok := strings.CutPrefix(origin, "http://")
-	if !ok {
-		host, ok = strings.CutPrefix(origin, "https://")
+	// The scheme counts too: an https page of the same host is another
+	// origin than this http console, and the other way round.
+	self := "http://" + r.Host
+	if s.https(r) {
+		self = "https://" + r.Host
 	}
-	if !ok || !strings.EqualFold(host, r.Host) {
-		return "origin " + origin + " is not this console (" + r.Host + ")"
+	if !strings.EqualFold(origin, self) {
+		return "origin " + origin + " is not this console (" + self + ")"
 	}
 	return ""
 }

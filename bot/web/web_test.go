@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -523,5 +524,75 @@ func TestThreadsInMemoryAreBounded(t *testing.T) {
 	}
 	if len(s.threads) != maxThreads || len(s.order) != maxThreads || s.threads["t0"] != nil || s.threads[fmt.Sprint("t", maxThreads+19)] == nil {
 		t.Errorf("%d threads, %d in order; want the newest %d", len(s.threads), len(s.order), maxThreads)
+	}
+}
+
+// TestIntentTextIsShown: the model's words that come with a tool call
+// ("Let me do that.") appear in the console thread, above the command,
+// even when they and the call arrive within one update interval (the
+// field report's B4: they were dropped).
+func TestIntentTextIsShown(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	tid := r.newThread("alice", "please create the marker")
+	r.waitPost(tid, "Approval needed")
+	status := r.waitPost(tid, "💬 Let me do that.")
+	if !strings.Contains(status.Text, "- 💬 Let me do that.\n- `echo ran >> approved.txt`") {
+		t.Errorf("status = %q", status.Text)
+	}
+}
+
+// shownPosts is a thread's posts as a person sees them: author, text,
+// attachment; the time of day in an approval card is masked (the live card
+// takes it from the click, a rebuilt one from the recorded decision, which
+// may fall in the next second).
+func shownPosts(ps []wpost) []string {
+	at := regexp.MustCompile(` at \d\d:\d\d:\d\d UTC`)
+	var out []string
+	for _, p := range ps {
+		out = append(out, fmt.Sprintf("%s|%v|%s|%s", p.Author, p.Bot, at.ReplaceAllString(p.Text, " at T"), p.FileName))
+	}
+	return out
+}
+
+// TestRestartRestoresTheWholeThread: after a restart the thread shows
+// what it showed before: the messages, the status with the intent and
+// who approved, the approval card, the long output's post, the answers
+// and the /audit reply (the field report's B7: 12 posts became 4).
+func TestRestartRestoresTheWholeThread(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	tid := r.newThread("alice", "please create the marker")
+	ask := r.waitPost(tid, "Approval needed")
+	r.do("bob", "POST", "/api/threads/"+tid+"/posts/"+ask.ID+"/click", `{"action":"approve"}`)
+	r.waitPost(tid, "Created `approved.txt`")
+	waitFor(t, "the run to end", func() bool { return runEnded(r, tid) })
+	r.waitPost(tid, "_Done: 1 step(s)._")
+	r.do("alice", "POST", "/api/threads/"+tid+"/messages", `{"text":"/audit"}`)
+	r.waitPost(tid, "approved by user:bob")
+	r.do("alice", "POST", "/api/threads/"+tid+"/messages", `{"text":"show the big log"}`)
+	r.waitPost(tid, "That was long.")
+	waitFor(t, "the second run's status", func() bool {
+		n := 0
+		for _, p := range r.posts(tid) {
+			if strings.HasPrefix(p.Text, "_Done: 1 step(s)._") {
+				n++
+			}
+		}
+		return n == 2
+	})
+	before := shownPosts(r.posts(tid))
+	if len(before) < 10 {
+		t.Fatalf("the live thread has only %d posts:\n%s", len(before), strings.Join(before, "\n"))
+	}
+	r.restart(t)
+	after := shownPosts(r.posts(tid))
+	t.Logf("restored thread:\n%s", strings.Join(after, "\n---\n"))
+	if strings.Join(before, "\n---\n") != strings.Join(after, "\n---\n") {
+		t.Errorf("the thread after a restart differs.\nbefore (%d posts):\n%s\n\nafter (%d posts):\n%s", len(before),
+			strings.Join(before, "\n---\n"), len(after), strings.Join(after, "\n---\n"))
+	}
+	for _, want := range []string{"💬 Let me do that.", "**Approved** by @bob", "Full output of `seq 1 2000` attached", "approved by user:bob, exit 0"} {
+		if !strings.Contains(strings.Join(after, "\n"), want) {
+			t.Errorf("the restored thread lacks %q", want)
+		}
 	}
 }

@@ -31,13 +31,13 @@ type daemonConfig struct {
 	Model struct {
 		BaseURL       string  `yaml:"base_url"`
 		Model         string  `yaml:"model"`
-		APIKeyFile    string  `yaml:"api_key_file"`
+		APIKeyFile    string  `yaml:"api_key_file" secret:"file"`
 		ContextWindow int     `yaml:"context_window"`
 		TextProtocol  bool    `yaml:"text_protocol"`
 		FeedReasoning bool    `yaml:"feed_reasoning"`
 		CompactAt     float64 `yaml:"compact_at"`
 		// CompactPromptFile replaces the built-in compaction prompt.
-		CompactPromptFile string `yaml:"compact_prompt_file"`
+		CompactPromptFile string `yaml:"compact_prompt_file" secret:"no"`
 		Timeout           string `yaml:"timeout"`
 		// MaxRetries is how often a failed model call is retried (429,
 		// 5xx, connection loss); unset means the client's default (4),
@@ -47,20 +47,20 @@ type daemonConfig struct {
 	Platform   string `yaml:"platform"`
 	Mattermost struct {
 		URL         string `yaml:"url"`
-		TokenFile   string `yaml:"token_file"`
+		TokenFile   string `yaml:"token_file" secret:"file"`
 		CallbackURL string `yaml:"callback_url"`
 	} `yaml:"mattermost"`
 	Slack struct {
 		Mode              string `yaml:"mode"`
-		BotTokenFile      string `yaml:"bot_token_file"`
-		AppTokenFile      string `yaml:"app_token_file"`
-		SigningSecretFile string `yaml:"signing_secret_file"`
+		BotTokenFile      string `yaml:"bot_token_file" secret:"file"`
+		AppTokenFile      string `yaml:"app_token_file" secret:"file"`
+		SigningSecretFile string `yaml:"signing_secret_file" secret:"file"`
 		APIURL            string `yaml:"api_url"`
 	} `yaml:"slack"`
 	Listen           string   `yaml:"listen"`
 	StateDir         string   `yaml:"state_dir"`
-	PolicyFile       string   `yaml:"policy_file"`
-	InstructionsFile string   `yaml:"instructions_file"`
+	PolicyFile       string   `yaml:"policy_file" secret:"no"`
+	InstructionsFile string   `yaml:"instructions_file" secret:"no"`
 	SkillsDirs       []string `yaml:"skills_dirs"`
 	// SkillsLock is a skills.lock (thinbot skills lock): skills whose files
 	// differ from it are hidden. "" pins nothing.
@@ -89,6 +89,17 @@ type daemonConfig struct {
 	Web      webConfig       `yaml:"web"`
 	// Fleet: remote hosts over OpenSSH (hosts.go, deploy/fleet.md).
 	Fleet fleetConfig `yaml:"fleet"`
+	// SecretFiles are more files holding secrets the daemon uses (an
+	// EnvironmentFile thinbot cannot find on its own, say): hidden from
+	// every command like the *_file keys.
+	SecretFiles []string `yaml:"secret_files" secret:"file"`
+	// SystemdUnit is the daemon's unit, whose files and EnvironmentFiles
+	// are hidden from commands; "" means the unit thinbot runs in (from
+	// its cgroup), else thinbot.service.
+	SystemdUnit string `yaml:"systemd_unit"`
+
+	// systemd is what the unit's files say (secrets.go), found at load.
+	systemd systemdSources
 }
 
 type channelConfig struct {
@@ -98,7 +109,7 @@ type channelConfig struct {
 	// resolved at start among the channels the bot is a member of.
 	Name             string   `yaml:"name"`
 	Workspace        string   `yaml:"workspace"`
-	InstructionsFile string   `yaml:"instructions_file"`
+	InstructionsFile string   `yaml:"instructions_file" secret:"no"`
 	Approvers        []string `yaml:"approvers"`
 	AnyMember        bool     `yaml:"any_member_approves"`
 	TwoPerson        bool     `yaml:"two_person_rule"`
@@ -138,6 +149,7 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return nil, d, fmt.Errorf("config %s: %w", path, err)
 	}
+	c.systemd = discoverSystemd(systemdUnit(c.SystemdUnit, getenv), systemdDirs)
 	if c.Model.BaseURL == "" {
 		c.Model.BaseURL = getenv("AGENT_BASE_URL")
 	}
@@ -308,6 +320,23 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 	if c.Fleet.configured() {
 		errs = append(errs, c.Fleet.check(filepath.Dir(path))...)
 	}
+	// A workspace the sandbox hides (inside the state dir, say) would be an
+	// empty directory to every command.
+	if c.StateDir != "" {
+		hidden := c.protectedPaths(path)
+		for i, ch := range c.Channels {
+			if ch.Workspace != "" {
+				if why := workspaceProblem(ch.Workspace, hidden); why != "" {
+					bad("channels[%d].workspace %s", i, why)
+				}
+			}
+		}
+		if c.Web.Workspace != "" {
+			if why := workspaceProblem(c.Web.Workspace, hidden); why != "" {
+				bad("web.workspace %s", why)
+			}
+		}
+	}
 	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o002 != 0 {
 		bad("config file %s is writable by every user; chmod o-w it", path)
 	}
@@ -320,23 +349,9 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 // development servers): 8079 is registered to nothing common.
 const defaultListen = "127.0.0.1:8079"
 
-// protectedPaths are the bot's own files, absolute: the state dir, the
-// config file, the credential files it names and the fleet's SSH keys. The
-// gate protects them and the kernel sandbox hides them from every command.
-func (c *daemonConfig) protectedPaths(configPath string) []string {
-	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
-	out := []string{abs(c.StateDir), abs(configPath)}
-	for _, f := range []string{c.Model.APIKeyFile, c.Mattermost.TokenFile, c.Slack.BotTokenFile, c.Slack.AppTokenFile, c.Slack.SigningSecretFile} {
-		if f != "" {
-			out = append(out, abs(f))
-		}
-	}
-	// The fleet's SSH keys are the daemon's, never a local command's.
-	return append(out, c.Fleet.keyFiles(filepath.Dir(abs(configPath)))...)
-}
-
-// checkSecretFile refuses a credentials file that other users can read, and
-// one that cannot hold a credential: a directory, or an empty file.
+// checkSecretFile refuses a credentials file that anyone but root and the
+// daemon's user and groups can read (secretModeProblem), and one that cannot
+// hold a credential: a directory, or an empty file.
 func checkSecretFile(path string) error {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -345,7 +360,11 @@ func checkSecretFile(path string) error {
 	if st.IsDir() {
 		return fmt.Errorf("%s is a directory, not a file holding the secret", path)
 	}
-	if st.Mode().Perm()&0o077 != 0 {
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		if why := secretModeProblem(path, st.Mode(), sys.Uid, sys.Gid, os.Geteuid(), daemonGroups()); why != "" {
+			return errors.New(why)
+		}
+	} else if st.Mode().Perm()&0o077 != 0 {
 		return fmt.Errorf("%s is readable or writable by other users (mode %s); chmod 600 it", path, st.Mode().Perm())
 	}
 	b, err := os.ReadFile(path)
@@ -511,6 +530,11 @@ func cmdConfig(_ context.Context, e *env, args []string) error {
 			if note != "" {
 				fmt.Fprintf(e.stdout, "note: %s\n", note)
 			}
+		}
+	}
+	if c != nil {
+		for _, w := range c.secretWarnings(e.getenv) {
+			fmt.Fprintf(e.stdout, "warning: %s\n", w)
 		}
 	}
 	if err != nil {

@@ -263,7 +263,7 @@ func TestConfigDefaultListen(t *testing.T) {
 model: {base_url: "http://127.0.0.1:9/v1", model: m}
 platform: slack
 slack: {bot_token_file: `+token+`, app_token_file: `+token+`}
-state_dir: `+dir+`
+state_dir: `+filepath.Join(dir, "state")+`
 channels:
   - {id: C1, workspace: `+dir+`, approvers: [U012AB3CDE]}
 `), 0o600)

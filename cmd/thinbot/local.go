@@ -175,8 +175,17 @@ func openLocal(e *env, f *localFlags) (*local, error) {
 	if err != nil {
 		return nil, err
 	}
-	policy = policy.WithProtected(append([]string{state}, keys...)...)
-	sbx := startSandbox(context.Background(), e.getenv("THINBOT_SANDBOX"), append([]string{state}, keys...), []string{dir}, logger)
+	hidden := append([]string{state}, keys...)
+	if why := workspaceProblem(dir, hidden); why != "" {
+		return nil, fmt.Errorf("workspace %s", why)
+	}
+	// The state dir exists before the sandbox starts: it hides only paths
+	// that exist, so a first run would otherwise leave it readable.
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	policy = policy.WithProtected(hidden...)
+	sbx := startSandbox(context.Background(), e.getenv("THINBOT_SANDBOX"), hidden, []string{dir}, logger)
 	db, err := store.Open(filepath.Join(state, "events.db"), &store.Options{Logger: logger})
 	if err != nil {
 		return nil, err

@@ -220,12 +220,7 @@ func agentBase(e *env, c *daemonConfig, d durations, configPath string, db *stor
 		workspaces = append(workspaces, abs(cc.Workspace))
 	}
 	// Every credential thinbot holds is scrubbed from command output.
-	secrets := []string{apiKey}
-	for _, f := range []string{c.Mattermost.TokenFile, c.Slack.BotTokenFile, c.Slack.AppTokenFile, c.Slack.SigningSecretFile} {
-		if v, err := readSecret(f); err == nil && v != "" {
-			secrets = append(secrets, v)
-		}
-	}
+	secrets := append([]string{apiKey}, c.secretValues()...)
 	global := ""
 	if c.InstructionsFile != "" {
 		global = readText(c.InstructionsFile)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
@@ -35,7 +36,7 @@ type webConfig struct {
 	// X-Auth-Request-Email header names the user.
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// TokensFile holds login tokens, one "user token" pair a line (mode 0600).
-	TokensFile string `yaml:"tokens_file"`
+	TokensFile string `yaml:"tokens_file" secret:"file"`
 	// PublicOrigin is the console's origin as browsers see it, when a proxy
 	// rewrites the Host header.
 	PublicOrigin string `yaml:"public_origin"`
@@ -104,20 +105,9 @@ func (w *webConfig) auth() (web.Auth, error) {
 		a.TrustedProxies = append(a.TrustedProxies, p)
 	}
 	if w.TokensFile != "" {
-		raw, err := readSecret(w.TokensFile)
-		if err != nil {
-			return a, fmt.Errorf("web.tokens_file: %w", err)
-		}
-		a.Tokens = map[string]string{}
-		for i, line := range strings.Split(raw, "\n") {
-			f := strings.Fields(line)
-			if len(f) == 0 || strings.HasPrefix(f[0], "#") {
-				continue
-			}
-			if len(f) != 2 || len(f[1]) < 16 {
-				return a, fmt.Errorf("web.tokens_file line %d: want \"user token\" with a token of 16 characters or more", i+1)
-			}
-			a.Tokens[f[1]] = f[0]
+		var err error
+		if a.Tokens, err = readTokens(w.TokensFile); err != nil {
+			return a, err
 		}
 	}
 	a.Roles = map[string][]string{}
@@ -128,6 +118,87 @@ func (w *webConfig) auth() (web.Auth, error) {
 		}
 	}
 	return a, nil
+}
+
+// readTokens reads web.tokens_file: one "user token" pair a line.
+func readTokens(path string) (map[string]string, error) {
+	raw, err := readSecret(path)
+	if err != nil {
+		return nil, fmt.Errorf("web.tokens_file: %w", err)
+	}
+	tokens := map[string]string{}
+	for i, line := range strings.Split(raw, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		if len(f) != 2 || len(f[1]) < 16 {
+			return nil, fmt.Errorf("web.tokens_file line %d: want \"user token\" with a token of 16 characters or more", i+1)
+		}
+		tokens[f[1]] = f[0]
+	}
+	return tokens, nil
+}
+
+// tokensReload is how often serve looks whether web.tokens_file changed.
+const tokensReload = 10 * time.Second
+
+// watchTokens reloads the tokens file into srv whenever it changes (its
+// size, time or inode), until ctx is done: a user removed from it, or whose
+// token changed, is logged out within tokensReload. A file that cannot be
+// read or parsed any more leaves nobody able to log in (fail closed) and
+// says why on the log.
+func watchTokens(ctx context.Context, path string, srv *web.Server, every time.Duration, logger *slog.Logger) {
+	stamp := func() string {
+		st, err := os.Stat(path)
+		if err != nil {
+			return err.Error()
+		}
+		ino := uint64(0)
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			ino = sys.Ino
+		}
+		return fmt.Sprint(st.Size(), st.ModTime().UnixNano(), ino)
+	}
+	last := "" // the first tick reloads: the file may have changed since serve read it
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := stamp()
+		if now == last {
+			continue
+		}
+		first := last == ""
+		last = now
+		tokens, err := readTokens(path)
+		if err != nil {
+			logger.Error("web tokens file unreadable: nobody can log in until it is fixed", "file", path, "err", err,
+				"sessions_ended", srv.SetTokens(nil))
+			continue
+		}
+		if ended := srv.SetTokens(tokens); ended > 0 || !first {
+			logger.Info("web tokens reloaded", "file", path, "tokens", len(tokens), "sessions_ended", ended)
+		}
+	}
+}
+
+// sessionStore keeps the console's login sessions in the state dir, so
+// that logins survive a restart (and logouts do too).
+func sessionStore(stateDir string) (saved []byte, save func([]byte) error) {
+	path := filepath.Join(stateDir, "web-sessions.json")
+	saved, _ = os.ReadFile(path)
+	return saved, func(b []byte) error {
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, b, 0o600); err != nil {
+			return err
+		}
+		return os.Rename(tmp, path)
+	}
 }
 
 // serveWeb serves the web section beside the chat platform until ctx is
@@ -150,8 +221,9 @@ func serveWeb(ctx context.Context, w webConfig, agents map[string]*agentcore.Age
 	}
 	logger = logger.With("component", "web")
 	chat := len(w.Users) > 0
+	saved, save := sessionStore(stateDir)
 	srv, err := web.New(web.Config{Listen: w.Listen, Auth: auth, Chain: db, Chat: chat, PublicOrigin: w.PublicOrigin,
-		Secret: secret, Logger: logger})
+		Secret: secret, Sessions: saved, SaveSessions: save, Logger: logger})
 	if err != nil {
 		return u, nil, err
 	}
@@ -184,6 +256,9 @@ func serveWeb(ctx context.Context, w webConfig, agents map[string]*agentcore.Age
 	addr, wait, err := listenAndServe(ctx, w.Listen, srv.Handler(), logger)
 	if err != nil {
 		return u, nil, fmt.Errorf("web listen: %w", err) // the console's bot stops with ctx
+	}
+	if w.TokensFile != "" {
+		wg.Go(func() { watchTokens(ctx, w.TokensFile, srv, tokensReload, logger) })
 	}
 	logger.Info("web console serving", "listen", addr.String())
 	return u, func() { wait(); wg.Wait() }, nil
@@ -294,6 +369,9 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
 		return err
 	}
 	absState, _ := filepath.Abs(stateDir)
+	if why := workspaceProblem(ws, []string{absState}); why != "" {
+		return fmt.Errorf("workspace %s", why)
+	}
 	policy = policy.WithProtected(absState)
 	sbx := startSandbox(ctx, e.getenv("THINBOT_SANDBOX"), []string{absState}, []string{ws}, logger)
 	defer sbx.close()

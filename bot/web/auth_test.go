@@ -1,0 +1,314 @@
+package web
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// authServer is a console with login tokens for alice (user, approver) and
+// carol (user) behind a trusted proxy at 10.0.0.5, on a clock the test
+// moves.
+type authServer struct {
+	*Server
+	mu    sync.Mutex
+	now   time.Time
+	saved []byte
+}
+
+func newAuthServer(t *testing.T, cfg Config) *authServer {
+	t.Helper()
+	a := &authServer{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	if cfg.Auth.Tokens == nil {
+		cfg.Auth = Auth{
+			TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.5/32")},
+			Tokens:         map[string]string{"alice-token-0123456789": "alice", "carol-token-0123456789": "carol"},
+			Roles:          map[string][]string{"alice": {RoleUser, RoleApprover}, "carol": {RoleUser}},
+		}
+	}
+	cfg.Listen, cfg.Chain, cfg.Chat = "0.0.0.0:8080", openStore(t), true
+	cfg.Secret = []byte("0123456789abcdef0123456789abcdef")
+	cfg.Now = a.clock
+	cfg.SaveSessions = func(b []byte) error { a.saved = append([]byte(nil), b...); return nil }
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Server = s
+	return a
+}
+
+func (a *authServer) clock() time.Time { a.mu.Lock(); defer a.mu.Unlock(); return a.now }
+func (a *authServer) advance(d time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.now = a.now.Add(d)
+}
+
+// request runs one request from remote with the given headers.
+func (a *authServer) request(method, path, remote, body string, hdr map[string]string, cookie *http.Cookie) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, "http://thinbot.example.com"+path, strings.NewReader(body))
+	req.RemoteAddr = remote
+	if method == http.MethodPost {
+		req.Header.Set("Origin", "http://thinbot.example.com")
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	if cookie != nil {
+		req.AddCookie(cookie)
+	}
+	w := httptest.NewRecorder()
+	a.Handler().ServeHTTP(w, req)
+	return w
+}
+
+// login signs in with token from remote and returns the login cookie (nil
+// if none was set) and the response.
+func (a *authServer) login(token, remote string, hdr map[string]string) (*http.Cookie, *httptest.ResponseRecorder) {
+	w := a.request("POST", "/login", remote, "token="+token, hdr, nil)
+	for _, c := range w.Result().Cookies() {
+		if c.Name == sessionCookie && c.Value != "" {
+			return c, w
+		}
+	}
+	return nil, w
+}
+
+func (a *authServer) threads(c *http.Cookie) int {
+	return a.request("GET", "/api/threads", "192.0.2.7:4000", "", nil, c).Code
+}
+
+func TestLogoutEndsTheLoginServerSide(t *testing.T) {
+	a := newAuthServer(t, Config{})
+	c, w := a.login("carol-token-0123456789", "192.0.2.7:4000", nil)
+	if c == nil {
+		t.Fatalf("login: %d %s", w.Code, w.Body)
+	}
+	if code := a.threads(c); code != http.StatusOK {
+		t.Fatalf("with the cookie: %d", code)
+	}
+	w = a.request("POST", "/logout", "192.0.2.7:4000", "", nil, c)
+	if w.Code != http.StatusSeeOther {
+		t.Fatalf("logout: %d", w.Code)
+	}
+	// The browser forgets the cookie; a saved copy must not work either.
+	if code := a.threads(c); code != http.StatusUnauthorized {
+		t.Errorf("the saved cookie after logout: %d, want 401", code)
+	}
+	// Another login of the same user is a session of its own.
+	c2, _ := a.login("carol-token-0123456789", "192.0.2.7:4000", nil)
+	c3, _ := a.login("carol-token-0123456789", "192.0.2.8:4000", nil)
+	a.request("POST", "/logout", "192.0.2.7:4000", "", nil, c2)
+	if a.threads(c2) != http.StatusUnauthorized || a.threads(c3) != http.StatusOK {
+		t.Errorf("logging out one session: the other %d, the ended one %d", a.threads(c3), a.threads(c2))
+	}
+}
+
+func TestRemovedTokenEndsItsSessions(t *testing.T) {
+	a := newAuthServer(t, Config{})
+	carol, _ := a.login("carol-token-0123456789", "192.0.2.7:4000", nil)
+	alice, _ := a.login("alice-token-0123456789", "192.0.2.7:4000", nil)
+	if carol == nil || alice == nil {
+		t.Fatal("logins failed")
+	}
+	// The tokens file is reloaded without carol, and alice's token changed.
+	if n := a.SetTokens(map[string]string{"alice-token-0123456789": "alice"}); n != 1 {
+		t.Errorf("SetTokens ended %d sessions, want 1", n)
+	}
+	if code := a.threads(carol); code != http.StatusUnauthorized {
+		t.Errorf("carol after her removal: %d, want 401", code)
+	}
+	if code := a.threads(alice); code != http.StatusOK {
+		t.Errorf("alice, still in the file: %d", code)
+	}
+	if c, _ := a.login("carol-token-0123456789", "192.0.2.7:4000", nil); c != nil {
+		t.Error("carol's removed token still logs in")
+	}
+	a.SetTokens(map[string]string{"alice-new-token-0123456789": "alice"})
+	if code := a.threads(alice); code != http.StatusUnauthorized {
+		t.Errorf("alice after her token changed: %d, want 401", code)
+	}
+	// An emptied file never opens the console to loopback.
+	a.SetTokens(nil)
+	if code := a.request("GET", "/api/threads", "127.0.0.1:4000", "", nil, nil).Code; code != http.StatusUnauthorized {
+		t.Errorf("loopback without a login after the tokens went: %d, want 401", code)
+	}
+}
+
+func TestSessionsSurviveARestartButNotTheirRemoval(t *testing.T) {
+	a := newAuthServer(t, Config{})
+	c, _ := a.login("carol-token-0123456789", "192.0.2.7:4000", nil)
+	if c == nil || len(a.saved) == 0 {
+		t.Fatalf("login: cookie %v, saved %q", c, a.saved)
+	}
+	if strings.Contains(string(a.saved), "carol-token") || strings.Contains(string(a.saved), strings.Split(c.Value, "|")[2]) {
+		t.Errorf("the saved table holds a token or a session id: %s", a.saved)
+	}
+	b := newAuthServer(t, Config{Sessions: a.saved})
+	if code := b.threads(c); code != http.StatusOK {
+		t.Errorf("after a restart: %d, want 200", code)
+	}
+	gone := newAuthServer(t, Config{Sessions: a.saved, Auth: Auth{
+		Tokens: map[string]string{"alice-token-0123456789": "alice"}, Roles: map[string][]string{"carol": {RoleUser}}}})
+	if code := gone.threads(c); code != http.StatusUnauthorized {
+		t.Errorf("after a restart without carol's token: %d, want 401", code)
+	}
+}
+
+// TestCookieExpiry checks the login's end directly: the cookie works until
+// loginFor has passed, then not (its session is dropped too).
+func TestCookieExpiry(t *testing.T) {
+	a := newAuthServer(t, Config{})
+	c, _ := a.login("carol-token-0123456789", "192.0.2.7:4000", nil)
+	if c == nil || c.MaxAge != int(loginFor.Seconds()) {
+		t.Fatalf("cookie %+v", c)
+	}
+	a.advance(loginFor - time.Minute)
+	if code := a.threads(c); code != http.StatusOK {
+		t.Errorf("a minute before expiry: %d", code)
+	}
+	a.advance(2 * time.Minute)
+	if code := a.threads(c); code != http.StatusUnauthorized {
+		t.Errorf("a minute after expiry: %d, want 401", code)
+	}
+}
+
+func TestSecureCookieBehindATLSProxy(t *testing.T) {
+	proxy := "10.0.0.5:5000"
+	for _, tc := range []struct {
+		name   string
+		origin string // public_origin
+		remote string
+		hdr    map[string]string
+		secure bool
+	}{
+		{"plain http", "", "192.0.2.7:4000", nil, false},
+		{"https public origin", "https://thinbot.example.com", "192.0.2.7:4000", map[string]string{"Origin": "https://thinbot.example.com"}, true},
+		{"X-Forwarded-Proto from the trusted proxy", "", proxy,
+			map[string]string{"X-Forwarded-Proto": "https", "Origin": "https://thinbot.example.com"}, true},
+		{"X-Forwarded-Proto from anyone else", "", "192.0.2.7:4000",
+			map[string]string{"X-Forwarded-Proto": "https"}, false},
+	} {
+		a := newAuthServer(t, Config{PublicOrigin: tc.origin})
+		c, w := a.login("carol-token-0123456789", tc.remote, tc.hdr)
+		if c == nil {
+			t.Errorf("%s: login %d %s", tc.name, w.Code, w.Body)
+			continue
+		}
+		if c.Secure != tc.secure {
+			t.Errorf("%s: Secure %v, want %v", tc.name, c.Secure, tc.secure)
+		}
+	}
+}
+
+// TestPublicOriginIsEnforced: with public_origin set, only that origin
+// (scheme, host and port) may post.
+func TestPublicOriginIsEnforced(t *testing.T) {
+	a := newAuthServer(t, Config{PublicOrigin: "https://thinbot.example.com"})
+	for origin, want := range map[string]bool{
+		"https://thinbot.example.com":      true,
+		"http://thinbot.example.com":       false,
+		"https://thinbot.example.com:8443": false,
+		"https://evil.example":             false,
+		"https://thinbot.example.com.evil": false,
+	} {
+		w := a.request("POST", "/login", "192.0.2.7:4000", "token=carol-token-0123456789", map[string]string{"Origin": origin}, nil)
+		if got := w.Code != http.StatusForbidden; got != want {
+			t.Errorf("Origin %s: status %d, accepted %v, want %v", origin, w.Code, got, want)
+		}
+	}
+}
+
+// TestOriginSchemeIsCompared: without public_origin the origin must be
+// this console's own, scheme included.
+func TestOriginSchemeIsCompared(t *testing.T) {
+	a := newAuthServer(t, Config{})
+	for _, tc := range []struct {
+		remote, origin, proto string
+		ok                    bool
+	}{
+		{"192.0.2.7:4000", "http://thinbot.example.com", "", true},
+		{"192.0.2.7:4000", "https://thinbot.example.com", "", false},
+		{"10.0.0.5:5000", "https://thinbot.example.com", "https", true},
+		{"10.0.0.5:5000", "http://thinbot.example.com", "https", false},
+		{"192.0.2.7:4000", "https://thinbot.example.com", "https", false}, // the header counts from the proxy only
+	} {
+		hdr := map[string]string{"Origin": tc.origin}
+		if tc.proto != "" {
+			hdr["X-Forwarded-Proto"] = tc.proto
+		}
+		w := a.request("POST", "/login", tc.remote, "token=carol-token-0123456789", hdr, nil)
+		if got := w.Code != http.StatusForbidden; got != tc.ok {
+			t.Errorf("Origin %s from %s (proto %q): status %d, want accepted %v", tc.origin, tc.remote, tc.proto, w.Code, tc.ok)
+		}
+	}
+}
+
+// TestWrongTokensAreSlowedDown: after a few wrong tokens in a row a client
+// must wait, doubling, before a try is even read; other clients are not
+// affected, and the wait ends.
+func TestWrongTokensAreSlowedDown(t *testing.T) {
+	a := newAuthServer(t, Config{})
+	attacker := "192.0.2.66:4000"
+	var limited int
+	var retry string
+	for range 30 {
+		_, w := a.login("wrong-token-0123456789", attacker, nil)
+		switch w.Code {
+		case http.StatusTooManyRequests:
+			limited++
+			retry = w.Header().Get("Retry-After")
+		case http.StatusUnauthorized:
+		default:
+			t.Fatalf("status %d", w.Code)
+		}
+	}
+	if limited < 30-freeTries || retry == "" {
+		t.Errorf("%d of 30 wrong tokens were slowed down (Retry-After %q), want %d", limited, retry, 30-freeTries)
+	}
+	// Even the right token waits its turn from that client...
+	if c, w := a.login("carol-token-0123456789", attacker, nil); c != nil || w.Code != http.StatusTooManyRequests {
+		t.Errorf("the right token during the wait: %d", w.Code)
+	}
+	// ...but not from another client, nor from the same one once it ends.
+	if c, _ := a.login("carol-token-0123456789", "192.0.2.7:4000", nil); c == nil {
+		t.Error("another client is locked out too")
+	}
+	a.advance(time.Second)
+	_, w := a.login("wrong-token-0123456789", attacker, nil)
+	if w.Code != http.StatusUnauthorized {
+		t.Fatalf("a wrong token after a second: %d, want 401 (the wait is 1 s)", w.Code)
+	}
+	if _, w := a.login("carol-token-0123456789", attacker, nil); w.Code != http.StatusTooManyRequests {
+		t.Errorf("the try right after the sixth wrong token: %d, want 429", w.Code)
+	}
+	a.advance(2 * time.Second)
+	if c, w := a.login("carol-token-0123456789", attacker, nil); c == nil {
+		t.Errorf("the right token after the wait: %d", w.Code)
+	}
+	// Clients behind the trusted proxy are told apart by X-Forwarded-For.
+	for range freeTries + 1 {
+		a.login("wrong-token-0123456789", "10.0.0.5:5000", map[string]string{"X-Forwarded-For": "198.51.100.9"})
+	}
+	if c, _ := a.login("carol-token-0123456789", "10.0.0.5:5000", map[string]string{"X-Forwarded-For": "198.51.100.10"}); c == nil {
+		t.Error("a client behind the proxy is locked out by another")
+	}
+}
+
+func TestLoginBackoffMemoryIsBounded(t *testing.T) {
+	var b loginBackoff
+	now := time.Now()
+	for i := range maxClients + 100 {
+		ip := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+		b.failed(ip, now.Add(time.Duration(i)))
+	}
+	if len(b.clients) > maxClients {
+		t.Errorf("%d clients remembered, want at most %d", len(b.clients), maxClients)
+	}
+}

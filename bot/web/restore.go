@@ -1,0 +1,332 @@
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/bot"
+	"github.com/thinbot/thinbot/store"
+)
+
+// maxRestored is how many earlier console threads New brings back from
+// the chain.
+const maxRestored = 50
+
+// restore brings back the console threads of earlier processes from the
+// chain, rendered as they were shown live: the people's messages, the
+// status message of each run (the model's intent, each command, who
+// approved it and the first lines of its output) through the same
+// bot.Progress the live renderer uses, the approval cards with their
+// decisions, long outputs (as much of them as the chain keeps), the
+// answers, and the replies to in-thread commands such as /audit.
+//
+// What differs from the live thread, by design: text the live thread
+// streamed as a post of its own before a command shows as that command's
+// intent line, and an attached output holds what the chain keeps of it
+// (its head and tail) rather than all of it.
+func (s *Server) restore() error {
+	infos, err := s.cfg.Chain.Sessions()
+	if err != nil {
+		return err
+	}
+	prefix := Platform + "/" + s.cfg.Channel + "/"
+	var mine []string
+	for _, si := range infos { // least recently active first
+		if strings.HasPrefix(si.ID, prefix) {
+			mine = append(mine, si.ID)
+		}
+	}
+	if len(mine) > maxRestored {
+		mine = mine[len(mine)-maxRestored:]
+	}
+	for _, sid := range mine {
+		rp := &replay{s: s}
+		for ev, err := range s.cfg.Chain.Events(sid, 1) {
+			if err != nil {
+				return err
+			}
+			if rp.th == nil {
+				rp.th = s.addThread(strings.TrimPrefix(sid, prefix), "(earlier thread)", "", ev.Time)
+			}
+			rp.event(ev)
+			rp.th.Updated = ev.Time
+		}
+		if rp.th != nil && len(rp.th.posts) > maxThreadPosts {
+			rp.th.posts = rp.th.posts[len(rp.th.posts)-maxThreadPosts:]
+		}
+	}
+	return nil
+}
+
+// replay renders one thread's events into posts.
+type replay struct {
+	s  *Server
+	th *wthread
+
+	// The run being replayed.
+	prog    bot.Progress
+	status  *wpost // its status message, once it has a step
+	intent  string // the model's text that came with its tool calls
+	answer  string // the model's last text without a tool call
+	calls   map[string]agentcore.CommandInfo
+	args    map[string]string // call id -> the skill tool's name
+	cards   map[string]*card  // request id -> its card
+	stopped bool              // a /stop was sent during the run
+}
+
+type card struct {
+	post      *wpost
+	command   string
+	targets   []string
+	requester string
+	decided   bool
+}
+
+// Payloads as the chain holds them (agentcore/events.go).
+type (
+	userPayload struct {
+		Text string `json:"text"`
+	}
+	assistantPayload struct {
+		Content   string               `json:"content"`
+		ToolCalls []agentcore.ToolCall `json:"tool_calls"`
+	}
+	gatePayload struct {
+		CallID  string   `json:"call_id"`
+		Tool    string   `json:"tool"`
+		Command string   `json:"command"`
+		Path    string   `json:"path"`
+		Verdict string   `json:"verdict"`
+		Action  string   `json:"action"`
+		Targets []string `json:"targets"`
+	}
+	askedPayload struct {
+		RequestID string   `json:"request_id"`
+		Command   string   `json:"command"`
+		Requester string   `json:"requester"`
+		Targets   []string `json:"targets"`
+	}
+	decidedPayload struct {
+		RequestID string `json:"request_id"`
+		Approved  bool   `json:"approved"`
+		By        string `json:"by"`
+		Why       string `json:"why"`
+	}
+	resultPayload struct {
+		CallID     string `json:"call_id"`
+		Tool       string `json:"tool"`
+		Content    string `json:"content"`
+		IsError    bool   `json:"is_error"`
+		OutputSize int64  `json:"output_size"`
+	}
+	runPayload struct {
+		Status string `json:"status"`
+		Detail string `json:"detail"`
+	}
+	compactedPayload struct {
+		TokensBefore int `json:"tokens_before"`
+		TokensAfter  int `json:"tokens_after"`
+	}
+)
+
+// userName is the name in an actor ("user:alice", "user:U1 (alice)").
+func userName(actor string) string {
+	a := strings.TrimPrefix(actor, "user:")
+	if i := strings.Index(a, " ("); i >= 0 && strings.HasSuffix(a, ")") {
+		return a[i+2 : len(a)-1]
+	}
+	return a
+}
+
+func (rp *replay) post(p *wpost) *wpost {
+	p.ID = rp.s.newPostID()
+	rp.th.posts = append(rp.th.posts, p)
+	return p
+}
+
+func (rp *replay) bot(text string, at time.Time) *wpost {
+	return rp.post(&wpost{Author: "thinbot", Bot: true, Text: text, Time: at})
+}
+
+// begin starts a run's replay.
+func (rp *replay) begin() {
+	rp.prog, rp.status, rp.intent, rp.answer, rp.stopped = bot.Progress{}, nil, "", "", false
+	rp.calls, rp.args, rp.cards = map[string]agentcore.CommandInfo{}, map[string]string{}, map[string]*card{}
+}
+
+// step shows the status message from the run's first step on, where the
+// live thread posted it.
+func (rp *replay) step(at time.Time) {
+	if rp.status == nil {
+		rp.status = rp.bot("", at)
+	}
+	rp.status.Text = rp.prog.Text(false, "")
+}
+
+func (rp *replay) event(ev store.Event) {
+	if rp.calls == nil {
+		rp.begin()
+	}
+	switch ev.Type {
+	case agentcore.EvRunStarted:
+		rp.begin()
+	case agentcore.EvUserMessage:
+		var p userPayload
+		if json.Unmarshal(ev.Payload, &p) != nil {
+			return
+		}
+		name := userName(ev.Actor)
+		if rp.th.Title == "(earlier thread)" {
+			rp.th.Title, rp.th.By = p.Text, name
+			if len(rp.th.Title) > 80 {
+				rp.th.Title = strings.ToValidUTF8(rp.th.Title[:80], "") + "…"
+			}
+		}
+		rp.post(&wpost{Author: name, Text: p.Text, Time: ev.Time})
+	case agentcore.EvAssistantMessage:
+		var p assistantPayload
+		if json.Unmarshal(ev.Payload, &p) != nil {
+			return
+		}
+		if len(p.ToolCalls) == 0 {
+			rp.answer = p.Content
+			return
+		}
+		rp.intent = p.Content
+		for _, c := range p.ToolCalls {
+			if c.Name == agentcore.ToolSkill {
+				var a struct {
+					Name string `json:"name"`
+				}
+				_ = json.Unmarshal([]byte(c.Arguments), &a)
+				rp.args[c.ID] = a.Name
+			}
+		}
+	case agentcore.EvGateDecision:
+		var p gatePayload
+		if json.Unmarshal(ev.Payload, &p) != nil {
+			return
+		}
+		c := agentcore.CommandInfo{Tool: p.Tool, Command: p.Command, Verdict: p.Verdict, Action: p.Action, Targets: p.Targets}
+		if c.Command == "" {
+			c.Command = p.Path
+		}
+		rp.calls[p.CallID] = c
+		rp.prog.Intent(rp.intent)
+		rp.intent = ""
+		rp.prog.Command(c)
+		rp.step(ev.Time)
+	case agentcore.EvApprovalAsked:
+		var p askedPayload
+		if json.Unmarshal(ev.Payload, &p) != nil {
+			return
+		}
+		c := &card{command: p.Command, targets: p.Targets, requester: p.Requester}
+		c.post = rp.bot(bot.DecidedCard(bot.CancelledOutcome, p.Command, p.Targets, p.Requester, p.RequestID), ev.Time)
+		rp.cards[p.RequestID] = c
+	case agentcore.EvApprovalDecided:
+		var p decidedPayload
+		if json.Unmarshal(ev.Payload, &p) != nil {
+			return
+		}
+		if c := rp.cards[p.RequestID]; c != nil {
+			c.post.Text = bot.DecidedCard(bot.DecisionOutcome(p.Approved, p.By, p.Why, ev.Time), c.command, c.targets, c.requester, p.RequestID)
+			c.decided = true
+		}
+		if rp.prog.Decided(p.Approved, p.By, p.Why) {
+			rp.step(ev.Time)
+		}
+	case agentcore.EvToolResult:
+		var p resultPayload
+		if json.Unmarshal(ev.Payload, &p) != nil {
+			return
+		}
+		c, ok := rp.calls[p.CallID]
+		if !ok {
+			c = agentcore.CommandInfo{Tool: p.Tool, Command: rp.args[p.CallID]}
+		}
+		if p.Tool == agentcore.ToolSkill {
+			c.Tool = agentcore.ToolSkill
+			rp.prog.Intent(rp.intent)
+			rp.intent = ""
+		}
+		rp.prog.Result(c, p.Content, p.IsError)
+		rp.step(ev.Time)
+		if p.Tool != agentcore.ToolSkill {
+			if op := bot.RebuiltOutputPost(c.Command, p.OutputSize, p.Content); op != nil {
+				wp := rp.bot(op.Text, ev.Time)
+				if op.File != nil {
+					wp.FileName, wp.FileSize, wp.data = op.File.Name, len(op.File.Data), op.File.Data
+				}
+			}
+		}
+	case agentcore.EvNote:
+		var p agentcore.NotePayload
+		if json.Unmarshal(ev.Payload, &p) != nil || p.Kind != agentcore.NoteCommandReply {
+			return
+		}
+		rp.post(&wpost{Author: userName(ev.Actor), Text: p.Command, Time: ev.Time})
+		if p.Detail == "" { // a /stop: the run's end answers it
+			rp.stopped = true
+			return
+		}
+		rp.bot(p.Detail, ev.Time)
+	case agentcore.EvClear:
+		if strings.HasPrefix(ev.Actor, "user:") {
+			rp.post(&wpost{Author: userName(ev.Actor), Text: "/clear", Time: ev.Time})
+			rp.bot("New topic: earlier messages stay in the log but leave my context.", ev.Time)
+		}
+	case agentcore.EvCompacted:
+		var p compactedPayload
+		if strings.HasPrefix(ev.Actor, "user:") && json.Unmarshal(ev.Payload, &p) == nil {
+			rp.post(&wpost{Author: userName(ev.Actor), Text: "/compact", Time: ev.Time})
+			rp.bot(fmt.Sprintf("Compacted the conversation: about %d → %d tokens.", p.TokensBefore, p.TokensAfter), ev.Time)
+		}
+	case agentcore.EvRunFinished:
+		var p runPayload
+		_ = json.Unmarshal(ev.Payload, &p)
+		rp.finish(p, ev)
+	}
+}
+
+var budgetDetail = regexp.MustCompile(`: (\d+) ([a-z ]+)$`)
+
+// finish ends a run's replay as the renderer ended it: the final status,
+// the open approval cards, the answer.
+func (rp *replay) finish(p runPayload, ev store.Event) {
+	if rp.status != nil {
+		rp.status.Text = rp.prog.Text(true, "")
+	}
+	var answer string
+	switch p.Status {
+	case agentcore.StatusAnswered, agentcore.StatusDone:
+		answer = strings.TrimSpace(rp.answer)
+	case agentcore.StatusCancelled:
+		answer = bot.ShutdownText
+		if rp.stopped {
+			answer = bot.StoppedText
+		}
+	case agentcore.StatusBudget:
+		answer = "Stopped: the run used its budget." + bot.BudgetSuffix
+		if m := budgetDetail.FindStringSubmatch(p.Detail); m != nil {
+			answer = "Stopped: the run used its budget of " + m[1] + " " + m[2] + "." + bot.BudgetSuffix
+		}
+	case agentcore.StatusInterrupted:
+		answer = "thinbot restarted while working on this thread, so that run was interrupted. The session is kept: send a message to continue."
+	default:
+		answer = fmt.Sprintf("Something went wrong and the run stopped before doing anything more (ref %d). Operators can see the details in the log.", ev.Seq)
+	}
+	if answer == "" {
+		answer = "_(no answer)_"
+	}
+	ap := bot.AnswerPost(answer)
+	wp := rp.bot(ap.Text, ev.Time)
+	if ap.File != nil {
+		wp.FileName, wp.FileSize, wp.data = ap.File.Name, len(ap.File.Data), ap.File.Data
+	}
+	rp.calls = nil
+}

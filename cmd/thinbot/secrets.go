@@ -1,0 +1,343 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+)
+
+// The daemon's secrets are hidden from every command by construction: every
+// config field that names a file holding a secret carries the struct tag
+// secret:"file", and protectedPaths collects them by reflection, so a new key
+// cannot be forgotten the way web.tokens_file once was. Fields that name
+// files without secrets say so with secret:"no"; a test refuses any *_file
+// key that carries neither (TestEverySecretFileKeyIsHidden).
+
+// secretFiles returns the config's secret-bearing file keys that are set,
+// as "key path" pairs in field order (the key is the YAML path, for
+// messages).
+func (c *daemonConfig) secretFiles() [][2]string {
+	var out [][2]string
+	var walk func(v reflect.Value, where string)
+	walk = func(v reflect.Value, where string) {
+		switch v.Kind() {
+		case reflect.Pointer:
+			if !v.IsNil() {
+				walk(v.Elem(), where)
+			}
+		case reflect.Slice:
+			if v.Type().Elem().Kind() == reflect.Struct {
+				for i := range v.Len() {
+					walk(v.Index(i), fmt.Sprintf("%s[%d]", where, i))
+				}
+			}
+		case reflect.Struct:
+			t := v.Type()
+			for i := range t.NumField() {
+				f := t.Field(i)
+				if !f.IsExported() {
+					continue
+				}
+				name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+				key := name
+				if where != "" {
+					key = where + "." + name
+				}
+				fv := v.Field(i)
+				if f.Tag.Get("secret") == "file" {
+					switch fv.Kind() {
+					case reflect.String:
+						if p := fv.String(); p != "" {
+							out = append(out, [2]string{key, p})
+						}
+					case reflect.Slice:
+						for j := range fv.Len() {
+							if p := fv.Index(j).String(); p != "" {
+								out = append(out, [2]string{fmt.Sprintf("%s[%d]", key, j), p})
+							}
+						}
+					}
+					continue
+				}
+				walk(fv, key)
+			}
+		}
+	}
+	walk(reflect.ValueOf(c), "")
+	return out
+}
+
+// protectedPaths are the daemon's own files, absolute, which the gate protects
+// and the kernel sandbox hides from every command: the state dir (its chain,
+// its login and button keys), the config file, every secret-bearing file the
+// config names, the fleet's SSH keys, and the systemd unit's files and
+// EnvironmentFiles (where operators put AGENT_API_KEY).
+func (c *daemonConfig) protectedPaths(configPath string) []string {
+	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
+	out := []string{abs(c.StateDir), abs(configPath)}
+	for _, kv := range c.secretFiles() {
+		out = append(out, abs(kv[1]))
+	}
+	// The fleet's SSH keys are the daemon's, never a local command's.
+	out = append(out, c.Fleet.keyFiles(filepath.Dir(abs(configPath)))...)
+	out = append(out, c.systemd.hide()...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// workspaceProblem says why ws cannot be a workspace, "" if it can: a
+// workspace at or under a hidden path is an empty directory to every command
+// (the sandbox covers it), so each one would fail with "fork/exec /bin/bash:
+// no such file or directory".
+func workspaceProblem(ws string, hidden []string) string {
+	w := resolved(ws)
+	for _, h := range hidden {
+		hr := resolved(h)
+		if w == hr || strings.HasPrefix(w, hr+"/") {
+			return fmt.Sprintf("%s is inside %s, which the sandbox hides from every command (the state dir, the config or a secret): "+
+				"commands could not even start there (they would fail with \"no such file or directory\"); use a workspace outside it, e.g. /srv/ops", ws, h)
+		}
+	}
+	return ""
+}
+
+// resolved is p absolute with its symlinks resolved as far as they exist.
+func resolved(p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	if r, err := filepath.EvalSymlinks(a); err == nil {
+		return r
+	}
+	// Resolve the longest existing parent: the state dir may not exist yet.
+	dir, rest := a, ""
+	for dir != "/" && dir != "." {
+		if r, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(r, rest)
+		}
+		dir, rest = filepath.Dir(dir), filepath.Join(filepath.Base(dir), rest)
+	}
+	return a
+}
+
+// secretModeProblem says why a secret file with stat st may not hold a
+// secret of a daemon running as uid with the groups gids, "" if it may. The
+// rule is who can read it: nobody but root, the daemon's user and a group
+// the daemon runs with. So the package's layout (root:thinbot 0640, the
+// daemon in group thinbot) passes, and so does thinbot:thinbot 0600; a file
+// others can read, or whose group the daemon is not in, does not. (A group
+// is trusted as a whole: put no other account into the daemon's group.)
+func secretModeProblem(path string, mode os.FileMode, fuid, fgid uint32, uid int, gids []int) string {
+	perm := mode.Perm()
+	switch {
+	case perm&0o007 != 0:
+		return fmt.Sprintf("%s is readable or writable by other users (mode %s); chmod o-rwx it (0600, or 0640 with the daemon's group)", path, perm)
+	case fuid != 0 && int(fuid) != uid:
+		return fmt.Sprintf("%s is owned by uid %d, who is neither root nor the daemon's user (uid %d) and can read it; chown it", path, fuid, uid)
+	case perm&0o070 != 0 && fgid != 0 && !slices.Contains(gids, int(fgid)):
+		return fmt.Sprintf("%s is open to group %d (mode %s), a group the daemon (uid %d) is not in; chmod g-rwx it or chgrp it to the daemon's group", path, fgid, perm, uid)
+	}
+	return ""
+}
+
+// daemonGroups are the groups this process runs with.
+func daemonGroups() []int {
+	gids, _ := os.Getgroups()
+	return append(gids, os.Getegid())
+}
+
+// systemdSources is what the daemon's systemd unit gives it: its unit files
+// (fragment and drop-ins), the EnvironmentFiles they name, and which secret
+// variables each of them sets.
+type systemdSources struct {
+	Unit     string
+	Files    []string // unit files and drop-in directories found
+	EnvFiles []string
+	// Vars maps a secret variable's name to the file that sets it.
+	Vars map[string]string
+}
+
+// systemdDirs are where systemd looks for a system unit and its drop-ins,
+// highest priority first (systemd.unit(5)).
+var systemdDirs = []string{"/etc/systemd/system.control", "/run/systemd/system.control", "/run/systemd/transient",
+	"/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system"}
+
+// systemdUnit is the unit this process runs as: under systemd
+// ($INVOCATION_ID is set) the .service of its cgroup, else the configured
+// name, else thinbot.service.
+func systemdUnit(configured string, getenv func(string) string) string {
+	if getenv("INVOCATION_ID") != "" {
+		if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				for _, part := range strings.Split(line, "/") {
+					if strings.HasSuffix(part, ".service") {
+						configured = part
+					}
+				}
+			}
+		}
+	}
+	if configured == "" {
+		configured = "thinbot.service"
+	}
+	return configured
+}
+
+// discoverSystemd finds unit's files in dirs and reads which secret
+// variables they and their EnvironmentFiles set. Files it cannot read are
+// still listed (they are hidden all the same).
+func discoverSystemd(unit string, dirs []string) systemdSources {
+	s := systemdSources{Unit: unit, Vars: map[string]string{}}
+	names := []string{unit}
+	if at := strings.Index(unit, "@"); at > 0 {
+		names = append(names, unit[:at+1]+filepath.Ext(unit)) // thinbot@.service
+	}
+	var files []string
+	for _, d := range dirs {
+		for _, n := range names {
+			if f := filepath.Join(d, n); exists(f) {
+				files = append(files, f)
+			}
+			dd := filepath.Join(d, n+".d")
+			if exists(dd) {
+				s.Files = append(s.Files, dd)
+				m, _ := filepath.Glob(filepath.Join(dd, "*.conf"))
+				files = append(files, m...)
+			}
+		}
+		// Drop-ins for every service.
+		if dd := filepath.Join(d, "service.d"); exists(dd) {
+			m, _ := filepath.Glob(filepath.Join(dd, "*.conf"))
+			files = append(files, m...)
+		}
+	}
+	for _, f := range files {
+		s.Files = append(s.Files, f)
+		s.readUnit(f)
+	}
+	for _, ef := range s.EnvFiles {
+		s.readEnvFile(ef)
+	}
+	return s
+}
+
+func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
+
+// readUnit notes the EnvironmentFile= and secret Environment= lines of a
+// unit file.
+func (s *systemdSources) readUnit(path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		key, val, ok := strings.Cut(strings.TrimSpace(sc.Text()), "=")
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(key) {
+		case "EnvironmentFile":
+			p := strings.TrimPrefix(strings.TrimSpace(val), "-")
+			if p != "" && filepath.IsAbs(p) && !strings.Contains(p, "%") && !slices.Contains(s.EnvFiles, p) {
+				s.EnvFiles = append(s.EnvFiles, p)
+			}
+		case "Environment":
+			for _, kv := range strings.Fields(val) {
+				name, _, _ := strings.Cut(strings.Trim(kv, `"'`), "=")
+				if secretVar(name) {
+					s.Vars[name] = path
+				}
+			}
+		}
+	}
+}
+
+// readEnvFile notes the secret variables an EnvironmentFile sets.
+func (s *systemdSources) readEnvFile(path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimPrefix(strings.TrimSpace(sc.Text()), "export ")
+		if name, _, ok := strings.Cut(line, "="); ok && secretVar(strings.TrimSpace(name)) {
+			s.Vars[strings.TrimSpace(name)] = path
+		}
+	}
+}
+
+// hide is what of the unit the sandbox hides: its files, drop-in
+// directories and EnvironmentFiles.
+func (s systemdSources) hide() []string {
+	return append(append([]string(nil), s.Files...), s.EnvFiles...)
+}
+
+// secretVar reports whether an environment variable holds a secret: the
+// model key, or a name that says token, secret, password or key.
+func secretVar(name string) bool {
+	u := strings.ToUpper(name)
+	for _, w := range []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "PRIVATE_KEY", "CREDENTIAL"} {
+		if strings.Contains(u, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// secretWarnings are config check's warnings about secrets that come from
+// the environment: the file systemd reads each from (hidden from commands,
+// but a file only thinbot opens, named in the config, is the better home).
+func (c *daemonConfig) secretWarnings(getenv func(string) string) []string {
+	var out []string
+	names := make([]string, 0, len(c.systemd.Vars))
+	for n := range c.systemd.Vars {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		use := ""
+		if n == "AGENT_API_KEY" && c.Model.APIKeyFile != "" {
+			use = " (unused: model.api_key_file is set)"
+		}
+		out = append(out, fmt.Sprintf("secret %s comes from the environment%s: systemd reads it from %s (unit %s). Commands cannot read that file (it is hidden), "+
+			"but every process of the unit gets the value; prefer model.api_key_file (or the platform's *_file keys), a file only thinbot opens", n, use, c.systemd.Vars[n], c.systemd.Unit))
+	}
+	if c.Model.APIKeyFile == "" && getenv("AGENT_API_KEY") != "" && c.systemd.Vars["AGENT_API_KEY"] == "" {
+		out = append(out, fmt.Sprintf("secret AGENT_API_KEY comes from the environment, from no file of unit %s that thinbot found "+
+			"(set systemd_unit if the unit has another name, or list the file under secret_files so that commands cannot read it); prefer model.api_key_file", c.systemd.Unit))
+	}
+	return out
+}
+
+// secretValues are the secrets in the config's secret files, for the
+// agent to redact from command output: each file's content, and each word
+// of 16 characters or more in it (a login token of web.tokens_file, the
+// value of a NAME=value line).
+func (c *daemonConfig) secretValues() []string {
+	var out []string
+	for _, kv := range c.secretFiles() {
+		v, err := readSecret(kv[1])
+		if err != nil || v == "" {
+			continue
+		}
+		out = append(out, v)
+		for _, w := range strings.Fields(v) {
+			if _, val, ok := strings.Cut(w, "="); ok {
+				w = strings.Trim(val, `"'`)
+			}
+			if len(w) >= 16 && w != v {
+				out = append(out, w)
+			}
+		}
+	}
+	return out
+}

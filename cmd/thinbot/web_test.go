@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/thinbot/thinbot/bot/web"
+	"github.com/thinbot/thinbot/store"
+)
+
+// TestRemovedWebUserIsLoggedOut: serve reloads web.tokens_file when it
+// changes; a user whose line is gone loses their login, and logins survive
+// a restart through the state dir's session table.
+func TestRemovedWebUserIsLoggedOut(t *testing.T) {
+	dir := t.TempDir()
+	tokensFile := filepath.Join(dir, "web-tokens")
+	os.WriteFile(tokensFile, []byte("alice alice-token-0123456789\ncarol carol-token-0123456789\n"), 0o600)
+	w := webConfig{Listen: "127.0.0.1:0", TokensFile: tokensFile, Users: []string{"alice", "carol"}}
+	auth, err := w.auth()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(filepath.Join(dir, "state", "events.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	saved, save := sessionStore(filepath.Join(dir, "state"))
+	newServer := func(saved []byte) *web.Server {
+		srv, err := web.New(web.Config{Listen: "127.0.0.1:0", Auth: auth, Chain: db, Chat: true,
+			Secret: []byte("0123456789abcdef0123456789abcdef"), Sessions: saved, SaveSessions: save})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv
+	}
+	srv := newServer(saved)
+	login := func(token string) *http.Cookie {
+		req := httptest.NewRequest("POST", "http://127.0.0.1:8080/login", strings.NewReader("token="+token))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", "http://127.0.0.1:8080")
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, req)
+		for _, c := range rec.Result().Cookies() {
+			return c
+		}
+		t.Fatalf("login: %d", rec.Code)
+		return nil
+	}
+	status := func(s *web.Server, c *http.Cookie) int {
+		req := httptest.NewRequest("GET", "http://127.0.0.1:8080/api/threads", nil)
+		req.AddCookie(c)
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, req)
+		return rec.Code
+	}
+	alice, carol := login("alice-token-0123456789"), login("carol-token-0123456789")
+	// A restart keeps both logins.
+	saved, _ = sessionStore(filepath.Join(dir, "state"))
+	srv = newServer(saved)
+	if status(srv, alice) != http.StatusOK || status(srv, carol) != http.StatusOK {
+		t.Fatalf("after a restart: alice %d, carol %d", status(srv, alice), status(srv, carol))
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { watchTokens(ctx, tokensFile, srv, 5*time.Millisecond, slog.New(slog.DiscardHandler)) })
+	defer func() { cancel(); wg.Wait() }()
+	os.WriteFile(tokensFile, []byte("alice alice-token-0123456789\n"), 0o600)
+	deadline := time.Now().Add(20 * time.Second)
+	for status(srv, carol) != http.StatusUnauthorized {
+		if time.Now().After(deadline) {
+			t.Fatal("carol is still logged in after her line was removed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if status(srv, alice) != http.StatusOK {
+		t.Error("alice was logged out too")
+	}
+}
