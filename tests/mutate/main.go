@@ -182,6 +182,9 @@ func try(ctx context.Context, scratch string, m mutation, timeout time.Duration,
 func goTest(ctx context.Context, dir string, args []string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
+	// Mutants run without -race; so does the thinbot binary that the
+	// end-to-end tests build.
+	cmd.Env = append(os.Environ(), "THINBOT_E2E_NORACE=1")
 	return cmd.CombinedOutput()
 }
 
