@@ -169,7 +169,8 @@ func try(ctx context.Context, scratch string, m mutation, timeout time.Duration,
 		return "SURVIVED", true, nil
 	case bytes.Contains(outp, []byte("[build failed]")) || bytes.Contains(outp, []byte("[setup failed]")):
 		// A mutant that does not compile proves nothing about the tests.
-		return "BROKEN: the mutant does not build:\n" + tail(outp), true, nil
+		fmt.Fprintf(out, "%s does not build:\n%s\n", m.ID, tail(outp))
+		return "BROKEN: the mutant does not build", true, nil
 	}
 	killer := failedTests(outp)
 	if m.Pending != "" {
