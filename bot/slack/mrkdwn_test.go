@@ -144,6 +144,9 @@ func trailingFence(in string) int {
 func BenchmarkMrkdwn(b *testing.B) {
 	in := strings.Repeat("## Step\nRun **this** with *care*, see [docs](https://example.com).\n- item `code`\n```sh\nls -la | grep x > out\n```\n", 50)
 	b.SetBytes(int64(len(in)))
+	if out := Mrkdwn(in); !strings.Contains(out, "*Step*") || !strings.Contains(out, "<https://example.com|docs>") {
+		b.Fatalf("Mrkdwn did not convert the input:\n%.300s", out)
+	}
 	for b.Loop() {
 		Mrkdwn(in)
 	}

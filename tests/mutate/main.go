@@ -134,10 +134,11 @@ func run(ctx context.Context, only string, timeout time.Duration, keep, verbose 
 		}
 	}
 	tw.Flush()
+	// The plain closing line CI reads: a killed mutant is a passed check.
+	fmt.Fprintf(out, "mutants: %d passed, %d failed\n", len(results)-failed, failed)
 	if failed > 0 {
 		return fmt.Errorf("%d of %d rows not killed", failed, len(results))
 	}
-	fmt.Fprintf(out, "all %d mutants killed\n", len(results))
 	return nil
 }
 
