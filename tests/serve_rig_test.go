@@ -434,7 +434,6 @@ func (c *slackChat) Connected() bool {
 // reconnecting, and needs none: events wait for the next socket. The ack of
 // the next envelope is lost as well, so that one is delivered again.
 func (c *slackChat) CutConnection() {
-	c.f.SetAckTimeout(500 * time.Millisecond)
 	c.f.DropAcks(1)
 	c.f.DropSockets()
 }

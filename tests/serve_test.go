@@ -509,7 +509,6 @@ func scRestartWithPendingApproval(t *testing.T, newChat func(*testing.T) chatSid
 func TestServeSlackRedeliveryAnsweredOnce(t *testing.T) {
 	t.Parallel()
 	chat := newSlack(t, "")
-	chat.f.SetAckTimeout(300 * time.Millisecond)
 	m := fakemodel.Start(t, fakemodel.Reply{Content: "ANSWER(redelivered)"})
 	r := newRig(t, chat, m.URL, rigOpts{})
 
@@ -539,7 +538,6 @@ func TestServeSlackDisconnectMidRun(t *testing.T) {
 	t.Parallel()
 	scConnectionLossMidRun(t, newSlack(t, ""), func(c chatSide) {
 		f := c.(*slackChat).f
-		f.SetAckTimeout(500 * time.Millisecond)
 		f.DropAcks(1) // and the next ack is lost, so that envelope comes again
 		f.Disconnect("refresh_requested")
 	})
