@@ -3,11 +3,13 @@ package bot
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -241,14 +243,83 @@ func TestUnansweredRequestExpires(t *testing.T) {
 	}
 }
 
+// TestStopCancelsTheRunAndKeepsTheSession: /stop from a participant kills
+// the running command's process, the run is recorded as cancelled, and the
+// next message continues the same session (the model sees what came before).
 func TestStopCancelsTheRunAndKeepsTheSession(t *testing.T) {
-	r := newRig(t, cmdModel{cmd: "sleep 60"}, Channel{AllowAll: true}, Config{})
+	const cmd = "echo $$ > sleeper.pid; exec sleep 60"
+	var mu sync.Mutex
+	var second []agentcore.Message
+	model := funcModel(func(r agentcore.Request) (agentcore.Response, error) {
+		last := r.Messages[len(r.Messages)-1]
+		if last.Role == agentcore.RoleUser && strings.Contains(last.Content, "are you there") {
+			mu.Lock()
+			second = r.Messages
+			mu.Unlock()
+			return agentcore.Response{Content: "still here"}, nil
+		}
+		return cmdModel{cmd: cmd}.Complete(t.Context(), r)
+	})
+	r := newRig(t, model, Channel{AllowAll: true}, Config{})
 	r.say(alice, th1, "m1", "wait a minute", true)
 	r.ad.waitPost(t, th1, contains("sleep 60"))
+	var pid int
+	waitFor(t, "the command to write its pid", func() bool {
+		b, err := os.ReadFile(filepath.Join(r.dir, "sleeper.pid"))
+		_, perr := fmt.Sscan(string(b), &pid)
+		return err == nil && perr == nil && pid > 0
+	})
 	r.say(eve, th1, "m2", "/stop", true) // not a participant, not an approver
 	r.ad.waitPost(t, th1, contains("Only people taking part"))
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("the command died before a participant's /stop: %v", err)
+	}
 	r.say(alice, th1, "m3", "/stop", true)
 	r.ad.waitPost(t, th1, contains("Stopped by `/stop`"))
+	waitFor(t, "the stopped command's process to go away", func() bool {
+		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	})
+	var statuses []string
+	for e, err := range r.db.Events(th1.Key(), 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type == agentcore.EvRunFinished {
+			var p struct{ Status string }
+			if err := json.Unmarshal(e.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			statuses = append(statuses, p.Status)
+		}
+	}
+	if len(statuses) != 1 || statuses[0] != agentcore.StatusCancelled {
+		t.Errorf("runs finished = %v, want one %q", statuses, agentcore.StatusCancelled)
+	}
+
+	// The session is kept: the next message continues it.
+	r.say(alice, th1, "m4", "are you there?", false)
+	r.ad.waitPost(t, th1, contains("still here"))
+	mu.Lock()
+	defer mu.Unlock()
+	var earlier bool
+	for _, m := range second {
+		earlier = earlier || (m.Role == agentcore.RoleUser && strings.Contains(m.Content, "wait a minute"))
+	}
+	if !earlier {
+		t.Errorf("the run after /stop does not see the session's earlier message: %+v", second)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 20 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func TestMessagesDuringARunAreQueuedAndDeduplicated(t *testing.T) {

@@ -204,5 +204,8 @@ func BenchmarkIndex100(b *testing.B) {
 	for b.Loop() {
 		idx = s.Index(DefaultIndexBudget)
 	}
+	if !strings.Contains(idx, s.Skills[0].Name) {
+		b.Fatalf("the index does not list the first skill:\n%s", idx)
+	}
 	b.ReportMetric(float64(EstimateTokens(idx))/100, "tokens/line")
 }

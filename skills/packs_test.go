@@ -11,12 +11,26 @@ import (
 	"testing"
 )
 
-// needPython skips a test when python3 is absent (CI installs it).
+// needPython skips a test when python3 is absent, and fails it under CI
+// (.ci/run installs python3).
 func needPython(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 is not installed; the csv-stats and log-triage scripts need it")
+	needTool(t, "python3", "the csv-stats and log-triage scripts need it")
+}
+
+// needTool returns the path of a program a test needs. A missing program
+// skips the test on a developer's machine and fails it under CI (CI=1,
+// set by .ci/run, which installs what the tests need).
+func needTool(t *testing.T, name, why string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not installed (%s); .ci/run installs it", name, why)
+		}
+		t.Skipf("%s is not installed; %s", name, why)
 	}
+	return p
 }
 
 // runScript runs a pack script with an explicit interpreter, as the model does.
@@ -230,18 +244,12 @@ mem total 7.6G available 0.4G (5%)  swap 1.9G used 1.8G
 	// Without ss the ports section falls back to /proc/net/tcp.
 	bin := t.TempDir()
 	for _, b := range []string{"awk", "sort", "head", "grep", "sed"} {
-		p, err := exec.LookPath(b)
-		if err != nil {
-			t.Skipf("%s not installed", b)
-		}
+		p := needTool(t, b, "sys-doctor's ports fallback uses it")
 		if err := os.Symlink(p, filepath.Join(bin, b)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("bash not installed")
-	}
+	bash := needTool(t, "bash", "sys-doctor is a bash script")
 	out, err = runScript(t, "", []string{"DOCTOR_PROC=sys-doctor/testdata/proc", "PATH=" + bin}, bash, script, "ports")
 	if err != nil {
 		t.Fatal(err)

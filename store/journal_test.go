@@ -274,6 +274,9 @@ func TestJournalWriteFailure(t *testing.T) {
 	want := fill(t, db, 3)
 	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
 	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no /dev/full (CI runs on Linux, which has it):", err)
+		}
 		t.Skip("no /dev/full:", err)
 	}
 	db.auditMu.Lock()

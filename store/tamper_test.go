@@ -113,6 +113,11 @@ func TestVerifyDetectsTamperingInBolt(t *testing.T) {
 		{"rewritten event with recomputed hash", func(tx *bolt.Tx) error {
 			return put(tx, 5, forge(5, hashOf(fx.lines[3]), "a"))
 		}, 6},
+		// Only the recorded head (seq and hash) can catch a rewritten last
+		// event: no later event links to it.
+		{"rewritten last event with recomputed hash", func(tx *bolt.Tx) error {
+			return put(tx, 30, forge(30, hashOf(fx.lines[28]), "c"))
+		}, 31},
 		{"deleted event", func(tx *bolt.Tx) error { return del(tx, 5, "a") }, 5},
 		{"deleted last event", func(tx *bolt.Tx) error { return del(tx, 30, "c") }, 30},
 		{"deleted session", func(tx *bolt.Tx) error {

@@ -85,6 +85,10 @@ type chatSide interface {
 	// the post lost it (a stale client, a replayed click); the returned
 	// press sends the click and returns what the clicker was shown.
 	KeepButton(t *testing.T, channel, root, postID, action string) func(t *testing.T, user string) string
+	// CopyButton is KeepButton for a click that names the post onto instead
+	// of the button's own (a button copied into another message, a forged
+	// callback).
+	CopyButton(t *testing.T, channel, root, postID, action, onto string) func(t *testing.T, user string) string
 	// Ephemerals are the texts shown to user alone, oldest first.
 	Ephemerals(user string) []string
 	// Connected reports whether thinbot holds an event connection.
@@ -188,7 +192,12 @@ func (c *mmChat) Click(t *testing.T, _, _, postID, action, user string) {
 // KeepButton keeps the button's integration (URL and signed context) and
 // later calls it the way Mattermost does, which is what a click on a stale
 // client's copy of the post comes down to.
-func (c *mmChat) KeepButton(t *testing.T, _, _, postID, action string) func(*testing.T, string) string {
+func (c *mmChat) KeepButton(t *testing.T, channel, root, postID, action string) func(*testing.T, string) string {
+	t.Helper()
+	return c.CopyButton(t, channel, root, postID, action, postID)
+}
+
+func (c *mmChat) CopyButton(t *testing.T, _, _, postID, action, onto string) func(*testing.T, string) string {
 	t.Helper()
 	p, ok := c.s.Post(postID)
 	if !ok {
@@ -209,7 +218,7 @@ func (c *mmChat) KeepButton(t *testing.T, _, _, postID, action string) func(*tes
 		t.Helper()
 		body, _ := json.Marshal(map[string]any{
 			"user_id": c.ids[user], "user_name": user, "channel_id": p.ChannelID, "team_id": c.s.TeamID,
-			"post_id": postID, "trigger_id": "stale-trigger", "type": "", "context": act.Context,
+			"post_id": onto, "trigger_id": "stale-trigger", "type": "", "context": act.Context,
 		})
 		resp, err := http.Post(act.URL, "application/json", bytes.NewReader(body))
 		if err != nil {
@@ -355,7 +364,12 @@ func (c *slackChat) Click(t *testing.T, channel, _, postID, action, user string)
 	c.f.Click(channel, postID, action, c.ids[user])
 }
 
-func (c *slackChat) KeepButton(t *testing.T, channel, _, postID, action string) func(*testing.T, string) string {
+func (c *slackChat) KeepButton(t *testing.T, channel, root, postID, action string) func(*testing.T, string) string {
+	t.Helper()
+	return c.CopyButton(t, channel, root, postID, action, postID)
+}
+
+func (c *slackChat) CopyButton(t *testing.T, channel, _, postID, action, onto string) func(*testing.T, string) string {
 	t.Helper()
 	var value string
 	found := false
@@ -387,7 +401,7 @@ func (c *slackChat) KeepButton(t *testing.T, channel, _, postID, action string) 
 	return func(t *testing.T, user string) string {
 		t.Helper()
 		before := len(c.Ephemerals(user))
-		c.f.ClickValue(channel, postID, action, c.ids[user], value)
+		c.f.ClickValue(channel, onto, action, c.ids[user], value)
 		var got string
 		waitUntil(t, "the clicker is answered", func() bool {
 			e := c.Ephemerals(user)
@@ -420,7 +434,6 @@ func (c *slackChat) Connected() bool {
 // reconnecting, and needs none: events wait for the next socket. The ack of
 // the next envelope is lost as well, so that one is delivered again.
 func (c *slackChat) CutConnection() {
-	c.f.SetAckTimeout(500 * time.Millisecond)
 	c.f.DropAcks(1)
 	c.f.DropSockets()
 }

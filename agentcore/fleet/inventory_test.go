@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"io"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -268,11 +269,77 @@ func FuzzParseINI(f *testing.F) {
 	})
 }
 
+// FuzzSelect: whatever the pattern, Select names only inventory hosts,
+// sorted and once each, the same way twice; an exclusion never adds a host
+// and removes the one it names, "&all" changes nothing, and a union part
+// never removes a host.
 func FuzzSelect(f *testing.F) {
-	f.Add("web:&prod:!web-0*")
+	for _, p := range []string{
+		"web:&prod:!web-0*", "all", "*", "web", "db-1", "web-0?", "web,db", "prod:!db",
+		"web:&db", "!web", "&prod", "all:!all", "web-10", "10.0.0.1", "::1", "fe80::1:!x",
+		"web[0]", "~web.*", "w*b*:&p*:!*1", " web , db ", "web::db", "nosuch", "[", "web-0[1-2]",
+	} {
+		f.Add(p)
+	}
+	inv, err := ParseINI(strings.NewReader(iniInv))
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := inv.Build(); err != nil {
+		f.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, h := range inv.Hosts() {
+		known[h.Name] = true
+	}
+	names := func(hs []Host) []string {
+		var out []string
+		for _, h := range hs {
+			out = append(out, h.Name)
+		}
+		return out
+	}
 	f.Fuzz(func(t *testing.T, p string) {
-		inv, _ := ParseINI(strings.NewReader(iniInv))
-		_ = inv.Build()
-		_, _ = inv.Select(p)
+		hs, err := inv.Select(p)
+		if err != nil {
+			return
+		}
+		got := names(hs)
+		for i, h := range got {
+			if !known[h] {
+				t.Fatalf("Select(%q) names %q, not in the inventory", p, h)
+			}
+			if i > 0 && got[i-1] >= h {
+				t.Fatalf("Select(%q) = %v: not sorted, or a host twice", p, got)
+			}
+		}
+		again, err := inv.Select(p)
+		if err != nil || !slices.Equal(names(again), got) {
+			t.Fatalf("Select(%q) = %v, then %v, %v", p, got, names(again), err)
+		}
+		same, err := inv.Select(p + ",&all")
+		if err != nil || !slices.Equal(names(same), got) {
+			t.Fatalf("Select(%q,&all) = %v, %v; want %v", p, names(same), err, got)
+		}
+		for _, h := range []string{"web-01", "db-1", "bastion"} {
+			less, err := inv.Select(p + ",!" + h)
+			if err != nil {
+				t.Fatalf("Select(%q,!%s): %v", p, h, err)
+			}
+			for _, x := range names(less) {
+				if x == h || !slices.Contains(got, x) {
+					t.Fatalf("Select(%q,!%s) = %v: %s is not in %v, or is the excluded host", p, h, names(less), x, got)
+				}
+			}
+			more, err := inv.Select(p + "," + h)
+			if err != nil {
+				t.Fatalf("Select(%q,%s): %v", p, h, err)
+			}
+			for _, x := range got {
+				if !slices.Contains(names(more), x) {
+					t.Fatalf("Select(%q,%s) = %v lost %s", p, h, names(more), x)
+				}
+			}
+		}
 	})
 }

@@ -32,6 +32,8 @@ func benchServer(b *testing.B) *httptest.Server {
 
 // BenchmarkFirstByte measures the time from calling Complete to the first
 // text reaching OnText (reported as ttfb-ns/op), through the whole client.
+// A call whose text never reached OnText fails: broken streaming must not
+// report a perfect 0 ns.
 func BenchmarkFirstByte(b *testing.B) {
 	srv := benchServer(b)
 	c, err := New(Config{BaseURL: srv.URL, Model: "m"})
@@ -49,8 +51,12 @@ func BenchmarkFirstByte(b *testing.B) {
 				first = time.Since(start)
 			}
 		}
-		if _, err := c.Complete(b.Context(), req); err != nil {
+		resp, err := c.Complete(b.Context(), req)
+		if err != nil {
 			b.Fatal(err)
+		}
+		if first == 0 || resp.Content != "Hello, world" {
+			b.Fatalf("no streamed text reached OnText (first after %v), answer %q", first, resp.Content)
 		}
 		total += first
 	}

@@ -3,6 +3,7 @@ package openai
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -87,8 +88,12 @@ func TestTextProtocolToolCallsAreNotShown(t *testing.T) {
 	}
 }
 
-// FuzzParseAPIError checks that any error body gives an APIError without
-// panicking, and that context-length numbers are never negative.
+// FuzzParseAPIError: any error answer (status, body, Retry-After) gives an
+// APIError without panicking whose text starts with its status, never holds
+// a request or answer header's secret, and keeps the message short; a
+// context-length or tools-unsupported meaning comes only from the statuses
+// servers use for it (tools only when tools were sent), is never retried,
+// and carries no negative numbers; Retry-After stays within its cap.
 func FuzzParseAPIError(f *testing.F) {
 	for _, b := range []string{
 		`{"error":{"code":400,"message":"request (4476 tokens) exceeds the available context size (4096 tokens)","type":"exceed_context_size_error","n_prompt_tokens":4476,"n_ctx":4096}}`,
@@ -96,15 +101,64 @@ func FuzzParseAPIError(f *testing.F) {
 		`{"error":"the input length exceeds the context length"}`,
 		`{"detail":"Too many tokens"}`, `<html><title>x</title></html>`, ``,
 		`{"error":{"message":"exceeds the available context size","n_ctx":-5,"n_prompt_tokens":-1}}`,
+		`{"error":{"message":"tools param requires --jinja flag","type":"server_error"}}`,
+		`{"error":{"message":"` + strings.Repeat("é", 400) + `"}}`,
+		`<!DOCTYPE html><h1>502 Bad <b>Gateway</b></h1>`,
+		`{"error":{"message":"rate limited","type":"rate_limit_error","code":"429"}}`,
+		`{"detail":[{"loc":["body","tools"],"msg":"extra fields not permitted"}]}`,
 	} {
-		f.Add(400, b)
+		for _, status := range []int{400, 413, 422, 429, 500, 501, 502, 503} {
+			f.Add(status, b, "", true)
+		}
 	}
-	f.Fuzz(func(t *testing.T, status int, body string) {
-		e := parseAPIError(status, http.Header{}, []byte(body), true)
-		_ = e.Error()
+	f.Add(429, `{}`, "7", false)
+	f.Add(503, `{}`, "Wed, 21 Oct 2015 07:28:00 GMT", false)
+	f.Add(503, `{}`, "99999999", false)
+	f.Add(503, `{}`, "-3", false)
+	const secret = "sk-fuzz-header-secret"
+	f.Fuzz(func(t *testing.T, status int, body, retry string, hadTools bool) {
+		h := http.Header{}
+		h.Set("Retry-After", retry)
+		h.Set("Set-Cookie", "session="+secret)
+		h.Set("Authorization", "Bearer "+secret)
+		e := parseAPIError(status, h, []byte(body), hadTools)
+		msg := e.Error()
+		if e.StatusCode != status || !strings.HasPrefix(msg, "HTTP "+strconv.Itoa(status)) {
+			t.Fatalf("Error() = %q for status %d", msg, status)
+		}
+		if !strings.Contains(body, secret) && strings.Contains(msg, secret) {
+			t.Fatalf("Error() %q echoes a header", msg)
+		}
+		if len(e.Message) > maxMessage+len("…") {
+			t.Fatalf("message of %d bytes, limit %d", len(e.Message), maxMessage)
+		}
+		if e.RetryAfter < 0 || e.RetryAfter > maxRetryAfter {
+			t.Fatalf("RetryAfter %v from %q", e.RetryAfter, retry)
+		}
 		var cle *agentcore.ContextLengthError
 		if errors.As(e, &cle) && (cle.Window < 0 || cle.Prompt < 0 || cle.Completion < 0) {
 			t.Fatalf("negative numbers %+v from %q", *cle, body)
+		}
+		overflow, tools := errors.Is(e, agentcore.ErrContextLength), errors.Is(e, agentcore.ErrToolsUnsupported)
+		switch status {
+		case 400, 413, 422, 500:
+		default:
+			if overflow {
+				t.Fatalf("status %d read as a context overflow: %q", status, body)
+			}
+		}
+		switch status {
+		case 400, 422, 500, 501:
+		default:
+			if tools {
+				t.Fatalf("status %d read as tools unsupported: %q", status, body)
+			}
+		}
+		if tools && !hadTools {
+			t.Fatalf("tools unsupported although none were sent: %q", body)
+		}
+		if (overflow || tools) && e.retryable() {
+			t.Fatalf("%v is retried", e)
 		}
 	})
 }

@@ -296,14 +296,35 @@ func BenchmarkParsePosted(b *testing.B) {
 
 func BenchmarkStripMention(b *testing.B) {
 	text := "hey @thinbot: please check " + strings.Repeat("disk usage on web-01 ", 20)
+	want := "hey please check " + strings.TrimSpace(strings.Repeat("disk usage on web-01 ", 20))
+	if got, found := stripMention(text, "thinbot"); !found || strings.TrimSpace(got) != want {
+		b.Fatalf("stripMention = %q, %v; want %q, true", got, found, want)
+	}
 	for b.Loop() {
 		stripMention(text, "thinbot")
 	}
 }
 
+// BenchmarkMAC times the check of a button callback's signature: accept
+// (a valid MAC, every callback a user really clicks) and reject (a forged
+// one of the same length), each asserted, so an early return cannot pass
+// as fast.
 func BenchmarkMAC(b *testing.B) {
 	a := &Adapter{cfg: Config{ActionSecret: testSecret}}
-	for b.Loop() {
-		a.validMAC("channel", "root", "request-id", "approve", "00")
+	valid := a.mac("channel", "root", "request-id", "approve")
+	forged := []byte(valid)
+	forged[len(forged)/2] ^= 1
+	for _, tt := range []struct {
+		name string
+		mac  string
+		want bool
+	}{{"accept", valid, true}, {"reject", string(forged), false}} {
+		b.Run(tt.name, func(b *testing.B) {
+			for b.Loop() {
+				if a.validMAC("channel", "root", "request-id", "approve", tt.mac) != tt.want {
+					b.Fatalf("validMAC(%q) != %v", tt.mac, tt.want)
+				}
+			}
+		})
 	}
 }

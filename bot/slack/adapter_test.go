@@ -184,7 +184,6 @@ func TestFiltering(t *testing.T) {
 
 func TestRedeliveredEventAnsweredOnce(t *testing.T) {
 	e := start(t, "socket", nil)
-	e.f.SetAckTimeout(200 * time.Millisecond)
 	e.f.DropAcks(1)
 	ts := e.f.UserMessage("U1", "C1", "", "<@UBOT> once")
 	if m := e.next(t); m.ID != ts {
@@ -192,7 +191,7 @@ func TestRedeliveredEventAnsweredOnce(t *testing.T) {
 	}
 	e.f.Wait(ctxT(t), "a redelivered, acked envelope", func() bool {
 		for _, env := range e.f.Envelopes() {
-			if env.RetryAttempt == 1 && env.RetryReason == "timeout" && env.Acked {
+			if env.RetryAttempt >= 1 && env.RetryReason == "timeout" && env.Acked {
 				return true
 			}
 		}

@@ -637,15 +637,10 @@ func (f *Server) HangMethod(method string, hang bool) {
 	f.hang[method] = hang
 }
 
-// SetAckTimeout changes AckTimeout while the fake runs.
-func (f *Server) SetAckTimeout(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.AckTimeout = d
-}
-
-// DropAcks makes the fake ignore the next n envelope acks, so those
-// envelopes are redelivered after AckTimeout as Slack would.
+// DropAcks makes the fake lose the next n envelope acks; each of those
+// envelopes is redelivered (retry_reason "timeout", as Slack does once its
+// ack timeout passed) as soon as its lost ack arrives, without waiting for
+// AckTimeout.
 func (f *Server) DropAcks(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -650,7 +650,17 @@ func (f *Server) readLoop(c *conn) {
 		}
 		f.mu.Lock()
 		if f.dropAcks > 0 {
+			// The ack is lost. Slack would redeliver once its ack timeout
+			// passed; the fake redelivers now, so that tests wait for the
+			// redelivery as an event instead of racing a short timeout.
 			f.dropAcks--
+			for _, e := range f.envelopes {
+				if e.id == ack.EnvelopeID && !e.acked && e.inflight {
+					e.timer.Stop()
+					f.retryLocked(e)
+				}
+			}
+			f.flushLocked()
 		} else {
 			for _, e := range f.envelopes {
 				if e.id != ack.EnvelopeID || e.acked {

@@ -1,0 +1,141 @@
+package main
+
+import "time"
+
+// mutation is one row: in File, the exact snippet Old (which must occur
+// exactly once) becomes New, and `go test -count=1 -run Run Pkgs` must then
+// fail. Keep Old short but unique, and name in Run the tests that are meant
+// to kill the row (the whole package is slower and hides which test guards
+// the line).
+type mutation struct {
+	ID   string
+	File string
+	What string // what the mutant would do to a user
+	Old  string
+	New  string
+	Pkgs []string
+	Run  string // a go test -run pattern; "" runs every test
+	// Pending, when set, says which missing test should kill this row: it
+	// is run and reported, but its survival does not fail the check (and
+	// its death does, so that the mark is removed).
+	Pending string
+}
+
+func (m mutation) args(timeout time.Duration) []string {
+	a := []string{"test", "-count=1", "-timeout", timeout.String()}
+	if m.Run != "" {
+		a = append(a, "-run", m.Run)
+	}
+	return append(a, m.Pkgs...)
+}
+
+// table is the list of mutations the tests must kill: the kernel's
+// security decisions, the gate's key checks, the store's hash checks, the
+// approval rules and the web console's authentication. Line numbers are
+// not used, so edits elsewhere in a file do not stale a row.
+var table = []mutation{
+	// agentcore: what runs, where, and what is recorded.
+	{ID: "A1", File: "agentcore/agent.go", What: "a command the gate passes runs in the approved (writable) sandbox",
+		Old: "mode := sandbox.ReadOnly", New: "mode := sandbox.Approved",
+		Pkgs: []string{"./agentcore"}, Run: "TestPassRunsReadOnlyApprovedRunsWritable"},
+	{ID: "A2", File: "agentcore/agent.go", What: "command output reaches the model and the chain unredacted",
+		Old: "content := a.redact(formatExec(ex, a.cfg.Exec.ViewLimit))", New: "content := formatExec(ex, a.cfg.Exec.ViewLimit)",
+		Pkgs: []string{"./agentcore"}, Run: "TestSecretsAreRedactedFromOutput|TestSecretsRedactedEverywhere"},
+	{ID: "A3", File: "agentcore/agent.go", What: "a refused approval counts as approved",
+		Old: "if !dec.Approved {", New: "if false && !dec.Approved {",
+		Pkgs: []string{"./agentcore"}, Run: "TestRefusedApprovalDoesNotRun"},
+	{ID: "A4", File: "agentcore/agent.go", What: "with no sandbox, commands the gate passes run without approval (fail-closed off)",
+		Old:  "\tif why == \"\" {\n\t\treturn d\n\t}\n\treturn gate.Decision{Verdict: gate.Confirm, Rule: \"sandbox-unavailable\"",
+		New:  "\tif true {\n\t\treturn d\n\t}\n\treturn gate.Decision{Verdict: gate.Confirm, Rule: \"sandbox-unavailable\"",
+		Pkgs: []string{"./agentcore"}, Run: "TestSandboxUnavailableFailsClosed"},
+	{ID: "A5", File: "agentcore/agent.go", What: "the command shown for approval and recorded is not redacted",
+		Old: "info.Command = a.redact(info.Command)\n\tinfo.Verdict, info.Reason, info.Action", New: "info.Verdict, info.Reason, info.Action",
+		Pkgs: []string{"./agentcore"}, Run: "TestSecretsRedactedEverywhere"},
+	{ID: "A6", File: "agentcore/agent.go", What: "the model's reasoning is stored unredacted",
+		Old: "Reasoning: a.redact(resp.Reasoning)", New: "Reasoning: resp.Reasoning",
+		Pkgs: []string{"./agentcore"}, Run: "TestSecretsRedactedEverywhere"},
+
+	// bot: who may decide an approval, and on which post.
+	{ID: "B1", File: "bot/approval.go", What: "two-person rule off: the requester approves their own request",
+		Old: "if ch.TwoPerson && u.ID == req.requester.ID {", New: "if false && ch.TwoPerson && u.ID == req.requester.ID {",
+		Pkgs: []string{"./bot"}, Run: "TestApprovalRules"},
+	{ID: "B2", File: "bot/approval.go", What: "any_member: a non-member may approve",
+		Old: "\t\tif ok {\n\t\t\treturn \"\"\n\t\t}\n\t\treturn \"only members", New: "\t\tif ok || true {\n\t\t\treturn \"\"\n\t\t}\n\t\treturn \"only members",
+		Pkgs: []string{"./bot"}, Run: "TestAnyMemberMayApprove"},
+	{ID: "B3", File: "bot/approval.go", What: "a click on another post decides the request",
+		Old: "c.PostID != postID)", New: "c.PostID != postID && false)",
+		// The bot's own test, and both chat adapters end to end through
+		// their fakes (a button copied onto the thread's root post).
+		Pkgs: []string{"./bot", "./tests"}, Run: "TestClickOnAnotherPost|TestServe$/.*/ApprovalRules"},
+
+	// store: the hash chain and its head; Close.
+	{ID: "S1", File: "store/event.go", What: "an event's hash is not checked against its body",
+		Old: "h != ev.Hash {", New: "false && h != ev.Hash {",
+		Pkgs: []string{"./store"}, Run: "TestVerifyDetectsTampering"},
+	{ID: "S2", File: "store/verify.go", What: "an event's prev link is not checked",
+		Old: "case ev.Prev != c.rep.LastHash:", New: "case false && ev.Prev != c.rep.LastHash:",
+		Pkgs: []string{"./store"}, Run: "TestVerifyDetectsTampering"},
+	{ID: "S3", File: "store/verify.go", What: "the recorded head's hash is not compared (a rewritten last event verifies)",
+		Old: "case headSeq < c.rep.LastSeq || headHash != c.rep.LastHash:", New: "case headSeq < c.rep.LastSeq:",
+		Pkgs: []string{"./store"}, Run: "TestVerifyDetectsTampering"},
+	{ID: "S4", File: "store/verify.go", What: "deleted last events verify (head beyond the chain ignored)",
+		Old: "case headSeq > c.rep.LastSeq:", New: "case false:",
+		Pkgs: []string{"./store"}, Run: "TestVerifyDetectsTampering"},
+	{ID: "S5", File: "store/store.go", What: "Close deadlocks with VerifyAudit and appenders waiting for the queue",
+		Old: "\tcase <-db.closing:\n\t\tdb.closeMu.RUnlock()\n\t\treturn nil, ErrClosed\n", New: "",
+		Pkgs: []string{"./store"}, Run: "TestCloseWhileVerifyAuditWaitsForCommits"},
+
+	// gate: the checks every pass verdict relies on.
+	{ID: "G1", File: "gate/classify.go", What: "`< file` reads sensitive paths without a check",
+		Old:  "if pat := k.sensitive(target.s); pat != \"\" {\n\t\t\treturn ptr(confirm(\"secret.path\", \"reads %s",
+		New:  "if pat := k.sensitive(target.s); false && pat != \"\" {\n\t\t\treturn ptr(confirm(\"secret.path\", \"reads %s",
+		Pkgs: []string{"./gate"}, Run: "TestClassify$|TestClassifyHoles"},
+	{ID: "G2", File: "gate/classify.go", What: "expansions in a here-doc pass",
+		Old: "if _, ok := part.(*syntax.Lit); !ok {", New: "if _, ok := part.(*syntax.Lit); false && !ok {",
+		Pkgs: []string{"./gate"}, Run: "TestClassify$|TestClassifyHoles"},
+	{ID: "G3", File: "gate/classify.go", What: "a write redirection passes",
+		Old: "if target.s == \"/dev/null\" && !target.glob {", New: "if target.s == \"/dev/null\" || !target.glob {",
+		Pkgs: []string{"./gate"}, Run: "TestClassify$|TestClassifyHoles"},
+	{ID: "G4", File: "gate/deny.go", What: "the fork-bomb deny rule never fires",
+		Old: "if self && spawns {", New: "if false && self && spawns {",
+		Pkgs: []string{"./gate"}, Run: "TestClassify$|TestClassifyHoles"},
+	{ID: "G5", File: "gate/classify.go", What: "a command the parser cannot read passes",
+		Old: "return confirm(\"parse-error\",", New: "_ = f; return passDecision; return confirm(\"parse-error\",",
+		Pkgs: []string{"./gate"}, Run: "TestClassify$|TestClassifyHoles"},
+	{ID: "G6", File: "gate/classify.go", What: "the deny scan is skipped",
+		Old: "if d, hit := s.file(f, 0); hit {", New: "if d, hit := s.file(f, 0); false && hit {",
+		Pkgs: []string{"./gate"}, Run: "TestClassify$|TestClassifyHoles"},
+
+	// bot/web: who the console lets in, and from where.
+	{ID: "W1", File: "bot/web/server.go", What: "a cross-site POST (Sec-Fetch-Site) is accepted",
+		Old: "site != \"\" && site != \"same-origin\" {", New: "false && site != \"\" && site != \"same-origin\" {",
+		Pkgs: []string{"./bot/web"}, Run: "TestCrossOriginPostIsRefused"},
+	{ID: "W2", File: "bot/web/server.go", What: "an Origin other than public_origin is accepted",
+		Old:  "if !strings.EqualFold(origin, strings.TrimRight(s.cfg.PublicOrigin, \"/\")) {",
+		New:  "if false && !strings.EqualFold(origin, strings.TrimRight(s.cfg.PublicOrigin, \"/\")) {",
+		Pkgs: []string{"./bot/web"}, Run: "Origin",
+		Pending: "the PublicOrigin test of the bot/web change for #24"},
+	{ID: "W3", File: "bot/web/auth.go", What: "an expired login cookie is accepted",
+		Old: "if err != nil || s.cfg.Now().Unix() > until {", New: "if err != nil || (false && s.cfg.Now().Unix() > until) {",
+		Pkgs: []string{"./bot/web"}, Run: "Cookie|Login"},
+	{ID: "W4", File: "bot/web/server.go", What: "the open console answers a non-loopback Host (DNS rebinding)",
+		Old: "if s.cfg.Auth.open() && !loopbackHost(r.Host) {", New: "if false && s.cfg.Auth.open() && !loopbackHost(r.Host) {",
+		Pkgs: []string{"./bot/web"}, Run: "TestOpenConsoleAnswersOnlyLoopback"},
+	{ID: "W5", File: "bot/web/server.go", What: "an Origin naming another host is accepted",
+		Old: "if !ok || !strings.EqualFold(host, r.Host) {", New: "if !ok || (false && !strings.EqualFold(host, r.Host)) {",
+		Pkgs: []string{"./bot/web"}, Run: "TestCrossOriginPostIsRefused"},
+	{ID: "W6", File: "bot/web/auth.go", What: "the open console trusts non-loopback peers",
+		Old: "\t\tif !remote.IsLoopback() {\n\t\t\treturn identity{}, false", New: "\t\tif false && !remote.IsLoopback() {\n\t\t\treturn identity{}, false",
+		Pkgs: []string{"./bot/web"}, Run: "TestOpenConsoleAnswersOnlyLoopback"},
+	{ID: "W7", File: "bot/web/auth.go", What: "X-Forwarded-User is trusted from any peer",
+		Old: "if s.trustedProxy(remote) {", New: "if true || s.trustedProxy(remote) {",
+		Pkgs: []string{"./bot/web"}, Run: "TestForgedProxyHeaderIsIgnored"},
+	{ID: "W8", File: "bot/web/auth.go", What: "the role check always passes",
+		Old: "\t\t\tif id.has(role) {", New: "\t\t\tif true || id.has(role) {",
+		Pkgs: []string{"./bot/web"}, Run: "TestTokenLoginAndRoles"},
+	{ID: "W9", File: "bot/web/auth.go", What: "the login cookie's MAC is not checked",
+		Old: "if !hmac.Equal([]byte(mac), []byte(s.mac(body))) {", New: "if false && !hmac.Equal([]byte(mac), []byte(s.mac(body))) {",
+		Pkgs: []string{"./bot/web"}, Run: "TestTokenLoginAndRoles"},
+	// Not listed: dropping the "no Origin header" refusal in crossOrigin
+	// is an equivalent mutant (an empty Origin fails the checks after it).
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+)
+
+// TestTableMatchesTheTree keeps the table true without running a mutant
+// (go run ./tests/mutate does that): every row's snippet is in its file
+// exactly once, the mutant differs, the ids are unique, the packages exist
+// and the tests a row names exist.
+func TestTableMatchesTheTree(t *testing.T) {
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, m := range table {
+		if m.ID == "" || seen[m.ID] {
+			t.Errorf("row id %q is empty or repeated", m.ID)
+		}
+		seen[m.ID] = true
+		src, err := os.ReadFile(filepath.Join(root, m.File))
+		if err != nil {
+			t.Errorf("%s: %v", m.ID, err)
+			continue
+		}
+		if n := bytes.Count(src, []byte(m.Old)); n != 1 {
+			t.Errorf("%s: the snippet %q occurs %d times in %s, want once: update the row to the edited line", m.ID, m.Old, n, m.File)
+		}
+		if m.Old == m.New || m.What == "" || len(m.Pkgs) == 0 {
+			t.Errorf("%s: no change, no description or no packages", m.ID)
+		}
+		if m.Run == "" {
+			continue
+		}
+		re, err := regexp.Compile(m.Run)
+		if err != nil {
+			t.Errorf("%s: -run %q: %v", m.ID, m.Run, err)
+			continue
+		}
+		if m.Pending == "" && !anyTest(t, root, m.Pkgs, re) {
+			t.Errorf("%s: no test in %v matches -run %q", m.ID, m.Pkgs, m.Run)
+		}
+	}
+}
+
+var testFunc = regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Example)\w*)\(`)
+
+// anyTest reports whether a test function of one of pkgs matches re.
+func anyTest(t *testing.T, root string, pkgs []string, re *regexp.Regexp) bool {
+	for _, p := range pkgs {
+		files, err := filepath.Glob(filepath.Join(root, p, "*_test.go"))
+		if err != nil || len(files) == 0 {
+			t.Errorf("package %s has no tests", p)
+			continue
+		}
+		for _, f := range files {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, sm := range testFunc.FindAllStringSubmatch(string(src), -1) {
+				if re.MatchString(sm[1]) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
