@@ -422,17 +422,28 @@ func (k *checker) readable(r, cur *Rule, seen []flagUse, file string) *Decision 
 	return nil
 }
 
-// bounded reports whether a bounded_read flag of r was given a value
-// that bounds the read.
+// bounded reports whether a bounded_read flag of r bounds the read: the
+// last flag that sets a value (or a count, as -5 does) must be one of them
+// with a matching value, since the last one wins (`head -c 16 -n 1` reads
+// lines, and /dev/zero has none).
 func (k *checker) bounded(r *Rule, seen []flagUse) bool {
+	ok := false
 	for _, f := range seen {
-		if pat, ok := r.BoundedRead[f.name]; ok {
-			if re := k.c.operandRE[pat]; re != nil && re.MatchString(f.value) {
-				return true
-			}
+		if pat, isBound := r.BoundedRead[f.name]; isBound {
+			re := k.c.operandRE[pat]
+			ok = re != nil && re.MatchString(f.value)
+			continue
+		}
+		if f.value != "" || isNumber(strings.TrimLeft(f.name, "-")) || lookupValueFlag(r, f.name) {
+			ok = false
 		}
 	}
-	return false
+	return ok
+}
+
+// lookupValueFlag reports whether flag takes a value in r.
+func lookupValueFlag(r *Rule, flag string) bool {
+	return slices.Contains(r.ValueFlags, flag) || slices.Contains(r.OptionalValueFlags, flag)
 }
 
 // recursive passes a recursive read of dir only under a recursive read
