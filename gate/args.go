@@ -245,6 +245,11 @@ func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
 			}
 			continue
 		}
+		if !endFlags && a.glob && !r.XargsFlags && !cur.XargsFlags && globMayStartDash(a.s) {
+			// A file named --files0-from=x in the directory would be
+			// read as a flag (wc -l * runs wc -l --files0-from=x).
+			return ptr(confirm("word.glob", "the glob %q may expand to a name that `%s` reads as a flag; end the flags with -- first", a.s, quoteless(name, verb)))
+		}
 		operands = append(operands, a)
 	}
 	label := quoteless(name, verb)
@@ -609,3 +614,9 @@ func seqOperands(operands []arg) *Decision {
 // until, combinations). Every operand is searched, since --arg NAME VALUE
 // takes two words and the gate reads one.
 var jqUnsafe = regexp.MustCompile(`\$ENV|\b(env|import|include|def|repeat|range|while|until|combinations)\b|\brecurse\s*\(`)
+
+// globMayStartDash reports whether a glob word could expand to a name
+// starting with -: it starts with a pattern character rather than text.
+func globMayStartDash(s string) bool {
+	return s != "" && (s[0] == '*' || s[0] == '?' || s[0] == '[' || s[0] == '-')
+}

@@ -264,6 +264,14 @@ var containCases = []gateCase{
 	{cmd: "git diff --ext-diff", want: Confirm, dir: "/srv/repo"},
 	{cmd: "git -C /tmp/x log", want: Confirm, dir: "/srv/repo"},
 	{cmd: "GIT_DIR=/tmp/x/.git git log", want: Confirm, dir: "/srv/repo"},
+	// A glob before -- may expand to a flag (a file named --files0-from=x).
+	{cmd: "wc -l *", want: Confirm, rule: "word.glob"},
+	{cmd: "du -s [a-z]*", want: Confirm},
+	{cmd: "for f in *.log; do wc -l \"$f\"; done", want: Confirm},
+	{cmd: "wc -l -- *", want: Pass},
+	{cmd: "wc -l ./*", want: Pass},
+	{cmd: "ls -l *", want: Pass}, // ls reads any flag as read-only
+	{cmd: "for f in *.log; do wc -l -- \"$f\"; done", want: Pass},
 	// for loops over read-only commands.
 	{cmd: "for h in web1 web2; do ping -c 1 \"$h\"; done", want: Pass},
 	{cmd: "for u in nginx postgresql; do systemctl status \"$u\" --no-pager; done", want: Pass},
