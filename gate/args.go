@@ -362,6 +362,13 @@ func (k *checker) operands(label string, r, cur *Rule, seen []flagUse, operands 
 	if cur.MaxOperands > 0 && len(operands) > cur.MaxOperands {
 		return ptr(confirm("operand.count", "`%s` with more than %d operands can write a file", label, cur.MaxOperands))
 	}
+	for _, f := range seen {
+		if (slices.Contains(cur.FileFlags, f.name) || slices.Contains(r.FileFlags, f.name)) && f.value != "-" {
+			if d := k.readable(r, cur, seen, f.value); d != nil {
+				return d
+			}
+		}
+	}
 	recursive := cur.Recursive || r.Recursive || slices.ContainsFunc(seen, func(f flagUse) bool {
 		return slices.Contains(cur.RecursiveFlags, f.name) || slices.Contains(r.RecursiveFlags, f.name)
 	})
@@ -398,13 +405,6 @@ func (k *checker) operands(label string, r, cur *Rule, seen []flagUse, operands 
 	}
 	if recursive && kind == "files" && len(operands) == 0 {
 		return k.recursive(label, ".")
-	}
-	for _, f := range seen {
-		if (slices.Contains(cur.FileFlags, f.name) || slices.Contains(r.FileFlags, f.name)) && f.value != "-" {
-			if d := k.readable(r, cur, seen, f.value); d != nil {
-				return d
-			}
-		}
 	}
 	return nil
 }

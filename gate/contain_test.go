@@ -74,6 +74,8 @@ var containCases = []gateCase{
 	{cmd: "tr -d x < /dev/zero", want: Confirm},
 	{cmd: "cat /dev/tty", want: Confirm},
 	{cmd: "cat /proc/kmsg", want: Confirm},
+	{cmd: "wc -c /proc/self/pagemap", want: Confirm},
+	{cmd: "tail -c 8 /proc/kpageflags", want: Confirm},
 	{cmd: "cat /sys/kernel/tracing/trace_pipe", want: Confirm},
 	{cmd: "cd /dev && sort zero", want: Confirm},
 	{cmd: "cat /dev/./zero", want: Confirm},
