@@ -57,6 +57,9 @@ var containCases = []gateCase{
 	{cmd: "cd -P / && rm -rf *", want: Deny, dir: "/srv/app"},
 	{cmd: "pushd / && rm -rf *", want: Deny, dir: "/srv/app"},
 	{cmd: "cd ~root && rm -rf *", want: Deny, dir: "/srv/app"},
+	{cmd: "builtin cd / && rm -rf *", want: Deny, dir: "/srv/app"},
+	{cmd: "command cd -- / && rm -rf *", want: Deny, dir: "/srv/app"},
+	{cmd: "builtin cd /etc && cat shadow", want: Confirm, dir: "/srv/app"},
 	// Endless inputs: devices that never end, unless the read is bounded.
 	{cmd: "head -n -1 /dev/zero", want: Confirm, rule: "input.endless"},
 	{cmd: "head -n 1 /dev/zero", want: Confirm},

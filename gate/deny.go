@@ -53,8 +53,8 @@ func (s *scanner) file(f *syntax.File, depth int) (Decision, bool) {
 		case *syntax.CallExpr:
 			args := looseArgs(x.Args)
 			d, hit = s.call(args, depth)
-			if !hit && len(args) > 0 && (args[0] == "cd" || args[0] == "pushd") {
-				s.dirs = appendNew(s.dirs, s.cdDirs(args[1:], s.dirs)...)
+			if cd := cdArgs(args); !hit && cd != nil {
+				s.dirs = appendNew(s.dirs, s.cdDirs(cd, s.dirs)...)
 			}
 		case *syntax.Redirect:
 			d, hit = s.redirect(x)
@@ -106,10 +106,11 @@ func (s *scanner) afterSuccess(st *syntax.Stmt, from []string) []string {
 	switch x := st.Cmd.(type) {
 	case *syntax.CallExpr:
 		args := looseArgs(x.Args)
-		if len(args) == 0 || (args[0] != "cd" && args[0] != "pushd") {
+		cd := cdArgs(args)
+		if cd == nil {
 			return nil
 		}
-		return s.cdDirs(args[1:], from)
+		return s.cdDirs(cd, from)
 	case *syntax.BinaryCmd:
 		if x.Op != syntax.AndStmt {
 			return nil
@@ -126,6 +127,18 @@ func (s *scanner) afterSuccess(st *syntax.Stmt, from []string) []string {
 		}
 	}
 	return nil
+}
+
+// cdArgs returns the arguments of a cd or pushd (also behind builtin,
+// command or exec), or nil if args is not one.
+func cdArgs(args []string) []string {
+	for len(args) > 0 && (args[0] == "builtin" || args[0] == "command" || args[0] == "exec") {
+		args = args[1:]
+	}
+	if len(args) == 0 || (args[0] != "cd" && args[0] != "pushd") {
+		return nil
+	}
+	return args[1:len(args):len(args)]
 }
 
 // cdDirs returns the directories `cd ARGS` may lead to from the
