@@ -339,7 +339,7 @@ func TestContain(t *testing.T) {
 // (rev, tr, nl, od…) prints a secret unseen, however it encodes it.
 func TestEveryReaderChecksSensitivePaths(t *testing.T) {
 	p := testPolicy(t)
-	secrets := []string{"/etc/shadow", "/run/secrets/db", "/etc/systemd/system/thinbot.service.d/key.conf",
+	secrets := []string{"/etc/shadow", "/run/secrets/db", "/etc/systemd/system/thinbot.service.d/key.conf", "/etc/systemd/system/thinbot.service",
 		"/etc/default/thinbot", "/srv/app/prod.env", "/run/credentials/thinbot.service/key", "/dev/zero"}
 	readers := 0
 	for name, r := range p.Commands {
