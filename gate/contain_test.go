@@ -310,6 +310,17 @@ var containCases = []gateCase{
 	{cmd: "for f in; do cat /etc/shadow; done", want: Confirm},
 	{cmd: "for c in rm; do $c -rf /tmp/x; done", want: Confirm},
 	{cmd: "for d in /; do rm -rf /; done", want: Deny},
+	{cmd: "for d in /; do rm -rf \"$d\"; done", want: Deny, rule: "deny.recursive-root"},
+	{cmd: "for d in /tmp/x /etc; do rm -rf $d; done", want: Deny},
+	{cmd: "for d in /etc; do for f in passwd; do rm -rf \"$d\"; done; done", want: Deny},
+	{cmd: "for c in mkfs.ext4; do $c /dev/sda1; done", want: Deny},
+	{cmd: "for d in /; do cd \"$d\"; done; rm -rf *", want: Deny},
+	{cmd: "for k in kernel.core_pattern; do sysctl -w \"$k=|/tmp/x\"; done", want: Deny},
+	{cmd: "for f in core_pattern; do echo x > \"/proc/sys/kernel/$f\"; done", want: Deny},
+	{cmd: "for d in /; do bash -c \"rm -rf $d\"; done", want: Deny},
+	{cmd: "for d in $(rm -rf /); do ls; done", want: Deny},
+	{cmd: "for d in /tmp/build; do rm -rf \"$d\"; done", want: Confirm},
+	{cmd: "for d in $X; do rm -rf \"$d\"; done", want: Confirm},
 	{cmd: "for f in ~/.ssh/id_rsa; do cat \"$f\"; done", want: Confirm},
 }
 
