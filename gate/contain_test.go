@@ -322,6 +322,8 @@ var containCases = []gateCase{
 	{cmd: "for d in /tmp/build; do rm -rf \"$d\"; done", want: Confirm},
 	{cmd: "for d in $X; do rm -rf \"$d\"; done", want: Confirm},
 	{cmd: "for f in ~/.ssh/id_rsa; do cat \"$f\"; done", want: Confirm},
+	{cmd: "for a in " + strings.Repeat("x ", 300) + "; do for b in " + strings.Repeat("y ", 300) + "; do for c in " + strings.Repeat("z ", 300) + "; do ls; done; done; done", want: Confirm, rule: "syntax.compound"},
+	{cmd: "for a in " + strings.Repeat("x ", 200) + "; do ls \"$a\"; done", want: Pass},
 }
 
 func TestContain(t *testing.T) {
