@@ -416,3 +416,31 @@ func TestAllowedDaemons(t *testing.T) {
 		}
 	}
 }
+
+// TestClassifyPathContain: the read_file tool meets the same paths.
+func TestClassifyPathContain(t *testing.T) {
+	p := testPolicy(t)
+	for _, tc := range []struct {
+		path string
+		want Verdict
+		rule string
+	}{
+		{"/dev/zero", Confirm, "input.endless"},
+		{"/dev/urandom", Confirm, "input.endless"},
+		{"~alice/notes", Confirm, "secret.path"},
+		{"~root/notes", Confirm, "secret.path"},
+		{"~-/notes", Confirm, "secret.path"},
+		{"/etc/systemd/system/thinbot.service.d/env.conf", Confirm, "secret.path"},
+		{"/etc/default/thinbot", Confirm, "secret.path"},
+		{"/run/credentials/thinbot.service/key", Confirm, "secret.path"},
+		{"/proc/self/pagemap", Confirm, "secret.path"},
+		{"/dev/null", Pass, "read-path"},
+		{"/var/log/syslog", Pass, "read-path"},
+		{"~/notes", Pass, "read-path"},
+	} {
+		got := p.ClassifyPath(tc.path)
+		if got.Verdict != tc.want || got.Rule != tc.rule {
+			t.Errorf("ClassifyPath(%q) = %v %s (%s), want %v %s", tc.path, got.Verdict, got.Rule, got.Reason, tc.want, tc.rule)
+		}
+	}
+}
