@@ -245,6 +245,11 @@ func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
 			}
 			continue
 		}
+		if !endFlags && a.glob && !r.XargsFlags && !cur.XargsFlags && globMayStartDash(a.s) {
+			// A file named --files0-from=x in the directory would be
+			// read as a flag (wc -l * runs wc -l --files0-from=x).
+			return ptr(confirm("word.glob", "the glob %q may expand to a name that `%s` reads as a flag; end the flags with -- first", a.s, quoteless(name, verb)))
+		}
 		operands = append(operands, a)
 	}
 	label := quoteless(name, verb)
@@ -357,6 +362,13 @@ func (k *checker) operands(label string, r, cur *Rule, seen []flagUse, operands 
 	if cur.MaxOperands > 0 && len(operands) > cur.MaxOperands {
 		return ptr(confirm("operand.count", "`%s` with more than %d operands can write a file", label, cur.MaxOperands))
 	}
+	for _, f := range seen {
+		if (slices.Contains(cur.FileFlags, f.name) || slices.Contains(r.FileFlags, f.name)) && f.value != "-" {
+			if d := k.readable(r, cur, seen, f.value); d != nil {
+				return d
+			}
+		}
+	}
 	recursive := cur.Recursive || r.Recursive || slices.ContainsFunc(seen, func(f flagUse) bool {
 		return slices.Contains(cur.RecursiveFlags, f.name) || slices.Contains(r.RecursiveFlags, f.name)
 	})
@@ -394,13 +406,6 @@ func (k *checker) operands(label string, r, cur *Rule, seen []flagUse, operands 
 	if recursive && kind == "files" && len(operands) == 0 {
 		return k.recursive(label, ".")
 	}
-	for _, f := range seen {
-		if (slices.Contains(cur.FileFlags, f.name) || slices.Contains(r.FileFlags, f.name)) && f.value != "-" {
-			if d := k.readable(r, cur, seen, f.value); d != nil {
-				return d
-			}
-		}
-	}
 	return nil
 }
 
@@ -422,17 +427,28 @@ func (k *checker) readable(r, cur *Rule, seen []flagUse, file string) *Decision 
 	return nil
 }
 
-// bounded reports whether a bounded_read flag of r was given a value
-// that bounds the read.
+// bounded reports whether a bounded_read flag of r bounds the read: the
+// last flag that sets a value (or a count, as -5 does) must be one of them
+// with a matching value, since the last one wins (`head -c 16 -n 1` reads
+// lines, and /dev/zero has none).
 func (k *checker) bounded(r *Rule, seen []flagUse) bool {
+	ok := false
 	for _, f := range seen {
-		if pat, ok := r.BoundedRead[f.name]; ok {
-			if re := k.c.operandRE[pat]; re != nil && re.MatchString(f.value) {
-				return true
-			}
+		if pat, isBound := r.BoundedRead[f.name]; isBound {
+			re := k.c.operandRE[pat]
+			ok = re != nil && re.MatchString(f.value)
+			continue
+		}
+		if f.value != "" || isNumber(strings.TrimLeft(f.name, "-")) || lookupValueFlag(r, f.name) {
+			ok = false
 		}
 	}
-	return false
+	return ok
+}
+
+// lookupValueFlag reports whether flag takes a value in r.
+func lookupValueFlag(r *Rule, flag string) bool {
+	return slices.Contains(r.ValueFlags, flag) || slices.Contains(r.OptionalValueFlags, flag)
 }
 
 // recursive passes a recursive read of dir only under a recursive read
@@ -598,3 +614,9 @@ func seqOperands(operands []arg) *Decision {
 // until, combinations). Every operand is searched, since --arg NAME VALUE
 // takes two words and the gate reads one.
 var jqUnsafe = regexp.MustCompile(`\$ENV|\b(env|import|include|def|repeat|range|while|until|combinations)\b|\brecurse\s*\(`)
+
+// globMayStartDash reports whether a glob word could expand to a name
+// starting with -: it starts with a pattern character rather than text.
+func globMayStartDash(s string) bool {
+	return s != "" && (s[0] == '*' || s[0] == '?' || s[0] == '[' || s[0] == '-')
+}

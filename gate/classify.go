@@ -79,6 +79,9 @@ type checker struct {
 	// vars are the variables of the `for` loops the checker is inside,
 	// each bound to the item of the iteration being checked.
 	vars map[string]arg
+	// passes counts loop bodies checked, so that nested loops cannot make
+	// the check itself run for minutes.
+	passes int
 }
 
 // sensitive returns the sensitive pattern p matches in any possible
@@ -565,6 +568,9 @@ func (k *checker) forLoop(x *syntax.ForClause) *Decision {
 	defer delete(k.vars, name)
 	dirs := len(k.dirs)
 	for _, item := range items {
+		if k.passes++; k.passes > maxLoopPasses {
+			return ptr(confirm("syntax.compound", "the loops run their bodies more than %d times, more than the gate checks", maxLoopPasses))
+		}
 		k.vars[name] = item
 		if d := k.stmts(x.Do); d != nil {
 			return d

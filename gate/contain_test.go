@@ -57,6 +57,9 @@ var containCases = []gateCase{
 	{cmd: "cd -P / && rm -rf *", want: Deny, dir: "/srv/app"},
 	{cmd: "pushd / && rm -rf *", want: Deny, dir: "/srv/app"},
 	{cmd: "cd ~root && rm -rf *", want: Deny, dir: "/srv/app"},
+	{cmd: "builtin cd / && rm -rf *", want: Deny, dir: "/srv/app"},
+	{cmd: "command cd -- / && rm -rf *", want: Deny, dir: "/srv/app"},
+	{cmd: "builtin cd /etc && cat shadow", want: Confirm, dir: "/srv/app"},
 	// Endless inputs: devices that never end, unless the read is bounded.
 	{cmd: "head -n -1 /dev/zero", want: Confirm, rule: "input.endless"},
 	{cmd: "head -n 1 /dev/zero", want: Confirm},
@@ -74,9 +77,17 @@ var containCases = []gateCase{
 	{cmd: "tr -d x < /dev/zero", want: Confirm},
 	{cmd: "cat /dev/tty", want: Confirm},
 	{cmd: "cat /proc/kmsg", want: Confirm},
+	{cmd: "wc -c /proc/self/pagemap", want: Confirm},
+	{cmd: "tail -c 8 /proc/kpageflags", want: Confirm},
 	{cmd: "cat /sys/kernel/tracing/trace_pipe", want: Confirm},
 	{cmd: "cd /dev && sort zero", want: Confirm},
 	{cmd: "cat /dev/./zero", want: Confirm},
+	{cmd: "head -c 16 -c -1 /dev/zero", want: Confirm},
+	{cmd: "head -c 16 -n 1 /dev/zero", want: Confirm},
+	{cmd: "head -c 16 -5 /dev/zero", want: Confirm},
+	{cmd: "head -c 16 --lines=1 /dev/zero", want: Confirm},
+	{cmd: "head -n 1 -c 16 /dev/zero", want: Pass},
+	{cmd: "head -c 16 -q /dev/urandom", want: Pass},
 	{cmd: "head -c 16 /dev/urandom", want: Pass},
 	{cmd: "head -c16 /dev/urandom", want: Pass},
 	{cmd: "head --bytes=32 /dev/random", want: Pass},
@@ -258,6 +269,14 @@ var containCases = []gateCase{
 	{cmd: "git diff --ext-diff", want: Confirm, dir: "/srv/repo"},
 	{cmd: "git -C /tmp/x log", want: Confirm, dir: "/srv/repo"},
 	{cmd: "GIT_DIR=/tmp/x/.git git log", want: Confirm, dir: "/srv/repo"},
+	// A glob before -- may expand to a flag (a file named --files0-from=x).
+	{cmd: "wc -l *", want: Confirm, rule: "word.glob"},
+	{cmd: "du -s [a-z]*", want: Confirm},
+	{cmd: "for f in *.log; do wc -l \"$f\"; done", want: Confirm},
+	{cmd: "wc -l -- *", want: Pass},
+	{cmd: "wc -l ./*", want: Pass},
+	{cmd: "ls -l *", want: Pass}, // ls reads any flag as read-only
+	{cmd: "for f in *.log; do wc -l -- \"$f\"; done", want: Pass},
 	// for loops over read-only commands.
 	{cmd: "for h in web1 web2; do ping -c 1 \"$h\"; done", want: Pass},
 	{cmd: "for u in nginx postgresql; do systemctl status \"$u\" --no-pager; done", want: Pass},
@@ -291,7 +310,20 @@ var containCases = []gateCase{
 	{cmd: "for f in; do cat /etc/shadow; done", want: Confirm},
 	{cmd: "for c in rm; do $c -rf /tmp/x; done", want: Confirm},
 	{cmd: "for d in /; do rm -rf /; done", want: Deny},
+	{cmd: "for d in /; do rm -rf \"$d\"; done", want: Deny, rule: "deny.recursive-root"},
+	{cmd: "for d in /tmp/x /etc; do rm -rf $d; done", want: Deny},
+	{cmd: "for d in /etc; do for f in passwd; do rm -rf \"$d\"; done; done", want: Deny},
+	{cmd: "for c in mkfs.ext4; do $c /dev/sda1; done", want: Deny},
+	{cmd: "for d in /; do cd \"$d\"; done; rm -rf *", want: Deny},
+	{cmd: "for k in kernel.core_pattern; do sysctl -w \"$k=|/tmp/x\"; done", want: Deny},
+	{cmd: "for f in core_pattern; do echo x > \"/proc/sys/kernel/$f\"; done", want: Deny},
+	{cmd: "for d in /; do bash -c \"rm -rf $d\"; done", want: Deny},
+	{cmd: "for d in $(rm -rf /); do ls; done", want: Deny},
+	{cmd: "for d in /tmp/build; do rm -rf \"$d\"; done", want: Confirm},
+	{cmd: "for d in $X; do rm -rf \"$d\"; done", want: Confirm},
 	{cmd: "for f in ~/.ssh/id_rsa; do cat \"$f\"; done", want: Confirm},
+	{cmd: "for a in " + strings.Repeat("x ", 300) + "; do for b in " + strings.Repeat("y ", 300) + "; do for c in " + strings.Repeat("z ", 300) + "; do ls; done; done; done", want: Confirm, rule: "syntax.compound"},
+	{cmd: "for a in " + strings.Repeat("x ", 200) + "; do ls \"$a\"; done", want: Pass},
 }
 
 func TestContain(t *testing.T) {
@@ -320,7 +352,7 @@ func TestContain(t *testing.T) {
 // (rev, tr, nl, od…) prints a secret unseen, however it encodes it.
 func TestEveryReaderChecksSensitivePaths(t *testing.T) {
 	p := testPolicy(t)
-	secrets := []string{"/etc/shadow", "/run/secrets/db", "/etc/systemd/system/thinbot.service.d/key.conf",
+	secrets := []string{"/etc/shadow", "/run/secrets/db", "/etc/systemd/system/thinbot.service.d/key.conf", "/etc/systemd/system/thinbot.service",
 		"/etc/default/thinbot", "/srv/app/prod.env", "/run/credentials/thinbot.service/key", "/dev/zero"}
 	readers := 0
 	for name, r := range p.Commands {
@@ -381,6 +413,34 @@ func TestAllowedDaemons(t *testing.T) {
 		}
 		if got := allowed.Classify(tc.cmd); got.Verdict != tc.with {
 			t.Errorf("allowed_daemons [docker]: Classify(%q) = %v (%s), want %v", tc.cmd, got.Verdict, got.Reason, tc.with)
+		}
+	}
+}
+
+// TestClassifyPathContain: the read_file tool meets the same paths.
+func TestClassifyPathContain(t *testing.T) {
+	p := testPolicy(t)
+	for _, tc := range []struct {
+		path string
+		want Verdict
+		rule string
+	}{
+		{"/dev/zero", Confirm, "input.endless"},
+		{"/dev/urandom", Confirm, "input.endless"},
+		{"~alice/notes", Confirm, "secret.path"},
+		{"~root/notes", Confirm, "secret.path"},
+		{"~-/notes", Confirm, "secret.path"},
+		{"/etc/systemd/system/thinbot.service.d/env.conf", Confirm, "secret.path"},
+		{"/etc/default/thinbot", Confirm, "secret.path"},
+		{"/run/credentials/thinbot.service/key", Confirm, "secret.path"},
+		{"/proc/self/pagemap", Confirm, "secret.path"},
+		{"/dev/null", Pass, "read-path"},
+		{"/var/log/syslog", Pass, "read-path"},
+		{"~/notes", Pass, "read-path"},
+	} {
+		got := p.ClassifyPath(tc.path)
+		if got.Verdict != tc.want || got.Rule != tc.rule {
+			t.Errorf("ClassifyPath(%q) = %v %s (%s), want %v %s", tc.path, got.Verdict, got.Rule, got.Reason, tc.want, tc.rule)
 		}
 	}
 }

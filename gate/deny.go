@@ -23,10 +23,67 @@ type scanner struct {
 	// onlyIn holds the directories for the right side of `cd DIR && …`,
 	// which runs only if the cd succeeded.
 	onlyIn map[*syntax.Stmt][]string
+	// vars are the variables of the for loops being scanned, each set to
+	// the item of the pass being scanned: `for d in /; do rm -rf "$d";
+	// done` is rm -rf /.
+	vars map[string]string
+	// passes counts loop bodies scanned, to bound nested loops.
+	passes int
 }
+
+// maxLoopPasses bounds how many loop bodies (items times nested loops) the
+// deny scan walks in one command; the checker confirms every loop it does
+// not pass, so a cut-off loses a deny reason, never a confirm.
+const maxLoopPasses = 256
 
 // file scans a whole tree; hit reports a deny.
 func (s *scanner) file(f *syntax.File, depth int) (Decision, bool) {
+	return s.node(f, depth)
+}
+
+// forLoop scans a `for NAME in WORDS` loop: its words, then its body once
+// for each item with $NAME standing for it.
+func (s *scanner) forLoop(x *syntax.ForClause, wi *syntax.WordIter, depth int) (Decision, bool) {
+	for _, w := range wi.Items {
+		if d, hit := s.node(w, depth); hit {
+			return d, true
+		}
+	}
+	name := wi.Name.Value
+	old, shadowed := s.vars[name]
+	if s.vars == nil {
+		s.vars = map[string]string{}
+	}
+	defer func() {
+		if shadowed {
+			s.vars[name] = old
+		} else {
+			delete(s.vars, name)
+		}
+	}()
+	items := looseArgsIn(wi.Items, s.vars)
+	if len(items) == 0 {
+		items = []string{""}
+	}
+	for _, item := range items {
+		if s.passes++; s.passes > maxLoopPasses {
+			break
+		}
+		s.vars[name] = item
+		if item == unknownField {
+			delete(s.vars, name)
+		}
+		for _, st := range x.Do {
+			if d, hit := s.node(st, depth); hit {
+				return d, true
+			}
+		}
+	}
+	return Decision{}, false
+}
+
+// node scans the tree under n; hit reports a deny.
+func (s *scanner) node(f syntax.Node, depth int) (Decision, bool) {
 	var found Decision
 	hit := false
 	var stack []syntax.Node
@@ -50,11 +107,19 @@ func (s *scanner) file(f *syntax.File, depth int) (Decision, bool) {
 		stack = append(stack, n)
 		var d Decision
 		switch x := n.(type) {
+		case *syntax.ForClause:
+			if wi, ok := x.Loop.(*syntax.WordIter); ok && wi.Name != nil {
+				d, hit = s.forLoop(x, wi, depth)
+				if !hit {
+					stack = stack[:len(stack)-1] // the loop's parts were scanned above
+					return false
+				}
+			}
 		case *syntax.CallExpr:
-			args := looseArgs(x.Args)
+			args := looseArgsIn(x.Args, s.vars)
 			d, hit = s.call(args, depth)
-			if !hit && len(args) > 0 && (args[0] == "cd" || args[0] == "pushd") {
-				s.dirs = appendNew(s.dirs, s.cdDirs(args[1:], s.dirs)...)
+			if cd := cdArgs(args); !hit && cd != nil {
+				s.dirs = appendNew(s.dirs, s.cdDirs(cd, s.dirs)...)
 			}
 		case *syntax.Redirect:
 			d, hit = s.redirect(x)
@@ -105,11 +170,12 @@ func (s *scanner) afterSuccess(st *syntax.Stmt, from []string) []string {
 	}
 	switch x := st.Cmd.(type) {
 	case *syntax.CallExpr:
-		args := looseArgs(x.Args)
-		if len(args) == 0 || (args[0] != "cd" && args[0] != "pushd") {
+		args := looseArgsIn(x.Args, s.vars)
+		cd := cdArgs(args)
+		if cd == nil {
 			return nil
 		}
-		return s.cdDirs(args[1:], from)
+		return s.cdDirs(cd, from)
 	case *syntax.BinaryCmd:
 		if x.Op != syntax.AndStmt {
 			return nil
@@ -126,6 +192,18 @@ func (s *scanner) afterSuccess(st *syntax.Stmt, from []string) []string {
 		}
 	}
 	return nil
+}
+
+// cdArgs returns the arguments of a cd or pushd (also behind builtin,
+// command or exec), or nil if args is not one.
+func cdArgs(args []string) []string {
+	for len(args) > 0 && (args[0] == "builtin" || args[0] == "command" || args[0] == "exec") {
+		args = args[1:]
+	}
+	if len(args) == 0 || (args[0] != "cd" && args[0] != "pushd") {
+		return nil
+	}
+	return args[1:len(args):len(args)]
 }
 
 // cdDirs returns the directories `cd ARGS` may lead to from the
@@ -567,7 +645,7 @@ func (s *scanner) redirect(r *syntax.Redirect) (Decision, bool) {
 	if r.Word == nil {
 		return Decision{}, false
 	}
-	f := looseFields(r.Word)
+	f := looseFieldsIn(r.Word, s.vars)
 	if len(f) != 1 || f[0] == unknownField || (r.Op == syntax.DplOut && fdNumber.MatchString(f[0])) {
 		return Decision{}, false
 	}
@@ -619,7 +697,7 @@ func (s *scanner) fedShell(st *syntax.Stmt, depth int) (Decision, bool) {
 	if !ok || len(call.Args) == 0 {
 		return Decision{}, false
 	}
-	args := looseArgs(call.Args)
+	args := looseArgsIn(call.Args, s.vars)
 	if !s.isShell(args) {
 		return Decision{}, false
 	}
@@ -634,7 +712,7 @@ func (s *scanner) fedShell(st *syntax.Stmt, depth int) (Decision, bool) {
 		if w == nil {
 			continue
 		}
-		if text := looseFields(w); text != nil {
+		if text := looseFieldsIn(w, s.vars); text != nil {
 			if d, hit := s.script(strings.Join(text, " "), depth); hit {
 				return d, true
 			}
@@ -667,10 +745,10 @@ func (s *scanner) pipedScript(b *syntax.BinaryCmd, depth int) (Decision, bool) {
 	}
 	left, ok1 := b.X.Cmd.(*syntax.CallExpr)
 	right, ok2 := b.Y.Cmd.(*syntax.CallExpr)
-	if !ok1 || !ok2 || len(left.Args) == 0 || !s.isShell(looseArgs(right.Args)) {
+	if !ok1 || !ok2 || len(left.Args) == 0 || !s.isShell(looseArgsIn(right.Args, s.vars)) {
 		return Decision{}, false
 	}
-	args := looseArgs(left.Args)
+	args := looseArgsIn(left.Args, s.vars)
 	switch base(args[0]) {
 	case "echo", "printf":
 	default:

@@ -337,7 +337,7 @@ func (s *scanner) pipedDelete(b *syntax.BinaryCmd) (Decision, bool) {
 	if !ok1 || !ok2 || len(left.Args) == 0 || len(right.Args) == 0 {
 		return Decision{}, false
 	}
-	largs := looseArgs(left.Args)
+	largs := looseArgsIn(left.Args, s.vars)
 	if base(largs[0]) != "find" {
 		return Decision{}, false
 	}
@@ -351,7 +351,7 @@ func (s *scanner) pipedDelete(b *syntax.BinaryCmd) (Decision, bool) {
 	if len(starts) == 0 {
 		starts = []string{"."}
 	}
-	rargs := looseArgs(right.Args)
+	rargs := looseArgsIn(right.Args, s.vars)
 	if base(rargs[0]) != "xargs" {
 		return Decision{}, false
 	}

@@ -196,7 +196,11 @@ type Rule struct {
 	// Check names a built-in check for argument grammars that flags cannot
 	// describe: "sed", "find", "git", "git-branch", "ps", "date",
 	// "interval" (no operands, or a numeric DELAY and COUNT: vmstat 1 5),
-	// "ip" (iproute2: OBJECT [show|list|get] with its prefix matching).
+	// "ip" (iproute2: OBJECT [show|list|get] with its prefix matching),
+	// "cd" (cd, pushd, popd: moves the directory relative paths are
+	// resolved in), "seq" (plain decimals, at most a million lines), "tar"
+	// (list a named archive; old-style first word), "jq" (no environment,
+	// modules or input-free loops in the filter).
 	Check string `yaml:"check,omitempty"`
 }
 

@@ -205,6 +205,12 @@ const unknownField = "\x00"
 // $HOME and ~ stand for "~", and an unquoted $IFS splits the word. It
 // returns nil if some part cannot be known.
 func looseFields(w *syntax.Word) []string {
+	return looseFieldsIn(w, nil)
+}
+
+// looseFieldsIn is looseFields where the loop variables in vars stand for
+// the item of the iteration being scanned.
+func looseFieldsIn(w *syntax.Word, vars map[string]string) []string {
 	var fields []string
 	var b strings.Builder
 	for _, part := range w.Parts {
@@ -224,6 +230,10 @@ func looseFields(w *syntax.Word) []string {
 				case *syntax.Lit:
 					b.WriteString(unescapeDouble(y.Value))
 				case *syntax.ParamExp:
+					if v, ok := vars[paramName(y)]; ok && simpleParam(y, paramName(y)) {
+						b.WriteString(v)
+						continue
+					}
 					if !simpleParam(y, "HOME") {
 						return nil
 					}
@@ -234,6 +244,8 @@ func looseFields(w *syntax.Word) []string {
 			}
 		case *syntax.ParamExp:
 			switch {
+			case vars != nil && simpleParam(x, paramName(x)) && hasKey(vars, paramName(x)):
+				b.WriteString(vars[paramName(x)])
 			case simpleParam(x, "HOME"):
 				b.WriteString("~")
 			case simpleParam(x, "IFS"):
@@ -254,6 +266,18 @@ func looseFields(w *syntax.Word) []string {
 	return fields
 }
 
+func paramName(p *syntax.ParamExp) string {
+	if p.Param == nil {
+		return ""
+	}
+	return p.Param.Value
+}
+
+func hasKey(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
 func simpleParam(p *syntax.ParamExp, name string) bool {
 	return p.Param != nil && p.Param.Value == name && p.Index == nil && p.Exp == nil &&
 		p.Repl == nil && p.Slice == nil && !p.Excl && !p.Length && p.Names == 0
@@ -262,9 +286,14 @@ func simpleParam(p *syntax.ParamExp, name string) bool {
 // looseArgs resolves a command's words for the deny scan; a word that
 // cannot be known becomes unknownField.
 func looseArgs(words []*syntax.Word) []string {
+	return looseArgsIn(words, nil)
+}
+
+// looseArgsIn is looseArgs with loop variables (see looseFieldsIn).
+func looseArgsIn(words []*syntax.Word, vars map[string]string) []string {
 	out := make([]string, 0, len(words))
 	for _, w := range words {
-		f := looseFields(w)
+		f := looseFieldsIn(w, vars)
 		if f == nil {
 			out = append(out, unknownField)
 			continue
