@@ -88,7 +88,9 @@
 // reconnect's catch-up reads its post over REST), a read deadline that
 // every frame, ping and pong extends, and pings of its own every 30 s, so
 // a dead connection is noticed within 90 s (the client only reports a
-// missing server ping on a channel). WebSocketClient.Close is never
+// missing server ping on a channel); a ping that cannot be written within
+// 10 s closes the connection, since the client's writer has no write
+// deadline and its reader waits on the writer for each pong. WebSocketClient.Close is never
 // called: a ping read while it runs makes the client send on a closed
 // channel, a panic; closing the connection ends the reader, whose own
 // cleanup stops the client's goroutines, and the adapter drains the

@@ -195,6 +195,7 @@ func (a *Adapter) session(ctx context.Context, h bot.Handler, st *runState) (con
 	st.strict = false
 	st.catchupFrom = max(connectedAt, st.lastPost)
 
+	responses := ws.ResponseChannel
 	for {
 		select {
 		case ev, ok := <-ws.EventChannel:
@@ -215,7 +216,11 @@ func (a *Adapter) session(ctx context.Context, h bot.Handler, st *runState) (con
 			}
 			a.deliver(ctx, h, st, botID, botName, in)
 			st.catchupFrom = max(st.catchupFrom, st.lastPost)
-		case <-ws.ResponseChannel:
+		case _, ok := <-responses:
+			if !ok {
+				responses = nil // EventChannel is closed too
+				continue
+			}
 			extend()
 		case <-ws.PingTimeoutChannel:
 			// The client's watchdog: no ping from the server for a
@@ -267,6 +272,7 @@ func drain(ws *model.WebSocketClient) {
 func (a *Adapter) authenticate(ctx context.Context, ws *model.WebSocketClient) error {
 	t := time.NewTimer(authTimeout)
 	defer t.Stop()
+	responses := ws.ResponseChannel
 	for {
 		select {
 		case ev, ok := <-ws.EventChannel:
@@ -276,9 +282,10 @@ func (a *Adapter) authenticate(ctx context.Context, ws *model.WebSocketClient) e
 			if ev.EventType() == model.WebsocketEventHello {
 				return nil
 			}
-		case r, ok := <-ws.ResponseChannel:
+		case r, ok := <-responses:
 			if !ok {
-				continue // EventChannel closes too
+				responses = nil // EventChannel is closed too
+				continue
 			}
 			if r.SeqReply != 1 {
 				continue
@@ -320,7 +327,11 @@ func (a *Adapter) checkToken(ctx context.Context, err error) error {
 
 // pingLoop pings the server until done is closed, so a dead connection is
 // noticed within readTimeout even when the server sends nothing.
-// WriteControl may run beside the client's writer.
+// WriteControl may run beside the client's writer. A ping that cannot be
+// written within 10 s closes the connection: the client's writer has no
+// write deadline, and its reader waits for the writer to take each pong,
+// so a server that stops reading would otherwise stall the reader where
+// no read deadline reaches it.
 func pingLoop(conn *websocket.Conn, done <-chan struct{}) {
 	t := time.NewTicker(pingInterval)
 	defer t.Stop()
@@ -330,6 +341,7 @@ func pingLoop(conn *websocket.Conn, done <-chan struct{}) {
 			return
 		case <-t.C:
 			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(10*time.Second)); err != nil {
+				conn.Close()
 				return
 			}
 		}

@@ -74,3 +74,52 @@ func TestWebSocketFrameLimit(t *testing.T) {
 		t.Fatalf("session = %v, %v; want connected, %v", connected, err, websocket.ErrReadLimit)
 	}
 }
+
+// TestDialEndsWithContext: model.WebSocketClient dials without a context;
+// a server that accepts the connection but never answers the upgrade must
+// not hold Run past its context (the handshake timeout is 30 s).
+func TestDialEndsWithContext(t *testing.T) {
+	const token = "tok-dial-0123456789"
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	defer close(release)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v4/users/me", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"id":"bot1","username":"thinbot"}`))
+	})
+	mux.HandleFunc("GET /api/v4/websocket", func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select { // never answer the upgrade
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	a, err := New(Config{URL: srv.URL, Token: token, CallbackURL: "http://127.0.0.1:1/cb", ActionSecret: testSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.session(ctx, newRecorder(), &runState{seen: bot.NewDedupe(10)})
+		done <- err
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upgrade request did not arrive within 10s")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("session = nil after its context ended during the dial")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("session still dialling 15s after its context ended (it waits for the 30s handshake timeout)")
+	}
+}
