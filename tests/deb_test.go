@@ -217,6 +217,15 @@ func TestRelease(t *testing.T) {
 		!strings.Contains(string(unit), "ReadWritePaths=/var/lib/thinbot -/srv/ops") {
 		t.Errorf("the packaged unit does not run /usr/bin/thinbot as thinbot (%v):\n%s", err, unit)
 	}
+	if _, err := exec.LookPath("systemd-analyze"); err == nil {
+		// The packaged unit parses without a warning (its binary: the
+		// package's own, extracted).
+		u := filepath.Join(t.TempDir(), "thinbot.service")
+		os.WriteFile(u, []byte(strings.ReplaceAll(string(unit), "/usr/bin/thinbot", filepath.Join(tree, "usr/bin/thinbot"))), 0o644)
+		if out, err := exec.Command("systemd-analyze", "verify", "--man=no", u).CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
+			t.Errorf("systemd-analyze verify of the packaged unit: %v\n%s", err, out)
+		}
+	}
 
 	t.Run("install", func(t *testing.T) {
 		if os.Getuid() != 0 {

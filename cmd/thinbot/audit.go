@@ -139,7 +139,7 @@ func openReadOnly(path string) (*store.DB, error) {
 	}
 	db, err := store.Open(path, &store.Options{ReadOnly: true})
 	if errors.Is(err, store.ErrLocked) {
-		return nil, fmt.Errorf("%w; a running thinbot holds it: verify its export with --jsonl instead", err)
+		return nil, fmt.Errorf("%w; a running thinbot holds it: verify its export with --jsonl instead (--config does that by itself)", err)
 	}
 	return db, err
 }

@@ -95,8 +95,13 @@ func main() {
 
 // reportError writes the error that ends the process: as a JSON log line
 // (level ERROR, msg "thinbot exited", err, exit_code) where the command
-// logs JSON, otherwise as "thinbot: ERR".
+// logs JSON, otherwise as "thinbot: ERR"; nothing for a silent error (a
+// command's exit code passed on, as sandbox exec does).
 func reportError(w io.Writer, logJSON bool, err error, code int) {
+	var s interface{ Silent() bool }
+	if errors.As(err, &s) && s.Silent() {
+		return
+	}
 	if !logJSON {
 		fmt.Fprintln(w, "thinbot:", err)
 		return
