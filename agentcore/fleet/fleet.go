@@ -120,7 +120,7 @@ func New(cfg Config) (*Fleet, error) {
 		}
 	}
 	for _, a := range cfg.Access {
-		if _, ok := cfg.Inventory.members[a.Group]; !ok && a.Group != "all" {
+		if _, ok := cfg.Inventory.members[a.Group]; !ok && a.Group != "all" && a.Group != "ungrouped" {
 			return nil, fmt.Errorf("fleet: access for group %q, which the inventory does not have", a.Group)
 		}
 	}
@@ -150,7 +150,7 @@ func (f *Fleet) Timeout() time.Duration { return f.cfg.Timeout }
 // Access gives it one (then nothing runs on it: fail closed).
 func (f *Fleet) Identity(h Host, m Mode) (Identity, bool) {
 	for _, a := range f.cfg.Access {
-		if a.Group == "all" || slices.Contains(h.Groups, a.Group) {
+		if a.Group == "all" || slices.Contains(h.Groups, a.Group) || a.Group == "ungrouped" && len(h.Groups) == 0 {
 			id := a.ReadOnly
 			if m == Privileged {
 				id = a.Privileged
