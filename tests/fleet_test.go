@@ -131,6 +131,12 @@ func TestFleetAsk(t *testing.T) {
 	if strings.Contains(out, "sk-e2e-secret-key") {
 		t.Error("the API key reached the model")
 	}
+	// The terminal shows every host's status, not the summary's first lines.
+	for _, want := range []string{"| 4 host(s): 3 exit 0, 0 failed, 1 unreachable", "| == unreachable, nothing ran: web-down (1 host): ssh: connect to host 127.0.0.1 port", "| == web-[01-03] (3 hosts, exit 0):"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the terminal shows no %q:\n%s", want, r.stderr)
+		}
+	}
 	verifyChain(t, dbOf(dir))
 
 	// Without -a a write is refused (no approver in ask mode)...
