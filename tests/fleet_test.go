@@ -1,14 +1,17 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/thinbot/thinbot/agentcore/fleet"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/thinbot/thinbot/tests/fakemodel"
 	"github.com/thinbot/thinbot/tests/sshd"
@@ -231,5 +234,99 @@ func TestFleetTrustFilesHidden(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(rig.KnownHosts); string(after) != string(before) {
 		t.Errorf("an approved command changed known_hosts:\n%s", out)
+	}
+}
+
+// TestFleetForcedSandbox: the read-only key restricted in authorized_keys
+// to `thinbot sandbox exec --read-only` runs each read-only command inside
+// thinbot's read-only sandbox on the target: it runs as the read-only
+// login, cannot write even where that login may (its home), reads an empty
+// stdin, gets its exit code back, and /stop still kills it; the privileged
+// key is unaffected.
+func TestFleetForcedSandbox(t *testing.T) {
+	rig := sshd.Start(t, "web", 1, 0)
+	// The target's thinbot: a copy the test logins can execute.
+	bin := filepath.Join(rig.Dir, "thinbot")
+	data, err := os.ReadFile(thinbotBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	key := rig.NewKey(t, "ro-sandboxed")
+	rig.Authorize(t, sshd.UserRO, `restrict,command="`+bin+` sandbox exec --read-only --hide /etc/ssh"`, key)
+	inv, err := fleet.ParseINI(strings.NewReader(rig.Inventory("web", false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inv.Build(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fleet.New(fleet.Config{Inventory: inv, KnownHosts: rig.KnownHosts, SSHConfig: "/dev/null",
+		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + rig.Dir}, Timeout: 60 * time.Second,
+		Access: []fleet.Access{{Group: "all",
+			ReadOnly:   fleet.Identity{User: sshd.UserRO, Key: key},
+			Privileged: fleet.Identity{User: sshd.UserRW, Key: rig.KeyRW}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	hosts, _ := inv.Select("web")
+	home := "/home/" + sshd.UserRO
+	probe := filepath.Join(home, fmt.Sprintf("tb-probe-%d", time.Now().UnixNano()))
+	t.Cleanup(func() { os.Remove(probe) })
+	for _, tc := range []struct {
+		cmd, out string
+		code     int
+	}{
+		{"id -un; echo err >&2", sshd.UserRO + "\nerr\n", 0},
+		{"touch " + probe + " 2>/dev/null || echo refused; exit 3", "refused\n", 3},
+		{"cat; grep x; echo stdin-empty", "stdin-empty\n", 0},
+		{"ls -A /etc/ssh | wc -l", "0\n", 0}, // --hide /etc/ssh
+	} {
+		r := f.Run(t.Context(), hosts, fleet.ReadOnly, tc.cmd, fleet.Limits{})[0]
+		if r.Err != "" || r.ExitCode != tc.code || (string(r.Output) != tc.out && !(tc.code == 0 && strings.Contains(tc.cmd, "err >&2") && len(r.Output) == len(tc.out))) {
+			t.Errorf("%q: %+v output %q, want exit %d %q", tc.cmd, r, r.Output, tc.code, tc.out)
+		}
+	}
+	if _, err := os.Stat(probe); err == nil {
+		t.Errorf("a read-only command wrote %s through the sandboxed key", probe)
+	}
+	rw := filepath.Join(os.TempDir(), filepath.Base(probe)+".rw")
+	if r := f.Run(t.Context(), hosts, fleet.Privileged, "touch "+rw+" && id -un && rm "+rw, fleet.Limits{})[0]; !r.OK() || string(r.Output) != sshd.UserRW+"\n" {
+		t.Errorf("privileged: %+v %q", r, r.Output)
+	}
+	// /stop: the sandboxed sleep dies with the session.
+	marker := fmt.Sprintf("302.%d%d", os.Getpid(), time.Now().UnixNano()%100000)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan []fleet.Result, 1)
+	go func() { done <- f.Run(ctx, hosts, fleet.ReadOnly, "sleep "+marker, fleet.Limits{}) }()
+	running := func() int {
+		n := 0
+		for _, p := range sshd.FindCmdline("sleep " + marker) {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); err == nil && strings.TrimSpace(string(b)) == "sleep" {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for running() == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if running() == 0 {
+		t.Fatal("the sandboxed sleep never started")
+	}
+	cancel()
+	if rs := <-done; !rs[0].Cancelled {
+		t.Errorf("stopped: %+v", rs[0])
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for running() > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := running(); n > 0 {
+		t.Errorf("%d sandboxed sleeps still run after the stop", n)
 	}
 }

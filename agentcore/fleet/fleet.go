@@ -309,11 +309,12 @@ func (f *Fleet) Run(ctx context.Context, hosts []Host, m Mode, command string, l
 	return out
 }
 
-// startMarker is what the remote wrapper writes on stderr before the
-// command: ssh's messages come before it, the command's after it. Without
+// StartMarker is what the remote prelude writes on stderr before the
+// command (a forced command that merges the streams must pass it on to
+// stderr, as thinbot sandbox exec does): ssh's messages come before it, the command's after it. Without
 // it, ssh's exit code 255 cannot tell "could not connect" from a command
 // that exited 255, and ssh's stderr from the command's.
-const startMarker = "\x1ethinbot:start\x1e"
+const StartMarker = "\x1ethinbot:start\x1e"
 
 // RemoteCommand is the string ssh sends for command: a POSIX sh prelude,
 // then the command as it was gated, from the next line on, so the login
@@ -323,9 +324,13 @@ const startMarker = "\x1ethinbot:start\x1e"
 // SIGHUP to the command's process group when the session closes (what a
 // terminal's hangup did: /stop and the timeout kill the ssh client, sshd
 // closes the session, the remote command ends), sets the pagers to cat,
-// and writes startMarker on stderr.
+// and writes StartMarker on stderr.
 func RemoteCommand(command string) string {
-	return `exec 3<&0 </dev/null; { cat <&3 >/dev/null 2>&1; kill -s HUP 0; } >/dev/null 2>&1 & exec 3<&-; ` +
+	// The watcher starts only when the session's stdin is a pipe or a
+	// socket (sshd's): under a forced command that gives the shell
+	// /dev/null (thinbot sandbox exec, which watches the session itself),
+	// it would read EOF at once and hang the command up.
+	return `exec 3<&0 </dev/null; if [ -p /dev/fd/3 ] || [ -S /dev/fd/3 ]; then { cat <&3 >/dev/null 2>&1; kill -s HUP 0; } >/dev/null 2>&1 & fi; exec 3<&-; ` +
 		`export PAGER=cat GIT_PAGER=cat MANPAGER=cat SYSTEMD_PAGER= SYSTEMD_LESS=FRXMK; ` +
 		`printf '\036thinbot:start\036' >&2` + "\n" + command
 }
@@ -490,7 +495,7 @@ func (l *lockedCapture) capture() *Capture {
 	return l.c
 }
 
-// markerSplit takes ssh's stderr: what comes before startMarker is ssh's
+// markerSplit takes ssh's stderr: what comes before StartMarker is ssh's
 // (kept, up to 64 KiB), what comes after is the command's (to out).
 type markerSplit struct {
 	mu      sync.Mutex
@@ -506,9 +511,9 @@ func (w *markerSplit) Write(p []byte) (int, error) {
 		return w.out.Write(p)
 	}
 	w.pre = append(w.pre, p...)
-	if i := bytes.Index(w.pre, []byte(startMarker)); i >= 0 {
+	if i := bytes.Index(w.pre, []byte(StartMarker)); i >= 0 {
 		w.started = true
-		rest := w.pre[i+len(startMarker):]
+		rest := w.pre[i+len(StartMarker):]
 		w.pre = w.pre[:i]
 		if len(rest) > 0 {
 			w.out.Write(rest)
@@ -516,7 +521,7 @@ func (w *markerSplit) Write(p []byte) (int, error) {
 	} else if len(w.pre) > 64<<10 {
 		// Never a marker this late: keep the first 32 KiB and the last
 		// bytes, where a split marker may lie.
-		w.pre = append(w.pre[:32<<10], w.pre[len(w.pre)-len(startMarker):]...)
+		w.pre = append(w.pre[:32<<10], w.pre[len(w.pre)-len(StartMarker):]...)
 	}
 	return len(p), nil
 }

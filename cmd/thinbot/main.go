@@ -78,7 +78,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), stopOn...)
 	defer stop()
 	if err := run(ctx, e, os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "thinbot:", err)
+		// A silent error is a command's exit code passed on (sandbox exec).
+		var s interface{ Silent() bool }
+		if !errors.As(err, &s) || !s.Silent() {
+			fmt.Fprintln(os.Stderr, "thinbot:", err)
+		}
 		var ec exitCoder
 		if errors.As(err, &ec) {
 			os.Exit(ec.ExitCode())
