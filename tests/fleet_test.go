@@ -330,3 +330,74 @@ func TestFleetForcedSandbox(t *testing.T) {
 		t.Errorf("%d sandboxed sleeps still run after the stop", n)
 	}
 }
+
+// TestFleetWarmAcrossRuns: with XDG_RUNTIME_DIR set, thinbot ask leaves the
+// read-only masters running for the next run (which logs in no more), ends
+// the privileged ones at exit, and hides the socket dir from commands.
+func TestFleetWarmAcrossRuns(t *testing.T) {
+	rig := sshd.Start(t, "web", 2, 0)
+	fleetFile := writeFleet(t, rig, false)
+	xdg, err := os.MkdirTemp("", "tbxdg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(xdg) })
+	socks := filepath.Join(xdg, "thinbot-ssh")
+	t.Cleanup(func() {
+		ents, _ := os.ReadDir(socks)
+		for _, e := range ents {
+			exec.Command("ssh", "-o", "ControlPath="+filepath.Join(socks, e.Name()), "-O", "exit", "x").Run()
+		}
+	})
+	logins := func() int {
+		b, _ := os.ReadFile(filepath.Join(rig.Dir, rig.Servers[0].Name+".log"))
+		return strings.Count(string(b), "Accepted publickey for "+sshd.UserRO)
+	}
+	list := func(prefix string) []string {
+		var out []string
+		ents, _ := os.ReadDir(socks)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), prefix) && e.Type()&os.ModeSocket != 0 {
+				out = append(out, e.Name())
+			}
+		}
+		return out
+	}
+	dir := t.TempDir()
+	env := func(m *fakemodel.Server) []string {
+		return append(modelEnv(m), "THINBOT_FLEET="+fleetFile, "XDG_RUNTIME_DIR="+xdg)
+	}
+	m := fakemodel.Start(t, runOn("id -un", "web"), fakemodel.Reply{Content: "ok"})
+	if r := thinbot(t, dir, env(m), "ask", "who"); r.code != 0 {
+		t.Fatalf("ask: exit %d: %s", r.code, r.stderr)
+	}
+	if ro := list("r-"); len(ro) != 2 {
+		t.Fatalf("read-only masters after the run: %v", ro)
+	}
+	before := logins()
+	hidden, _ := json.Marshal(map[string]string{"command": "echo n=$(ls -A " + socks + " | wc -l)", "reason": "test"})
+	m2 := fakemodel.Start(t, runOn("id -un", "web-01"), runOn("touch /tmp/tb-warm-$$ && rm /tmp/tb-warm-$$ && id -un", "web-01"),
+		fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "run", Args: string(hidden)}}}, fakemodel.Reply{Content: "ok"})
+	if r := thinbot(t, dir, env(m2), "ask", "-a", "again"); r.code != 0 {
+		t.Fatalf("ask: exit %d: %s", r.code, r.stderr)
+	}
+	reqs := m2.Requests()
+	if out := lastToolResult(reqs[1]); !strings.Contains(out, "== web-01 (1 host, exit 0):\n"+sshd.UserRO) {
+		t.Errorf("read-only: %s", out)
+	}
+	if out := lastToolResult(reqs[2]); !strings.Contains(out, "== web-01 (1 host, exit 0):\n"+sshd.UserRW) {
+		t.Errorf("privileged: %s", out)
+	}
+	if out := lastToolResult(reqs[3]); !strings.Contains(out, "n=0\n") {
+		t.Errorf("a command saw the socket dir: %s", out)
+	}
+	if after := logins(); after != before {
+		t.Errorf("the second run logged in again as %s (%d logins, %d before): the master was not reused", sshd.UserRO, after, before)
+	}
+	if rw := list("w-"); len(rw) != 0 {
+		t.Errorf("privileged masters outlive the run: %v", rw)
+	}
+	if ro := list("r-"); len(ro) != 2 {
+		t.Errorf("read-only masters after the second run: %v", ro)
+	}
+}

@@ -79,8 +79,16 @@ type Config struct {
 	// 0 means 60s; negative disables multiplexing.
 	ControlPersist time.Duration
 	// ControlDir holds the ControlMaster sockets; "" means a private
-	// directory made by New and removed by Close.
+	// directory made by New and removed by Close. A given directory must
+	// be the caller's alone (mode 0700): whoever can reach a socket runs
+	// commands over its authenticated connection, past the gate.
 	ControlDir string
+	// KeepReadOnly leaves the read-only identities' masters in ControlDir
+	// running at Close (until ControlPersist expires), so that the next
+	// process with the same ControlDir starts warm. The privileged ones
+	// are always ended at Close: an idle privileged master would be a
+	// write channel no approval guards.
+	KeepReadOnly bool
 	// Env is the ssh client's whole environment (the caller allowlists it;
 	// SSH_AUTH_SOCK belongs in it when an agent holds the keys).
 	Env []string
@@ -125,6 +133,11 @@ func New(cfg Config) (*Fleet, error) {
 		}
 	}
 	f := &Fleet{cfg: cfg}
+	// sun_path holds 107 bytes: the dir, "/", controlName (55) and ssh's
+	// temporary suffix (17).
+	if cfg.ControlPersist > 0 && len(cfg.ControlDir) > 107-1-55-17 {
+		return nil, fmt.Errorf("fleet: control dir %s: longer than %d bytes, too long for its unix sockets", cfg.ControlDir, 107-1-55-17)
+	}
 	if cfg.ControlPersist > 0 && cfg.ControlDir == "" {
 		// Short: a unix socket path has at most 107 bytes.
 		d, err := os.MkdirTemp("", "tbssh")
@@ -194,6 +207,9 @@ func (f *Fleet) Close() error {
 	ents, _ := os.ReadDir(f.cfg.ControlDir)
 	for _, e := range ents {
 		if e.Type()&os.ModeSocket == 0 {
+			continue
+		}
+		if f.cfg.KeepReadOnly && strings.HasPrefix(e.Name(), "r-") {
 			continue
 		}
 		sock := filepath.Join(f.cfg.ControlDir, e.Name())
@@ -348,9 +364,13 @@ func controlName(h Host, m Mode, id Identity) string {
 		key = a
 	}
 	sum := sha256.Sum256([]byte(strings.Join([]string{m.String(), h.Addr, strconv.Itoa(h.Port), id.User, key}, "\x00")))
-	// 12 hex digits + "-" + %C (40) + ssh's temporary suffix (17) keep the
-	// socket path within the 107 bytes a unix socket allows.
-	return hex.EncodeToString(sum[:6]) + "-%C"
+	// "r-" or "w-" (Close keeps or ends masters by it), 12 hex digits, "-"
+	// and %C (40): 55 bytes.
+	prefix := "r-"
+	if m == Privileged {
+		prefix = "w-"
+	}
+	return prefix + hex.EncodeToString(sum[:6]) + "-%C"
 }
 
 // Args returns the ssh command line for one host in mode m with identity id
