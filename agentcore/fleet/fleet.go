@@ -205,6 +205,10 @@ func (f *Fleet) Close() error {
 	}
 	f.closed = true
 	ents, _ := os.ReadDir(f.cfg.ControlDir)
+	// Concurrently: one at a time, 20 masters took a second or two of
+	// every terminal run's exit.
+	sem := make(chan struct{}, f.cfg.Concurrency)
+	var wg sync.WaitGroup
 	for _, e := range ents {
 		if e.Type()&os.ModeSocket == 0 {
 			continue
@@ -213,12 +217,18 @@ func (f *Fleet) Close() error {
 			continue
 		}
 		sock := filepath.Join(f.cfg.ControlDir, e.Name())
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		cmd := exec.CommandContext(ctx, f.cfg.SSH, "-o", "ControlPath="+sock, "-O", "exit", "--", "thinbot-fleet")
-		cmd.Env = f.cfg.Env
-		_ = cmd.Run()
-		cancel()
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, f.cfg.SSH, "-o", "ControlPath="+sock, "-O", "exit", "--", "thinbot-fleet")
+			cmd.Env = f.cfg.Env
+			_ = cmd.Run()
+		}()
 	}
+	wg.Wait()
 	if f.ownControl {
 		return os.RemoveAll(f.cfg.ControlDir)
 	}
