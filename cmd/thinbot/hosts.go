@@ -507,7 +507,8 @@ func cmdHosts(ctx context.Context, e *env, args []string) error {
 			Hosts       []row               `json:"hosts"`
 			Groups      map[string][]string `json:"groups"`
 			Concurrency int                 `json:"concurrency"`
-			TimeoutSec  float64             `json:"timeout_seconds"`
+			// TimeoutSec is 0 when the fleet takes the local commands' timeout.
+			TimeoutSec float64 `json:"timeout_seconds"`
 		}{rows, groups, fl.Concurrency(), fl.Timeout().Seconds()})
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
@@ -539,8 +540,12 @@ func cmdHosts(ctx context.Context, e *env, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	timeout := "the local commands' timeout (budgets.command_timeout, 120s by default)"
+	if fl.Timeout() > 0 {
+		timeout = fl.Timeout().String()
+	}
 	fmt.Fprintf(e.stdout, "\n%d host(s) · %d group(s) · concurrency %d · timeout %s per host\n",
-		len(rows), len(inv.GroupNames()), fl.Concurrency(), fl.Timeout())
+		len(rows), len(inv.GroupNames()), fl.Concurrency(), timeout)
 	return nil
 }
 
