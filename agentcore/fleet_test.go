@@ -271,11 +271,13 @@ func waitUntil(t *testing.T, cond func() bool) {
 	}
 }
 
-// remoteProcs returns the processes of uid whose command line holds s.
+// remoteProcs returns the processes of uid whose command line holds s and
+// whose command is its first word (not the shells that hold it too).
 func remoteProcs(s string, uid int) []int {
 	var out []int
 	for _, p := range sshd.FindCmdline(s) {
-		if st, err := os.Stat(fmt.Sprintf("/proc/%d", p)); err == nil && fileUID(st) == uid {
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p))
+		if st, err := os.Stat(fmt.Sprintf("/proc/%d", p)); err == nil && fileUID(st) == uid && strings.TrimSpace(string(comm)) == strings.Fields(s)[0] {
 			out = append(out, p)
 		}
 	}

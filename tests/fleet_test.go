@@ -1,14 +1,17 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/thinbot/thinbot/agentcore/fleet"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/thinbot/thinbot/tests/fakemodel"
 	"github.com/thinbot/thinbot/tests/sshd"
@@ -131,6 +134,12 @@ func TestFleetAsk(t *testing.T) {
 	if strings.Contains(out, "sk-e2e-secret-key") {
 		t.Error("the API key reached the model")
 	}
+	// The terminal shows every host's status, not the summary's first lines.
+	for _, want := range []string{"| 4 host(s): 3 exit 0, 0 failed, 1 unreachable", "| == unreachable, nothing ran: web-down (1 host): ssh: connect to host 127.0.0.1 port", "| == web-[01-03] (3 hosts, exit 0):"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the terminal shows no %q:\n%s", want, r.stderr)
+		}
+	}
 	verifyChain(t, dbOf(dir))
 
 	// Without -a a write is refused (no approver in ask mode)...
@@ -225,5 +234,170 @@ func TestFleetTrustFilesHidden(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(rig.KnownHosts); string(after) != string(before) {
 		t.Errorf("an approved command changed known_hosts:\n%s", out)
+	}
+}
+
+// TestFleetForcedSandbox: the read-only key restricted in authorized_keys
+// to `thinbot sandbox exec --read-only` runs each read-only command inside
+// thinbot's read-only sandbox on the target: it runs as the read-only
+// login, cannot write even where that login may (its home), reads an empty
+// stdin, gets its exit code back, and /stop still kills it; the privileged
+// key is unaffected.
+func TestFleetForcedSandbox(t *testing.T) {
+	rig := sshd.Start(t, "web", 1, 0)
+	// The target's thinbot: a copy the test logins can execute.
+	bin := filepath.Join(rig.Dir, "thinbot")
+	data, err := os.ReadFile(thinbotBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	key := rig.NewKey(t, "ro-sandboxed")
+	rig.Authorize(t, sshd.UserRO, `restrict,command="`+bin+` sandbox exec --read-only --hide /etc/ssh"`, key)
+	inv, err := fleet.ParseINI(strings.NewReader(rig.Inventory("web", false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inv.Build(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fleet.New(fleet.Config{Inventory: inv, KnownHosts: rig.KnownHosts, SSHConfig: "/dev/null",
+		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + rig.Dir}, Timeout: 60 * time.Second,
+		Access: []fleet.Access{{Group: "all",
+			ReadOnly:   fleet.Identity{User: sshd.UserRO, Key: key},
+			Privileged: fleet.Identity{User: sshd.UserRW, Key: rig.KeyRW}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	hosts, _ := inv.Select("web")
+	home := "/home/" + sshd.UserRO
+	probe := filepath.Join(home, fmt.Sprintf("tb-probe-%d", time.Now().UnixNano()))
+	t.Cleanup(func() { os.Remove(probe) })
+	for _, tc := range []struct {
+		cmd, out string
+		code     int
+	}{
+		{"id -un; echo err >&2", sshd.UserRO + "\nerr\n", 0},
+		{"touch " + probe + " 2>/dev/null || echo refused; exit 3", "refused\n", 3},
+		{"cat; grep x; echo stdin-empty", "stdin-empty\n", 0},
+		{"ls -A /etc/ssh | wc -l", "0\n", 0}, // --hide /etc/ssh
+	} {
+		r := f.Run(t.Context(), hosts, fleet.ReadOnly, tc.cmd, fleet.Limits{})[0]
+		if r.Err != "" || r.ExitCode != tc.code || (string(r.Output) != tc.out && !(tc.code == 0 && strings.Contains(tc.cmd, "err >&2") && len(r.Output) == len(tc.out))) {
+			t.Errorf("%q: %+v output %q, want exit %d %q", tc.cmd, r, r.Output, tc.code, tc.out)
+		}
+	}
+	if _, err := os.Stat(probe); err == nil {
+		t.Errorf("a read-only command wrote %s through the sandboxed key", probe)
+	}
+	rw := filepath.Join(os.TempDir(), filepath.Base(probe)+".rw")
+	if r := f.Run(t.Context(), hosts, fleet.Privileged, "touch "+rw+" && id -un && rm "+rw, fleet.Limits{})[0]; !r.OK() || string(r.Output) != sshd.UserRW+"\n" {
+		t.Errorf("privileged: %+v %q", r, r.Output)
+	}
+	// /stop: the sandboxed sleep dies with the session.
+	marker := fmt.Sprintf("302.%d%d", os.Getpid(), time.Now().UnixNano()%100000)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan []fleet.Result, 1)
+	go func() { done <- f.Run(ctx, hosts, fleet.ReadOnly, "sleep "+marker, fleet.Limits{}) }()
+	running := func() int {
+		n := 0
+		for _, p := range sshd.FindCmdline("sleep " + marker) {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); err == nil && strings.TrimSpace(string(b)) == "sleep" {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for running() == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if running() == 0 {
+		t.Fatal("the sandboxed sleep never started")
+	}
+	cancel()
+	if rs := <-done; !rs[0].Cancelled {
+		t.Errorf("stopped: %+v", rs[0])
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for running() > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := running(); n > 0 {
+		t.Errorf("%d sandboxed sleeps still run after the stop", n)
+	}
+}
+
+// TestFleetWarmAcrossRuns: with XDG_RUNTIME_DIR set, thinbot ask leaves the
+// read-only masters running for the next run (which logs in no more), ends
+// the privileged ones at exit, and hides the socket dir from commands.
+func TestFleetWarmAcrossRuns(t *testing.T) {
+	rig := sshd.Start(t, "web", 2, 0)
+	fleetFile := writeFleet(t, rig, false)
+	xdg, err := os.MkdirTemp("", "tbxdg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(xdg) })
+	socks := filepath.Join(xdg, "thinbot-ssh")
+	t.Cleanup(func() {
+		ents, _ := os.ReadDir(socks)
+		for _, e := range ents {
+			exec.Command("ssh", "-o", "ControlPath="+filepath.Join(socks, e.Name()), "-O", "exit", "x").Run()
+		}
+	})
+	logins := func() int {
+		b, _ := os.ReadFile(filepath.Join(rig.Dir, rig.Servers[0].Name+".log"))
+		return strings.Count(string(b), "Accepted publickey for "+sshd.UserRO)
+	}
+	list := func(prefix string) []string {
+		var out []string
+		ents, _ := os.ReadDir(socks)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), prefix) && e.Type()&os.ModeSocket != 0 {
+				out = append(out, e.Name())
+			}
+		}
+		return out
+	}
+	dir := t.TempDir()
+	env := func(m *fakemodel.Server) []string {
+		return append(modelEnv(m), "THINBOT_FLEET="+fleetFile, "XDG_RUNTIME_DIR="+xdg)
+	}
+	m := fakemodel.Start(t, runOn("id -un", "web"), fakemodel.Reply{Content: "ok"})
+	if r := thinbot(t, dir, env(m), "ask", "who"); r.code != 0 {
+		t.Fatalf("ask: exit %d: %s", r.code, r.stderr)
+	}
+	if ro := list("r-"); len(ro) != 2 {
+		t.Fatalf("read-only masters after the run: %v", ro)
+	}
+	before := logins()
+	hidden, _ := json.Marshal(map[string]string{"command": "echo n=$(ls -A " + socks + " | wc -l)", "reason": "test"})
+	m2 := fakemodel.Start(t, runOn("id -un", "web-01"), runOn("touch /tmp/tb-warm-$$ && rm /tmp/tb-warm-$$ && id -un", "web-01"),
+		fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "run", Args: string(hidden)}}}, fakemodel.Reply{Content: "ok"})
+	if r := thinbot(t, dir, env(m2), "ask", "-a", "again"); r.code != 0 {
+		t.Fatalf("ask: exit %d: %s", r.code, r.stderr)
+	}
+	reqs := m2.Requests()
+	if out := lastToolResult(reqs[1]); !strings.Contains(out, "== web-01 (1 host, exit 0):\n"+sshd.UserRO) {
+		t.Errorf("read-only: %s", out)
+	}
+	if out := lastToolResult(reqs[2]); !strings.Contains(out, "== web-01 (1 host, exit 0):\n"+sshd.UserRW) {
+		t.Errorf("privileged: %s", out)
+	}
+	if out := lastToolResult(reqs[3]); !strings.Contains(out, "n=0\n") {
+		t.Errorf("a command saw the socket dir: %s", out)
+	}
+	if after := logins(); after != before {
+		t.Errorf("the second run logged in again as %s (%d logins, %d before): the master was not reused", sshd.UserRO, after, before)
+	}
+	if rw := list("w-"); len(rw) != 0 {
+		t.Errorf("privileged masters outlive the run: %v", rw)
+	}
+	if ro := list("r-"); len(ro) != 2 {
+		t.Errorf("read-only masters after the second run: %v", ro)
 	}
 }

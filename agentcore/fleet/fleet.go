@@ -79,8 +79,16 @@ type Config struct {
 	// 0 means 60s; negative disables multiplexing.
 	ControlPersist time.Duration
 	// ControlDir holds the ControlMaster sockets; "" means a private
-	// directory made by New and removed by Close.
+	// directory made by New and removed by Close. A given directory must
+	// be the caller's alone (mode 0700): whoever can reach a socket runs
+	// commands over its authenticated connection, past the gate.
 	ControlDir string
+	// KeepReadOnly leaves the read-only identities' masters in ControlDir
+	// running at Close (until ControlPersist expires), so that the next
+	// process with the same ControlDir starts warm. The privileged ones
+	// are always ended at Close: an idle privileged master would be a
+	// write channel no approval guards.
+	KeepReadOnly bool
 	// Env is the ssh client's whole environment (the caller allowlists it;
 	// SSH_AUTH_SOCK belongs in it when an agent holds the keys).
 	Env []string
@@ -120,11 +128,16 @@ func New(cfg Config) (*Fleet, error) {
 		}
 	}
 	for _, a := range cfg.Access {
-		if _, ok := cfg.Inventory.members[a.Group]; !ok && a.Group != "all" {
+		if _, ok := cfg.Inventory.members[a.Group]; !ok && a.Group != "all" && a.Group != "ungrouped" {
 			return nil, fmt.Errorf("fleet: access for group %q, which the inventory does not have", a.Group)
 		}
 	}
 	f := &Fleet{cfg: cfg}
+	// sun_path holds 107 bytes: the dir, "/", controlName (55) and ssh's
+	// temporary suffix (17).
+	if cfg.ControlPersist > 0 && len(cfg.ControlDir) > 107-1-55-17 {
+		return nil, fmt.Errorf("fleet: control dir %s: longer than %d bytes, too long for its unix sockets", cfg.ControlDir, 107-1-55-17)
+	}
 	if cfg.ControlPersist > 0 && cfg.ControlDir == "" {
 		// Short: a unix socket path has at most 107 bytes.
 		d, err := os.MkdirTemp("", "tbssh")
@@ -150,7 +163,7 @@ func (f *Fleet) Timeout() time.Duration { return f.cfg.Timeout }
 // Access gives it one (then nothing runs on it: fail closed).
 func (f *Fleet) Identity(h Host, m Mode) (Identity, bool) {
 	for _, a := range f.cfg.Access {
-		if a.Group == "all" || slices.Contains(h.Groups, a.Group) {
+		if a.Group == "all" || slices.Contains(h.Groups, a.Group) || a.Group == "ungrouped" && len(h.Groups) == 0 {
 			id := a.ReadOnly
 			if m == Privileged {
 				id = a.Privileged
@@ -192,17 +205,30 @@ func (f *Fleet) Close() error {
 	}
 	f.closed = true
 	ents, _ := os.ReadDir(f.cfg.ControlDir)
+	// Concurrently: one at a time, 20 masters took a second or two of
+	// every terminal run's exit.
+	sem := make(chan struct{}, f.cfg.Concurrency)
+	var wg sync.WaitGroup
 	for _, e := range ents {
 		if e.Type()&os.ModeSocket == 0 {
 			continue
 		}
+		if f.cfg.KeepReadOnly && strings.HasPrefix(e.Name(), "r-") {
+			continue
+		}
 		sock := filepath.Join(f.cfg.ControlDir, e.Name())
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		cmd := exec.CommandContext(ctx, f.cfg.SSH, "-o", "ControlPath="+sock, "-O", "exit", "--", "thinbot-fleet")
-		cmd.Env = f.cfg.Env
-		_ = cmd.Run()
-		cancel()
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, f.cfg.SSH, "-o", "ControlPath="+sock, "-O", "exit", "--", "thinbot-fleet")
+			cmd.Env = f.cfg.Env
+			_ = cmd.Run()
+		}()
 	}
+	wg.Wait()
 	if f.ownControl {
 		return os.RemoveAll(f.cfg.ControlDir)
 	}
@@ -309,11 +335,12 @@ func (f *Fleet) Run(ctx context.Context, hosts []Host, m Mode, command string, l
 	return out
 }
 
-// startMarker is what the remote wrapper writes on stderr before the
-// command: ssh's messages come before it, the command's after it. Without
+// StartMarker is what the remote prelude writes on stderr before the
+// command (a forced command that merges the streams must pass it on to
+// stderr, as thinbot sandbox exec does): ssh's messages come before it, the command's after it. Without
 // it, ssh's exit code 255 cannot tell "could not connect" from a command
 // that exited 255, and ssh's stderr from the command's.
-const startMarker = "\x1ethinbot:start\x1e"
+const StartMarker = "\x1ethinbot:start\x1e"
 
 // RemoteCommand is the string ssh sends for command: a POSIX sh prelude,
 // then the command as it was gated, from the next line on, so the login
@@ -323,9 +350,13 @@ const startMarker = "\x1ethinbot:start\x1e"
 // SIGHUP to the command's process group when the session closes (what a
 // terminal's hangup did: /stop and the timeout kill the ssh client, sshd
 // closes the session, the remote command ends), sets the pagers to cat,
-// and writes startMarker on stderr.
+// and writes StartMarker on stderr.
 func RemoteCommand(command string) string {
-	return `exec 3<&0 </dev/null; { cat <&3 >/dev/null 2>&1; kill -s HUP 0; } >/dev/null 2>&1 & exec 3<&-; ` +
+	// The watcher starts only when the session's stdin is a pipe or a
+	// socket (sshd's): under a forced command that gives the shell
+	// /dev/null (thinbot sandbox exec, which watches the session itself),
+	// it would read EOF at once and hang the command up.
+	return `exec 3<&0 </dev/null; if [ -p /dev/fd/3 ] || [ -S /dev/fd/3 ]; then { cat <&3 >/dev/null 2>&1; kill -s HUP 0; } >/dev/null 2>&1 & fi; exec 3<&-; ` +
 		`export PAGER=cat GIT_PAGER=cat MANPAGER=cat SYSTEMD_PAGER= SYSTEMD_LESS=FRXMK; ` +
 		`printf '\036thinbot:start\036' >&2` + "\n" + command
 }
@@ -343,9 +374,13 @@ func controlName(h Host, m Mode, id Identity) string {
 		key = a
 	}
 	sum := sha256.Sum256([]byte(strings.Join([]string{m.String(), h.Addr, strconv.Itoa(h.Port), id.User, key}, "\x00")))
-	// 12 hex digits + "-" + %C (40) + ssh's temporary suffix (17) keep the
-	// socket path within the 107 bytes a unix socket allows.
-	return hex.EncodeToString(sum[:6]) + "-%C"
+	// "r-" or "w-" (Close keeps or ends masters by it), 12 hex digits, "-"
+	// and %C (40): 55 bytes.
+	prefix := "r-"
+	if m == Privileged {
+		prefix = "w-"
+	}
+	return prefix + hex.EncodeToString(sum[:6]) + "-%C"
 }
 
 // Args returns the ssh command line for one host in mode m with identity id
@@ -490,7 +525,7 @@ func (l *lockedCapture) capture() *Capture {
 	return l.c
 }
 
-// markerSplit takes ssh's stderr: what comes before startMarker is ssh's
+// markerSplit takes ssh's stderr: what comes before StartMarker is ssh's
 // (kept, up to 64 KiB), what comes after is the command's (to out).
 type markerSplit struct {
 	mu      sync.Mutex
@@ -506,9 +541,9 @@ func (w *markerSplit) Write(p []byte) (int, error) {
 		return w.out.Write(p)
 	}
 	w.pre = append(w.pre, p...)
-	if i := bytes.Index(w.pre, []byte(startMarker)); i >= 0 {
+	if i := bytes.Index(w.pre, []byte(StartMarker)); i >= 0 {
 		w.started = true
-		rest := w.pre[i+len(startMarker):]
+		rest := w.pre[i+len(StartMarker):]
 		w.pre = w.pre[:i]
 		if len(rest) > 0 {
 			w.out.Write(rest)
@@ -516,7 +551,7 @@ func (w *markerSplit) Write(p []byte) (int, error) {
 	} else if len(w.pre) > 64<<10 {
 		// Never a marker this late: keep the first 32 KiB and the last
 		// bytes, where a split marker may lie.
-		w.pre = append(w.pre[:32<<10], w.pre[len(w.pre)-len(startMarker):]...)
+		w.pre = append(w.pre[:32<<10], w.pre[len(w.pre)-len(StartMarker):]...)
 	}
 	return len(p), nil
 }

@@ -67,6 +67,11 @@ func (inv *Inventory) AddHost(name, group string, vars map[string]string) {
 
 // AddChild makes child a child group of parent.
 func (inv *Inventory) AddChild(parent, child string) {
+	if parent == "ungrouped" || child == "ungrouped" {
+		// ansible-inventory -y exports all: {children: {ungrouped: …}};
+		// ungrouped is implied, as in INI (see GroupHosts).
+		return
+	}
 	inv.addGroup(parent)
 	inv.addGroup(child)
 	if !slices.Contains(inv.children[parent], child) {
@@ -86,6 +91,9 @@ func (inv *Inventory) SetGroupVars(group string, vars map[string]string) {
 }
 
 func (inv *Inventory) addGroup(g string) {
+	if g == "ungrouped" {
+		return
+	}
 	if _, ok := inv.members[g]; !ok {
 		inv.members[g] = nil
 	}
@@ -133,6 +141,11 @@ func (inv *Inventory) Build() error {
 		vars := map[string]string{}
 		for k, v := range inv.groupVars["all"] {
 			vars[k] = v
+		}
+		if len(groups) == 0 {
+			for k, v := range inv.groupVars["ungrouped"] {
+				vars[k] = v
+			}
 		}
 		for _, g := range order {
 			for k, v := range inv.groupVars[g] {
@@ -197,7 +210,10 @@ func (inv *Inventory) Host(name string) (Host, bool) {
 	return *h, true
 }
 
-// GroupNames returns the group names, sorted ("all" is implied, not listed).
+// GroupNames returns the group names, sorted. "all" and "ungrouped" are
+// implied, as in Ansible, and not listed, whether the inventory was INI
+// (where hosts before any section are ungrouped) or the YAML that
+// ansible-inventory -y exports (which names ungrouped as a child of all).
 func (inv *Inventory) GroupNames() []string {
 	out := make([]string, 0, len(inv.members))
 	for g := range inv.members {
@@ -209,12 +225,16 @@ func (inv *Inventory) GroupNames() []string {
 	return out
 }
 
-// GroupHosts returns the names of a group's hosts (through its children).
+// GroupHosts returns the names of a group's hosts (through its children);
+// for "ungrouped", the hosts that belong to no group.
 func (inv *Inventory) GroupHosts(g string) []string {
-	if g == "all" {
+	if g == "all" || g == "ungrouped" {
 		var out []string
 		for _, h := range inv.Hosts() {
-			out = append(out, h.Name)
+			// ungrouped: the hosts in no group but all.
+			if g == "all" || len(h.Groups) == 0 {
+				out = append(out, h.Name)
+			}
 		}
 		return out
 	}

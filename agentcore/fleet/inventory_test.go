@@ -220,7 +220,7 @@ func TestSummary(t *testing.T) {
 // TestMarkerSplit: ssh's stderr before the start marker is ssh's, after it
 // the command's, however the writes cut the marker.
 func TestMarkerSplit(t *testing.T) {
-	in := "ssh: warning\n" + startMarker + "err1\nerr2\n"
+	in := "ssh: warning\n" + StartMarker + "err1\nerr2\n"
 	for cut := 1; cut < len(in); cut++ {
 		out := &lockedCapture{c: NewCapture(1 << 10)}
 		w := &markerSplit{out: out}

@@ -122,6 +122,12 @@ func (inv *Inventory) match(p string) ([]string, error) {
 	if p == "all" || p == "*" {
 		return inv.GroupHosts("all"), nil
 	}
+	if p == "ungrouped" {
+		if out := inv.GroupHosts(p); len(out) > 0 {
+			return out, nil
+		}
+		return nil, fmt.Errorf("host pattern %q: every host of the inventory is in a group", p)
+	}
 	var out []string
 	if strings.ContainsAny(p, "*?") {
 		if _, err := path.Match(p, ""); err != nil {

@@ -286,6 +286,13 @@ func hasKnownHost(path string) bool {
 // open builds the Fleet. The ssh client's environment is the allowlisted
 // one of commands (no API key, no chat token) plus SSH_AUTH_SOCK.
 func (fc fleetConfig) open(base string, environ []string, path string) (*fleet.Fleet, error) {
+	return fc.openIn(base, environ, path, "")
+}
+
+// openIn is open with the ControlMaster sockets in controlDir, whose
+// read-only masters outlive the process ("" means a private directory,
+// every master ended at Close).
+func (fc fleetConfig) openIn(base string, environ []string, path, controlDir string) (*fleet.Fleet, error) {
 	if errs := fc.check(base); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -299,6 +306,7 @@ func (fc fleetConfig) open(base string, environ []string, path string) (*fleet.F
 		path = agentcore.DefaultPath
 	}
 	cfg.Env = agentcore.ChildEnv(environ, []string{"SSH_AUTH_SOCK"}, path)
+	cfg.ControlDir, cfg.KeepReadOnly = controlDir, controlDir != ""
 	cfg.Timeout, _ = time.ParseDuration(fc.Timeout)
 	cfg.ConnectTimeout, _ = time.ParseDuration(fc.ConnectTimeout)
 	switch fc.ControlPersist {
@@ -356,8 +364,9 @@ func loadFleetFile(path string) (fleetConfig, error) {
 }
 
 // localFleet opens the terminal front end's fleet: THINBOT_FLEET names a
-// fleet file; unset means none. It returns the key files too, which
-// commands must not read.
+// fleet file; unset means none. It returns the files commands must not
+// read: the fleet's keys, known_hosts and ssh_config, and the directory of
+// the ControlMaster sockets.
 func localFleet(e *env) (*fleet.Fleet, []string, error) {
 	path := e.getenv("THINBOT_FLEET")
 	if path == "" {
@@ -368,11 +377,51 @@ func localFleet(e *env) (*fleet.Fleet, []string, error) {
 		return nil, nil, err
 	}
 	base := filepath.Dir(path)
-	fl, err := fc.open(base, os.Environ(), "")
+	cd := warmControlDir(e.getenv("XDG_RUNTIME_DIR"))
+	fl, err := fc.openIn(base, os.Environ(), "", cd)
 	if err != nil {
 		return nil, nil, fmt.Errorf("THINBOT_FLEET %s: %w", path, err)
 	}
-	return fl, fc.keyFiles(base), nil
+	hidden := fc.keyFiles(base)
+	if cd != "" {
+		hidden = append(hidden, cd)
+	}
+	return fl, hidden, nil
+}
+
+// warmControlDir is where the terminal front end keeps the read-only
+// identities' ControlMaster sockets between runs, so that the next thinbot
+// ask starts warm (within control_persist): $XDG_RUNTIME_DIR/thinbot-ssh,
+// the per-user runtime dir (a tmpfs, gone at logout). "" (a private
+// directory per process, every master ended at exit) when there is no
+// such dir, or when it, or the socket dir, is not this user's alone: a
+// socket anyone else can reach runs commands past the gate. Only the
+// read-only masters stay: a privileged one would be an idle write channel
+// that no approval guards. Commands never see the directory (hidden like
+// the keys), so a local command cannot use a master either.
+func warmControlDir(runtimeDir string) string {
+	if runtimeDir == "" || !filepath.IsAbs(runtimeDir) || !privateDir(runtimeDir) {
+		return ""
+	}
+	d := filepath.Join(runtimeDir, "thinbot-ssh")
+	if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return ""
+	}
+	if !privateDir(d) || len(d) > 107-1-55-17 {
+		return ""
+	}
+	return d
+}
+
+// privateDir reports whether d is a directory (not a symlink) owned by
+// this user that no one else can enter.
+func privateDir(d string) bool {
+	st, err := os.Lstat(d)
+	if err != nil || !st.IsDir() || st.Mode().Perm()&0o077 != 0 {
+		return false
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && int(sys.Uid) == os.Geteuid()
 }
 
 // cmdHosts lists the inventory: thinbot hosts [--json] [--config FILE |
@@ -458,7 +507,8 @@ func cmdHosts(ctx context.Context, e *env, args []string) error {
 			Hosts       []row               `json:"hosts"`
 			Groups      map[string][]string `json:"groups"`
 			Concurrency int                 `json:"concurrency"`
-			TimeoutSec  float64             `json:"timeout_seconds"`
+			// TimeoutSec is 0 when the fleet takes the local commands' timeout.
+			TimeoutSec float64 `json:"timeout_seconds"`
 		}{rows, groups, fl.Concurrency(), fl.Timeout().Seconds()})
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
@@ -490,8 +540,12 @@ func cmdHosts(ctx context.Context, e *env, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	timeout := "the local commands' timeout (budgets.command_timeout, 120s by default)"
+	if fl.Timeout() > 0 {
+		timeout = fl.Timeout().String()
+	}
 	fmt.Fprintf(e.stdout, "\n%d host(s) · %d group(s) · concurrency %d · timeout %s per host\n",
-		len(rows), len(inv.GroupNames()), fl.Concurrency(), fl.Timeout())
+		len(rows), len(inv.GroupNames()), fl.Concurrency(), timeout)
 	return nil
 }
 

@@ -84,8 +84,11 @@ func (s *sandboxSetup) close() {
 
 // cmdSandbox: thinbot sandbox check [--config FILE] [--json]
 func cmdSandbox(ctx context.Context, e *env, args []string) error {
+	if len(args) > 0 && args[0] == "exec" {
+		return cmdSandboxExec(ctx, e, args[1:])
+	}
 	if len(args) == 0 || args[0] != "check" {
-		return fmt.Errorf("%w: thinbot sandbox check [--config FILE] [--json]", errUsage)
+		return fmt.Errorf("%w: thinbot sandbox check [--config FILE] [--json] | thinbot sandbox exec --read-only [--hide PATH]...", errUsage)
 	}
 	fs := flag.NewFlagSet("sandbox check", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)

@@ -81,7 +81,22 @@ func check(b *testing.B, rs []fleet.Result) {
 // runAnsible runs `ansible all -i inv -m command -a uptime -f 10` with the
 // same login, key and known_hosts, ansible's own ControlPersist and
 // pipelining on (its fastest settings).
-func runAnsible(b *testing.B, rig *sshd.Rig, inv string) {
+func runAnsible(b *testing.B, rig *sshd.Rig, inv string) { runAnsibleForks(b, rig, inv, 10) }
+
+func runAnsibleForks(b *testing.B, rig *sshd.Rig, inv string, forks int) {
+	run := ansibleRunner(b, rig, inv, forks)
+	run()
+	b.ResetTimer()
+	for b.Loop() {
+		run()
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N)/hosts, "ms/host")
+}
+
+// ansibleRunner returns a func that runs the ansible ad-hoc command once
+// (its ControlPersist connections kept between calls).
+func ansibleRunner(b *testing.B, rig *sshd.Rig, inv string, forks int) func() {
 	if _, err := exec.LookPath("ansible"); err != nil {
 		if os.Getenv("CI") != "" {
 			b.Fatal("no ansible; .ci/run installs it")
@@ -99,22 +114,22 @@ func runAnsible(b *testing.B, rig *sshd.Rig, inv string) {
 		}
 		os.RemoveAll(cp)
 	})
-	cfg := filepath.Join(rig.Dir, "ansible.cfg")
+	cfg := filepath.Join(rig.Dir, fmt.Sprintf("ansible-%d.cfg", forks))
 	conf := fmt.Sprintf(`[defaults]
 host_key_checking = True
 interpreter_python = /usr/bin/python3
-forks = 10
+forks = %d
 local_tmp = %s/ansible-local
 [ssh_connection]
 ssh_args = -F /dev/null -o ControlMaster=auto -o ControlPersist=60s -o UserKnownHostsFile=%s -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes
 control_path_dir = %s
 pipelining = True
-`, rig.Dir, rig.KnownHosts, cp)
+`, forks, rig.Dir, rig.KnownHosts, cp)
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	run := func() {
-		cmd := exec.Command("ansible", "all", "-i", inv, "-m", "command", "-a", "uptime", "-f", "10",
+	return func() {
+		cmd := exec.Command("ansible", "all", "-i", inv, "-m", "command", "-a", "uptime", "-f", fmt.Sprint(forks),
 			"-u", sshd.UserRO, "--private-key", rig.KeyRO)
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + rig.Dir, "ANSIBLE_CONFIG=" + cfg, "LANG=C.UTF-8"}
 		out, err := cmd.CombinedOutput()
@@ -122,13 +137,6 @@ pipelining = True
 			b.Fatalf("ansible: %v\n%s", err, out)
 		}
 	}
-	run()
-	b.ResetTimer()
-	for b.Loop() {
-		run()
-	}
-	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
-	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N)/hosts, "ms/host")
 }
 
 // runBare runs `ssh host uptime` with the same login, key and known_hosts

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/agentcore/fleet"
+	"github.com/thinbot/thinbot/agentcore/sandbox"
+)
+
+// cmdSandboxExec: thinbot sandbox exec --read-only [--hide PATH]...
+//
+// The forced command of a fleet's read-only key on a target host
+// (authorized_keys: command="/usr/bin/thinbot sandbox exec --read-only"):
+// it runs SSH_ORIGINAL_COMMAND with bash inside thinbot's read-only
+// sandbox on that host, so a command the daemon's gate misjudged still
+// cannot write there, whatever the read-only account may do. The session's
+// end (its stdin closing: /stop or the timeout on the daemon's side) kills
+// the command. The exit code is the command's.
+func cmdSandboxExec(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("sandbox exec", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	readOnly := fs.Bool("read-only", false, "run in the read-only sandbox (required: the only mode offered)")
+	var hide stringsFlag
+	fs.Var(&hide, "hide", "a `path` the command must see as empty (repeat; e.g. /etc/thinbot)")
+	shell := fs.String("shell", "/bin/bash", "the `shell` that runs the command (-c)")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if !*readOnly || fs.NArg() > 0 {
+		return fmt.Errorf("%w: thinbot sandbox exec --read-only [--hide PATH]... (the command comes from SSH_ORIGINAL_COMMAND)", errUsage)
+	}
+	command := e.getenv("SSH_ORIGINAL_COMMAND")
+	if strings.TrimSpace(command) == "" {
+		return errors.New("sandbox exec: no command (SSH_ORIGINAL_COMMAND is empty): this key runs commands, not a login shell")
+	}
+	dir := e.getenv("HOME")
+	if st, err := os.Stat(dir); dir == "" || err != nil || !st.IsDir() {
+		dir = "/"
+	}
+	sb, err := sandbox.Start(ctx, sandbox.Config{Hide: hide, Workspaces: []string{dir}})
+	if err != nil {
+		// Fail closed: without the sandbox nothing runs.
+		return fmt.Errorf("sandbox exec: %w; nothing ran", err)
+	}
+	defer sb.Close()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The session's stdin never carries data (fleet gives the command
+	// /dev/null); its end means the client is gone. The goroutine ends
+	// with the process.
+	go func() {
+		_, _ = io.Copy(io.Discard, e.stdin)
+		cancel()
+	}()
+	out := &markerToStderr{stdout: e.stdout, stderr: e.stderr}
+	env := agentcore.ChildEnv(os.Environ(), []string{"SSH_CONNECTION", "SSH_CLIENT"}, agentcore.DefaultPath)
+	res, err := sb.Run(runCtx, sandbox.ReadOnly, sandbox.Cmd{Args: []string{*shell, "-c", command}, Dir: dir, Env: env}, out)
+	out.flush()
+	if err != nil {
+		return fmt.Errorf("sandbox exec: %w", err)
+	}
+	code := res.ExitCode
+	if code < 0 {
+		code = 128 + res.Signal
+	}
+	if code != 0 {
+		return exitStatus(code)
+	}
+	return nil
+}
+
+// exitStatus is a command's non-zero exit code, passed on as thinbot's own
+// without a message (the command spoke for itself).
+type exitStatus int
+
+func (s exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(s)) }
+func (s exitStatus) ExitCode() int { return int(s) }
+func (s exitStatus) Silent() bool  { return true }
+
+// markerToStderr passes the sandboxed command's output (stdout and stderr
+// in one stream) to stdout, except fleet's start marker at its very
+// beginning, which goes to stderr where the daemon looks for it.
+type markerToStderr struct {
+	mu             sync.Mutex
+	stdout, stderr io.Writer
+	head           []byte
+	done           bool
+}
+
+func (m *markerToStderr) Write(p []byte) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.done {
+		return m.stdout.Write(p)
+	}
+	m.head = append(m.head, p...)
+	marker := []byte(fleet.StartMarker)
+	switch {
+	case bytes.HasPrefix(m.head, marker):
+		m.done = true
+		_, _ = m.stderr.Write(marker)
+		if rest := m.head[len(marker):]; len(rest) > 0 {
+			_, _ = m.stdout.Write(rest)
+		}
+	case len(m.head) >= len(marker) || !bytes.HasPrefix(marker, m.head):
+		m.done = true
+		_, _ = m.stdout.Write(m.head)
+	}
+	return len(p), nil
+}
+
+func (m *markerToStderr) flush() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.done {
+		m.done = true
+		_, _ = m.stdout.Write(m.head)
+	}
+}
+
+// stringsFlag is a repeatable string flag.
+type stringsFlag []string
+
+func (s *stringsFlag) String() string     { return strings.Join(*s, ",") }
+func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
