@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -510,7 +511,7 @@ func coveredSockets(hc helperConfig) []string {
 	}
 	var out []string
 	seen := map[string]bool{}
-	for _, p := range controlSockets() {
+	for _, p := range append(controlSockets(), hc.Net.Cover...) {
 		r, err := filepath.EvalSymlinks(p)
 		if err != nil || allowed[p] || allowed[r] || seen[r] {
 			continue
@@ -559,6 +560,10 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 		procs = map[uint64]*os.Process{}
 		wg    sync.WaitGroup
 	)
+	rp := newReaper()
+	stopReaper := make(chan struct{})
+	reaperDone := make(chan struct{})
+	go func() { defer close(reaperDone); rp.loop(stopReaper) }()
 	reply := func(m message) {
 		wmu.Lock()
 		defer wmu.Unlock()
@@ -592,12 +597,18 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 				defer wg.Done()
 				var cmd *exec.Cmd
 				var err error
+				var exited <-chan unix.WaitStatus
+				rp.mu.Lock() // the reaper must not take the command's status before it is registered
 				if hc.Mode == ReadOnly {
 					cmd, err = startReadOnly(hc, keeps, m, out)
 				} else {
 					cmd = command(m, out)
 					err = cmd.Start()
 				}
+				if err == nil {
+					exited = rp.registerLocked(cmd.Process.Pid)
+				}
+				rp.mu.Unlock()
 				out.Close()
 				if err != nil {
 					reply(message{ID: m.ID, Op: "error", Err: "start: " + err.Error()})
@@ -615,15 +626,15 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 				procs[m.ID] = cmd.Process
 				mu.Unlock()
 				reply(message{ID: m.ID, Op: "started", Pid: cmd.Process.Pid})
-				_ = cmd.Wait()
+				ws := <-exited
 				mu.Lock()
 				// Whatever the command left in its group dies with it.
 				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 				delete(procs, m.ID)
 				mu.Unlock()
-				st := cmd.ProcessState
-				r := message{ID: m.ID, Op: "exited", Code: st.ExitCode()}
-				if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				_ = cmd.Process.Release()
+				r := message{ID: m.ID, Op: "exited", Code: ws.ExitStatus()}
+				if ws.Signaled() {
 					r.Sig = int(ws.Signal())
 				}
 				reply(r)
@@ -638,4 +649,67 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 	}
 	mu.Unlock()
 	wg.Wait()
+	close(stopReaper)
+	<-reaperDone
+}
+
+// reaper reaps every child of the helper, which is a child subreaper: a
+// command's own exit status goes to the goroutine waiting for it, and
+// orphans (what a command left behind, reparented to the helper) are
+// reaped at once. Left to an init that does not reap (as in many
+// containers), their zombies would count against the read-only user's
+// process limit and stop every later command from starting.
+type reaper struct {
+	mu      sync.Mutex // held while a command starts and registers, and while a status is taken
+	waiting map[int]chan unix.WaitStatus
+}
+
+func newReaper() *reaper {
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	return &reaper{waiting: map[int]chan unix.WaitStatus{}}
+}
+
+// registerLocked returns the channel that gets pid's exit status; the
+// caller holds mu.
+func (r *reaper) registerLocked(pid int) <-chan unix.WaitStatus {
+	ch := make(chan unix.WaitStatus, 1)
+	r.waiting[pid] = ch
+	return ch
+}
+
+func (r *reaper) loop(stop <-chan struct{}) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	defer signal.Stop(sigs)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		r.reap()
+		select {
+		case <-sigs:
+		case <-tick.C:
+		case <-stop:
+			r.reap()
+			return
+		}
+	}
+}
+
+// reap takes every exited child's status.
+func (r *reaper) reap() {
+	for {
+		r.mu.Lock()
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, nil)
+		if err != nil || pid <= 0 {
+			r.mu.Unlock()
+			return
+		}
+		ch := r.waiting[pid]
+		delete(r.waiting, pid)
+		r.mu.Unlock()
+		if ch != nil {
+			ch <- ws
+		}
+	}
 }

@@ -123,6 +123,9 @@ type Network struct {
 	// of (docker, containerd, podman, cri-o, kubelet, systemd, D-Bus) not
 	// listed is covered in read-only commands.
 	Sockets []string `json:"sockets,omitempty"`
+	// Cover are more unix sockets to cover for read-only commands (a
+	// daemon's own control socket), as the built-in ones are.
+	Cover []string `json:"cover,omitempty"`
 }
 
 // controlSockets are the unix sockets of host daemons that read-only
