@@ -93,9 +93,6 @@ func setUp(hc helperConfig) (Info, []string, error) {
 	if err := dropPrivileges(hc); err != nil {
 		return info, nil, err
 	}
-	if err := setLimits(hc.Limits); err != nil {
-		return info, nil, err
-	}
 	if hc.Mode == Approved {
 		// The approved helper is confined as a whole. The read-only helper
 		// is not: each command gets its own mount namespace and Landlock
@@ -108,28 +105,65 @@ func setUp(hc helperConfig) (Info, []string, error) {
 	return info, keeps, nil
 }
 
-// setLimits sets the limits every command inherits from the helper. The
-// helper itself stays far below them (a few MiB, no files written); root,
-// which the helper of a root daemon is, is exempt from RLIMIT_NPROC. The
-// CPU limit is set on each command after it starts, as the helper's own
-// CPU time adds up over its life.
-func setLimits(l Limits) error {
+// startLimited starts cmd with the limits l, from the calling thread,
+// which must be locked to its goroutine. The command is started traced:
+// the kernel stops it right after its exec, before it runs one instruction
+// of the new program, and this thread (its tracer) sets its limits with
+// prlimit and lets it go. So the limits bind the command and all it starts
+// from its first instruction, while the helper itself stays unlimited (a
+// helper that lived under them would count its own threads against the
+// process limit, and its own CPU time over its life). The caller holds the
+// reaper's lock, so no one else waits for the stopped child.
+func startLimited(cmd *exec.Cmd, l Limits) error {
+	cmd.SysProcAttr.Ptrace = true
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	pid := cmd.Process.Pid
+	fail := func(err error) error {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		var ws unix.WaitStatus
+		_, _ = unix.Wait4(pid, &ws, unix.WALL, nil)
+		_ = cmd.Process.Release()
+		return err
+	}
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil {
+		return fail(fmt.Errorf("wait for the exec stop: %w", err))
+	}
+	if !ws.Stopped() {
+		return fail(fmt.Errorf("the command did not stop at its exec (status %#x)", ws))
+	}
 	set := func(name string, res int, v int64) error {
 		if v < 0 {
 			return nil
 		}
 		lim := unix.Rlimit{Cur: uint64(v), Max: uint64(v)}
-		if err := unix.Setrlimit(res, &lim); err != nil {
-			return fmt.Errorf("set %s limit: %w", name, err)
+		if res == unix.RLIMIT_CPU {
+			lim.Max++ // SIGXCPU at the soft limit, SIGKILL a second later
+		}
+		if err := unix.Prlimit(pid, res, &lim, nil); err != nil {
+			return fmt.Errorf("set the %s limit: %w", name, err)
 		}
 		return nil
 	}
-	return errors.Join(
+	cpu := int64(-1)
+	if l.CPU > 0 {
+		cpu = int64((l.CPU + time.Second - 1) / time.Second)
+	}
+	if err := errors.Join(
 		set("memory", unix.RLIMIT_DATA, l.Memory),
 		set("process", unix.RLIMIT_NPROC, l.Processes),
+		set("CPU", unix.RLIMIT_CPU, cpu),
 		set("file size", unix.RLIMIT_FSIZE, l.FileSize),
 		set("core file", unix.RLIMIT_CORE, 0),
-	)
+	); err != nil {
+		return fail(err)
+	}
+	if err := unix.PtraceDetach(pid); err != nil {
+		return fail(fmt.Errorf("let the command run: %w", err))
+	}
+	return nil
 }
 
 // kernelHelpers are the knobs that make the kernel start a program of the
@@ -404,7 +438,7 @@ func startReadOnly(hc helperConfig, keeps []string, m message, out *os.File) (*e
 		cmd := command(m, out)
 		err := confineThread(hc, keeps, cmd)
 		if err == nil {
-			err = cmd.Start()
+			err = startLimited(cmd, hc.Limits)
 		}
 		ch <- started{cmd, err}
 	}()
@@ -603,7 +637,11 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 					cmd, err = startReadOnly(hc, keeps, m, out)
 				} else {
 					cmd = command(m, out)
-					err = cmd.Start()
+					// The tracer is this thread: it must stay the same
+					// from the start to the detach.
+					runtime.LockOSThread()
+					err = startLimited(cmd, hc.Limits)
+					runtime.UnlockOSThread()
 				}
 				if err == nil {
 					exited = rp.registerLocked(cmd.Process.Pid)
@@ -613,14 +651,6 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 				if err != nil {
 					reply(message{ID: m.ID, Op: "error", Err: "start: " + err.Error()})
 					return
-				}
-				if hc.Limits.CPU > 0 {
-					// The helper's own CPU time adds up over its life, so
-					// this limit is set on the command, before it has used
-					// more than the microseconds since its exec.
-					secs := uint64((hc.Limits.CPU + time.Second - 1) / time.Second)
-					lim := unix.Rlimit{Cur: secs, Max: secs + 1}
-					_ = unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_CPU, &lim, nil)
 				}
 				mu.Lock()
 				procs[m.ID] = cmd.Process

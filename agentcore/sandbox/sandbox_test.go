@@ -352,6 +352,12 @@ func TestStartRefusedFailsCleanly(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "helper") {
 		t.Errorf("Start with a non-helper binary = %v", err)
 	}
+	// A workspace below /tmp is bound into each read-only command's
+	// private /tmp: one that does not exist is refused, with the reason.
+	_, err = Start(context.Background(), Config{Workspaces: []string{fmt.Sprintf("/tmp/thinbot-no-such-ws-%d", os.Getpid())}})
+	if err == nil || !strings.Contains(err.Error(), "must exist when thinbot starts") {
+		t.Errorf("Start with a missing workspace below /tmp = %v", err)
+	}
 	_, err = Start(context.Background(), Config{Hide: []string{"relative/path"}})
 	if err == nil || !strings.Contains(err.Error(), "not absolute") {
 		t.Errorf("Start with a relative hidden path = %v", err)
