@@ -449,3 +449,75 @@ func probeMain() {
 	}
 	os.Exit(0)
 }
+
+// TestEverydayDiagnostics runs the diagnostics of the skill packs
+// (sys-doctor, log-triage) and of the README in the read-only tier, as a
+// root daemon's read-only user: each one that works unconfined on this
+// machine (exit 0) must work in the sandbox too. The table says what each
+// did in both places.
+func TestEverydayDiagnostics(t *testing.T) {
+	ws, err := os.MkdirTemp("", "thinbot-diag-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
+	os.Chmod(ws, 0o755)
+	for _, f := range []string{"sys-doctor/scripts/doctor.sh", "log-triage/scripts/triage.py", "log-triage/testdata/app.log", "log-triage/testdata/journal.txt"} {
+		b, err := os.ReadFile(filepath.Join("..", "skills", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, filepath.Base(f)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sb, err := sandbox.Start(t.Context(), sandbox.Config{Workspaces: []string{ws}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	cmds := []string{
+		"bash doctor.sh",
+		"python3 triage.py app.log",
+		"python3 triage.py - < journal.txt",
+		"uptime", "free -m", "df -h", "df -i", "ps aux", "ps -eo pid,user,pcpu,rss,comm --sort=-pcpu",
+		"ss -tlnp", "ss -Htlnu", "ss -s", "ip -brief addr", "ip route", "cat /proc/loadavg /proc/meminfo",
+		"lsblk", "findmnt", "mount", "uname -a", "id", "who", "ls -la /var/log",
+		"du -xh --max-depth=1 /usr/share | sort -h | tail -3",
+		"journalctl -n 5 --no-pager", "journalctl -p err --since today --no-pager | tail -3",
+		"systemctl status --no-pager", "systemctl list-units --state=failed --no-legend --plain --no-pager",
+		"getent hosts localhost", "cat /etc/os-release", "env", "dmesg | tail -3",
+		"docker ps", "kubectl get pods",
+	}
+	cfg := ExecConfig{Timeout: 60 * time.Second, Environ: []string{"PATH=" + DefaultPath}}
+	sbCfg := cfg
+	sbCfg.Sandbox = sb
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-58s %-10s %s\n", "command", "unconfined", "read-only sandbox")
+	for _, c := range cmds {
+		direct, err := Exec(t.Context(), cfg, sandbox.ReadOnly, ws, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		boxed, err := Exec(t.Context(), sbCfg, sandbox.ReadOnly, ws, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		note := ""
+		if boxed.ExitCode != 0 {
+			note = ": " + firstLine(string(boxed.Output))
+		}
+		fmt.Fprintf(&b, "%-58s exit %-5d exit %d%s\n", c, direct.ExitCode, boxed.ExitCode, note)
+		if direct.ExitCode == 0 && boxed.ExitCode != 0 {
+			t.Errorf("%q works unconfined but not in the read-only sandbox: exit %d: %s", c, boxed.ExitCode, boxed.Output)
+		}
+		if c == "bash doctor.sh" && boxed.ExitCode == 0 {
+			for _, tool := range []string{"ps unavailable", "df unavailable", "ss unavailable"} {
+				if strings.Contains(string(boxed.Output), tool) {
+					t.Errorf("doctor.sh in the sandbox: %s:\n%s", tool, boxed.Output)
+				}
+			}
+		}
+	}
+	t.Logf("as %s:\n%s", sb.Info(sandbox.ReadOnly).User, b.String())
+}
