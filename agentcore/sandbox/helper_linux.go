@@ -415,40 +415,100 @@ func command(m message, out *os.File) *exec.Cmd {
 	return cmd
 }
 
-// startReadOnly starts a read-only command from a thread of its own, which
-// first gives itself (and so the command) a mount namespace with empty
-// private /tmp, /var/tmp and /dev/shm (the workspaces below them bound
-// back, the host's control sockets covered), then a seccomp filter and a
-// Landlock domain of the command's own. The thread is never handed back to
-// the Go scheduler: it exits with the goroutine, and its namespace and
-// tmpfs mounts go with the command's last process.
+// spare is a thread confined ahead for the next read-only command (see
+// startReadOnly): setting up a mount namespace, tmpfs mounts and a Landlock
+// domain takes about half a millisecond, which a command then does not
+// wait for.
+type spare chan spareJob
+
+type spareJob struct {
+	m    message
+	out  *os.File
+	done chan<- startResult
+}
+
+type startResult struct {
+	cmd *exec.Cmd
+	err error
+	// ns holds the command's mount namespace: closed after the exit is
+	// reported, so that tearing the namespace down (unmounting its tmpfs,
+	// waiting for RCU) is not on the command's exit path.
+	ns *os.File
+}
+
+// newSpare starts a goroutine that locks a thread, confines it and waits
+// for one command; closing the channel instead lets it exit.
+func newSpare(hc helperConfig, keeps []string) spare {
+	ch := make(spare)
+	go func() {
+		runtime.LockOSThread() // never unlocked: see startReadOnly
+		err := confineThread(hc, keeps)
+		var ns *os.File
+		if err == nil {
+			ns, _ = os.Open(fmt.Sprintf("/proc/self/task/%d/ns/mnt", unix.Gettid()))
+		}
+		j, ok := <-ch
+		if !ok {
+			if ns != nil {
+				ns.Close()
+			}
+			return
+		}
+		cmd := command(j.m, j.out)
+		if err == nil {
+			err = enter(hc, cmd)
+		}
+		if err == nil {
+			err = startLimited(cmd, hc.Limits)
+		}
+		j.done <- startResult{cmd, err, ns}
+	}()
+	return ch
+}
+
+// startReadOnly starts a read-only command from a thread of its own (the
+// spare s), which first gave itself (and so the command) a mount namespace
+// with empty private /tmp, /var/tmp and /dev/shm (the workspaces below
+// them bound back, the host's control sockets covered), then a seccomp
+// filter and a Landlock domain of the command's own. The thread is never
+// handed back to the Go scheduler: it exits with the goroutine, and its
+// namespace and tmpfs mounts go with the command's last process.
 //
 // A domain of its own is what keeps the helper safe: Landlock lets a
 // process signal or ptrace only processes in its own domain or one nested
 // below it, and every command's domain is nested below none of the
 // helper's threads.
-func startReadOnly(hc helperConfig, keeps []string, m message, out *os.File) (*exec.Cmd, error) {
-	type started struct {
-		cmd *exec.Cmd
-		err error
+func startReadOnly(s spare, m message, out *os.File) (*exec.Cmd, *os.File, error) {
+	done := make(chan startResult, 1)
+	s <- spareJob{m: m, out: out, done: done}
+	r := <-done
+	return r.cmd, r.ns, r.err
+}
+
+// enter makes the command start in its working directory as the
+// read-only user (a root daemon's).
+func enter(hc helperConfig, cmd *exec.Cmd) error {
+	if hc.User == nil {
+		return nil
 	}
-	ch := make(chan started, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: see above
-		cmd := command(m, out)
-		err := confineThread(hc, keeps, cmd)
-		if err == nil {
-			err = startLimited(cmd, hc.Limits)
+	// Enter the working directory as the helper, so that a workspace whose
+	// parents the read-only user cannot search still works; what the user
+	// may read in it is up to the files' modes. The thread has a working
+	// directory of its own (CLONE_FS was unshared).
+	if cmd.Dir != "" {
+		if err := unix.Chdir(cmd.Dir); err != nil {
+			return fmt.Errorf("chdir %s: %w", cmd.Dir, err)
 		}
-		ch <- started{cmd, err}
-	}()
-	r := <-ch
-	return r.cmd, r.err
+		cmd.Dir = ""
+	}
+	u := hc.User
+	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
+	return nil
 }
 
 // confineThread sets up the calling (locked) thread for one read-only
 // command; see startReadOnly.
-func confineThread(hc helperConfig, keeps []string, cmd *exec.Cmd) error {
+func confineThread(hc helperConfig, keeps []string) error {
 	if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("mount namespace: %w", err)
 	}
@@ -483,19 +543,6 @@ func confineThread(hc helperConfig, keeps []string, cmd *exec.Cmd) error {
 		if err := unix.Mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("cover %s: %w", p, err)
 		}
-	}
-	if hc.User != nil {
-		// Enter the working directory as the helper, so that a workspace
-		// whose parents the read-only user cannot search still works; what
-		// the user may read in it is up to the files' modes.
-		if cmd.Dir != "" {
-			if err := unix.Chdir(cmd.Dir); err != nil {
-				return fmt.Errorf("chdir %s: %w", cmd.Dir, err)
-			}
-			cmd.Dir = ""
-		}
-		u := hc.User
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
 	}
 	rules := []landlock.Rule{
 		landlock.RODirs("/"),
@@ -595,6 +642,13 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 		wg    sync.WaitGroup
 	)
 	rp := newReaper()
+	var (
+		spareMu sync.Mutex
+		next    spare
+	)
+	if hc.Mode == ReadOnly {
+		next = newSpare(hc, keeps)
+	}
 	stopReaper := make(chan struct{})
 	reaperDone := make(chan struct{})
 	go func() { defer close(reaperDone); rp.loop(stopReaper) }()
@@ -632,9 +686,19 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 				var cmd *exec.Cmd
 				var err error
 				var exited <-chan unix.WaitStatus
+				var ns *os.File
+				defer func() {
+					if ns != nil {
+						ns.Close()
+					}
+				}()
 				rp.mu.Lock() // the reaper must not take the command's status before it is registered
 				if hc.Mode == ReadOnly {
-					cmd, err = startReadOnly(hc, keeps, m, out)
+					spareMu.Lock()
+					s := next
+					next = newSpare(hc, keeps)
+					spareMu.Unlock()
+					cmd, ns, err = startReadOnly(s, m, out)
 				} else {
 					cmd = command(m, out)
 					// The tracer is this thread: it must stay the same
@@ -679,6 +743,9 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 	}
 	mu.Unlock()
 	wg.Wait()
+	if next != nil {
+		close(next)
+	}
 	close(stopReaper)
 	<-reaperDone
 }
