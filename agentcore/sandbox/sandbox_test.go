@@ -431,3 +431,21 @@ func (s *syncBuf) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestManyAtOnce: read-only commands started together each get their own
+// thread, /tmp and domain, and all of them run.
+func TestManyAtOnce(t *testing.T) {
+	r := newRig(t)
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, res := r.run(t, ReadOnly, fmt.Sprintf("ls /tmp | grep -v thinbot-sandbox-test | wc -l; echo %d > /tmp/mine && cat /tmp/mine notes.txt", i))
+			if want := fmt.Sprintf("0\n%d\nhello\n", i); res.ExitCode != 0 || out != want {
+				t.Errorf("command %d: exit %d, output %q, want %q", i, res.ExitCode, out, want)
+			}
+		}()
+	}
+	wg.Wait()
+}
