@@ -936,6 +936,8 @@ func (a *Agent) failClosed(d gate.Decision) gate.Decision {
 func formatExec(ex ExecResult, view int) string {
 	var b strings.Builder
 	switch {
+	case ex.OutputCut:
+		fmt.Fprintf(&b, "output limit reached: thinbot read %d bytes, then stopped reading and killed the process group; the rest of the output was not read\n", ex.Size)
 	case ex.TimedOut:
 		fmt.Fprintf(&b, "timed out after %s; the process group was killed\n", ex.Duration.Round(time.Second))
 	case ex.Cancelled:

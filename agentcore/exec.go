@@ -23,6 +23,11 @@ type ExecConfig struct {
 	// CaptureLimit is how many bytes of output are kept in memory (head and
 	// tail halves); 0 means 1 MiB. The full size and SHA-256 are always known.
 	CaptureLimit int
+	// OutputLimit is how many bytes of output are read at most: at the
+	// limit thinbot stops reading, kills the command's process group and
+	// says so in the result (OutputCut); 0 means 8 MiB. An endless
+	// producer (seq inf, yes) then costs milliseconds, not the timeout.
+	OutputLimit int64
 	// ViewLimit is how many bytes of output the model sees (head and tail,
 	// with an "N bytes omitted" marker); 0 means 16 KiB.
 	ViewLimit int
@@ -71,6 +76,9 @@ func (c ExecConfig) withDefaults() ExecConfig {
 	}
 	if c.CaptureLimit <= 0 {
 		c.CaptureLimit = 1 << 20
+	}
+	if c.OutputLimit <= 0 {
+		c.OutputLimit = 8 << 20
 	}
 	if c.ViewLimit <= 0 {
 		c.ViewLimit = 16 << 10
@@ -134,6 +142,10 @@ type ExecResult struct {
 	SHA256   string // of all the bytes it wrote
 	Duration time.Duration
 	TimedOut bool
+	// OutputCut reports that the command wrote more than OutputLimit
+	// bytes: Size bytes were read, the rest was not, and the process group
+	// was killed.
+	OutputCut bool
 	// Cancelled reports that ctx ended the command.
 	Cancelled bool
 	// Targets and Remote are set for a command run on remote hosts: the
@@ -149,11 +161,14 @@ type ExecResult struct {
 // started; a non-zero exit is reported in ExitCode.
 func Exec(ctx context.Context, cfg ExecConfig, m sandbox.Mode, dir, command string) (ExecResult, error) {
 	cfg = cfg.withDefaults()
-	ctx2, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
+	ctxT, cancelT := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancelT()
+	ctx2, cancel := context.WithCancelCause(ctxT)
+	defer cancel(nil)
+	out := &limitWriter{w: fleet.NewCapture(cfg.CaptureLimit), left: cfg.OutputLimit, stop: func() { cancel(errOutputLimit) }}
 	env := ChildEnv(cfg.Environ, cfg.AllowEnv, cfg.Path)
 	if cfg.Sandbox != nil {
-		return execSandboxed(ctx, ctx2, cfg, m, dir, command, env)
+		return execSandboxed(ctx, ctx2, cfg, m, dir, command, env, out)
 	}
 	cmd := exec.CommandContext(ctx2, cfg.Shell, "-c", command)
 	cmd.Dir = dir
@@ -166,7 +181,6 @@ func Exec(ctx context.Context, cfg ExecConfig, m sandbox.Mode, dir, command stri
 	}
 	// Children that keep the output pipe open must not hold Wait forever.
 	cmd.WaitDelay = 2 * time.Second
-	out := fleet.NewCapture(cfg.CaptureLimit)
 	cmd.Stdout, cmd.Stderr = out, out
 	start := time.Now()
 	err := cmd.Start()
@@ -185,7 +199,7 @@ func Exec(ctx context.Context, cfg ExecConfig, m sandbox.Mode, dir, command stri
 	return res, nil
 }
 
-func execSandboxed(ctx, ctx2 context.Context, cfg ExecConfig, m sandbox.Mode, dir, command string, env []string) (ExecResult, error) {
+func execSandboxed(ctx, ctx2 context.Context, cfg ExecConfig, m sandbox.Mode, dir, command string, env []string, out *limitWriter) (ExecResult, error) {
 	shell := cfg.Shell
 	if !strings.HasPrefix(shell, "/") {
 		p, err := exec.LookPath(shell)
@@ -194,7 +208,6 @@ func execSandboxed(ctx, ctx2 context.Context, cfg ExecConfig, m sandbox.Mode, di
 		}
 		shell = p
 	}
-	out := fleet.NewCapture(cfg.CaptureLimit)
 	start := time.Now()
 	r, err := cfg.Sandbox.Run(ctx2, m, sandbox.Cmd{Args: []string{shell, "-c", command}, Dir: dir, Env: env}, out)
 	if err != nil {
@@ -203,17 +216,46 @@ func execSandboxed(ctx, ctx2 context.Context, cfg ExecConfig, m sandbox.Mode, di
 	return execResult(ctx, ctx2, out, start, r.ExitCode), nil
 }
 
-// execResult is how a command ended: what it wrote, and whether ctx (the
-// caller's) or ctx2 (with the timeout) ended it.
-func execResult(ctx, ctx2 context.Context, out *fleet.Capture, start time.Time, code int) ExecResult {
-	res := ExecResult{
-		Output:   out.Bytes(),
-		Size:     out.Size(),
-		SHA256:   out.SHA256(),
-		Duration: time.Since(start),
-		ExitCode: code,
+// errOutputLimit ends a command that wrote more than OutputLimit bytes.
+var errOutputLimit = errors.New("output limit reached")
+
+// limitWriter passes at most left bytes to w; at the limit it calls stop
+// (which kills the command) and fails every later write, so the copy from
+// the command's pipe stops reading.
+type limitWriter struct {
+	w    *fleet.Capture
+	left int64
+	cut  bool
+	stop func()
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if l.cut {
+		return 0, errOutputLimit
 	}
-	if ctx2.Err() != nil {
+	if int64(len(p)) > l.left {
+		n, _ := l.w.Write(p[:l.left])
+		l.left, l.cut = 0, true
+		l.stop()
+		return n, errOutputLimit
+	}
+	l.left -= int64(len(p))
+	return l.w.Write(p)
+}
+
+// execResult is how a command ended: what it wrote, and whether ctx (the
+// caller's), the output limit or ctx2 (with the timeout) ended it.
+func execResult(ctx, ctx2 context.Context, lw *limitWriter, start time.Time, code int) ExecResult {
+	out := lw.w
+	res := ExecResult{
+		Output:    out.Bytes(),
+		Size:      out.Size(),
+		SHA256:    out.SHA256(),
+		Duration:  time.Since(start),
+		ExitCode:  code,
+		OutputCut: lw.cut,
+	}
+	if ctx2.Err() != nil && !lw.cut {
 		res.Cancelled = ctx.Err() != nil
 		res.TimedOut = !res.Cancelled
 	}

@@ -11,5 +11,6 @@ import (
 // does, so tests and benchmarks can run commands through the real sandbox.
 func TestMain(m *testing.M) {
 	sandbox.Main(os.Args)
+	probeMain()
 	os.Exit(m.Run())
 }

@@ -225,6 +225,9 @@ func TestSandboxCheck(t *testing.T) {
 	}
 	t.Run("root", func(t *testing.T) {
 		if os.Geteuid() != 0 {
+			if os.Getenv("CI") != "" {
+				t.Fatal("CI=1: this test must run as root")
+			}
 			t.Skip("not root")
 		}
 		if r := check(t, nil, t.TempDir()); !r.Root {
@@ -252,4 +255,58 @@ func TestSandboxCheck(t *testing.T) {
 			t.Error("report says root")
 		}
 	})
+}
+
+// TestSandboxCheckConfig runs `thinbot sandbox check --config` on a correct
+// install: the state dir, the config and the token file are hidden, every
+// check passes (a hidden file's name may be listed, its content is what
+// must not be read) and it exits 0.
+// A check that fails makes it exit non-zero.
+func TestSandboxCheckConfig(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI=1: this test must run as root")
+		}
+		t.Skip("not root: the sandbox's user namespaces are checked by TestSandboxCheck")
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	state := filepath.Join(dir, "state")
+	os.Mkdir(state, 0o700)
+	os.WriteFile(filepath.Join(state, "events.db"), []byte("the chain"), 0o600)
+	tok := writeSecret(t, dir, "mm.token", "mm-token-value")
+	write := func(workspace, extra string) string {
+		cfg := `platform: mattermost
+mattermost: {url: "http://127.0.0.1:1", token_file: ` + tok + `, callback_url: "http://127.0.0.1:1/cb"}
+model: {base_url: "http://127.0.0.1:1/v1", model: m}
+state_dir: ` + state + `
+channels: [{id: c1, workspace: ` + workspace + `, approvers: [4xp9fdt4e3rpcqa8cwyb3ou3yw]}]
+limits: {memory_mib: 256, processes: 128}
+` + extra
+		p := filepath.Join(dir, "thinbot.yaml")
+		os.WriteFile(p, []byte(cfg), 0o600)
+		return p
+	}
+	p := write(ws, "readonly: {connect_ports: [9100]}\n")
+	r := thinbot(t, dir, nil, "sandbox", "check", "--config", p)
+	if r.code != 0 || strings.Contains(r.stdout, "FAIL") {
+		t.Errorf("sandbox check --config on a correct install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"cannot read hidden " + tok, "cannot read hidden " + state, "cannot read hidden " + p, "connect only to ports 9100", "memory 256 MiB"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("sandbox check --config: %q missing in\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "mm-token-value") || strings.Contains(r.stdout, "the chain") {
+		t.Errorf("a secret in the report:\n%s", r.stdout)
+	}
+
+	// A check that fails makes the command fail: here the sandbox cannot
+	// start, for want of its read-only user.
+	r = thinbot(t, dir, nil, "sandbox", "check", "--config", write(ws, "readonly: {user: thinbot-no-such-user}\n"))
+	if r.code == 0 || !strings.Contains(r.stdout, "FAIL start the sandbox helpers") || !strings.Contains(r.stdout, "thinbot-no-such-user") {
+		t.Errorf("sandbox check with a failing check: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 }

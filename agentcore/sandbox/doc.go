@@ -1,7 +1,7 @@
 // Package sandbox is the kernel-enforced line behind the gate: every command
 // the agent runs is started by a small helper process that lives in its own
-// namespaces and Landlock domain, so a command the gate misjudged still
-// cannot do what its verdict does not allow.
+// namespaces, so a command the gate misjudged still cannot do what its
+// verdict does not allow.
 //
 // The helper is the thinbot binary itself, re-executed once per mode when
 // the daemon starts (as runc and bwrap do), before the daemon marks itself
@@ -10,35 +10,50 @@
 // start-up. Two helpers run:
 //
 //   - ReadOnly, for pass verdicts: a new user and mount namespace; every
-//     mount is read-only (mount_setattr, recursive); /tmp, /var/tmp and
-//     /dev/shm are private tmpfs (workspaces below them are bound back
-//     read-only); /dev holds only null, zero, full, random, urandom, tty and
-//     pts, so raw block devices and /dev/mem are gone; a Landlock domain
-//     allows reading and executing everywhere and writing only to the
-//     private tmp dirs and /dev/null; signals and abstract unix sockets are
-//     scoped to the command (Landlock ABI 6+); all capabilities are dropped
-//     but CAP_DAC_READ_SEARCH (when the daemon is root, so root-only logs
-//     stay readable); no_new_privs is set.
+//     mount is read-only (mount_setattr, recursive); /dev holds only null,
+//     zero, full, random, urandom, tty and pts. Each command is started from
+//     a thread of its own (locked, never reused), which first unshares a
+//     mount namespace with empty private /tmp, /var/tmp and /dev/shm
+//     (workspaces below them bound back; a missing one is refused at start),
+//     covers the host's control sockets with /dev/null, installs a seccomp
+//     filter that refuses every inet socket but TCP (and io_uring), and
+//     enters a Landlock domain of the command's own: read and execute
+//     everywhere, write only the private tmp dirs, TCP connect only to
+//     listed ports and no bind (ABI 4+), signals and abstract unix sockets
+//     scoped (ABI 6+). The helper itself is in no domain, so no command can
+//     signal or ptrace it, whichever thread started it. A root daemon's
+//     commands run as an unprivileged user (thinbot-ro or nobody) with an
+//     empty bounding set; no_new_privs is set.
 //   - Approved, for confirm verdicts a human approved: a mount namespace (and
 //     a user namespace when the daemon is not root), no other restriction on
 //     the file system, and a Landlock domain that grants every file right:
-//     its only effect is that the command cannot ptrace or open
-//     /proc/<pid>/{environ,mem,root,...} of processes outside its domain,
-//     the daemon among them.
+//     it forbids mounts and ptrace attach (/proc/<pid>/mem) of processes
+//     outside it. A root daemon's approved commands lose CAP_SYS_PTRACE and
+//     see core_pattern, modprobe and the other usermode-helper knobs
+//     read-only.
+//
+// Limits (Limits: memory, processes, CPU, file size) are rlimits set on each
+// command while the kernel holds it stopped after its exec (it is started
+// traced, and detached once they are set), so they bind from its first
+// instruction and the helper stays unlimited. The read-only helper is a
+// child subreaper and reaps every orphan at once. A helper that dies fails
+// the command it was running; the next command starts a new one.
 //
 // In both, the bot's own secrets and state (the state dir with the chain and
 // audit file, the config file, token and key files) are covered: directories
-// by an empty read-only tmpfs, files by /dev/null. Host processes, sockets
-// and the network stay visible (no PID or network namespace), so ps, ss,
-// systemctl status, journalctl, docker ps and kubectl get keep working.
+// by an empty read-only tmpfs, files by /dev/null (their names may still be
+// listed; their content cannot be read). HideEnviron empties the daemon's
+// /proc/<pid>/environ. Host processes and the network state stay visible (no
+// PID or network namespace), so ps, ss, journalctl and systemctl status keep
+// working.
 //
-// Limits, by design: IPC to privileged daemons (D-Bus, docker.sock, the
-// Kubernetes API) is not filtered — a read-only verdict for `docker rm` would
-// still reach dockerd, so the gate stays the line for those. Mounts made by an
-// approved command stay in its namespace. When the daemon runs as an ordinary
-// user, set-user-ID programs (sudo) do not gain privileges in its commands,
-// and ps shows other users' processes as owned by nobody in read-only mode.
+// Limits, by design: what a listed control socket or the system bus lets
+// the command's user do is up to the daemon behind it; TCP rules are by port,
+// not host (Landlock); rlimits are per process (and RLIMIT_NPROC per user,
+// with root exempt), not a cap on a command's processes together as a cgroup
+// would be. Mounts made by an approved command stay in its namespace.
 //
 // Where the kernel refuses user namespaces, mount_setattr or Landlock, Start
 // fails and the caller fails closed (every command needs an approval).
+// CheckSandbox probes a running sandbox for `thinbot sandbox check`.
 package sandbox

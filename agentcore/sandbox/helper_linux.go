@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -92,9 +93,6 @@ func setUp(hc helperConfig) (Info, []string, error) {
 	if err := dropPrivileges(hc); err != nil {
 		return info, nil, err
 	}
-	if err := setLimits(hc.Limits); err != nil {
-		return info, nil, err
-	}
 	if hc.Mode == Approved {
 		// The approved helper is confined as a whole. The read-only helper
 		// is not: each command gets its own mount namespace and Landlock
@@ -107,28 +105,65 @@ func setUp(hc helperConfig) (Info, []string, error) {
 	return info, keeps, nil
 }
 
-// setLimits sets the limits every command inherits from the helper. The
-// helper itself stays far below them (a few MiB, no files written); root,
-// which the helper of a root daemon is, is exempt from RLIMIT_NPROC. The
-// CPU limit is set on each command after it starts, as the helper's own
-// CPU time adds up over its life.
-func setLimits(l Limits) error {
+// startLimited starts cmd with the limits l, from the calling thread,
+// which must be locked to its goroutine. The command is started traced:
+// the kernel stops it right after its exec, before it runs one instruction
+// of the new program, and this thread (its tracer) sets its limits with
+// prlimit and lets it go. So the limits bind the command and all it starts
+// from its first instruction, while the helper itself stays unlimited (a
+// helper that lived under them would count its own threads against the
+// process limit, and its own CPU time over its life). The caller holds the
+// reaper's lock, so no one else waits for the stopped child.
+func startLimited(cmd *exec.Cmd, l Limits) error {
+	cmd.SysProcAttr.Ptrace = true
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	pid := cmd.Process.Pid
+	fail := func(err error) error {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		var ws unix.WaitStatus
+		_, _ = unix.Wait4(pid, &ws, unix.WALL, nil)
+		_ = cmd.Process.Release()
+		return err
+	}
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil {
+		return fail(fmt.Errorf("wait for the exec stop: %w", err))
+	}
+	if !ws.Stopped() {
+		return fail(fmt.Errorf("the command did not stop at its exec (status %#x)", ws))
+	}
 	set := func(name string, res int, v int64) error {
 		if v < 0 {
 			return nil
 		}
 		lim := unix.Rlimit{Cur: uint64(v), Max: uint64(v)}
-		if err := unix.Setrlimit(res, &lim); err != nil {
-			return fmt.Errorf("set %s limit: %w", name, err)
+		if res == unix.RLIMIT_CPU {
+			lim.Max++ // SIGXCPU at the soft limit, SIGKILL a second later
+		}
+		if err := unix.Prlimit(pid, res, &lim, nil); err != nil {
+			return fmt.Errorf("set the %s limit: %w", name, err)
 		}
 		return nil
 	}
-	return errors.Join(
+	cpu := int64(-1)
+	if l.CPU > 0 {
+		cpu = int64((l.CPU + time.Second - 1) / time.Second)
+	}
+	if err := errors.Join(
 		set("memory", unix.RLIMIT_DATA, l.Memory),
 		set("process", unix.RLIMIT_NPROC, l.Processes),
+		set("CPU", unix.RLIMIT_CPU, cpu),
 		set("file size", unix.RLIMIT_FSIZE, l.FileSize),
 		set("core file", unix.RLIMIT_CORE, 0),
-	)
+	); err != nil {
+		return fail(err)
+	}
+	if err := unix.PtraceDetach(pid); err != nil {
+		return fail(fmt.Errorf("let the command run: %w", err))
+	}
+	return nil
 }
 
 // kernelHelpers are the knobs that make the kernel start a program of the
@@ -380,40 +415,100 @@ func command(m message, out *os.File) *exec.Cmd {
 	return cmd
 }
 
-// startReadOnly starts a read-only command from a thread of its own, which
-// first gives itself (and so the command) a mount namespace with empty
-// private /tmp, /var/tmp and /dev/shm (the workspaces below them bound
-// back, the host's control sockets covered), then a seccomp filter and a
-// Landlock domain of the command's own. The thread is never handed back to
-// the Go scheduler: it exits with the goroutine, and its namespace and
-// tmpfs mounts go with the command's last process.
+// spare is a thread confined ahead for the next read-only command (see
+// startReadOnly): setting up a mount namespace, tmpfs mounts and a Landlock
+// domain takes about half a millisecond, which a command then does not
+// wait for.
+type spare chan spareJob
+
+type spareJob struct {
+	m    message
+	out  *os.File
+	done chan<- startResult
+}
+
+type startResult struct {
+	cmd *exec.Cmd
+	err error
+	// ns holds the command's mount namespace: closed after the exit is
+	// reported, so that tearing the namespace down (unmounting its tmpfs,
+	// waiting for RCU) is not on the command's exit path.
+	ns *os.File
+}
+
+// newSpare starts a goroutine that locks a thread, confines it and waits
+// for one command; closing the channel instead lets it exit.
+func newSpare(hc helperConfig, keeps []string) spare {
+	ch := make(spare)
+	go func() {
+		runtime.LockOSThread() // never unlocked: see startReadOnly
+		err := confineThread(hc, keeps)
+		var ns *os.File
+		if err == nil {
+			ns, _ = os.Open(fmt.Sprintf("/proc/self/task/%d/ns/mnt", unix.Gettid()))
+		}
+		j, ok := <-ch
+		if !ok {
+			if ns != nil {
+				ns.Close()
+			}
+			return
+		}
+		cmd := command(j.m, j.out)
+		if err == nil {
+			err = enter(hc, cmd)
+		}
+		if err == nil {
+			err = startLimited(cmd, hc.Limits)
+		}
+		j.done <- startResult{cmd, err, ns}
+	}()
+	return ch
+}
+
+// startReadOnly starts a read-only command from a thread of its own (the
+// spare s), which first gave itself (and so the command) a mount namespace
+// with empty private /tmp, /var/tmp and /dev/shm (the workspaces below
+// them bound back, the host's control sockets covered), then a seccomp
+// filter and a Landlock domain of the command's own. The thread is never
+// handed back to the Go scheduler: it exits with the goroutine, and its
+// namespace and tmpfs mounts go with the command's last process.
 //
 // A domain of its own is what keeps the helper safe: Landlock lets a
 // process signal or ptrace only processes in its own domain or one nested
 // below it, and every command's domain is nested below none of the
 // helper's threads.
-func startReadOnly(hc helperConfig, keeps []string, m message, out *os.File) (*exec.Cmd, error) {
-	type started struct {
-		cmd *exec.Cmd
-		err error
+func startReadOnly(s spare, m message, out *os.File) (*exec.Cmd, *os.File, error) {
+	done := make(chan startResult, 1)
+	s <- spareJob{m: m, out: out, done: done}
+	r := <-done
+	return r.cmd, r.ns, r.err
+}
+
+// enter makes the command start in its working directory as the
+// read-only user (a root daemon's).
+func enter(hc helperConfig, cmd *exec.Cmd) error {
+	if hc.User == nil {
+		return nil
 	}
-	ch := make(chan started, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: see above
-		cmd := command(m, out)
-		err := confineThread(hc, keeps, cmd)
-		if err == nil {
-			err = cmd.Start()
+	// Enter the working directory as the helper, so that a workspace whose
+	// parents the read-only user cannot search still works; what the user
+	// may read in it is up to the files' modes. The thread has a working
+	// directory of its own (CLONE_FS was unshared).
+	if cmd.Dir != "" {
+		if err := unix.Chdir(cmd.Dir); err != nil {
+			return fmt.Errorf("chdir %s: %w", cmd.Dir, err)
 		}
-		ch <- started{cmd, err}
-	}()
-	r := <-ch
-	return r.cmd, r.err
+		cmd.Dir = ""
+	}
+	u := hc.User
+	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
+	return nil
 }
 
 // confineThread sets up the calling (locked) thread for one read-only
 // command; see startReadOnly.
-func confineThread(hc helperConfig, keeps []string, cmd *exec.Cmd) error {
+func confineThread(hc helperConfig, keeps []string) error {
 	if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("mount namespace: %w", err)
 	}
@@ -448,19 +543,6 @@ func confineThread(hc helperConfig, keeps []string, cmd *exec.Cmd) error {
 		if err := unix.Mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("cover %s: %w", p, err)
 		}
-	}
-	if hc.User != nil {
-		// Enter the working directory as the helper, so that a workspace
-		// whose parents the read-only user cannot search still works; what
-		// the user may read in it is up to the files' modes.
-		if cmd.Dir != "" {
-			if err := unix.Chdir(cmd.Dir); err != nil {
-				return fmt.Errorf("chdir %s: %w", cmd.Dir, err)
-			}
-			cmd.Dir = ""
-		}
-		u := hc.User
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
 	}
 	rules := []landlock.Rule{
 		landlock.RODirs("/"),
@@ -510,7 +592,7 @@ func coveredSockets(hc helperConfig) []string {
 	}
 	var out []string
 	seen := map[string]bool{}
-	for _, p := range controlSockets() {
+	for _, p := range append(controlSockets(), hc.Net.Cover...) {
 		r, err := filepath.EvalSymlinks(p)
 		if err != nil || allowed[p] || allowed[r] || seen[r] {
 			continue
@@ -559,6 +641,17 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 		procs = map[uint64]*os.Process{}
 		wg    sync.WaitGroup
 	)
+	rp := newReaper()
+	var (
+		spareMu sync.Mutex
+		next    spare
+	)
+	if hc.Mode == ReadOnly {
+		next = newSpare(hc, keeps)
+	}
+	stopReaper := make(chan struct{})
+	reaperDone := make(chan struct{})
+	go func() { defer close(reaperDone); rp.loop(stopReaper) }()
 	reply := func(m message) {
 		wmu.Lock()
 		defer wmu.Unlock()
@@ -592,38 +685,50 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 				defer wg.Done()
 				var cmd *exec.Cmd
 				var err error
+				var exited <-chan unix.WaitStatus
+				var ns *os.File
+				defer func() {
+					if ns != nil {
+						ns.Close()
+					}
+				}()
+				rp.mu.Lock() // the reaper must not take the command's status before it is registered
 				if hc.Mode == ReadOnly {
-					cmd, err = startReadOnly(hc, keeps, m, out)
+					spareMu.Lock()
+					s := next
+					next = newSpare(hc, keeps)
+					spareMu.Unlock()
+					cmd, ns, err = startReadOnly(s, m, out)
 				} else {
 					cmd = command(m, out)
-					err = cmd.Start()
+					// The tracer is this thread: it must stay the same
+					// from the start to the detach.
+					runtime.LockOSThread()
+					err = startLimited(cmd, hc.Limits)
+					runtime.UnlockOSThread()
 				}
+				if err == nil {
+					exited = rp.registerLocked(cmd.Process.Pid)
+				}
+				rp.mu.Unlock()
 				out.Close()
 				if err != nil {
 					reply(message{ID: m.ID, Op: "error", Err: "start: " + err.Error()})
 					return
 				}
-				if hc.Limits.CPU > 0 {
-					// The helper's own CPU time adds up over its life, so
-					// this limit is set on the command, before it has used
-					// more than the microseconds since its exec.
-					secs := uint64((hc.Limits.CPU + time.Second - 1) / time.Second)
-					lim := unix.Rlimit{Cur: secs, Max: secs + 1}
-					_ = unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_CPU, &lim, nil)
-				}
 				mu.Lock()
 				procs[m.ID] = cmd.Process
 				mu.Unlock()
 				reply(message{ID: m.ID, Op: "started", Pid: cmd.Process.Pid})
-				_ = cmd.Wait()
+				ws := <-exited
 				mu.Lock()
 				// Whatever the command left in its group dies with it.
 				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 				delete(procs, m.ID)
 				mu.Unlock()
-				st := cmd.ProcessState
-				r := message{ID: m.ID, Op: "exited", Code: st.ExitCode()}
-				if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				_ = cmd.Process.Release()
+				r := message{ID: m.ID, Op: "exited", Code: ws.ExitStatus()}
+				if ws.Signaled() {
 					r.Sig = int(ws.Signal())
 				}
 				reply(r)
@@ -638,4 +743,70 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 	}
 	mu.Unlock()
 	wg.Wait()
+	if next != nil {
+		close(next)
+	}
+	close(stopReaper)
+	<-reaperDone
+}
+
+// reaper reaps every child of the helper, which is a child subreaper: a
+// command's own exit status goes to the goroutine waiting for it, and
+// orphans (what a command left behind, reparented to the helper) are
+// reaped at once. Left to an init that does not reap (as in many
+// containers), their zombies would count against the read-only user's
+// process limit and stop every later command from starting.
+type reaper struct {
+	mu      sync.Mutex // held while a command starts and registers, and while a status is taken
+	waiting map[int]chan unix.WaitStatus
+}
+
+func newReaper() *reaper {
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	return &reaper{waiting: map[int]chan unix.WaitStatus{}}
+}
+
+// registerLocked returns the channel that gets pid's exit status; the
+// caller holds mu.
+func (r *reaper) registerLocked(pid int) <-chan unix.WaitStatus {
+	ch := make(chan unix.WaitStatus, 1)
+	r.waiting[pid] = ch
+	return ch
+}
+
+func (r *reaper) loop(stop <-chan struct{}) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	defer signal.Stop(sigs)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		r.reap()
+		select {
+		case <-sigs:
+		case <-tick.C:
+		case <-stop:
+			r.reap()
+			return
+		}
+	}
+}
+
+// reap takes every exited child's status.
+func (r *reaper) reap() {
+	for {
+		r.mu.Lock()
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, nil)
+		if err != nil || pid <= 0 {
+			r.mu.Unlock()
+			return
+		}
+		ch := r.waiting[pid]
+		delete(r.waiting, pid)
+		r.mu.Unlock()
+		if ch != nil {
+			ch <- ws
+		}
+	}
 }

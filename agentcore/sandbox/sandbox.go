@@ -64,9 +64,11 @@ type Config struct {
 	ReadOnlyGroups []string
 }
 
-// Limits bound each command. They are set with setrlimit (per process,
-// inherited by everything a command starts) since this kernel gives the
-// daemon no cgroup of its own to divide; Info.Limits says what is in force.
+// Limits bound each command. They are rlimits, set on the command between
+// its exec and its first instruction and inherited by everything it starts:
+// per process, except the process count, which is per user (so a root
+// daemon's read-only commands run as a user of their own). Info.Limits says
+// what is in force.
 type Limits struct {
 	// Memory is the data (heap and private writable mappings) one process
 	// may use, RLIMIT_DATA; 0 means 512 MiB, -1 no limit.
@@ -123,6 +125,9 @@ type Network struct {
 	// of (docker, containerd, podman, cri-o, kubelet, systemd, D-Bus) not
 	// listed is covered in read-only commands.
 	Sockets []string `json:"sockets,omitempty"`
+	// Cover are more unix sockets to cover for read-only commands (a
+	// daemon's own control socket), as the built-in ones are.
+	Cover []string `json:"cover,omitempty"`
 }
 
 // controlSockets are the unix sockets of host daemons that read-only

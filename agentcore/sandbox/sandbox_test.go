@@ -352,6 +352,12 @@ func TestStartRefusedFailsCleanly(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "helper") {
 		t.Errorf("Start with a non-helper binary = %v", err)
 	}
+	// A workspace below /tmp is bound into each read-only command's
+	// private /tmp: one that does not exist is refused, with the reason.
+	_, err = Start(context.Background(), Config{Workspaces: []string{fmt.Sprintf("/tmp/thinbot-no-such-ws-%d", os.Getpid())}})
+	if err == nil || !strings.Contains(err.Error(), "must exist when thinbot starts") {
+		t.Errorf("Start with a missing workspace below /tmp = %v", err)
+	}
 	_, err = Start(context.Background(), Config{Hide: []string{"relative/path"}})
 	if err == nil || !strings.Contains(err.Error(), "not absolute") {
 		t.Errorf("Start with a relative hidden path = %v", err)
@@ -424,4 +430,22 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestManyAtOnce: read-only commands started together each get their own
+// thread, /tmp and domain, and all of them run.
+func TestManyAtOnce(t *testing.T) {
+	r := newRig(t)
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, res := r.run(t, ReadOnly, fmt.Sprintf("ls /tmp | grep -v thinbot-sandbox-test | wc -l; echo %d > /tmp/mine && cat /tmp/mine notes.txt", i))
+			if want := fmt.Sprintf("0\n%d\nhello\n", i); res.ExitCode != 0 || out != want {
+				t.Errorf("command %d: exit %d, output %q, want %q", i, res.ExitCode, out, want)
+			}
+		}()
+	}
+	wg.Wait()
 }

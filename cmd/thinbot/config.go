@@ -75,6 +75,10 @@ type daemonConfig struct {
 	// command, or, where the kernel refuses it, every command needs an
 	// approval) or "off" (commands run unconfined).
 	Sandbox string `yaml:"sandbox"`
+	// Limits bound every command, and ReadOnly says what read-only
+	// commands may reach (sandbox.go).
+	Limits   limitsConfig   `yaml:"limits"`
+	ReadOnly readOnlyConfig `yaml:"readonly"`
 	// CommandPath is the PATH of every command; "" means agentcore.DefaultPath.
 	CommandPath string `yaml:"command_path"`
 	LogLevel    string `yaml:"log_level"`
@@ -337,6 +341,7 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 			}
 		}
 	}
+	errs = append(errs, c.checkSandbox()...)
 	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o002 != 0 {
 		bad("config file %s is writable by every user; chmod o-w it", path)
 	}

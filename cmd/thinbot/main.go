@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/thinbot/thinbot/agentcore/sandbox"
@@ -69,6 +70,13 @@ func main() {
 	// The kernel sandbox's helper is this binary, re-executed: it must take
 	// over before anything else runs.
 	sandbox.Main(os.Args)
+	if len(os.Args) > 1 && slices.Contains([]string{"ask", "chat", "goal", "serve", "sandbox"}, os.Args[1]) {
+		// Commands run under these: no command may read a credential
+		// from this process's environment (/proc/<pid>/environ).
+		if err := sandbox.HideEnviron(os.Args); err != nil {
+			fmt.Fprintln(os.Stderr, "thinbot: warning:", err)
+		}
+	}
 	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
 	stopOn := []os.Signal{syscall.SIGTERM}
 	if len(os.Args) > 1 && (os.Args[1] == "ask" || os.Args[1] == "chat" || os.Args[1] == "goal") {

@@ -8,37 +8,154 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/agentcore/sandbox"
 )
 
+// limitsConfig is the config file's limits section: what every command,
+// read-only or approved, may use. Zero means the default.
+type limitsConfig struct {
+	// MemoryMiB is the data one process may use (RLIMIT_DATA); default
+	// 512, -1 none.
+	MemoryMiB int64 `yaml:"memory_mib"`
+	// Processes is how many processes the command's user may have at once
+	// (RLIMIT_NPROC; root is exempt); default 256, -1 none.
+	Processes int64 `yaml:"processes"`
+	// CPUSeconds is the CPU time of one process (RLIMIT_CPU); default 60,
+	// -1 none. The wall time is budgets.command_timeout.
+	CPUSeconds int64 `yaml:"cpu_seconds"`
+	// FileSizeMiB is the largest file a command may write; default 1024,
+	// -1 none.
+	FileSizeMiB int64 `yaml:"file_size_mib"`
+	// OutputMiB is how much output thinbot reads from a command before it
+	// kills it and says so; default 8.
+	OutputMiB int64 `yaml:"output_mib"`
+	// TmpMiB is the size of a read-only command's private /tmp; default 64.
+	TmpMiB int64 `yaml:"tmp_mib"`
+}
+
+// readOnlyConfig is the config file's readonly section: who read-only
+// commands run as and what they may reach.
+type readOnlyConfig struct {
+	// User read-only commands of a root daemon run as; "" means
+	// thinbot-ro, or nobody where it does not exist.
+	User string `yaml:"user"`
+	// Groups of User; unset means adm and systemd-journal where they exist.
+	Groups []string `yaml:"groups"`
+	// ConnectPorts are TCP ports read-only commands may connect to (a
+	// metrics port); on any host: Landlock filters ports, not addresses.
+	ConnectPorts []int `yaml:"connect_ports"`
+	// UDP lets read-only commands use UDP (DNS lookups, dig), ICMP (ping)
+	// and raw sockets; off by default.
+	UDP bool `yaml:"udp"`
+	// Sockets are host control sockets read-only commands may reach
+	// (/run/docker.sock for docker ps); the others are covered.
+	Sockets []string `yaml:"sockets"`
+}
+
+// checkSandbox checks the limits and readonly sections.
+func (c *daemonConfig) checkSandbox() []error {
+	var errs []error
+	l := c.Limits
+	for name, v := range map[string]int64{"memory_mib": l.MemoryMiB, "processes": l.Processes, "cpu_seconds": l.CPUSeconds, "file_size_mib": l.FileSizeMiB} {
+		if v < -1 {
+			errs = append(errs, fmt.Errorf("limits.%s %d: want a positive number, or -1 for no limit", name, v))
+		}
+	}
+	if l.OutputMiB < 0 || l.TmpMiB < 0 {
+		errs = append(errs, fmt.Errorf("limits.output_mib and limits.tmp_mib must be positive"))
+	}
+	if l.MemoryMiB > 0 && l.MemoryMiB < 64 {
+		errs = append(errs, fmt.Errorf("limits.memory_mib %d: below 64 MiB most commands (and every Go or Java tool) fail to start", l.MemoryMiB))
+	}
+	for _, p := range c.ReadOnly.ConnectPorts {
+		if p < 1 || p > 65535 {
+			errs = append(errs, fmt.Errorf("readonly.connect_ports: %d is not a TCP port", p))
+		}
+	}
+	for _, p := range c.ReadOnly.Sockets {
+		if !filepath.IsAbs(p) {
+			errs = append(errs, fmt.Errorf("readonly.sockets: %q is not an absolute path", p))
+		}
+	}
+	if c.ReadOnly.User == "root" || c.ReadOnly.User == "0" {
+		errs = append(errs, fmt.Errorf("readonly.user: read-only commands never run as root"))
+	}
+	return errs
+}
+
+// sandboxConfig is the sandbox.Config that c asks for, hiding hide;
+// workspaces and skill folders stay visible (below /tmp, they are bound
+// into each read-only command's private /tmp).
+func (c *daemonConfig) sandboxConfig(hide, workspaces []string) sandbox.Config {
+	ws := append([]string(nil), workspaces...)
+	for _, d := range c.SkillsDirs {
+		if a, err := filepath.Abs(d); err == nil {
+			ws = append(ws, a)
+		}
+	}
+	mib := func(v int64) int64 {
+		if v <= 0 {
+			return v
+		}
+		return v << 20
+	}
+	l := c.Limits
+	cfg := sandbox.Config{
+		Hide: hide, Workspaces: ws,
+		Limits:       sandbox.Limits{Memory: mib(l.MemoryMiB), Processes: l.Processes, FileSize: mib(l.FileSizeMiB), Tmp: mib(l.TmpMiB)},
+		Network:      sandbox.Network{UDP: c.ReadOnly.UDP, Sockets: c.ReadOnly.Sockets},
+		ReadOnlyUser: c.ReadOnly.User, ReadOnlyGroups: c.ReadOnly.Groups,
+	}
+	switch {
+	case l.CPUSeconds > 0:
+		cfg.Limits.CPU = time.Duration(l.CPUSeconds) * time.Second
+	case l.CPUSeconds < 0:
+		cfg.Limits.CPU = -1
+	}
+	for _, p := range c.ReadOnly.ConnectPorts {
+		cfg.Network.ConnectTCP = append(cfg.Network.ConnectTCP, uint16(p))
+	}
+	return cfg
+}
+
 // sandboxSetup is the kernel sandbox as a run uses it.
 type sandboxSetup struct {
 	sb *sandbox.Sandbox
 	// noSandbox says why commands run unconfined although the sandbox is
 	// wanted: every command then needs an approval (fail closed).
-	noSandbox string
-	off       bool // the operator turned the sandbox off
-	summary   string
+	noSandbox   string
+	off         bool // the operator turned the sandbox off
+	summary     string
+	outputLimit int64
 }
 
-// startSandbox starts the kernel sandbox unless want is "off", and marks
-// this process non-dumpable either way. It never fails: a kernel that
-// refuses the sandbox makes every command need an approval instead, and
-// says so on the log.
+// startSandbox starts the kernel sandbox with the default limits unless
+// want is "off" (ask, chat, goal and the web console without a config).
 func startSandbox(ctx context.Context, want string, hide, workspaces []string, logger *slog.Logger) *sandboxSetup {
-	s := &sandboxSetup{}
+	return startSandboxWith(ctx, want, sandbox.Config{Hide: hide, Workspaces: workspaces}, 0, logger)
+}
+
+// startSandboxFor starts the kernel sandbox as config c asks.
+func startSandboxFor(ctx context.Context, c *daemonConfig, hide, workspaces []string, logger *slog.Logger) *sandboxSetup {
+	return startSandboxWith(ctx, c.Sandbox, c.sandboxConfig(hide, workspaces), c.Limits.OutputMiB<<20, logger)
+}
+
+// startSandboxWith starts the kernel sandbox unless want is "off", and
+// marks this process non-dumpable either way. It never fails: a kernel
+// that refuses the sandbox makes every command need an approval instead,
+// and says so on the log.
+func startSandboxWith(ctx context.Context, want string, cfg sandbox.Config, outputLimit int64, logger *slog.Logger) *sandboxSetup {
+	s := &sandboxSetup{outputLimit: outputLimit}
 	switch want {
 	case "off":
 		s.off = true
 		s.summary = "off (sandbox: off): commands run unconfined; only the gate stands between the model and the host"
 		logger.Warn("kernel sandbox turned off by the operator: commands run unconfined", "sandbox", "off")
 	default:
-		sb, err := sandbox.Start(ctx, sandbox.Config{Hide: hide, Workspaces: workspaces})
+		sb, err := sandbox.Start(ctx, cfg)
 		if err != nil {
 			s.noSandbox = err.Error()
 			s.summary = "unavailable (" + err.Error() + "): every command needs an approval; set sandbox: off to run read-only commands unconfined"
@@ -46,8 +163,14 @@ func startSandbox(ctx context.Context, want string, hide, workspaces []string, l
 		} else {
 			s.sb = sb
 			ro, rw := sb.Info(sandbox.ReadOnly), sb.Info(sandbox.Approved)
-			s.summary = fmt.Sprintf("enforced: read-only commands in a user+mount namespace with Landlock ABI %d; %d secret paths hidden from approved commands", ro.LandlockABI, len(rw.Hidden))
-			logger.Info("kernel sandbox enforced", "landlock_abi", ro.LandlockABI, "root", ro.Root, "hidden", rw.Hidden)
+			user := ro.User
+			if user == "" {
+				user = "the daemon's user"
+			}
+			s.summary = fmt.Sprintf("enforced: read-only commands as %s in a user+mount namespace with Landlock ABI %d, a private /tmp each; %s; limits by %s; %d secret paths hidden from approved commands",
+				user, ro.LandlockABI, ro.Net, ro.LimitsBy, len(rw.Hidden))
+			logger.Info("kernel sandbox enforced", "landlock_abi", ro.LandlockABI, "root", ro.Root, "hidden", rw.Hidden,
+				"readonly_user", ro.User, "limits", ro.Limits, "limits_by", ro.LimitsBy, "net", ro.Net, "covered", ro.Covered)
 		}
 	}
 	if err := sandbox.Harden(agentcore.SecretName); err != nil {
@@ -59,6 +182,9 @@ func startSandbox(ctx context.Context, want string, hide, workspaces []string, l
 // exec fills the sandbox fields of an ExecConfig.
 func (s *sandboxSetup) exec(c agentcore.ExecConfig) agentcore.ExecConfig {
 	c.Sandbox, c.NoSandbox = s.sb, s.noSandbox
+	if s.outputLimit > 0 {
+		c.OutputLimit = s.outputLimit
+	}
 	return c
 }
 
@@ -82,7 +208,8 @@ func (s *sandboxSetup) close() {
 	}
 }
 
-// cmdSandbox: thinbot sandbox check [--config FILE] [--json]
+// cmdSandbox: thinbot sandbox check [--config FILE] [--json]. It exits
+// non-zero when a check fails.
 func cmdSandbox(ctx context.Context, e *env, args []string) error {
 	if len(args) > 0 && args[0] == "exec" {
 		return cmdSandboxExec(ctx, e, args[1:])
@@ -92,175 +219,41 @@ func cmdSandbox(ctx context.Context, e *env, args []string) error {
 	}
 	fs := flag.NewFlagSet("sandbox check", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	path := fs.String("config", "", "daemon config `file`: check with its secrets, state dir and workspaces")
+	path := fs.String("config", "", "daemon config `file`: check with its secrets, state dir, workspaces, limits and network rules")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	want := e.getenv("THINBOT_SANDBOX")
-	var hide, workspaces []string
+	var cfg sandbox.Config
 	if *path != "" {
 		c, _, err := loadConfig(*path, e.getenv)
 		if err != nil {
 			return err
 		}
 		want = c.Sandbox
-		hide = c.protectedPaths(*path)
+		var workspaces []string
 		for _, cc := range c.Channels {
 			if ws, err := filepath.Abs(cc.Workspace); err == nil {
 				workspaces = append(workspaces, ws)
 			}
 		}
+		cfg = c.sandboxConfig(c.protectedPaths(*path), workspaces)
 	} else if wd, err := os.Getwd(); err == nil {
-		hide = []string{filepath.Join(wd, localDir)}
-		workspaces = []string{wd}
+		cfg = sandbox.Config{Hide: []string{filepath.Join(wd, localDir)}, Workspaces: []string{wd}}
 	}
-	r := sandboxReport(ctx, want, hide, workspaces)
+	r := sandbox.CheckSandbox(ctx, cfg, want == "off", agentcore.SecretName)
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(r)
-	}
-	w := e.stdout
-	fmt.Fprintf(w, "kernel:            %s\n", r.Kernel)
-	fmt.Fprintf(w, "running as root:   %v\n", r.Root)
-	fmt.Fprintf(w, "user namespaces:   %s\n", r.UserNS)
-	fmt.Fprintf(w, "landlock:          %s\n", r.Landlock)
-	for _, c := range r.Checks {
-		mark := "ok  "
-		if !c.OK {
-			mark = "FAIL"
+		if err := enc.Encode(r); err != nil {
+			return err
 		}
-		fmt.Fprintf(w, "%s %s\n", mark, c.What)
-		if c.Detail != "" {
-			fmt.Fprintf(w, "     %s\n", c.Detail)
-		}
+	} else {
+		r.Print(e.stdout)
 	}
-	fmt.Fprintf(w, "\nthinbot will: %s\n", r.Will)
+	if n := r.Failed(); n > 0 {
+		return fmt.Errorf("sandbox check: %d of %d checks failed", n, len(r.Checks))
+	}
 	return nil
 }
-
-type sandboxCheck struct {
-	What   string `json:"what"`
-	OK     bool   `json:"ok"`
-	Detail string `json:"detail,omitempty"`
-}
-
-type sandboxReportT struct {
-	Kernel   string         `json:"kernel"`
-	Root     bool           `json:"root"`
-	UserNS   string         `json:"user_namespaces"`
-	Landlock string         `json:"landlock"`
-	Checks   []sandboxCheck `json:"checks"`
-	Will     string         `json:"will"`
-}
-
-// sandboxReport starts the sandbox as serve would and tries it: a write
-// must fail, /tmp must be private, hidden paths must read as empty.
-func sandboxReport(ctx context.Context, want string, hide, workspaces []string) sandboxReportT {
-	r := sandboxReportT{Root: os.Geteuid() == 0}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		r.Kernel = "Linux " + strings.TrimSpace(string(b))
-	}
-	r.UserNS = "max_user_namespaces=" + readTrim("/proc/sys/user/max_user_namespaces")
-	if v := readTrim("/proc/sys/kernel/unprivileged_userns_clone"); v != "?" {
-		r.UserNS += ", unprivileged_userns_clone=" + v
-	}
-	if v := readTrim("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); v != "?" {
-		r.UserNS += ", apparmor_restrict_unprivileged_userns=" + v
-	}
-	if want == "off" {
-		r.Landlock = "not checked"
-		r.Will = "run every command unconfined (sandbox: off); the gate's verdicts apply as they are"
-		return r
-	}
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	sb, err := sandbox.Start(ctx, sandbox.Config{Hide: hide, Workspaces: workspaces})
-	if err != nil {
-		r.Landlock = "unknown"
-		r.Checks = append(r.Checks, sandboxCheck{What: "start the sandbox helpers", Detail: err.Error()})
-		r.Will = "FAIL CLOSED: every command, read-only ones included, waits for an approval (set sandbox: off, or THINBOT_SANDBOX=off in a terminal, to run read-only commands unconfined)"
-		return r
-	}
-	defer sb.Close()
-	if err := sandbox.Harden(agentcore.SecretName); err != nil { // as serve does
-		r.Checks = append(r.Checks, sandboxCheck{What: "harden the daemon process", Detail: err.Error()})
-	}
-	ro := sb.Info(sandbox.ReadOnly)
-	r.Landlock = fmt.Sprintf("ABI %d", ro.LandlockABI)
-	r.Checks = append(r.Checks, sandboxCheck{What: "start the sandbox helpers", OK: true})
-	dir := "/"
-	if len(workspaces) > 0 {
-		dir = workspaces[0]
-	}
-	try := func(what string, m sandbox.Mode, script string, okIf func(out string, code int) bool) {
-		var out strings.Builder
-		res, err := sb.Run(ctx, m, sandbox.Cmd{Args: []string{"/bin/sh", "-c", script}, Dir: dir, Env: []string{"PATH=" + agentcore.DefaultPath}}, &out)
-		c := sandboxCheck{What: what}
-		if err != nil {
-			c.Detail = err.Error()
-		} else {
-			c.OK = okIf(out.String(), res.ExitCode)
-			if !c.OK {
-				c.Detail = fmt.Sprintf("exit %d: %s", res.ExitCode, strings.TrimSpace(out.String()))
-			}
-		}
-		r.Checks = append(r.Checks, c)
-	}
-	probe := fmt.Sprintf("thinbot-sandbox-probe-%d", os.Getpid())
-	try("read-only: cannot create a file in the workspace", sandbox.ReadOnly, "touch "+probe,
-		func(out string, code int) bool {
-			_, err := os.Stat(filepath.Join(dir, probe))
-			return code != 0 && err != nil
-		})
-	tmp := "/tmp"
-	if dir == "/tmp" {
-		tmp = "/var/tmp"
-	}
-	try("read-only: "+tmp+" is private and writable", sandbox.ReadOnly, "echo x > "+tmp+"/"+probe+" && cat "+tmp+"/"+probe,
-		func(out string, code int) bool {
-			_, err := os.Stat(tmp + "/" + probe)
-			return code == 0 && err != nil
-		})
-	try("read-only: no raw block devices", sandbox.ReadOnly, "ls /dev",
-		func(out string, code int) bool {
-			return code == 0 && !strings.Contains(out, "vda") && !strings.Contains(out, "sda")
-		})
-	try("read-only: host processes visible (ps)", sandbox.ReadOnly, "ps -e | wc -l",
-		func(out string, code int) bool { var n int; fmt.Sscan(out, &n); return code == 0 && n > 1 })
-	try("approved: the daemon's environment holds no secret", sandbox.Approved, fmt.Sprintf("tr '\\0' '\\n' < /proc/%d/environ", os.Getpid()),
-		func(out string, code int) bool {
-			for _, l := range strings.Split(out, "\n") {
-				if name, val, ok := strings.Cut(l, "="); ok && val != "" && agentcore.SecretName(name) {
-					return false
-				}
-			}
-			return true
-		})
-	try("read-only: cannot read the daemon's environment", sandbox.ReadOnly, fmt.Sprintf("cat /proc/%d/environ", os.Getpid()),
-		func(out string, code int) bool { return code != 0 })
-	hidden := sb.Info(sandbox.Approved).Hidden
-	sort.Strings(hidden)
-	for _, h := range hidden {
-		try("hidden: "+h, sandbox.Approved, "cat "+shellQuote(h)+" 2>/dev/null; ls -A "+shellQuote(h)+" 2>/dev/null",
-			func(out string, code int) bool { return strings.TrimSpace(out) == "" })
-	}
-	r.Will = "run read-only commands at once in the read-only sandbox, approved commands in the approved sandbox, the bot's secrets hidden from both"
-	for _, c := range r.Checks {
-		if !c.OK {
-			r.Will = "start, but a check above failed: review it before relying on the sandbox"
-		}
-	}
-	return r
-}
-
-func readTrim(p string) string {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return "?"
-	}
-	return strings.TrimSpace(string(b))
-}
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

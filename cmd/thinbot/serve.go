@@ -82,7 +82,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	sbx := startSandbox(ctx, c.Sandbox, base.protected, base.workspaces, logger)
+	sbx := startSandboxFor(ctx, c, base.protected, base.workspaces, logger)
 	defer sbx.close()
 	base.cfg.Exec = sbx.exec(base.cfg.Exec)
 	fl, err := serveFleet(c, base.abs(*path))

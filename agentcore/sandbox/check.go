@@ -1,0 +1,293 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Check is one finding of Report.
+type Check struct {
+	What   string `json:"what"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Report is what `thinbot sandbox check` prints: what the kernel offers,
+// what the sandbox enforced when started as the daemon would start it, and
+// what each probe found.
+type Report struct {
+	Kernel   string  `json:"kernel"`
+	Root     bool    `json:"root"`
+	UserNS   string  `json:"user_namespaces"`
+	Landlock string  `json:"landlock"`
+	Limits   string  `json:"limits,omitempty"`
+	Cgroup   string  `json:"cgroup,omitempty"`
+	User     string  `json:"readonly_user,omitempty"`
+	Net      string  `json:"readonly_net,omitempty"`
+	Covered  string  `json:"covered_sockets,omitempty"`
+	RootCost string  `json:"root_costs,omitempty"`
+	Checks   []Check `json:"checks"`
+	Will     string  `json:"will"`
+}
+
+// Failed returns how many checks failed.
+func (r Report) Failed() int {
+	n := 0
+	for _, c := range r.Checks {
+		if !c.OK {
+			n++
+		}
+	}
+	return n
+}
+
+// Print writes the report as text.
+func (r Report) Print(w io.Writer) {
+	line := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(w, "%-19s%s\n", k+":", v)
+		}
+	}
+	line("kernel", r.Kernel)
+	line("running as root", fmt.Sprint(r.Root))
+	line("user namespaces", r.UserNS)
+	line("landlock", r.Landlock)
+	line("limits", r.Limits)
+	line("cgroup", r.Cgroup)
+	line("read-only user", r.User)
+	line("read-only network", r.Net)
+	line("covered sockets", r.Covered)
+	line("what root costs", r.RootCost)
+	for _, c := range r.Checks {
+		mark := "ok  "
+		if !c.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "%s %s\n", mark, c.What)
+		if c.Detail != "" {
+			fmt.Fprintf(w, "     %s\n", c.Detail)
+		}
+	}
+	fmt.Fprintf(w, "\nthinbot will: %s\n", r.Will)
+}
+
+// CheckSandbox starts the sandbox as the daemon would with cfg (off: the
+// operator turned it off) and probes it: writes fail, /tmp is private to
+// each command, the network and the daemon are out of reach, hidden paths
+// cannot be read. A hidden path may still be seen by name (ls of its
+// directory lists it): hidden means its content cannot be read, so the
+// probe reads content. secret names the environment variables Harden
+// blanks, as the daemon's does. Call it in a process that has not yet
+// started its own sandbox.
+func CheckSandbox(ctx context.Context, cfg Config, off bool, secret func(string) bool) Report {
+	r := Report{Root: os.Geteuid() == 0}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		r.Kernel = "Linux " + strings.TrimSpace(string(b))
+	}
+	r.UserNS = "max_user_namespaces=" + readTrim("/proc/sys/user/max_user_namespaces")
+	if v := readTrim("/proc/sys/kernel/unprivileged_userns_clone"); v != "?" {
+		r.UserNS += ", unprivileged_userns_clone=" + v
+	}
+	if v := readTrim("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); v != "?" {
+		r.UserNS += ", apparmor_restrict_unprivileged_userns=" + v
+	}
+	r.Cgroup = cgroupSummary()
+	if off {
+		r.Landlock = "not checked"
+		r.Will = "run every command unconfined (sandbox: off); the gate's verdicts apply as they are"
+		return r
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	sb, err := Start(ctx, cfg)
+	if err != nil {
+		r.Landlock = "unknown"
+		r.Checks = append(r.Checks, Check{What: "start the sandbox helpers", Detail: err.Error()})
+		r.Will = "FAIL CLOSED: every command, read-only ones included, waits for an approval (set sandbox: off, or THINBOT_SANDBOX=off in a terminal, to run read-only commands unconfined)"
+		return r
+	}
+	defer sb.Close()
+	if err := Harden(secret); err != nil { // as serve does
+		r.Checks = append(r.Checks, Check{What: "harden the daemon process", Detail: err.Error()})
+	}
+	ro, rw := sb.Info(ReadOnly), sb.Info(Approved)
+	r.Landlock = fmt.Sprintf("ABI %d", ro.LandlockABI)
+	l := ro.Limits
+	r.Limits = fmt.Sprintf("%s, per process: memory %s (RLIMIT_DATA), CPU %s; per user: %d processes; files up to %s; private /tmp %s",
+		ro.LimitsBy, size(l.Memory), l.CPU, l.Processes, size(l.FileSize), size(l.Tmp))
+	r.User = ro.User
+	if r.User == "" {
+		r.User = "the daemon's own user"
+	}
+	r.Net = ro.Net
+	r.Covered = strings.Join(ro.Covered, " ")
+	if r.Covered == "" {
+		r.Covered = "(none present)"
+	}
+	if r.Root {
+		r.RootCost = "read-only commands run as " + ro.User + " with no capabilities: they read what that user and its groups may (not /etc/shadow, /root, 0600 files; ss -p and lsof show only its own processes); " +
+			"approved commands run as root without CAP_SYS_PTRACE, with the kernel's usermode-helper knobs read-only; RLIMIT_NPROC does not bind root, so approved commands have no process limit (a cgroup would)"
+	}
+	r.Checks = append(r.Checks, Check{What: "start the sandbox helpers", OK: true})
+	dir := "/"
+	if len(cfg.Workspaces) > 0 {
+		dir = cfg.Workspaces[0]
+	}
+	try := func(what string, m Mode, script string, okIf func(out string, code int) bool) {
+		var out strings.Builder
+		res, err := sb.Run(ctx, m, Cmd{Args: []string{"/bin/sh", "-c", script}, Dir: dir, Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}}, &out)
+		c := Check{What: what}
+		if err != nil {
+			c.Detail = err.Error()
+		} else {
+			c.OK = okIf(out.String(), res.ExitCode)
+			if !c.OK {
+				c.Detail = fmt.Sprintf("exit %d: %s", res.ExitCode, firstLines(out.String(), 3))
+			}
+		}
+		r.Checks = append(r.Checks, c)
+	}
+	probe := fmt.Sprintf("thinbot-sandbox-probe-%d", os.Getpid())
+	try("read-only: cannot create a file in the workspace", ReadOnly, "touch "+probe,
+		func(out string, code int) bool {
+			_, err := os.Stat(filepath.Join(dir, probe))
+			return code != 0 && err != nil
+		})
+	tmp := "/tmp"
+	if dir == "/tmp" {
+		tmp = "/var/tmp"
+	}
+	try("read-only: "+tmp+" is private and writable", ReadOnly, "echo x > "+tmp+"/"+probe+" && cat "+tmp+"/"+probe,
+		func(out string, code int) bool {
+			_, err := os.Stat(tmp + "/" + probe)
+			return code == 0 && err != nil
+		})
+	try("read-only: the next command gets an empty "+tmp, ReadOnly, "cat "+tmp+"/"+probe,
+		func(out string, code int) bool { return code != 0 })
+	try("read-only: no raw block devices", ReadOnly, "ls /dev",
+		func(out string, code int) bool {
+			return code == 0 && !strings.Contains(out, "vda") && !strings.Contains(out, "sda")
+		})
+	try("read-only: host processes visible (ps)", ReadOnly, "ps -e | wc -l",
+		func(out string, code int) bool { var n int; fmt.Sscan(out, &n); return code == 0 && n > 1 })
+	if ro.LandlockABI >= 4 {
+		try("read-only: TCP connects refused (Landlock)", ReadOnly, "bash -c 'exec 3<>/dev/tcp/127.0.0.1/1'",
+			func(out string, code int) bool { return code != 0 && strings.Contains(out, "ermission denied") })
+	}
+	if !cfg.Network.UDP {
+		try("read-only: UDP refused (seccomp)", ReadOnly, "command -v bash >/dev/null && bash -c 'echo x > /dev/udp/127.0.0.1/9'",
+			func(out string, code int) bool { return code != 0 && strings.Contains(out, "ermission denied") })
+	}
+	try("read-only: cannot signal the daemon", ReadOnly, fmt.Sprintf("kill -0 %d", os.Getpid()),
+		func(out string, code int) bool { return code != 0 })
+	try("read-only: cannot read the daemon's environment", ReadOnly, fmt.Sprintf("cat /proc/%d/environ", os.Getpid()),
+		func(out string, code int) bool { return code != 0 })
+	try("approved: the daemon's environment is empty", Approved, fmt.Sprintf("tr '\\0' '\\n' < /proc/%d/environ", os.Getpid()),
+		func(out string, code int) bool {
+			for _, l := range strings.Split(out, "\n") {
+				if name, val, ok := strings.Cut(l, "="); ok && val != "" && name != "" {
+					return false
+				}
+			}
+			return true
+		})
+	if r.Root {
+		try("approved: kernel.core_pattern is read-only", Approved, "cat /proc/sys/kernel/core_pattern > /proc/sys/kernel/core_pattern",
+			func(out string, code int) bool { return code != 0 })
+	}
+	hidden := append([]string(nil), rw.Hidden...)
+	sort.Strings(hidden)
+	for _, h := range hidden {
+		probeHidden(try, h)
+	}
+	r.Will = "run read-only commands at once in the read-only sandbox, approved commands in the approved sandbox, the bot's secrets hidden from both"
+	if r.Failed() > 0 {
+		r.Will = "start, but a check above failed: review it before relying on the sandbox"
+	}
+	return r
+}
+
+// probeHidden checks that commands of both modes cannot read the content of
+// hidden path h: a directory lists as empty, a file reads as empty. Its
+// name may still show in its parent's listing.
+func probeHidden(try func(string, Mode, string, func(string, int) bool), h string) {
+	st, err := os.Stat(h)
+	if err != nil {
+		return
+	}
+	q := shellQuote(h)
+	var want func(out string, code int) bool
+	var script string
+	if st.IsDir() {
+		script = "ls -A " + q
+		want = func(out string, _ int) bool { return strings.TrimSpace(out) == "" }
+	} else {
+		// A hidden file reads as /dev/null: no byte comes out.
+		script = "head -c 64 " + q + " 2>/dev/null | od -An -c"
+		want = func(out string, _ int) bool { return strings.TrimSpace(out) == "" }
+	}
+	for _, m := range []Mode{ReadOnly, Approved} {
+		try(fmt.Sprintf("%s: cannot read hidden %s", m, h), m, script+" 2>/dev/null", want)
+	}
+}
+
+func size(n int64) string {
+	switch {
+	case n < 0:
+		return "unlimited"
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20:
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// cgroupSummary says whether a cgroup v2 hierarchy is delegated to this
+// process; the sandbox uses rlimits either way (see Limits).
+func cgroupSummary() string {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "unknown"
+	}
+	unified := ""
+	hybrid := false
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok {
+			unified = p
+		} else {
+			hybrid = true
+		}
+	}
+	switch {
+	case hybrid:
+		return "v1 or hybrid hierarchy: limits are rlimits per process (RLIMIT_DATA, RLIMIT_NPROC per user, RLIMIT_CPU), not a cap on a command's processes together"
+	case unified == "":
+		return "none"
+	}
+	return "v2 (" + unified + "); this version still limits with rlimits per process, not a cgroup per command"
+}
+
+func readTrim(p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func firstLines(s string, n int) string {
+	ls := strings.SplitN(strings.TrimSpace(s), "\n", n+1)
+	if len(ls) > n {
+		ls = ls[:n]
+	}
+	return strings.Join(ls, " | ")
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
