@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -141,6 +143,8 @@ func secretModeProblem(path string, mode os.FileMode, fuid, fgid uint32, uid int
 		return fmt.Sprintf("%s is owned by uid %d, who is neither root nor the daemon's user (uid %d) and can read it; chown it", path, fuid, uid)
 	case perm&0o070 != 0 && fgid != 0 && !slices.Contains(gids, int(fgid)):
 		return fmt.Sprintf("%s is open to group %d (mode %s), a group the daemon (uid %d) is not in; chmod g-rwx it or chgrp it to the daemon's group", path, fgid, perm, uid)
+	case uid != 0 && !(int(fuid) == uid && perm&0o400 != 0) && !(slices.Contains(gids, int(fgid)) && perm&0o040 != 0):
+		return fmt.Sprintf("%s cannot be read by the daemon's user (uid %d; the file is %d:%d, mode %s); chown it to that user or chgrp it to the daemon's group with mode 0640", path, uid, fuid, fgid, perm)
 	}
 	return ""
 }
@@ -151,13 +155,57 @@ func daemonGroups() []int {
 	return append(gids, os.Getegid())
 }
 
+// daemonUser is who the daemon runs as, for the secret files' check.
+type daemonUser struct {
+	uid  int
+	gids []int
+}
+
+func currentUser() daemonUser { return daemonUser{uid: os.Geteuid(), gids: daemonGroups()} }
+
+// daemonUser is the unit's User= (with its groups, Group= and
+// SupplementaryGroups=) when this process runs as root (config check run
+// by an operator with sudo for a daemon that runs as thinbot), else this
+// process's user.
+func (s systemdSources) daemonUser() daemonUser {
+	if os.Geteuid() != 0 || s.User == "" || s.User == "root" {
+		return currentUser()
+	}
+	u, err := user.Lookup(s.User)
+	if err != nil {
+		return currentUser()
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	who := daemonUser{uid: uid}
+	names, _ := u.GroupIds()
+	names = append(names, u.Gid)
+	for _, g := range append([]string{s.Group}, s.Groups...) {
+		if g == "" {
+			continue
+		}
+		if grp, err := user.LookupGroup(g); err == nil {
+			names = append(names, grp.Gid)
+		}
+	}
+	for _, n := range names {
+		if gid, err := strconv.Atoi(n); err == nil {
+			who.gids = append(who.gids, gid)
+		}
+	}
+	return who
+}
+
 // systemdSources is what the daemon's systemd unit gives it: its unit files
 // (fragment and drop-ins), the EnvironmentFiles they name, and which secret
 // variables each of them sets.
 type systemdSources struct {
-	Unit     string
-	Files    []string // unit files and drop-in directories found
-	EnvFiles []string
+	Unit string
+	// User, Group and Groups are the unit's User=, Group= and
+	// SupplementaryGroups=.
+	User, Group string
+	Groups      []string
+	Files       []string // unit files and drop-in directories found
+	EnvFiles    []string
 	// Vars maps a secret variable's name to the file that sets it.
 	Vars map[string]string
 }
@@ -243,6 +291,12 @@ func (s *systemdSources) readUnit(path string) {
 			continue
 		}
 		switch strings.TrimSpace(key) {
+		case "User":
+			s.User = strings.TrimSpace(val)
+		case "Group":
+			s.Group = strings.TrimSpace(val)
+		case "SupplementaryGroups":
+			s.Groups = append(s.Groups, strings.Fields(val)...)
 		case "EnvironmentFile":
 			p := strings.TrimPrefix(strings.TrimSpace(val), "-")
 			if p != "" && filepath.IsAbs(p) && !strings.Contains(p, "%") && !slices.Contains(s.EnvFiles, p) {

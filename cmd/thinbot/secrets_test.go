@@ -197,6 +197,8 @@ func TestSecretModeRule(t *testing.T) {
 		{"group the daemon is not in", 0o640, 0, 1234, daemon, []int{group}, false},
 		{"root:thinbot 0640, root daemon not in thinbot", 0o640, 0, group, 0, []int{0}, false},
 		{"owned by another user", 0o600, 1001, group, daemon, []int{group}, false},
+		{"root:root 0600, the daemon cannot read it", 0o600, 0, 0, daemon, []int{group}, false},
+		{"root:thinbot 0600, the daemon cannot read it", 0o600, 0, group, daemon, []int{group}, false},
 	} {
 		why := secretModeProblem("/etc/thinbot/token", tc.mode, tc.uid, tc.gid, tc.daemonUID, tc.daemonGIDs)
 		if (why == "") != tc.ok {
@@ -294,5 +296,35 @@ func TestTokensFileIsProtected(t *testing.T) {
 		if d := p.Classify(cmd); d.Verdict.String() == "pass" {
 			t.Errorf("Classify(%q) = %v (%s), want it protected", cmd, d.Verdict, d.Rule)
 		}
+	}
+}
+
+// TestConfigCheckAsRootChecksForTheUnitsUser: config check run as root
+// judges the secret files for the daemon's user from the unit's User=
+// and Group=, so the package's layout passes there too, and a file only
+// root can read is refused (the daemon could not read it).
+func TestConfigCheckAsRootChecksForTheUnitsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI runs the tests as root; this one needs it (config check under sudo)")
+		}
+		t.Skip("needs root, as config check under sudo")
+	}
+	s := systemdSources{User: "nobody", Group: "nogroup"}
+	who := s.daemonUser()
+	if who.uid == 0 || len(who.gids) == 0 {
+		t.Fatalf("daemon user %+v", who)
+	}
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "tok")
+	os.WriteFile(tok, []byte("secret"), 0o640)
+	os.Chown(tok, 0, who.gids[len(who.gids)-1])
+	if err := checkSecretFileAs(tok, who); err != nil {
+		t.Errorf("root:<daemon group> 0640 refused: %v", err)
+	}
+	os.Chown(tok, 0, 0)
+	os.Chmod(tok, 0o600)
+	if err := checkSecretFileAs(tok, who); err == nil || !strings.Contains(err.Error(), "cannot be read by the daemon's user") {
+		t.Errorf("root:root 0600 for a daemon running as nobody: %v", err)
 	}
 }

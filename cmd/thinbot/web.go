@@ -54,7 +54,7 @@ type webConfig struct {
 }
 
 // check reports the web section's problems; workspaces are the channels'.
-func (w *webConfig) check(bad func(string, ...any), channels []channelConfig) {
+func (w *webConfig) check(bad func(string, ...any), channels []channelConfig, who daemonUser) {
 	if w.Listen == "" {
 		if len(w.TrustedProxies)+len(w.Auditors)+len(w.Users)+len(w.Approvers) > 0 || w.TokensFile != "" {
 			bad("web.listen is empty: set it to serve the web console")
@@ -64,7 +64,7 @@ func (w *webConfig) check(bad func(string, ...any), channels []channelConfig) {
 	if _, _, err := net.SplitHostPort(w.Listen); err != nil {
 		bad("web.listen %q: %v", w.Listen, err)
 	}
-	auth, err := w.auth()
+	auth, err := w.authAs(who)
 	if err != nil {
 		bad("%v", err)
 		return
@@ -91,7 +91,10 @@ func (w *webConfig) check(bad func(string, ...any), channels []channelConfig) {
 }
 
 // auth builds the console's authentication and roles from the section.
-func (w *webConfig) auth() (web.Auth, error) {
+func (w *webConfig) auth() (web.Auth, error) { return w.authAs(currentUser()) }
+
+// authAs is auth with the tokens file checked for a daemon running as who.
+func (w *webConfig) authAs(who daemonUser) (web.Auth, error) {
 	var a web.Auth
 	for _, c := range w.TrustedProxies {
 		p, err := netip.ParsePrefix(c)
@@ -106,7 +109,7 @@ func (w *webConfig) auth() (web.Auth, error) {
 	}
 	if w.TokensFile != "" {
 		var err error
-		if a.Tokens, err = readTokens(w.TokensFile); err != nil {
+		if a.Tokens, err = readTokensAs(w.TokensFile, who); err != nil {
 			return a, err
 		}
 	}
@@ -121,11 +124,17 @@ func (w *webConfig) auth() (web.Auth, error) {
 }
 
 // readTokens reads web.tokens_file: one "user token" pair a line.
-func readTokens(path string) (map[string]string, error) {
-	raw, err := readSecret(path)
+func readTokens(path string) (map[string]string, error) { return readTokensAs(path, currentUser()) }
+
+func readTokensAs(path string, who daemonUser) (map[string]string, error) {
+	if err := checkSecretFileAs(path, who); err != nil {
+		return nil, fmt.Errorf("web.tokens_file: %w", err)
+	}
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("web.tokens_file: %w", err)
 	}
+	raw := strings.TrimSpace(string(b))
 	tokens := map[string]string{}
 	for i, line := range strings.Split(raw, "\n") {
 		f := strings.Fields(line)
