@@ -122,12 +122,13 @@ func (r *renderer) start(ctx context.Context) {
 			case <-tick.C:
 				ticks++
 				r.mu.Lock()
-				posted, dirty := r.postID != "", r.dirty
+				posted, dirty, writing := r.postID != "", r.dirty, len(r.ops) > 0
 				r.mu.Unlock()
 				if posted {
 					r.flush(ctx, false)
-				} else if dirty || (ticks >= 2 && r.sid == "") {
-					// An open stream shows that work goes on.
+				} else if dirty || (ticks >= 2 && r.sid == "" && !writing) {
+					// An open stream shows that work goes on, and so does
+					// text about to get one.
 					r.postStatus(ctx)
 				}
 			case <-r.kick:
