@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -434,4 +435,57 @@ func TestBrowserIntentRunningAndRestart(t *testing.T) {
 			t.Errorf("the restored page lacks %q:\n%s", want, strings.Join(after, "\n"))
 		}
 	}
+}
+
+// TestBrowserSignOutEndsTheLogin: a token login made in the browser, whose
+// cookie was saved elsewhere, stops working when the browser signs out, and
+// a login whose user is removed from the tokens ends at once.
+func TestBrowserSignOutEndsTheLogin(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	bctx := browser(t)
+	cookieOf := func(ctx context.Context) *http.Cookie {
+		t.Helper()
+		res, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{r.url}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range res.Cookies {
+			if c.Name == sessionCookie {
+				return &http.Cookie{Name: c.Name, Value: c.Value}
+			}
+		}
+		t.Fatal("no login cookie in the browser")
+		return nil
+	}
+	replay := func(c *http.Cookie) int {
+		req, _ := http.NewRequest("GET", r.url+"/api/threads", nil)
+		req.AddCookie(c)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	login := func() (context.Context, *http.Cookie) {
+		guest := tab(t, bctx, "")
+		do(t, guest, "sign in with a token", chromedp.Navigate(r.url+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
+			chromedp.SendKeys(chromedp.CSS("#token"), "carol-token-0123456789"),
+			chromedp.Click(chromedp.CSS("main form button")), chromedp.WaitVisible(chromedp.CSS("#composer")))
+		c := cookieOf(guest)
+		if code := replay(c); code != http.StatusOK {
+			t.Fatalf("the saved cookie while signed in: %d", code)
+		}
+		return guest, c
+	}
+	guest, saved := login()
+	do(t, guest, "sign out", chromedp.Click(chromedp.CSS(".who form button")), chromedp.WaitVisible(chromedp.CSS("#token")))
+	if code := replay(saved); code != http.StatusUnauthorized {
+		t.Errorf("the saved cookie after signing out: %d, want 401", code)
+	}
+	// Removed from the tokens file: the open page loses its login.
+	guest, _ = login()
+	r.srv.SetTokens(map[string]string{"other-token-0123456789": "dave"})
+	do(t, guest, "reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#token")))
+	shot(t, guest, "17-signed-out-after-removal")
 }
