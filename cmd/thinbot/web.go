@@ -155,8 +155,8 @@ const tokensReload = 10 * time.Second
 // watchTokens reloads the tokens file into srv whenever it changes (its
 // size, time or inode), until ctx is done: a user removed from it, or whose
 // token changed, is logged out within tokensReload. A file that cannot be
-// read or parsed any more leaves nobody able to log in (fail closed) and
-// says why on the log.
+// read or parsed at two looks in a row leaves nobody able to log in (fail
+// closed) and says why on the log.
 func watchTokens(ctx context.Context, path string, srv *web.Server, every time.Duration, logger *slog.Logger) {
 	stamp := func() string {
 		st, err := os.Stat(path)
@@ -170,6 +170,7 @@ func watchTokens(ctx context.Context, path string, srv *web.Server, every time.D
 		return fmt.Sprint(st.Size(), st.ModTime().UnixNano(), ino)
 	}
 	last := "" // the first tick reloads: the file may have changed since serve read it
+	failures := 0
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -183,13 +184,18 @@ func watchTokens(ctx context.Context, path string, srv *web.Server, every time.D
 			continue
 		}
 		first := last == ""
-		last = now
 		tokens, err := readTokens(path)
 		if err != nil {
-			logger.Error("web tokens file unreadable: nobody can log in until it is fixed", "file", path, "err", err,
-				"sessions_ended", srv.SetTokens(nil))
+			// An editor may be half-way through writing it: only a file
+			// still bad at the next look signs everyone out.
+			failures++
+			if failures == 2 {
+				logger.Error("web tokens file unreadable: nobody can log in until it is fixed", "file", path, "err", err,
+					"sessions_ended", srv.SetTokens(nil))
+			}
 			continue
 		}
+		last, failures = now, 0
 		if ended := srv.SetTokens(tokens); ended > 0 || !first {
 			logger.Info("web tokens reloaded", "file", path, "tokens", len(tokens), "sessions_ended", ended)
 		}
