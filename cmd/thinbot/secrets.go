@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -284,7 +285,12 @@ func (s *systemdSources) readUnit(path string) {
 		return
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	s.parseUnit(f, path)
+}
+
+// parseUnit reads the lines of the unit file path from r.
+func (s *systemdSources) parseUnit(r io.Reader, path string) {
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		key, val, ok := strings.Cut(strings.TrimSpace(sc.Text()), "=")
 		if !ok {
@@ -320,7 +326,12 @@ func (s *systemdSources) readEnvFile(path string) {
 		return
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	s.parseEnvFile(f, path)
+}
+
+// parseEnvFile reads the lines of the EnvironmentFile path from r.
+func (s *systemdSources) parseEnvFile(r io.Reader, path string) {
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		line := strings.TrimPrefix(strings.TrimSpace(sc.Text()), "export ")
 		if name, _, ok := strings.Cut(line, "="); ok && secretVar(strings.TrimSpace(name)) {

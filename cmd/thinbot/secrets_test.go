@@ -328,3 +328,27 @@ func TestConfigCheckAsRootChecksForTheUnitsUser(t *testing.T) {
 		t.Errorf("root:root 0600 for a daemon running as nobody: %v", err)
 	}
 }
+
+// FuzzSystemdUnit: whatever a unit file or an EnvironmentFile holds, the
+// parser records only absolute EnvironmentFile paths without specifiers,
+// and only secret variables, each with the file that set it.
+func FuzzSystemdUnit(f *testing.F) {
+	f.Add("[Service]\nEnvironmentFile=-/etc/thinbot/env\nEnvironment=\"MM_TOKEN=x\" A=b\nUser=thinbot\n", "AGENT_API_KEY=sk\nexport DB_PASSWORD=p\n")
+	f.Add("EnvironmentFile=%h/env\nEnvironmentFile=relative\nEnvironment=\n", "=\n==\nexport \n")
+	f.Add("", "")
+	f.Fuzz(func(t *testing.T, unit, envFile string) {
+		s := systemdSources{Vars: map[string]string{}}
+		s.parseUnit(strings.NewReader(unit), "/u")
+		s.parseEnvFile(strings.NewReader(envFile), "/e")
+		for _, p := range s.EnvFiles {
+			if !filepath.IsAbs(p) || strings.Contains(p, "%") || strings.HasPrefix(p, "-") {
+				t.Errorf("EnvironmentFile %q recorded", p)
+			}
+		}
+		for name, file := range s.Vars {
+			if !secretVar(name) || (file != "/u" && file != "/e") {
+				t.Errorf("variable %q from %q recorded", name, file)
+			}
+		}
+	})
+}
