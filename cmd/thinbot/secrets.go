@@ -143,7 +143,11 @@ func secretModeProblem(path string, mode os.FileMode, fuid, fgid uint32, uid int
 	case fuid != 0 && int(fuid) != uid:
 		return fmt.Sprintf("%s is owned by uid %d, who is neither root nor the daemon's user (uid %d) and can read it; chown it", path, fuid, uid)
 	case perm&0o070 != 0 && fgid != 0 && !slices.Contains(gids, int(fgid)):
-		return fmt.Sprintf("%s is open to group %d (mode %s), a group the daemon (uid %d) is not in; chmod g-rwx it or chgrp it to the daemon's group", path, fgid, perm, uid)
+		why := fmt.Sprintf("%s is open to group %d (mode %s), a group the daemon (uid %d) is not in; chmod g-rwx it or chgrp it to the daemon's group", path, fgid, perm, uid)
+		if uid == 0 {
+			why += " (config check judges for the user it runs as, or the unit's User=; for a daemon of another user, run it as that user: sudo -u thinbot thinbot config check ...)"
+		}
+		return why
 	case uid != 0 && !(int(fuid) == uid && perm&0o400 != 0) && !(slices.Contains(gids, int(fgid)) && perm&0o040 != 0):
 		return fmt.Sprintf("%s cannot be read by the daemon's user (uid %d; the file is %d:%d, mode %s); chown it to that user or chgrp it to the daemon's group with mode 0640", path, uid, fuid, fgid, perm)
 	}
