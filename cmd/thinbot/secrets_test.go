@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/thinbot/thinbot/agentcore/sandbox"
 	"github.com/thinbot/thinbot/tests/fakemodel"
 )
 
@@ -351,4 +353,36 @@ func FuzzSystemdUnit(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTokensFileReadsEmptyInTheSandbox: the kernel sandbox started with the
+// derived set shows the login tokens file empty to a command of either
+// tier (field report B1: `cat` printed every token).
+func TestTokensFileReadsEmptyInTheSandbox(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "etc", "web-tokens")
+	os.MkdirAll(filepath.Dir(tokens), 0o700)
+	os.WriteFile(tokens, []byte("alice alice-token-0123456789\n"), 0o600)
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	c := daemonConfig{StateDir: filepath.Join(dir, "state")}
+	c.Web.TokensFile = tokens
+	sbx := startSandbox(t.Context(), "on", c.protectedPaths(filepath.Join(dir, "etc", "thinbot.yaml")), []string{ws}, slog.New(slog.DiscardHandler))
+	defer sbx.close()
+	if sbx.sb == nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the sandbox did not start: %s", sbx.noSandbox)
+		}
+		t.Skipf("the sandbox did not start: %s", sbx.noSandbox)
+	}
+	for _, m := range []sandbox.Mode{sandbox.ReadOnly, sandbox.Approved} {
+		var out strings.Builder
+		res, err := sbx.sb.Run(t.Context(), m, sandbox.Cmd{Args: []string{"/bin/cat", tokens}, Dir: ws, Env: []string{"PATH=/usr/bin:/bin"}}, &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(out.String(), "alice-token") {
+			t.Errorf("%s: cat printed the tokens (exit %d): %q", m, res.ExitCode, out.String())
+		}
+	}
 }
