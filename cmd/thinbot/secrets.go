@@ -388,9 +388,9 @@ func (c *daemonConfig) secretWarnings(getenv func(string) string) []string {
 }
 
 // secretValues are the secrets in the config's secret files, for the
-// agent to redact from command output: each file's content, and each word
-// of 16 characters or more in it (a login token of web.tokens_file, the
-// value of a NAME=value line).
+// agent to redact from command output: each file's content, and of each of
+// its lines the value of NAME=value or else the last word (the token of a
+// web.tokens_file line, not the user's name), when 16 characters or more.
 func (c *daemonConfig) secretValues() []string {
 	var out []string
 	for _, kv := range c.secretFiles() {
@@ -399,9 +399,16 @@ func (c *daemonConfig) secretValues() []string {
 			continue
 		}
 		out = append(out, v)
-		for _, w := range strings.Fields(v) {
-			if _, val, ok := strings.Cut(w, "="); ok {
-				w = strings.Trim(val, `"'`)
+		for _, line := range strings.Split(v, "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			w := line
+			if _, val, ok := strings.Cut(line, "="); ok {
+				w = strings.Trim(strings.TrimSpace(val), `"'`)
+			} else if f := strings.Fields(line); len(f) > 1 {
+				w = f[len(f)-1]
 			}
 			if len(w) >= 16 && w != v {
 				out = append(out, w)

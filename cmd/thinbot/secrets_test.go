@@ -386,3 +386,26 @@ func TestTokensFileReadsEmptyInTheSandbox(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretValuesAreTheTokens: the values redacted from output are the
+// secrets of the secret files, not the user names beside them.
+func TestSecretValuesAreTheTokens(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "web-tokens")
+	os.WriteFile(tokens, []byte("# users\nsecurity@example.com alice-token-0123456789\n"), 0o600)
+	env := filepath.Join(dir, "env")
+	os.WriteFile(env, []byte("AGENT_API_KEY=\"sk-0123456789abcdef\"\n"), 0o600)
+	c := daemonConfig{SecretFiles: []string{env}}
+	c.Web.TokensFile = tokens
+	got := c.secretValues()
+	for _, want := range []string{"alice-token-0123456789", "sk-0123456789abcdef"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("secret values %q lack %q", got, want)
+		}
+	}
+	for _, v := range got {
+		if v == "security@example.com" {
+			t.Errorf("a user name is redacted: %q", got)
+		}
+	}
+}
