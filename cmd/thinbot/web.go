@@ -448,8 +448,14 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
 		fmt.Fprintln(e.stderr, "No model is configured yet: set AGENT_BASE_URL and AGENT_MODEL and restart; the page says the same.")
 	}
 	fmt.Fprintln(e.stderr)
+	// The chain head goes to the log every 10 minutes and at the end, as
+	// the daemon's does: a log kept elsewhere anchors the chain.
+	waitHead := logChainHead(srvCtx, db, logger)
 	runErr := b.Run(ctx)
 	stop()
+	waitHead()
 	wait()
+	seq, hash := chainHead(db)
+	logger.Info("thinbot stopped", "last_seq", seq, "head_hash", hash)
 	return runErr
 }

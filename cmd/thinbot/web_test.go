@@ -128,3 +128,37 @@ func TestBrokenTokensFileFailsClosed(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestConsoleLogsTheChainHeadAtStop: `thinbot serve` without a config logs
+// the chain head when it stops, as the daemon does and the audit viewer's
+// chain page says (field report B8).
+func TestConsoleLogsTheChainHeadAtStop(t *testing.T) {
+	dir := t.TempDir()
+	var out syncBuffer
+	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	t.Chdir(dir) // the console's workspace
+	go func() { done <- run(ctx, e, []string{"serve", "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(dir, "state")}) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), "web console serving") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the console did not start:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if !strings.Contains(out.String(), "thinbot stopped") || !strings.Contains(out.String(), "head_hash=") {
+		t.Errorf("no chain head at stop:\n%s", out.String())
+	}
+}
