@@ -32,13 +32,14 @@ const (
 //
 // When the adapter is a Streamer, the model's text goes into streamed
 // messages instead of the status message. The text of one model call is a
-// segment; a segment still being written at a stream tick (every
+// segment; a segment still being written at two stream ticks (every
 // UpdateInterval/2) gets a stream, appended to at each tick. A tool call
 // ends the segment: its stream stops and stays as the model's commentary.
 // At the end of the run, the open stream (the answer's) stops showing the
 // answer, which is then not posted again. A segment that ends between two
-// ticks gets no stream, so quick commentary costs no calls, and neither does
-// a quick answer: it is posted as without streaming. Any Streamer error
+// ticks gets no stream, so quick commentary costs no calls (it shows as the
+// intent line of its command), and neither does a quick answer: it is
+// posted as without streaming. Any Streamer error
 // falls back to the status message and a posted answer for the rest of the
 // run.
 type renderer struct {
@@ -61,6 +62,10 @@ type renderer struct {
 	// callEnded is set after each model call: the next text starts a new
 	// segment.
 	callEnded bool
+	// seg numbers the segments (cutSegment starts a new one); ripe is the
+	// segment a stream tick has already seen being written, which the next
+	// tick may stream.
+	seg, ripe int
 	// segText is the model's text of the current model call, shown as its
 	// intent above the first command of the call unless a stream showed it
 	// (segStreamed); segDone says the next text starts a new call.
@@ -89,7 +94,7 @@ type streamOp struct {
 }
 
 func newRenderer(b *Bot, t Thread) *renderer {
-	r := &renderer{b: b, t: t, stopc: make(chan struct{}), kick: make(chan struct{}, 1)}
+	r := &renderer{b: b, t: t, stopc: make(chan struct{}), kick: make(chan struct{}, 1), ripe: -1}
 	r.streamer, _ = b.cfg.Adapter.(Streamer)
 	return r
 }
@@ -117,12 +122,13 @@ func (r *renderer) start(ctx context.Context) {
 			case <-tick.C:
 				ticks++
 				r.mu.Lock()
-				posted, dirty := r.postID != "", r.dirty
+				posted, dirty, writing := r.postID != "", r.dirty, len(r.ops) > 0
 				r.mu.Unlock()
 				if posted {
 					r.flush(ctx, false)
-				} else if dirty || (ticks >= 2 && r.sid == "") {
-					// An open stream shows that work goes on.
+				} else if dirty || (ticks >= 2 && r.sid == "" && !writing) {
+					// An open stream shows that work goes on, and so does
+					// text about to get one.
 					r.postStatus(ctx)
 				}
 			case <-r.kick:
@@ -637,6 +643,7 @@ func (r *renderer) cutSegment() {
 	if r.streamer == nil {
 		return
 	}
+	r.seg++
 	if n := len(r.ops); n > 0 {
 		r.ops[n-1].cut = true
 		return
@@ -649,6 +656,16 @@ func (r *renderer) cutSegment() {
 // Streamer error ends streaming for the run.
 func (r *renderer) pump(ctx context.Context, final bool) {
 	r.mu.Lock()
+	if n := len(r.ops); !final && r.sid == "" && n > 0 && !r.ops[n-1].cut && r.ripe != r.seg {
+		// A segment gets a stream only when a tick finds it still being
+		// written a second time: words that come with their tool call
+		// (in one reply, or within a tick) stay the command's intent line,
+		// which is also how a thread rebuilt from the chain shows them.
+		r.ripe = r.seg
+		r.ops = r.ops[n-1:]
+		r.mu.Unlock()
+		return
+	}
 	ops, st := r.ops, r.streamer
 	r.ops = nil
 	r.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -369,4 +370,122 @@ func TestBrowserBigSessionFirstPaint(t *testing.T) {
 		t.Errorf("the page shows %d events, want 200", n)
 	}
 	screenshot(t, local, "12-audit-10k-session", chromedp.CaptureScreenshot()) // the viewport: the page is long
+}
+
+// postTexts is the text of every post the tab shows, without the time of
+// day (a rebuilt post carries its event's time).
+func postTexts(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	return eval[[]string](t, ctx, `[...document.querySelectorAll("#posts .post")].map(p =>
+		p.querySelector(".post-head strong").textContent + ": " + p.querySelector(".md").textContent.replace(/ at \d\d:\d\d:\d\d UTC/g, " at T") +
+		(p.querySelector(".bubble > a") ? " [" + p.querySelector(".bubble > a").textContent + "]" : ""))`)
+}
+
+// TestBrowserIntentRunningAndRestart: the model's words before a command
+// show above it; after Approve the status says the command runs and who
+// approved it while it runs; after a restart the page shows the same
+// thread, post for post: cards, approver, outputs, the /audit reply.
+func TestBrowserIntentRunningAndRestart(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	bctx := browser(t)
+	alice, bob := tab(t, bctx, "alice"), tab(t, bctx, "bob")
+	do(t, alice, "open the console", chromedp.Navigate(r.url+"/"), chromedp.WaitVisible(chromedp.CSS("#composer")))
+	send(t, alice, "wait a minute")
+	waitText(t, alice, "#posts", "Approval needed")
+	// The intent arrived with the tool call, in one update interval.
+	waitText(t, alice, "#posts", "💬 Let me do that.")
+	tid := currentThread(t, alice)
+	ask := r.waitPost(tid, "Approval needed")
+	shot(t, alice, "13-intent-before-approval")
+	do(t, bob, "bob approves", chromedp.Navigate(r.url+"/#"+tid), chromedp.WaitVisible(chromedp.CSS(approvalButton(ask.ID, "approve"))),
+		chromedp.Click(chromedp.CSS(approvalButton(ask.ID, "approve"))))
+	waitFor(t, "the command to run", func() bool { return processRunning(sleepCmd) })
+	waitText(t, alice, "#posts", sleepCmd+" — running, approved by @bob (confirm)")
+	if !processRunning(sleepCmd) {
+		t.Error("the command ended before the page said it runs")
+	}
+	if n := eval[int](t, alice, `[...document.querySelectorAll("#posts .post")].filter(p => p.textContent.includes("waiting for approval")).length`); n != 0 {
+		t.Errorf("%d post(s) still say waiting for approval", n)
+	}
+	shot(t, alice, "14-running-approved-by")
+	send(t, alice, "/stop")
+	waitText(t, alice, "#posts", "Stopped by /stop")
+	waitText(t, alice, "#posts", "Done: 1 step(s).")
+	send(t, alice, "/audit")
+	waitText(t, alice, "#posts", "approved by user:bob")
+	send(t, alice, "show the big log")
+	waitText(t, alice, "#posts", "That was long.")
+	waitFor(t, "both runs' final status", func() bool {
+		return eval[int](t, alice, `[...document.querySelectorAll("#posts .post")].filter(p => p.textContent.includes("Done: 1 step(s).")).length`) == 2
+	})
+	before := postTexts(t, alice)
+	shot(t, alice, "15-thread-before-restart")
+
+	r.restart(t)
+	do(t, alice, "reopen the thread on the restarted console", chromedp.Navigate(r.url+"/#"+tid), chromedp.WaitVisible(chromedp.CSS("#composer")))
+	waitText(t, alice, "#posts", "That was long.")
+	after := postTexts(t, alice)
+	shot(t, alice, "16-thread-after-restart")
+	if strings.Join(before, "\n") != strings.Join(after, "\n") {
+		t.Errorf("the page differs after a restart.\nbefore (%d posts):\n%s\n\nafter (%d posts):\n%s",
+			len(before), strings.Join(before, "\n"), len(after), strings.Join(after, "\n"))
+	}
+	for _, want := range []string{"Approved by @bob", "💬 Let me do that.", "approved by user:bob", "Full output of seq 1 2000 attached", "output.txt"} {
+		if !strings.Contains(strings.Join(after, "\n"), want) {
+			t.Errorf("the restored page lacks %q:\n%s", want, strings.Join(after, "\n"))
+		}
+	}
+}
+
+// TestBrowserSignOutEndsTheLogin: a token login made in the browser, whose
+// cookie was saved elsewhere, stops working when the browser signs out, and
+// a login whose user is removed from the tokens ends at once.
+func TestBrowserSignOutEndsTheLogin(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	bctx := browser(t)
+	cookieOf := func(ctx context.Context) *http.Cookie {
+		t.Helper()
+		res, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{r.url}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range res.Cookies {
+			if c.Name == sessionCookie {
+				return &http.Cookie{Name: c.Name, Value: c.Value}
+			}
+		}
+		t.Fatal("no login cookie in the browser")
+		return nil
+	}
+	replay := func(c *http.Cookie) int {
+		req, _ := http.NewRequest("GET", r.url+"/api/threads", nil)
+		req.AddCookie(c)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	login := func() (context.Context, *http.Cookie) {
+		guest := tab(t, bctx, "")
+		do(t, guest, "sign in with a token", chromedp.Navigate(r.url+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
+			chromedp.SendKeys(chromedp.CSS("#token"), "carol-token-0123456789"),
+			chromedp.Click(chromedp.CSS("main form button")), chromedp.WaitVisible(chromedp.CSS("#composer")))
+		c := cookieOf(guest)
+		if code := replay(c); code != http.StatusOK {
+			t.Fatalf("the saved cookie while signed in: %d", code)
+		}
+		return guest, c
+	}
+	guest, saved := login()
+	do(t, guest, "sign out", chromedp.Click(chromedp.CSS(".who form button")), chromedp.WaitVisible(chromedp.CSS("#token")))
+	if code := replay(saved); code != http.StatusUnauthorized {
+		t.Errorf("the saved cookie after signing out: %d, want 401", code)
+	}
+	// Removed from the tokens file: the open page loses its login.
+	guest, _ = login()
+	r.srv.SetTokens(map[string]string{"other-token-0123456789": "dave"})
+	do(t, guest, "reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#token")))
+	shot(t, guest, "17-signed-out-after-removal")
 }

@@ -1,6 +1,9 @@
 package web
 
 import (
+	"net/http/httptest"
+	"net/netip"
+	"strings"
 	"testing"
 	"time"
 )
@@ -31,6 +34,39 @@ func FuzzLoginCookie(f *testing.F) {
 			if s.makeCookie(name, now.Add(time.Hour), sid) != v {
 				t.Fatalf("checkCookie(%q) accepted %q", v, name)
 			}
+		}
+	})
+}
+
+// FuzzClientAddr: the client a login's backoff counts against is the peer
+// itself unless the peer is a trusted proxy; then it is the peer or an
+// address of X-Forwarded-For that is not a trusted proxy, never a trusted
+// proxy named in the header.
+func FuzzClientAddr(f *testing.F) {
+	s := &Server{cfg: Config{Auth: Auth{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}}}}
+	f.Add("10.0.0.5:5000", "198.51.100.9, 10.0.0.7")
+	f.Add("192.0.2.7:4000", "10.0.0.1")
+	f.Add("10.0.0.5:5000", "garbage,,::1, 2001:db8::1")
+	f.Fuzz(func(t *testing.T, remote, xff string) {
+		req := httptest.NewRequest("POST", "/login", nil)
+		req.RemoteAddr = remote
+		req.Header.Set("X-Forwarded-For", xff)
+		got := s.clientAddr(req)
+		peer := remoteAddr(req)
+		if !s.trustedProxy(peer) {
+			if got != peer {
+				t.Fatalf("untrusted peer %s: client %s", peer, got)
+			}
+			return
+		}
+		named := false
+		for _, hop := range strings.Split(xff, ",") {
+			if a, err := netip.ParseAddr(strings.TrimSpace(hop)); err == nil && a.Unmap() == got {
+				named = true
+			}
+		}
+		if got != peer && (s.trustedProxy(got) || !named) {
+			t.Fatalf("peer %s, X-Forwarded-For %q: client %s", peer, xff, got)
 		}
 	})
 }

@@ -1,6 +1,8 @@
 package web
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -122,6 +124,7 @@ type (
 		Content    string `json:"content"`
 		IsError    bool   `json:"is_error"`
 		OutputSize int64  `json:"output_size"`
+		OutputSHA  string `json:"output_sha256"`
 	}
 	runPayload struct {
 		Status string `json:"status"`
@@ -257,7 +260,7 @@ func (rp *replay) event(ev store.Event) {
 		rp.prog.Result(c, p.Content, p.IsError)
 		rp.step(ev.Time)
 		if p.Tool != agentcore.ToolSkill {
-			if op := bot.RebuiltOutputPost(c.Command, p.OutputSize, p.Content); op != nil {
+			if op := bot.RebuiltOutputPost(c.Command, p.OutputSize, fullOutput(p)); op != nil {
 				wp := rp.bot(op.Text, ev.Time)
 				if op.File != nil {
 					wp.FileName, wp.FileSize, wp.data = op.File.Name, len(op.File.Data), op.File.Data
@@ -291,6 +294,18 @@ func (rp *replay) event(ev store.Event) {
 		_ = json.Unmarshal(ev.Payload, &p)
 		rp.finish(p, ev)
 	}
+}
+
+// fullOutput is a result's output as the live thread attached it when the
+// chain holds all of it: the model's view after its first line ("exit
+// code: 0"), if its SHA-256 is the recorded one; else the model's view.
+func fullOutput(p resultPayload) string {
+	if _, rest, ok := strings.Cut(p.Content, "\n"); ok && p.OutputSHA != "" && int64(len(rest)) == p.OutputSize {
+		if sum := sha256.Sum256([]byte(rest)); hex.EncodeToString(sum[:]) == p.OutputSHA {
+			return rest
+		}
+	}
+	return p.Content
 }
 
 var budgetDetail = regexp.MustCompile(`: (\d+) ([a-z ]+)$`)

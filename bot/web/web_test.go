@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -549,7 +550,7 @@ func shownPosts(ps []wpost) []string {
 	at := regexp.MustCompile(` at \d\d:\d\d:\d\d UTC`)
 	var out []string
 	for _, p := range ps {
-		out = append(out, fmt.Sprintf("%s|%v|%s|%s", p.Author, p.Bot, at.ReplaceAllString(p.Text, " at T"), p.FileName))
+		out = append(out, fmt.Sprintf("%s|%v|%s|%s|%x", p.Author, p.Bot, at.ReplaceAllString(p.Text, " at T"), p.FileName, sha256.Sum256(p.data)))
 	}
 	return out
 }
@@ -585,7 +586,6 @@ func TestRestartRestoresTheWholeThread(t *testing.T) {
 	}
 	r.restart(t)
 	after := shownPosts(r.posts(tid))
-	t.Logf("restored thread:\n%s", strings.Join(after, "\n---\n"))
 	if strings.Join(before, "\n---\n") != strings.Join(after, "\n---\n") {
 		t.Errorf("the thread after a restart differs.\nbefore (%d posts):\n%s\n\nafter (%d posts):\n%s", len(before),
 			strings.Join(before, "\n---\n"), len(after), strings.Join(after, "\n---\n"))

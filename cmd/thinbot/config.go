@@ -171,8 +171,11 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 	if c.Model.MaxRetries != nil && *c.Model.MaxRetries < 0 {
 		bad("model.max_retries %d: want 0 or more", *c.Model.MaxRetries)
 	}
+	// config check often runs as root for a daemon that runs as the unit's
+	// User=: the secret files are checked for the daemon's user.
+	who := c.systemd.daemonUser()
 	if c.Model.APIKeyFile != "" {
-		if err := checkSecretFile(c.Model.APIKeyFile); err != nil {
+		if err := checkSecretFileAs(c.Model.APIKeyFile, who); err != nil {
 			bad("model.api_key_file: %v", err)
 		}
 	}
@@ -183,7 +186,7 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 		}
 		if c.Mattermost.TokenFile == "" {
 			bad("mattermost.token_file is empty (the bot account's access token)")
-		} else if err := checkSecretFile(c.Mattermost.TokenFile); err != nil {
+		} else if err := checkSecretFileAs(c.Mattermost.TokenFile, who); err != nil {
 			bad("mattermost.token_file: %v", err)
 		}
 		if c.Mattermost.CallbackURL == "" {
@@ -208,12 +211,12 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 		for key, f := range need {
 			if f == "" {
 				bad("%s is empty", key)
-			} else if err := checkSecretFile(f); err != nil {
+			} else if err := checkSecretFileAs(f, who); err != nil {
 				bad("%s: %v", key, err)
 			}
 		}
 		if c.Slack.SigningSecretFile != "" && mode == "socket" {
-			if err := checkSecretFile(c.Slack.SigningSecretFile); err != nil {
+			if err := checkSecretFileAs(c.Slack.SigningSecretFile, who); err != nil {
 				bad("slack.signing_secret_file: %v", err)
 			}
 		}
@@ -276,7 +279,7 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 	d.approval = parse("approval_timeout", c.ApprovalTimeout, 15*time.Minute)
 	d.maxWall = parse("budgets.max_wall", c.Budgets.MaxWall, 0)
 	d.command = parse("budgets.command_timeout", c.Budgets.CommandTimeout, 0)
-	c.Web.check(bad, c.Channels)
+	c.Web.check(bad, c.Channels, who)
 	for _, u := range c.Users {
 		if why := notUserID(c.Platform, u); why != "" {
 			bad("users: %q is not %s; users are matched by id, so that an account renamed to an allowed user's name gets no access", u, why)
@@ -357,7 +360,10 @@ const defaultListen = "127.0.0.1:8079"
 // checkSecretFile refuses a credentials file that anyone but root and the
 // daemon's user and groups can read (secretModeProblem), and one that cannot
 // hold a credential: a directory, or an empty file.
-func checkSecretFile(path string) error {
+func checkSecretFile(path string) error { return checkSecretFileAs(path, currentUser()) }
+
+// checkSecretFileAs is checkSecretFile for a daemon running as who.
+func checkSecretFileAs(path string, who daemonUser) error {
 	st, err := os.Stat(path)
 	if err != nil {
 		return err
@@ -366,7 +372,7 @@ func checkSecretFile(path string) error {
 		return fmt.Errorf("%s is a directory, not a file holding the secret", path)
 	}
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		if why := secretModeProblem(path, st.Mode(), sys.Uid, sys.Gid, os.Geteuid(), daemonGroups()); why != "" {
+		if why := secretModeProblem(path, st.Mode(), sys.Uid, sys.Gid, who.uid, who.gids); why != "" {
 			return errors.New(why)
 		}
 	} else if st.Mode().Perm()&0o077 != 0 {

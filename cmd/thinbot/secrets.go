@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
+	"os/user"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -140,7 +143,13 @@ func secretModeProblem(path string, mode os.FileMode, fuid, fgid uint32, uid int
 	case fuid != 0 && int(fuid) != uid:
 		return fmt.Sprintf("%s is owned by uid %d, who is neither root nor the daemon's user (uid %d) and can read it; chown it", path, fuid, uid)
 	case perm&0o070 != 0 && fgid != 0 && !slices.Contains(gids, int(fgid)):
-		return fmt.Sprintf("%s is open to group %d (mode %s), a group the daemon (uid %d) is not in; chmod g-rwx it or chgrp it to the daemon's group", path, fgid, perm, uid)
+		why := fmt.Sprintf("%s is open to group %d (mode %s), a group the daemon (uid %d) is not in; chmod g-rwx it or chgrp it to the daemon's group", path, fgid, perm, uid)
+		if uid == 0 {
+			why += " (config check judges for the user it runs as, or the unit's User=; for a daemon of another user, run it as that user: sudo -u thinbot thinbot config check ...)"
+		}
+		return why
+	case uid != 0 && !(int(fuid) == uid && perm&0o400 != 0) && !(slices.Contains(gids, int(fgid)) && perm&0o040 != 0):
+		return fmt.Sprintf("%s cannot be read by the daemon's user (uid %d; the file is %d:%d, mode %s); chown it to that user or chgrp it to the daemon's group with mode 0640", path, uid, fuid, fgid, perm)
 	}
 	return ""
 }
@@ -151,13 +160,57 @@ func daemonGroups() []int {
 	return append(gids, os.Getegid())
 }
 
+// daemonUser is who the daemon runs as, for the secret files' check.
+type daemonUser struct {
+	uid  int
+	gids []int
+}
+
+func currentUser() daemonUser { return daemonUser{uid: os.Geteuid(), gids: daemonGroups()} }
+
+// daemonUser is the unit's User= (with its groups, Group= and
+// SupplementaryGroups=) when this process runs as root (config check run
+// by an operator with sudo for a daemon that runs as thinbot), else this
+// process's user.
+func (s systemdSources) daemonUser() daemonUser {
+	if os.Geteuid() != 0 || s.User == "" || s.User == "root" {
+		return currentUser()
+	}
+	u, err := user.Lookup(s.User)
+	if err != nil {
+		return currentUser()
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	who := daemonUser{uid: uid}
+	names, _ := u.GroupIds()
+	names = append(names, u.Gid)
+	for _, g := range append([]string{s.Group}, s.Groups...) {
+		if g == "" {
+			continue
+		}
+		if grp, err := user.LookupGroup(g); err == nil {
+			names = append(names, grp.Gid)
+		}
+	}
+	for _, n := range names {
+		if gid, err := strconv.Atoi(n); err == nil {
+			who.gids = append(who.gids, gid)
+		}
+	}
+	return who
+}
+
 // systemdSources is what the daemon's systemd unit gives it: its unit files
 // (fragment and drop-ins), the EnvironmentFiles they name, and which secret
 // variables each of them sets.
 type systemdSources struct {
-	Unit     string
-	Files    []string // unit files and drop-in directories found
-	EnvFiles []string
+	Unit string
+	// User, Group and Groups are the unit's User=, Group= and
+	// SupplementaryGroups=.
+	User, Group string
+	Groups      []string
+	Files       []string // unit files and drop-in directories found
+	EnvFiles    []string
 	// Vars maps a secret variable's name to the file that sets it.
 	Vars map[string]string
 }
@@ -236,13 +289,24 @@ func (s *systemdSources) readUnit(path string) {
 		return
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	s.parseUnit(f, path)
+}
+
+// parseUnit reads the lines of the unit file path from r.
+func (s *systemdSources) parseUnit(r io.Reader, path string) {
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		key, val, ok := strings.Cut(strings.TrimSpace(sc.Text()), "=")
 		if !ok {
 			continue
 		}
 		switch strings.TrimSpace(key) {
+		case "User":
+			s.User = strings.TrimSpace(val)
+		case "Group":
+			s.Group = strings.TrimSpace(val)
+		case "SupplementaryGroups":
+			s.Groups = append(s.Groups, strings.Fields(val)...)
 		case "EnvironmentFile":
 			p := strings.TrimPrefix(strings.TrimSpace(val), "-")
 			if p != "" && filepath.IsAbs(p) && !strings.Contains(p, "%") && !slices.Contains(s.EnvFiles, p) {
@@ -266,7 +330,12 @@ func (s *systemdSources) readEnvFile(path string) {
 		return
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	s.parseEnvFile(f, path)
+}
+
+// parseEnvFile reads the lines of the EnvironmentFile path from r.
+func (s *systemdSources) parseEnvFile(r io.Reader, path string) {
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		line := strings.TrimPrefix(strings.TrimSpace(sc.Text()), "export ")
 		if name, _, ok := strings.Cut(line, "="); ok && secretVar(strings.TrimSpace(name)) {
@@ -319,9 +388,9 @@ func (c *daemonConfig) secretWarnings(getenv func(string) string) []string {
 }
 
 // secretValues are the secrets in the config's secret files, for the
-// agent to redact from command output: each file's content, and each word
-// of 16 characters or more in it (a login token of web.tokens_file, the
-// value of a NAME=value line).
+// agent to redact from command output: each file's content, and of each of
+// its lines the value of NAME=value or else the last word (the token of a
+// web.tokens_file line, not the user's name), when 16 characters or more.
 func (c *daemonConfig) secretValues() []string {
 	var out []string
 	for _, kv := range c.secretFiles() {
@@ -330,9 +399,16 @@ func (c *daemonConfig) secretValues() []string {
 			continue
 		}
 		out = append(out, v)
-		for _, w := range strings.Fields(v) {
-			if _, val, ok := strings.Cut(w, "="); ok {
-				w = strings.Trim(val, `"'`)
+		for _, line := range strings.Split(v, "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			w := line
+			if _, val, ok := strings.Cut(line, "="); ok {
+				w = strings.Trim(strings.TrimSpace(val), `"'`)
+			} else if f := strings.Fields(line); len(f) > 1 {
+				w = f[len(f)-1]
 			}
 			if len(w) >= 16 && w != v {
 				out = append(out, w)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/thinbot/thinbot/agentcore/sandbox"
 	"github.com/thinbot/thinbot/tests/fakemodel"
 )
 
@@ -197,6 +199,8 @@ func TestSecretModeRule(t *testing.T) {
 		{"group the daemon is not in", 0o640, 0, 1234, daemon, []int{group}, false},
 		{"root:thinbot 0640, root daemon not in thinbot", 0o640, 0, group, 0, []int{0}, false},
 		{"owned by another user", 0o600, 1001, group, daemon, []int{group}, false},
+		{"root:root 0600, the daemon cannot read it", 0o600, 0, 0, daemon, []int{group}, false},
+		{"root:thinbot 0600, the daemon cannot read it", 0o600, 0, group, daemon, []int{group}, false},
 	} {
 		why := secretModeProblem("/etc/thinbot/token", tc.mode, tc.uid, tc.gid, tc.daemonUID, tc.daemonGIDs)
 		if (why == "") != tc.ok {
@@ -293,6 +297,115 @@ func TestTokensFileIsProtected(t *testing.T) {
 	for _, cmd := range []string{"cat /etc/thinbot/web-tokens", "cd /etc/thinbot && cat web-tokens", "grep alice /etc/thinbot/web-tokens"} {
 		if d := p.Classify(cmd); d.Verdict.String() == "pass" {
 			t.Errorf("Classify(%q) = %v (%s), want it protected", cmd, d.Verdict, d.Rule)
+		}
+	}
+}
+
+// TestConfigCheckAsRootChecksForTheUnitsUser: config check run as root
+// judges the secret files for the daemon's user from the unit's User=
+// and Group=, so the package's layout passes there too, and a file only
+// root can read is refused (the daemon could not read it).
+func TestConfigCheckAsRootChecksForTheUnitsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI runs the tests as root; this one needs it (config check under sudo)")
+		}
+		t.Skip("needs root, as config check under sudo")
+	}
+	s := systemdSources{User: "nobody", Group: "nogroup"}
+	who := s.daemonUser()
+	if who.uid == 0 || len(who.gids) == 0 {
+		t.Fatalf("daemon user %+v", who)
+	}
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "tok")
+	os.WriteFile(tok, []byte("secret"), 0o640)
+	os.Chown(tok, 0, who.gids[len(who.gids)-1])
+	if err := checkSecretFileAs(tok, who); err != nil {
+		t.Errorf("root:<daemon group> 0640 refused: %v", err)
+	}
+	os.Chown(tok, 0, 0)
+	os.Chmod(tok, 0o600)
+	if err := checkSecretFileAs(tok, who); err == nil || !strings.Contains(err.Error(), "cannot be read by the daemon's user") {
+		t.Errorf("root:root 0600 for a daemon running as nobody: %v", err)
+	}
+}
+
+// FuzzSystemdUnit: whatever a unit file or an EnvironmentFile holds, the
+// parser records only absolute EnvironmentFile paths without specifiers,
+// and only secret variables, each with the file that set it.
+func FuzzSystemdUnit(f *testing.F) {
+	f.Add("[Service]\nEnvironmentFile=-/etc/thinbot/env\nEnvironment=\"MM_TOKEN=x\" A=b\nUser=thinbot\n", "AGENT_API_KEY=sk\nexport DB_PASSWORD=p\n")
+	f.Add("EnvironmentFile=%h/env\nEnvironmentFile=relative\nEnvironment=\n", "=\n==\nexport \n")
+	f.Add("", "")
+	f.Fuzz(func(t *testing.T, unit, envFile string) {
+		s := systemdSources{Vars: map[string]string{}}
+		s.parseUnit(strings.NewReader(unit), "/u")
+		s.parseEnvFile(strings.NewReader(envFile), "/e")
+		for _, p := range s.EnvFiles {
+			if !filepath.IsAbs(p) || strings.Contains(p, "%") || strings.HasPrefix(p, "-") {
+				t.Errorf("EnvironmentFile %q recorded", p)
+			}
+		}
+		for name, file := range s.Vars {
+			if !secretVar(name) || (file != "/u" && file != "/e") {
+				t.Errorf("variable %q from %q recorded", name, file)
+			}
+		}
+	})
+}
+
+// TestTokensFileReadsEmptyInTheSandbox: the kernel sandbox started with the
+// derived set shows the login tokens file empty to a command of either
+// tier (field report B1: `cat` printed every token).
+func TestTokensFileReadsEmptyInTheSandbox(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "etc", "web-tokens")
+	os.MkdirAll(filepath.Dir(tokens), 0o700)
+	os.WriteFile(tokens, []byte("alice alice-token-0123456789\n"), 0o600)
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	c := daemonConfig{StateDir: filepath.Join(dir, "state")}
+	c.Web.TokensFile = tokens
+	sbx := startSandbox(t.Context(), "on", c.protectedPaths(filepath.Join(dir, "etc", "thinbot.yaml")), []string{ws}, slog.New(slog.DiscardHandler))
+	defer sbx.close()
+	if sbx.sb == nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the sandbox did not start: %s", sbx.noSandbox)
+		}
+		t.Skipf("the sandbox did not start: %s", sbx.noSandbox)
+	}
+	for _, m := range []sandbox.Mode{sandbox.ReadOnly, sandbox.Approved} {
+		var out strings.Builder
+		res, err := sbx.sb.Run(t.Context(), m, sandbox.Cmd{Args: []string{"/bin/cat", tokens}, Dir: ws, Env: []string{"PATH=/usr/bin:/bin"}}, &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(out.String(), "alice-token") {
+			t.Errorf("%s: cat printed the tokens (exit %d): %q", m, res.ExitCode, out.String())
+		}
+	}
+}
+
+// TestSecretValuesAreTheTokens: the values redacted from output are the
+// secrets of the secret files, not the user names beside them.
+func TestSecretValuesAreTheTokens(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "web-tokens")
+	os.WriteFile(tokens, []byte("# users\nsecurity@example.com alice-token-0123456789\n"), 0o600)
+	env := filepath.Join(dir, "env")
+	os.WriteFile(env, []byte("AGENT_API_KEY=\"sk-0123456789abcdef\"\n"), 0o600)
+	c := daemonConfig{SecretFiles: []string{env}}
+	c.Web.TokensFile = tokens
+	got := c.secretValues()
+	for _, want := range []string{"alice-token-0123456789", "sk-0123456789abcdef"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("secret values %q lack %q", got, want)
+		}
+	}
+	for _, v := range got {
+		if v == "security@example.com" {
+			t.Errorf("a user name is redacted: %q", got)
 		}
 	}
 }

@@ -54,7 +54,7 @@ type webConfig struct {
 }
 
 // check reports the web section's problems; workspaces are the channels'.
-func (w *webConfig) check(bad func(string, ...any), channels []channelConfig) {
+func (w *webConfig) check(bad func(string, ...any), channels []channelConfig, who daemonUser) {
 	if w.Listen == "" {
 		if len(w.TrustedProxies)+len(w.Auditors)+len(w.Users)+len(w.Approvers) > 0 || w.TokensFile != "" {
 			bad("web.listen is empty: set it to serve the web console")
@@ -64,7 +64,7 @@ func (w *webConfig) check(bad func(string, ...any), channels []channelConfig) {
 	if _, _, err := net.SplitHostPort(w.Listen); err != nil {
 		bad("web.listen %q: %v", w.Listen, err)
 	}
-	auth, err := w.auth()
+	auth, err := w.authAs(who)
 	if err != nil {
 		bad("%v", err)
 		return
@@ -91,7 +91,10 @@ func (w *webConfig) check(bad func(string, ...any), channels []channelConfig) {
 }
 
 // auth builds the console's authentication and roles from the section.
-func (w *webConfig) auth() (web.Auth, error) {
+func (w *webConfig) auth() (web.Auth, error) { return w.authAs(currentUser()) }
+
+// authAs is auth with the tokens file checked for a daemon running as who.
+func (w *webConfig) authAs(who daemonUser) (web.Auth, error) {
 	var a web.Auth
 	for _, c := range w.TrustedProxies {
 		p, err := netip.ParsePrefix(c)
@@ -106,7 +109,7 @@ func (w *webConfig) auth() (web.Auth, error) {
 	}
 	if w.TokensFile != "" {
 		var err error
-		if a.Tokens, err = readTokens(w.TokensFile); err != nil {
+		if a.Tokens, err = readTokensAs(w.TokensFile, who); err != nil {
 			return a, err
 		}
 	}
@@ -121,11 +124,17 @@ func (w *webConfig) auth() (web.Auth, error) {
 }
 
 // readTokens reads web.tokens_file: one "user token" pair a line.
-func readTokens(path string) (map[string]string, error) {
-	raw, err := readSecret(path)
+func readTokens(path string) (map[string]string, error) { return readTokensAs(path, currentUser()) }
+
+func readTokensAs(path string, who daemonUser) (map[string]string, error) {
+	if err := checkSecretFileAs(path, who); err != nil {
+		return nil, fmt.Errorf("web.tokens_file: %w", err)
+	}
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("web.tokens_file: %w", err)
 	}
+	raw := strings.TrimSpace(string(b))
 	tokens := map[string]string{}
 	for i, line := range strings.Split(raw, "\n") {
 		f := strings.Fields(line)
@@ -146,8 +155,8 @@ const tokensReload = 10 * time.Second
 // watchTokens reloads the tokens file into srv whenever it changes (its
 // size, time or inode), until ctx is done: a user removed from it, or whose
 // token changed, is logged out within tokensReload. A file that cannot be
-// read or parsed any more leaves nobody able to log in (fail closed) and
-// says why on the log.
+// read or parsed at two looks in a row leaves nobody able to log in (fail
+// closed) and says why on the log.
 func watchTokens(ctx context.Context, path string, srv *web.Server, every time.Duration, logger *slog.Logger) {
 	stamp := func() string {
 		st, err := os.Stat(path)
@@ -161,6 +170,7 @@ func watchTokens(ctx context.Context, path string, srv *web.Server, every time.D
 		return fmt.Sprint(st.Size(), st.ModTime().UnixNano(), ino)
 	}
 	last := "" // the first tick reloads: the file may have changed since serve read it
+	failures := 0
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -174,13 +184,18 @@ func watchTokens(ctx context.Context, path string, srv *web.Server, every time.D
 			continue
 		}
 		first := last == ""
-		last = now
 		tokens, err := readTokens(path)
 		if err != nil {
-			logger.Error("web tokens file unreadable: nobody can log in until it is fixed", "file", path, "err", err,
-				"sessions_ended", srv.SetTokens(nil))
+			// An editor may be half-way through writing it: only a file
+			// still bad at the next look signs everyone out.
+			failures++
+			if failures == 2 {
+				logger.Error("web tokens file unreadable: nobody can log in until it is fixed", "file", path, "err", err,
+					"sessions_ended", srv.SetTokens(nil))
+			}
 			continue
 		}
+		last, failures = now, 0
 		if ended := srv.SetTokens(tokens); ended > 0 || !first {
 			logger.Info("web tokens reloaded", "file", path, "tokens", len(tokens), "sessions_ended", ended)
 		}
@@ -433,8 +448,14 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
 		fmt.Fprintln(e.stderr, "No model is configured yet: set AGENT_BASE_URL and AGENT_MODEL and restart; the page says the same.")
 	}
 	fmt.Fprintln(e.stderr)
+	// The chain head goes to the log every 10 minutes and at the end, as
+	// the daemon's does: a log kept elsewhere anchors the chain.
+	waitHead := logChainHead(srvCtx, db, logger)
 	runErr := b.Run(ctx)
 	stop()
+	waitHead()
 	wait()
+	seq, hash := chainHead(db)
+	logger.Info("thinbot stopped", "last_seq", seq, "head_hash", hash)
 	return runErr
 }

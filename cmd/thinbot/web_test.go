@@ -85,3 +85,80 @@ func TestRemovedWebUserIsLoggedOut(t *testing.T) {
 		t.Error("alice was logged out too")
 	}
 }
+
+// TestBrokenTokensFileFailsClosed: a tokens file that stays unreadable
+// signs everyone out (a half-written one, seen once, does not).
+func TestBrokenTokensFileFailsClosed(t *testing.T) {
+	dir := t.TempDir()
+	tokensFile := filepath.Join(dir, "web-tokens")
+	os.WriteFile(tokensFile, []byte("carol carol-token-0123456789\n"), 0o600)
+	db, err := store.Open(filepath.Join(dir, "state", "events.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	srv, err := web.New(web.Config{Listen: "127.0.0.1:0", Chain: db, Chat: true,
+		Auth: web.Auth{Tokens: map[string]string{"carol-token-0123456789": "carol"}, Roles: map[string][]string{"carol": {web.RoleUser}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("POST", "http://127.0.0.1:8080/login", strings.NewReader("token=carol-token-0123456789"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "http://127.0.0.1:8080")
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, req)
+	cookie := rec.Result().Cookies()[0]
+	loggedIn := func() bool {
+		req := httptest.NewRequest("GET", "http://127.0.0.1:8080/api/threads", nil)
+		req.AddCookie(cookie)
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, req)
+		return rec.Code == http.StatusOK
+	}
+	os.WriteFile(tokensFile, []byte("carol short\n"), 0o600) // not a valid line
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { watchTokens(ctx, tokensFile, srv, 5*time.Millisecond, slog.New(slog.DiscardHandler)) })
+	defer func() { cancel(); wg.Wait() }()
+	deadline := time.Now().Add(20 * time.Second)
+	for loggedIn() {
+		if time.Now().After(deadline) {
+			t.Fatal("carol is still logged in with a broken tokens file")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestConsoleLogsTheChainHeadAtStop: `thinbot serve` without a config logs
+// the chain head when it stops, as the daemon does and the audit viewer's
+// chain page says (field report B8).
+func TestConsoleLogsTheChainHeadAtStop(t *testing.T) {
+	dir := t.TempDir()
+	var out syncBuffer
+	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	t.Chdir(dir) // the console's workspace
+	go func() { done <- run(ctx, e, []string{"serve", "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(dir, "state")}) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), "web console serving") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the console did not start:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if !strings.Contains(out.String(), "thinbot stopped") || !strings.Contains(out.String(), "head_hash=") {
+		t.Errorf("no chain head at stop:\n%s", out.String())
+	}
+}
