@@ -16,8 +16,8 @@ type mutation struct {
 	Pkgs []string
 	Run  string // a go test -run pattern; "" runs every test
 	// Pending, when set, says which missing test should kill this row: it
-	// is run and reported, but its survival does not fail the check (and
-	// its death does, so that the mark is removed).
+	// is run and reported, but its survival does not fail the check.
+	// Remove the mark once that test is in.
 	Pending string
 }
 
