@@ -247,7 +247,9 @@ func TestUnansweredRequestExpires(t *testing.T) {
 // the running command's process, the run is recorded as cancelled, and the
 // next message continues the same session (the model sees what came before).
 func TestStopCancelsTheRunAndKeepsTheSession(t *testing.T) {
-	const cmd = "echo $$ > sleeper.pid; exec sleep 60"
+	// The sleeper is a child of the shell: only killing the process group
+	// stops it.
+	const cmd = "sleep 60 & echo $! > sleeper.pid; wait"
 	var mu sync.Mutex
 	var second []agentcore.Message
 	model := funcModel(func(r agentcore.Request) (agentcore.Response, error) {

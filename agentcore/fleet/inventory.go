@@ -346,6 +346,9 @@ func ParseINI(r io.Reader) (*Inventory, error) {
 			if err != nil {
 				return nil, fmt.Errorf("line %d: %w", n, err)
 			}
+			if len(fields) == 0 { // `""`, or `'' # note`: quotes around nothing
+				return nil, fmt.Errorf("line %d: no host name", n)
+			}
 			vars := map[string]string{}
 			for _, f := range fields[1:] {
 				k, v, ok := strings.Cut(f, "=")

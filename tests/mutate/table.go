@@ -16,8 +16,8 @@ type mutation struct {
 	Pkgs []string
 	Run  string // a go test -run pattern; "" runs every test
 	// Pending, when set, says which missing test should kill this row: it
-	// is run and reported, but its survival does not fail the check (and
-	// its death does, so that the mark is removed).
+	// is run and reported, but its survival does not fail the check.
+	// Remove the mark once that test is in.
 	Pending string
 }
 
@@ -54,6 +54,11 @@ var table = []mutation{
 	{ID: "A6", File: "agentcore/agent.go", What: "the model's reasoning is stored unredacted",
 		Old: "Reasoning: a.redact(resp.Reasoning)", New: "Reasoning: resp.Reasoning",
 		Pkgs: []string{"./agentcore"}, Run: "TestSecretsRedactedEverywhere"},
+	// agentcore/exec.go: /stop and timeouts kill the command's whole group.
+	{ID: "A7", File: "agentcore/exec.go", What: "a cancelled command's process group is not killed (background children live on)",
+		Old:  "\t\treturn syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)\n\t}\n\t// Children that keep the output pipe open must not hold Wait forever.\n\tcmd.WaitDelay = 2 * time.Second\n\tout := fleet.NewCapture(cfg.CaptureLimit)\n\tcmd.Stdout, cmd.Stderr = out, out\n\tstart := time.Now()\n\terr := cmd.Start()\n\tif err != nil {\n\t\treturn ExecResult{}, fmt.Errorf(\"start %s: %w\", cfg.Shell, err)\n\t}\n\terr = cmd.Wait()\n\t// Kill what is left of the group even after a normal exit: a command\n\t// must not leave background processes behind.\n\t_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)\n",
+		New:  "\t\treturn nil\n\t}\n\t// Children that keep the output pipe open must not hold Wait forever.\n\tcmd.WaitDelay = 2 * time.Second\n\tout := fleet.NewCapture(cfg.CaptureLimit)\n\tcmd.Stdout, cmd.Stderr = out, out\n\tstart := time.Now()\n\terr := cmd.Start()\n\tif err != nil {\n\t\treturn ExecResult{}, fmt.Errorf(\"start %s: %w\", cfg.Shell, err)\n\t}\n\terr = cmd.Wait()\n\t// Kill what is left of the group even after a normal exit: a command\n\t// must not leave background processes behind.\n",
+		Pkgs: []string{"./agentcore", "./bot"}, Run: "TestExecKillsTheProcessGroupOnCancel|TestStopCancelsTheRunAndKeepsTheSession"},
 
 	// bot: who may decide an approval, and on which post.
 	{ID: "B1", File: "bot/approval.go", What: "two-person rule off: the requester approves their own request",

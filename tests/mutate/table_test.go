@@ -72,3 +72,16 @@ func anyTest(t *testing.T, root string, pkgs []string, re *regexp.Regexp) bool {
 	}
 	return false
 }
+
+func TestFailedTests(t *testing.T) {
+	for _, tt := range []struct{ out, want string }{
+		{"--- FAIL: TestA (0.1s)\n    --- FAIL: TestA/sub (0.0s)\n--- FAIL: TestB (0s)\nFAIL\n", "TestA, TestB"},
+		{"panic: test timed out after 5m0s\n", "the test timeout"},
+		{"FAIL\texample.com/x\t0.1s\n", "a failing run (no test named)"},
+		{"--- FAIL: A (0s)\n--- FAIL: B (0s)\n--- FAIL: C (0s)\n--- FAIL: D (0s)\n", "A, B, C and 1 more"},
+	} {
+		if got := failedTests([]byte(tt.out)); got != tt.want {
+			t.Errorf("failedTests(%q) = %q, want %q", tt.out, got, tt.want)
+		}
+	}
+}
