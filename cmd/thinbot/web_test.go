@@ -135,8 +135,12 @@ type syncBuffer struct {
 	b  strings.Builder
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestConsoleLogsTheChainHeadAtStop: `thinbot serve` without a config logs
 // the chain head when it stops, as the daemon does and the audit viewer's
@@ -148,7 +152,9 @@ func TestConsoleLogsTheChainHeadAtStop(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	t.Chdir(dir) // the console's workspace
-	go func() { done <- run(ctx, e, []string{"serve", "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(dir, "state")}) }()
+	go func() {
+		done <- run(ctx, e, []string{"serve", "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(dir, "state")})
+	}()
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(out.String(), "web console serving") {
 		if time.Now().After(deadline) {
