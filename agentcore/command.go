@@ -71,9 +71,9 @@ func (a *Agent) RunCommand(ctx context.Context, t Turn, command, reason string) 
 	if err := a.load(t.Session, s); err != nil {
 		return Result{Status: StatusError}, err
 	}
-	rs := &runState{t: t, s: s, budgets: a.cfg.Budgets.withDefaults(false)}
-	rs.text = a.cfg.TextProtocol || s.proj.TextProtocol()
-	s.setStatus(func(st *Status) { *st = Status{Running: true, Started: a.cfg.Now(), Budgets: rs.budgets} })
+	r := &run{Agent: a, t: t, s: s, budgets: a.cfg.Budgets.withDefaults(false)}
+	r.text = a.cfg.TextProtocol || s.proj.TextProtocol()
+	s.setStatus(func(st *Status) { *st = Status{Running: true, Started: a.cfg.Now(), Budgets: r.budgets} })
 	defer s.setStatus(func(st *Status) { *st = Status{} })
 
 	evs := []store.Event{
@@ -86,16 +86,16 @@ func (a *Agent) RunCommand(ctx context.Context, t Turn, command, reason string) 
 	} else {
 		call := ToolCall{ID: fmt.Sprintf("cmd%d", s.last+1), Name: ToolRun, Arguments: string(mustJSON(map[string]string{"command": command, "reason": reason}))}
 		ap := assistantPayload{ToolCalls: []ToolCall{call}, Model: ModelSkillCommand, FinishReason: "tool_calls", Protocol: "tools"}
-		if rs.text {
+		if r.text {
 			ap = assistantPayload{Content: "```bash\n" + command + "\n```", Model: ModelSkillCommand, Protocol: "text"}
 		}
-		rs.pending = append(evs, store.Event{Type: EvAssistantMessage, Actor: t.Actor, Payload: mustJSON(ap)})
+		r.pending = append(evs, store.Event{Type: EvAssistantMessage, Actor: t.Actor, Payload: mustJSON(ap)})
 		evs = nil
-		content, isErr, ex, err := a.runCommand(ctx, rs, call, command, reason, "")
+		content, isErr, ex, err := r.runCommand(ctx, call, command, reason, "")
 		if err != nil {
 			return Result{Status: StatusError}, err
 		}
-		if err := a.result(rs, call, content, isErr, ex); err != nil {
+		if err := r.result(call, content, isErr, ex); err != nil {
 			return Result{Status: StatusError}, err
 		}
 		res.Answer = "`" + strings.ReplaceAll(a.redact(command), "`", "'") + "`\n```\n" + strings.ReplaceAll(content, "```", "'''") + "\n```"
@@ -107,7 +107,7 @@ func (a *Agent) RunCommand(ctx context.Context, t Turn, command, reason string) 
 	if ctx.Err() != nil {
 		detail = ctx.Err().Error()
 	}
-	out, err := a.append(rs, append(evs, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(runPayload{
+	out, err := r.append(append(evs, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(runPayload{
 		Status: res.Status, Steps: 1, Detail: detail})})...)
 	if err != nil {
 		return res, err

@@ -36,35 +36,35 @@ func msgBytes(m Message) int {
 
 // maybeCompact compacts the session when its projection exceeds the
 // configured share of the context window, or always when force is set.
-func (a *Agent) maybeCompact(ctx context.Context, rs *runState, force bool) error {
-	before := rs.s.proj.Tokens()
-	if !force && float64(before) < a.cfg.CompactAt*float64(a.window()) {
+func (r *run) maybeCompact(ctx context.Context, force bool) error {
+	before := r.s.proj.Tokens()
+	if !force && float64(before) < r.cfg.CompactAt*float64(r.window()) {
 		return nil
 	}
 	// The summary covers what is committed: commit pending tool results
 	// first (the model saw them).
-	if _, err := a.append(rs); err != nil {
+	if _, err := r.append(); err != nil {
 		return err
 	}
-	before = rs.s.proj.Tokens()
-	msgs := rs.s.proj.Messages()
+	before = r.s.proj.Tokens()
+	msgs := r.s.proj.Messages()
 	if len(msgs) < 3 {
 		return nil // nothing to summarise beyond the prompt and one message
 	}
-	return a.compact(ctx, rs.t.Session, rs.s, msgs, before, rs)
+	return r.compact(ctx, r.t.Session, r.s, msgs, before, r)
 }
 
 // compact asks the model for a summary and records it. During a run
-// (rs != nil) the newest user message and what follows it are kept after
+// (r != nil) the newest user message and what follows it are kept after
 // the summary, so the question being worked on is not folded into it.
-func (a *Agent) compact(ctx context.Context, id string, s *session, msgs []Message, before int, rs *runState) error {
+func (a *Agent) compact(ctx context.Context, id string, s *session, msgs []Message, before int, r *run) error {
 	prompt := a.cfg.CompactPrompt
 	if prompt == "" {
 		prompt = defaultCompactPrompt
 	}
 	upTo := s.last
 	history := msgs
-	if rs != nil {
+	if r != nil {
 		if idx, seq, ok := s.proj.lastUser(); ok && idx > 1 {
 			history, upTo = msgs[:idx], seq-1
 		}
@@ -79,8 +79,8 @@ func (a *Agent) compact(ctx context.Context, id string, s *session, msgs []Messa
 			req = append(req[:1:1], req[2:]...)
 		}
 	}
-	if rs != nil {
-		rs.calls++
+	if r != nil {
+		r.calls++
 	}
 	resp, err := a.cfg.Model.Complete(ctx, Request{Messages: req})
 	if err != nil {
@@ -93,8 +93,8 @@ func (a *Agent) compact(ctx context.Context, id string, s *session, msgs []Messa
 	ev := store.Event{Type: EvCompacted, Actor: "model", Payload: mustJSON(compactedPayload{
 		Summary: summary, UpToSeq: upTo, TokensBefore: before,
 		TokensAfter: before - EstimateTokens(history) + EstimateTokens([]Message{{Role: RoleSystem, Content: s.proj.System()}, {Role: RoleUser, Content: summaryPrefix + summary}})})}
-	if rs != nil {
-		_, err = a.append(rs, ev)
+	if r != nil {
+		_, err = r.append(ev)
 	} else {
 		_, err = a.appendTo(id, s, ev)
 	}

@@ -63,48 +63,48 @@ func overflowMargin(window int) int { return max(16, window/100) }
 // returns the error to give up with, which wraps ErrModel and the server's
 // error and says what to change. It never asks for the same request again:
 // the caller refuses to resend an identical one.
-func (a *Agent) overflow(ctx context.Context, rs *runState, req Request, err error) (int, error) {
+func (r *run) overflow(ctx context.Context, req Request, err error) (int, error) {
 	var cle *ContextLengthError
 	if !errors.As(err, &cle) {
 		cle = &ContextLengthError{}
 	}
 	if cle.Window > 0 {
-		a.limits.mu.Lock()
-		if a.limits.window == 0 || cle.Window < a.limits.window {
-			a.limits.window = cle.Window
+		r.limits.mu.Lock()
+		if r.limits.window == 0 || cle.Window < r.limits.window {
+			r.limits.window = cle.Window
 		}
 		if est := EstimateTokens(req.Messages); cle.Prompt > 0 && est > 0 {
-			a.limits.scale = max(1, float64(cle.Prompt)/float64(est))
-		} else if a.limits.scale == 0 {
-			a.limits.scale = 1
+			r.limits.scale = max(1, float64(cle.Prompt)/float64(est))
+		} else if r.limits.scale == 0 {
+			r.limits.scale = 1
 		}
-		a.limits.mu.Unlock()
+		r.limits.mu.Unlock()
 	}
 	// The prompt fits and the completion budget does not: ask for less.
 	if cle.Window > 0 && cle.Prompt > 0 {
 		room := cle.Window - cle.Prompt - overflowMargin(cle.Window)
 		if room >= minCompletion(cle.Window) && (req.MaxTokens == 0 || room < req.MaxTokens) {
-			a.limits.mu.Lock()
-			a.limits.capCompletion = true
-			a.limits.mu.Unlock()
-			a.log.Info("model context overflow: lowering max_tokens", "conv", rs.t.Session,
+			r.limits.mu.Lock()
+			r.limits.capCompletion = true
+			r.limits.mu.Unlock()
+			r.log.Info("model context overflow: lowering max_tokens", "conv", r.t.Session,
 				"window", cle.Window, "prompt", cle.Prompt, "completion", cle.Completion, "max_tokens", room)
 			return room, nil
 		}
 	}
 	// The prompt itself is too large: compact once, if there is history.
-	if !rs.compacted && len(req.Messages) >= 3 {
-		rs.compacted = true
-		before := rs.s.last
-		if cerr := a.maybeCompact(ctx, rs, true); cerr != nil {
+	if !r.compacted && len(req.Messages) >= 3 {
+		r.compacted = true
+		before := r.s.last
+		if cerr := r.maybeCompact(ctx, true); cerr != nil {
 			return 0, fmt.Errorf("compact after context overflow: %w (first error: %w)", cerr, err)
 		}
-		if rs.s.last != before {
-			return a.maxTokens(rs.s.proj.Messages()), nil
+		if r.s.last != before {
+			return r.maxTokens(r.s.proj.Messages()), nil
 		}
 	}
 	what := "there is no history left to compact"
-	if rs.compacted {
+	if r.compacted {
 		what = "compacting the history did not make it fit"
 	}
 	return 0, fmt.Errorf("%w: %w: the prompt does not fit the model's context window%s and %s. "+

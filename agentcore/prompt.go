@@ -28,28 +28,28 @@ const (
 
 // systemPrompt builds the prompt for a run: base prompt, instruction layers
 // (global, workspace, channel), skill index and memory.
-func (a *Agent) systemPrompt(rs *runState) string {
+func (r *run) systemPrompt() string {
 	var b strings.Builder
-	base := a.cfg.Prompt
+	base := r.cfg.Prompt
 	if base == "" {
 		base = basePrompt
 	}
 	b.WriteString(base)
-	if rs.text {
+	if r.text {
 		b.WriteString("\n\n")
 		p := textProtocolPrompt
-		if !rs.t.Goal {
+		if !r.t.Goal {
 			p = strings.Replace(p, goalDoneHint, "", 1)
 		}
 		b.WriteString(p)
-	} else if rs.t.Goal {
+	} else if r.t.Goal {
 		b.WriteString("\n\nYou are in goal mode: keep working step by step until the goal is reached, then call agent_done with a summary.")
 	}
-	layers := []string{a.cfg.GlobalInstructions}
-	if rs.t.Dir != "" {
-		layers = append(layers, readLimited(filepath.Join(rs.t.Dir, "AGENT.md"), maxInstructionBytes))
+	layers := []string{r.cfg.GlobalInstructions}
+	if r.t.Dir != "" {
+		layers = append(layers, readLimited(filepath.Join(r.t.Dir, "AGENT.md"), maxInstructionBytes))
 	}
-	layers = append(layers, rs.t.Instructions...)
+	layers = append(layers, r.t.Instructions...)
 	first := true
 	for _, l := range layers {
 		if l = strings.TrimSpace(l); l == "" {
@@ -63,35 +63,35 @@ func (a *Agent) systemPrompt(rs *runState) string {
 		b.WriteString(l)
 		b.WriteString("\n")
 	}
-	if len(a.cfg.Skills.Skills) > 0 {
+	if len(r.cfg.Skills.Skills) > 0 {
 		// The index is ranked against the session's first message, which
 		// the chain keeps: every run of the session builds the same bytes
 		// (a stable prefix), and the configured window, not one a server
 		// reported later, sizes it.
-		query := rs.s.proj.FirstUser()
+		query := r.s.proj.FirstUser()
 		if query == "" {
-			query = rs.t.Text
+			query = r.t.Text
 		}
-		opts := skills.IndexOptionsFor(a.cfg.ContextWindow, a.cfg.SkillIndexShare, query)
+		opts := skills.IndexOptionsFor(r.cfg.ContextWindow, r.cfg.SkillIndexShare, query)
 		b.WriteString("\n\n# Skills\n")
-		if rs.text {
+		if r.text {
 			b.WriteString("Read a skill's instructions (with the skill tool_call shown above) before using it.\n")
 		} else {
 			b.WriteString("Load a skill's instructions with the skill tool before using it.\n")
 		}
-		b.WriteString(a.cfg.Skills.IndexWith(opts))
+		b.WriteString(r.cfg.Skills.IndexWith(opts))
 	}
-	if a.cfg.Fleet != nil {
-		b.WriteString(fleetPrompt(a.cfg.Fleet.Inventory(), rs.t.FleetGroups))
+	if r.cfg.Fleet != nil {
+		b.WriteString(fleetPrompt(r.cfg.Fleet.Inventory(), r.t.FleetGroups))
 	}
-	if rs.t.Dir != "" {
-		if mem := strings.TrimSpace(readLimited(filepath.Join(rs.t.Dir, MemoryFile), maxMemoryBytes)); mem != "" {
+	if r.t.Dir != "" {
+		if mem := strings.TrimSpace(readLimited(filepath.Join(r.t.Dir, MemoryFile), maxMemoryBytes)); mem != "" {
 			b.WriteString("\n\n# Memory (notes kept from earlier sessions)\n")
 			b.WriteString(mem)
 		}
 	}
-	if rs.t.Dir != "" {
-		fmt.Fprintf(&b, "\n\nWorking directory: %s", rs.t.Dir)
+	if r.t.Dir != "" {
+		fmt.Fprintf(&b, "\n\nWorking directory: %s", r.t.Dir)
 	}
 	return b.String()
 }
@@ -100,9 +100,9 @@ func (a *Agent) systemPrompt(rs *runState) string {
 // differs from the one the session's projection holds, else nothing.
 // Within a run the prompt does not change, so consecutive model calls share
 // their prefix byte for byte.
-func (a *Agent) promptEvent(rs *runState) []store.Event {
-	p := a.systemPrompt(rs)
-	if p == rs.s.proj.System() {
+func (r *run) promptEvent() []store.Event {
+	p := r.systemPrompt()
+	if p == r.s.proj.System() {
 		return nil
 	}
 	return []store.Event{{Type: EvSystemPrompt, Actor: "system", Payload: mustJSON(systemPromptPayload{Text: p})}}
@@ -120,18 +120,18 @@ func readLimited(path string, limit int64) string {
 }
 
 // remember appends a note to the workspace memory file and records it.
-func (a *Agent) remember(rs *runState, note string) (string, bool, error) {
-	if rs.t.Dir == "" {
+func (r *run) remember(note string) (string, bool, error) {
+	if r.t.Dir == "" {
 		return "error: this session has no workspace, so there is no memory file", true, nil
 	}
 	note = strings.TrimSpace(note)
 	if len(note) > 2000 {
 		return "error: a memory note must be under 2000 bytes; keep it to durable facts", true, nil
 	}
-	path := filepath.Join(rs.t.Dir, MemoryFile)
+	path := filepath.Join(r.t.Dir, MemoryFile)
 	// The memory change is an event first, then the file: the chain is the
 	// record, the file a convenience the next session's prompt reads.
-	if _, err := a.append(rs, store.Event{Type: EvMemory, Actor: "model", Payload: mustJSON(memoryPayload{Text: note, File: path})}); err != nil {
+	if _, err := r.append(store.Event{Type: EvMemory, Actor: "model", Payload: mustJSON(memoryPayload{Text: note, File: path})}); err != nil {
 		return "", false, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {

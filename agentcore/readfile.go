@@ -18,15 +18,15 @@ import (
 const readFileLimit = 64 << 10
 
 // readFile serves the read_file tool: gated by gate.ClassifyPath, audited.
-func (a *Agent) readFile(ctx context.Context, rs *runState, call ToolCall, args toolArgs) (string, bool, *ExecResult, error) {
+func (r *run) readFile(ctx context.Context, call ToolCall, args toolArgs) (string, bool, *ExecResult, error) {
 	if args.Target != "" {
-		return a.readRemote(ctx, rs, call, args)
+		return r.readRemote(ctx, call, args)
 	}
-	content, isErr, err := a.readLocal(ctx, rs, call, args)
+	content, isErr, err := r.readLocal(ctx, call, args)
 	return content, isErr, nil, err
 }
 
-func (a *Agent) readLocal(ctx context.Context, rs *runState, call ToolCall, args toolArgs) (string, bool, error) {
+func (r *run) readLocal(ctx context.Context, call ToolCall, args toolArgs) (string, bool, error) {
 	path := args.Path
 	if strings.HasPrefix(path, "~/") {
 		if home, err := os.UserHomeDir(); err == nil {
@@ -34,43 +34,43 @@ func (a *Agent) readLocal(ctx context.Context, rs *runState, call ToolCall, args
 		}
 	}
 	if !filepath.IsAbs(path) {
-		path = filepath.Join(rs.t.Dir, path)
+		path = filepath.Join(r.t.Dir, path)
 	}
 	// The gate resolves /dev/fd and /proc magic links before `..`; a
 	// text-cleaned path (/dev/fd/../../1/environ → /dev/1/environ) would
 	// hide them, so it judges the raw path too and the stricter wins.
 	raw := path
 	path = filepath.Clean(path)
-	d := a.cfg.Policy.ClassifyPath(path)
-	if d2 := a.cfg.Policy.ClassifyPath(raw); d2.Verdict < d.Verdict {
+	d := r.cfg.Policy.ClassifyPath(path)
+	if d2 := r.cfg.Policy.ClassifyPath(raw); d2.Verdict < d.Verdict {
 		d = d2
 	}
 	// The real file behind a symlink must pass too.
 	if real, err := filepath.EvalSymlinks(path); err == nil && real != path {
-		if d2 := a.cfg.Policy.ClassifyPath(real); d2.Verdict < d.Verdict {
+		if d2 := r.cfg.Policy.ClassifyPath(real); d2.Verdict < d.Verdict {
 			d = d2
 		}
 	}
 	info := CommandInfo{Tool: ToolReadFile, Command: path}
-	ok, refusal, err := a.decide(ctx, rs, call, info, d, "read "+path)
+	ok, refusal, err := r.decide(ctx, call, info, d, "read "+path)
 	if err != nil {
 		return "", false, err
 	}
-	info.Command, info.Verdict, info.Reason = a.redact(info.Command), d.Verdict.String(), a.redact(d.Reason)
+	info.Command, info.Verdict, info.Reason = r.redact(info.Command), d.Verdict.String(), r.redact(d.Reason)
 	if !ok {
-		a.hookResult(rs, info, refusal, true)
+		r.hookResult(info, refusal, true)
 		return refusal, true, nil
 	}
 	var content string
 	isErr := true
-	if f, msg := a.openChecked(path, d); f == nil {
+	if f, msg := r.openChecked(path, d); f == nil {
 		content = msg
 	} else {
 		content, isErr = readLines(f, path, args.Offset, args.Limit)
 		f.Close()
 	}
-	content = a.redact(content)
-	a.hookResult(rs, info, content, isErr)
+	content = r.redact(content)
+	r.hookResult(info, content, isErr)
 	return content, isErr, nil
 }
 

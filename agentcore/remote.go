@@ -29,23 +29,23 @@ func BindingSHA(command string, targets []string) string {
 
 // targets resolves a tool call's target to inventory hosts, within the
 // turn's groups. The error text goes to the model.
-func (a *Agent) targets(rs *runState, target string) ([]fleet.Host, error) {
-	if a.cfg.Fleet == nil {
+func (r *run) targets(target string) ([]fleet.Host, error) {
+	if r.cfg.Fleet == nil {
 		return nil, fmt.Errorf("no fleet is configured, so there are no remote hosts; leave target out to run here")
 	}
-	hosts, err := a.cfg.Fleet.Inventory().Select(target)
+	hosts, err := r.cfg.Fleet.Inventory().Select(target)
 	if err != nil {
 		return nil, err
 	}
-	if len(rs.t.FleetGroups) > 0 {
+	if len(r.t.FleetGroups) > 0 {
 		var outside []string
 		for _, h := range hosts {
-			if !slices.ContainsFunc(h.Groups, func(g string) bool { return slices.Contains(rs.t.FleetGroups, g) }) {
+			if !slices.ContainsFunc(h.Groups, func(g string) bool { return slices.Contains(r.t.FleetGroups, g) }) {
 				outside = append(outside, h.Name)
 			}
 		}
 		if len(outside) > 0 {
-			return nil, fmt.Errorf("this channel may only target the groups %s; not %s", strings.Join(rs.t.FleetGroups, ", "), fleet.Ranges(outside))
+			return nil, fmt.Errorf("this channel may only target the groups %s; not %s", strings.Join(r.t.FleetGroups, ", "), fleet.Ranges(outside))
 		}
 	}
 	return hosts, nil
@@ -62,34 +62,34 @@ func hostNames(hs []fleet.Host) []string {
 // runRemote gates a command once, asks one approval naming every target
 // when needed, and runs it on all of them: pass verdicts with each group's
 // read-only identity, approved ones with its privileged identity.
-func (a *Agent) runRemote(ctx context.Context, rs *runState, call ToolCall, command, reason, target string) (string, bool, *ExecResult, error) {
-	hosts, err := a.targets(rs, target)
+func (r *run) runRemote(ctx context.Context, call ToolCall, command, reason, target string) (string, bool, *ExecResult, error) {
+	hosts, err := r.targets(target)
 	if err != nil {
 		content := "error: target " + target + ": " + err.Error()
-		a.hookResult(rs, CommandInfo{Tool: ToolRun, Command: command}, content, true)
+		r.hookResult(CommandInfo{Tool: ToolRun, Command: command}, content, true)
 		return content, true, nil, nil
 	}
 	// The local sandbox plays no part remotely: the remote read-only
 	// identity is what confines a pass verdict there.
-	d := a.cfg.Policy.Classify(command)
+	d := r.cfg.Policy.Classify(command)
 	info := CommandInfo{Tool: ToolRun, Command: command, Targets: hostNames(hosts)}
-	return a.remote(ctx, rs, call, info, d, reason, hosts, command)
+	return r.remote(ctx, call, info, d, reason, hosts, command)
 }
 
 // readRemote serves read_file with a target: the path is gated like a
 // local one and read by awk on every host (numbered lines from offset,
 // at most limit lines and readFileLimit bytes).
-func (a *Agent) readRemote(ctx context.Context, rs *runState, call ToolCall, args toolArgs) (string, bool, *ExecResult, error) {
+func (r *run) readRemote(ctx context.Context, call ToolCall, args toolArgs) (string, bool, *ExecResult, error) {
 	p := args.Path
 	if !strings.HasPrefix(p, "/") {
 		content := "error: with a target, read_file needs an absolute path"
 		return content, true, nil, nil
 	}
 	p = path.Clean(p)
-	hosts, err := a.targets(rs, args.Target)
+	hosts, err := r.targets(args.Target)
 	if err != nil {
 		content := "error: target " + args.Target + ": " + err.Error()
-		a.hookResult(rs, CommandInfo{Tool: ToolReadFile, Command: p}, content, true)
+		r.hookResult(CommandInfo{Tool: ToolReadFile, Command: p}, content, true)
 		return content, true, nil, nil
 	}
 	offset, limit := max(args.Offset, 1), args.Limit
@@ -98,22 +98,22 @@ func (a *Agent) readRemote(ctx context.Context, rs *runState, call ToolCall, arg
 	}
 	command := fmt.Sprintf(`awk -v o=%d -v l=%d 'NR>=o+l{print "[... more lines; continue with offset " NR " ...]"; exit} NR>=o{printf "%%6d\t%%s\n", NR, $0}' < %s | head -c %d`,
 		offset, limit, shellQuote(p), readFileLimit)
-	d := a.cfg.Policy.ClassifyPath(p)
+	d := r.cfg.Policy.ClassifyPath(p)
 	info := CommandInfo{Tool: ToolReadFile, Command: p, Targets: hostNames(hosts)}
-	return a.remote(ctx, rs, call, info, d, "read "+p, hosts, command)
+	return r.remote(ctx, call, info, d, "read "+p, hosts, command)
 }
 
-func (a *Agent) remote(ctx context.Context, rs *runState, call ToolCall, info CommandInfo, d gate.Decision, reason string, hosts []fleet.Host, command string) (string, bool, *ExecResult, error) {
+func (r *run) remote(ctx context.Context, call ToolCall, info CommandInfo, d gate.Decision, reason string, hosts []fleet.Host, command string) (string, bool, *ExecResult, error) {
 	if d.Verdict != gate.Pass {
-		info.Logins = a.cfg.Fleet.Logins(hosts, fleet.Privileged)
+		info.Logins = r.cfg.Fleet.Logins(hosts, fleet.Privileged)
 	}
-	ok, refusal, err := a.decide(ctx, rs, call, info, d, reason)
+	ok, refusal, err := r.decide(ctx, call, info, d, reason)
 	if err != nil {
 		return "", false, nil, err
 	}
 	info.Verdict, info.Reason = d.Verdict.String(), d.Reason
 	if !ok {
-		a.hookResult(rs, info, refusal, true)
+		r.hookResult(info, refusal, true)
 		return refusal, true, nil, nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -123,23 +123,23 @@ func (a *Agent) remote(ctx context.Context, rs *runState, call ToolCall, info Co
 	if d.Verdict != gate.Pass {
 		mode = fleet.Privileged
 	}
-	start := a.cfg.Now()
+	start := r.cfg.Now()
 	// The same time limit and output capture as a local command (a
 	// fleet's own timeout, when configured, wins).
-	ec := a.cfg.Exec.withDefaults()
-	results := a.cfg.Fleet.Run(ctx, hosts, mode, command, fleet.Limits{Timeout: ec.Timeout, CaptureLimit: ec.CaptureLimit})
+	ec := r.cfg.Exec.withDefaults()
+	results := r.cfg.Fleet.Run(ctx, hosts, mode, command, fleet.Limits{Timeout: ec.Timeout, CaptureLimit: ec.CaptureLimit})
 	for i := range results {
-		results[i].Output = []byte(a.redact(string(results[i].Output)))
+		results[i].Output = []byte(r.redact(string(results[i].Output)))
 	}
-	content := fleet.Summary(results, a.cfg.Exec.ViewLimit)
+	content := fleet.Summary(results, r.cfg.Exec.ViewLimit)
 	sum := sha256.Sum256([]byte(content))
 	ex := &ExecResult{Targets: info.Targets, Remote: results, Output: []byte(content), Size: int64(len(content)),
-		SHA256: hex.EncodeToString(sum[:]), Duration: a.cfg.Now().Sub(start), Cancelled: ctx.Err() != nil}
+		SHA256: hex.EncodeToString(sum[:]), Duration: r.cfg.Now().Sub(start), Cancelled: ctx.Err() != nil}
 	isErr := false
 	for _, r := range results {
 		isErr = isErr || !r.OK()
 	}
-	if rs.t.Hooks.Result != nil {
+	if r.t.Hooks.Result != nil {
 		// The attachment: every host's own output, one after another.
 		var b strings.Builder
 		for _, r := range results {
@@ -151,7 +151,7 @@ func (a *Agent) remote(ctx context.Context, rs *runState, call ToolCall, info Co
 		}
 		info.Output, info.Size = []byte(b.String()), int64(b.Len())
 	}
-	a.hookResult(rs, info, content, isErr)
+	r.hookResult(info, content, isErr)
 	return content, isErr, ex, nil
 }
 

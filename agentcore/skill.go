@@ -30,24 +30,24 @@ func (a *Agent) skillText(name string) (string, bool) {
 // the model sees it, the SHA-256 of the skill's files (skill_opened). A
 // skill pinned by skills.lock whose files changed since the start is not
 // opened. An error is a store failure.
-func (a *Agent) openSkill(rs *runState, call ToolCall, name string) (string, bool, error) {
-	sk, ok := a.cfg.Skills.Get(name)
+func (r *run) openSkill(call ToolCall, name string) (string, bool, error) {
+	sk, ok := r.cfg.Skills.Get(name)
 	if !ok {
-		content, isErr := a.skillText(name)
+		content, isErr := r.skillText(name)
 		return content, isErr, nil
 	}
 	sum, err := sk.Digest()
 	if err != nil {
 		return "error: skill " + name + ": " + err.Error(), true, nil
 	}
-	if _, err := a.append(rs, store.Event{Type: EvSkillOpened, Actor: "system", Payload: mustJSON(skillOpenedPayload{
+	if _, err := r.append(store.Event{Type: EvSkillOpened, Actor: "system", Payload: mustJSON(skillOpenedPayload{
 		CallID: call.ID, Name: sk.Name, Dir: sk.Dir, SHA256: sum, Pinned: sk.SHA256})}); err != nil {
 		return "", false, err
 	}
 	if sk.SHA256 != "" && sum != sk.SHA256 {
 		return fmt.Sprintf("error: skill %s changed since it was pinned in skills.lock (files sha256 %s, pinned %s); it is not opened", name, sum, sk.SHA256), true, nil
 	}
-	content, isErr := a.skillText(name)
+	content, isErr := r.skillText(name)
 	return content, isErr, nil
 }
 

@@ -350,45 +350,45 @@ func shellInfo(info string) bool {
 // order, each through the same checks as a structured call (an unknown
 // tool or bad arguments go back to the model as an error). Each result goes
 // back as a message naming the call it answers. done reports agent_done.
-func (a *Agent) textCalls(ctx context.Context, rs *runState, act TextAction) (bool, Result, error) {
-	rs.steps++
-	known := toolDefs(rs.t.Goal, len(a.cfg.Skills.Skills) > 0, a.cfg.Fleet != nil)
+func (r *run) textCalls(ctx context.Context, act TextAction) (bool, Result, error) {
+	r.steps++
+	known := toolDefs(r.t.Goal, len(r.cfg.Skills.Skills) > 0, r.cfg.Fleet != nil)
 	for i, call := range act.Calls {
-		call.ID = fmt.Sprintf("text-%d-%d", rs.s.last, i)
+		call.ID = fmt.Sprintf("text-%d-%d", r.s.last, i)
 		if i == maxTextCalls {
 			msg := fmt.Sprintf("error: only the first %d tool calls of a reply run; %d did not", maxTextCalls, len(act.Calls)-maxTextCalls)
-			return false, Result{}, a.result(rs, call, msg, true, nil)
+			return false, Result{}, r.result(call, msg, true, nil)
 		}
 		label := "Result of " + call.Name + " " + oneLine(call.Arguments) + ":\n"
 		if call.Name == "" {
 			msg := "error: could not read the tool call in your reply (" + oneLine(call.Arguments) +
 				`). Write <tool_call>{"name": "run", "arguments": {"command": "df -h"}}</tool_call>, or one ` + "```bash block."
-			if err := a.result(rs, call, msg, true, nil); err != nil {
+			if err := r.result(call, msg, true, nil); err != nil {
 				return true, Result{Status: StatusError}, err
 			}
 			continue
 		}
 		args, perr := parseArgs(call, known)
 		if perr != nil {
-			if err := a.result(rs, call, label+"error: "+perr.Error(), true, nil); err != nil {
+			if err := r.result(call, label+"error: "+perr.Error(), true, nil); err != nil {
 				return true, Result{Status: StatusError}, err
 			}
 			continue
 		}
-		o, err := a.dispatch(ctx, rs, call, args)
+		o, err := r.dispatch(ctx, call, args)
 		if err != nil {
 			return true, Result{Status: StatusError}, err
 		}
 		if o.done {
-			if err := a.result(rs, call, o.content, false, nil); err != nil {
+			if err := r.result(call, o.content, false, nil); err != nil {
 				return true, Result{Status: StatusError}, err
 			}
-			return true, Result{Status: StatusDone, Answer: a.redact(o.summary)}, nil
+			return true, Result{Status: StatusDone, Answer: r.redact(o.summary)}, nil
 		}
 		if act.Blocks > 0 && i == len(act.Calls)-1 {
 			o.content += "\n(The shell block of your reply did not run: send one action per reply.)"
 		}
-		if err := a.result(rs, call, label+o.content, o.isErr, o.ex); err != nil {
+		if err := r.result(call, label+o.content, o.isErr, o.ex); err != nil {
 			return true, Result{Status: StatusError}, err
 		}
 	}

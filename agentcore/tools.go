@@ -130,21 +130,21 @@ type outcome struct {
 // structured calls and calls written as text, so that both go through the
 // same gate, approvals and targets. It does not record the result; an
 // error is a store failure.
-func (a *Agent) dispatch(ctx context.Context, rs *runState, call ToolCall, args toolArgs) (outcome, error) {
+func (r *run) dispatch(ctx context.Context, call ToolCall, args toolArgs) (outcome, error) {
 	var (
 		o   outcome
 		err error
 	)
 	switch call.Name {
 	case ToolRun:
-		o.content, o.isErr, o.ex, err = a.runCommand(ctx, rs, call, args.Command, args.Reason, args.Target)
+		o.content, o.isErr, o.ex, err = r.runCommand(ctx, call, args.Command, args.Reason, args.Target)
 	case ToolReadFile:
-		o.content, o.isErr, o.ex, err = a.readFile(ctx, rs, call, args)
+		o.content, o.isErr, o.ex, err = r.readFile(ctx, call, args)
 	case ToolSkill:
-		o.content, o.isErr, err = a.openSkill(rs, call, args.Name)
-		a.hookResult(rs, CommandInfo{Tool: ToolSkill, Command: args.Name}, o.content, o.isErr)
+		o.content, o.isErr, err = r.openSkill(call, args.Name)
+		r.hookResult(CommandInfo{Tool: ToolSkill, Command: args.Name}, o.content, o.isErr)
 	case ToolMemory:
-		o.content, o.isErr, err = a.remember(rs, args.Note)
+		o.content, o.isErr, err = r.remember(args.Note)
 	case ToolAgentDone:
 		o.content, o.done, o.summary = "done", true, args.Summary
 	default:

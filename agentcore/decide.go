@@ -1,0 +1,217 @@
+package agentcore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/thinbot/thinbot/agentcore/sandbox"
+	"github.com/thinbot/thinbot/gate"
+	"github.com/thinbot/thinbot/store"
+)
+
+// decide records the gate's decision and, for confirm, the human's; it
+// reports whether the action may go ahead and, if not, what the model is
+// told. A false with a nil error is a refusal; an error is a store failure.
+func (r *run) decide(ctx context.Context, call ToolCall, info CommandInfo, d gate.Decision, reason string) (bool, string, error) {
+	action := "refuse"
+	switch {
+	case d.Verdict == gate.Pass:
+		action = "run"
+	case d.Verdict == gate.Confirm && r.t.AllowAll:
+		action = "run"
+	case d.Verdict == gate.Confirm && r.t.Approver != nil:
+		action = "ask"
+	}
+	// The hash binds the exact command (and targets); everything shown or
+	// recorded has the bot's secrets redacted.
+	binding := BindingSHA(info.Command, info.Targets)
+	info.Command = r.redact(info.Command)
+	info.Verdict, info.Reason, info.Action = d.Verdict.String(), r.redact(d.Reason), action
+	reason = r.redact(reason)
+	gp := gatePayload{CallID: call.ID, Tool: info.Tool, Dir: r.t.Dir, Verdict: d.Verdict.String(), Reason: info.Reason, Rule: d.Rule, Action: action,
+		Targets: info.Targets, TargetCount: len(info.Targets)}
+	if len(info.Targets) > 0 {
+		gp.Dir = ""
+	}
+	if info.Tool == ToolReadFile {
+		gp.Path = info.Command
+	} else {
+		gp.Command = info.Command
+	}
+	evs, err := r.append(store.Event{Type: EvGateDecision, Actor: "gate", Payload: mustJSON(gp)})
+	if err != nil {
+		return false, "", err
+	}
+	r.hookCommand(info)
+	switch action {
+	case "run":
+		return true, "", nil
+	case "refuse":
+		if d.Verdict == gate.Deny {
+			return false, fmt.Sprintf("refused by policy (%s): %s. Do not try to get around this; choose another way or tell the user.", d.Rule, info.Reason), nil
+		}
+		return false, fmt.Sprintf("not run: %s (%s). It needs a human's approval, and this run has no approver (non-interactive, without --allow-all).", info.Reason, d.Rule), nil
+	}
+	ap := Approval{Session: r.t.Session, RequestID: fmt.Sprintf("r%d", evs[0].Seq), Command: info.Command,
+		Targets: info.Targets, Logins: info.Logins, SHA256: binding, Reason: reason, Rule: d.Rule, Requester: r.t.Actor, Dir: r.t.Dir}
+	if info.Tool == ToolReadFile {
+		ap.Command = "read_file " + info.Command
+	}
+	if len(info.Targets) > 0 {
+		ap.Dir = ""
+	}
+	if _, err := r.append(store.Event{Type: EvApprovalAsked, Actor: "gate", Payload: mustJSON(approvalAskedPayload{
+		CallID: call.ID, RequestID: ap.RequestID, Command: info.Command, SHA256: ap.SHA256, Reason: reason, Requester: r.t.Actor,
+		Targets: info.Targets, TargetCount: len(info.Targets)})}); err != nil {
+		return false, "", err
+	}
+	open := true // Posted works only while Approve runs
+	ap.Posted = func(postID string) error {
+		if !open {
+			return errors.New("approval request already closed")
+		}
+		_, err := r.append(store.Event{Type: EvNote, Actor: "bot", Payload: mustJSON(NotePayload{
+			Kind: NoteApprovalPosted, RequestID: ap.RequestID, PostID: postID})})
+		return err
+	}
+	dec, aerr := r.t.Approver.Approve(ctx, ap)
+	open = false
+	if aerr != nil {
+		dec = ApprovalDecision{Approved: false, By: "system", Why: aerr.Error()}
+		if ctx.Err() != nil {
+			dec.Why = "cancelled before a decision"
+		}
+	}
+	_, err = r.append(store.Event{Type: EvApprovalDecided, Actor: orSystem(dec.By), Payload: mustJSON(approvalDecidedPayload{
+		CallID: call.ID, RequestID: ap.RequestID, Approved: dec.Approved, By: dec.By, Why: dec.Why, SHA256: ap.SHA256})})
+	if dec.Committed != nil {
+		dec.Committed(err)
+	}
+	if err != nil {
+		return false, "", err
+	}
+	if !dec.Approved {
+		why := dec.Why
+		if why == "" {
+			why = "denied"
+		}
+		by := ""
+		if dec.By != "" {
+			by = " by " + dec.By
+		}
+		return false, fmt.Sprintf("not run: the approval was refused%s (%s).", by, why), nil
+	}
+	return true, "", nil
+}
+
+func orSystem(by string) string {
+	if by == "" {
+		return "system"
+	}
+	return by
+}
+
+// runCommand gates and runs one shell command, returning what the model sees.
+func (r *run) runCommand(ctx context.Context, call ToolCall, command, reason, target string) (string, bool, *ExecResult, error) {
+	if target != "" {
+		return r.runRemote(ctx, call, command, reason, target)
+	}
+	d := r.checkPins(command, r.failClosed(r.cfg.Policy.ClassifyIn(r.t.Dir, command)))
+	info := CommandInfo{Tool: ToolRun, Command: command}
+	ok, refusal, err := r.decide(ctx, call, info, d, reason)
+	if err != nil {
+		return "", false, nil, err
+	}
+	info.Command, info.Verdict, info.Reason = r.redact(info.Command), d.Verdict.String(), r.redact(d.Reason)
+	if !ok {
+		r.hookResult(info, refusal, true)
+		return refusal, true, nil, nil
+	}
+	if err := ctx.Err(); err != nil {
+		// Cancelled while waiting for approval: record why nothing ran.
+		return "not run: the run was interrupted", true, nil, nil
+	}
+	mode := sandbox.ReadOnly
+	if d.Verdict != gate.Pass {
+		mode = sandbox.Approved
+	}
+	ex, err := Exec(ctx, r.cfg.Exec, mode, r.t.Dir, command)
+	if err != nil {
+		content := "error: " + err.Error()
+		r.hookResult(info, content, true)
+		return content, true, nil, nil
+	}
+	content := r.redact(formatExec(ex, r.cfg.Exec.ViewLimit))
+	isErr := ex.ExitCode != 0 || ex.TimedOut || ex.Cancelled
+	if r.t.Hooks.Result != nil {
+		info.Output, info.Size = []byte(r.redact(string(ex.Output))), ex.Size
+	}
+	r.hookResult(info, content, isErr)
+	return content, isErr, &ex, nil
+}
+
+// SandboxState says, for /status, how commands run: "enforced", "off"
+// (the operator turned it off, or no sandbox was configured) or
+// "unavailable: why" (every command then needs an approval).
+func (a *Agent) SandboxState() string {
+	switch {
+	case a.cfg.Exec.NoSandbox != "":
+		return "unavailable (" + a.cfg.Exec.NoSandbox + "): every command needs an approval"
+	case a.cfg.Exec.Sandbox == nil:
+		return "off: commands run unconfined, only the gate stands in the way"
+	case a.cfg.Exec.Sandbox.Err() != nil:
+		return "unavailable (" + a.cfg.Exec.Sandbox.Err().Error() + "): every command needs an approval"
+	}
+	return "enforced: read-only commands cannot write, the bot's secrets are hidden from every command"
+}
+
+// failClosed turns a pass verdict into confirm while the kernel sandbox
+// that pass verdicts rely on is wanted but missing or broken.
+func (a *Agent) failClosed(d gate.Decision) gate.Decision {
+	if d.Verdict != gate.Pass {
+		return d
+	}
+	why := a.cfg.Exec.NoSandbox
+	if why == "" && a.cfg.Exec.Sandbox != nil {
+		if err := a.cfg.Exec.Sandbox.Err(); err != nil {
+			why = err.Error()
+		}
+	}
+	if why == "" {
+		return d
+	}
+	return gate.Decision{Verdict: gate.Confirm, Rule: "sandbox-unavailable",
+		Reason: "read-only, but the kernel sandbox is unavailable (" + why + "), so every command needs an approval"}
+}
+
+func formatExec(ex ExecResult, view int) string {
+	var b strings.Builder
+	switch {
+	case ex.OutputCut:
+		fmt.Fprintf(&b, "output limit reached: thinbot read %d bytes, then stopped reading and killed the process group; the rest of the output was not read\n", ex.Size)
+	case ex.TimedOut:
+		fmt.Fprintf(&b, "timed out after %s; the process group was killed\n", ex.Duration.Round(time.Second))
+	case ex.Cancelled:
+		b.WriteString("interrupted by the user; the process group was killed\n")
+	default:
+		fmt.Fprintf(&b, "exit code: %d\n", ex.ExitCode)
+	}
+	out := string(ex.Output)
+	if out == "" {
+		b.WriteString("(no output)")
+	} else {
+		b.WriteString(headTail(out, view))
+	}
+	return b.String()
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 80 {
+		s = strings.ToValidUTF8(s[:77], "") + "..."
+	}
+	return s
+}

@@ -1,0 +1,357 @@
+package agentcore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/thinbot/thinbot/store"
+)
+
+// run is one turn under way: the Agent it belongs to (embedded, so that
+// its configuration and helpers read as the run's own), the turn, the
+// session's cached projection (whose lock the run holds throughout), the
+// budgets and counters, and what the run has staged for the chain. Its
+// methods are the loop and everything a step does; the Agent's own methods
+// are what does not depend on a run.
+type run struct {
+	*Agent
+	t          Turn
+	s          *session
+	budgets    Budgets
+	steps      int
+	calls      int
+	toolErrors int
+	usage      Usage
+	text       bool
+	compacted  bool // compacted after a context-length error in this step
+	// pending is the model reply of the step under way: it commits with
+	// what follows it (the gate decision, durably, just before the command
+	// runs; or the tool's result), so a step is one durable commit and the
+	// chain never holds a reply without the results it read. A tool's
+	// result is appended buffered as soon as it is known (readable at once,
+	// durable with the next append): a crash of the machine before that
+	// loses it together with everything after it; a crash of the process
+	// keeps it.
+	pending []store.Event
+	// unsynced: the run appended buffered events since its last durable
+	// commit; streamed text syncs them before it is shown (showText).
+	unsynced bool
+	// textOff stops streamed text after a sync failed.
+	textOff bool
+}
+
+// Run handles one turn: it records the user's message, then calls the model
+// and runs tools until the model answers, agent_done (goal mode), a budget
+// ends the run, or ctx is cancelled. Every step is committed to the store
+// before it takes effect; if the store cannot append, nothing more runs and
+// the error is returned. A cancelled run returns a Result with
+// StatusCancelled and ctx's error.
+func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
+	s := a.session(t.Session)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := a.load(t.Session, s); err != nil {
+		return Result{Status: StatusError}, err
+	}
+	r := &run{Agent: a, t: t, s: s, budgets: a.cfg.Budgets.withDefaults(t.Goal)}
+	r.text = a.cfg.TextProtocol || s.proj.TextProtocol()
+	s.setStatus(func(st *Status) { *st = Status{Running: true, Goal: t.Goal, Started: a.cfg.Now(), Budgets: r.budgets} })
+	defer s.setStatus(func(st *Status) { *st = Status{} })
+
+	runCtx, cancel := context.WithTimeout(ctx, r.budgets.MaxWall)
+	defer cancel()
+
+	start := append(r.promptEvent(),
+		store.Event{Type: EvRunStarted, Actor: t.Actor, Payload: mustJSON(runPayload{Goal: t.Goal})},
+		store.Event{Type: EvUserMessage, Actor: t.Actor, Payload: mustJSON(userMessagePayload{Text: t.Text, MessageID: t.MessageID})})
+	// Buffered: the first decision (before a command runs) or the run's
+	// end (before the answer is posted) syncs it; an answer then costs one
+	// sync.
+	if _, err := r.appendBuffered(start...); err != nil {
+		return Result{Status: StatusError}, err
+	}
+	res, runErr := r.loop(runCtx)
+	if runErr != nil && ctx.Err() != nil {
+		res.Status = StatusCancelled
+	} else if runErr != nil && runCtx.Err() != nil && res.Status != StatusBudget {
+		res.Status = StatusBudget
+		runErr = fmt.Errorf("%w: wall time %s", ErrBudget, r.budgets.MaxWall)
+	}
+	res.Steps, res.ModelCalls, res.Usage = r.steps, r.calls, r.usage
+	detail := ""
+	if runErr != nil {
+		detail = runErr.Error()
+	}
+	evs, err := r.append(store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(runPayload{
+		Status: res.Status, Goal: t.Goal, Steps: r.steps, ModelCalls: r.calls, Detail: detail})})
+	if err != nil {
+		return res, errors.Join(runErr, err)
+	}
+	res.LastSeq = evs[len(evs)-1].Seq
+	return res, runErr
+}
+
+func (r *run) loop(ctx context.Context) (Result, error) {
+	for {
+		if r.steps >= r.budgets.MaxSteps {
+			return r.exhausted("steps", r.budgets.MaxSteps)
+		}
+		if r.calls >= r.budgets.MaxModelCalls {
+			return r.exhausted("model calls", r.budgets.MaxModelCalls)
+		}
+		if r.toolErrors >= r.budgets.MaxToolErrors {
+			return r.exhausted("consecutive tool errors", r.budgets.MaxToolErrors)
+		}
+		if err := ctx.Err(); err != nil {
+			return Result{Status: StatusCancelled}, err
+		}
+		if err := r.maybeCompact(ctx, false); err != nil {
+			return Result{Status: StatusError}, err
+		}
+		resp, err := r.complete(ctx)
+		if err != nil {
+			return Result{Status: StatusError}, err
+		}
+		if r.text {
+			done, answer, err := r.textStep(ctx, resp)
+			if done || err != nil {
+				return answer, err
+			}
+			continue
+		}
+		if len(resp.ToolCalls) == 0 {
+			if r.t.Goal {
+				if err := r.nudge(); err != nil {
+					return Result{Status: StatusError}, err
+				}
+				r.steps++
+				continue
+			}
+			return Result{Status: StatusAnswered, Answer: r.redact(resp.Content)}, nil
+		}
+		r.steps++
+		for _, call := range resp.ToolCalls {
+			done, summary, err := r.toolCall(ctx, call)
+			if err != nil {
+				return Result{Status: StatusError}, err
+			}
+			if done {
+				return Result{Status: StatusDone, Answer: r.redact(summary)}, nil
+			}
+		}
+	}
+}
+
+func (r *run) exhausted(what string, limit int) (Result, error) {
+	return Result{Status: StatusBudget, Answer: fmt.Sprintf("Stopped: the run used its budget of %d %s.", limit, what)},
+		fmt.Errorf("%w: %d %s", ErrBudget, limit, what)
+}
+
+// nudge tells a goal-mode model that a reply without a tool call does not end
+// the goal.
+func (r *run) nudge() error {
+	msg := "Continue working toward the goal. When it is reached, call agent_done with a summary."
+	if r.text {
+		msg = "Continue working toward the goal. When it is reached, write your summary and then agent-done on its own line."
+	}
+	_, err := r.append(store.Event{Type: EvUserMessage, Actor: "system", Payload: mustJSON(userMessagePayload{Text: msg})})
+	return err
+}
+
+// complete makes one model call with the session's projection, handling the
+// switch to the text protocol and one compaction on a context-length error.
+func (r *run) complete(ctx context.Context) (Response, error) {
+	var failed *Request // the last request refused for its size
+	maxTokens := -1     // set by overflow for the next attempt
+	for attempt := 0; ; attempt++ {
+		var stream *redactStream
+		if err := r.flushPending(); err != nil {
+			return Response{}, err
+		}
+		req := Request{Messages: r.s.proj.Messages()}
+		if r.t.Hooks.Text != nil {
+			stream = &redactStream{redact: r.redact, keep: r.maxSecret, out: r.showText()}
+			req.OnText = stream.write
+		}
+		if !r.text {
+			req.Tools = toolDefs(r.t.Goal, len(r.cfg.Skills.Skills) > 0, r.cfg.Fleet != nil)
+		}
+		req.MaxTokens = maxTokens
+		if maxTokens < 0 {
+			req.MaxTokens = r.maxTokens(req.Messages)
+		}
+		if failed != nil && sameRequest(*failed, req) {
+			return Response{}, fmt.Errorf("%w: %w: the request would be sent again unchanged", ErrModel, ErrContextLength)
+		}
+		r.calls++
+		r.s.setStatus(func(st *Status) { st.ModelCalls, st.Steps = r.calls, r.steps })
+		start := r.cfg.Now()
+		resp, err := r.cfg.Model.Complete(ctx, req)
+		stream.flush()
+		latency := r.cfg.Now().Sub(start)
+		if r.t.Hooks.Model != nil {
+			r.t.Hooks.Model(latency, err)
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrToolsUnsupported) && !r.text && attempt < 2:
+			r.text = true
+			sw := store.Event{Type: EvProtocolSwitch, Actor: "system",
+				Payload: mustJSON(protocolSwitchPayload{From: "tools", To: "text", Reason: err.Error()})}
+			if _, err := r.append(append([]store.Event{sw}, r.promptEvent()...)...); err != nil {
+				return Response{}, err
+			}
+			continue
+		case errors.Is(err, ErrContextLength) && attempt < 4:
+			mt, oerr := r.overflow(ctx, req, err)
+			if oerr != nil {
+				return Response{}, oerr
+			}
+			failed, maxTokens = &req, mt
+			continue
+		default:
+			return Response{}, fmt.Errorf("%w: %w", ErrModel, err)
+		}
+		r.compacted = false
+		r.usage.PromptTokens += resp.Usage.PromptTokens
+		r.usage.CompletionTokens += resp.Usage.CompletionTokens
+		r.usage.CachedTokens += resp.Usage.CachedTokens
+		r.s.setStatus(func(st *Status) { st.Usage = r.usage })
+		proto := "tools"
+		calls := resp.ToolCalls
+		if r.text {
+			proto, calls = "text", nil
+		}
+		// What the model wrote is recorded (and later projected, shown and
+		// exported) without the bot's secrets; the command that runs is the
+		// one the model wrote.
+		rcalls := make([]ToolCall, len(calls))
+		for i, c := range calls {
+			c.Arguments = r.redactJSON(c.Arguments)
+			rcalls[i] = c
+		}
+		if len(calls) == 0 {
+			rcalls = nil
+		}
+		r.pending = append(r.pending, store.Event{Type: EvAssistantMessage, Actor: "model", Payload: mustJSON(assistantPayload{
+			Content: r.redact(resp.Content), Reasoning: r.redact(resp.Reasoning), ToolCalls: rcalls, FinishReason: resp.FinishReason,
+			Usage: resp.Usage, Model: resp.Model, Protocol: proto, LatencyMS: latency.Milliseconds()})})
+		return resp, nil
+	}
+}
+
+// textStep acts on a text-protocol reply.
+func (r *run) textStep(ctx context.Context, resp Response) (bool, Result, error) {
+	act := ParseTextReply(resp.Content)
+	if len(act.Calls) > 0 {
+		return r.textCalls(ctx, act)
+	}
+	if act.Command == "" {
+		if act.Done || !r.t.Goal {
+			st := StatusAnswered
+			if act.Done && r.t.Goal {
+				st = StatusDone
+			}
+			return true, Result{Status: st, Answer: r.redact(strings.TrimSpace(stripDone(resp.Content)))}, nil
+		}
+		return false, Result{}, r.nudge()
+	}
+	r.steps++
+	call := ToolCall{ID: fmt.Sprintf("text-%d", r.s.last), Name: ToolRun}
+	content, isErr, ex, err := r.runCommand(ctx, call, act.Command, "", "")
+	if err != nil {
+		return true, Result{Status: StatusError}, err
+	}
+	if act.Blocks > 1 {
+		content += "\n(Only the first command block of your reply ran; send one block per reply.)"
+	}
+	if err := r.result(call, "Output of `"+oneLine(act.Command)+"`:\n"+content, isErr, ex); err != nil {
+		return true, Result{Status: StatusError}, err
+	}
+	return false, Result{}, nil
+}
+
+func stripDone(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if !isDone(l) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// toolCall handles one structured tool call; done reports agent_done.
+func (r *run) toolCall(ctx context.Context, call ToolCall) (done bool, summary string, err error) {
+	args, perr := parseArgs(call, toolDefs(r.t.Goal, len(r.cfg.Skills.Skills) > 0, r.cfg.Fleet != nil))
+	if perr != nil {
+		return false, "", r.result(call, "error: "+perr.Error(), true, nil)
+	}
+	o, err := r.dispatch(ctx, call, args)
+	if err != nil {
+		return false, "", err
+	}
+	return o.done, o.summary, r.result(call, o.content, o.isErr, o.ex)
+}
+
+// result records a tool's result (what the model sees) and counts errors.
+func (r *run) result(call ToolCall, content string, isErr bool, ex *ExecResult) error {
+	p := toolResultPayload{CallID: call.ID, Tool: call.Name, Content: content, IsError: isErr}
+	if ex != nil && ex.Remote != nil {
+		p.Targets, p.Hosts = ex.Targets, hostRecords(ex.Remote)
+		p.OutputSize, p.OutputSHA, p.DurationMS = ex.Size, ex.SHA256, ex.Duration.Milliseconds()
+	} else if ex != nil {
+		code := ex.ExitCode
+		p.ExitCode, p.OutputSize, p.OutputSHA = &code, ex.Size, ex.SHA256
+		p.DurationMS, p.TimedOut = ex.Duration.Milliseconds(), ex.TimedOut
+	}
+	if isErr {
+		r.toolErrors++
+	} else {
+		r.toolErrors = 0
+	}
+	// The result is in the chain at once and durable with the run's next
+	// append (the next decision, or the run's end), which comes before
+	// anything acts on it (see run.pending).
+	_, err := r.appendBuffered(store.Event{Type: EvToolResult, Actor: "system", Payload: mustJSON(p)})
+	return err
+}
+
+// showText passes streamed model text on to Hooks.Text once the chain
+// before it is durable: the run's start and a command's result are
+// appended buffered, and text in the chat must not outlive them in a
+// machine restart. The first delta after a buffered append syncs them
+// (store.DB.Sync); if that fails, no more text is shown, and the run's
+// next durable append fails too.
+func (r *run) showText() func(string) {
+	return func(delta string) {
+		if r.textOff {
+			return
+		}
+		if r.unsynced {
+			if err := r.cfg.Store.Sync(); err != nil {
+				r.log.Warn("streamed text not shown: the chain before it could not be synced", "session", r.t.Session, "err", err)
+				r.textOff = true
+				return
+			}
+			r.unsynced = false
+		}
+		r.t.Hooks.Text(delta)
+	}
+}
+
+func (r *run) hookCommand(c CommandInfo) {
+	r.s.setStatus(func(st *Status) { st.Current = c.Command })
+	if r.t.Hooks.Command != nil {
+		r.t.Hooks.Command(c)
+	}
+}
+
+func (r *run) hookResult(c CommandInfo, content string, isErr bool) {
+	r.s.setStatus(func(st *Status) { st.Current = "" })
+	if r.t.Hooks.Result != nil {
+		r.t.Hooks.Result(c, content, isErr)
+	}
+}

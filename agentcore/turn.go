@@ -1,0 +1,135 @@
+package agentcore
+
+import (
+	"context"
+	"time"
+)
+
+// Approval is a confirm verdict put to a human.
+type Approval struct {
+	Session   string
+	RequestID string // unique in the chain: "r" + the gate decision's sequence number
+	Command   string // what will run if approved, the bot's secrets redacted
+	// Targets are the remote hosts it will run on, all of them, in order;
+	// empty for a local command. The approval is bound to them too.
+	Targets []string
+	// Logins are the logins it will run as on the Targets (their
+	// privileged identities' users, distinct; "" where ssh_config decides).
+	Logins []string
+	// SHA256 is of Command alone for a local command; for a remote one, of
+	// Command, a NUL byte and the Targets joined by newlines (BindingSHA).
+	SHA256    string
+	Reason    string // the model's reason
+	Rule      string // the gate rule that asked for confirmation
+	Requester string // the turn's actor
+	Dir       string
+	// Posted records where the request is shown (the chat post id) with a
+	// NoteApprovalPosted note, through the run's own append, so that a
+	// restart can update that message. An Approver calls it at most once,
+	// from Approve (the run's goroutine), before it waits for a decision. An
+	// error means the post is not recorded: the request must not be
+	// decided (fail closed).
+	Posted func(postID string) error
+}
+
+// ApprovalDecision is a human's answer.
+type ApprovalDecision struct {
+	Approved bool
+	By       string // who decided ("user:bob", "expiry", "terminal")
+	Why      string // e.g. "expired after 15m0s"
+	// Committed, if set, is called once the decision is in the chain (err
+	// nil) or could not be recorded (then nothing runs). Front ends use it
+	// to show a decision only after it is recorded.
+	Committed func(err error)
+}
+
+// Approver asks a human whether a gated command may run. Approve blocks
+// until a decision, ctx's end, or an error. Anything other than an approved
+// decision with a nil error means "do not run" (fail closed).
+type Approver interface {
+	Approve(ctx context.Context, a Approval) (ApprovalDecision, error)
+}
+
+// ApproverFunc adapts a function to Approver.
+type ApproverFunc func(ctx context.Context, a Approval) (ApprovalDecision, error)
+
+// Approve calls f.
+func (f ApproverFunc) Approve(ctx context.Context, a Approval) (ApprovalDecision, error) {
+	return f(ctx, a)
+}
+
+// Hooks let a front end show a run's progress. Every field may be nil. Hooks
+// are called from the goroutine running Run, which waits for them: whatever
+// a hook does delays the run by as much. Text and Command should return at
+// once; Result may do a chat call (the bot uploads a long command output as
+// a file there, bounded by its 30 s post timeout) before the next model
+// call.
+type Hooks struct {
+	// Text receives model content as it streams.
+	Text func(delta string)
+	// Command is called when a command (or file read) has its decision,
+	// before it runs or is refused. Action is "run", "ask" or "refuse".
+	Command func(c CommandInfo)
+	// Result is called with what the model will see of a tool's result.
+	Result func(c CommandInfo, content string, isError bool)
+	// Model is called after each model call with its latency and error.
+	Model func(latency time.Duration, err error)
+}
+
+// CommandInfo describes one tool call for Hooks.
+type CommandInfo struct {
+	Tool    string
+	Command string // the command line, the path for read_file, the skill name
+	Verdict string
+	Reason  string
+	Action  string
+	// Output is, in the Result hook of a command that ran, all of its
+	// captured output (head and tail within ExecConfig.CaptureLimit,
+	// secrets redacted) rather than the model's shorter view; Size is how
+	// many bytes the command wrote in all. Chat attaches it as a file.
+	Output []byte
+	Size   int64
+	// Targets are the remote hosts of a command with a target (empty for
+	// a local one).
+	Targets []string
+	// Logins are the remote logins a command with a target needs an
+	// approval for runs as (the targets' privileged logins, distinct).
+	Logins []string
+}
+
+// Turn is one user message to handle.
+type Turn struct {
+	Session string
+	// Actor is who speaks, e.g. "user:alice" (recorded with each event).
+	Actor string
+	Text  string
+	// MessageID is the chat message id, recorded for deduplication.
+	MessageID string
+	// Dir is the working directory of commands and the workspace whose
+	// AGENT.md and memory the prompt includes.
+	Dir string
+	// Instructions are extra instruction layers after the workspace's
+	// AGENT.md (a chat channel's AGENT.md).
+	Instructions []string
+	// Goal runs in goal mode: the loop goes on until agent_done or a budget.
+	Goal bool
+	// AllowAll runs confirm verdicts without asking. It never overrides deny.
+	AllowAll bool
+	// Approver asks a human about confirm verdicts; nil refuses them.
+	Approver Approver
+	// FleetGroups, when not empty, are the only inventory groups whose
+	// hosts this turn may target (a chat channel limited to some groups).
+	FleetGroups []string
+	Hooks       Hooks
+}
+
+// Result is the outcome of a run.
+type Result struct {
+	Status     string // one of the Status* constants
+	Answer     string
+	Steps      int
+	ModelCalls int
+	Usage      Usage
+	// LastSeq is the sequence number of the run's last event.
+	LastSeq uint64
+}
