@@ -623,7 +623,7 @@ func TestModelFailureIsErrModelAndRecorded(t *testing.T) {
 func TestRecoverReportsQueuedMessagesUntilHandled(t *testing.T) {
 	f := newFixture(t, Config{}, say("handled"))
 	note := func(id, text string) {
-		if _, err := f.a.NoteSync("s", EvNote, "user:al", NotePayload{Kind: NoteMessageQueued, PostID: id, User: "U1", Name: "al", Detail: text}); err != nil {
+		if _, err := f.a.NoteUnlocked("s", EvNote, "user:al", NotePayload{Kind: NoteMessageQueued, PostID: id, User: "U1", Name: "al", Detail: text}); err != nil {
 			t.Fatal(err)
 		}
 	}

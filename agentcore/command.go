@@ -107,7 +107,7 @@ func (a *Agent) RunCommand(ctx context.Context, t Turn, command, reason string) 
 	if ctx.Err() != nil {
 		detail = ctx.Err().Error()
 	}
-	out, err := r.append(append(evs, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(runPayload{
+	out, err := r.record(durable, append(evs, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(runPayload{
 		Status: res.Status, Steps: 1, Detail: detail})})...)
 	if err != nil {
 		return res, err

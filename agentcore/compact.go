@@ -43,7 +43,7 @@ func (r *run) maybeCompact(ctx context.Context, force bool) error {
 	}
 	// The summary covers what is committed: commit pending tool results
 	// first (the model saw them).
-	if _, err := r.append(); err != nil {
+	if _, err := r.record(durable); err != nil {
 		return err
 	}
 	before = r.s.proj.Tokens()
@@ -94,29 +94,28 @@ func (a *Agent) compact(ctx context.Context, id string, s *session, msgs []Messa
 		Summary: summary, UpToSeq: upTo, TokensBefore: before,
 		TokensAfter: before - EstimateTokens(history) + EstimateTokens([]Message{{Role: RoleSystem, Content: s.proj.System()}, {Role: RoleUser, Content: summaryPrefix + summary}})})}
 	if r != nil {
-		_, err = r.append(ev)
+		_, err = r.record(durable, ev)
 	} else {
-		_, err = a.appendTo(id, s, ev)
+		_, err = a.commit(id, s, durable, []store.Event{ev})
 	}
 	return err
 }
 
 // Compact summarises the session now (the /compact command). It reports the
 // estimated tokens before and after.
-func (a *Agent) Compact(ctx context.Context, session string) (before, after int, err error) {
-	s := a.session(session)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := a.load(session, s); err != nil {
-		return 0, 0, err
-	}
-	msgs := s.proj.Messages()
-	before = EstimateTokens(msgs)
-	if len(msgs) < 3 {
-		return before, before, errors.New("nothing to compact yet")
-	}
-	if err := a.compact(ctx, session, s, msgs, before, nil); err != nil {
-		return before, 0, err
-	}
-	return before, EstimateTokens(s.proj.Messages()), nil
+func (a *Agent) Compact(ctx context.Context, id string) (before, after int, err error) {
+	err = a.update(id, func(s *session) error {
+		msgs := s.proj.Messages()
+		before = EstimateTokens(msgs)
+		if len(msgs) < 3 {
+			after = before
+			return errors.New("nothing to compact yet")
+		}
+		if err := a.compact(ctx, id, s, msgs, before, nil); err != nil {
+			return err
+		}
+		after = EstimateTokens(s.proj.Messages())
+		return nil
+	})
+	return before, after, err
 }

@@ -41,7 +41,7 @@ func (r *run) decide(ctx context.Context, call ToolCall, info CommandInfo, d gat
 	} else {
 		gp.Command = info.Command
 	}
-	evs, err := r.append(store.Event{Type: EvGateDecision, Actor: "gate", Payload: mustJSON(gp)})
+	evs, err := r.record(durable, store.Event{Type: EvGateDecision, Actor: "gate", Payload: mustJSON(gp)})
 	if err != nil {
 		return false, "", err
 	}
@@ -63,7 +63,7 @@ func (r *run) decide(ctx context.Context, call ToolCall, info CommandInfo, d gat
 	if len(info.Targets) > 0 {
 		ap.Dir = ""
 	}
-	if _, err := r.append(store.Event{Type: EvApprovalAsked, Actor: "gate", Payload: mustJSON(approvalAskedPayload{
+	if _, err := r.record(durable, store.Event{Type: EvApprovalAsked, Actor: "gate", Payload: mustJSON(approvalAskedPayload{
 		CallID: call.ID, RequestID: ap.RequestID, Command: info.Command, SHA256: ap.SHA256, Reason: reason, Requester: r.t.Actor,
 		Targets: info.Targets, TargetCount: len(info.Targets)})}); err != nil {
 		return false, "", err
@@ -73,7 +73,7 @@ func (r *run) decide(ctx context.Context, call ToolCall, info CommandInfo, d gat
 		if !open {
 			return errors.New("approval request already closed")
 		}
-		_, err := r.append(store.Event{Type: EvNote, Actor: "bot", Payload: mustJSON(NotePayload{
+		_, err := r.record(durable, store.Event{Type: EvNote, Actor: "bot", Payload: mustJSON(NotePayload{
 			Kind: NoteApprovalPosted, RequestID: ap.RequestID, PostID: postID})})
 		return err
 	}
@@ -85,7 +85,7 @@ func (r *run) decide(ctx context.Context, call ToolCall, info CommandInfo, d gat
 			dec.Why = "cancelled before a decision"
 		}
 	}
-	_, err = r.append(store.Event{Type: EvApprovalDecided, Actor: orSystem(dec.By), Payload: mustJSON(approvalDecidedPayload{
+	_, err = r.record(durable, store.Event{Type: EvApprovalDecided, Actor: orSystem(dec.By), Payload: mustJSON(approvalDecidedPayload{
 		CallID: call.ID, RequestID: ap.RequestID, Approved: dec.Approved, By: dec.By, Why: dec.Why, SHA256: ap.SHA256})})
 	if dec.Committed != nil {
 		dec.Committed(err)

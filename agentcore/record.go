@@ -7,55 +7,63 @@ import (
 	"github.com/thinbot/thinbot/store"
 )
 
-// append commits the run's pending events and evs to the session's current
-// branch, durably, and applies them to the projection. It returns the
-// committed evs (without the pending ones). The caller holds r.s.mu.
-func (r *run) append(evs ...store.Event) ([]store.Event, error) {
-	return r.appendRun(true, evs)
-}
+// Events reach the chain one way, bbolt-style: a run writes through
+// run.record; everything else changes a session only inside Agent.update
+// (session lock held, projection loaded) with Agent.commit; both end in
+// write, the one call of store.DB.Append and AppendBuffered. NoteUnlocked
+// and Recover, which must not wait for a running turn, call write alone.
 
-// appendBuffered is append without waiting for the disk: the events are in
-// the chain (readable, shown) at once and durable with the run's next
-// append (store.DB.AppendBuffered).
-func (r *run) appendBuffered(evs ...store.Event) ([]store.Event, error) {
-	return r.appendRun(false, evs)
-}
+// How a write waits: durable returns once the events are on disk
+// (store.DB.Append); buffered once they are in the chain, readable and
+// shown, and durable with the next durable write (store.DB.AppendBuffered).
+const (
+	buffered = false
+	durable  = true
+)
 
-func (r *run) appendRun(durable bool, evs []store.Event) ([]store.Event, error) {
-	all := append(r.pending, evs...)
-	r.pending = nil
-	if len(all) == 0 {
-		return nil, nil
+// write appends evs to db, durably or buffered. It is the only call of
+// the store's append functions in agentcore.
+func write(db *store.DB, sync bool, evs []store.Event) ([]store.Event, error) {
+	// Never a cancellable ctx: Append gives up on a done ctx before the
+	// commit takes the events, and the record of a cancelled run (its
+	// refusals, its run_finished) must still be written.
+	appendFn := db.Append
+	if !sync {
+		appendFn = db.AppendBuffered
 	}
-	out, err := r.commit(r.t.Session, r.s, durable, all)
+	out, err := appendFn(context.Background(), evs...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("record %s: %w", evs[0].Type, err)
 	}
-	r.unsynced = !durable
-	return out[len(out)-len(evs):], nil
+	return out, nil
 }
 
-func (a *Agent) appendTo(id string, s *session, evs ...store.Event) ([]store.Event, error) {
-	return a.commit(id, s, true, evs)
+// update runs fn with the session's lock held and its projection up to
+// date with the chain: the way to change a session outside a run (fn
+// writes with commit). A run holds the same lock for its whole length.
+func (a *Agent) update(id string, fn func(s *session) error) error {
+	s := a.session(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := a.load(id, s); err != nil {
+		return err
+	}
+	return fn(s)
 }
 
-func (a *Agent) commit(id string, s *session, durable bool, evs []store.Event) ([]store.Event, error) {
+// commit writes evs to the session's current branch (an EvClear keeps the
+// branch it names) and applies them to the projection. The caller holds
+// s.mu: inside update, or during a run.
+func (a *Agent) commit(id string, s *session, sync bool, evs []store.Event) ([]store.Event, error) {
 	for i := range evs {
 		evs[i].Session = id
 		if evs[i].Type != EvClear {
 			evs[i].Branch = s.proj.Branch()
 		}
 	}
-	// Never a cancellable ctx: Append gives up on a done ctx before the
-	// commit takes the events, and the record of a cancelled run (its
-	// refusals, its run_finished) must still be written.
-	appendFn := a.cfg.Store.Append
-	if !durable {
-		appendFn = a.cfg.Store.AppendBuffered
-	}
-	out, err := appendFn(context.Background(), evs...)
+	out, err := write(a.cfg.Store, sync, evs)
 	if err != nil {
-		return nil, fmt.Errorf("record %s: %w", evs[0].Type, err)
+		return nil, err
 	}
 	for _, e := range out {
 		s.proj.Apply(e)
@@ -64,11 +72,22 @@ func (a *Agent) commit(id string, s *session, durable bool, evs []store.Event) (
 	return out, nil
 }
 
-// flushPending records a model reply still pending when the next request
+// record is the run's one way to write: it commits the run's pending
+// events (see run.pending) and evs, durable or buffered, and returns the
+// committed evs (without the pending ones). With no evs it commits what is
+// pending, if anything: a model reply still pending when the next request
 // goes out (a step without a gate decision or tool result, such as a
-// malformed call), so that the chain holds what the model answered before
-// what it answers next.
-func (r *run) flushPending() error {
-	_, err := r.appendBuffered()
-	return err
+// malformed call) is recorded before what the model answers next.
+func (r *run) record(sync bool, evs ...store.Event) ([]store.Event, error) {
+	all := append(r.pending, evs...)
+	r.pending = nil
+	if len(all) == 0 {
+		return nil, nil
+	}
+	out, err := r.commit(r.t.Session, r.s, sync, all)
+	if err != nil {
+		return nil, err
+	}
+	r.unsynced = !sync
+	return out[len(out)-len(evs):], nil
 }

@@ -1,7 +1,6 @@
 package agentcore
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -149,10 +148,8 @@ func Recover(db *store.DB) (Unfinished, error) {
 	}
 	record := func(session string, e store.Event) error {
 		e.Session, e.Branch = session, branch[session]
-		if _, err := db.Append(context.Background(), e); err != nil {
-			return fmt.Errorf("record %s: %w", e.Type, err)
-		}
-		return nil
+		_, err := write(db, durable, []store.Event{e})
+		return err
 	}
 	var u Unfinished
 	for _, id := range qorder {
@@ -183,17 +180,6 @@ func Recover(db *store.DB) (Unfinished, error) {
 		u.Runs = append(u.Runs, sid)
 	}
 	return u, nil
-}
-
-// appendSession appends to a session outside a run.
-func (a *Agent) appendSession(id string, evs ...store.Event) ([]store.Event, error) {
-	s := a.session(id)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := a.load(id, s); err != nil {
-		return nil, err
-	}
-	return a.appendTo(id, s, evs...)
 }
 
 // Sessions lists the ids of sessions in db that have a user message, with

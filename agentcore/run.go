@@ -69,7 +69,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	// Buffered: the first decision (before a command runs) or the run's
 	// end (before the answer is posted) syncs it; an answer then costs one
 	// sync.
-	if _, err := r.appendBuffered(start...); err != nil {
+	if _, err := r.record(buffered, start...); err != nil {
 		return Result{Status: StatusError}, err
 	}
 	res, runErr := r.loop(runCtx)
@@ -84,7 +84,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	if runErr != nil {
 		detail = runErr.Error()
 	}
-	evs, err := r.append(store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(runPayload{
+	evs, err := r.record(durable, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(runPayload{
 		Status: res.Status, Goal: t.Goal, Steps: r.steps, ModelCalls: r.calls, Detail: detail})})
 	if err != nil {
 		return res, errors.Join(runErr, err)
@@ -156,7 +156,7 @@ func (r *run) nudge() error {
 	if r.text {
 		msg = "Continue working toward the goal. When it is reached, write your summary and then agent-done on its own line."
 	}
-	_, err := r.append(store.Event{Type: EvUserMessage, Actor: "system", Payload: mustJSON(userMessagePayload{Text: msg})})
+	_, err := r.record(durable, store.Event{Type: EvUserMessage, Actor: "system", Payload: mustJSON(userMessagePayload{Text: msg})})
 	return err
 }
 
@@ -167,7 +167,7 @@ func (r *run) complete(ctx context.Context) (Response, error) {
 	maxTokens := -1     // set by overflow for the next attempt
 	for attempt := 0; ; attempt++ {
 		var stream *redactStream
-		if err := r.flushPending(); err != nil {
+		if _, err := r.record(buffered); err != nil {
 			return Response{}, err
 		}
 		req := Request{Messages: r.s.proj.Messages()}
@@ -200,7 +200,7 @@ func (r *run) complete(ctx context.Context) (Response, error) {
 			r.text = true
 			sw := store.Event{Type: EvProtocolSwitch, Actor: "system",
 				Payload: mustJSON(protocolSwitchPayload{From: "tools", To: "text", Reason: err.Error()})}
-			if _, err := r.append(append([]store.Event{sw}, r.promptEvent()...)...); err != nil {
+			if _, err := r.record(durable, append([]store.Event{sw}, r.promptEvent()...)...); err != nil {
 				return Response{}, err
 			}
 			continue
@@ -315,7 +315,7 @@ func (r *run) result(call ToolCall, content string, isErr bool, ex *ExecResult) 
 	// The result is in the chain at once and durable with the run's next
 	// append (the next decision, or the run's end), which comes before
 	// anything acts on it (see run.pending).
-	_, err := r.appendBuffered(store.Event{Type: EvToolResult, Actor: "system", Payload: mustJSON(p)})
+	_, err := r.record(buffered, store.Event{Type: EvToolResult, Actor: "system", Payload: mustJSON(p)})
 	return err
 }
 

@@ -1,43 +1,47 @@
 package agentcore
 
 import (
-	"context"
-	"fmt"
-
 	"github.com/thinbot/thinbot/gate"
 	"github.com/thinbot/thinbot/store"
 )
 
 // Clear starts a new branch of the session: older events stay in the chain
 // but leave the projection.
-func (a *Agent) Clear(session, actor string) error {
-	s := a.session(session)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := a.load(session, s); err != nil {
+func (a *Agent) Clear(id, actor string) error {
+	return a.update(id, func(s *session) error {
+		next := s.proj.Branch() + 1
+		_, err := a.commit(id, s, durable, []store.Event{{Type: EvClear, Branch: next, Actor: actor, Payload: mustJSON(map[string]int{"branch": next})}})
 		return err
-	}
-	_, err := a.appendTo(session, s, store.Event{Type: EvClear, Branch: s.proj.Branch() + 1, Actor: actor, Payload: mustJSON(map[string]int{"branch": s.proj.Branch() + 1})})
-	return err
+	})
 }
 
 // Note records an event on behalf of a front end (approval message posted,
-// click refused, run interrupted by a restart). Type is usually EvNote.
-func (a *Agent) Note(session, typ, actor string, payload any) (store.Event, error) {
-	evs, err := a.appendSession(session, store.Event{Type: typ, Actor: actor, Payload: mustJSON(payload)})
-	if err != nil {
-		return store.Event{}, err
-	}
-	return evs[0], nil
+// click refused, run interrupted by a restart), durably, once a running
+// turn of the session has ended (it takes the session's lock). Type is
+// usually EvNote.
+func (a *Agent) Note(id, typ, actor string, payload any) (store.Event, error) {
+	var ev store.Event
+	err := a.update(id, func(s *session) error {
+		evs, err := a.commit(id, s, durable, []store.Event{{Type: typ, Actor: actor, Payload: mustJSON(payload)}})
+		if err == nil {
+			ev = evs[0]
+		}
+		return err
+	})
+	return ev, err
 }
 
-// NoteSync records an event without waiting for a running turn of the
-// session (Note waits for it). Use it from click handlers while the turn
-// blocks on an approval.
-func (a *Agent) NoteSync(session, typ, actor string, payload any) (store.Event, error) {
-	evs, err := a.cfg.Store.Append(context.Background(), store.Event{Session: session, Type: typ, Actor: actor, Payload: mustJSON(payload)})
+// NoteUnlocked records an event durably without waiting for a running turn
+// of the session: it bypasses the session's lock and its cached projection,
+// so the event is stamped on branch 0 whatever the session's branch (a
+// note is read by Recover and the audit views, never projected). Use it
+// from click handlers and message queues while the turn blocks on an
+// approval or a model call. It was called NoteSync, which it never meant:
+// both Note and NoteUnlocked are durable.
+func (a *Agent) NoteUnlocked(id, typ, actor string, payload any) (store.Event, error) {
+	evs, err := write(a.cfg.Store, durable, []store.Event{{Session: id, Type: typ, Actor: actor, Payload: mustJSON(payload)}})
 	if err != nil {
-		return store.Event{}, fmt.Errorf("record %s: %w", typ, err)
+		return store.Event{}, err
 	}
 	return evs[0], nil
 }

@@ -136,7 +136,7 @@ func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
 	if why := b.authorize(ctx, req, c.User); why != "" {
 		b.cfg.Metrics.approval("refused_click")
 		b.log.Warn("approval click refused", "conv", req.ap.Session, "request", req.ap.RequestID, "user", c.User.ID, "name", c.User.Name, "why", why)
-		if _, err := req.th.ch.Agent.NoteSync(req.ap.Session, agentcore.EvNote, actor(c.User), agentcore.NotePayload{
+		if _, err := req.th.ch.Agent.NoteUnlocked(req.ap.Session, agentcore.EvNote, actor(c.User), agentcore.NotePayload{
 			Kind: agentcore.NoteClickRefused, RequestID: req.ap.RequestID, User: c.User.ID, Detail: why}); err != nil {
 			b.log.Error("record refused click", "err", err)
 		}

@@ -284,7 +284,7 @@ func (b *Bot) enqueue(ctx context.Context, m Message, ch Channel, it item) {
 // noteQueued records a message that has to wait, so that a restart (or a
 // crash) does not lose it: Recover reports it until a run handles it.
 func (b *Bot) noteQueued(th *thread, m Message) {
-	if _, err := th.ch.Agent.NoteSync(th.t.Key(), agentcore.EvNote, actor(m.User), agentcore.NotePayload{
+	if _, err := th.ch.Agent.NoteUnlocked(th.t.Key(), agentcore.EvNote, actor(m.User), agentcore.NotePayload{
 		Kind: agentcore.NoteMessageQueued, PostID: m.ID, User: m.User.ID, Name: m.User.Name, Detail: m.Text}); err != nil {
 		b.log.Error("record queued message", "conv", th.t.Key(), "err", err)
 	}

@@ -467,7 +467,7 @@ func TestMessagesQueuedBeforeARestartAreHandled(t *testing.T) {
 	defer db.Close()
 	ag, _ := agentcore.New(agentcore.Config{Store: db, Model: model, Policy: gate.DefaultPolicy()})
 	// The previous process noted a queued message and died.
-	ag.NoteSync(th1.Key(), agentcore.EvNote, "user:alice", agentcore.NotePayload{Kind: agentcore.NoteMessageQueued, PostID: "m7", User: "U1", Name: "alice", Detail: "are you there?"})
+	ag.NoteUnlocked(th1.Key(), agentcore.EvNote, "user:alice", agentcore.NotePayload{Kind: agentcore.NoteMessageQueued, PostID: "m7", User: "U1", Name: "alice", Detail: "are you there?"})
 	u, err := agentcore.Recover(db)
 	if err != nil || len(u.Queued) != 1 {
 		t.Fatalf("Recover = %+v, %v", u, err)

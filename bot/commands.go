@@ -51,7 +51,7 @@ func (b *Bot) command(ctx context.Context, m Message, ch Channel, name string) {
 		if !known {
 			return
 		}
-		if _, err := ch.Agent.NoteSync(key, agentcore.EvNote, actor(m.User), agentcore.NotePayload{
+		if _, err := ch.Agent.NoteUnlocked(key, agentcore.EvNote, actor(m.User), agentcore.NotePayload{
 			Kind: agentcore.NoteCommandReply, Command: m.Text, Detail: text}); err != nil {
 			b.log.Warn("record command reply", "conv", key, "err", err)
 		}
@@ -94,7 +94,7 @@ func (b *Bot) command(ctx context.Context, m Message, ch Channel, name string) {
 		}
 		b.log.Info("run stopped", "conv", key, "user", m.User.ID)
 		// The run's end answers it; the note says who stopped it.
-		if _, err := ch.Agent.NoteSync(key, agentcore.EvNote, actor(m.User), agentcore.NotePayload{
+		if _, err := ch.Agent.NoteUnlocked(key, agentcore.EvNote, actor(m.User), agentcore.NotePayload{
 			Kind: agentcore.NoteCommandReply, Command: m.Text}); err != nil {
 			b.log.Warn("record /stop", "conv", key, "err", err)
 		}
