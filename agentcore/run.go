@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/thinbot/thinbot/store"
 )
@@ -93,24 +92,14 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	return res, runErr
 }
 
+// loop is the run's steps: ask the model, then act on its reply, until an
+// answer, agent_done, a budget, cancellation or a store failure.
 func (r *run) loop(ctx context.Context) (Result, error) {
 	for {
-		if r.steps >= r.budgets.MaxSteps {
-			return r.exhausted("steps", r.budgets.MaxSteps)
+		if res, err := r.overBudget(ctx); err != nil {
+			return res, err
 		}
-		if r.calls >= r.budgets.MaxModelCalls {
-			return r.exhausted("model calls", r.budgets.MaxModelCalls)
-		}
-		if r.toolErrors >= r.budgets.MaxToolErrors {
-			return r.exhausted("consecutive tool errors", r.budgets.MaxToolErrors)
-		}
-		if err := ctx.Err(); err != nil {
-			return Result{Status: StatusCancelled}, err
-		}
-		if err := r.maybeCompact(ctx, false); err != nil {
-			return Result{Status: StatusError}, err
-		}
-		resp, err := r.complete(ctx)
+		resp, err := r.ask(ctx) // compaction, overflow and the protocol switch inside
 		if err != nil {
 			return Result{Status: StatusError}, err
 		}
@@ -144,6 +133,23 @@ func (r *run) loop(ctx context.Context) (Result, error) {
 	}
 }
 
+// overBudget returns, with a non-nil error, the result of a run that must
+// not make another model call: a budget is spent or ctx is done.
+func (r *run) overBudget(ctx context.Context) (Result, error) {
+	switch {
+	case r.steps >= r.budgets.MaxSteps:
+		return r.exhausted("steps", r.budgets.MaxSteps)
+	case r.calls >= r.budgets.MaxModelCalls:
+		return r.exhausted("model calls", r.budgets.MaxModelCalls)
+	case r.toolErrors >= r.budgets.MaxToolErrors:
+		return r.exhausted("consecutive tool errors", r.budgets.MaxToolErrors)
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{Status: StatusCancelled}, err
+	}
+	return Result{}, nil
+}
+
 func (r *run) exhausted(what string, limit int) (Result, error) {
 	return Result{Status: StatusBudget, Answer: fmt.Sprintf("Stopped: the run used its budget of %d %s.", limit, what)},
 		fmt.Errorf("%w: %d %s", ErrBudget, limit, what)
@@ -160,9 +166,15 @@ func (r *run) nudge() error {
 	return err
 }
 
-// complete makes one model call with the session's projection, handling the
-// switch to the text protocol and one compaction on a context-length error.
-func (r *run) complete(ctx context.Context) (Response, error) {
+// ask makes one model call with the session's projection and stages the
+// reply (run.pending). It is the one place that retries: it compacts the
+// session first when it is near the context window, and on an error it
+// switches to the text protocol (tools unsupported) or lowers max_tokens
+// or compacts once (context overflow, see overflow) and asks again.
+func (r *run) ask(ctx context.Context) (Response, error) {
+	if err := r.maybeCompact(ctx, false); err != nil {
+		return Response{}, err
+	}
 	var failed *Request // the last request refused for its size
 	maxTokens := -1     // set by overflow for the next attempt
 	for attempt := 0; ; attempt++ {
@@ -240,47 +252,6 @@ func (r *run) complete(ctx context.Context) (Response, error) {
 			Usage: resp.Usage, Model: resp.Model, Protocol: proto, LatencyMS: latency.Milliseconds()})})
 		return resp, nil
 	}
-}
-
-// textStep acts on a text-protocol reply.
-func (r *run) textStep(ctx context.Context, resp Response) (bool, Result, error) {
-	act := ParseTextReply(resp.Content)
-	if len(act.Calls) > 0 {
-		return r.textCalls(ctx, act)
-	}
-	if act.Command == "" {
-		if act.Done || !r.t.Goal {
-			st := StatusAnswered
-			if act.Done && r.t.Goal {
-				st = StatusDone
-			}
-			return true, Result{Status: st, Answer: r.redact(strings.TrimSpace(stripDone(resp.Content)))}, nil
-		}
-		return false, Result{}, r.nudge()
-	}
-	r.steps++
-	call := ToolCall{ID: fmt.Sprintf("text-%d", r.s.last), Name: ToolRun}
-	content, isErr, ex, err := r.runCommand(ctx, call, act.Command, "", "")
-	if err != nil {
-		return true, Result{Status: StatusError}, err
-	}
-	if act.Blocks > 1 {
-		content += "\n(Only the first command block of your reply ran; send one block per reply.)"
-	}
-	if err := r.result(call, "Output of `"+oneLine(act.Command)+"`:\n"+content, isErr, ex); err != nil {
-		return true, Result{Status: StatusError}, err
-	}
-	return false, Result{}, nil
-}
-
-func stripDone(s string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if !isDone(l) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 // toolCall handles one structured tool call; done reports agent_done.

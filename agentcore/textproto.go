@@ -346,6 +346,47 @@ func shellInfo(info string) bool {
 	return false
 }
 
+// textStep acts on a text-protocol reply.
+func (r *run) textStep(ctx context.Context, resp Response) (bool, Result, error) {
+	act := ParseTextReply(resp.Content)
+	if len(act.Calls) > 0 {
+		return r.textCalls(ctx, act)
+	}
+	if act.Command == "" {
+		if act.Done || !r.t.Goal {
+			st := StatusAnswered
+			if act.Done && r.t.Goal {
+				st = StatusDone
+			}
+			return true, Result{Status: st, Answer: r.redact(strings.TrimSpace(stripDone(resp.Content)))}, nil
+		}
+		return false, Result{}, r.nudge()
+	}
+	r.steps++
+	call := ToolCall{ID: fmt.Sprintf("text-%d", r.s.last), Name: ToolRun}
+	content, isErr, ex, err := r.runCommand(ctx, call, act.Command, "", "")
+	if err != nil {
+		return true, Result{Status: StatusError}, err
+	}
+	if act.Blocks > 1 {
+		content += "\n(Only the first command block of your reply ran; send one block per reply.)"
+	}
+	if err := r.result(call, "Output of `"+oneLine(act.Command)+"`:\n"+content, isErr, ex); err != nil {
+		return true, Result{Status: StatusError}, err
+	}
+	return false, Result{}, nil
+}
+
+func stripDone(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if !isDone(l) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // textCalls runs the text-form tool calls of a text-protocol reply, in
 // order, each through the same checks as a structured call (an unknown
 // tool or bad arguments go back to the model as an error). Each result goes
