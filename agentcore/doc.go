@@ -25,7 +25,7 @@
 //
 // A step is one durable commit, made just before its command runs: the
 // model reply that asked for the command and its gate decision go to the
-// store together (Agent.append with the run's pending reply), and the
+// store together (run.record with the run's pending reply), and the
 // journal is synced. The command's result is appended buffered as soon as
 // it is known (store.DB.AppendBuffered: in the chain and readable at once,
 // synced by the next commit). The invariants: (1) a command runs only after
