@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -594,5 +595,34 @@ func TestRestartRestoresTheWholeThread(t *testing.T) {
 		if !strings.Contains(strings.Join(after, "\n"), want) {
 			t.Errorf("the restored thread lacks %q", want)
 		}
+	}
+}
+
+// TestEmptyChainVerificationIsNotReused: a verification made while the
+// chain was empty is not shown once events exist, however slow it was
+// (the busy-chain reuse keeps a result for 20 times as long as it took).
+func TestEmptyChainVerificationIsNotReused(t *testing.T) {
+	db := openStore(t)
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { // every reading is a second later: a slow verification
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(time.Second)
+		return now
+	}
+	s, err := New(Config{Listen: "127.0.0.1:0", Chain: db, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("GET", "/audit", nil)
+	if st := s.status(req, false); !strings.Contains(st.Text, "empty") {
+		t.Fatalf("empty chain: %q", st.Text)
+	}
+	if _, err := db.Append(t.Context(), store.Event{Session: "s", Type: "note", Actor: "system", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.status(req, false); st.Text != "verified up to seq 1" {
+		t.Errorf("after the first event: %q, want verified up to seq 1", st.Text)
 	}
 }
