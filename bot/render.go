@@ -202,6 +202,11 @@ func (r *renderer) statusText(final bool) string {
 	return r.prog.Text(final, tail)
 }
 
+// CommandInfo is a command as the status message shows it: agentcore's,
+// named here for front ends that rebuild a thread from the chain (they
+// import bot, not agentcore).
+type CommandInfo = agentcore.CommandInfo
+
 // Progress is the status message of a run: the model's intent before each
 // command, each command with its state, and each result's first lines. The
 // renderer keeps one per run; a front end that rebuilds a thread from the

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/store"
 )
 
@@ -624,5 +625,22 @@ func TestEmptyChainVerificationIsNotReused(t *testing.T) {
 	}
 	if st := s.status(req, false); st.Text != "verified up to seq 1" {
 		t.Errorf("after the first event: %q, want verified up to seq 1", st.Text)
+	}
+}
+
+// TestRestoreNamesMatchAgentcore: the event, note and status names the
+// rebuild reads without importing agentcore are agentcore's.
+func TestRestoreNamesMatchAgentcore(t *testing.T) {
+	for got, want := range map[string]string{
+		"run_started": agentcore.EvRunStarted, "user_message": agentcore.EvUserMessage, "assistant_message": agentcore.EvAssistantMessage,
+		"gate_decision": agentcore.EvGateDecision, "approval_requested": agentcore.EvApprovalAsked, "approval_decision": agentcore.EvApprovalDecided,
+		"tool_result": agentcore.EvToolResult, "note": agentcore.EvNote, "clear": agentcore.EvClear, "compacted": agentcore.EvCompacted,
+		"run_finished": agentcore.EvRunFinished, "command_reply": agentcore.NoteCommandReply, "answered": agentcore.StatusAnswered,
+		"done": agentcore.StatusDone, "cancelled": agentcore.StatusCancelled, "budget": agentcore.StatusBudget,
+		"interrupted": agentcore.StatusInterrupted, toolSkill: agentcore.ToolSkill,
+	} {
+		if got != want {
+			t.Errorf("restore reads %q, agentcore writes %q", got, want)
+		}
 	}
 }
