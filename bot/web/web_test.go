@@ -11,9 +11,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/store"
 )
 
@@ -593,6 +595,52 @@ func TestRestartRestoresTheWholeThread(t *testing.T) {
 	for _, want := range []string{"💬 Let me do that.", "**Approved** by @bob", "Full output of `seq 1 2000` attached", "approved by user:bob, exit 0"} {
 		if !strings.Contains(strings.Join(after, "\n"), want) {
 			t.Errorf("the restored thread lacks %q", want)
+		}
+	}
+}
+
+// TestEmptyChainVerificationIsNotReused: a verification made while the
+// chain was empty is not shown once events exist, however slow it was
+// (the busy-chain reuse keeps a result for 20 times as long as it took).
+func TestEmptyChainVerificationIsNotReused(t *testing.T) {
+	db := openStore(t)
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { // every reading is a second later: a slow verification
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(time.Second)
+		return now
+	}
+	s, err := New(Config{Listen: "127.0.0.1:0", Chain: db, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("GET", "/audit", nil)
+	if st := s.status(req, false); !strings.Contains(st.Text, "empty") {
+		t.Fatalf("empty chain: %q", st.Text)
+	}
+	if _, err := db.Append(t.Context(), store.Event{Session: "s", Type: "note", Actor: "system", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.status(req, false); st.Text != "verified up to seq 1" {
+		t.Errorf("after the first event: %q, want verified up to seq 1", st.Text)
+	}
+}
+
+// TestRestoreNamesMatchAgentcore: the event, note and status names the
+// rebuild reads without importing agentcore are agentcore's.
+func TestRestoreNamesMatchAgentcore(t *testing.T) {
+	for got, want := range map[string]string{
+		"run_started": agentcore.EvRunStarted, "user_message": agentcore.EvUserMessage, "assistant_message": agentcore.EvAssistantMessage,
+		"gate_decision": agentcore.EvGateDecision, "approval_requested": agentcore.EvApprovalAsked, "approval_decision": agentcore.EvApprovalDecided,
+		"tool_result": agentcore.EvToolResult, "note": agentcore.EvNote, "clear": agentcore.EvClear, "compacted": agentcore.EvCompacted,
+		"run_finished": agentcore.EvRunFinished, "command_reply": agentcore.NoteCommandReply, "answered": agentcore.StatusAnswered,
+		"done": agentcore.StatusDone, "cancelled": agentcore.StatusCancelled, "budget": agentcore.StatusBudget,
+		"interrupted": agentcore.StatusInterrupted, toolSkill: agentcore.ToolSkill,
+	} {
+		if got != want {
+			t.Errorf("restore reads %q, agentcore writes %q", got, want)
 		}
 	}
 }
