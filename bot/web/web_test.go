@@ -19,9 +19,15 @@ import (
 	"github.com/thinbot/thinbot/store"
 )
 
+// TestThreadStreamsTheAnswer: an answer written over several stream ticks
+// reaches the browser in pieces. The bot posts a bare status message after
+// two update intervals without text (a slow start, which then carries the
+// text and streams nothing); with 40 ms a slow first token under -race took
+// that path in about 1 of 30 runs, so this test uses 400 ms and a model
+// that writes for 1.3 s.
 func TestThreadStreamsTheAnswer(t *testing.T) {
-	r := newRig(t, rigOpts{})
-	tid := r.newThread("alice", "please check the disk")
+	r := newRig(t, rigOpts{UpdateInterval: 400 * time.Millisecond})
+	tid := r.newThread("alice", "please stream the disk report")
 	ev := r.follow("alice", tid)
 	r.waitPost(tid, "plenty of room left for the logs.")
 	waitFor(t, "the stream's events", func() bool {
