@@ -358,7 +358,10 @@ func TestInterruptedToolCallIsClosedInProjection(t *testing.T) {
 func TestChildEnvironmentIsAllowlisted(t *testing.T) {
 	env := []string{"PATH=.:/usr/bin:/bin", "HOME=/root", "AGENT_API_KEY=sk-secret", "SLACK_BOT_TOKEN=xoxb-1",
 		"LC_ALL=C", "MY_PASSWORD=x", "KUBECONFIG=/k", "THINBOT_X=1", "RANDOM_VAR=1"}
-	got := ChildEnv(env, []string{"KUBECONFIG", "AGENT_API_KEY", "MY_*", "PATH"}, DefaultPath)
+	env = append(env, "CDPATH=/etc", "BASH_ENV=/tmp/x", "LD_PRELOAD=/tmp/x.so", "GIT_CONFIG_PARAMETERS='core.pager=sh'",
+		"OPENSSL_CONF=/tmp/c", "TAR_OPTIONS=--to-command=sh", "BASH_FUNC_ls%%=() { id; }")
+	got := ChildEnv(env, []string{"KUBECONFIG", "AGENT_API_KEY", "MY_*", "PATH", "CDPATH", "BASH_ENV", "LD_*", "GIT_*",
+		"OPENSSL_CONF", "TAR_OPTIONS", "BASH_FUNC_*"}, DefaultPath)
 	want := []string{"PATH=" + DefaultPath, "HOME=/root", "LC_ALL=C", "KUBECONFIG=/k"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ChildEnv = %v, want %v", got, want)

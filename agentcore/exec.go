@@ -97,13 +97,14 @@ var baseEnv = []string{"HOME", "USER", "LOGNAME", "LANG", "LC_*", "TZ", "TERM"}
 // environment's PATH never passes: it may hold empty or relative entries).
 // AGENT_API_KEY, anything starting with THINBOT_ or AGENT_ and names that
 // look like secrets (containing TOKEN, SECRET, PASSWORD or API_KEY) never
-// pass, even if allowed explicitly.
+// pass, even if allowed explicitly; nor do the variables that change what
+// the gate's read-only tools do (toolEnv).
 func ChildEnv(environ, allow []string, path string) []string {
 	pats := append(append([]string(nil), baseEnv...), allow...)
 	out := []string{"PATH=" + path}
 	for _, kv := range environ {
 		name, _, ok := strings.Cut(kv, "=")
-		if !ok || name == "PATH" || SecretName(name) {
+		if !ok || name == "PATH" || SecretName(name) || changesTools(name) {
 			continue
 		}
 		for _, p := range pats {
@@ -114,6 +115,26 @@ func ChildEnv(environ, allow []string, path string) []string {
 		}
 	}
 	return out
+}
+
+// toolEnv are variables that change what a command the gate passes does:
+// the gate models bash and the read-only tools as they behave without them
+// (CDPATH moves cd, BASH_ENV and ENV run a file at shell start, LD_* load
+// code, OPENSSL_CONF, TAR_OPTIONS and GIT_* change what openssl, tar and
+// git read, write or run). They never reach a command, even when allowed
+// by name or pattern.
+var toolEnv = []string{"CDPATH", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "GLOBIGNORE", "IFS", "PROMPT_COMMAND",
+	"OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES", "TAR_OPTIONS", "GREP_OPTIONS", "LESSOPEN", "LESSCLOSE",
+	"JQ_LIBRARY_PATH", "LD_*", "GIT_*", "BASH_FUNC_*"}
+
+// changesTools reports whether name is one of toolEnv.
+func changesTools(name string) bool {
+	for _, p := range toolEnv {
+		if p == name || (strings.HasSuffix(p, "*") && strings.HasPrefix(name, strings.TrimSuffix(p, "*"))) {
+			return true
+		}
+	}
+	return false
 }
 
 // SecretName reports whether an environment variable's name marks a

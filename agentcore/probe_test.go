@@ -195,7 +195,9 @@ func runProbes(w io.Writer) int {
 	}
 	defer e.udp.Close()
 	e.udpPort = e.udp.LocalAddr().(*net.UDPAddr).Port
-	e.unixPath = filepath.Join(base, "control.sock")
+	// In the workspace, which commands see (all of /tmp is private to
+	// them): the socket must be covered, not just out of view.
+	e.unixPath = filepath.Join(e.ws, "control.sock")
 	us, err := net.Listen("unix", e.unixPath)
 	if err != nil {
 		return fail(err)
@@ -263,7 +265,10 @@ func runProbes(w io.Writer) int {
 		} else if res.TimedOut {
 			detail = "timed out"
 		}
-		if l := firstLine(out); l != "" {
+		if l := firstLine(out); strings.HasPrefix(l, "Traceback") {
+			ls := strings.Split(strings.TrimSpace(out), "\n")
+			detail += ": " + firstLine(ls[len(ls)-1])
+		} else if l != "" {
 			detail += ": " + l
 		}
 		fmt.Fprintf(w, "%-44s %-10s %-8s %-8s %s\n", p.name, p.mode, p.expect, observed, detail)

@@ -209,6 +209,6 @@ func auditText(rows []agentcore.AuditRow) string {
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("Operators verify and export the full chain with `thinbot audit verify` / `thinbot audit export --session ...`.")
+	b.WriteString("Operators verify and export the full chain with `thinbot audit verify --config FILE` / `thinbot audit export --config FILE --session ...`.")
 	return b.String()
 }

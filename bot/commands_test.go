@@ -44,7 +44,7 @@ func TestAuditText(t *testing.T) {
 		"- #7 `df -h` — pass, exit 0\n" +
 		"- #9 `systemctl restart 'nginx'` — confirm, approved by user:bob, exit 1\n" +
 		"- #12 `read_file /etc/shadow` — deny\n" +
-		"Operators verify and export the full chain with `thinbot audit verify` / `thinbot audit export --session ...`."
+		"Operators verify and export the full chain with `thinbot audit verify --config FILE` / `thinbot audit export --config FILE --session ...`."
 	if got != want {
 		t.Errorf("auditText =\n%s\nwant\n%s", got, want)
 	}

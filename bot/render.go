@@ -64,8 +64,10 @@ type renderer struct {
 	callEnded bool
 	// seg numbers the segments (cutSegment starts a new one); ripe is the
 	// segment a stream tick has already seen being written, which the next
-	// tick may stream.
-	seg, ripe int
+	// tick may stream; ended is the segment whose model call returned: it
+	// gets no stream any more (the answer is posted whole, words before a
+	// tool call become its intent line).
+	seg, ripe, ended int
 	// segText is the model's text of the current model call, shown as its
 	// intent above the first command of the call unless a stream showed it
 	// (segStreamed); segDone says the next text starts a new call.
@@ -94,7 +96,7 @@ type streamOp struct {
 }
 
 func newRenderer(b *Bot, t Thread) *renderer {
-	r := &renderer{b: b, t: t, stopc: make(chan struct{}), kick: make(chan struct{}, 1), ripe: -1}
+	r := &renderer{b: b, t: t, stopc: make(chan struct{}), kick: make(chan struct{}, 1), ripe: -1, ended: -1}
 	r.streamer, _ = b.cfg.Adapter.(Streamer)
 	return r
 }
@@ -201,6 +203,11 @@ func (r *renderer) statusText(final bool) string {
 	}
 	return r.prog.Text(final, tail)
 }
+
+// CommandInfo is a command as the status message shows it: agentcore's,
+// named here for front ends that rebuild a thread from the chain (they
+// import bot, not agentcore).
+type CommandInfo = agentcore.CommandInfo
 
 // Progress is the status message of a run: the model's intent before each
 // command, each command with its state, and each result's first lines. The
@@ -380,6 +387,7 @@ func (r *renderer) hooks() agentcore.Hooks {
 			r.b.cfg.Metrics.model(latency.Seconds())
 			r.mu.Lock()
 			r.callEnded, r.segDone = true, true
+			r.ended = r.seg
 			r.mu.Unlock()
 		},
 	}
@@ -656,7 +664,8 @@ func (r *renderer) cutSegment() {
 // Streamer error ends streaming for the run.
 func (r *renderer) pump(ctx context.Context, final bool) {
 	r.mu.Lock()
-	if n := len(r.ops); !final && r.sid == "" && n > 0 && !r.ops[n-1].cut && r.ripe != r.seg {
+	ended := r.ended == r.seg
+	if n := len(r.ops); !final && !ended && r.sid == "" && n > 0 && !r.ops[n-1].cut && r.ripe != r.seg {
 		// A segment gets a stream only when a tick finds it still being
 		// written a second time: words that come with their tool call
 		// (in one reply, or within a tick) stay the command's intent line,
@@ -675,7 +684,7 @@ func (r *renderer) pump(ctx context.Context, final bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	for _, op := range ops {
-		if r.sid == "" && (op.cut || final) {
+		if r.sid == "" && (op.cut || final || ended) {
 			continue
 		}
 		if err := r.streamOp(ctx, st, op, final); err != nil {

@@ -310,3 +310,38 @@ limits: {memory_mib: 256, processes: 128}
 		t.Errorf("sandbox check with a failing check: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestAskSkillFolderBelowTmp: a skill folder below /tmp (AGENT_SKILLS_DIR)
+// stays visible inside each read-only command's private /tmp in `thinbot
+// ask`, so its files read the same in the sandbox as the model was told.
+// It ran only from serve's skills_dirs; ask gave the sandbox the workspace
+// alone and the read-only `cat` found nothing.
+func TestAskSkillFolderBelowTmp(t *testing.T) {
+	skillsDir, err := os.MkdirTemp("/tmp", "thinbot-skills-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(skillsDir) })
+	// A root daemon's read-only commands run as thinbot-ro: the folder must
+	// be readable by others, as a shared skill folder is.
+	if err := os.Chmod(skillsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeSkillFile(t, filepath.Join(skillsDir, "probe"), "---\nname: probe\ndescription: A probe.\n---\nskill-body-visible\n")
+	skillMD := filepath.Join(skillsDir, "probe", "SKILL.md")
+	m := fakemodel.Start(t, run("cat "+skillMD), fakemodel.Reply{Content: "done"})
+	res := thinbot(t, t.TempDir(), append(modelEnv(m), "AGENT_SKILLS_DIR="+skillsDir), "ask", "-v", "read the skill")
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	if !strings.Contains(res.stderr, "kernel sandbox enforced") {
+		t.Fatalf("the command did not run in the kernel sandbox:\n%s", res.stderr)
+	}
+	reqs := m.Requests()
+	if len(reqs) < 2 {
+		t.Fatalf("%d model requests, want 2", len(reqs))
+	}
+	if out := lastToolResult(reqs[1]); !strings.Contains(out, "skill-body-visible") {
+		t.Errorf("the read-only cat of %s in the sandbox gave:\n%s", skillMD, out)
+	}
+}

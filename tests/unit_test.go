@@ -250,9 +250,12 @@ func TestUnitVerifies(t *testing.T) {
 }
 
 // TestNetworkDiagnosticsInSandbox runs ss and ip as the agent does (a
-// pass verdict, in the kernel sandbox), under strace -f, and checks their
-// answers are the host's and the sandboxed processes' socket families are
-// all in the unit's RestrictAddressFamilies.
+// pass verdict, in the kernel sandbox) and checks their answers are the
+// host's; then it runs thinbot's own daemon side and the same ss and ip
+// under strace -f and checks every socket family they open is in the
+// unit's RestrictAddressFamilies. The sandboxed run is not traced: a root
+// daemon's read-only commands switch to an unprivileged user, which a
+// ptraced process may not do (fork/exec fails with EPERM under strace).
 func TestNetworkDiagnosticsInSandbox(t *testing.T) {
 	needTool(t, "strace")
 	needTool(t, "ss")
@@ -265,14 +268,12 @@ func TestNetworkDiagnosticsInSandbox(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	m := fakemodel.Start(t, run("ss -tln"), run("ip addr"), fakemodel.Reply{Content: "done"})
 	dir := t.TempDir()
-	trace := filepath.Join(t.TempDir(), "strace.txt")
-	args := append([]string{"-f", "-qq", "-o", trace, "-e", "trace=socket", "--", thinbotBin}, "ask", "-v", "--max-steps", "5", "show sockets and addresses")
-	cmd := exec.CommandContext(t.Context(), "strace", args...)
+	cmd := exec.CommandContext(t.Context(), thinbotBin, "ask", "-v", "--max-steps", "5", "show sockets and addresses")
 	cmd.Dir = dir
 	cmd.Env = append(baseEnv(), modelEnv(m)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("thinbot ask under strace: %v\n%s", err, out)
+		t.Fatalf("thinbot ask: %v\n%s", err, out)
 	}
 	for _, want := range []string{"[pass] ss -tln", "[pass] ip addr"} {
 		if !strings.Contains(string(out), want) {
@@ -291,6 +292,17 @@ func TestNetworkDiagnosticsInSandbox(t *testing.T) {
 	}
 	if ip := lastToolResult(reqs[2]); !strings.Contains(ip, "inet 127.0.0.1/8") {
 		t.Errorf("ip addr in the sandbox does not show lo:\n%s", ip)
+	}
+	// The same commands and thinbot's own side (a model call over TCP,
+	// THINBOT_SANDBOX=off so the trace follows it whole), under strace -f.
+	m2 := fakemodel.Start(t, run("ss -tln"), run("ip addr"), fakemodel.Reply{Content: "done"})
+	trace := filepath.Join(t.TempDir(), "strace.txt")
+	args := []string{"-f", "-qq", "-o", trace, "-e", "trace=socket", "--", thinbotBin, "ask", "--max-steps", "5", "show sockets and addresses"}
+	traced := exec.CommandContext(t.Context(), "strace", args...)
+	traced.Dir = dir
+	traced.Env = append(append(baseEnv(), modelEnv(m2)...), "THINBOT_SANDBOX=off")
+	if out, err := traced.CombinedOutput(); err != nil {
+		t.Fatalf("thinbot ask under strace: %v\n%s", err, out)
 	}
 	text, err := os.ReadFile(trace)
 	if err != nil {

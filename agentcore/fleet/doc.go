@@ -13,11 +13,16 @@
 // and ControlMaster sockets.
 //
 // What ssh is given: BatchMode=yes (never a prompt), strict host key
-// checking (an unknown or changed key fails the host), no agent or X11
-// forwarding, no port forwardings, no local command, no escape
-// character, a remote terminal (-tt, so that killing the client hangs the
-// command up on the remote side), and the caller's environment exactly
-// (agentcore passes the allowlisted one: no API key, no chat token).
+// checking (an unknown or changed key fails the host, reported plainly
+// with both fingerprints), no agent or X11 forwarding, no port
+// forwardings, no local command, no escape character, no terminal (-T),
+// one ControlMaster connection per host and identity (never shared by the
+// read-only and the privileged identity), and the caller's environment
+// exactly (agentcore passes the allowlisted one: no API key, no chat
+// token). The command goes out behind a POSIX sh prelude (RemoteCommand):
+// an empty stdin, pagers set to cat, a start marker on stderr, and a
+// watcher that hangs the command's process group up when the session ends,
+// which is how killing the client (stop, timeout) ends the remote command.
 // Command-line options win over ssh_config, so ssh_config cannot turn
 // forwarding back on; everything else in it (ProxyJump, certificates,
 // ports, users) applies.

@@ -500,7 +500,7 @@ func (f *Fleet) runOne(ctx context.Context, h Host, m Mode, command string, lim 
 	// 255 is ssh's own failure, or a command that exits 255: the marker
 	// tells which.
 	if res.ExitCode == 255 && !started {
-		res.Err = sshError(string(pre))
+		res.Err = sshError(string(pre), f.cfg.KnownHosts)
 		res.ExitCode = -1
 	}
 	return res

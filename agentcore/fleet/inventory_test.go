@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -233,8 +234,8 @@ func TestMarkerSplit(t *testing.T) {
 	}
 	w := &markerSplit{out: io.Discard}
 	w.Write([]byte("ssh: connect to host 10.0.0.1 port 22: Connection refused\r\n"))
-	if started, pre := w.result(); started || sshError(string(pre)) != "ssh: connect to host 10.0.0.1 port 22: Connection refused" {
-		t.Errorf("no marker: %v %q", started, sshError(string(pre)))
+	if started, pre := w.result(); started || sshError(string(pre), "") != "ssh: connect to host 10.0.0.1 port 22: Connection refused" {
+		t.Errorf("no marker: %v %q", started, sshError(string(pre), ""))
 	}
 }
 
@@ -242,7 +243,7 @@ func FuzzSSHError(f *testing.F) {
 	f.Add("WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!\nThe fingerprint for the ED25519 key sent by the remote host is\nSHA256:abc.\nOffending ED25519 key in /nonexistent:3\nHost key for [h]:22 has changed")
 	f.Add("No ED25519 host key is known for [h]:2 and you have requested strict checking.\n")
 	f.Fuzz(func(t *testing.T, s string) {
-		got := sshError(s)
+		got := sshError(s, "/nonexistent/known_hosts")
 		if strings.Contains(s, "REMOTE HOST IDENTIFICATION HAS CHANGED") && !strings.HasPrefix(got, "host key changed") {
 			t.Fatalf("a changed host key reported as %q", got)
 		}
@@ -342,4 +343,25 @@ func FuzzSelect(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSSHErrorReadsOnlyKnownHosts: the file named in an "Offending key"
+// line is read only when it is the configured known_hosts (the text before
+// the start marker may come from the remote side).
+func TestSSHErrorReadsOnlyKnownHosts(t *testing.T) {
+	dir := t.TempDir()
+	kh := dir + "/known_hosts"
+	other := dir + "/secret"
+	line := "h ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFQORFBo2ugisqnoGZYrzcrZg8rCO6Zo5zXLFvJVcwd7\n"
+	os.WriteFile(kh, []byte(line), 0o600)
+	os.WriteFile(other, []byte(line), 0o600)
+	msg := func(path string) string {
+		return "WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!\nOffending ED25519 key in " + path + ":1\nHost key for h has changed and you have requested strict checking.\n"
+	}
+	if got := sshError(msg(kh), kh); !strings.Contains(got, "expects ED25519 SHA256:") {
+		t.Errorf("configured known_hosts: %s", got)
+	}
+	if got := sshError(msg(other), kh); strings.Contains(got, "SHA256:") || !strings.Contains(got, "(not read: not the configured known_hosts)") {
+		t.Errorf("another file was read: %s", got)
+	}
 }

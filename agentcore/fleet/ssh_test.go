@@ -120,7 +120,10 @@ func TestSSHUnreachable(t *testing.T) {
 			t.Errorf("%s: %+v %q", h, r, r.Output)
 		}
 	}
-	if r := byHost["web-down"]; !r.Unreachable() || !strings.Contains(r.Err, "refused") {
+	// Refused, usually; the port was free when the rig picked it, and
+	// another test's listener may have taken it since (then it fails the
+	// key exchange): unreachable either way.
+	if r := byHost["web-down"]; !r.Unreachable() || !strings.Contains(r.Err, "refused") && !strings.Contains(r.Err, "kex_exchange_identification") {
 		t.Errorf("down host: %+v", r)
 	}
 	if r := byHost["web-stranger-01"]; !r.Unreachable() || !strings.Contains(r.Err, "Host key verification failed") || r.Size != 0 {

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -24,7 +25,13 @@ var (
 // presented, possible man-in-the-middle, nothing ran) instead of ssh's
 // last lines, which are a recipe for removing the trusted key; an unknown
 // host key likewise. Anything else is ssh's last three lines.
-func sshError(msg string) string {
+//
+// The fingerprint known_hosts holds is read from the file ssh names only
+// when that is the configured known_hosts (or, with none configured, a
+// file named known_hosts or ssh_known_hosts): the text before the start
+// marker can come from the remote side too, and must not make the daemon
+// hash lines of any file it names.
+func sshError(msg, knownHosts string) string {
 	msg = strings.ReplaceAll(msg, "\r", "")
 	if strings.Contains(msg, "REMOTE HOST IDENTIFICATION HAS CHANGED") || reChangedOn.MatchString(msg) {
 		var b strings.Builder
@@ -34,9 +41,11 @@ func sshError(msg string) string {
 		}
 		b.WriteString(": ")
 		if m := reOffending.FindStringSubmatch(msg); m != nil {
-			fp := knownHostsFingerprint(m[2], m[3])
-			if fp == "" {
-				fp = "(unreadable)"
+			fp := "(not read: not the configured known_hosts)"
+			if trustedKnownHosts(m[2], knownHosts) {
+				if fp = knownHostsFingerprint(m[2], m[3]); fp == "" {
+					fp = "(unreadable)"
+				}
 			}
 			fmt.Fprintf(&b, "known_hosts expects %s %s (%s line %s)", m[1], fp, m[2], m[3])
 		} else {
@@ -55,6 +64,14 @@ func sshError(msg string) string {
 			"An operator adds the host's key to known_hosts after verifying it out of band. (ssh: Host key verification failed.)", m[1], m[2])
 	}
 	return lastLines(strings.TrimSpace(msg), 3)
+}
+
+func trustedKnownHosts(path, configured string) bool {
+	if configured != "" {
+		return filepath.Clean(path) == filepath.Clean(configured)
+	}
+	b := filepath.Base(path)
+	return b == "known_hosts" || b == "ssh_known_hosts"
 }
 
 // knownHostsFingerprint returns the SHA256 fingerprint of the key on line

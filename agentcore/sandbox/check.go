@@ -153,6 +153,12 @@ func CheckSandbox(ctx context.Context, cfg Config, off bool, secret func(string)
 		}
 		r.Checks = append(r.Checks, c)
 	}
+	if len(cfg.Workspaces) > 0 {
+		// A root daemon's read-only commands run as an unprivileged user:
+		// a workspace only root can read leaves them nothing to work on.
+		try("read-only: "+r.User+" can list the workspace "+dir, ReadOnly, "ls -A . >/dev/null",
+			func(out string, code int) bool { return code == 0 })
+	}
 	probe := fmt.Sprintf("thinbot-sandbox-probe-%d", os.Getpid())
 	try("read-only: cannot create a file in the workspace", ReadOnly, "touch "+probe,
 		func(out string, code int) bool {

@@ -39,12 +39,7 @@ func HideEnviron(args []string) error {
 	}
 	f := os.NewFile(uintptr(fd), "environ")
 	defer f.Close()
-	var b bytes.Buffer
-	for _, kv := range os.Environ() {
-		b.WriteString(kv)
-		b.WriteByte(0)
-	}
-	if _, err := f.Write(b.Bytes()); err != nil {
+	if _, err := f.Write(encodeEnviron(os.Environ())); err != nil {
 		return fmt.Errorf("hide environment: %w", err)
 	}
 	_, _ = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK)
@@ -75,10 +70,32 @@ func takeEnviron(v string) error {
 	if err != nil {
 		return fmt.Errorf("hide environment: %w", err)
 	}
-	for _, kv := range strings.Split(string(b), "\x00") {
-		if k, val, ok := strings.Cut(kv, "="); ok && k != "" {
-			os.Setenv(k, val)
-		}
+	for _, kv := range decodeEnviron(b) {
+		os.Setenv(kv[0], kv[1])
 	}
 	return nil
+}
+
+// encodeEnviron writes environment entries (NAME=VALUE) as the kernel
+// keeps them: each followed by a NUL byte.
+func encodeEnviron(environ []string) []byte {
+	var b bytes.Buffer
+	for _, kv := range environ {
+		b.WriteString(kv)
+		b.WriteByte(0)
+	}
+	return b.Bytes()
+}
+
+// decodeEnviron reads what encodeEnviron wrote: the name and value of each
+// entry, skipping entries without "=" or with an empty name (the kernel's
+// own environ can hold such entries; Setenv would refuse them).
+func decodeEnviron(b []byte) [][2]string {
+	var out [][2]string
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if k, val, ok := strings.Cut(kv, "="); ok && k != "" {
+			out = append(out, [2]string{k, val})
+		}
+	}
+	return out
 }

@@ -233,10 +233,13 @@ func (s *Sandbox) Info(m Mode) Info {
 
 // Err returns why the sandbox stopped working, or nil. A helper that died
 // is started again by the next command of its mode, so Err reports only a
-// helper that died and could not be started again.
+// helper that died and could not be started again, or a closed sandbox.
 func (s *Sandbox) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
 	for _, h := range []*helper{s.ro, s.rw} {
 		if err := h.failed(); err != nil && h.restartErr != nil {
 			return fmt.Errorf("%w (started again: %v)", err, h.restartErr)
@@ -251,6 +254,9 @@ func (s *Sandbox) Restarts() int {
 	defer s.mu.Unlock()
 	return s.restarts
 }
+
+// errClosed is Err's answer after Close: no command can run any more.
+var errClosed = errors.New("sandbox closed")
 
 // Close stops both helpers; their running commands are killed.
 func (s *Sandbox) Close() error {

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/bot"
 	"github.com/thinbot/thinbot/store"
 )
@@ -74,7 +73,7 @@ type replay struct {
 	status  *wpost // its status message, once it has a step
 	intent  string // the model's text that came with its tool calls
 	answer  string // the model's last text without a tool call
-	calls   map[string]agentcore.CommandInfo
+	calls   map[string]bot.CommandInfo
 	args    map[string]string // call id -> the skill tool's name
 	cards   map[string]*card  // request id -> its card
 	stopped bool              // a /stop was sent during the run
@@ -88,14 +87,29 @@ type card struct {
 	decided   bool
 }
 
-// Payloads as the chain holds them (agentcore/events.go).
+// toolSkill is the skill tool's name (agentcore.ToolSkill).
+const toolSkill = "skill"
+
+// Payloads as the chain holds them (agentcore/events.go and recover.go;
+// like the event types, their names never change). bot/web reads them
+// without importing agentcore, as the package map wants.
 type (
+	toolCall struct {
+		ID        string `json:"id"`
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	}
+	notePayload struct {
+		Kind    string `json:"kind"`
+		Detail  string `json:"detail"`
+		Command string `json:"command"`
+	}
 	userPayload struct {
 		Text string `json:"text"`
 	}
 	assistantPayload struct {
-		Content   string               `json:"content"`
-		ToolCalls []agentcore.ToolCall `json:"tool_calls"`
+		Content   string     `json:"content"`
+		ToolCalls []toolCall `json:"tool_calls"`
 	}
 	gatePayload struct {
 		CallID  string   `json:"call_id"`
@@ -158,7 +172,7 @@ func (rp *replay) bot(text string, at time.Time) *wpost {
 // begin starts a run's replay.
 func (rp *replay) begin() {
 	rp.prog, rp.status, rp.intent, rp.answer, rp.stopped = bot.Progress{}, nil, "", "", false
-	rp.calls, rp.args, rp.cards = map[string]agentcore.CommandInfo{}, map[string]string{}, map[string]*card{}
+	rp.calls, rp.args, rp.cards = map[string]bot.CommandInfo{}, map[string]string{}, map[string]*card{}
 }
 
 // step shows the status message from the run's first step on, where the
@@ -175,9 +189,9 @@ func (rp *replay) event(ev store.Event) {
 		rp.begin()
 	}
 	switch ev.Type {
-	case agentcore.EvRunStarted:
+	case "run_started":
 		rp.begin()
-	case agentcore.EvUserMessage:
+	case "user_message":
 		var p userPayload
 		if json.Unmarshal(ev.Payload, &p) != nil {
 			return
@@ -190,7 +204,7 @@ func (rp *replay) event(ev store.Event) {
 			}
 		}
 		rp.post(&wpost{Author: name, Text: p.Text, Time: ev.Time})
-	case agentcore.EvAssistantMessage:
+	case "assistant_message":
 		var p assistantPayload
 		if json.Unmarshal(ev.Payload, &p) != nil {
 			return
@@ -201,7 +215,7 @@ func (rp *replay) event(ev store.Event) {
 		}
 		rp.intent = p.Content
 		for _, c := range p.ToolCalls {
-			if c.Name == agentcore.ToolSkill {
+			if c.Name == toolSkill {
 				var a struct {
 					Name string `json:"name"`
 				}
@@ -209,12 +223,12 @@ func (rp *replay) event(ev store.Event) {
 				rp.args[c.ID] = a.Name
 			}
 		}
-	case agentcore.EvGateDecision:
+	case "gate_decision":
 		var p gatePayload
 		if json.Unmarshal(ev.Payload, &p) != nil {
 			return
 		}
-		c := agentcore.CommandInfo{Tool: p.Tool, Command: p.Command, Verdict: p.Verdict, Action: p.Action, Targets: p.Targets}
+		c := bot.CommandInfo{Tool: p.Tool, Command: p.Command, Verdict: p.Verdict, Action: p.Action, Targets: p.Targets}
 		if c.Command == "" {
 			c.Command = p.Path
 		}
@@ -223,7 +237,7 @@ func (rp *replay) event(ev store.Event) {
 		rp.intent = ""
 		rp.prog.Command(c)
 		rp.step(ev.Time)
-	case agentcore.EvApprovalAsked:
+	case "approval_requested":
 		var p askedPayload
 		if json.Unmarshal(ev.Payload, &p) != nil {
 			return
@@ -231,7 +245,7 @@ func (rp *replay) event(ev store.Event) {
 		c := &card{command: p.Command, targets: p.Targets, requester: p.Requester}
 		c.post = rp.bot(bot.DecidedCard(bot.CancelledOutcome, p.Command, p.Targets, p.Requester, p.RequestID), ev.Time)
 		rp.cards[p.RequestID] = c
-	case agentcore.EvApprovalDecided:
+	case "approval_decision":
 		var p decidedPayload
 		if json.Unmarshal(ev.Payload, &p) != nil {
 			return
@@ -243,23 +257,23 @@ func (rp *replay) event(ev store.Event) {
 		if rp.prog.Decided(p.Approved, p.By, p.Why) {
 			rp.step(ev.Time)
 		}
-	case agentcore.EvToolResult:
+	case "tool_result":
 		var p resultPayload
 		if json.Unmarshal(ev.Payload, &p) != nil {
 			return
 		}
 		c, ok := rp.calls[p.CallID]
 		if !ok {
-			c = agentcore.CommandInfo{Tool: p.Tool, Command: rp.args[p.CallID]}
+			c = bot.CommandInfo{Tool: p.Tool, Command: rp.args[p.CallID]}
 		}
-		if p.Tool == agentcore.ToolSkill {
-			c.Tool = agentcore.ToolSkill
+		if p.Tool == toolSkill {
+			c.Tool = toolSkill
 			rp.prog.Intent(rp.intent)
 			rp.intent = ""
 		}
 		rp.prog.Result(c, p.Content, p.IsError)
 		rp.step(ev.Time)
-		if p.Tool != agentcore.ToolSkill {
+		if p.Tool != toolSkill {
 			if op := bot.RebuiltOutputPost(c.Command, p.OutputSize, fullOutput(p)); op != nil {
 				wp := rp.bot(op.Text, ev.Time)
 				if op.File != nil {
@@ -267,9 +281,9 @@ func (rp *replay) event(ev store.Event) {
 				}
 			}
 		}
-	case agentcore.EvNote:
-		var p agentcore.NotePayload
-		if json.Unmarshal(ev.Payload, &p) != nil || p.Kind != agentcore.NoteCommandReply {
+	case "note":
+		var p notePayload
+		if json.Unmarshal(ev.Payload, &p) != nil || p.Kind != "command_reply" {
 			return
 		}
 		rp.post(&wpost{Author: userName(ev.Actor), Text: p.Command, Time: ev.Time})
@@ -278,18 +292,18 @@ func (rp *replay) event(ev store.Event) {
 			return
 		}
 		rp.bot(p.Detail, ev.Time)
-	case agentcore.EvClear:
+	case "clear":
 		if strings.HasPrefix(ev.Actor, "user:") {
 			rp.post(&wpost{Author: userName(ev.Actor), Text: "/clear", Time: ev.Time})
 			rp.bot("New topic: earlier messages stay in the log but leave my context.", ev.Time)
 		}
-	case agentcore.EvCompacted:
+	case "compacted":
 		var p compactedPayload
 		if strings.HasPrefix(ev.Actor, "user:") && json.Unmarshal(ev.Payload, &p) == nil {
 			rp.post(&wpost{Author: userName(ev.Actor), Text: "/compact", Time: ev.Time})
 			rp.bot(fmt.Sprintf("Compacted the conversation: about %d → %d tokens.", p.TokensBefore, p.TokensAfter), ev.Time)
 		}
-	case agentcore.EvRunFinished:
+	case "run_finished":
 		var p runPayload
 		_ = json.Unmarshal(ev.Payload, &p)
 		rp.finish(p, ev)
@@ -318,19 +332,19 @@ func (rp *replay) finish(p runPayload, ev store.Event) {
 	}
 	var answer string
 	switch p.Status {
-	case agentcore.StatusAnswered, agentcore.StatusDone:
+	case "answered", "done":
 		answer = strings.TrimSpace(rp.answer)
-	case agentcore.StatusCancelled:
+	case "cancelled":
 		answer = bot.ShutdownText
 		if rp.stopped {
 			answer = bot.StoppedText
 		}
-	case agentcore.StatusBudget:
+	case "budget":
 		answer = "Stopped: the run used its budget." + bot.BudgetSuffix
 		if m := budgetDetail.FindStringSubmatch(p.Detail); m != nil {
 			answer = "Stopped: the run used its budget of " + m[1] + " " + m[2] + "." + bot.BudgetSuffix
 		}
-	case agentcore.StatusInterrupted:
+	case "interrupted":
 		answer = "thinbot restarted while working on this thread, so that run was interrupted. The session is kept: send a message to continue."
 	default:
 		answer = fmt.Sprintf("Something went wrong and the run stopped before doing anything more (ref %d). Operators can see the details in the log.", ev.Seq)

@@ -64,6 +64,11 @@ func script(req fakemodel.Request) fakemodel.Reply {
 		return fakemodel.Reply{Content: "Let me do that.", ToolCalls: []fakemodel.Call{{Name: "run", Args: string(args)}}}
 	}
 	switch {
+	case strings.Contains(user, "stream the disk report"):
+		// Written over about 1.3 s: several stream ticks of a 400 ms
+		// UpdateInterval see it being written.
+		return fakemodel.Reply{Content: "The disk is fine: **42%** used on `/`, plenty of room left for the logs.",
+			Fragment: 6, ChunkDelay: 100 * time.Millisecond}
 	case strings.Contains(user, "check the disk"):
 		return fakemodel.Reply{Content: "The disk is fine: **42%** used on `/`, plenty of room left for the logs.",
 			Fragment: 6, ChunkDelay: 15 * time.Millisecond}
@@ -90,6 +95,8 @@ type rigOpts struct {
 	NoModel bool
 	// ApprovalTimeout is the bot's; 0 means a minute.
 	ApprovalTimeout time.Duration
+	// UpdateInterval is the bot's; 0 means 40 ms.
+	UpdateInterval time.Duration
 }
 
 type rig struct {
@@ -99,7 +106,9 @@ type rig struct {
 	auth    Auth
 	problem string
 	timeout time.Duration
-	ch      bot.Channel
+	// interval is the bot's UpdateInterval.
+	interval time.Duration
+	ch       bot.Channel
 
 	// The running console; start replaces them.
 	srv    *Server
@@ -152,6 +161,9 @@ func newRig(t testing.TB, o rigOpts) *rig {
 	if o.Auth != nil {
 		auth = *o.Auth
 	}
+	if o.UpdateInterval == 0 {
+		o.UpdateInterval = 40 * time.Millisecond
+	}
 	if o.ApprovalTimeout == 0 {
 		o.ApprovalTimeout = time.Minute
 	}
@@ -159,7 +171,7 @@ func newRig(t testing.TB, o rigOpts) *rig {
 	if auth.open() {
 		approvers = []string{"local"}
 	}
-	r := &rig{t: tt, dir: dir, db: db, auth: auth, problem: problem, timeout: o.ApprovalTimeout,
+	r := &rig{t: tt, dir: dir, db: db, auth: auth, problem: problem, timeout: o.ApprovalTimeout, interval: o.UpdateInterval,
 		ch: bot.Channel{Agent: ag, Workspace: dir, Approvers: approvers, TwoPerson: !auth.open()}}
 	r.start(t)
 	t.Cleanup(func() {
@@ -182,7 +194,7 @@ func (r *rig) start(t testing.TB) {
 		t.Fatal(err)
 	}
 	b, err := bot.New(bot.Config{Adapter: srv, Channel: func(id string) (bot.Channel, bool) { return r.ch, id == "console" },
-		UpdateInterval: 40 * time.Millisecond, ApprovalTimeout: r.timeout, Sessions: sessions, Seen: seen})
+		UpdateInterval: r.interval, ApprovalTimeout: r.timeout, Sessions: sessions, Seen: seen})
 	if err != nil {
 		t.Fatal(err)
 	}

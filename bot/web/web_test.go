@@ -11,15 +11,23 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/store"
 )
 
+// TestThreadStreamsTheAnswer: an answer written over several stream ticks
+// reaches the browser in pieces. The bot posts a bare status message after
+// two update intervals without text (a slow start, which then carries the
+// text and streams nothing); with 40 ms a slow first token under -race took
+// that path in about 1 of 30 runs, so this test uses 400 ms and a model
+// that writes for 1.3 s.
 func TestThreadStreamsTheAnswer(t *testing.T) {
-	r := newRig(t, rigOpts{})
-	tid := r.newThread("alice", "please check the disk")
+	r := newRig(t, rigOpts{UpdateInterval: 400 * time.Millisecond})
+	tid := r.newThread("alice", "please stream the disk report")
 	ev := r.follow("alice", tid)
 	r.waitPost(tid, "plenty of room left for the logs.")
 	waitFor(t, "the stream's events", func() bool {
@@ -593,6 +601,52 @@ func TestRestartRestoresTheWholeThread(t *testing.T) {
 	for _, want := range []string{"💬 Let me do that.", "**Approved** by @bob", "Full output of `seq 1 2000` attached", "approved by user:bob, exit 0"} {
 		if !strings.Contains(strings.Join(after, "\n"), want) {
 			t.Errorf("the restored thread lacks %q", want)
+		}
+	}
+}
+
+// TestEmptyChainVerificationIsNotReused: a verification made while the
+// chain was empty is not shown once events exist, however slow it was
+// (the busy-chain reuse keeps a result for 20 times as long as it took).
+func TestEmptyChainVerificationIsNotReused(t *testing.T) {
+	db := openStore(t)
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { // every reading is a second later: a slow verification
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(time.Second)
+		return now
+	}
+	s, err := New(Config{Listen: "127.0.0.1:0", Chain: db, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("GET", "/audit", nil)
+	if st := s.status(req, false); !strings.Contains(st.Text, "empty") {
+		t.Fatalf("empty chain: %q", st.Text)
+	}
+	if _, err := db.Append(t.Context(), store.Event{Session: "s", Type: "note", Actor: "system", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.status(req, false); st.Text != "verified up to seq 1" {
+		t.Errorf("after the first event: %q, want verified up to seq 1", st.Text)
+	}
+}
+
+// TestRestoreNamesMatchAgentcore: the event, note and status names the
+// rebuild reads without importing agentcore are agentcore's.
+func TestRestoreNamesMatchAgentcore(t *testing.T) {
+	for got, want := range map[string]string{
+		"run_started": agentcore.EvRunStarted, "user_message": agentcore.EvUserMessage, "assistant_message": agentcore.EvAssistantMessage,
+		"gate_decision": agentcore.EvGateDecision, "approval_requested": agentcore.EvApprovalAsked, "approval_decision": agentcore.EvApprovalDecided,
+		"tool_result": agentcore.EvToolResult, "note": agentcore.EvNote, "clear": agentcore.EvClear, "compacted": agentcore.EvCompacted,
+		"run_finished": agentcore.EvRunFinished, "command_reply": agentcore.NoteCommandReply, "answered": agentcore.StatusAnswered,
+		"done": agentcore.StatusDone, "cancelled": agentcore.StatusCancelled, "budget": agentcore.StatusBudget,
+		"interrupted": agentcore.StatusInterrupted, toolSkill: agentcore.ToolSkill,
+	} {
+		if got != want {
+			t.Errorf("restore reads %q, agentcore writes %q", got, want)
 		}
 	}
 }

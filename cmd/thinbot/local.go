@@ -123,6 +123,22 @@ func skillDirs(e *env, dir string) []string {
 	return append(dirs, filepath.Join(dir, "skills"))
 }
 
+// visibleFolders are the folders commands must see when run from dir: dir
+// itself and the existing AGENT_SKILLS_DIR folders (./skills is inside
+// dir). The sandbox binds those below /tmp into each read-only command's
+// private /tmp, so a skill's script found there also runs there.
+func visibleFolders(e *env, dir string) []string {
+	out := []string{dir}
+	for _, d := range skillDirs(e, dir) {
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			if a, err := filepath.Abs(d); err == nil && !strings.HasPrefix(a+"/", dir+"/") {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
 // configDir is the terminal front end's config folder: $THINBOT_CONFIG_DIR,
 // else $XDG_CONFIG_HOME/thinbot, else ~/.config/thinbot. Its AGENT.md is the
 // global instruction layer and its COMPACT.md replaces the compaction prompt.
@@ -185,7 +201,7 @@ func openLocal(e *env, f *localFlags) (*local, error) {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
 	policy = policy.WithProtected(hidden...)
-	sbx := startSandbox(context.Background(), e.getenv("THINBOT_SANDBOX"), hidden, []string{dir}, logger)
+	sbx := startSandbox(context.Background(), e.getenv("THINBOT_SANDBOX"), hidden, visibleFolders(e, dir), logger)
 	db, err := store.Open(filepath.Join(state, "events.db"), &store.Options{Logger: logger})
 	if err != nil {
 		return nil, err

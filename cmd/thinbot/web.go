@@ -388,7 +388,7 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
 		return fmt.Errorf("workspace %s", why)
 	}
 	policy = policy.WithProtected(absState)
-	sbx := startSandbox(ctx, e.getenv("THINBOT_SANDBOX"), []string{absState}, []string{ws}, logger)
+	sbx := startSandbox(ctx, e.getenv("THINBOT_SANDBOX"), []string{absState}, visibleFolders(e, ws), logger)
 	defer sbx.close()
 	lock, err := readSkillsLock(e.getenv("AGENT_SKILLS_LOCK"))
 	if err != nil {
