@@ -141,6 +141,8 @@ type DB struct {
 	syncedOff int64
 	// durableSeq is syncedSeq, readable without auditMu (DurableSeq).
 	durableSeq atomic.Uint64
+	// indexer keeps the state index (UseIndex). Guarded by auditMu.
+	indexer *Indexer
 }
 
 type request struct {
@@ -590,7 +592,10 @@ func (db *DB) commit(batch []*request) {
 		ck = db.checkpoint()
 	}
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		return putEvents(tx, evs, lines, ck)
+		if err := putEvents(tx, evs, lines, ck); err != nil {
+			return err
+		}
+		return applyIndex(tx, db.indexer, evs)
 	})
 	if err != nil {
 		err = fmt.Errorf("store: append: commit: %w", err)
