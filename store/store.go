@@ -363,6 +363,11 @@ func createBuckets(tx *bolt.Tx) error {
 	return nil
 }
 
+// Closing returns a channel that is closed when Close begins: long readers
+// (a background verification) stop on it, so that Close does not wait for
+// them.
+func (db *DB) Closing() <-chan struct{} { return db.closing }
+
 // Path returns the database file's path.
 func (db *DB) Path() string { return db.path }
 

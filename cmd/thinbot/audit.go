@@ -162,7 +162,7 @@ func verifyStore(ctx context.Context, e *env, path string) error {
 		fmt.Fprintf(e.stdout, "store  %s: BROKEN at seq %d: %s (%d good events before it)\n", path, rep.BadSeq, rep.Problem, rep.Events)
 		broken = append(broken, "store")
 	}
-	arep, err := db.VerifyAudit(ctx)
+	arep, err := db.VerifyAuditWith(ctx, rep)
 	if err != nil {
 		return err
 	}
