@@ -6,8 +6,11 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/thinbot/thinbot/store"
 )
@@ -24,6 +27,9 @@ import (
 //	s/SESSION  -> seq of the session's first user message
 //	m/SEQ      -> the chat message id of the user message at SEQ
 //	b/SESSION  -> the session's branch, when not 0
+//	A/SEQ      -> every approval request (indexedRequest, JSON), for the audit viewer
+//	D/SESSION\0REQUEST -> its decision (indexedDecision, JSON)
+//	C/SESSION\0REQUEST\0SEQ -> a refused click on it (indexedClick, JSON)
 //
 // Change stateIndexName whenever the ops change: the store then rebuilds
 // the index from the chain once.
@@ -38,6 +44,26 @@ type indexedApproval struct {
 	Command string `json:"command"`
 	SHA256  string `json:"sha256"`
 	CallID  string `json:"call_id"`
+}
+
+type indexedRequest struct {
+	Session   string `json:"session"`
+	RequestID string `json:"request_id"`
+	Command   string `json:"command"`
+	Requester string `json:"requester,omitempty"`
+	Time      int64  `json:"time"`
+}
+
+type indexedDecision struct {
+	Approved bool   `json:"approved"`
+	By       string `json:"by,omitempty"`
+	Why      string `json:"why,omitempty"`
+	Time     int64  `json:"time"`
+}
+
+type indexedClick struct {
+	Actor  string `json:"actor"`
+	Detail string `json:"detail,omitempty"`
 }
 
 type indexedQueued struct {
@@ -66,12 +92,16 @@ func stateOps(e *store.Event) []store.IndexOp {
 		var p approvalAskedPayload
 		if json.Unmarshal(e.Payload, &p) == nil {
 			v, _ := json.Marshal(indexedApproval{Seq: e.Seq, Session: e.Session, Command: p.Command, SHA256: p.SHA256, CallID: p.CallID})
-			ops = append(ops, store.IndexOp{Key: ixKey("a/", p.RequestID), Value: v})
+			r, _ := json.Marshal(indexedRequest{Session: e.Session, RequestID: p.RequestID, Command: p.Command, Requester: p.Requester, Time: e.Time.UnixNano()})
+			ops = append(ops, store.IndexOp{Key: ixKey("a/", p.RequestID), Value: v},
+				store.IndexOp{Key: append([]byte("A/"), seqBytes(e.Seq)...), Value: r})
 		}
 	case EvApprovalDecided:
 		var p approvalDecidedPayload
 		if json.Unmarshal(e.Payload, &p) == nil {
-			ops = append(ops, store.IndexOp{Key: ixKey("a/", p.RequestID), Delete: true}, store.IndexOp{Key: ixKey("p/", p.RequestID), Delete: true})
+			d, _ := json.Marshal(indexedDecision{Approved: p.Approved, By: p.By, Why: p.Why, Time: e.Time.UnixNano()})
+			ops = append(ops, store.IndexOp{Key: ixKey("a/", p.RequestID), Delete: true}, store.IndexOp{Key: ixKey("p/", p.RequestID), Delete: true},
+				store.IndexOp{Key: ixKey("D/", e.Session+"\x00"+p.RequestID), Value: d, IfAbsent: true})
 		}
 	case EvNote:
 		var p NotePayload
@@ -79,6 +109,11 @@ func stateOps(e *store.Event) []store.IndexOp {
 			break
 		}
 		switch p.Kind {
+		case NoteClickRefused:
+			if p.RequestID != "" {
+				c, _ := json.Marshal(indexedClick{Actor: e.Actor, Detail: p.Detail})
+				ops = append(ops, store.IndexOp{Key: append(ixKey("C/", e.Session+"\x00"+p.RequestID+"\x00"), seqBytes(e.Seq)...), Value: c})
+			}
 		case NoteApprovalPosted:
 			if p.RequestID != "" {
 				ops = append(ops, store.IndexOp{Key: ixKey("p/", p.RequestID), Value: []byte(p.PostID)})
@@ -173,4 +208,58 @@ func useIndex(db *store.DB) error {
 		return fmt.Errorf("state index: %w", err)
 	}
 	return nil
+}
+
+// ApprovalEntry is one approval request of the chain with its outcome, as
+// the state index keeps it for the audit viewer.
+type ApprovalEntry struct {
+	Seq       uint64
+	Time      time.Time
+	Session   string
+	RequestID string
+	Command   string
+	Requester string
+	Decided   bool
+	Approved  bool
+	By, Why   string
+	DecidedAt time.Time
+	// Refused are the refused clicks on its buttons: "who: why".
+	Refused []string
+}
+
+// IndexedApprovals yields the approval requests with seq < before (all if
+// before is 0), newest first, with their outcomes, from the state index.
+// ok is false when db's index is not current (a store no daemon has opened
+// since it was written without one): the caller then reads the chain.
+func IndexedApprovals(db *store.DB, before uint64) (entries iter.Seq[ApprovalEntry], ok bool) {
+	if !db.IndexCurrent(stateIndexName) {
+		return nil, false
+	}
+	var end []byte
+	if before > 0 {
+		end = append([]byte("A/"), seqBytes(before)...)
+	}
+	return func(yield func(ApprovalEntry) bool) {
+		for k, v := range db.IndexScanBack([]byte("A/"), end) {
+			var r indexedRequest
+			if len(k) != 10 || json.Unmarshal(v, &r) != nil {
+				continue
+			}
+			a := ApprovalEntry{Seq: binary.BigEndian.Uint64(k[2:]), Time: time.Unix(0, r.Time).UTC(), Session: r.Session,
+				RequestID: r.RequestID, Command: r.Command, Requester: r.Requester}
+			var d indexedDecision
+			if dv := db.IndexGet(ixKey("D/", r.Session+"\x00"+r.RequestID)); dv != nil && json.Unmarshal(dv, &d) == nil {
+				a.Decided, a.Approved, a.By, a.Why, a.DecidedAt = true, d.Approved, d.By, d.Why, time.Unix(0, d.Time).UTC()
+			}
+			for _, cv := range db.IndexScan(ixKey("C/", r.Session+"\x00"+r.RequestID+"\x00")) {
+				var c indexedClick
+				if json.Unmarshal(cv, &c) == nil {
+					a.Refused = append(a.Refused, strings.TrimPrefix(c.Actor, "user:")+": "+c.Detail)
+				}
+			}
+			if !yield(a) {
+				return
+			}
+		}
+	}, true
 }

@@ -216,3 +216,74 @@ func (db *DB) IndexScan(prefix []byte) iter.Seq2[[]byte, []byte] {
 		}
 	}
 }
+
+// IndexCurrent reports whether the store holds the state index of that name
+// up to its last event: kept by every commit so far, so a reader may trust
+// it instead of the chain.
+func (db *DB) IndexCurrent(name string) bool {
+	ok := false
+	_ = db.view(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		v := meta.Get(keyIxSeq)
+		ok = tx.Bucket(bucketState) != nil && string(meta.Get(keyIxName)) == name && len(v) == 8 &&
+			binary.BigEndian.Uint64(v) == db.lastSeq.Load()
+		return nil
+	})
+	return ok
+}
+
+// IndexGet returns a copy of the state index's value for key, or nil.
+func (db *DB) IndexGet(key []byte) []byte {
+	var out []byte
+	_ = db.view(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketState); b != nil {
+			out = bytes.Clone(b.Get(key))
+		}
+		return nil
+	})
+	return out
+}
+
+// IndexScanBack yields the state index's records whose keys start with
+// prefix and sort before before (all of them if before is nil), in
+// descending key order: newest first for keys that end in a big-endian
+// seq. Like IndexScan it holds no transaction while yielding.
+func (db *DB) IndexScanBack(prefix, before []byte) iter.Seq2[[]byte, []byte] {
+	return func(yield func([]byte, []byte) bool) {
+		end := before
+		if end == nil || !bytes.HasPrefix(end, prefix) {
+			// Just past the prefix's range.
+			end = append(bytes.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+		}
+		for {
+			var ks, vs [][]byte
+			_ = db.view(func(tx *bolt.Tx) error {
+				b := tx.Bucket(bucketState)
+				if b == nil {
+					return nil
+				}
+				c := b.Cursor()
+				k, v := c.Seek(end)
+				if k == nil {
+					k, v = c.Last()
+				}
+				for k != nil && bytes.Compare(k, end) >= 0 {
+					k, v = c.Prev()
+				}
+				for ; k != nil && bytes.HasPrefix(k, prefix) && len(ks) < scanChunk; k, v = c.Prev() {
+					ks, vs = append(ks, bytes.Clone(k)), append(vs, bytes.Clone(v))
+				}
+				return nil
+			})
+			for i := range ks {
+				if !yield(ks[i], vs[i]) {
+					return
+				}
+			}
+			if len(ks) < scanChunk {
+				return
+			}
+			end = ks[len(ks)-1]
+		}
+	}
+}

@@ -60,6 +60,11 @@ var (
 	bucketEvents   = []byte("events")
 	bucketIndex    = []byte("index")
 	bucketSessions = []byte("sessions")
+	// bucketRecent orders the sessions by activity: key the 8-byte seq of
+	// a session's last event, value its id. Derived from the sessions
+	// bucket (Verify checks that it agrees); stores of an older thinbot
+	// get it at their first writable open.
+	bucketRecent = []byte("recent")
 	bucketMeta     = []byte("meta")
 	keyFormat      = []byte("format")
 	keyLast        = []byte("last")
@@ -248,6 +253,11 @@ func Open(path string, opts *Options) (*DB, error) {
 	if err := db.init(); err != nil {
 		return fail(err)
 	}
+	if !o.ReadOnly {
+		if err := db.addRecent(); err != nil {
+			return fail(err)
+		}
+	}
 	if !o.ReadOnly && db.auditPath != "" {
 		if o.RebuildAudit {
 			err = db.rebuildAudit(context.Background())
@@ -345,6 +355,35 @@ func (db *DB) init() (err error) {
 	})
 }
 
+// addRecent builds the recent bucket of a store written by an older
+// thinbot, from its session summaries (once; logged).
+func (db *DB) addRecent() error {
+	missing := false
+	if err := db.bolt.View(func(tx *bolt.Tx) error { missing = tx.Bucket(bucketRecent) == nil; return nil }); err != nil || !missing {
+		return err
+	}
+	n := 0
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		recent, err := tx.CreateBucket(bucketRecent)
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketSessions).ForEach(func(k, v []byte) error {
+			si, ok := decodeSessionInfo(v)
+			if !ok {
+				return fmt.Errorf("session %q: damaged session record", k)
+			}
+			n++
+			return recent.Put(seqKey(si.lastSeq), bytes.Clone(k))
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("store: open %s: build the recent-sessions index: %w", db.path, err)
+	}
+	db.log.Info("store: built the recent-sessions index (once, for a store of an older thinbot)", "path", db.path, "sessions", n)
+	return nil
+}
+
 // createBuckets sets up an empty file; it leaves any other alone.
 func createBuckets(tx *bolt.Tx) error {
 	empty := true
@@ -352,7 +391,7 @@ func createBuckets(tx *bolt.Tx) error {
 	if !empty {
 		return nil
 	}
-	for _, b := range [][]byte{bucketEvents, bucketIndex, bucketSessions, bucketMeta} {
+	for _, b := range [][]byte{bucketEvents, bucketIndex, bucketSessions, bucketMeta, bucketRecent} {
 		if _, err := tx.CreateBucket(b); err != nil {
 			return fmt.Errorf("store: create bucket: %w", err)
 		}
@@ -649,6 +688,7 @@ func putEvents(tx *bolt.Tx, evs []*Event, lines [][]byte, ck []byte) error {
 	sessions, meta := tx.Bucket(bucketSessions), tx.Bucket(bucketMeta)
 	events.FillPercent = 1.0
 	touched := map[string]*sessionInfo{}
+	wasLast := map[string]uint64{} // each touched session's last seq before
 	for i, ev := range evs {
 		if err := events.Put(seqKey(ev.Seq), lines[i]); err != nil {
 			return err
@@ -664,13 +704,26 @@ func putEvents(tx *bolt.Tx, evs []*Event, lines [][]byte, ck []byte) error {
 				if *si, ok = decodeSessionInfo(v); !ok {
 					return fmt.Errorf("session %q: damaged session record", ev.Session)
 				}
+				wasLast[ev.Session] = si.lastSeq
 			}
 			touched[ev.Session] = si
 		}
 		si.add(ev.Seq, ev.Time)
 	}
+	recent := tx.Bucket(bucketRecent)
 	for id, si := range touched {
 		if err := sessions.Put([]byte(id), si.encode()); err != nil {
+			return err
+		}
+		if recent == nil {
+			continue
+		}
+		if old, ok := wasLast[id]; ok {
+			if err := recent.Delete(seqKey(old)); err != nil {
+				return err
+			}
+		}
+		if err := recent.Put(seqKey(si.lastSeq), []byte(id)); err != nil {
 			return err
 		}
 	}

@@ -276,6 +276,21 @@ func checkSessions(tx *bolt.Tx, sums map[string]*sessionInfo) (string, uint64) {
 		}
 		return errors.New("stop")
 	})
+	if recent := tx.Bucket(bucketRecent); problem == "" && recent != nil {
+		n := 0
+		_ = recent.ForEach(func(k, v []byte) error {
+			n++
+			want := sums[string(v)]
+			if len(k) != 8 || want == nil || want.lastSeq != binary.BigEndian.Uint64(k) {
+				problem, bad = fmt.Sprintf("the recent-sessions index lists %q at %x, which is not that session's last event", v, k), 0
+				return errors.New("stop")
+			}
+			return nil
+		})
+		if problem == "" && n != len(sums) {
+			problem = fmt.Sprintf("the recent-sessions index lists %d sessions, the chain has %d: a session is hidden from the list", n, len(sums))
+		}
+	}
 	if problem == "" && seen != len(sums) {
 		for id, si := range sums {
 			if tx.Bucket(bucketSessions).Get([]byte(id)) == nil {

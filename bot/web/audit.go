@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/store"
 )
 
@@ -590,6 +591,10 @@ const approvalWindow = 50000
 // Decisions are read up to the head, so a request's outcome shows even when
 // it came after the window.
 func (s *Server) auditApprovals(w http.ResponseWriter, r *http.Request, _ identity) {
+	if s.cfg.Chain.IndexCurrent(agentcore.StateIndex.Name) {
+		s.indexedApprovals(w, r)
+		return
+	}
 	head := s.cfg.Chain.LastSeq()
 	before := head + 1
 	if b, err := strconv.ParseUint(r.URL.Query().Get("before"), 10, 64); err == nil && b > 0 && b <= head {
@@ -652,6 +657,73 @@ func (s *Server) auditApprovals(w http.ResponseWriter, r *http.Request, _ identi
 	}
 	s.page(w, r, "approvals.html", map[string]any{"Tab": "approvals", "Status": s.status(r.Context()), "Rows": rows, "Total": total,
 		"From": from, "Before": before - 1, "Older": older})
+}
+
+// approvalsPerPage is how many requests an indexed approvals page shows;
+// approvalScan bounds how many it reads looking for them (a selective
+// filter pages on from where it stopped).
+const (
+	approvalsPerPage = 100
+	approvalScan     = 20000
+)
+
+// approvalStates are the approvals page's state filter values.
+var approvalStates = []string{"open", "approved", "denied", "expired"}
+
+// indexedApprovals is the approvals page read from the state index, newest
+// first, filtered by state, approver, source and channel, in pages keyed
+// by seq (?before=SEQ): its cost does not grow with the chain.
+func (s *Server) indexedApprovals(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	state, by, kind, channel := q.Get("state"), strings.TrimSpace(q.Get("by")), q.Get("kind"), strings.TrimSpace(q.Get("channel"))
+	before, _ := strconv.ParseUint(q.Get("before"), 10, 64)
+	entries, ok := agentcore.IndexedApprovals(s.cfg.Chain, before)
+	if !ok {
+		http.Error(w, "the approvals index changed; reload the page", http.StatusServiceUnavailable)
+		return
+	}
+	var rows []*approvalRow
+	scanned := 0
+	var last uint64
+	more := false
+	for a := range entries {
+		if len(rows) == approvalsPerPage || scanned == approvalScan {
+			more = true
+			break
+		}
+		scanned++
+		last = a.Seq
+		row := &approvalRow{Seq: a.Seq, Time: a.Time, Session: a.Session, RequestID: a.RequestID, Command: a.Command,
+			Requester: a.Requester, Decision: "open", Class: "v-confirm", Refused: a.Refused,
+			Link: "/audit/session?id=" + url.QueryEscape(a.Session) + "&after=" + strconv.FormatUint(a.Seq-1, 10)}
+		if a.Decided {
+			row.By, row.Why, row.Decided = a.By, a.Why, a.DecidedAt
+			row.Decision, row.Class = "denied", "v-deny"
+			switch {
+			case a.Approved:
+				row.Decision, row.Class = "approved", "v-pass"
+			case a.By == "expiry":
+				row.Decision = "expired"
+			}
+		}
+		if (state != "" && row.Decision != state) || (by != "" && !strings.Contains(strings.ToLower(row.By), strings.ToLower(by))) ||
+			(kind != "" && sessionKind(a.Session) != kind) || (channel != "" && !strings.HasPrefix(a.Session, channel)) {
+			continue
+		}
+		rows = append(rows, row)
+	}
+	older := ""
+	if more {
+		nq := r.URL.Query()
+		nq.Set("before", strconv.FormatUint(last, 10))
+		if len(rows) == approvalsPerPage {
+			nq.Set("before", strconv.FormatUint(rows[len(rows)-1].Seq, 10))
+		}
+		older = "/audit/approvals?" + nq.Encode()
+	}
+	s.page(w, r, "approvals.html", map[string]any{"Tab": "approvals", "Status": s.status(r.Context()), "Rows": rows, "Total": len(rows),
+		"Indexed": true, "State": state, "States": approvalStates, "By": by, "Kind": kind, "Channel": channel,
+		"Kinds": []string{"web", "mattermost", "slack", "terminal", "system"}, "Before": before, "Older": older})
 }
 
 func (s *Server) auditVerify(w http.ResponseWriter, r *http.Request, _ identity) {
