@@ -65,10 +65,10 @@ var (
 	// bucket (Verify checks that it agrees); stores of an older thinbot
 	// get it at their first writable open.
 	bucketRecent = []byte("recent")
-	bucketMeta     = []byte("meta")
-	keyFormat      = []byte("format")
-	keyLast        = []byte("last")
-	keyAudit       = []byte("audit")
+	bucketMeta   = []byte("meta")
+	keyFormat    = []byte("format")
+	keyLast      = []byte("last")
+	keyAudit     = []byte("audit")
 )
 
 // Options configures Open. A nil *Options or a zero Options consists entirely
