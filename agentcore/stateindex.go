@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/thinbot/thinbot/store"
 )
@@ -27,6 +28,7 @@ import (
 //	s/SESSION  -> seq of the session's first user message
 //	m/SEQ      -> the chat message id of the user message at SEQ
 //	b/SESSION  -> the session's branch, when not 0
+//	t/SESSION  -> the session's first user message, shortened (its topic)
 //	A/SEQ      -> every approval request (indexedRequest, JSON), for the audit viewer
 //	D/SESSION\0REQUEST -> its decision (indexedDecision, JSON)
 //	C/SESSION\0REQUEST\0SEQ -> a refused click on it (indexedClick, JSON)
@@ -127,7 +129,10 @@ func stateOps(e *store.Event) []store.IndexOp {
 	case EvUserMessage:
 		ops = append(ops, store.IndexOp{Key: ixKey("s/", e.Session), Value: seqBytes(e.Seq), IfAbsent: true})
 		var p userMessagePayload
-		if json.Unmarshal(e.Payload, &p) == nil && p.MessageID != "" {
+		if json.Unmarshal(e.Payload, &p) == nil {
+			ops = append(ops, store.IndexOp{Key: ixKey("t/", e.Session), Value: []byte(shortTopic(p.Text)), IfAbsent: true})
+		}
+		if p.MessageID != "" {
 			ops = append(ops, store.IndexOp{Key: ixKey("q/", p.MessageID), Delete: true},
 				store.IndexOp{Key: append([]byte("m/"), seqBytes(e.Seq)...), Value: []byte(p.MessageID)})
 		}
@@ -263,3 +268,33 @@ func IndexedApprovals(db *store.DB, before uint64) (entries iter.Seq[ApprovalEnt
 		}
 	}, true
 }
+
+// topicLen is how much of a session's first message the index keeps.
+const topicLen = 200
+
+// shortTopic is text on one line, cut to topicLen bytes at a rune boundary.
+func shortTopic(text string) string {
+	t := strings.Join(strings.Fields(text), " ")
+	if len(t) <= topicLen {
+		return t
+	}
+	cut := topicLen
+	for cut > 0 && !utf8.RuneStart(t[cut]) {
+		cut--
+	}
+	return t[:cut]
+}
+
+// IndexedTopic returns a session's first user message (shortened) from the
+// state index; ok is false when the index is not current (read the chain).
+// A session without a user message has "", true.
+func IndexedTopic(db *store.DB, session string, current bool) (topic string, ok bool) {
+	if !current {
+		return "", false
+	}
+	return string(db.IndexGet(ixKey("t/", session))), true
+}
+
+// IndexIsCurrent reports whether db's state index is kept up to its last
+// event (see store.DB.IndexCurrent).
+func IndexIsCurrent(db *store.DB) bool { return db.IndexCurrent(stateIndexName) }

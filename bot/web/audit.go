@@ -308,44 +308,87 @@ func (s *Server) topic(session string, from uint64) string {
 
 const sessionsPerPage = 100
 
+// sessionScan bounds how many sessions one page reads looking for matches
+// (a selective filter pages on from where it stopped).
+const sessionScan = 20000
+
+// auditSessions lists the sessions most recently active first, a page at a
+// time keyed by seq (?before=SEQ: sessions whose last event is older),
+// filtered by source, by text (in the id or the first message), and by
+// date (active since / active until). It reads the store's recent-sessions
+// index and the state index's topics, so a page costs the same whatever
+// the chain's length.
 func (s *Server) auditSessions(w http.ResponseWriter, r *http.Request, _ identity) {
 	q := r.URL.Query()
 	kind, text := q.Get("kind"), strings.TrimSpace(q.Get("q"))
 	since, _ := time.Parse("2006-01-02", q.Get("since"))
-	page, _ := strconv.Atoi(q.Get("page"))
-	page = max(page, 1)
-	infos, err := s.cfg.Chain.Sessions()
-	if err != nil {
-		s.log.Error("audit: list sessions", "err", err)
-		http.Error(w, "could not read the sessions; operators can see the details in the log", http.StatusInternalServerError)
-		return
+	until, _ := time.Parse("2006-01-02", q.Get("until"))
+	before, _ := strconv.ParseUint(q.Get("before"), 10, 64)
+	if !until.IsZero() && before == 0 {
+		// Active until the end of that day: start below the first event after it.
+		seq, err := s.cfg.Chain.SeqAt(until.Add(24*time.Hour - time.Nanosecond))
+		if err != nil {
+			s.log.Error("audit: find date", "err", err)
+		}
+		before = seq + 1
 	}
-	counts := map[string]int{}
+	current := agentcore.IndexIsCurrent(s.cfg.Chain)
+	topic := func(si store.SessionInfo) string {
+		if t, ok := agentcore.IndexedTopic(s.cfg.Chain, si.ID, current); ok {
+			return t
+		}
+		return s.topic(si.ID, si.FirstSeq)
+	}
+	lower := strings.ToLower(text)
 	var rows []sessionRow
-	for _, si := range slices.Backward(infos) { // most recently active first
+	scanned := 0
+	var last uint64
+	more := false
+	for si, err := range s.cfg.Chain.RecentSessions(before) {
+		if err != nil {
+			s.log.Error("audit: list sessions", "err", err)
+			http.Error(w, "could not read the sessions; operators can see the details in the log", http.StatusInternalServerError)
+			return
+		}
+		if !since.IsZero() && si.Last.Before(since) {
+			break // the rest were active earlier still
+		}
+		if len(rows) == sessionsPerPage || scanned == sessionScan {
+			more = true
+			break
+		}
+		scanned++
+		last = si.LastSeq
 		k := sessionKind(si.ID)
-		counts[k]++
-		if (kind != "" && k != kind) || (text != "" && !strings.Contains(strings.ToLower(si.ID), strings.ToLower(text))) ||
-			(!since.IsZero() && si.Last.Before(since)) {
+		if kind != "" && k != kind {
 			continue
 		}
-		rows = append(rows, sessionRow{SessionInfo: si, Kind: k, Link: "/audit/session?id=" + url.QueryEscape(si.ID)})
+		row := sessionRow{SessionInfo: si, Kind: k, Link: "/audit/session?id=" + url.QueryEscape(si.ID)}
+		if text != "" && !strings.Contains(strings.ToLower(si.ID), lower) {
+			row.Topic = topic(si)
+			if !strings.Contains(strings.ToLower(row.Topic), lower) {
+				continue
+			}
+		}
+		rows = append(rows, row)
 	}
-	total := len(rows)
-	from := min((page-1)*sessionsPerPage, total)
-	rows = rows[from:min(from+sessionsPerPage, total)]
 	for i := range rows {
-		rows[i].Topic = s.topic(rows[i].ID, rows[i].FirstSeq)
+		if rows[i].Topic == "" {
+			rows[i].Topic = topic(rows[i].SessionInfo)
+		}
 	}
 	next := ""
-	if from+sessionsPerPage < total {
+	if more {
 		nq := r.URL.Query()
-		nq.Set("page", strconv.Itoa(page+1))
+		nq.Set("before", strconv.FormatUint(last, 10))
+		if len(rows) == sessionsPerPage {
+			nq.Set("before", strconv.FormatUint(rows[len(rows)-1].LastSeq, 10))
+		}
 		next = "/audit?" + nq.Encode()
 	}
 	s.page(w, r, "sessions.html", map[string]any{"Tab": "sessions", "Status": s.status(r.Context()), "Rows": rows,
-		"Total": total, "All": len(infos), "Counts": counts, "Kind": kind, "Q": text, "Since": q.Get("since"),
-		"Kinds": []string{"web", "mattermost", "slack", "terminal", "system"}, "Next": next, "Page": page})
+		"Total": len(rows), "Kind": kind, "Q": text, "Since": q.Get("since"), "Until": q.Get("until"), "Paged": before > 0,
+		"Kinds": []string{"web", "mattermost", "slack", "terminal", "system"}, "Next": next})
 }
 
 // trow is one event of a session's timeline, as the page shows it.
@@ -522,13 +565,10 @@ func (s *Server) auditSession(w http.ResponseWriter, r *http.Request, _ identity
 	sid := q.Get("id")
 	after, _ := strconv.ParseUint(q.Get("after"), 10, 64)
 	var info *store.SessionInfo
-	infos, err := s.cfg.Chain.Sessions()
-	if err == nil {
-		for i := range infos {
-			if infos[i].ID == sid {
-				info = &infos[i]
-			}
-		}
+	if si, ok, err := s.cfg.Chain.Session(sid); err != nil {
+		s.log.Error("audit: read session", "conv", sid, "err", err)
+	} else if ok {
+		info = &si
 	}
 	if info == nil {
 		w.WriteHeader(http.StatusNotFound)

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/store"
@@ -88,4 +89,79 @@ func TestApprovalsPageIndexed(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSessionsPageIndexed: sessions most recently active first, in pages
+// keyed by seq, filtered by source, by the first message's text and by
+// date, with topics from the state index (issue #23).
+func TestSessionsPageIndexed(t *testing.T) {
+	db, err := store.Open(t.TempDir()+"/events.db", &store.Options{Now: clockFrom(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := db.UseIndex(t.Context(), agentcore.StateIndex); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 150 { // one event an hour: session i's message at hour i
+		session := fmt.Sprintf("mattermost/ops/p%03d", i)
+		if i%3 == 0 {
+			session = fmt.Sprintf("web/console/t%03d", i)
+		}
+		text := fmt.Sprintf("question %03d about nginx", i)
+		if i == 42 {
+			text = "why is the disk full on db7"
+		}
+		if _, err := db.Append(t.Context(), store.Event{Session: session, Type: "user_message", Actor: "user:al", Payload: []byte(fmt.Sprintf(`{"text":%q}`, text))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := mustNew(t, db)
+	get := func(path string) string {
+		req := httptest.NewRequest("GET", path, nil)
+		req.Host, req.RemoteAddr = "127.0.0.1:8080", "127.0.0.1:5555"
+		w := httptest.NewRecorder()
+		s.Handler().ServeHTTP(w, req)
+		return w.Body.String()
+	}
+	page := get("/audit")
+	if !strings.Contains(page, "question 149 about nginx") || !strings.Contains(page, "p050") || strings.Contains(page, "p049") || strings.Index(page, "p149") > strings.Index(page, "p148") {
+		t.Fatalf("first page:\n%s", page)
+	}
+	i := strings.Index(page, `id="next-sessions"`)
+	if i < 0 {
+		t.Fatal("no next link")
+	}
+	href := strings.ReplaceAll(page[strings.LastIndex(page[:i], `href="`)+6:i-2], "&amp;", "&")
+	if older := get(href); !strings.Contains(older, "p049") || !strings.Contains(older, "t000") || strings.Contains(older, "p050") {
+		t.Errorf("older page %s:\n%s", href, older)
+	}
+	for _, tt := range []struct {
+		query     string
+		want, not []string
+	}{
+		{"q=disk+full", []string{"web/console/t042", "why is the disk full"}, []string{"p041", "p043"}},
+		{"kind=web", []string{"web/console/t147"}, []string{"p149"}},
+		// Hour 100 is 2026-01-05 04:00: since that day, sessions from hour 96 on.
+		{"since=2026-01-05", []string{"p097", "t096"}, []string{"p095"}},
+		{"until=2026-01-02", []string{"p047", "t000"}, []string{"t048", "p049"}},
+	} {
+		page := get("/audit?" + tt.query)
+		for _, w := range tt.want {
+			if !strings.Contains(page, w) {
+				t.Errorf("%s: page lacks %q", tt.query, w)
+			}
+		}
+		for _, n := range tt.not {
+			if strings.Contains(page, n) {
+				t.Errorf("%s: page has %q", tt.query, n)
+			}
+		}
+	}
+}
+
+// clockFrom is a clock that starts at t0 and moves step per call.
+func clockFrom(t0 time.Time, step time.Duration) func() time.Time {
+	now := t0.Add(-step)
+	return func() time.Time { now = now.Add(step); return now }
 }
