@@ -35,7 +35,7 @@ import (
 //
 // Change stateIndexName whenever the ops change: the store then rebuilds
 // the index from the chain once.
-const stateIndexName = "agentcore-state-1"
+const stateIndexName = "agentcore-state-2"
 
 // StateIndex is the store.Indexer Recover and Sessions use.
 var StateIndex = store.Indexer{Name: stateIndexName, Ops: stateOps}
