@@ -131,8 +131,16 @@ func (a *Agent) appendSession(id string, evs ...store.Event) ([]store.Event, err
 	return a.appendTo(id, s, evs...)
 }
 
-// Sessions lists the ids of sessions in db that have a user message, with
-// the chat message ids already handled (for deduplication after a restart).
+// maxSeenIDs is how many handled message ids Sessions returns: the newest.
+// They serve to drop a message a chat platform delivers again after a
+// restart (a redelivery of recent messages, within minutes); a year of
+// them would cost start-up time for nothing.
+const maxSeenIDs = 20000
+
+// Sessions lists the ids of sessions in db that have a user message, in
+// the order of their first, with the newest maxSeenIDs chat message ids
+// already handled (for deduplication after a restart), from the state
+// index.
 func Sessions(db *store.DB) (sessions []string, messageIDs []string, err error) {
 	if err := useIndex(db); err != nil {
 		return nil, nil, err
@@ -151,9 +159,13 @@ func Sessions(db *store.DB) (sessions []string, messageIDs []string, err error) 
 	for _, f := range fs {
 		sessions = append(sessions, f.id)
 	}
-	for _, v := range db.IndexScan([]byte("m/")) {
+	for _, v := range db.IndexScanBack([]byte("m/"), nil) {
+		if len(messageIDs) == maxSeenIDs {
+			break
+		}
 		messageIDs = append(messageIDs, string(v))
 	}
+	slices.Reverse(messageIDs) // chain order
 	return sessions, messageIDs, nil
 }
 
