@@ -22,9 +22,9 @@ import (
 // eight of them in flight at a time, spread over a year, with payloads of
 // the sizes real sessions have (a 1.5 KB system prompt, 1 KB command
 // outputs). The sessions are split between the web console, Mattermost,
-// Slack and the terminal. The last session ends with a run still open and
-// an approval pending, so that start-up has something to recover. It is
-// deterministic for a given n.
+// Slack and the terminal. The chain ends as a crash leaves it: the runs in
+// flight cut short, one of them waiting for an approval, so that start-up
+// has something to recover. It is deterministic for a given n.
 func Generate(ctx context.Context, dir string, n int) (time.Duration, error) {
 	start := time.Now()
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -33,6 +33,8 @@ type Row struct {
 	Approvals time.Duration
 	Chain     time.Duration
 	Verify    time.Duration // `thinbot audit verify --db`
+	VerifyCPU time.Duration // its user+system CPU time (on a shared machine wall time varies; CPU less)
+	StartCPU  time.Duration // the daemon's CPU time up to /healthz
 	Session   time.Duration // one session's page
 	Threads   time.Duration // the console's thread list
 	Problems  []string
@@ -135,6 +137,7 @@ func measure(ctx context.Context, bin, dir string, row *Row) error {
 		}
 	}
 	row.Start = time.Since(start)
+	row.StartCPU = procCPU(cmd.Process.Pid)
 	get := func(path string, out *time.Duration, want string) {
 		t := time.Now()
 		resp, err := client.Get(base + path)
@@ -167,25 +170,50 @@ func measure(ctx context.Context, bin, dir string, row *Row) error {
 		return errors.New("daemon did not stop")
 	}
 	t := time.Now()
-	out, err := exec.CommandContext(ctx, bin, "audit", "verify", "--db", filepath.Join(state, "events.db")).CombinedOutput()
+	vc := exec.CommandContext(ctx, bin, "audit", "verify", "--db", filepath.Join(state, "events.db"))
+	out, err := vc.CombinedOutput()
 	row.Verify = time.Since(t)
+	if vc.ProcessState != nil {
+		row.VerifyCPU = vc.ProcessState.UserTime() + vc.ProcessState.SystemTime()
+	}
 	if err != nil {
 		row.Problems = append(row.Problems, fmt.Sprintf("audit verify: %v: %s", err, strings.TrimSpace(string(out))))
 	}
 	return nil
 }
 
+// procCPU is a process's user+system CPU time so far, from
+// /proc/PID/stat (0 where unknown).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) in parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+}
+
 // printTable writes the rows as the issue's table.
 func printTable(w io.Writer, rows []Row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "events\tstart→/healthz\tSessions\tApprovals\tChain\taudit verify --db\tsession page\tthread list\tdisk\tbuilt in\t\n")
+	fmt.Fprintf(tw, "events\tstart→/healthz (cpu)\tSessions\tApprovals\tChain\taudit verify --db (cpu)\tsession page\tthread list\tdisk\tbuilt in\t\n")
 	for _, r := range rows {
 		gen := "-"
 		if r.Gen > 0 {
 			gen = r.Gen.Round(100 * time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Events, ms(r.Start), ms(r.Sessions), ms(r.Approvals), ms(r.Chain),
-			ms(r.Verify), ms(r.Session), ms(r.Threads), mib(r.Bytes), gen)
+		fmt.Fprintf(tw, "%d\t%s (%s)\t%s\t%s\t%s\t%s (%s)\t%s\t%s\t%s\t%s\t\n", r.Events, ms(r.Start), ms(r.StartCPU), ms(r.Sessions), ms(r.Approvals), ms(r.Chain),
+			ms(r.Verify), ms(r.VerifyCPU), ms(r.Session), ms(r.Threads), mib(r.Bytes), gen)
 	}
 	tw.Flush()
 	for _, r := range rows {
