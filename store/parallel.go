@@ -27,9 +27,11 @@ type parser struct {
 	depth int
 }
 
-// newParser starts GOMAXPROCS workers; close stops them.
-func newParser() *parser {
-	w := runtime.GOMAXPROCS(0)
+// newParser starts w workers (GOMAXPROCS if w <= 0); close stops them.
+func newParser(w int) *parser {
+	if w <= 0 {
+		w = runtime.GOMAXPROCS(0)
+	}
 	p := &parser{depth: 2*w + 2}
 	p.jobs = make(chan *parseBatch, p.depth)
 	for range w {

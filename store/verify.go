@@ -101,13 +101,15 @@ func (c *chain) fail(seq uint64, problem string) bool {
 // not sync the journal so that the reported head is durable. A damaged bbolt page that
 // makes bbolt panic is reported as an error wrapping ErrCorrupt.
 func (db *DB) Verify(ctx context.Context) (rep Report, err error) {
-	return db.VerifyProgress(ctx, nil)
+	return db.verify(ctx, 0, ZeroHash, nil, 0)
 }
 
-// VerifyProgress is Verify calling progress, if not nil, with the seq
-// checked so far every few thousand events (from its goroutine).
-func (db *DB) VerifyProgress(ctx context.Context, progress func(seq uint64)) (rep Report, err error) {
-	return db.verify(ctx, 0, ZeroHash, progress)
+// VerifyBackground is Verify for a daemon's background check: it hashes
+// with one worker (leaving the other cores to the daemon's work) and calls
+// progress, if not nil, with the seq checked so far every thousand events
+// or so (from its goroutine).
+func (db *DB) VerifyBackground(ctx context.Context, progress func(seq uint64)) (rep Report, err error) {
+	return db.verify(ctx, 0, ZeroHash, progress, 1)
 }
 
 // VerifyFrom checks the chain after a trusted anchor: the event at seq
@@ -123,10 +125,12 @@ func (db *DB) VerifyFrom(ctx context.Context, fromSeq uint64, fromHash string, p
 	if fromSeq > 0 && !isHex64(fromHash) {
 		return Report{}, fmt.Errorf("store: verify: anchor hash %q is not 64 lowercase hex digits", fromHash)
 	}
-	return db.verify(ctx, fromSeq, fromHash, progress)
+	return db.verify(ctx, fromSeq, fromHash, progress, 0)
 }
 
-func (db *DB) verify(ctx context.Context, fromSeq uint64, fromHash string, progress func(seq uint64)) (rep Report, err error) {
+// verify checks the chain after (fromSeq, fromHash), hashing with workers
+// goroutines (0: GOMAXPROCS).
+func (db *DB) verify(ctx context.Context, fromSeq uint64, fromHash string, progress func(seq uint64), workers int) (rep Report, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			rep, err = Report{}, fmt.Errorf("store: verify: %w: %v", ErrCorrupt, r)
@@ -141,7 +145,7 @@ func (db *DB) verify(ctx context.Context, fromSeq uint64, fromHash string, progr
 		index := tx.Bucket(bucketIndex)
 		sums := map[string]*sessionInfo{}
 		cur := tx.Bucket(bucketEvents).Cursor()
-		p := newParser()
+		p := newParser(workers)
 		defer p.close()
 		k, v := cur.Seek(seqKey(fromSeq + 1))
 		for {

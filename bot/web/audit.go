@@ -79,7 +79,7 @@ func (s *Server) verifyLoop(ctx context.Context) {
 		s.verified.running, s.verified.progress, s.verified.target = true, 0, db.LastSeq()
 		s.verifyMu.Unlock()
 		start := time.Now()
-		rep, err := db.VerifyProgress(ctx, func(seq uint64) {
+		rep, err := db.VerifyBackground(ctx, func(seq uint64) {
 			s.verifyMu.Lock()
 			s.verified.progress = seq
 			s.verifyMu.Unlock()
