@@ -85,6 +85,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", 0, "the daemon's max_concurrent_runs (default max(256, threads))")
 	genN := fs.Int("gen", 0, "build a store of this many events in the shape of a year of on-call into -dir (events.db, audit.jsonl) and exit")
 	table := fs.String("table", "", "comma-separated store sizes (e.g. 1000,200000,1000000): build each under -dir/N/state once and print the start-up, audit viewer and verify timings")
+	reps := fs.Int("reps", 3, "with -table, measure each size this many times and print the medians (audit verify runs once)")
 	enforce := fs.Bool("enforce", false, "exit 1 when a target is missed")
 	verbose := fs.Bool("v", false, "log progress to stderr")
 	if err := fs.Parse(args); err != nil {
@@ -104,7 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	case *table != "":
-		return runTable(ctx, cfg, *table, stdout, stderr)
+		return runTable(ctx, cfg, *table, *reps, stdout, stderr)
 	}
 	if cfg.Trace && cfg.Profile == "" {
 		return errors.New("-trace needs -profile")
@@ -139,7 +140,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // runTable is -table: the issue #23 measurements.
-func runTable(ctx context.Context, cfg Config, spec string, stdout, stderr io.Writer) error {
+func runTable(ctx context.Context, cfg Config, spec string, reps int, stdout, stderr io.Writer) error {
 	var sizes []int
 	for _, f := range strings.Split(spec, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -166,7 +167,7 @@ func runTable(ctx context.Context, cfg Config, spec string, stdout, stderr io.Wr
 			return err
 		}
 	}
-	rows, err := Table(ctx, bin, dir, sizes, stderr)
+	rows, err := Table(ctx, bin, dir, sizes, reps, stderr)
 	printTable(stdout, rows)
 	return err
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,8 +41,10 @@ type Row struct {
 	Problems  []string
 }
 
-// Table builds (once, under dir/N) a store of each size and measures it.
-func Table(ctx context.Context, bin, dir string, sizes []int, log io.Writer) ([]Row, error) {
+// Table builds (once, under dir/N) a store of each size and measures it
+// reps times (at least once), keeping the median of each figure: on a
+// shared machine one measurement is noise.
+func Table(ctx context.Context, bin, dir string, sizes []int, reps int, log io.Writer) ([]Row, error) {
 	var rows []Row
 	for _, n := range sizes {
 		d := filepath.Join(dir, strconv.Itoa(n))
@@ -56,15 +59,53 @@ func Table(ctx context.Context, bin, dir string, sizes []int, log io.Writer) ([]
 			row.Gen = took
 			fmt.Fprintf(log, "generated in %s\n", took.Round(time.Millisecond))
 		}
-		if err := measure(ctx, bin, d, &row); err != nil {
-			return rows, fmt.Errorf("%d events: %w", n, err)
+		var runs []Row
+		for i := range max(reps, 1) {
+			r := row
+			if err := measure(ctx, bin, d, &r, i == 0); err != nil {
+				return rows, fmt.Errorf("%d events: %w", n, err)
+			}
+			runs = append(runs, r)
 		}
-		rows = append(rows, row)
+		rows = append(rows, median(runs))
 	}
 	return rows, nil
 }
 
-func measure(ctx context.Context, bin, dir string, row *Row) error {
+// median is the run with each figure the median of the runs' (the
+// problems of all of them).
+func median(runs []Row) Row {
+	out := runs[0]
+	pick := func(get func(*Row) *time.Duration) {
+		var ds []time.Duration
+		for i := range runs {
+			if d := *get(&runs[i]); d > 0 {
+				ds = append(ds, d)
+			}
+		}
+		if len(ds) > 0 {
+			slices.Sort(ds)
+			*get(&out) = ds[len(ds)/2]
+		}
+	}
+	for _, f := range []func(*Row) *time.Duration{
+		func(r *Row) *time.Duration { return &r.Start }, func(r *Row) *time.Duration { return &r.StartCPU },
+		func(r *Row) *time.Duration { return &r.Sessions }, func(r *Row) *time.Duration { return &r.Approvals },
+		func(r *Row) *time.Duration { return &r.Chain }, func(r *Row) *time.Duration { return &r.Session },
+		func(r *Row) *time.Duration { return &r.Threads },
+	} {
+		pick(f)
+	}
+	out.Problems = nil
+	for _, r := range runs {
+		out.Problems = append(out.Problems, r.Problems...)
+	}
+	return out
+}
+
+// measure starts the daemon on dir's store, times start-up and the pages,
+// stops it and, if verify, times `thinbot audit verify --db`.
+func measure(ctx context.Context, bin, dir string, row *Row, verify bool) error {
 	state := filepath.Join(dir, "state")
 	ws := filepath.Join(dir, "workspace")
 	if err := os.MkdirAll(ws, 0o700); err != nil {
@@ -168,6 +209,9 @@ func measure(ctx context.Context, bin, dir string, row *Row) error {
 		}
 	case <-time.After(2 * time.Minute):
 		return errors.New("daemon did not stop")
+	}
+	if !verify {
+		return nil
 	}
 	t := time.Now()
 	vc := exec.CommandContext(ctx, bin, "audit", "verify", "--db", filepath.Join(state, "events.db"))
