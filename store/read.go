@@ -206,7 +206,7 @@ func (db *DB) Session(id string) (info SessionInfo, ok bool, err error) {
 // RecentSessions yields the sessions whose last event has a seq below
 // beforeSeq (all if 0), most recently active first, reading the recent
 // index: a page of them costs the same whatever the chain's length. On a
-// read-only store of an older thinbot, which lacks that index, it reads
+// read-only store whose index an older thinbot did not keep, it reads
 // every session summary instead. No transaction is held while yielding.
 func (db *DB) RecentSessions(beforeSeq uint64) iter.Seq2[SessionInfo, error] {
 	return func(yield func(SessionInfo, error) bool) {
@@ -218,7 +218,7 @@ func (db *DB) RecentSessions(beforeSeq uint64) iter.Seq2[SessionInfo, error] {
 			missing := false
 			err := db.view(func(tx *bolt.Tx) error {
 				recent, sessions := tx.Bucket(bucketRecent), tx.Bucket(bucketSessions)
-				if recent == nil {
+				if recent == nil || !recentCurrent(tx) {
 					missing = true
 					return nil
 				}

@@ -153,6 +153,35 @@ func TestRecentSessions(t *testing.T) {
 		t.Fatalf("Verify = %+v, %v", rep, err)
 	}
 	db.Close()
+	// An older thinbot appended without keeping the index: it is not used
+	// (no false alarm from Verify), and rebuilt at the next writable open.
+	withBolt(t, path, func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketRecent).Delete(seqKey(7)); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keyRecentSeq, seqKey(5))
+	})
+	ro, err = Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(ro)
+	if rep, err := ro.Verify(context.Background()); err != nil || !rep.OK {
+		t.Errorf("Verify with a stale recent index = %+v, %v", rep, err)
+	}
+	ro.Close()
+	db, err = Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(db)
+	if _, err := db.Append(context.Background(), Event{Session: "s0001", Type: "note"}); err != nil {
+		t.Fatal(err)
+	}
+	if all := ids(db, 0); all[0] != "s0001" || all[1] != "s0003" || len(all) != readChunk+50 {
+		t.Errorf("after an append: %v…", all[:2])
+	}
+	db.Close()
 	withBolt(t, path, func(tx *bolt.Tx) error { return tx.Bucket(bucketRecent).Delete(seqKey(7)) }) // hide s0006
 	ro, err = Open(path, &Options{ReadOnly: true})
 	if err != nil {

@@ -69,6 +69,10 @@ var (
 	keyFormat    = []byte("format")
 	keyLast      = []byte("last")
 	keyAudit     = []byte("audit")
+	// keyRecentSeq is the seq up to which bucketRecent is kept: an older
+	// thinbot that wrote to the store did not keep it, and then it is
+	// rebuilt at the next writable open and not used until then.
+	keyRecentSeq = []byte("recentseq")
 )
 
 // Options configures Open. A nil *Options or a zero Options consists entirely
@@ -356,19 +360,25 @@ func (db *DB) init() (err error) {
 }
 
 // addRecent builds the recent bucket of a store written by an older
-// thinbot, from its session summaries (once; logged).
+// thinbot, from its session summaries (logged): when it is missing, or was
+// not kept for the last events (an older thinbot wrote them).
 func (db *DB) addRecent() error {
-	missing := false
-	if err := db.bolt.View(func(tx *bolt.Tx) error { missing = tx.Bucket(bucketRecent) == nil; return nil }); err != nil || !missing {
+	stale := false
+	if err := db.bolt.View(func(tx *bolt.Tx) error { stale = !recentCurrent(tx); return nil }); err != nil || !stale {
 		return err
 	}
 	n := 0
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketRecent) != nil {
+			if err := tx.DeleteBucket(bucketRecent); err != nil {
+				return err
+			}
+		}
 		recent, err := tx.CreateBucket(bucketRecent)
 		if err != nil {
 			return err
 		}
-		return tx.Bucket(bucketSessions).ForEach(func(k, v []byte) error {
+		err = tx.Bucket(bucketSessions).ForEach(func(k, v []byte) error {
 			si, ok := decodeSessionInfo(v)
 			if !ok {
 				return fmt.Errorf("session %q: damaged session record", k)
@@ -376,12 +386,30 @@ func (db *DB) addRecent() error {
 			n++
 			return recent.Put(seqKey(si.lastSeq), bytes.Clone(k))
 		})
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keyRecentSeq, seqKey(db.lastSeq.Load()))
 	})
 	if err != nil {
 		return fmt.Errorf("store: open %s: build the recent-sessions index: %w", db.path, err)
 	}
-	db.log.Info("store: built the recent-sessions index (once, for a store of an older thinbot)", "path", db.path, "sessions", n)
+	db.log.Info("store: built the recent-sessions index (a store an older thinbot wrote)", "path", db.path, "sessions", n)
 	return nil
+}
+
+// recentCurrent reports whether bucketRecent is kept up to the chain's head.
+func recentCurrent(tx *bolt.Tx) bool {
+	meta := tx.Bucket(bucketMeta)
+	var head uint64
+	if v := meta.Get(keyLast); len(v) == 40 {
+		head = binary.BigEndian.Uint64(v)
+	}
+	v := meta.Get(keyRecentSeq)
+	if v == nil && head == 0 {
+		return tx.Bucket(bucketRecent) != nil // a new store
+	}
+	return tx.Bucket(bucketRecent) != nil && len(v) == 8 && binary.BigEndian.Uint64(v) == head
 }
 
 // createBuckets sets up an empty file; it leaves any other alone.
@@ -711,6 +739,9 @@ func putEvents(tx *bolt.Tx, evs []*Event, lines [][]byte, ck []byte) error {
 		si.add(ev.Seq, ev.Time)
 	}
 	recent := tx.Bucket(bucketRecent)
+	if recent != nil && len(evs) > 0 && !recentCurrent(tx) {
+		recent = nil // stale: rebuilt at the next writable open
+	}
 	for id, si := range touched {
 		if err := sessions.Put([]byte(id), si.encode()); err != nil {
 			return err
@@ -734,6 +765,11 @@ func putEvents(tx *bolt.Tx, evs []*Event, lines [][]byte, ck []byte) error {
 		head, _ = hex.AppendDecode(head, []byte(last.Hash))
 		if err := meta.Put(keyLast, head); err != nil {
 			return err
+		}
+		if recent != nil {
+			if err := meta.Put(keyRecentSeq, seqKey(last.Seq)); err != nil {
+				return err
+			}
 		}
 	}
 	if ck == nil {

@@ -280,7 +280,9 @@ func checkSessions(tx *bolt.Tx, sums map[string]*sessionInfo) (string, uint64) {
 		}
 		return errors.New("stop")
 	})
-	if recent := tx.Bucket(bucketRecent); problem == "" && recent != nil {
+	// The recent index is checked where it is used: when kept up to the head
+	// (a stale one is rebuilt before use).
+	if recent := tx.Bucket(bucketRecent); problem == "" && recent != nil && recentCurrent(tx) {
 		n := 0
 		_ = recent.ForEach(func(k, v []byte) error {
 			n++
