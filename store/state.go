@@ -226,7 +226,7 @@ func (db *DB) IndexCurrent(name string) bool {
 		meta := tx.Bucket(bucketMeta)
 		v := meta.Get(keyIxSeq)
 		ok = tx.Bucket(bucketState) != nil && string(meta.Get(keyIxName)) == name && len(v) == 8 &&
-			binary.BigEndian.Uint64(v) == db.lastSeq.Load()
+			binary.BigEndian.Uint64(v) >= db.lastSeq.Load() // >=: a commit in flight updates lastSeq just after its transaction
 		return nil
 	})
 	return ok
