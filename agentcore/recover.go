@@ -135,10 +135,10 @@ func (a *Agent) appendSession(id string, evs ...store.Event) ([]store.Event, err
 // They serve to drop a message a chat platform delivers again after a
 // restart (a redelivery of recent messages, within minutes); a year of
 // them would cost start-up time for nothing.
-const maxSeenIDs = 20000
+const maxSeenIDs = 10000
 
 // Sessions lists the ids of sessions in db that have a user message, in
-// the order of their first, with the newest maxSeenIDs chat message ids
+// the order of their first, with the newest maxSeenIDs (10,000) chat message ids
 // already handled (for deduplication after a restart), from the state
 // index.
 func Sessions(db *store.DB) (sessions []string, messageIDs []string, err error) {

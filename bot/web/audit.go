@@ -72,8 +72,16 @@ func (s *Server) startVerifier() {
 	}()
 }
 
+// verifyDelay is how long after start the first full verification waits,
+// so that it does not compete with the daemon's start-up (a small chain is
+// verified by the first page request meanwhile, see catchUp).
+const verifyDelay = 2 * time.Second
+
 func (s *Server) verifyLoop(ctx context.Context) {
 	db := s.cfg.Chain
+	if !sleepCtx(ctx, verifyDelay) {
+		return
+	}
 	for ctx.Err() == nil {
 		s.verifyMu.Lock()
 		s.verified.running, s.verified.progress, s.verified.target = true, 0, db.LastSeq()
@@ -252,6 +260,8 @@ func (s *Server) status(ctx context.Context) chainStatus {
 		return chainStatus{Text: fmt.Sprintf("broken at seq %d: %s", v.bad.BadSeq, v.bad.Problem), Checked: v.at}
 	case v.fulls == 0 && v.err != nil:
 		return chainStatus{Text: "could not verify the chain (see the log)", Checked: s.cfg.Now()}
+	case v.fulls == 0 && v.running && v.progress == 0:
+		return chainStatus{OK: true, Text: fmt.Sprintf("not verified yet: the verification of %d events starts in a moment", v.target), Checked: s.cfg.Now()}
 	case v.fulls == 0 && v.running:
 		return chainStatus{OK: true, Text: fmt.Sprintf("not verified yet: verification running, %d%% (seq %d of %d)", v.progress*100/max(v.target, 1), v.progress, v.target), Checked: s.cfg.Now()}
 	case v.fulls == 0:
