@@ -165,3 +165,21 @@ func clockFrom(t0 time.Time, step time.Duration) func() time.Time {
 	now := t0.Add(-step)
 	return func() time.Time { now = now.Add(step); return now }
 }
+
+// TestEmptyChainThenFirstEvent: the banner of an empty chain says so, and
+// once an event exists the next page shows it verified, never the empty
+// chain's result (the flake main's TestEmptyChainVerificationIsNotReused
+// pins for the earlier, cached verification).
+func TestEmptyChainThenFirstEvent(t *testing.T) {
+	db := openStore(t)
+	s := mustNew(t, db)
+	if st := s.status(t.Context()); !strings.Contains(st.Text, "empty") {
+		t.Fatalf("empty chain: %q", st.Text)
+	}
+	if _, err := db.Append(t.Context(), store.Event{Session: "s", Type: "note", Actor: "system", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.status(t.Context()); st.Text != "verified up to seq 1" {
+		t.Errorf("after the first event: %q, want verified up to seq 1", st.Text)
+	}
+}
