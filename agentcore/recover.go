@@ -1,9 +1,12 @@
 package agentcore
 
 import (
+	"cmp"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/thinbot/thinbot/store"
 )
@@ -83,96 +86,28 @@ type Unfinished struct {
 // it closed so that front ends can update their messages and tell the
 // threads. Call it once at start, before any Agent over db runs.
 func Recover(db *store.DB) (Unfinished, error) {
-	type runInfo struct{ open bool }
-	runs := map[string]*runInfo{}
-	var order []string
-	pending := map[string]*PendingApproval{}
-	var porder []string
-	sha := map[string]string{}
-	callOf := map[string]string{}
-	queued := map[string]*QueuedMessage{}
-	var qorder []string
-	branch := map[string]int{} // each session's current branch
-	for e, err := range db.All(1) {
-		if err != nil {
-			return Unfinished{}, fmt.Errorf("scan chain: %w", err)
-		}
-		branch[e.Session] = max(branch[e.Session], e.Branch)
-		switch e.Type {
-		case EvRunStarted:
-			r := runs[e.Session]
-			if r == nil {
-				r = &runInfo{}
-				runs[e.Session] = r
-				order = append(order, e.Session)
-			}
-			r.open = true
-		case EvRunFinished:
-			if r := runs[e.Session]; r != nil {
-				r.open = false
-			}
-		case EvApprovalAsked:
-			var p approvalAskedPayload
-			if json.Unmarshal(e.Payload, &p) == nil {
-				pending[p.RequestID] = &PendingApproval{Session: e.Session, RequestID: p.RequestID, Command: p.Command}
-				porder = append(porder, p.RequestID)
-				sha[p.RequestID], callOf[p.RequestID] = p.SHA256, p.CallID
-			}
-		case EvApprovalDecided:
-			var p approvalDecidedPayload
-			if json.Unmarshal(e.Payload, &p) == nil {
-				delete(pending, p.RequestID)
-			}
-		case EvNote:
-			var p NotePayload
-			if json.Unmarshal(e.Payload, &p) != nil {
-				continue
-			}
-			switch p.Kind {
-			case NoteApprovalPosted:
-				if pa := pending[p.RequestID]; pa != nil {
-					pa.PostID = p.PostID
-				}
-			case NoteMessageQueued:
-				if p.PostID != "" && queued[p.PostID] == nil {
-					queued[p.PostID] = &QueuedMessage{Session: e.Session, MessageID: p.PostID, UserID: p.User, UserName: p.Name, Text: p.Detail}
-					qorder = append(qorder, p.PostID)
-				}
-			}
-		case EvUserMessage:
-			var p userMessagePayload
-			if json.Unmarshal(e.Payload, &p) == nil && p.MessageID != "" {
-				delete(queued, p.MessageID)
-			}
-		}
+	if err := useIndex(db); err != nil {
+		return Unfinished{}, err
+	}
+	open, pend, branch, err := unfinished(db)
+	if err != nil {
+		return Unfinished{}, err
 	}
 	record := func(session string, e store.Event) error {
 		e.Session, e.Branch = session, branch[session]
 		_, err := write(db, durable, []store.Event{e})
 		return err
 	}
-	var u Unfinished
-	for _, id := range qorder {
-		if q := queued[id]; q != nil {
-			u.Queued = append(u.Queued, *q)
-			delete(queued, id) // a message noted twice is handled once
-		}
-	}
-	for _, id := range porder {
-		pa := pending[id]
-		if pa == nil {
-			continue
-		}
+	u := Unfinished{Queued: open.Queued}
+	for i, pa := range open.Approvals {
+		p := pend[i]
 		if err := record(pa.Session, store.Event{Type: EvApprovalDecided, Actor: "system", Payload: mustJSON(approvalDecidedPayload{
-			CallID: callOf[id], RequestID: id, Approved: false, By: "system", Why: "expired: thinbot restarted before a decision", SHA256: sha[id]})}); err != nil {
+			CallID: p.CallID, RequestID: pa.RequestID, Approved: false, By: "system", Why: "expired: thinbot restarted before a decision", SHA256: p.SHA256})}); err != nil {
 			return u, err
 		}
-		u.Approvals = append(u.Approvals, *pa)
+		u.Approvals = append(u.Approvals, pa)
 	}
-	for _, sid := range order {
-		if !runs[sid].open {
-			continue
-		}
+	for _, sid := range open.Runs {
 		if err := record(sid, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(runPayload{
 			Status: StatusInterrupted, Detail: "the process ended before the run finished"})}); err != nil {
 			return u, err
@@ -182,26 +117,41 @@ func Recover(db *store.DB) (Unfinished, error) {
 	return u, nil
 }
 
-// Sessions lists the ids of sessions in db that have a user message, with
-// the chat message ids already handled (for deduplication after a restart).
+// maxSeenIDs is how many handled message ids Sessions returns: the newest.
+// They serve to drop a message a chat platform delivers again after a
+// restart (a redelivery of recent messages, within minutes); a year of
+// them would cost start-up time for nothing.
+const maxSeenIDs = 10000
+
+// Sessions lists the ids of sessions in db that have a user message, in
+// the order of their first, with the newest maxSeenIDs (10,000) chat message ids
+// already handled (for deduplication after a restart), from the state
+// index.
 func Sessions(db *store.DB) (sessions []string, messageIDs []string, err error) {
-	seen := map[string]bool{}
-	for e, err := range db.All(1) {
-		if err != nil {
-			return nil, nil, fmt.Errorf("scan chain: %w", err)
-		}
-		if e.Type != EvUserMessage {
-			continue
-		}
-		if !seen[e.Session] {
-			seen[e.Session] = true
-			sessions = append(sessions, e.Session)
-		}
-		var p userMessagePayload
-		if json.Unmarshal(e.Payload, &p) == nil && p.MessageID != "" {
-			messageIDs = append(messageIDs, p.MessageID)
+	if err := useIndex(db); err != nil {
+		return nil, nil, err
+	}
+	type first struct {
+		seq uint64
+		id  string
+	}
+	var fs []first
+	for k, v := range db.IndexScan([]byte("s/")) {
+		if len(v) == 8 {
+			fs = append(fs, first{binary.BigEndian.Uint64(v), string(k[2:])})
 		}
 	}
+	slices.SortFunc(fs, func(a, b first) int { return cmp.Compare(a.seq, b.seq) })
+	for _, f := range fs {
+		sessions = append(sessions, f.id)
+	}
+	for _, v := range db.IndexScanBack([]byte("m/"), nil) {
+		if len(messageIDs) == maxSeenIDs {
+			break
+		}
+		messageIDs = append(messageIDs, string(v))
+	}
+	slices.Reverse(messageIDs) // chain order
 	return sessions, messageIDs, nil
 }
 

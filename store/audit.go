@@ -212,7 +212,10 @@ func (db *DB) replay(f *os.File, br *bufio.Reader, off *int64) (uint64, error) {
 		}
 		last := evs[len(evs)-1]
 		if err := db.bolt.Update(func(tx *bolt.Tx) error {
-			return putEvents(tx, evs, lines, checkpointValue(last.Seq, end, last.Seq, end, db.bootID))
+			if err := putEvents(tx, evs, lines, checkpointValue(last.Seq, end, last.Seq, end, db.bootID)); err != nil {
+				return err
+			}
+			return applyIndex(tx, db.indexer, evs)
 		}); err != nil {
 			return fmt.Errorf("replay: %w", err)
 		}

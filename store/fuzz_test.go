@@ -36,6 +36,36 @@ func FuzzParseLine(f *testing.F) {
 	})
 }
 
+// FuzzDecodeCanonical: the fast reader of canonical lines agrees with the
+// JSON decoder on every line it accepts that parseLine then finds good,
+// and never accepts a line into an event that parseLine's checks pass but
+// the decoder would reject.
+func FuzzDecodeCanonical(f *testing.F) {
+	for _, s := range lineSeeds() {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		fast, ok := decodeCanonical(line)
+		if !ok {
+			return
+		}
+		slow, err := decodeLine(line)
+		if err != nil {
+			if _, perr := parseLine(line); perr == nil {
+				t.Fatalf("parseLine accepts %q, which the decoder rejects: %v", line, err)
+			}
+			return
+		}
+		if fast.Seq != slow.Seq || !fast.Time.Equal(slow.Time) || fast.Time.String() != slow.Time.String() || fast.Session != slow.Session ||
+			fast.Branch != slow.Branch || fast.Type != slow.Type || fast.Actor != slow.Actor || !bytes.Equal(fast.Payload, slow.Payload) ||
+			fast.Prev != slow.Prev || fast.Hash != slow.Hash {
+			if _, perr := parseLine(line); perr == nil {
+				t.Fatalf("%q: fast %+v, decoder %+v", line, fast, slow)
+			}
+		}
+	})
+}
+
 // FuzzVerifyJSONL: VerifyJSONL never panics or errors on any input, and an
 // OK report counts exactly the file's lines.
 func FuzzVerifyJSONL(f *testing.F) {

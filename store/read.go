@@ -177,3 +177,119 @@ func (db *DB) Export(ctx context.Context, w io.Writer, session string, sinceSeq 
 	}
 	return nil
 }
+
+// Session returns one session's summary, read by its id; ok is false when
+// the chain has no such session.
+func (db *DB) Session(id string) (info SessionInfo, ok bool, err error) {
+	err = db.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketSessions).Get([]byte(id))
+		if v == nil {
+			return nil
+		}
+		si, good := decodeSessionInfo(v)
+		if !good {
+			return fmt.Errorf("session %q: damaged session record", id)
+		}
+		info, ok = SessionInfo{
+			ID: id, Events: int(si.events),
+			First: time.Unix(0, si.first).UTC(), Last: time.Unix(0, si.last).UTC(),
+			FirstSeq: si.firstSeq, LastSeq: si.lastSeq,
+		}, true
+		return nil
+	})
+	if err != nil {
+		return SessionInfo{}, false, fmt.Errorf("store: session: %w", err)
+	}
+	return info, ok, nil
+}
+
+// RecentSessions yields the sessions whose last event has a seq below
+// beforeSeq (all if 0), most recently active first, reading the recent
+// index: a page of them costs the same whatever the chain's length. On a
+// read-only store whose index an older thinbot did not keep, it reads
+// every session summary instead. No transaction is held while yielding.
+func (db *DB) RecentSessions(beforeSeq uint64) iter.Seq2[SessionInfo, error] {
+	return func(yield func(SessionInfo, error) bool) {
+		if beforeSeq == 0 {
+			beforeSeq = ^uint64(0)
+		}
+		for {
+			var out []SessionInfo
+			missing := false
+			err := db.view(func(tx *bolt.Tx) error {
+				recent, sessions := tx.Bucket(bucketRecent), tx.Bucket(bucketSessions)
+				if recent == nil || !recentCurrent(tx) {
+					missing = true
+					return nil
+				}
+				c := recent.Cursor()
+				k, v := c.Seek(seqKey(beforeSeq))
+				if k == nil {
+					k, v = c.Last()
+				}
+				for k != nil && binary.BigEndian.Uint64(k) >= beforeSeq {
+					k, v = c.Prev()
+				}
+				for ; k != nil && len(out) < readChunk; k, v = c.Prev() {
+					si, ok := decodeSessionInfo(sessions.Get(v))
+					if !ok {
+						return fmt.Errorf("session %q: damaged or missing session record", v)
+					}
+					out = append(out, SessionInfo{ID: string(v), Events: int(si.events),
+						First: time.Unix(0, si.first).UTC(), Last: time.Unix(0, si.last).UTC(), FirstSeq: si.firstSeq, LastSeq: si.lastSeq})
+				}
+				return nil
+			})
+			if err == nil && missing {
+				all, err := db.Sessions()
+				if err != nil {
+					yield(SessionInfo{}, err)
+					return
+				}
+				for _, si := range slices.Backward(all) {
+					if si.LastSeq < beforeSeq && !yield(si, nil) {
+						return
+					}
+				}
+				return
+			}
+			if err != nil {
+				yield(SessionInfo{}, fmt.Errorf("store: sessions: %w", err))
+				return
+			}
+			for _, si := range out {
+				if !yield(si, nil) {
+					return
+				}
+			}
+			if len(out) < readChunk {
+				return
+			}
+			beforeSeq = out[len(out)-1].LastSeq
+		}
+	}
+}
+
+// SeqAt returns the seq of the last event at or before t (0 if none), by a
+// binary search over the chain (event times are in commit order; a clock
+// stepped back makes the answer approximate around the step).
+func (db *DB) SeqAt(t time.Time) (uint64, error) {
+	lo, hi := uint64(0), db.lastSeq.Load() // answer in [lo, hi]
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		line, err := db.line(mid)
+		if err != nil {
+			return 0, err
+		}
+		ev, err := decodeLine(line)
+		if err != nil {
+			return 0, fmt.Errorf("store: read: %w", err)
+		}
+		if ev.Time.After(t) {
+			hi = mid - 1
+		} else {
+			lo = mid
+		}
+	}
+	return lo, nil
+}

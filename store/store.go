@@ -60,10 +60,19 @@ var (
 	bucketEvents   = []byte("events")
 	bucketIndex    = []byte("index")
 	bucketSessions = []byte("sessions")
-	bucketMeta     = []byte("meta")
-	keyFormat      = []byte("format")
-	keyLast        = []byte("last")
-	keyAudit       = []byte("audit")
+	// bucketRecent orders the sessions by activity: key the 8-byte seq of
+	// a session's last event, value its id. Derived from the sessions
+	// bucket (Verify checks that it agrees); stores of an older thinbot
+	// get it at their first writable open.
+	bucketRecent = []byte("recent")
+	bucketMeta   = []byte("meta")
+	keyFormat    = []byte("format")
+	keyLast      = []byte("last")
+	keyAudit     = []byte("audit")
+	// keyRecentSeq is the seq up to which bucketRecent is kept: an older
+	// thinbot that wrote to the store did not keep it, and then it is
+	// rebuilt at the next writable open and not used until then.
+	keyRecentSeq = []byte("recentseq")
 )
 
 // Options configures Open. A nil *Options or a zero Options consists entirely
@@ -141,6 +150,8 @@ type DB struct {
 	syncedOff int64
 	// durableSeq is syncedSeq, readable without auditMu (DurableSeq).
 	durableSeq atomic.Uint64
+	// indexer keeps the state index (UseIndex). Guarded by auditMu.
+	indexer *Indexer
 }
 
 type request struct {
@@ -246,6 +257,11 @@ func Open(path string, opts *Options) (*DB, error) {
 	if err := db.init(); err != nil {
 		return fail(err)
 	}
+	if !o.ReadOnly {
+		if err := db.addRecent(); err != nil {
+			return fail(err)
+		}
+	}
 	if !o.ReadOnly && db.auditPath != "" {
 		if o.RebuildAudit {
 			err = db.rebuildAudit(context.Background())
@@ -343,6 +359,59 @@ func (db *DB) init() (err error) {
 	})
 }
 
+// addRecent builds the recent bucket of a store written by an older
+// thinbot, from its session summaries (logged): when it is missing, or was
+// not kept for the last events (an older thinbot wrote them).
+func (db *DB) addRecent() error {
+	stale := false
+	if err := db.bolt.View(func(tx *bolt.Tx) error { stale = !recentCurrent(tx); return nil }); err != nil || !stale {
+		return err
+	}
+	n := 0
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketRecent) != nil {
+			if err := tx.DeleteBucket(bucketRecent); err != nil {
+				return err
+			}
+		}
+		recent, err := tx.CreateBucket(bucketRecent)
+		if err != nil {
+			return err
+		}
+		err = tx.Bucket(bucketSessions).ForEach(func(k, v []byte) error {
+			si, ok := decodeSessionInfo(v)
+			if !ok {
+				return fmt.Errorf("session %q: damaged session record", k)
+			}
+			n++
+			return recent.Put(seqKey(si.lastSeq), bytes.Clone(k))
+		})
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keyRecentSeq, seqKey(db.lastSeq.Load()))
+	})
+	if err != nil {
+		return fmt.Errorf("store: open %s: build the recent-sessions index: %w", db.path, err)
+	}
+	db.log.Info("store: built the recent-sessions index (a store an older thinbot wrote)", "path", db.path, "sessions", n)
+	return nil
+}
+
+// recentCurrent reports whether bucketRecent is kept up to the chain's head.
+func recentCurrent(tx *bolt.Tx) bool {
+	meta := tx.Bucket(bucketMeta)
+	var head uint64
+	if v := meta.Get(keyLast); len(v) == 40 {
+		head = binary.BigEndian.Uint64(v)
+	}
+	v := meta.Get(keyRecentSeq)
+	if v == nil && head == 0 {
+		return tx.Bucket(bucketRecent) != nil // a new store
+	}
+	return tx.Bucket(bucketRecent) != nil && len(v) == 8 && binary.BigEndian.Uint64(v) == head
+}
+
 // createBuckets sets up an empty file; it leaves any other alone.
 func createBuckets(tx *bolt.Tx) error {
 	empty := true
@@ -350,7 +419,7 @@ func createBuckets(tx *bolt.Tx) error {
 	if !empty {
 		return nil
 	}
-	for _, b := range [][]byte{bucketEvents, bucketIndex, bucketSessions, bucketMeta} {
+	for _, b := range [][]byte{bucketEvents, bucketIndex, bucketSessions, bucketMeta, bucketRecent} {
 		if _, err := tx.CreateBucket(b); err != nil {
 			return fmt.Errorf("store: create bucket: %w", err)
 		}
@@ -360,6 +429,11 @@ func createBuckets(tx *bolt.Tx) error {
 	}
 	return nil
 }
+
+// Closing returns a channel that is closed when Close begins: long readers
+// (a background verification) stop on it, so that Close does not wait for
+// them.
+func (db *DB) Closing() <-chan struct{} { return db.closing }
 
 // Path returns the database file's path.
 func (db *DB) Path() string { return db.path }
@@ -590,7 +664,10 @@ func (db *DB) commit(batch []*request) {
 		ck = db.checkpoint()
 	}
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		return putEvents(tx, evs, lines, ck)
+		if err := putEvents(tx, evs, lines, ck); err != nil {
+			return err
+		}
+		return applyIndex(tx, db.indexer, evs)
 	})
 	if err != nil {
 		err = fmt.Errorf("store: append: commit: %w", err)
@@ -639,6 +716,7 @@ func putEvents(tx *bolt.Tx, evs []*Event, lines [][]byte, ck []byte) error {
 	sessions, meta := tx.Bucket(bucketSessions), tx.Bucket(bucketMeta)
 	events.FillPercent = 1.0
 	touched := map[string]*sessionInfo{}
+	wasLast := map[string]uint64{} // each touched session's last seq before
 	for i, ev := range evs {
 		if err := events.Put(seqKey(ev.Seq), lines[i]); err != nil {
 			return err
@@ -654,13 +732,29 @@ func putEvents(tx *bolt.Tx, evs []*Event, lines [][]byte, ck []byte) error {
 				if *si, ok = decodeSessionInfo(v); !ok {
 					return fmt.Errorf("session %q: damaged session record", ev.Session)
 				}
+				wasLast[ev.Session] = si.lastSeq
 			}
 			touched[ev.Session] = si
 		}
 		si.add(ev.Seq, ev.Time)
 	}
+	recent := tx.Bucket(bucketRecent)
+	if recent != nil && len(evs) > 0 && !recentCurrent(tx) {
+		recent = nil // stale: rebuilt at the next writable open
+	}
 	for id, si := range touched {
 		if err := sessions.Put([]byte(id), si.encode()); err != nil {
+			return err
+		}
+		if recent == nil {
+			continue
+		}
+		if old, ok := wasLast[id]; ok {
+			if err := recent.Delete(seqKey(old)); err != nil {
+				return err
+			}
+		}
+		if err := recent.Put(seqKey(si.lastSeq), []byte(id)); err != nil {
 			return err
 		}
 	}
@@ -671,6 +765,11 @@ func putEvents(tx *bolt.Tx, evs []*Event, lines [][]byte, ck []byte) error {
 		head, _ = hex.AppendDecode(head, []byte(last.Hash))
 		if err := meta.Put(keyLast, head); err != nil {
 			return err
+		}
+		if recent != nil {
+			if err := meta.Put(keyRecentSeq, seqKey(last.Seq)); err != nil {
+				return err
+			}
 		}
 	}
 	if ck == nil {

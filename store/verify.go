@@ -50,8 +50,13 @@ func newChain() *chain { return &chain{rep: Report{OK: true, LastHash: ZeroHash}
 // check verifies the next line and returns its event; on a problem it marks
 // the report bad and returns false.
 func (c *chain) check(line []byte) (Event, bool) {
-	want := c.rep.LastSeq + 1
 	ev, err := parseLine(line)
+	return c.checkParsed(ev, err)
+}
+
+// checkParsed is check with the line already parsed (parseLine's results).
+func (c *chain) checkParsed(ev Event, err error) (Event, bool) {
+	want := c.rep.LastSeq + 1
 	switch {
 	case err != nil && ev.Seq != 0 && ev.Seq != want:
 		return ev, c.fail(want, fmt.Sprintf("expected seq %d, found seq %d (%v)", want, ev.Seq, err))
@@ -96,45 +101,96 @@ func (c *chain) fail(seq uint64, problem string) bool {
 // not sync the journal so that the reported head is durable. A damaged bbolt page that
 // makes bbolt panic is reported as an error wrapping ErrCorrupt.
 func (db *DB) Verify(ctx context.Context) (rep Report, err error) {
+	return db.verify(ctx, 0, ZeroHash, nil, 0)
+}
+
+// VerifyBackground is Verify for a daemon's background check: it hashes
+// with one worker (leaving the other cores to the daemon's work) and calls
+// progress, if not nil, with the seq checked so far every thousand events
+// or so (from its goroutine).
+func (db *DB) VerifyBackground(ctx context.Context, progress func(seq uint64)) (rep Report, err error) {
+	return db.verify(ctx, 0, ZeroHash, progress, 1)
+}
+
+// VerifyFrom checks the chain after a trusted anchor: the event at seq
+// fromSeq had hash fromHash when it was last verified (a head that `thinbot
+// audit verify` printed, kept elsewhere). It checks every later event's
+// canonical form and hash, the gapless seq and prev links from the anchor
+// on, that each is in its session's index, and the recorded chain head, in
+// time proportional to the events after the anchor. It does not re-check
+// the events up to the anchor, nor the session summaries (Verify does):
+// it is the daily check between full ones. An anchor the chain does not
+// continue (a rewritten history) is reported as a break at fromSeq+1.
+func (db *DB) VerifyFrom(ctx context.Context, fromSeq uint64, fromHash string, progress func(seq uint64)) (Report, error) {
+	if fromSeq > 0 && !isHex64(fromHash) {
+		return Report{}, fmt.Errorf("store: verify: anchor hash %q is not 64 lowercase hex digits", fromHash)
+	}
+	return db.verify(ctx, fromSeq, fromHash, progress, 0)
+}
+
+// verify checks the chain after (fromSeq, fromHash), hashing with workers
+// goroutines (0: GOMAXPROCS).
+func (db *DB) verify(ctx context.Context, fromSeq uint64, fromHash string, progress func(seq uint64), workers int) (rep Report, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			rep, err = Report{}, fmt.Errorf("store: verify: %w: %v", ErrCorrupt, r)
 		}
 	}()
 	c := newChain()
+	c.rep.LastSeq = fromSeq
+	if fromSeq > 0 {
+		c.rep.LastHash = fromHash
+	}
 	err = db.view(func(tx *bolt.Tx) error {
 		index := tx.Bucket(bucketIndex)
 		sums := map[string]*sessionInfo{}
 		cur := tx.Bucket(bucketEvents).Cursor()
-		for k, v := cur.First(); k != nil; k, v = cur.Next() {
-			if c.rep.Events%1024 == 0 {
-				if err := ctx.Err(); err != nil {
-					return err
+		p := newParser(workers)
+		defer p.close()
+		k, v := cur.Seek(seqKey(fromSeq + 1))
+		for {
+			for k != nil && !p.full() {
+				var keys, lines [][]byte
+				for ; k != nil && len(lines) < verifyBatch; k, v = cur.Next() {
+					keys, lines = append(keys, k), append(lines, v)
 				}
+				p.submit(keys, lines)
 			}
-			want := c.rep.LastSeq + 1
-			if len(k) != 8 {
-				c.fail(want, fmt.Sprintf("malformed key %x in the events bucket", k))
-				return nil
+			b := p.next()
+			if b == nil {
+				break
 			}
-			if got := binary.BigEndian.Uint64(k); got != want {
-				c.fail(want, fmt.Sprintf("event %d is missing (the next stored key is %d)", want, got))
-				return nil
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-			ev, ok := c.check(v)
-			if !ok {
-				return nil
+			for i, k := range b.keys {
+				want := c.rep.LastSeq + 1
+				if len(k) != 8 {
+					c.fail(want, fmt.Sprintf("malformed key %x in the events bucket", k))
+					return nil
+				}
+				if got := binary.BigEndian.Uint64(k); got != want {
+					c.fail(want, fmt.Sprintf("event %d is missing (the next stored key is %d)", want, got))
+					return nil
+				}
+				ev, ok := c.checkParsed(b.evs[i], b.errs[i])
+				if !ok {
+					return nil
+				}
+				if index.Get(indexKey(ev.Session, ev.Seq)) == nil {
+					c.fail(ev.Seq, fmt.Sprintf("event %d is missing from session %q's index", ev.Seq, ev.Session))
+					return nil
+				}
+				si := sums[ev.Session]
+				if si == nil {
+					si = &sessionInfo{}
+					sums[ev.Session] = si
+				}
+				si.add(ev.Seq, ev.Time)
 			}
-			if index.Get(indexKey(ev.Session, ev.Seq)) == nil {
-				c.fail(ev.Seq, fmt.Sprintf("event %d is missing from session %q's index", ev.Seq, ev.Session))
-				return nil
+			if progress != nil {
+				progress(c.rep.LastSeq)
 			}
-			si := sums[ev.Session]
-			if si == nil {
-				si = &sessionInfo{}
-				sums[ev.Session] = si
-			}
-			si.add(ev.Seq, ev.Time)
 		}
 		meta := tx.Bucket(bucketMeta)
 		headSeq, headHash := uint64(0), ZeroHash
@@ -147,6 +203,9 @@ func (db *DB) Verify(ctx context.Context) (rep Report, err error) {
 			return nil
 		case headSeq < c.rep.LastSeq || headHash != c.rep.LastHash:
 			c.fail(headSeq+1, fmt.Sprintf("the recorded chain head (seq %d, %.12s…) does not match the last event (seq %d, %.12s…)", headSeq, headHash, c.rep.LastSeq, c.rep.LastHash))
+			return nil
+		}
+		if fromSeq > 0 {
 			return nil
 		}
 		if problem, seq := checkIndex(tx, sums, c.rep.Events); problem != "" {
@@ -221,6 +280,23 @@ func checkSessions(tx *bolt.Tx, sums map[string]*sessionInfo) (string, uint64) {
 		}
 		return errors.New("stop")
 	})
+	// The recent index is checked where it is used: when kept up to the head
+	// (a stale one is rebuilt before use).
+	if recent := tx.Bucket(bucketRecent); problem == "" && recent != nil && recentCurrent(tx) {
+		n := 0
+		_ = recent.ForEach(func(k, v []byte) error {
+			n++
+			want := sums[string(v)]
+			if len(k) != 8 || want == nil || want.lastSeq != binary.BigEndian.Uint64(k) {
+				problem, bad = fmt.Sprintf("the recent-sessions index lists %q at %x, which is not that session's last event", v, k), 0
+				return errors.New("stop")
+			}
+			return nil
+		})
+		if problem == "" && n != len(sums) {
+			problem = fmt.Sprintf("the recent-sessions index lists %d sessions, the chain has %d: a session is hidden from the list", n, len(sums))
+		}
+	}
 	if problem == "" && seen != len(sums) {
 		for id, si := range sums {
 			if tx.Bucket(bucketSessions).Get([]byte(id)) == nil {
@@ -292,6 +368,21 @@ func eachLine(ctx context.Context, r io.Reader, fn func(line []byte, complete bo
 // the first missing seq and Beyond the number of events the store has past
 // its end. On a writable DB, appends wait while it reads the file.
 func (db *DB) VerifyAudit(ctx context.Context) (Report, error) {
+	return db.VerifyAuditWith(ctx, Report{})
+}
+
+// VerifyAuditWith is VerifyAudit after a verification of the store
+// (Verify's report, from the same DB): the export's lines up to
+// storeRep.LastSeq that are byte-identical to the stored events it found
+// good are checked by that comparison alone, which is what makes them the
+// verified chain (a line is its event's stored bytes, hash included); the
+// lines after them, and any that differ, get the full check. A report that
+// is not OK trusts nothing.
+func (db *DB) VerifyAuditWith(ctx context.Context, storeRep Report) (Report, error) {
+	var trusted uint64
+	if storeRep.OK {
+		trusted = storeRep.LastSeq
+	}
 	if db.auditPath == "" {
 		return Report{}, errors.New("store: verify audit: the export is disabled")
 	}
@@ -329,6 +420,11 @@ func (db *DB) VerifyAudit(ctx context.Context) (Report, error) {
 			}
 			if !complete {
 				return c.fail(want, fmt.Sprintf("the last line (%d bytes) is cut: it has no newline", len(line)))
+			}
+			if n := len(line); want <= trusted && n > hashSuffixLen && bytes.Equal(events.Get(seqKey(want)), line) {
+				c.rep.Events++
+				c.rep.LastSeq, c.rep.LastHash = want, string(line[n-hashSuffixLen+9:n-2])
+				return true
 			}
 			if _, ok := c.check(line); !ok {
 				return false

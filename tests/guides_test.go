@@ -164,6 +164,19 @@ func followGuideMode(t *testing.T, guide, mode string, values map[string]string)
 		}
 	}
 	checkModes(t, root, map[string]os.FileMode{"/srv/ops": os.ModeDir | 0o750})
+	if os.Getuid() == 0 {
+		// The test plays the thinbot user with root, and a root daemon's
+		// read-only commands run as thinbot-ro, not as the daemon's user
+		// that owns the workspace (the guide's daemon runs as thinbot, so
+		// its read-only commands run as thinbot). Give thinbot-ro what the
+		// guide's own user has: a way down to the workspace, and the
+		// workspace itself.
+		for _, d := range []string{filepath.Dir(root), root, filepath.Join(root, "srv", "ops")} {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	// Step: the config file, as the guide shows it, with the entry that
 	// enables direct messages added at the end of channels:.
 	config := g.blocks["config"] + g.blocks["dms"]

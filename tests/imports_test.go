@@ -22,8 +22,10 @@ var allowedImports = map[string][]string{
 	"bot/mattermost":   {"bot"},
 	"bot/slack":        {"bot"},
 	// The console's audit viewer reads the chain (sessions, timelines,
-	// verification, export); it never appends.
-	"bot/web": {"bot", "store"},
+	// verification, export); it never appends. It reads agentcore's
+	// state index (approvals, topics) and rebuilds console threads from
+	// agentcore's payloads.
+	"bot/web": {"bot", "agentcore", "store"},
 }
 
 // sdkOwners: only these packages may import the SDK, and each of them does

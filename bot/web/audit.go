@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,51 +11,235 @@ import (
 	"strings"
 	"time"
 
+	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/store"
 )
 
-// verifyTTL is how long a verification of an unchanged chain is reused.
-const verifyTTL = 30 * time.Second
+// fullVerifyEvery is how often the background verifier re-checks the whole
+// chain; between full checks it checks new events as they commit.
+const fullVerifyEvery = 24 * time.Hour
 
-// verifyCache is the last verification of the chain.
+// verifyCache is the state of the background verification of the chain
+// (guarded by Server.verifyMu; Server.verifying says the verifier runs).
+// The chain is verified once in full when the verifier starts (and every
+// fullVerifyEvery), then new events are checked as they commit, from the
+// verified checkpoint (seq, hash) on (store.DB.VerifyFrom), so a page shows
+// the state at once and never verifies inside its request (issue #23: a
+// year of events made the Chain page take 25 s).
 type verifyCache struct {
-	at     time.Time
-	head   uint64
-	took   time.Duration
-	report store.Report
-	err    error
+	// seq and hash are the checkpoint: the chain up to seq verified good.
+	seq  uint64
+	hash string
+	at   time.Time // when the checkpoint last moved or was confirmed
+	// full is the last complete full verification, fullAt when it ended.
+	full     store.Report
+	fullAt   time.Time
+	fullTook time.Duration
+	fulls    int // full verifications done
+	// bad is the first break found (full or incremental); it stays until
+	// a full verification finds the chain good.
+	bad *store.Report
+	err error // the last verification that could not run
+	// running: a full verification is under way, at progress of target.
+	running          bool
+	progress, target uint64
+	// export is the JSONL export's state as the last full check found it.
+	export   string
+	exportOK bool
 }
 
-// verification verifies the whole chain, reusing a recent result: for
-// verifyTTL while the chain's head has not moved, and while it moves, for 20
-// times as long as the verification took (so that a big, busy chain is not
-// verified on every page: checking then costs at most 5% of the time). One
-// request at a time verifies; the others meanwhile get the last result, so
-// only the request that found it stale waits. fresh forces a new check.
-func (s *Server) verification(r *http.Request, fresh bool) (store.Report, error) {
-	s.verifyMu.Lock()
-	v := s.verified
-	head := s.cfg.Chain.LastSeq()
-	age := s.cfg.Now().Sub(v.at)
-	// The busy-chain reuse never keeps the verification of an empty chain:
-	// its banner ("empty: nothing to verify yet") would contradict the
-	// sessions the page lists (a flake of TestServeWebSectionBesideMattermost).
-	reuse := (v.head == head && age < verifyTTL) || (v.head > 0 && age < 20*v.took)
-	if !v.at.IsZero() && !fresh && (s.verifying || reuse) {
-		s.verifyMu.Unlock()
-		return v.report, v.err
-	}
-	s.verifying = true
-	s.verifyMu.Unlock()
-	start := s.cfg.Now()
-	rep, err := s.cfg.Chain.Verify(r.Context())
+// startVerifier starts the background verifier once; it stops when the
+// store closes.
+func (s *Server) startVerifier() {
 	s.verifyMu.Lock()
 	defer s.verifyMu.Unlock()
-	s.verifying = false
-	if err == nil || s.verified.at.IsZero() {
-		s.verified = verifyCache{at: s.cfg.Now(), head: head, took: s.cfg.Now().Sub(start), report: rep, err: err}
+	if s.verifying || s.cfg.Chain == nil {
+		return
 	}
-	return rep, err
+	s.verifying = true
+	s.verified.running, s.verified.target = true, s.cfg.Chain.LastSeq()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-s.cfg.Chain.Closing():
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	go func() {
+		defer cancel()
+		s.verifyLoop(ctx)
+	}()
+}
+
+// verifyDelay is how long after start the first full verification waits,
+// so that it does not compete with the daemon's start-up (a small chain is
+// verified by the first page request meanwhile, see catchUp).
+const verifyDelay = 2 * time.Second
+
+func (s *Server) verifyLoop(ctx context.Context) {
+	db := s.cfg.Chain
+	if !sleepCtx(ctx, verifyDelay) {
+		return
+	}
+	for ctx.Err() == nil {
+		s.verifyMu.Lock()
+		s.verified.running, s.verified.progress, s.verified.target = true, 0, db.LastSeq()
+		s.verifyMu.Unlock()
+		start := time.Now()
+		rep, err := db.VerifyBackground(ctx, func(seq uint64) {
+			s.verifyMu.Lock()
+			s.verified.progress = seq
+			s.verifyMu.Unlock()
+		})
+		export, exportOK := "", false
+		if err == nil && db.AuditPath() != "" {
+			arep, aerr := db.VerifyAuditWith(ctx, rep)
+			switch {
+			case aerr != nil:
+				export = "could not check the JSONL export: " + aerr.Error()
+			case arep.OK:
+				export, exportOK = fmt.Sprintf("%s: identical to the chain (%d events)", db.AuditPath(), arep.Events), true
+			default:
+				export = fmt.Sprintf("%s: broken at seq %d: %s", db.AuditPath(), arep.BadSeq, arep.Problem)
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		s.verifyMu.Lock()
+		v := &s.verified
+		v.running = false
+		if err != nil {
+			v.err = err
+			s.verifyMu.Unlock()
+			s.log.Warn("verify chain", "err", err)
+			if !sleepCtx(ctx, time.Minute) {
+				return
+			}
+			continue
+		}
+		v.err = nil
+		v.full, v.fullAt, v.fullTook, v.fulls = rep, s.cfg.Now(), time.Since(start), v.fulls+1
+		v.export, v.exportOK = export, exportOK
+		v.at = v.fullAt
+		if rep.OK {
+			v.bad = nil
+			if rep.LastSeq >= v.seq {
+				v.seq, v.hash = rep.LastSeq, rep.LastHash
+			}
+		} else {
+			v.bad = &rep
+		}
+		s.verifyMu.Unlock()
+		s.followChain(ctx, start.Add(fullVerifyEvery))
+	}
+}
+
+// followChain checks new events from the checkpoint as they commit, until
+// the next full verification is due.
+func (s *Server) followChain(ctx context.Context, until time.Time) {
+	db := s.cfg.Chain
+	for {
+		s.verifyMu.Lock()
+		seq, hash, bad := s.verified.seq, s.verified.hash, s.verified.bad != nil
+		s.verifyMu.Unlock()
+		wctx, cancel := context.WithDeadline(ctx, until)
+		var err error
+		if bad {
+			<-wctx.Done() // a broken chain is not followed: the next full check says where it stands
+		} else {
+			err = db.Wait(wctx, seq)
+		}
+		cancel()
+		if err != nil || bad || ctx.Err() != nil || !time.Now().Before(until) {
+			return
+		}
+		rep, err := db.VerifyFrom(ctx, seq, hash, nil)
+		if ctx.Err() != nil {
+			return
+		}
+		s.verifyMu.Lock()
+		switch {
+		case err != nil:
+			s.verified.err = err
+		case rep.OK && rep.LastSeq >= s.verified.seq:
+			s.verified.seq, s.verified.hash, s.verified.at, s.verified.err = rep.LastSeq, rep.LastHash, s.cfg.Now(), nil
+		case rep.OK:
+		default:
+			s.verified.bad = &rep
+		}
+		s.verifyMu.Unlock()
+		if err != nil {
+			s.log.Warn("verify new events", "err", err)
+		}
+		// At most a check per verifyPause: a busy chain is checked in
+		// batches.
+		if !sleepCtx(ctx, verifyPause) {
+			return
+		}
+	}
+}
+
+// verifyPause spaces the incremental checks of a busy chain.
+const verifyPause = 200 * time.Millisecond
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// verification returns the state of the background verification (starting
+// the verifier if need be). It never verifies.
+func (s *Server) verification(ctx context.Context) verifyCache {
+	s.startVerifier()
+	s.verifyMu.Lock()
+	defer s.verifyMu.Unlock()
+	s.catchUp(ctx)
+	return s.verified
+}
+
+// inlineVerify is how many events a page request may verify itself so
+// that its banner is exact: a small chain not yet verified at all, or the
+// events committed since the checkpoint. Beyond it the page shows the
+// background verifier's state.
+const inlineVerify = 2000
+
+// catchUp verifies a few events inline (see inlineVerify). Callers hold
+// verifyMu.
+func (s *Server) catchUp(ctx context.Context) {
+	v := &s.verified
+	head := s.cfg.Chain.LastSeq()
+	switch {
+	case v.bad != nil:
+	case v.fulls == 0 && head <= inlineVerify:
+		start := time.Now()
+		rep, err := s.cfg.Chain.Verify(ctx)
+		if err != nil {
+			return
+		}
+		v.full, v.fullAt, v.fullTook, v.fulls, v.at = rep, s.cfg.Now(), time.Since(start), v.fulls+1, s.cfg.Now()
+		if !rep.OK {
+			v.bad = &rep
+		} else if rep.LastSeq >= v.seq {
+			v.seq, v.hash = rep.LastSeq, rep.LastHash
+		}
+	case v.fulls > 0 && head > v.seq && head-v.seq <= inlineVerify:
+		rep, err := s.cfg.Chain.VerifyFrom(ctx, v.seq, v.hash, nil)
+		switch {
+		case err != nil:
+		case !rep.OK:
+			v.bad = &rep
+		case rep.LastSeq >= v.seq:
+			v.seq, v.hash, v.at = rep.LastSeq, rep.LastHash, s.cfg.Now()
+		}
+	}
 }
 
 // chainStatus is the verification banner of every audit page.
@@ -64,21 +249,27 @@ type chainStatus struct {
 	Checked time.Time
 }
 
-func (s *Server) status(r *http.Request, fresh bool) chainStatus {
-	rep, err := s.verification(r, fresh)
-	s.verifyMu.Lock()
-	checked := s.verified.at
-	s.verifyMu.Unlock()
-	switch {
-	case err != nil:
-		s.log.Warn("verify chain", "err", err)
-		return chainStatus{Text: "could not verify the chain (see the log)", Checked: s.cfg.Now()}
-	case rep.OK && rep.LastSeq == 0:
-		return chainStatus{OK: true, Text: "is empty: nothing to verify yet", Checked: checked}
-	case rep.OK:
-		return chainStatus{OK: true, Text: fmt.Sprintf("verified up to seq %d", rep.LastSeq), Checked: checked}
+func (s *Server) status(ctx context.Context) chainStatus {
+	v := s.verification(ctx)
+	running := ""
+	if v.running && v.target > 0 {
+		running = fmt.Sprintf("; full re-verification running: %d%% (seq %d of %d)", v.progress*100/v.target, v.progress, v.target)
 	}
-	return chainStatus{Text: fmt.Sprintf("broken at seq %d: %s", rep.BadSeq, rep.Problem), Checked: checked}
+	switch {
+	case v.bad != nil:
+		return chainStatus{Text: fmt.Sprintf("broken at seq %d: %s", v.bad.BadSeq, v.bad.Problem), Checked: v.at}
+	case v.fulls == 0 && v.err != nil:
+		return chainStatus{Text: "could not verify the chain (see the log)", Checked: s.cfg.Now()}
+	case v.fulls == 0 && v.running && v.progress == 0:
+		return chainStatus{OK: true, Text: fmt.Sprintf("not verified yet: the verification of %d events starts in a moment", v.target), Checked: s.cfg.Now()}
+	case v.fulls == 0 && v.running:
+		return chainStatus{OK: true, Text: fmt.Sprintf("not verified yet: verification running, %d%% (seq %d of %d)", v.progress*100/max(v.target, 1), v.progress, v.target), Checked: s.cfg.Now()}
+	case v.fulls == 0:
+		return chainStatus{OK: true, Text: "not verified yet", Checked: s.cfg.Now()}
+	case v.seq == 0:
+		return chainStatus{OK: true, Text: "is empty: nothing to verify yet", Checked: v.at}
+	}
+	return chainStatus{OK: true, Text: fmt.Sprintf("verified up to seq %d%s", v.seq, running), Checked: v.at}
 }
 
 // sessionKind names the front end of a session id.
@@ -127,44 +318,87 @@ func (s *Server) topic(session string, from uint64) string {
 
 const sessionsPerPage = 100
 
+// sessionScan bounds how many sessions one page reads looking for matches
+// (a selective filter pages on from where it stopped).
+const sessionScan = 20000
+
+// auditSessions lists the sessions most recently active first, a page at a
+// time keyed by seq (?before=SEQ: sessions whose last event is older),
+// filtered by source, by text (in the id or the first message), and by
+// date (active since / active until). It reads the store's recent-sessions
+// index and the state index's topics, so a page costs the same whatever
+// the chain's length.
 func (s *Server) auditSessions(w http.ResponseWriter, r *http.Request, _ identity) {
 	q := r.URL.Query()
 	kind, text := q.Get("kind"), strings.TrimSpace(q.Get("q"))
 	since, _ := time.Parse("2006-01-02", q.Get("since"))
-	page, _ := strconv.Atoi(q.Get("page"))
-	page = max(page, 1)
-	infos, err := s.cfg.Chain.Sessions()
-	if err != nil {
-		s.log.Error("audit: list sessions", "err", err)
-		http.Error(w, "could not read the sessions; operators can see the details in the log", http.StatusInternalServerError)
-		return
+	until, _ := time.Parse("2006-01-02", q.Get("until"))
+	before, _ := strconv.ParseUint(q.Get("before"), 10, 64)
+	if !until.IsZero() && before == 0 {
+		// Active until the end of that day: start below the first event after it.
+		seq, err := s.cfg.Chain.SeqAt(until.Add(24*time.Hour - time.Nanosecond))
+		if err != nil {
+			s.log.Error("audit: find date", "err", err)
+		}
+		before = seq + 1
 	}
-	counts := map[string]int{}
+	current := agentcore.IndexIsCurrent(s.cfg.Chain)
+	topic := func(si store.SessionInfo) string {
+		if t, ok := agentcore.IndexedTopic(s.cfg.Chain, si.ID, current); ok {
+			return t
+		}
+		return s.topic(si.ID, si.FirstSeq)
+	}
+	lower := strings.ToLower(text)
 	var rows []sessionRow
-	for _, si := range slices.Backward(infos) { // most recently active first
+	scanned := 0
+	var last uint64
+	more := false
+	for si, err := range s.cfg.Chain.RecentSessions(before) {
+		if err != nil {
+			s.log.Error("audit: list sessions", "err", err)
+			http.Error(w, "could not read the sessions; operators can see the details in the log", http.StatusInternalServerError)
+			return
+		}
+		if !since.IsZero() && si.Last.Before(since) {
+			break // the rest were active earlier still
+		}
+		if len(rows) == sessionsPerPage || scanned == sessionScan {
+			more = true
+			break
+		}
+		scanned++
+		last = si.LastSeq
 		k := sessionKind(si.ID)
-		counts[k]++
-		if (kind != "" && k != kind) || (text != "" && !strings.Contains(strings.ToLower(si.ID), strings.ToLower(text))) ||
-			(!since.IsZero() && si.Last.Before(since)) {
+		if kind != "" && k != kind {
 			continue
 		}
-		rows = append(rows, sessionRow{SessionInfo: si, Kind: k, Link: "/audit/session?id=" + url.QueryEscape(si.ID)})
+		row := sessionRow{SessionInfo: si, Kind: k, Link: "/audit/session?id=" + url.QueryEscape(si.ID)}
+		if text != "" && !strings.Contains(strings.ToLower(si.ID), lower) {
+			row.Topic = topic(si)
+			if !strings.Contains(strings.ToLower(row.Topic), lower) {
+				continue
+			}
+		}
+		rows = append(rows, row)
 	}
-	total := len(rows)
-	from := min((page-1)*sessionsPerPage, total)
-	rows = rows[from:min(from+sessionsPerPage, total)]
 	for i := range rows {
-		rows[i].Topic = s.topic(rows[i].ID, rows[i].FirstSeq)
+		if rows[i].Topic == "" {
+			rows[i].Topic = topic(rows[i].SessionInfo)
+		}
 	}
 	next := ""
-	if from+sessionsPerPage < total {
+	if more {
 		nq := r.URL.Query()
-		nq.Set("page", strconv.Itoa(page+1))
+		nq.Set("before", strconv.FormatUint(last, 10))
+		if len(rows) == sessionsPerPage {
+			nq.Set("before", strconv.FormatUint(rows[len(rows)-1].LastSeq, 10))
+		}
 		next = "/audit?" + nq.Encode()
 	}
-	s.page(w, r, "sessions.html", map[string]any{"Tab": "sessions", "Status": s.status(r, false), "Rows": rows,
-		"Total": total, "All": len(infos), "Counts": counts, "Kind": kind, "Q": text, "Since": q.Get("since"),
-		"Kinds": []string{"web", "mattermost", "slack", "terminal", "system"}, "Next": next, "Page": page})
+	s.page(w, r, "sessions.html", map[string]any{"Tab": "sessions", "Status": s.status(r.Context()), "Rows": rows,
+		"Total": len(rows), "Kind": kind, "Q": text, "Since": q.Get("since"), "Until": q.Get("until"), "Paged": before > 0,
+		"Kinds": []string{"web", "mattermost", "slack", "terminal", "system"}, "Next": next})
 }
 
 // trow is one event of a session's timeline, as the page shows it.
@@ -341,17 +575,14 @@ func (s *Server) auditSession(w http.ResponseWriter, r *http.Request, _ identity
 	sid := q.Get("id")
 	after, _ := strconv.ParseUint(q.Get("after"), 10, 64)
 	var info *store.SessionInfo
-	infos, err := s.cfg.Chain.Sessions()
-	if err == nil {
-		for i := range infos {
-			if infos[i].ID == sid {
-				info = &infos[i]
-			}
-		}
+	if si, ok, err := s.cfg.Chain.Session(sid); err != nil {
+		s.log.Error("audit: read session", "conv", sid, "err", err)
+	} else if ok {
+		info = &si
 	}
 	if info == nil {
 		w.WriteHeader(http.StatusNotFound)
-		s.page(w, r, "session.html", map[string]any{"Tab": "sessions", "Status": s.status(r, false), "Missing": sid})
+		s.page(w, r, "session.html", map[string]any{"Tab": "sessions", "Status": s.status(r.Context()), "Missing": sid})
 		return
 	}
 	rows := make([]trow, 0, s.cfg.PageSize)
@@ -377,7 +608,7 @@ func (s *Server) auditSession(w http.ResponseWriter, r *http.Request, _ identity
 	if more {
 		next = link(last)
 	}
-	s.page(w, r, "session.html", map[string]any{"Tab": "sessions", "Status": s.status(r, false), "Info": info,
+	s.page(w, r, "session.html", map[string]any{"Tab": "sessions", "Status": s.status(r.Context()), "Info": info,
 		"Kind": sessionKind(sid), "Rows": rows, "Next": next, "First": link(0), "Paged": after > 0,
 		"Export": "/audit/export?session=" + url.QueryEscape(sid)})
 }
@@ -410,6 +641,10 @@ const approvalWindow = 50000
 // Decisions are read up to the head, so a request's outcome shows even when
 // it came after the window.
 func (s *Server) auditApprovals(w http.ResponseWriter, r *http.Request, _ identity) {
+	if s.cfg.Chain.IndexCurrent(agentcore.StateIndex.Name) {
+		s.indexedApprovals(w, r)
+		return
+	}
 	head := s.cfg.Chain.LastSeq()
 	before := head + 1
 	if b, err := strconv.ParseUint(r.URL.Query().Get("before"), 10, 64); err == nil && b > 0 && b <= head {
@@ -470,27 +705,94 @@ func (s *Server) auditApprovals(w http.ResponseWriter, r *http.Request, _ identi
 	if from > 1 {
 		older = "/audit/approvals?before=" + strconv.FormatUint(from, 10)
 	}
-	s.page(w, r, "approvals.html", map[string]any{"Tab": "approvals", "Status": s.status(r, false), "Rows": rows, "Total": total,
+	s.page(w, r, "approvals.html", map[string]any{"Tab": "approvals", "Status": s.status(r.Context()), "Rows": rows, "Total": total,
 		"From": from, "Before": before - 1, "Older": older})
 }
 
-func (s *Server) auditVerify(w http.ResponseWriter, r *http.Request, _ identity) {
-	st := s.status(r, true)
-	data := map[string]any{"Tab": "verify", "Status": st, "Path": s.cfg.Chain.Path(), "Head": s.cfg.Chain.LastSeq()}
-	if rep, err := s.verification(r, false); err == nil {
-		data["Report"] = rep
+// approvalsPerPage is how many requests an indexed approvals page shows;
+// approvalScan bounds how many it reads looking for them (a selective
+// filter pages on from where it stopped).
+const (
+	approvalsPerPage = 100
+	approvalScan     = 20000
+)
+
+// approvalStates are the approvals page's state filter values.
+var approvalStates = []string{"open", "approved", "denied", "expired"}
+
+// indexedApprovals is the approvals page read from the state index, newest
+// first, filtered by state, approver, source and channel, in pages keyed
+// by seq (?before=SEQ): its cost does not grow with the chain.
+func (s *Server) indexedApprovals(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	state, by, kind, channel := q.Get("state"), strings.TrimSpace(q.Get("by")), q.Get("kind"), strings.TrimSpace(q.Get("channel"))
+	before, _ := strconv.ParseUint(q.Get("before"), 10, 64)
+	entries, ok := agentcore.IndexedApprovals(s.cfg.Chain, before)
+	if !ok {
+		http.Error(w, "the approvals index changed; reload the page", http.StatusServiceUnavailable)
+		return
 	}
-	if s.cfg.Chain.AuditPath() != "" {
-		arep, err := s.cfg.Chain.VerifyAudit(r.Context())
-		switch {
-		case err != nil:
-			data["Export"] = "could not check the JSONL export: " + err.Error()
-		case arep.OK:
-			data["Export"] = fmt.Sprintf("%s: identical to the chain (%d events)", s.cfg.Chain.AuditPath(), arep.Events)
-			data["ExportOK"] = true
-		default:
-			data["Export"] = fmt.Sprintf("%s: broken at seq %d: %s", s.cfg.Chain.AuditPath(), arep.BadSeq, arep.Problem)
+	var rows []*approvalRow
+	scanned := 0
+	var last uint64
+	more := false
+	for a := range entries {
+		if len(rows) == approvalsPerPage || scanned == approvalScan {
+			more = true
+			break
 		}
+		scanned++
+		last = a.Seq
+		row := &approvalRow{Seq: a.Seq, Time: a.Time, Session: a.Session, RequestID: a.RequestID, Command: a.Command,
+			Requester: a.Requester, Decision: "open", Class: "v-confirm", Refused: a.Refused,
+			Link: "/audit/session?id=" + url.QueryEscape(a.Session) + "&after=" + strconv.FormatUint(a.Seq-1, 10)}
+		if a.Decided {
+			row.By, row.Why, row.Decided = a.By, a.Why, a.DecidedAt
+			row.Decision, row.Class = "denied", "v-deny"
+			switch {
+			case a.Approved:
+				row.Decision, row.Class = "approved", "v-pass"
+			case a.By == "expiry":
+				row.Decision = "expired"
+			}
+		}
+		if (state != "" && row.Decision != state) || (by != "" && !strings.Contains(strings.ToLower(row.By), strings.ToLower(by))) ||
+			(kind != "" && sessionKind(a.Session) != kind) || (channel != "" && !strings.HasPrefix(a.Session, channel)) {
+			continue
+		}
+		rows = append(rows, row)
+	}
+	older := ""
+	if more {
+		nq := r.URL.Query()
+		nq.Set("before", strconv.FormatUint(last, 10))
+		if len(rows) == approvalsPerPage {
+			nq.Set("before", strconv.FormatUint(rows[len(rows)-1].Seq, 10))
+		}
+		older = "/audit/approvals?" + nq.Encode()
+	}
+	s.page(w, r, "approvals.html", map[string]any{"Tab": "approvals", "Status": s.status(r.Context()), "Rows": rows, "Total": len(rows),
+		"Indexed": true, "State": state, "States": approvalStates, "By": by, "Kind": kind, "Channel": channel,
+		"Kinds": []string{"web", "mattermost", "slack", "terminal", "system"}, "Before": before, "Older": older})
+}
+
+func (s *Server) auditVerify(w http.ResponseWriter, r *http.Request, _ identity) {
+	st := s.status(r.Context())
+	v := s.verification(r.Context())
+	data := map[string]any{"Tab": "verify", "Status": st, "Path": s.cfg.Chain.Path(), "Head": s.cfg.Chain.LastSeq(),
+		"Checkpoint": v.seq, "CheckpointHash": v.hash, "Running": v.running, "Progress": v.progress, "Target": v.target}
+	if v.running && v.target > 0 {
+		data["Percent"] = v.progress * 100 / v.target
+	}
+	if v.fulls > 0 {
+		data["Report"] = v.full
+		data["FullAt"], data["FullTook"] = v.fullAt, v.fullTook.Round(time.Millisecond).String()
+	}
+	if v.bad != nil {
+		data["Report"] = *v.bad
+	}
+	if v.export != "" {
+		data["Export"], data["ExportOK"] = v.export, v.exportOK
 	}
 	s.page(w, r, "verify.html", data)
 }

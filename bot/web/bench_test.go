@@ -72,7 +72,8 @@ func BenchmarkSessionPage10k(b *testing.B) {
 }
 
 // BenchmarkVerify10k is a whole-chain verification of 10,000 events, which
-// the viewer runs at most once per 30 s (see verifyTTL).
+// the viewer runs in the background at start and daily (see
+// fullVerifyEvery), never in a page request.
 func BenchmarkVerify10k(b *testing.B) {
 	db := fillBig(b, 10000)
 	for b.Loop() {

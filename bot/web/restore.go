@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,20 +31,22 @@ const maxRestored = 50
 // intent line, and an attached output holds what the chain keeps of it
 // (its head and tail) rather than all of it.
 func (s *Server) restore() error {
-	infos, err := s.cfg.Chain.Sessions()
-	if err != nil {
-		return err
-	}
 	prefix := Platform + "/" + s.cfg.Channel + "/"
 	var mine []string
-	for _, si := range infos { // least recently active first
+	// The most recently active first (the store's recent-sessions index),
+	// until maxRestored: a year of other sessions is not read.
+	for si, err := range s.cfg.Chain.RecentSessions(0) {
+		if err != nil {
+			return err
+		}
 		if strings.HasPrefix(si.ID, prefix) {
 			mine = append(mine, si.ID)
+			if len(mine) == maxRestored {
+				break
+			}
 		}
 	}
-	if len(mine) > maxRestored {
-		mine = mine[len(mine)-maxRestored:]
-	}
+	slices.Reverse(mine) // least recently active first
 	for _, sid := range mine {
 		rp := &replay{s: s}
 		for ev, err := range s.cfg.Chain.Events(sid, 1) {

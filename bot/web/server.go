@@ -177,6 +177,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.routes()
+	s.startVerifier() // the audit viewer's chain verification (audit.go)
 	return s, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,7 +36,7 @@ func (b brokenError) ExitCode() int { return 2 }
 
 // cmdAudit verifies, exports, follows and rebuilds the event chain:
 //
-//	thinbot audit verify  [--db PATH | --config FILE | --jsonl FILE]
+//	thinbot audit verify  [--db PATH | --config FILE | --jsonl FILE] [--from SEQ:HASH]
 //	thinbot audit export  [--db PATH | --config FILE] [--session ID] [--since SEQ]
 //	thinbot audit tail    [--db PATH | --config FILE | --jsonl FILE] [--session ID] [--since SEQ] [--json]
 //	thinbot audit rebuild [--db PATH | --config FILE]   (rewrites audit.jsonl from the store;
@@ -55,9 +56,11 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 	var jsonl, session *string
 	var since *uint64
 	var asJSON *bool
+	var from *string
 	switch args[0] {
 	case "verify":
 		jsonl = fs.String("jsonl", "", "verify this JSONL export `FILE` alone (no store needed)")
+		from = fs.String("from", "", "verify only the events after a trusted anchor `SEQ:HASH` (a head this command printed before)")
 	case "export":
 		session = fs.String("session", "", "only this session's events (such an export has gaps by design)")
 		since = fs.Uint64("since", 0, "only events with seq >= `SEQ`")
@@ -94,9 +97,21 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 	switch args[0] {
 	case "verify":
 		if *jsonl != "" {
+			if *from != "" {
+				return fmt.Errorf("%w: audit verify: --from checks a store (--db or --config), not --jsonl", errUsage)
+			}
 			return verifyJSONLFile(ctx, e, *jsonl)
 		}
-		err := verifyStore(ctx, e, *db)
+		var err error
+		if *from != "" {
+			seq, hash, perr := parseAnchor(*from)
+			if perr != nil {
+				return fmt.Errorf("%w: audit verify --from: %w", errUsage, perr)
+			}
+			err = verifyStoreFrom(ctx, e, *db, seq, hash)
+		} else {
+			err = verifyStore(ctx, e, *db)
+		}
 		if *config != "" && errors.Is(err, store.ErrLocked) {
 			// A running daemon holds the store: its journal is the
 			// export, verifiable alone.
@@ -162,7 +177,7 @@ func verifyStore(ctx context.Context, e *env, path string) error {
 		fmt.Fprintf(e.stdout, "store  %s: BROKEN at seq %d: %s (%d good events before it)\n", path, rep.BadSeq, rep.Problem, rep.Events)
 		broken = append(broken, "store")
 	}
-	arep, err := db.VerifyAudit(ctx)
+	arep, err := db.VerifyAuditWith(ctx, rep)
 	if err != nil {
 		return err
 	}
@@ -192,6 +207,47 @@ func verifyStore(ctx context.Context, e *env, path string) error {
 	if len(broken) > 0 {
 		return brokenError{fmt.Sprintf("audit verify: %v failed verification", broken)}
 	}
+	return nil
+}
+
+// parseAnchor parses --from's SEQ:HASH: a sequence number of 1 or more and
+// 64 lowercase hex digits.
+func parseAnchor(s string) (uint64, string, error) {
+	seqText, hash, ok := strings.Cut(s, ":")
+	if !ok {
+		return 0, "", fmt.Errorf("%q: want SEQ:HASH", s)
+	}
+	seq, err := strconv.ParseUint(seqText, 10, 64)
+	if err != nil || seq == 0 {
+		return 0, "", fmt.Errorf("%q: the sequence number must be 1 or more", seqText)
+	}
+	if len(hash) != 64 || strings.Trim(hash, "0123456789abcdef") != "" {
+		return 0, "", fmt.Errorf("the hash must be 64 lowercase hex digits, got %q", hash)
+	}
+	return seq, hash, nil
+}
+
+// verifyStoreFrom is verify --from: the store's events after a trusted
+// anchor (store.DB.VerifyFrom), the daily check between full ones. It
+// checks neither the events up to the anchor, nor the session summaries,
+// nor the export (a full verify does).
+func verifyStoreFrom(ctx context.Context, e *env, path string, seq uint64, hash string) error {
+	db, err := openReadOnly(path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	rep, err := db.VerifyFrom(ctx, seq, hash, nil)
+	if err != nil {
+		return err
+	}
+	if !rep.OK {
+		fmt.Fprintf(e.stdout, "store  %s: BROKEN at seq %d: %s (%d good events after the anchor seq %d)\n", path, rep.BadSeq, rep.Problem, rep.Events, seq)
+		return brokenError{"audit verify: [store] failed verification"}
+	}
+	fmt.Fprintf(e.stdout, "store  %s: ok from the anchor seq %d: %d events after it, head seq %d hash %s\n", path, seq, rep.Events, rep.LastSeq, rep.LastHash)
+	printWarnings(e, rep)
+	fmt.Fprintln(e.stdout, "(--from checked the events after the anchor only: not those before it, the session summaries or the export; run it without --from for those)")
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -318,4 +319,60 @@ func TestAuditVerifyAfterACrash(t *testing.T) {
 	if strings.Contains(out.String(), "identical to the store") {
 		t.Errorf("output calls the export identical to the store:\n%s", out)
 	}
+}
+
+// TestAuditVerifyFrom: verify --from SEQ:HASH checks the events after an
+// anchor that an earlier verify printed.
+func TestAuditVerifyFrom(t *testing.T) {
+	path := newAuditStore(t, 10)
+	e, out, _ := auditEnv()
+	if err := run(t.Context(), e, []string{"audit", "verify", "--db", path}); err != nil {
+		t.Fatal(err, out)
+	}
+	head := regexp.MustCompile(`head seq (\d+) hash ([0-9a-f]{64})`).FindStringSubmatch(out.String())
+	if head == nil {
+		t.Fatalf("no head in %s", out)
+	}
+	db, err := store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := db.Append(t.Context(), store.Event{Session: "s2", Type: "note", Actor: "test", Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	for _, tt := range []struct {
+		anchor string
+		code   int
+		want   string
+	}{
+		{head[1] + ":" + head[2], 0, "ok from the anchor seq 10: 5 events after it, head seq 15"},
+		{head[1] + ":" + strings.Repeat("0", 64), 2, "BROKEN at seq 11"},
+		{"10", 1, ""},
+		{"0:" + head[2], 1, ""},
+		{head[1] + ":" + strings.ToUpper(head[2]), 1, ""},
+	} {
+		e, out, errb := auditEnv()
+		err := run(t.Context(), e, []string{"audit", "verify", "--db", path, "--from", tt.anchor})
+		if code := exitCode(err); code != tt.code || !strings.Contains(out.String(), tt.want) {
+			t.Errorf("--from %s: exit %d (%v), want %d with %q; output:\n%s%s", tt.anchor, code, err, tt.code, tt.want, out, errb)
+		}
+	}
+}
+
+func FuzzParseAnchor(f *testing.F) {
+	f.Add("10:" + strings.Repeat("ab", 32))
+	f.Add("0:")
+	f.Add(":")
+	f.Fuzz(func(t *testing.T, s string) {
+		seq, hash, err := parseAnchor(s)
+		if err != nil {
+			return
+		}
+		if seq == 0 || len(hash) != 64 || fmt.Sprintf("%d:%s", seq, hash) != strings.TrimLeft(s, "+0") && !strings.HasSuffix(s, ":"+hash) {
+			t.Errorf("parseAnchor(%q) = %d, %q", s, seq, hash)
+		}
+	})
 }

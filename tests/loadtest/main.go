@@ -37,6 +37,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -80,6 +83,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Profile, "profile", "", "write the daemon's CPU profile, execution trace and heap/mutex/block profiles into this `directory`")
 	fs.BoolVar(&cfg.Trace, "trace", false, "with -profile, also the daemon's execution trace and block profile (slow)")
 	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", 0, "the daemon's max_concurrent_runs (default max(256, threads))")
+	genN := fs.Int("gen", 0, "build a store of this many events in the shape of a year of on-call into -dir (events.db, audit.jsonl) and exit")
+	table := fs.String("table", "", "comma-separated store sizes (e.g. 1000,200000,1000000): build each under -dir/N/state once and print the start-up, audit viewer and verify timings")
+	reps := fs.Int("reps", 3, "with -table, measure each size this many times and print the medians (audit verify runs once)")
 	enforce := fs.Bool("enforce", false, "exit 1 when a target is missed")
 	verbose := fs.Bool("v", false, "log progress to stderr")
 	if err := fs.Parse(args); err != nil {
@@ -87,6 +93,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	switch {
+	case *genN > 0:
+		if cfg.Dir == "" {
+			return errors.New("-gen needs -dir")
+		}
+		took, err := Generate(ctx, cfg.Dir, *genN)
+		if err == nil {
+			fmt.Fprintf(stdout, "%d events in %s in %s\n", *genN, cfg.Dir, took.Round(time.Millisecond))
+		}
+		return err
+	case *table != "":
+		return runTable(ctx, cfg, *table, *reps, stdout, stderr)
 	}
 	if cfg.Trace && cfg.Profile == "" {
 		return errors.New("-trace needs -profile")
@@ -118,6 +137,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.Join(missed...)
 	}
 	return nil
+}
+
+// runTable is -table: the issue #23 measurements.
+func runTable(ctx context.Context, cfg Config, spec string, reps int, stdout, stderr io.Writer) error {
+	var sizes []int
+	for _, f := range strings.Split(spec, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("-table: bad size %q", f)
+		}
+		sizes = append(sizes, n)
+	}
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "thinbot-table-")
+		if err != nil {
+			return err
+		}
+		if !cfg.Keep {
+			defer os.RemoveAll(d)
+		}
+		dir = d
+	}
+	bin := cfg.Bin
+	if bin == "" {
+		bin = filepath.Join(dir, "thinbot")
+		if err := build(ctx, bin); err != nil {
+			return err
+		}
+	}
+	rows, err := Table(ctx, bin, dir, sizes, reps, stderr)
+	printTable(stdout, rows)
+	return err
 }
 
 // printResult writes the result table.

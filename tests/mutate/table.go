@@ -89,6 +89,15 @@ var table = []mutation{
 	{ID: "S5", File: "store/store.go", What: "Close deadlocks with VerifyAudit and appenders waiting for the queue",
 		Old: "\tcase <-db.closing:\n\t\tdb.closeMu.RUnlock()\n\t\treturn nil, ErrClosed\n", New: "",
 		Pkgs: []string{"./store"}, Run: "TestCloseWhileVerifyAuditWaitsForCommits"},
+	{ID: "S6", File: "store/verify.go", What: "audit verify trusts export lines without comparing them to the verified store",
+		Old: "want <= trusted && n > hashSuffixLen && bytes.Equal(events.Get(seqKey(want)), line)", New: "want <= trusted && n > hashSuffixLen",
+		Pkgs: []string{"./store"}, Run: "TestVerifyAuditWithTrustsOnlyIdenticalLines"},
+	{ID: "S7", File: "store/state.go", What: "the state index skips events a process without it appended (start-up misses an open run)",
+		Old: "if from < last {", New: "if from == 0 && from < last {",
+		Pkgs: []string{"./agentcore"}, Run: "TestRecoverReadsTheStateIndex"},
+	{ID: "S8", File: "store/verify.go", What: "a session hidden from the recent-sessions index verifies",
+		Old: "if problem == \"\" && n != len(sums) {", New: "if false {",
+		Pkgs: []string{"./store"}, Run: "TestRecentSessions"},
 
 	// gate: the checks every pass verdict relies on.
 	{ID: "G1", File: "gate/classify.go", What: "`< file` reads sensitive paths without a check",

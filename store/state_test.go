@@ -1,0 +1,203 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// testIndexer keeps k/SEQ for every event and n/SESSION for the last event
+// of each session.
+func testIndexer(name string) Indexer {
+	return Indexer{Name: name, Ops: func(ev *Event) []IndexOp {
+		return []IndexOp{
+			{Key: binary.BigEndian.AppendUint64([]byte("k/"), ev.Seq), Value: []byte(ev.Session)},
+			{Key: []byte("n/" + ev.Session), Value: []byte(fmt.Sprint(ev.Seq))},
+		}
+	}}
+}
+
+// TestStateIndex: the index is kept in the commit's transaction, caught up
+// with events appended without it, rebuilt under a new name, and scanned
+// in both directions across chunks.
+func TestStateIndex(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "events.db")
+	db, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, db, 10) // before the index: caught up by UseIndex
+	if err := db.UseIndex(context.Background(), testIndexer("t1")); err != nil {
+		t.Fatal(err)
+	}
+	n := scanChunk + 100
+	evs := make([]Event, 0, n)
+	for i := range n - 10 {
+		evs = append(evs, Event{Session: fmt.Sprintf("s%d", i%7), Type: "note"})
+	}
+	if _, err := db.Append(context.Background(), evs...); err != nil {
+		t.Fatal(err)
+	}
+	if !db.IndexCurrent("t1") || db.IndexCurrent("t2") {
+		t.Fatal("IndexCurrent")
+	}
+	var seqs []uint64
+	for k := range db.IndexScan([]byte("k/")) {
+		seqs = append(seqs, binary.BigEndian.Uint64(k[2:]))
+	}
+	if len(seqs) != n || seqs[0] != 1 || seqs[n-1] != uint64(n) {
+		t.Fatalf("IndexScan: %d keys, %v…", len(seqs), seqs[:3])
+	}
+	seqs = seqs[:0]
+	for k := range db.IndexScanBack([]byte("k/"), binary.BigEndian.AppendUint64([]byte("k/"), uint64(n-5))) {
+		seqs = append(seqs, binary.BigEndian.Uint64(k[2:]))
+	}
+	if len(seqs) != n-6 || seqs[0] != uint64(n-6) || seqs[len(seqs)-1] != 1 {
+		t.Fatalf("IndexScanBack: %d keys, first %d last %d", len(seqs), seqs[0], seqs[len(seqs)-1])
+	}
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] != seqs[i-1]-1 {
+			t.Fatalf("IndexScanBack out of order at %d: %d after %d", i, seqs[i], seqs[i-1])
+		}
+	}
+	if got := string(db.IndexGet([]byte("n/s0"))); got == "" {
+		t.Error("IndexGet n/s0 is empty")
+	}
+	db.Close()
+
+	// Appended without the index, then a new name: rebuilt from seq 1.
+	db, err = Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	fill(t, db, 3)
+	if db.IndexCurrent("t1") {
+		t.Error("index current after an append without it")
+	}
+	if err := db.UseIndex(context.Background(), testIndexer("t2")); err != nil {
+		t.Fatal(err)
+	}
+	count := 0
+	for range db.IndexScan([]byte("k/")) {
+		count++
+	}
+	if count != n+3 || !db.IndexCurrent("t2") {
+		t.Errorf("rebuilt index has %d keys, want %d", count, n+3)
+	}
+	rep, err := db.Verify(context.Background())
+	if err != nil || !rep.OK {
+		t.Errorf("Verify with an index: %+v, %v", rep, err)
+	}
+}
+
+// TestRecentSessions: sessions newest first, paged by seq; a store without
+// the recent index (an older thinbot's) is read by the fallback read-only
+// and gets the index at its first writable open; Verify catches a session
+// hidden from it.
+func TestRecentSessions(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "events.db")
+	db, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range readChunk + 50 {
+		if _, err := db.Append(context.Background(), Event{Session: fmt.Sprintf("s%04d", i), Type: "note"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Append(context.Background(), Event{Session: "s0003", Type: "note"}); err != nil { // s0003 is now the newest
+		t.Fatal(err)
+	}
+	db.Close()
+	ids := func(db *DB, before uint64) []string {
+		var out []string
+		for si, err := range db.RecentSessions(before) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, si.ID)
+		}
+		return out
+	}
+	check := func(db *DB) {
+		t.Helper()
+		all := ids(db, 0)
+		if len(all) != readChunk+50 || all[0] != "s0003" || all[1] != fmt.Sprintf("s%04d", readChunk+49) || all[len(all)-1] != "s0000" {
+			t.Fatalf("RecentSessions: %d, %v … %v", len(all), all[:2], all[len(all)-1])
+		}
+		if page := ids(db, 10); len(page) != 8 || page[0] != "s0008" || slicesContains(page, "s0003") {
+			t.Errorf("RecentSessions(before 10) = %v", page)
+		}
+	}
+	withBolt(t, path, func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketRecent) })
+	ro, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(ro) // the fallback
+	ro.Close()
+	db, err = Open(path, nil) // builds it
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(db)
+	if rep, err := db.Verify(context.Background()); err != nil || !rep.OK {
+		t.Fatalf("Verify = %+v, %v", rep, err)
+	}
+	db.Close()
+	// An older thinbot appended without keeping the index: it is not used
+	// (no false alarm from Verify), and rebuilt at the next writable open.
+	withBolt(t, path, func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketRecent).Delete(seqKey(7)); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keyRecentSeq, seqKey(5))
+	})
+	ro, err = Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(ro)
+	if rep, err := ro.Verify(context.Background()); err != nil || !rep.OK {
+		t.Errorf("Verify with a stale recent index = %+v, %v", rep, err)
+	}
+	ro.Close()
+	db, err = Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(db)
+	if _, err := db.Append(context.Background(), Event{Session: "s0001", Type: "note"}); err != nil {
+		t.Fatal(err)
+	}
+	if all := ids(db, 0); all[0] != "s0001" || all[1] != "s0003" || len(all) != readChunk+50 {
+		t.Errorf("after an append: %v…", all[:2])
+	}
+	db.Close()
+	withBolt(t, path, func(tx *bolt.Tx) error { return tx.Bucket(bucketRecent).Delete(seqKey(7)) }) // hide s0006
+	ro, err = Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if rep, err := ro.Verify(context.Background()); err != nil || rep.OK || !strings.Contains(rep.Problem, "hidden") {
+		t.Errorf("Verify with a session hidden from the recent index = %+v, %v", rep, err)
+	}
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
