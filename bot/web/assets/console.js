@@ -137,7 +137,11 @@
     }
   }
 
+  // On a phone the threads list and the thread are two views.
+  function showThread(on) { document.body.classList.toggle("in-thread", on); }
+
   function open(id) {
+    showThread(true);
     if (source) source.close();
     current = id;
     posts.clear();
@@ -195,7 +199,16 @@
     titleEl.textContent = "New thread"; conn.textContent = ""; conn.className = "conn";
     postsEl.replaceChildren();
     for (const a of list.querySelectorAll("a")) a.classList.remove("on");
+    showThread(true);
     if (text) text.focus();
+  });
+
+  $("back").addEventListener("click", () => {
+    showThread(false);
+    if (source) source.close();
+    source = null; current = null;
+    history.replaceState(null, "", "/");
+    for (const a of list.querySelectorAll("a")) a.classList.remove("on");
   });
 
   if (form) {
