@@ -71,6 +71,9 @@ type Post struct {
 	// Value is carried by every button click (the approval request id).
 	// Adapters authenticate it (HMAC) so forged callbacks are refused.
 	Value string
+	// Expires, if set, is when the request the buttons decide expires
+	// (the web console's inbox shows it).
+	Expires time.Time
 	// File, if set, is uploaded into the thread with this post.
 	File *File
 }

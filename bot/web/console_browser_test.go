@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -82,4 +83,82 @@ func TestBrowserPhone(t *testing.T) {
 	do(t, bob, "bob approves with a thumb", chromedp.Click(chromedp.CSS(approvalButton(ask.ID, "approve"))))
 	waitText(t, bob, "#post-"+ask.ID, "Approved by @bob")
 	waitText(t, bob, "#posts", "Created approved.txt")
+}
+
+// stubNotifications replaces the page's Notification API with one that
+// grants permission and records each notification's title in
+// window.notes (headless Chromium shows none).
+const stubNotifications = `window.notes = []; window.Notification = class {
+	constructor(title) { window.notes.push(title); }
+	static get permission() { return window.granted ? "granted" : "default"; }
+	static requestPermission() { window.granted = true; return Promise.resolve("granted"); }
+}; true`
+
+// TestBrowserInbox: a request waits in every viewer's inbox with a count
+// in the header, its age and expiry; an approver who opted in is notified
+// when it arrives; the requester's approve from the inbox is refused by the
+// two-person rule as in the thread; the other approver's approve from the
+// inbox runs the command and is recorded with the approver.
+func TestBrowserInbox(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	bctx := browser(t)
+	alice, bob, carol := tab(t, bctx, "alice"), tab(t, bctx, "bob"), tab(t, bctx, "carol")
+	for _, c := range []context.Context{alice, bob, carol} {
+		do(t, c, "open the console", chromedp.Navigate(r.url+"/"), chromedp.WaitVisible(chromedp.CSS("#inbox-open")))
+		waitText(t, c, "#inbox-count", "0")
+	}
+	eval[bool](t, bob, stubNotifications)
+	do(t, bob, "bob opens the inbox and opts in to notifications", chromedp.Click(chromedp.CSS("#inbox-open")),
+		chromedp.WaitVisible(chromedp.CSS("#notify")), chromedp.Click(chromedp.CSS("#notify")),
+		chromedp.WaitNotVisible(chromedp.CSS("#notify")))
+
+	send(t, alice, "please create the marker")
+	waitText(t, alice, "#posts", "Approval needed")
+	tid := currentThread(t, alice)
+	ask := r.waitPost(tid, "Approval needed")
+	item := fmt.Sprintf("#inbox-list li[data-post=%q]", ask.ID)
+	for _, c := range []context.Context{alice, bob, carol} {
+		waitText(t, c, "#inbox-count", "1")
+	}
+	waitText(t, bob, item, "asked by alice")
+	waitText(t, bob, item, "waiting ")
+	waitText(t, bob, item, "expires ")
+	waitText(t, bob, item, "echo ran >> approved.txt")
+	if title := eval[string](t, bob, `document.title`); title[:4] != "(1) " {
+		t.Errorf("the tab's title is %q, want the count first", title)
+	}
+	waitFor(t, "bob's notification", func() bool { return eval[int](t, bob, `window.notes.length`) == 1 })
+	if n := eval[string](t, bob, `window.notes[0]`); n != "Approval needed: please create the marker" {
+		t.Errorf("notification %q", n)
+	}
+	shot(t, bob, "21-inbox")
+	// carol may not decide: the inbox shows no buttons to her.
+	do(t, carol, "carol opens the inbox", chromedp.Click(chromedp.CSS("#inbox-open")), chromedp.WaitVisible(chromedp.CSS(item)))
+	waitText(t, carol, item, "Deciding needs the approver role")
+	if n := eval[int](t, carol, `document.querySelectorAll("#inbox-list button").length`); n != 0 {
+		t.Errorf("carol's inbox has %d buttons", n)
+	}
+	// alice asked: the two-person rule refuses her, from the inbox too.
+	do(t, alice, "alice approves her own request from the inbox", chromedp.Click(chromedp.CSS("#inbox-open")),
+		chromedp.WaitVisible(chromedp.CSS(item+" button[data-action=approve]")), chromedp.Click(chromedp.CSS(item+" button[data-action=approve]")))
+	waitText(t, alice, "#inbox-note", "two-person rule")
+	waitText(t, alice, "#inbox-count", "1")
+	// bob approves from the inbox, without opening the thread.
+	do(t, bob, "bob approves from the inbox", chromedp.Click(chromedp.CSS(item+" button[data-action=approve]")))
+	waitText(t, bob, "#inbox-count", "0")
+	waitText(t, alice, "#posts", "Created approved.txt")
+	waitText(t, alice, "#post-"+ask.ID, "Approved by @bob")
+	shot(t, bob, "22-inbox-after-approve")
+	var by []string
+	for ev, err := range r.db.Events("web/console/"+tid, 1) {
+		if err == nil && ev.Type == "approval_decision" {
+			var p decidedPayload
+			if json.Unmarshal(ev.Payload, &p) == nil && p.Approved {
+				by = append(by, p.By)
+			}
+		}
+	}
+	if len(by) != 1 || by[0] != "user:bob" {
+		t.Errorf("the chain's approvals of the thread: %v, want one by user:bob", by)
+	}
 }

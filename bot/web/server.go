@@ -230,6 +230,7 @@ func (s *Server) routes() {
 		m.HandleFunc("POST /api/threads/{id}/messages", s.need(s.postMessage, RoleUser))
 		m.HandleFunc("POST /api/threads/{id}/posts/{post}/click", s.need(s.click, RoleUser, RoleApprover))
 		m.HandleFunc("GET /api/threads/{id}/posts/{post}/file", s.need(s.file, RoleUser, RoleApprover))
+		m.HandleFunc("GET /api/inbox", s.need(s.approvalInbox, RoleUser, RoleApprover))
 	}
 	m.HandleFunc("GET /audit", s.need(s.auditSessions, RoleAuditor))
 	m.HandleFunc("GET /audit/session", s.need(s.auditSession, RoleAuditor))

@@ -69,6 +69,17 @@
     return root;
   }
 
+  // Times show in local time, 24 hours, with the UTC time on hover.
+  function pad(n) { return String(n).padStart(2, "0"); }
+  function clock(t) { const d = new Date(t); return pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()); }
+  function when(t) {
+    const d = new Date(t), now = new Date();
+    if (d.toDateString() === now.toDateString()) return clock(d);
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " + clock(d);
+  }
+  function utc(t) { return new Date(t).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC"); }
+  function timeEl(t) { const e = el("time", "", when(t)); e.dateTime = new Date(t).toISOString(); e.title = utc(t); return e; }
+
   function initials(name) { return (name || "?").slice(0, 2).toUpperCase(); }
 
   function renderPost(p) {
@@ -79,7 +90,7 @@
     const b = el("div", "bubble");
     const head = el("div", "post-head");
     head.appendChild(el("strong", "", p.author));
-    head.appendChild(document.createTextNode(new Date(p.time).toLocaleTimeString()));
+    head.appendChild(timeEl(p.time));
     b.appendChild(head);
     b.appendChild(markdown(p.text || ""));
     if (p.file) {
@@ -121,21 +132,127 @@
     return data;
   }
 
-  async function click(pid, action, acts) {
+  // click decides a request: from its post in the thread, or from the
+  // inbox (thread given); both are the same request to the server.
+  async function click(pid, action, acts, thread) {
     for (const b of acts.querySelectorAll("button")) b.disabled = true;
     try {
-      const res = await api("POST", "/api/threads/" + encodeURIComponent(current) + "/posts/" + encodeURIComponent(pid) + "/click", { action });
+      const res = await api("POST", "/api/threads/" + encodeURIComponent(thread || current) + "/posts/" + encodeURIComponent(pid) + "/click", { action });
       if (res.ephemeral) {
         const n = el("div", "note", res.ephemeral);
         n.setAttribute("role", "status");
-        acts.after(n);
+        if (thread) $("inbox-note").replaceChildren(n); else acts.after(n);
       }
     } catch (e) {
-      acts.after(el("div", "note", "Could not send the click: " + e.message));
+      const n = el("div", "note", "Could not send the click: " + e.message);
+      if (thread) $("inbox-note").replaceChildren(n); else acts.after(n);
     } finally {
       for (const b of acts.querySelectorAll("button")) b.disabled = false;
+      refreshInbox();
     }
   }
+
+  // ---- the pending-approvals inbox ----
+  const inboxEl = $("inbox"), inboxList = $("inbox-list"), inboxCount = $("inbox-count"),
+    inboxOpen = $("inbox-open"), notifyBtn = $("notify"), baseTitle = document.title;
+  let seen = null, mayDecide = false; // seen: the requests known (null before the first load)
+
+  function ago(t) {
+    const s = Math.max(0, Math.round((Date.now() - new Date(t)) / 1000));
+    if (s < 60) return s + " s";
+    if (s < 3600) return Math.floor(s / 60) + " min";
+    return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+  }
+
+  function notifyOn() {
+    return "Notification" in window && window.Notification.permission === "granted" && localStorage.getItem("thinbot.notify") === "1";
+  }
+
+  function showNotifyButton() {
+    notifyBtn.hidden = !("Notification" in window) || !mayDecide || notifyOn();
+  }
+
+  function notify(it) {
+    const n = new window.Notification("Approval needed: " + it.title, {
+      body: (it.requester ? it.requester + " asks: " : "") + (it.text.split("\n").find((l) => l.includes("`")) || it.text).slice(0, 160),
+      tag: it.thread + "/" + it.post,
+    });
+    n.onclick = () => { window.focus(); location.hash = it.thread; };
+  }
+
+  function renderInbox(items) {
+    inboxCount.textContent = String(items.length);
+    inboxOpen.classList.toggle("has", items.length > 0);
+    inboxOpen.setAttribute("aria-label", items.length + " approval request(s) pending");
+    document.title = (items.length ? "(" + items.length + ") " : "") + baseTitle;
+    inboxList.replaceChildren();
+    if (!items.length) inboxList.appendChild(el("li", "muted empty", "Nothing waits for a decision."));
+    for (const it of items) {
+      const li = el("li", "item");
+      li.dataset.thread = it.thread; li.dataset.post = it.post;
+      const meta = el("div", "i-meta");
+      const a = el("a", "", it.title);
+      a.href = "#" + it.thread;
+      a.addEventListener("click", () => { inboxEl.hidden = true; });
+      meta.appendChild(a);
+      if (it.requester) meta.appendChild(el("span", "", "asked by " + it.requester + (it.mine ? " (you)" : "")));
+      const age = el("span", "age", "waiting " + ago(it.asked));
+      age.title = "asked " + utc(it.asked);
+      meta.appendChild(age);
+      if (it.expires) {
+        const left = new Date(it.expires) - Date.now();
+        const x = el("span", "expires" + (left < 5 * 60000 ? " late" : ""), "expires " + clock(it.expires) + " (in " + ago(Date.now() - Math.max(0, left)) + ")");
+        x.title = utc(it.expires);
+        meta.appendChild(x);
+      }
+      li.appendChild(meta);
+      li.appendChild(markdown(it.text));
+      if (mayDecide) {
+        const acts = el("div", "actions");
+        for (const btn of it.buttons) {
+          const x = el("button", btn.style || "", btn.label);
+          x.dataset.action = btn.id;
+          x.addEventListener("click", () => click(it.post, btn.id, acts, it.thread));
+          acts.appendChild(x);
+        }
+        li.appendChild(acts);
+      } else {
+        li.appendChild(el("div", "muted", "Deciding needs the approver role."));
+      }
+      inboxList.appendChild(li);
+    }
+  }
+
+  let inboxBusy = false;
+  async function refreshInbox() {
+    if (inboxBusy) return;
+    inboxBusy = true;
+    try {
+      const data = await api("GET", "/api/inbox");
+      mayDecide = data.may_decide;
+      showNotifyButton();
+      const keys = new Set(data.items.map((it) => it.thread + "/" + it.post));
+      if (seen !== null && notifyOn()) {
+        for (const it of data.items) {
+          if (!seen.has(it.thread + "/" + it.post) && mayDecide && !it.mine) notify(it);
+        }
+      }
+      seen = keys;
+      renderInbox(data.items);
+    } catch (e) {
+      /* the next refresh tries again */
+    } finally {
+      inboxBusy = false;
+    }
+  }
+
+  inboxOpen.addEventListener("click", () => { inboxEl.hidden = !inboxEl.hidden; if (!inboxEl.hidden) refreshInbox(); });
+  $("inbox-close").addEventListener("click", () => { inboxEl.hidden = true; });
+  notifyBtn.addEventListener("click", async () => {
+    const p = await window.Notification.requestPermission();
+    if (p === "granted") localStorage.setItem("thinbot.notify", "1");
+    showNotifyButton();
+  });
 
   // On a phone the threads list and the thread are two views.
   function showThread(on) { document.body.classList.toggle("in-thread", on); }
@@ -168,6 +285,7 @@
         upsert(ev.post);
       }
       if (atEnd || ev.type === "post") scrollDown();
+      if (ev.type !== "append") refreshInbox();
     };
   }
 
@@ -180,7 +298,9 @@
       const li = el("li"), a = el("a");
       a.href = "#" + t.id; a.dataset.id = t.id;
       a.appendChild(el("span", "t-title", t.title));
-      a.appendChild(el("span", "t-meta", (t.by ? t.by + " · " : "") + new Date(t.updated).toLocaleString()));
+      const meta = el("span", "t-meta", t.by ? t.by + " · " : "");
+      meta.appendChild(timeEl(t.updated));
+      a.appendChild(meta);
       if (t.id === current) a.classList.add("on");
       li.appendChild(a); list.appendChild(li);
     }
@@ -240,5 +360,7 @@
 
   window.addEventListener("hashchange", fromHash);
   loadThreads().then(fromHash);
+  refreshInbox();
   setInterval(() => loadThreads(), 10000);
+  setInterval(refreshInbox, 4000);
 })();
