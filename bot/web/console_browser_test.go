@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -161,4 +162,54 @@ func TestBrowserInbox(t *testing.T) {
 	if len(by) != 1 || by[0] != "user:bob" {
 		t.Errorf("the chain's approvals of the thread: %v, want one by user:bob", by)
 	}
+}
+
+// TestBrowserStopWhileTheModelWorks: between a message and the model's
+// first word the thread shows "thinking"; the Stop button is there while
+// the model thinks and while it writes, and it ends the run at once.
+func TestBrowserStopWhileTheModelWorks(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	bctx := browser(t)
+	alice := tab(t, bctx, "alice")
+	do(t, alice, "open the console", chromedp.Navigate(r.url+"/"), chromedp.WaitVisible(chromedp.CSS("#composer")))
+	if eval[bool](t, alice, `document.querySelector("#stop").checkVisibility()`) {
+		t.Error("a Stop button with nothing running")
+	}
+
+	// The model thinks (it would for an hour): "thinking" and Stop show.
+	send(t, alice, "think hard")
+	do(t, alice, "thinking shows", chromedp.WaitVisible(chromedp.CSS("#thinking")), chromedp.WaitVisible(chromedp.CSS("#stop")))
+	waitText(t, alice, "#thinking", "thinking")
+	shot(t, alice, "23-thinking")
+	do(t, alice, "stop the thinking model", chromedp.Click(chromedp.CSS("#stop")))
+	waitText(t, alice, "#posts", "/stop")
+	do(t, alice, "the run ends", chromedp.WaitNotPresent(chromedp.CSS("#thinking")), chromedp.WaitNotVisible(chromedp.CSS("#stop")))
+	tid := currentThread(t, alice)
+	waitFor(t, "the cancelled run in the chain", func() bool { return cancelledRuns(r, tid) == 1 })
+
+	// The model writes (for 20 s): Stop is there and ends the answer.
+	send(t, alice, "write slowly")
+	waitText(t, alice, "#posts", "First words.")
+	do(t, alice, "Stop shows while the model writes", chromedp.WaitVisible(chromedp.CSS("#stop")))
+	if eval[bool](t, alice, `!!document.querySelector("#thinking")`) {
+		t.Error("still thinking after the first words")
+	}
+	shot(t, alice, "24-writing-stop")
+	do(t, alice, "stop the writing model", chromedp.Click(chromedp.CSS("#stop")))
+	waitFor(t, "the second cancelled run in the chain", func() bool { return cancelledRuns(r, tid) == 2 })
+	do(t, alice, "the stream ends", chromedp.WaitNotPresent(chromedp.CSS("#posts .post.streaming")), chromedp.WaitNotVisible(chromedp.CSS("#stop")))
+	if eval[bool](t, alice, `document.querySelector("#posts").textContent.includes("THE END.")`) {
+		t.Error("the whole answer arrived: Stop did not stop the model")
+	}
+}
+
+// cancelledRuns counts the thread's cancelled runs in the chain.
+func cancelledRuns(r *rig, tid string) int {
+	n := 0
+	for ev, err := range r.db.Events("web/console/"+tid, 1) {
+		if err == nil && ev.Type == "run_finished" && strings.Contains(string(ev.Payload), `"cancelled"`) {
+			n++
+		}
+	}
+	return n
 }

@@ -121,6 +121,38 @@
     posts.set(p.id, { data: p, el: node });
   }
 
+  // busy shows what the run does: "thinking" between a message and the
+  // model's first word, and the Stop button (it sends /stop) while the
+  // model thinks or writes or a command runs.
+  function updateBusy() {
+    const all = [...posts.values()].map((x) => x.data);
+    const last = all[all.length - 1];
+    // A run's status post reads "_Working on it…_" until the run ends.
+    const working = all.filter((p) => p.bot && /^_Working on it…_/.test(p.text || ""));
+    const sent = !!last && !last.bot && !/^[/!]/.test(last.text || "") && !$("model-problem");
+    // The model's words show in a streamed post, or in the status post
+    // below its steps after a blank line (a slow start).
+    const writing = all.some((p) => p.streaming && p.text) ||
+      working.some((p) => /\n\n\S/.test(p.text));
+    const command = working.some((p) => / — (running|waiting for approval)/.test(p.text || ""));
+    const active = sent || working.length > 0 || all.some((p) => p.streaming);
+    const thinking = active && !writing && !command;
+    let th = $("thinking");
+    if (thinking && !th) {
+      th = el("div", "thinking");
+      th.id = "thinking";
+      th.appendChild(el("div", "avatar", "tb"));
+      th.appendChild(el("div", "bubble", "thinking…"));
+      postsEl.appendChild(th);
+    } else if (!thinking && th) {
+      th.remove();
+    } else if (th && th !== postsEl.lastElementChild) {
+      postsEl.appendChild(th);
+    }
+    const stop = $("stop");
+    if (stop) stop.hidden = !active;
+  }
+
   function scrollDown() { postsEl.scrollTop = postsEl.scrollHeight; }
 
   async function api(method, path, body) {
@@ -275,6 +307,7 @@
       if (ev.type === "snapshot") {
         posts.clear(); postsEl.replaceChildren();
         for (const p of ev.posts) upsert(p);
+        updateBusy();
         scrollDown();
         return;
       }
@@ -284,6 +317,7 @@
       } else if (ev.post) {
         upsert(ev.post);
       }
+      updateBusy();
       if (atEnd || ev.type === "post") scrollDown();
       if (ev.type !== "append") refreshInbox();
     };
@@ -351,6 +385,14 @@
       } finally {
         $("send").disabled = false;
         text.focus();
+      }
+    });
+    $("stop").addEventListener("click", async () => {
+      if (!current) return;
+      try {
+        await api("POST", "/api/threads/" + encodeURIComponent(current) + "/messages", { text: "/stop" });
+      } catch (err) {
+        postsEl.appendChild(el("div", "note", "Could not stop: " + err.message));
       }
     });
     text.addEventListener("keydown", (e) => {
