@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 )
 
@@ -136,7 +137,7 @@ func TestBrowserInbox(t *testing.T) {
 	// carol may not decide: the inbox shows no buttons to her.
 	do(t, carol, "carol opens the inbox", chromedp.Click(chromedp.CSS("#inbox-open")), chromedp.WaitVisible(chromedp.CSS(item)))
 	waitText(t, carol, item, "Deciding needs the approver role")
-	if n := eval[int](t, carol, `document.querySelectorAll("#inbox-list button").length`); n != 0 {
+	if n := eval[int](t, carol, `document.querySelectorAll("#inbox-list button[data-action]").length`); n != 0 {
 		t.Errorf("carol's inbox has %d buttons", n)
 	}
 	// alice asked: the two-person rule refuses her, from the inbox too.
@@ -212,4 +213,48 @@ func cancelledRuns(r *rig, tid string) int {
 		}
 	}
 	return n
+}
+
+// TestBrowserFullOutputAndCopy: a command's output cut to its first lines
+// opens in full, read from the chain, and a code block's Copy button puts
+// its text on the clipboard.
+func TestBrowserFullOutputAndCopy(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	bctx := browser(t)
+	alice := tab(t, bctx, "alice")
+	do(t, alice, "open the console", chromedp.Navigate(r.url+"/"), chromedp.WaitVisible(chromedp.CSS("#composer")))
+	for _, name := range []string{"clipboard-read", "clipboard-write"} {
+		if _, err := chromedp.CallBrowser(alice, cdpbrowser.SetPermission, cdpbrowser.SetPermissionParams{
+			Permission: &cdpbrowser.PermissionDescriptor{Name: name}, Setting: cdpbrowser.PermissionSettingGranted, Origin: r.url}); err != nil {
+			t.Fatalf("allow %s: %v", name, err)
+		}
+	}
+	send(t, alice, "show the big log")
+	waitText(t, alice, "#posts", "That was long.")
+	do(t, alice, "the cut output", chromedp.WaitVisible(chromedp.CSS("#posts button.more")))
+	more := `document.querySelector("#posts button.more")`
+	label := eval[string](t, alice, more+`.textContent`)
+	pre := more + `.parentElement.querySelector("pre")`
+	if n := eval[int](t, alice, pre+`.textContent.split("\n").length`); n >= 2000 {
+		t.Fatalf("the output shows %d lines before the click (%s)", n, label)
+	}
+	eval[bool](t, alice, more+`.click() || true`)
+	waitText(t, alice, "#posts", "Show less")
+	lines := eval[[]string](t, alice, pre+`.textContent.split("\n")`)
+	if len(lines) != 2000 || lines[0] != "1" || lines[1999] != "2000" {
+		t.Errorf("the whole output has %d lines (%q ... %q), want 1 to 2000", len(lines), lines[0], lines[len(lines)-1])
+	}
+	shot(t, alice, "25-full-output")
+	eval[bool](t, alice, pre+`.parentElement.querySelector("button.copy").click() || true`)
+	waitText(t, alice, "#posts", "Copied")
+	got := eval[string](t, alice, `navigator.clipboard.readText()`)
+	if strings.Count(got, "\n") != 1999 || !strings.HasSuffix(got, "\n2000") {
+		t.Errorf("the clipboard holds %d bytes, %d lines; want the whole output", len(got), strings.Count(got, "\n")+1)
+	}
+	// The API reads the chain: an unknown command is a JSON 404.
+	tid := currentThread(t, alice)
+	res := eval[string](t, alice, `fetch("/api/threads/`+tid+`/output?command=nope&after=2000-01-01T00:00:00Z&n=0").then(r => r.status + " " + r.headers.get("Content-Type"))`)
+	if res != "404 application/json" {
+		t.Errorf("output of an unknown command: %s", res)
+	}
 }

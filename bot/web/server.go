@@ -231,6 +231,7 @@ func (s *Server) routes() {
 		m.HandleFunc("POST /api/threads/{id}/posts/{post}/click", s.need(s.click, RoleUser, RoleApprover))
 		m.HandleFunc("GET /api/threads/{id}/posts/{post}/file", s.need(s.file, RoleUser, RoleApprover))
 		m.HandleFunc("GET /api/inbox", s.need(s.approvalInbox, RoleUser, RoleApprover))
+		m.HandleFunc("GET /api/threads/{id}/output", s.need(s.output, RoleUser, RoleApprover))
 	}
 	m.HandleFunc("GET /audit", s.need(s.auditSessions, RoleAuditor))
 	m.HandleFunc("GET /audit/session", s.need(s.auditSession, RoleAuditor))

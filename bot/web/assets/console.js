@@ -32,7 +32,70 @@
   }
 
   // markdown renders the subset of Markdown the bot writes.
-  function markdown(src) {
+  // codeBlock is a <pre> with a Copy button; a command's output cut to its
+  // first lines ("… (N more lines)") gets a button that fetches the whole
+  // output from the chain (post: the post showing it).
+  function codeBlock(body, li, root, post) {
+    const box = el("div", "code");
+    const pre = el("pre", "", body.join("\n"));
+    const copy = el("button", "copy", "Copy");
+    copy.type = "button";
+    copy.setAttribute("aria-label", "Copy this block");
+    copy.addEventListener("click", async () => {
+      try {
+        await navigator.clipboard.writeText(pre.textContent);
+        copy.textContent = "Copied";
+      } catch (e) {
+        const r = document.createRange(); r.selectNodeContents(pre);
+        const sel = getSelection(); sel.removeAllRanges(); sel.addRange(r);
+        copy.textContent = document.execCommand("copy") ? "Copied" : "Press Ctrl+C";
+      }
+      setTimeout(() => { copy.textContent = "Copy"; }, 2000);
+    });
+    box.appendChild(copy);
+    box.appendChild(pre);
+    const more = (body[body.length - 1] || "").match(/^… \((\d+) more lines\)$/);
+    const code = li && li.querySelector("code");
+    if (more && code && post && current) {
+      const command = code.textContent;
+      let n = 0;
+      for (const other of root.querySelectorAll("li")) {
+        if (other === li) break;
+        const c = other.querySelector("code");
+        if (c && c.textContent === command) n++;
+      }
+      pre.textContent = body.slice(0, -1).join("\n");
+      const btn = el("button", "more link", "… (" + more[1] + " more lines)");
+      btn.type = "button";
+      const thread = current;
+      let full = null, short = pre.textContent;
+      btn.addEventListener("click", async () => {
+        if (full !== null) {
+          const open = pre.textContent === full;
+          pre.textContent = open ? short : full;
+          btn.textContent = open ? "… (" + more[1] + " more lines)" : "Show less";
+          return;
+        }
+        btn.disabled = true;
+        try {
+          const res = await api("GET", "/api/threads/" + encodeURIComponent(thread) + "/output?command=" + encodeURIComponent(command) +
+            "&after=" + encodeURIComponent(post.time) + "&n=" + n);
+          full = res.output.replace(/\n$/, "");
+          pre.textContent = full;
+          btn.textContent = "Show less";
+          btn.title = "The whole output, from the chain (event #" + res.seq + ")" + (res.truncated ? "; cut at 8 MiB" : "");
+        } catch (e) {
+          btn.after(el("div", "note", "Could not fetch the output: " + e.message));
+        } finally {
+          btn.disabled = false;
+        }
+      });
+      box.appendChild(btn);
+    }
+    return box;
+  }
+
+  function markdown(src, post) {
     const root = el("div", "md");
     const lines = src.split("\n");
     let i = 0, para = null, ul = null;
@@ -41,13 +104,15 @@
       const line = lines[i];
       const fence = line.match(/^\s*```/);
       if (fence) {
-        flush();
         const indent = line.match(/^\s*/)[0].length;
+        // An indented fence belongs to the list item above (a step's output).
+        const li = indent > 0 && ul && ul.lastChild ? ul.lastChild : null;
+        if (li) para = null; else flush();
         const body = [];
         i++;
         while (i < lines.length && !/^\s*```/.test(lines[i])) { body.push(lines[i].slice(Math.min(indent, lines[i].match(/^\s*/)[0].length))); i++; }
         i++;
-        (ul && ul.lastChild ? ul.lastChild : root).appendChild(el("pre", "", body.join("\n")));
+        (li || root).appendChild(codeBlock(body, li, root, post));
         continue;
       }
       const item = line.match(/^\s*[-*] (.*)$/);
@@ -92,7 +157,7 @@
     head.appendChild(el("strong", "", p.author));
     head.appendChild(timeEl(p.time));
     b.appendChild(head);
-    b.appendChild(markdown(p.text || ""));
+    b.appendChild(markdown(p.text || "", p));
     if (p.file) {
       const a = el("a", "", "⤓ " + p.file + " (" + p.file_size + " bytes)");
       a.href = "/api/threads/" + encodeURIComponent(current) + "/posts/" + encodeURIComponent(p.id) + "/file";
