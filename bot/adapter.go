@@ -165,3 +165,11 @@ type ChannelResolver interface {
 	// channel id (it would never see the channel's messages otherwise).
 	CheckChannel(ctx context.Context, id string) error
 }
+
+// HelpWriter is an optional Adapter interface for an adapter whose users
+// reach thinbot differently (the web console has no mentions and no chat
+// client slash commands): Help returns the whole /help text around
+// commands, the list of in-thread commands (HelpCommands).
+type HelpWriter interface {
+	Help(commands string) string
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	cdpbrowser "github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 )
 
@@ -257,4 +258,81 @@ func TestBrowserFullOutputAndCopy(t *testing.T) {
 	if res != "404 application/json" {
 		t.Errorf("output of an unknown command: %s", res)
 	}
+}
+
+// TestBrowserOnCallDetails: times in local time with UTC on hover; /help
+// written for the console; /api/ errors as JSON the page shows; a model's
+// HTTP 500 said as such; the message box labelled and the posts a live
+// region; dark mode when the system asks for it.
+func TestBrowserOnCallDetails(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	bctx := browser(t)
+	alice, audrey := tab(t, bctx, "alice"), tab(t, bctx, "audrey")
+	// A time zone far from UTC, and the dark system setting.
+	if _, err := chromedp.Call(alice, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Kolkata"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(alice, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}}); err != nil {
+		t.Fatal(err)
+	}
+	do(t, alice, "open the console", chromedp.Navigate(r.url+"/"), chromedp.WaitVisible(chromedp.CSS("#composer")))
+	if bg := eval[string](t, alice, `getComputedStyle(document.body).backgroundColor`); bg != "rgb(15, 19, 24)" {
+		t.Errorf("dark system setting: the page's background is %s", bg)
+	}
+	if l := eval[string](t, alice, `document.querySelector("#text").getAttribute("aria-label") || ""`); l == "" {
+		t.Error("the message box has no label")
+	}
+	if l := eval[string](t, alice, `document.querySelector("#posts").getAttribute("aria-live") || ""`); l != "polite" {
+		t.Errorf("the posts' aria-live is %q, want polite", l)
+	}
+
+	send(t, alice, "/help")
+	waitText(t, alice, "#posts", "write a task in the box below")
+	if eval[bool](t, alice, `document.querySelector("#posts").textContent.includes("mention me")`) {
+		t.Error("/help in the console speaks of mentions")
+	}
+	// 2026-12-01T10:00:00Z is 15:30:00 in Kolkata.
+	tm := eval[[]string](t, alice, `(() => { const e = document.querySelector("#posts .post time");
+		const d = new Date(e.dateTime); return [e.textContent, e.title, String(d.getUTCHours()), String(d.getUTCMinutes()), String(d.getUTCSeconds())]; })()`)
+	h, m, sec := atoi(tm[2]), atoi(tm[3]), atoi(tm[4])
+	mins := (h*60 + m + 330) % (24 * 60)
+	if want := fmt.Sprintf("%02d:%02d:%02d", mins/60, mins%60, sec); tm[0] != want {
+		t.Errorf("a post's time reads %q, want the local %q", tm[0], want)
+	}
+	if want := fmt.Sprintf("%02d:%02d:%02d UTC", h, m, sec); !strings.HasSuffix(tm[1], want) {
+		t.Errorf("a post's time's title is %q, want it to end in %q", tm[1], want)
+	}
+
+	send(t, alice, "break the model")
+	waitText(t, alice, "#posts", "HTTP 500 Internal Server Error")
+	if eval[bool](t, alice, `document.querySelector("#posts").textContent.includes("could not reach")`) {
+		t.Error("a model's HTTP 500 is reported as unreachable")
+	}
+	shot(t, alice, "26-dark-help-500")
+
+	// /api/ errors are JSON: the role check, an unknown post's file.
+	do(t, audrey, "open the viewer", chromedp.Navigate(r.url+"/audit"), chromedp.WaitVisible(chromedp.CSS("#sessions")))
+	res := eval[[]string](t, audrey, `fetch("/api/threads", {method: "POST", headers: {"Content-Type": "application/json"},
+		body: JSON.stringify({text: "hello"})}).then(async r => [String(r.status), r.headers.get("Content-Type"), (await r.json()).error])`)
+	if res[0] != "403" || res[1] != "application/json" || !strings.Contains(res[2], "needs the user role") {
+		t.Errorf("an auditor's message: %q, want a JSON 403 naming the role", res)
+	}
+	tid := currentThread(t, alice)
+	res = eval[[]string](t, alice, `fetch("/api/threads/`+tid+`/posts/nope/file").then(async r => [String(r.status), r.headers.get("Content-Type"), (await r.json()).error])`)
+	if res[0] != "404" || res[1] != "application/json" || res[2] == "" {
+		t.Errorf("an unknown file: %q, want a JSON 404", res)
+	}
+	// The page shows an API error's text: a message to a forgotten thread.
+	eval[bool](t, alice, `history.replaceState(null, "", "/#gone"); dispatchEvent(new HashChangeEvent("hashchange")); true`)
+	send(t, alice, "hello?")
+	waitText(t, alice, "#posts", "Not sent: no such thread")
+}
+
+func atoi(s string) int {
+	n := 0
+	for _, c := range s {
+		n = n*10 + int(c-'0')
+	}
+	return n
 }

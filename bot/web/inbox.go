@@ -55,3 +55,14 @@ func (s *Server) approvalInbox(w http.ResponseWriter, _ *http.Request, id identi
 		"may_decide": s.open || id.has(RoleApprover),
 	})
 }
+
+// Help implements bot.HelpWriter: /help in the console speaks of the
+// console's controls, not of mentions and chat clients' slash commands.
+func (s *Server) Help(commands string) string {
+	return "**thinbot** — write a task in the box below; each thread is one session with the agent.\n" + commands +
+		"- **Stop** (beside Send, while I work) does what `/stop` does\n" +
+		"Read-only commands run at once. Commands that change something wait for an approver's **Approve** " +
+		"(on the card in the thread, or under **Pending** at the top, which counts the open requests of all threads " +
+		"and can notify you); dangerous commands never run. A step's output shows its first lines: " +
+		"click **… (N more lines)** for the whole output, read from the audit chain. Times are your local time; hover for UTC."
+}

@@ -75,6 +75,8 @@ func script(req fakemodel.Request) fakemodel.Reply {
 		return fakemodel.Reply{Content: "That was long."}
 	case strings.Contains(user, "show the big log"):
 		return run("seq 1 2000", "show the log")
+	case strings.Contains(user, "break the model"):
+		return fakemodel.Reply{Status: 500}
 	case strings.Contains(user, "think hard"):
 		return fakemodel.Reply{Content: "Never shown.", Delay: time.Hour}
 	case strings.Contains(user, "write slowly"):

@@ -250,6 +250,11 @@ const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 's
 // open console and the origin check of state-changing requests.
 func (s *Server) secure(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			jw := jsonErrors(w)
+			defer jw.finish()
+			w = jw
+		}
 		hd := w.Header()
 		hd.Set("Content-Security-Policy", csp)
 		hd.Set("X-Content-Type-Options", "nosniff")

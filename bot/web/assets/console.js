@@ -214,6 +214,9 @@
     } else if (th && th !== postsEl.lastElementChild) {
       postsEl.appendChild(th);
     }
+    // A screen reader announces new posts (aria-live), once the text has
+    // stopped changing rather than at each streamed word.
+    postsEl.setAttribute("aria-busy", writing ? "true" : "false");
     const stop = $("stop");
     if (stop) stop.hidden = !active;
   }
@@ -403,7 +406,7 @@
       if (t.id === current) a.classList.add("on");
       li.appendChild(a); list.appendChild(li);
     }
-    if (select) open(select);
+    if (select && select !== current) open(select); // the hashchange may have opened it
   }
 
   function fromHash() {
@@ -435,6 +438,8 @@
       e.preventDefault();
       const msg = text.value.trim();
       if (!msg) return;
+      // Cleared now: what is typed while this is sent is the next message.
+      text.value = "";
       $("send").disabled = true;
       try {
         if (current) {
@@ -444,8 +449,8 @@
           location.hash = res.id;
           await loadThreads(res.id);
         }
-        text.value = "";
       } catch (err) {
+        if (!text.value) text.value = msg;
         postsEl.appendChild(el("div", "note", "Not sent: " + err.message));
       } finally {
         $("send").disabled = false;
