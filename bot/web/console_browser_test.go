@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -335,4 +337,68 @@ func atoi(s string) int {
 		n = n*10 + int(c-'0')
 	}
 	return n
+}
+
+// TestBrowserScreens writes the screenshots a reviewer looks at, desktop
+// (1280x800) and phone (390x844), to testdata/screens, when
+// THINBOT_SCREENSHOTS=1 (so that ordinary runs leave the tree clean):
+//
+//	THINBOT_SCREENSHOTS=1 go test -run TestBrowserScreens ./bot/web
+func TestBrowserScreens(t *testing.T) {
+	if os.Getenv("THINBOT_SCREENSHOTS") != "1" {
+		t.Skip("set THINBOT_SCREENSHOTS=1 to write testdata/screens")
+	}
+	r := newRig(t, rigOpts{})
+	bctx := browser(t)
+	alice, bob := tab(t, bctx, "alice"), tab(t, bctx, "bob")
+	save := func(ctx context.Context, name string) {
+		t.Helper()
+		c, cancel := context.WithTimeout(ctx, browserWait)
+		defer cancel()
+		buf, err := chromedp.Run(c, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join("testdata", "screens", name+".png"), buf, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join("testdata", "screens"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	do(t, alice, "desktop", chromedp.EmulateViewport(1280, 800))
+	do(t, alice, "open the console", chromedp.Navigate(r.url+"/"), chromedp.WaitVisible(chromedp.CSS("#composer")))
+	send(t, alice, "please check the disk")
+	waitText(t, alice, "#posts", "plenty of room left for the logs.")
+	do(t, alice, "new thread", chromedp.Click(chromedp.CSS("#new-thread")))
+	send(t, alice, "show the big log")
+	waitText(t, alice, "#posts", "That was long.")
+	do(t, alice, "new thread", chromedp.Click(chromedp.CSS("#new-thread")))
+	send(t, alice, "please create the marker")
+	waitText(t, alice, "#posts", "Approval needed")
+	tid := currentThread(t, alice)
+	ask := r.waitPost(tid, "Approval needed")
+	waitText(t, alice, "#inbox-count", "1")
+	save(alice, "desktop-approval")
+	do(t, alice, "open the inbox", chromedp.Click(chromedp.CSS("#inbox-open")), chromedp.WaitVisible(chromedp.CSS("#inbox-list li.item")))
+	save(alice, "desktop-inbox")
+
+	phone(t, bob)
+	do(t, bob, "bob's phone: the threads", chromedp.Navigate(r.url+"/"), chromedp.WaitVisible(chromedp.CSS("#thread-list")))
+	waitText(t, bob, "#inbox-count", "1")
+	waitText(t, bob, "#thread-list", "please create the marker")
+	save(bob, "phone-threads")
+	do(t, bob, "bob's phone: the inbox", chromedp.Click(chromedp.CSS("#inbox-open")), chromedp.WaitVisible(chromedp.CSS("#inbox-list li.item")))
+	save(bob, "phone-inbox")
+	do(t, bob, "bob's phone: the thread", chromedp.Navigate(r.url+"/#"+tid), chromedp.WaitVisible(chromedp.CSS(approvalButton(ask.ID, "approve"))))
+	eval[bool](t, bob, `document.querySelector("#post-`+ask.ID+`").scrollIntoView(); true`)
+	save(bob, "phone-approval")
+	do(t, bob, "approve", chromedp.Click(chromedp.CSS(approvalButton(ask.ID, "approve"))))
+	waitText(t, bob, "#posts", "Created approved.txt")
+	save(bob, "phone-approved")
+	if _, err := chromedp.Call(bob, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}}); err != nil {
+		t.Fatal(err)
+	}
+	save(bob, "phone-approved-dark")
 }

@@ -407,11 +407,13 @@
       li.appendChild(a); list.appendChild(li);
     }
     if (select && select !== current) open(select); // the hashchange may have opened it
+    const on = current && list.querySelector("a[data-id='" + CSS.escape(current) + "'] .t-title");
+    if (on) titleEl.textContent = on.textContent;
   }
 
   function fromHash() {
     const id = decodeURIComponent(location.hash.slice(1));
-    if (id && id !== current) open(id);
+    if (id && id !== current) { inboxEl.hidden = true; open(id); }
   }
 
   $("new-thread").addEventListener("click", () => {
