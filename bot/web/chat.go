@@ -200,6 +200,7 @@ func (s *Server) Post(_ context.Context, t bot.Thread, p bot.Post) (string, erro
 		Time: s.cfg.Now(), value: p.Value, expires: p.Expires}
 	if p.Value != "" {
 		wp.requester = th.lastUser
+		s.pending[wp] = th
 	}
 	if p.File != nil {
 		wp.FileName, wp.FileSize, wp.data = p.File.Name, len(p.File.Data), p.File.Data
@@ -224,6 +225,11 @@ func (s *Server) Update(_ context.Context, t bot.Thread, postID string, p bot.Po
 	wp.value, wp.expires = "", time.Time{}
 	if len(p.Buttons) > 0 {
 		wp.value, wp.expires = p.Value, p.Expires
+	}
+	if wp.value == "" {
+		delete(s.pending, wp)
+	} else {
+		s.pending[wp] = th
 	}
 	s.broadcast(th, event{Type: "update", Post: wp.clone()})
 	return nil

@@ -28,20 +28,21 @@ type inboxItem struct {
 	Mine bool `json:"mine"`
 }
 
-// pendingApprovals returns the open requests of all threads, oldest first.
+// pendingApprovals returns the open requests of all threads, oldest first:
+// the posts Post registered in s.pending (a page polls this every few
+// seconds, so it never scans every thread's posts).
 func (s *Server) pendingApprovals(viewer string) []inboxItem {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []inboxItem{}
-	for _, th := range s.threads {
-		for _, p := range th.posts {
-			if p.value == "" || len(p.Buttons) == 0 {
-				continue
-			}
-			out = append(out, inboxItem{Thread: th.ID, Title: th.Title, Post: p.ID, Text: p.Text,
-				Buttons: append([]button(nil), p.Buttons...), Requester: p.requester, Asked: p.Time,
-				Expires: p.expires, Mine: p.requester != "" && p.requester == viewer})
+	for p, th := range s.pending {
+		if p.value == "" || len(p.Buttons) == 0 || s.threads[th.ID] != th || s.find(th, p.ID) != p {
+			delete(s.pending, p) // decided, or its thread (or the post) was forgotten
+			continue
 		}
+		out = append(out, inboxItem{Thread: th.ID, Title: th.Title, Post: p.ID, Text: p.Text,
+			Buttons: append([]button(nil), p.Buttons...), Requester: p.requester, Asked: p.Time,
+			Expires: p.expires, Mine: p.requester != "" && p.requester == viewer})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Asked.Before(out[j].Asked) })
 	return out

@@ -115,7 +115,8 @@ type Server struct {
 
 	mu      sync.Mutex
 	threads map[string]*wthread
-	order   []string // thread ids, oldest first
+	order   []string            // thread ids, oldest first
+	pending map[*wpost]*wthread // the posts with an open approval request (the inbox)
 	nextID  uint64
 
 	verifyMu  sync.Mutex
@@ -168,7 +169,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("web: templates: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, pages: pages, inbox: make(chan bot.Message, 64),
-		threads: map[string]*wthread{}, approvalWindow: approvalWindow,
+		threads: map[string]*wthread{}, pending: map[*wpost]*wthread{}, approvalWindow: approvalWindow,
 		open: cfg.Auth.open(), tokens: maps.Clone(cfg.Auth.Tokens)}
 	s.loadSessions(cfg.Sessions)
 	if cfg.Chat {
