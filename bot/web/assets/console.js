@@ -269,7 +269,8 @@
   }
 
   function showNotifyButton() {
-    notifyBtn.hidden = !("Notification" in window) || !mayDecide || notifyOn();
+    // Browsers offer notifications to secure pages only (https, or a loopback address).
+    notifyBtn.hidden = !("Notification" in window) || !window.isSecureContext || !mayDecide || notifyOn();
   }
 
   function notify(it) {
