@@ -71,6 +71,9 @@ type Post struct {
 	// Value is carried by every button click (the approval request id).
 	// Adapters authenticate it (HMAC) so forged callbacks are refused.
 	Value string
+	// Expires, if set, is when the request the buttons decide expires
+	// (the web console's inbox shows it).
+	Expires time.Time
 	// File, if set, is uploaded into the thread with this post.
 	File *File
 }
@@ -161,4 +164,12 @@ type ChannelResolver interface {
 	// CheckChannel returns an error unless the bot is a member of the
 	// channel id (it would never see the channel's messages otherwise).
 	CheckChannel(ctx context.Context, id string) error
+}
+
+// HelpWriter is an optional Adapter interface for an adapter whose users
+// reach thinbot differently (the web console has no mentions and no chat
+// client slash commands): Help returns the whole /help text around
+// commands, the list of in-thread commands (HelpCommands).
+type HelpWriter interface {
+	Help(commands string) string
 }

@@ -53,6 +53,7 @@ func (a *threadApprover) Approve(ctx context.Context, ap agentcore.Approval) (ag
 		Text:    approvalText(req),
 		Buttons: []Button{{ID: ActionApprove, Label: "Approve", Style: "primary"}, {ID: ActionDeny, Label: "Deny", Style: "danger"}},
 		Value:   ap.RequestID,
+		Expires: req.expires,
 	})
 	if err != nil {
 		b.take(ap.RequestID)

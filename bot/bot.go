@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -440,6 +441,16 @@ func isModelError(err error) bool { return errors.Is(err, agentcore.ErrModel) }
 func userError(err error, ref uint64) string {
 	if errors.Is(err, agentcore.ErrContextLength) {
 		return fmt.Sprintf("This conversation no longer fits in the model's context window, even after compacting, so this run stopped (ref %d). Send `/clear` to start afresh; if even a new thread fails, the operators need to give the model a larger context window.", ref)
+	}
+	// An endpoint that answered with an error (agentcore/openai's APIError)
+	// was reached: say what it answered.
+	var answered interface{ HTTPStatus() int }
+	if isModelError(err) && errors.As(err, &answered) {
+		what := "an error inside its answer"
+		if code := answered.HTTPStatus(); code != http.StatusOK {
+			what = fmt.Sprintf("HTTP %d %s", code, http.StatusText(code))
+		}
+		return fmt.Sprintf("The model endpoint answered with %s, so this run stopped (ref %d). Please try again later; operators can see the details in the log.", what, ref)
 	}
 	if isModelError(err) {
 		return fmt.Sprintf("I could not reach the model endpoint, so this run stopped (ref %d). Please try again later; operators can see the details in the log.", ref)

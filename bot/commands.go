@@ -26,15 +26,17 @@ func commandName(text string) (string, bool) {
 	return "", false
 }
 
-const helpText = "**thinbot** — mention me with a task; this thread is one session.\n" +
-	"- `/stop` stop the current run (the session stays)\n" +
+const helpText = "**thinbot** — mention me with a task; this thread is one session.\n" + HelpCommands +
+	"Read-only commands run at once; changes wait for an approver's click; dangerous commands never run. " +
+	"(Chat clients take a message that starts with `/` for their own slash command: write `@thinbot /stop`, or `!stop`.)"
+
+// HelpCommands is the list of in-thread commands /help shows.
+const HelpCommands = "- `/stop` stop the current run (the session stays)\n" +
 	"- `/clear` start a new topic (the history stays in the log)\n" +
 	"- `/compact` summarise the conversation to free context\n" +
 	"- `/status` what is running, budgets, pending approvals\n" +
 	"- `/skills` the skills I can use, and hidden ones with the reason\n" +
-	"- `/audit` the last commands of this thread: verdict, approver, exit code\n" +
-	"Read-only commands run at once; changes wait for an approver's click; dangerous commands never run. " +
-	"(Chat clients take a message that starts with `/` for their own slash command: write `@thinbot /stop`, or `!stop`.)"
+	"- `/audit` the last commands of this thread: verdict, approver, exit code\n"
 
 // command handles an in-thread command. /stop acts at once, ahead of the
 // queue; /clear and /compact wait their turn in the queue.
@@ -59,6 +61,9 @@ func (b *Bot) command(ctx context.Context, m Message, ch Channel, name string) {
 	switch name {
 	case "help":
 		text := helpText
+		if hw, ok := b.cfg.Adapter.(HelpWriter); ok {
+			text = hw.Help(HelpCommands)
+		}
 		if cmds := ch.Agent.SkillCommandsHelp(); cmds != "" {
 			text += "\n\nSkill commands (run without the model, through the same approvals: `!name args` or `/run name args`):\n" + cmds
 		}

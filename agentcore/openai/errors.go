@@ -45,6 +45,11 @@ type APIError struct {
 	nCtx, nPrompt int
 }
 
+// HTTPStatus returns the HTTP status of the answer (200 for an error
+// inside a stream), so that callers outside this package can say that the
+// endpoint answered, and how, rather than that it could not be reached.
+func (e *APIError) HTTPStatus() int { return e.StatusCode }
+
 // Error returns a short, one-line description.
 func (e *APIError) Error() string {
 	if e.HTML {

@@ -156,6 +156,7 @@ func send(t *testing.T, ctx context.Context, text string) {
 	do(t, ctx, "send "+text,
 		chromedp.WaitVisible(chromedp.CSS("#text")),
 		chromedp.SendKeys(chromedp.CSS("#text"), text),
+		chromedp.WaitEnabled(chromedp.CSS("#send")), // the previous message is sent
 		chromedp.Click(chromedp.CSS("#send")),
 	)
 }

@@ -34,8 +34,10 @@ type wpost struct {
 	FileName  string    `json:"file,omitempty"`
 	FileSize  int       `json:"file_size,omitempty"`
 
-	value string // Post.Value: the approval request id, never sent to the page
-	data  []byte // the attached file
+	value     string    // Post.Value: the approval request id, never sent to the page
+	expires   time.Time // Post.Expires: when that request expires
+	requester string    // who wrote the message the request answers (the inbox)
+	data      []byte    // the attached file
 }
 
 // button is a bot.Button as the page reads it.
@@ -61,8 +63,9 @@ type wthread struct {
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
 
-	posts []*wpost
-	subs  map[chan event]struct{}
+	posts    []*wpost
+	subs     map[chan event]struct{}
+	lastUser string // the author of the latest message, the requester of the run it starts
 }
 
 // event is one Server-Sent Event for a thread's pages.
@@ -172,7 +175,7 @@ func (s *Server) closeSubscribers() {
 func (p *wpost) clone() *wpost {
 	c := *p
 	c.Buttons = append([]button(nil), p.Buttons...)
-	c.value, c.data = "", nil
+	c.value, c.data, c.requester = "", nil, ""
 	return &c
 }
 
@@ -194,7 +197,11 @@ func (s *Server) Post(_ context.Context, t bot.Thread, p bot.Post) (string, erro
 		return "", err
 	}
 	wp := &wpost{ID: s.newPostID(), Author: "thinbot", Bot: true, Text: p.Text, Buttons: buttons(p.Buttons),
-		Time: s.cfg.Now(), value: p.Value}
+		Time: s.cfg.Now(), value: p.Value, expires: p.Expires}
+	if p.Value != "" {
+		wp.requester = th.lastUser
+		s.pending[wp] = th
+	}
 	if p.File != nil {
 		wp.FileName, wp.FileSize, wp.data = p.File.Name, len(p.File.Data), p.File.Data
 	}
@@ -215,9 +222,14 @@ func (s *Server) Update(_ context.Context, t bot.Thread, postID string, p bot.Po
 		return fmt.Errorf("web: update: no post %s in thread %s", postID, t.Root)
 	}
 	wp.Text, wp.Buttons, wp.Streaming = p.Text, buttons(p.Buttons), false
-	wp.value = ""
+	wp.value, wp.expires = "", time.Time{}
 	if len(p.Buttons) > 0 {
-		wp.value = p.Value
+		wp.value, wp.expires = p.Value, p.Expires
+	}
+	if wp.value == "" {
+		delete(s.pending, wp)
+	} else {
+		s.pending[wp] = th
 	}
 	s.broadcast(th, event{Type: "update", Post: wp.clone()})
 	return nil
@@ -387,6 +399,9 @@ func (s *Server) deliver(w http.ResponseWriter, r *http.Request, tid, text strin
 	}
 	p := &wpost{ID: s.newPostID(), Author: id.Name, Text: text, Time: s.cfg.Now()}
 	s.add(th, p)
+	if !strings.HasPrefix(text, "/") && !strings.HasPrefix(text, "!") {
+		th.lastUser = id.Name
+	}
 	s.mu.Unlock()
 	if s.cfg.ModelProblem != "" && !strings.HasPrefix(text, "/") && !strings.HasPrefix(text, "!") {
 		// Nothing to run without a model; the in-thread commands still work.

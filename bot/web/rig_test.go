@@ -80,6 +80,13 @@ func script(req fakemodel.Request) fakemodel.Reply {
 		return fakemodel.Reply{Content: "That was long."}
 	case strings.Contains(user, "show the big log"):
 		return run("seq 1 2000", "show the log")
+	case strings.Contains(user, "break the model"):
+		return fakemodel.Reply{Status: 500}
+	case strings.Contains(user, "think hard"):
+		return fakemodel.Reply{Content: "Never shown.", Delay: time.Hour}
+	case strings.Contains(user, "write slowly"):
+		return fakemodel.Reply{Content: "First words. " + strings.Repeat("and more ", 400) + "THE END.",
+			Fragment: 9, ChunkDelay: 50 * time.Millisecond}
 	case strings.Contains(user, "wait a minute") && afterTool:
 		return fakemodel.Reply{Content: "Waited."}
 	case strings.Contains(user, "wait a minute"):

@@ -115,7 +115,8 @@ type Server struct {
 
 	mu      sync.Mutex
 	threads map[string]*wthread
-	order   []string // thread ids, oldest first
+	order   []string            // thread ids, oldest first
+	pending map[*wpost]*wthread // the posts with an open approval request (the inbox)
 	nextID  uint64
 
 	verifyMu  sync.Mutex
@@ -168,7 +169,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("web: templates: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, pages: pages, inbox: make(chan bot.Message, 64),
-		threads: map[string]*wthread{}, approvalWindow: approvalWindow,
+		threads: map[string]*wthread{}, pending: map[*wpost]*wthread{}, approvalWindow: approvalWindow,
 		open: cfg.Auth.open(), tokens: maps.Clone(cfg.Auth.Tokens)}
 	s.loadSessions(cfg.Sessions)
 	if cfg.Chat {
@@ -231,6 +232,8 @@ func (s *Server) routes() {
 		m.HandleFunc("POST /api/threads/{id}/messages", s.need(s.postMessage, RoleUser))
 		m.HandleFunc("POST /api/threads/{id}/posts/{post}/click", s.need(s.click, RoleUser, RoleApprover))
 		m.HandleFunc("GET /api/threads/{id}/posts/{post}/file", s.need(s.file, RoleUser, RoleApprover))
+		m.HandleFunc("GET /api/inbox", s.need(s.approvalInbox, RoleUser, RoleApprover))
+		m.HandleFunc("GET /api/threads/{id}/output", s.need(s.output, RoleUser, RoleApprover))
 	}
 	m.HandleFunc("GET /audit", s.need(s.auditSessions, RoleAuditor))
 	m.HandleFunc("GET /audit/session", s.need(s.auditSession, RoleAuditor))
@@ -249,6 +252,11 @@ const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 's
 // open console and the origin check of state-changing requests.
 func (s *Server) secure(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			jw := jsonErrors(w)
+			defer jw.finish()
+			w = jw
+		}
 		hd := w.Header()
 		hd.Set("Content-Security-Policy", csp)
 		hd.Set("X-Content-Type-Options", "nosniff")

@@ -32,7 +32,70 @@
   }
 
   // markdown renders the subset of Markdown the bot writes.
-  function markdown(src) {
+  // codeBlock is a <pre> with a Copy button; a command's output cut to its
+  // first lines ("… (N more lines)") gets a button that fetches the whole
+  // output from the chain (post: the post showing it).
+  function codeBlock(body, li, root, post) {
+    const box = el("div", "code");
+    const pre = el("pre", "", body.join("\n"));
+    const copy = el("button", "copy", "Copy");
+    copy.type = "button";
+    copy.setAttribute("aria-label", "Copy this block");
+    copy.addEventListener("click", async () => {
+      try {
+        await navigator.clipboard.writeText(pre.textContent);
+        copy.textContent = "Copied";
+      } catch (e) {
+        const r = document.createRange(); r.selectNodeContents(pre);
+        const sel = getSelection(); sel.removeAllRanges(); sel.addRange(r);
+        copy.textContent = document.execCommand("copy") ? "Copied" : "Press Ctrl+C";
+      }
+      setTimeout(() => { copy.textContent = "Copy"; }, 2000);
+    });
+    box.appendChild(copy);
+    box.appendChild(pre);
+    const more = (body[body.length - 1] || "").match(/^… \((\d+) more lines\)$/);
+    const code = li && li.querySelector("code");
+    if (more && code && post && current) {
+      const command = code.textContent;
+      let n = 0;
+      for (const other of root.querySelectorAll("li")) {
+        if (other === li) break;
+        const c = other.querySelector("code");
+        if (c && c.textContent === command) n++;
+      }
+      pre.textContent = body.slice(0, -1).join("\n");
+      const btn = el("button", "more link", "… (" + more[1] + " more lines)");
+      btn.type = "button";
+      const thread = current;
+      let full = null, short = pre.textContent;
+      btn.addEventListener("click", async () => {
+        if (full !== null) {
+          const open = pre.textContent === full;
+          pre.textContent = open ? short : full;
+          btn.textContent = open ? "… (" + more[1] + " more lines)" : "Show less";
+          return;
+        }
+        btn.disabled = true;
+        try {
+          const res = await api("GET", "/api/threads/" + encodeURIComponent(thread) + "/output?command=" + encodeURIComponent(command) +
+            "&after=" + encodeURIComponent(post.time) + "&n=" + n);
+          full = res.output.replace(/\n$/, "");
+          pre.textContent = full;
+          btn.textContent = "Show less";
+          btn.title = "The whole output, from the chain (event #" + res.seq + ")" + (res.truncated ? "; cut at 8 MiB" : "");
+        } catch (e) {
+          btn.after(el("div", "note", "Could not fetch the output: " + e.message));
+        } finally {
+          btn.disabled = false;
+        }
+      });
+      box.appendChild(btn);
+    }
+    return box;
+  }
+
+  function markdown(src, post) {
     const root = el("div", "md");
     const lines = src.split("\n");
     let i = 0, para = null, ul = null;
@@ -41,13 +104,15 @@
       const line = lines[i];
       const fence = line.match(/^\s*```/);
       if (fence) {
-        flush();
         const indent = line.match(/^\s*/)[0].length;
+        // An indented fence belongs to the list item above (a step's output).
+        const li = indent > 0 && ul && ul.lastChild ? ul.lastChild : null;
+        if (li) para = null; else flush();
         const body = [];
         i++;
         while (i < lines.length && !/^\s*```/.test(lines[i])) { body.push(lines[i].slice(Math.min(indent, lines[i].match(/^\s*/)[0].length))); i++; }
         i++;
-        (ul && ul.lastChild ? ul.lastChild : root).appendChild(el("pre", "", body.join("\n")));
+        (li || root).appendChild(codeBlock(body, li, root, post));
         continue;
       }
       const item = line.match(/^\s*[-*] (.*)$/);
@@ -69,6 +134,17 @@
     return root;
   }
 
+  // Times show in local time, 24 hours, with the UTC time on hover.
+  function pad(n) { return String(n).padStart(2, "0"); }
+  function clock(t) { const d = new Date(t); return pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()); }
+  function when(t) {
+    const d = new Date(t), now = new Date();
+    if (d.toDateString() === now.toDateString()) return clock(d);
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " + clock(d);
+  }
+  function utc(t) { return new Date(t).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC"); }
+  function timeEl(t) { const e = el("time", "", when(t)); e.dateTime = new Date(t).toISOString(); e.title = utc(t); return e; }
+
   function initials(name) { return (name || "?").slice(0, 2).toUpperCase(); }
 
   function renderPost(p) {
@@ -79,9 +155,9 @@
     const b = el("div", "bubble");
     const head = el("div", "post-head");
     head.appendChild(el("strong", "", p.author));
-    head.appendChild(document.createTextNode(new Date(p.time).toLocaleTimeString()));
+    head.appendChild(timeEl(p.time));
     b.appendChild(head);
-    b.appendChild(markdown(p.text || ""));
+    b.appendChild(markdown(p.text || "", p));
     if (p.file) {
       const a = el("a", "", "⤓ " + p.file + " (" + p.file_size + " bytes)");
       a.href = "/api/threads/" + encodeURIComponent(current) + "/posts/" + encodeURIComponent(p.id) + "/file";
@@ -110,6 +186,41 @@
     posts.set(p.id, { data: p, el: node });
   }
 
+  // busy shows what the run does: "thinking" between a message and the
+  // model's first word, and the Stop button (it sends /stop) while the
+  // model thinks or writes or a command runs.
+  function updateBusy() {
+    const all = [...posts.values()].map((x) => x.data);
+    const last = all[all.length - 1];
+    // A run's status post reads "_Working on it…_" until the run ends.
+    const working = all.filter((p) => p.bot && /^_Working on it…_/.test(p.text || ""));
+    const sent = !!last && !last.bot && !/^[/!]/.test(last.text || "") && !$("model-problem");
+    // The model's words show in a streamed post, or in the status post
+    // below its steps after a blank line (a slow start).
+    const writing = all.some((p) => p.streaming && p.text) ||
+      working.some((p) => /\n\n\S/.test(p.text));
+    const command = working.some((p) => / — (running|waiting for approval)/.test(p.text || ""));
+    const active = sent || working.length > 0 || all.some((p) => p.streaming);
+    const thinking = active && !writing && !command;
+    let th = $("thinking");
+    if (thinking && !th) {
+      th = el("div", "thinking");
+      th.id = "thinking";
+      th.appendChild(el("div", "avatar", "tb"));
+      th.appendChild(el("div", "bubble", "thinking…"));
+      postsEl.appendChild(th);
+    } else if (!thinking && th) {
+      th.remove();
+    } else if (th && th !== postsEl.lastElementChild) {
+      postsEl.appendChild(th);
+    }
+    // A screen reader announces new posts (aria-live), once the text has
+    // stopped changing rather than at each streamed word.
+    postsEl.setAttribute("aria-busy", writing ? "true" : "false");
+    const stop = $("stop");
+    if (stop) stop.hidden = !active;
+  }
+
   function scrollDown() { postsEl.scrollTop = postsEl.scrollHeight; }
 
   async function api(method, path, body) {
@@ -121,23 +232,134 @@
     return data;
   }
 
-  async function click(pid, action, acts) {
+  // click decides a request: from its post in the thread, or from the
+  // inbox (thread given); both are the same request to the server.
+  async function click(pid, action, acts, thread) {
     for (const b of acts.querySelectorAll("button")) b.disabled = true;
     try {
-      const res = await api("POST", "/api/threads/" + encodeURIComponent(current) + "/posts/" + encodeURIComponent(pid) + "/click", { action });
+      const res = await api("POST", "/api/threads/" + encodeURIComponent(thread || current) + "/posts/" + encodeURIComponent(pid) + "/click", { action });
       if (res.ephemeral) {
         const n = el("div", "note", res.ephemeral);
         n.setAttribute("role", "status");
-        acts.after(n);
+        if (thread) $("inbox-note").replaceChildren(n); else acts.after(n);
       }
     } catch (e) {
-      acts.after(el("div", "note", "Could not send the click: " + e.message));
+      const n = el("div", "note", "Could not send the click: " + e.message);
+      if (thread) $("inbox-note").replaceChildren(n); else acts.after(n);
     } finally {
       for (const b of acts.querySelectorAll("button")) b.disabled = false;
+      refreshInbox();
     }
   }
 
+  // ---- the pending-approvals inbox ----
+  const inboxEl = $("inbox"), inboxList = $("inbox-list"), inboxCount = $("inbox-count"),
+    inboxOpen = $("inbox-open"), notifyBtn = $("notify"), baseTitle = document.title;
+  let seen = null, mayDecide = false; // seen: the requests known (null before the first load)
+
+  function ago(t) {
+    const s = Math.max(0, Math.round((Date.now() - new Date(t)) / 1000));
+    if (s < 60) return s + " s";
+    if (s < 3600) return Math.floor(s / 60) + " min";
+    return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+  }
+
+  function notifyOn() {
+    return "Notification" in window && window.Notification.permission === "granted" && localStorage.getItem("thinbot.notify") === "1";
+  }
+
+  function showNotifyButton() {
+    // Browsers offer notifications to secure pages only (https, or a loopback address).
+    notifyBtn.hidden = !("Notification" in window) || !window.isSecureContext || !mayDecide || notifyOn();
+  }
+
+  function notify(it) {
+    const n = new window.Notification("Approval needed: " + it.title, {
+      body: (it.requester ? it.requester + " asks: " : "") + (it.text.split("\n").find((l) => l.includes("`")) || it.text).slice(0, 160),
+      tag: it.thread + "/" + it.post,
+    });
+    n.onclick = () => { window.focus(); location.hash = it.thread; };
+  }
+
+  function renderInbox(items) {
+    inboxCount.textContent = String(items.length);
+    inboxOpen.classList.toggle("has", items.length > 0);
+    inboxOpen.setAttribute("aria-label", items.length + " approval request(s) pending");
+    document.title = (items.length ? "(" + items.length + ") " : "") + baseTitle;
+    inboxList.replaceChildren();
+    if (!items.length) inboxList.appendChild(el("li", "muted empty", "Nothing waits for a decision."));
+    for (const it of items) {
+      const li = el("li", "item");
+      li.dataset.thread = it.thread; li.dataset.post = it.post;
+      const meta = el("div", "i-meta");
+      const a = el("a", "", it.title);
+      a.href = "#" + it.thread;
+      a.addEventListener("click", () => { inboxEl.hidden = true; });
+      meta.appendChild(a);
+      if (it.requester) meta.appendChild(el("span", "", "asked by " + it.requester + (it.mine ? " (you)" : "")));
+      const age = el("span", "age", "waiting " + ago(it.asked));
+      age.title = "asked " + utc(it.asked);
+      meta.appendChild(age);
+      if (it.expires) {
+        const left = new Date(it.expires) - Date.now();
+        const x = el("span", "expires" + (left < 5 * 60000 ? " late" : ""), "expires " + clock(it.expires) + " (in " + ago(Date.now() - Math.max(0, left)) + ")");
+        x.title = utc(it.expires);
+        meta.appendChild(x);
+      }
+      li.appendChild(meta);
+      li.appendChild(markdown(it.text));
+      if (mayDecide) {
+        const acts = el("div", "actions");
+        for (const btn of it.buttons) {
+          const x = el("button", btn.style || "", btn.label);
+          x.dataset.action = btn.id;
+          x.addEventListener("click", () => click(it.post, btn.id, acts, it.thread));
+          acts.appendChild(x);
+        }
+        li.appendChild(acts);
+      } else {
+        li.appendChild(el("div", "muted", "Deciding needs the approver role."));
+      }
+      inboxList.appendChild(li);
+    }
+  }
+
+  let inboxBusy = false;
+  async function refreshInbox() {
+    if (inboxBusy) return;
+    inboxBusy = true;
+    try {
+      const data = await api("GET", "/api/inbox");
+      mayDecide = data.may_decide;
+      showNotifyButton();
+      const keys = new Set(data.items.map((it) => it.thread + "/" + it.post));
+      if (seen !== null && notifyOn()) {
+        for (const it of data.items) {
+          if (!seen.has(it.thread + "/" + it.post) && mayDecide && !it.mine) notify(it);
+        }
+      }
+      seen = keys;
+      renderInbox(data.items);
+    } catch (e) {
+      /* the next refresh tries again */
+    } finally {
+      inboxBusy = false;
+    }
+  }
+
+  inboxOpen.addEventListener("click", () => { inboxEl.hidden = !inboxEl.hidden; if (!inboxEl.hidden) refreshInbox(); });
+  $("inbox-close").addEventListener("click", () => { inboxEl.hidden = true; });
+  notifyBtn.addEventListener("click", async () => {
+    const p = await window.Notification.requestPermission();
+    if (p === "granted") localStorage.setItem("thinbot.notify", "1");
+    showNotifyButton();
+  });
+
+  // On a phone the threads list and the thread are two views.
+  function showThread(on) { document.body.classList.toggle("in-thread", on); }
+
   function open(id) {
+    showThread(true);
     if (source) source.close();
     current = id;
     posts.clear();
@@ -154,6 +376,7 @@
       if (ev.type === "snapshot") {
         posts.clear(); postsEl.replaceChildren();
         for (const p of ev.posts) upsert(p);
+        updateBusy();
         scrollDown();
         return;
       }
@@ -163,7 +386,9 @@
       } else if (ev.post) {
         upsert(ev.post);
       }
+      updateBusy();
       if (atEnd || ev.type === "post") scrollDown();
+      if (ev.type !== "append") refreshInbox();
     };
   }
 
@@ -176,16 +401,20 @@
       const li = el("li"), a = el("a");
       a.href = "#" + t.id; a.dataset.id = t.id;
       a.appendChild(el("span", "t-title", t.title));
-      a.appendChild(el("span", "t-meta", (t.by ? t.by + " · " : "") + new Date(t.updated).toLocaleString()));
+      const meta = el("span", "t-meta", t.by ? t.by + " · " : "");
+      meta.appendChild(timeEl(t.updated));
+      a.appendChild(meta);
       if (t.id === current) a.classList.add("on");
       li.appendChild(a); list.appendChild(li);
     }
-    if (select) open(select);
+    if (select && select !== current) open(select); // the hashchange may have opened it
+    const on = current && list.querySelector("a[data-id='" + CSS.escape(current) + "'] .t-title");
+    if (on) titleEl.textContent = on.textContent;
   }
 
   function fromHash() {
     const id = decodeURIComponent(location.hash.slice(1));
-    if (id && id !== current) open(id);
+    if (id && id !== current) { inboxEl.hidden = true; open(id); }
   }
 
   $("new-thread").addEventListener("click", () => {
@@ -195,7 +424,16 @@
     titleEl.textContent = "New thread"; conn.textContent = ""; conn.className = "conn";
     postsEl.replaceChildren();
     for (const a of list.querySelectorAll("a")) a.classList.remove("on");
+    showThread(true);
     if (text) text.focus();
+  });
+
+  $("back").addEventListener("click", () => {
+    showThread(false);
+    if (source) source.close();
+    source = null; current = null;
+    history.replaceState(null, "", "/");
+    for (const a of list.querySelectorAll("a")) a.classList.remove("on");
   });
 
   if (form) {
@@ -203,6 +441,8 @@
       e.preventDefault();
       const msg = text.value.trim();
       if (!msg) return;
+      // Cleared now: what is typed while this is sent is the next message.
+      text.value = "";
       $("send").disabled = true;
       try {
         if (current) {
@@ -212,12 +452,20 @@
           location.hash = res.id;
           await loadThreads(res.id);
         }
-        text.value = "";
       } catch (err) {
+        if (!text.value) text.value = msg;
         postsEl.appendChild(el("div", "note", "Not sent: " + err.message));
       } finally {
         $("send").disabled = false;
         text.focus();
+      }
+    });
+    $("stop").addEventListener("click", async () => {
+      if (!current) return;
+      try {
+        await api("POST", "/api/threads/" + encodeURIComponent(current) + "/messages", { text: "/stop" });
+      } catch (err) {
+        postsEl.appendChild(el("div", "note", "Could not stop: " + err.message));
       }
     });
     text.addEventListener("keydown", (e) => {
@@ -227,5 +475,7 @@
 
   window.addEventListener("hashchange", fromHash);
   loadThreads().then(fromHash);
+  refreshInbox();
   setInterval(() => loadThreads(), 10000);
+  setInterval(refreshInbox, 4000);
 })();
