@@ -74,6 +74,9 @@ type Post struct {
 	// Expires, if set, is when the request the buttons decide expires
 	// (the web console's inbox shows it).
 	Expires time.Time
+	// Requester, if set, is who asked for what the buttons decide (the
+	// web console's inbox shows it and hides Approve from them).
+	Requester User
 	// File, if set, is uploaded into the thread with this post.
 	File *File
 }

@@ -50,10 +50,11 @@ func (a *threadApprover) Approve(ctx context.Context, ap agentcore.Approval) (ag
 	b.pending[ap.RequestID] = req
 	b.mu.Unlock()
 	postID, err := b.cfg.Adapter.Post(ctx, a.th.t, Post{
-		Text:    approvalText(req),
-		Buttons: []Button{{ID: ActionApprove, Label: "Approve", Style: "primary"}, {ID: ActionDeny, Label: "Deny", Style: "danger"}},
-		Value:   ap.RequestID,
-		Expires: req.expires,
+		Text:      approvalText(req),
+		Buttons:   []Button{{ID: ActionApprove, Label: "Approve", Style: "primary"}, {ID: ActionDeny, Label: "Deny", Style: "danger"}},
+		Value:     ap.RequestID,
+		Expires:   req.expires,
+		Requester: req.requester,
 	})
 	if err != nil {
 		b.take(ap.RequestID)

@@ -36,7 +36,7 @@ type wpost struct {
 
 	value     string    // Post.Value: the approval request id, never sent to the page
 	expires   time.Time // Post.Expires: when that request expires
-	requester string    // who wrote the message the request answers (the inbox)
+	requester string    // who asked for what the buttons decide (the inbox)
 	data      []byte    // the attached file
 }
 
@@ -65,7 +65,6 @@ type wthread struct {
 
 	posts    []*wpost
 	subs     map[chan event]struct{}
-	lastUser string // the author of the latest message, the requester of the run it starts
 }
 
 // event is one Server-Sent Event for a thread's pages.
@@ -199,7 +198,8 @@ func (s *Server) Post(_ context.Context, t bot.Thread, p bot.Post) (string, erro
 	wp := &wpost{ID: s.newPostID(), Author: "thinbot", Bot: true, Text: p.Text, Buttons: buttons(p.Buttons),
 		Time: s.cfg.Now(), value: p.Value, expires: p.Expires}
 	if p.Value != "" {
-		wp.requester = th.lastUser
+		// The console's user ids are their names.
+		wp.requester = p.Requester.ID
 		s.pending[wp] = th
 	}
 	if p.File != nil {
@@ -400,7 +400,6 @@ func (s *Server) deliver(w http.ResponseWriter, r *http.Request, tid, text strin
 	p := &wpost{ID: s.newPostID(), Author: id.Name, Text: text, Time: s.cfg.Now()}
 	s.add(th, p)
 	if !strings.HasPrefix(text, "/") && !strings.HasPrefix(text, "!") {
-		th.lastUser = id.Name
 	}
 	s.mu.Unlock()
 	if s.cfg.ModelProblem != "" && !strings.HasPrefix(text, "/") && !strings.HasPrefix(text, "!") {

@@ -80,3 +80,32 @@ func TestSameCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestInboxNamesTheRequester: the inbox names who asked for the command
+// (the run's requester, from the bot), not whoever wrote in the thread
+// last: bob's message while alice's run thinks must not make the request
+// bob's (he would be told it is his own and not be notified of it).
+func TestInboxNamesTheRequester(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	tid := r.newThread("alice", "please slowly create the marker")
+	// bob writes while the model is still thinking, before the request.
+	if code, body := r.do("bob", "POST", "/api/threads/"+tid+"/messages", `{"text":"I am looking at it too"}`); code != http.StatusAccepted {
+		t.Fatalf("bob's message: %d %s", code, body)
+	}
+	r.waitPost(tid, "Approval needed")
+	inbox := func(user string) []inboxItem {
+		t.Helper()
+		code, body := r.do(user, "GET", "/api/inbox", "")
+		var v struct{ Items []inboxItem }
+		if err := json.Unmarshal([]byte(body), &v); code != http.StatusOK || err != nil {
+			t.Fatalf("inbox as %s: %d %s %v", user, code, body, err)
+		}
+		return v.Items
+	}
+	for user, mine := range map[string]bool{"alice": true, "bob": false} {
+		items := inbox(user)
+		if len(items) != 1 || items[0].Requester != "alice" || items[0].Mine != mine {
+			t.Errorf("inbox as %s = %+v, want one request by alice, mine %v", user, items, mine)
+		}
+	}
+}

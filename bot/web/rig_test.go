@@ -72,6 +72,11 @@ func script(req fakemodel.Request) fakemodel.Reply {
 	case strings.Contains(user, "check the disk"):
 		return fakemodel.Reply{Content: "The disk is fine: **42%** used on `/`, plenty of room left for the logs.",
 			Fragment: 6, ChunkDelay: 15 * time.Millisecond}
+	case strings.Contains(user, "slowly create the marker") && !afterTool:
+		// A second before the request: time for another user to write.
+		r := run("echo ran >> approved.txt", "create the marker file you asked for")
+		r.Delay = time.Second
+		return r
 	case strings.Contains(user, "create the marker") && afterTool:
 		return fakemodel.Reply{Content: "Created `approved.txt`."}
 	case strings.Contains(user, "create the marker"):
