@@ -175,6 +175,22 @@ func (b Budgets) withDefaults(goal bool) Budgets {
 	return b
 }
 
+// lower returns b with each field of o that is set and smaller put in.
+func (b Budgets) lower(o Budgets) Budgets {
+	low := func(v *int, w int) {
+		if w > 0 && w < *v {
+			*v = w
+		}
+	}
+	low(&b.MaxSteps, o.MaxSteps)
+	low(&b.MaxModelCalls, o.MaxModelCalls)
+	low(&b.MaxToolErrors, o.MaxToolErrors)
+	if o.MaxWall > 0 && o.MaxWall < b.MaxWall {
+		b.MaxWall = o.MaxWall
+	}
+	return b
+}
+
 // Approval is a confirm verdict put to a human.
 type Approval struct {
 	Session   string
@@ -291,6 +307,9 @@ type Turn struct {
 	// hosts this turn may target (a chat channel limited to some groups).
 	FleetGroups []string
 	Hooks       Hooks
+	// Budgets, where a field is set, lower the agent's budgets for this
+	// turn (an alert route's first look); they never raise them.
+	Budgets Budgets
 }
 
 // Result is the outcome of a run.
@@ -391,7 +410,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	if err := a.load(t.Session, s); err != nil {
 		return Result{Status: StatusError}, err
 	}
-	rs := &runState{t: t, s: s, budgets: a.cfg.Budgets.withDefaults(t.Goal)}
+	rs := &runState{t: t, s: s, budgets: a.cfg.Budgets.withDefaults(t.Goal).lower(t.Budgets)}
 	rs.text = a.cfg.TextProtocol || s.proj.TextProtocol()
 	s.setStatus(func(st *Status) { *st = Status{Running: true, Goal: t.Goal, Started: a.cfg.Now(), Budgets: rs.budgets} })
 	defer s.setStatus(func(st *Status) { *st = Status{} })

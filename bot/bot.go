@@ -103,6 +103,8 @@ type thread struct {
 type item struct {
 	msg Message
 	cmd string // "", "clear", "compact" or "skill" (a skill command, run without the model)
+	// alert, if set, makes the run an alert's first look (alertinvestigate.go).
+	alert *alertRun
 }
 
 const maxSeen = 100000
@@ -348,9 +350,12 @@ func (b *Bot) work(ctx context.Context, th *thread) {
 		case "compact":
 			b.compact(ctx, th)
 		default:
-			b.turn(ctx, th, it.msg, it.cmd == "skill")
+			b.turn(ctx, th, it)
 		}
 		<-b.slots
+		if it.alert != nil {
+			it.alert.release()
+		}
 	}
 }
 
@@ -376,7 +381,8 @@ func (b *Bot) acquire(ctx context.Context, th *thread, it item) bool {
 
 // turn runs one message through the agent (a skill command without the
 // model when skill is set) and renders it into the thread.
-func (b *Bot) turn(ctx context.Context, th *thread, m Message, skill bool) {
+func (b *Bot) turn(ctx context.Context, th *thread, it item) {
+	m, skill := it.msg, it.cmd == "skill"
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	b.mu.Lock()
@@ -398,7 +404,7 @@ func (b *Bot) turn(ctx context.Context, th *thread, m Message, skill bool) {
 	if skill {
 		run = th.ch.Agent.RunSkillCommand
 	}
-	res, err := run(runCtx, agentcore.Turn{
+	t := agentcore.Turn{
 		Session:      th.t.Key(),
 		Actor:        actor(m.User),
 		Text:         m.Text,
@@ -409,7 +415,12 @@ func (b *Bot) turn(ctx context.Context, th *thread, m Message, skill bool) {
 		FleetGroups:  th.ch.FleetGroups,
 		Approver:     r.watch(approver),
 		Hooks:        r.hooks(),
-	})
+	}
+	if it.alert != nil {
+		it.alert.prepare(&t)
+		defer it.alert.after(context.WithoutCancel(ctx), b, th.t)
+	}
+	res, err := run(runCtx, t)
 	b.cfg.Metrics.run(res.Status)
 	out := context.WithoutCancel(ctx)
 	switch {
