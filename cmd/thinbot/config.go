@@ -89,6 +89,8 @@ type daemonConfig struct {
 	Web      webConfig       `yaml:"web"`
 	// Fleet: remote hosts over OpenSSH (hosts.go, deploy/fleet.md).
 	Fleet fleetConfig `yaml:"fleet"`
+	// Alerts: the Alertmanager/Grafana webhook receiver (alerts.go).
+	Alerts alertsConfig `yaml:"alerts"`
 	// SecretFiles are more files holding secrets the daemon uses (an
 	// EnvironmentFile thinbot cannot find on its own, say): hidden from
 	// every command like the *_file keys.
@@ -273,6 +275,7 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 	d.maxWall = parse("budgets.max_wall", c.Budgets.MaxWall, 0)
 	d.command = parse("budgets.command_timeout", c.Budgets.CommandTimeout, 0)
 	c.Web.check(bad, c.Channels)
+	c.Alerts.check(bad, c.Channels)
 	for _, u := range c.Users {
 		if why := notUserID(c.Platform, u); why != "" {
 			bad("users: %q is not %s; users are matched by id, so that an account renamed to an allowed user's name gets no access", u, why)

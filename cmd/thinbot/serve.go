@@ -138,6 +138,9 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	}
 	defer func() { stopWeb(); waitWeb() }()
 	b.Recover(ctx, unfinished)
+	if err := serveAlerts(ctx, c, db, b, adapter, mux, reg, logger); err != nil {
+		return err
+	}
 
 	// The HTTP server: the adapter's callbacks, health, readiness, metrics.
 	healthz(mux)
