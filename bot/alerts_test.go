@@ -355,3 +355,19 @@ func newRigOn(t *testing.T, db *store.DB, model agentcore.Model, ch Channel, cfg
 	t.Cleanup(func() { cancel(); <-done })
 	return &rig{b: b, ad: ad, db: db, dir: ch.Workspace, ctx: ctx, stop: func() { cancel(); <-done }}
 }
+
+func TestTimelineCommand(t *testing.T) {
+	r := newRig(t, cmdModel{cmd: "echo hi"}, Channel{}, Config{})
+	r.say(alice, th1, "m1", "say hi", true)
+	r.ad.waitPost(t, th1, contains("finished: exit code: 0"))
+	r.say(alice, th1, "m2", "/timeline", true)
+	p := r.ad.waitPost(t, th1, contains("# Incident timeline"))
+	for _, want := range []string{"**Chain verified:**", "**message** from `user:U1 (alice)`: `say hi`", "**command** `echo hi`: verdict pass", "**result** of `echo hi`: exit 0"} {
+		if !strings.Contains(p.post.Text, want) {
+			t.Errorf("timeline lacks %q:\n%s", want, p.post.Text)
+		}
+	}
+	if p.post.File == nil || string(p.post.File.Data) != p.post.Text || p.post.File.Name != "timeline-R1.md" {
+		t.Errorf("attachment = %+v", p.post.File)
+	}
+}

@@ -20,7 +20,7 @@ func commandName(text string) (string, bool) {
 	}
 	name := strings.ToLower(strings.Fields(text[1:])[0])
 	switch name {
-	case "stop", "clear", "compact", "skills", "status", "help", "audit":
+	case "stop", "clear", "compact", "skills", "status", "help", "audit", "timeline":
 		return name, true
 	}
 	return "", false
@@ -33,6 +33,7 @@ const helpText = "**thinbot** — mention me with a task; this thread is one ses
 	"- `/status` what is running, budgets, pending approvals\n" +
 	"- `/skills` the skills I can use, and hidden ones with the reason\n" +
 	"- `/audit` the last commands of this thread: verdict, approver, exit code\n" +
+	"- `/timeline` this thread's postmortem timeline from the audit chain (as a file too)\n" +
 	"Read-only commands run at once; changes wait for an approver's click; dangerous commands never run. " +
 	"(Chat clients take a message that starts with `/` for their own slash command: write `@thinbot /stop`, or `!stop`.)"
 
@@ -75,6 +76,8 @@ func (b *Bot) command(ctx context.Context, m Message, ch Channel, name string) {
 			text = "Could not read this thread's record; operators can see the details in the log."
 		}
 		reply(text)
+	case "timeline":
+		b.timeline(ctx, m, ch)
 	case "stop":
 		b.mu.Lock()
 		th := b.threads[key]
