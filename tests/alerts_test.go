@@ -173,7 +173,7 @@ func scAlertThread(t *testing.T, newChat func(*testing.T) chatSide) {
 	am := startAlertmanager(t, "http://"+r.addr+"/alerts", tokenFile)
 
 	disk := amAlert{Labels: map[string]string{"alertname": "DiskFull", "severity": "critical", "instance": "db1:9100"},
-		Annotations: map[string]string{"summary": "Disk /var is 97% full <!channel> @here **now**", "runbook_url": "https://runbooks.example/disk-full"},
+		Annotations:  map[string]string{"summary": "Disk /var is 97% full <!channel> @here **now**", "runbook_url": "https://runbooks.example/disk-full"},
 		GeneratorURL: "http://prometheus.example/graph?g0.expr=disk"}
 	am.post(t, disk)
 	var card chatPost
