@@ -57,10 +57,16 @@ receivers:
 // to receiverURL with the token in tokenFile; it is killed at cleanup.
 func startAlertmanager(t *testing.T, receiverURL, tokenFile string) *alertmanager {
 	t.Helper()
+	return startAlertmanagerWith(t, fmt.Sprintf(amConfig, receiverURL, tokenFile))
+}
+
+// startAlertmanagerWith starts Alertmanager with the config text.
+func startAlertmanagerWith(t *testing.T, config string) *alertmanager {
+	t.Helper()
 	needTool(t, "prometheus-alertmanager")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "alertmanager.yml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, amConfig, receiverURL, tokenFile), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
