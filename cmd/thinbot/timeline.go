@@ -9,6 +9,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/store"
@@ -69,5 +70,21 @@ func jsonlEvents(f *os.File, session string, last uint64) iter.Seq2[store.Event,
 		if err := sc.Err(); err != nil {
 			yield(store.Event{}, err)
 		}
+	}
+}
+
+// chainTimeline is the web console's Timeline: a session's timeline from
+// the daemon's store, with the whole chain verified.
+func chainTimeline(db *store.DB) func(ctx context.Context, session string) (string, error) {
+	return func(ctx context.Context, session string) (string, error) {
+		rep, err := db.Verify(ctx)
+		if err != nil {
+			return "", err
+		}
+		var b strings.Builder
+		if err := agentcore.WriteTimeline(&b, session, db.Events(session, 1), rep, agentcore.TimelineOptions{}); err != nil {
+			return "", err
+		}
+		return b.String(), nil
 	}
 }

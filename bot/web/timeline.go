@@ -1,0 +1,36 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// timelineLink is the audit viewer's link to a session's timeline, or ""
+// when the server has no Timeline.
+func (s *Server) timelineLink(session string) string {
+	if s.cfg.Timeline == nil {
+		return ""
+	}
+	return "/audit/timeline?session=" + url.QueryEscape(session)
+}
+
+// auditTimeline serves a session's postmortem timeline as a Markdown file.
+func (s *Server) auditTimeline(w http.ResponseWriter, r *http.Request, id identity) {
+	sid := r.URL.Query().Get("session")
+	if sid == "" || s.cfg.Timeline == nil {
+		http.Error(w, "which session? (?session=ID)", http.StatusBadRequest)
+		return
+	}
+	text, err := s.cfg.Timeline(r.Context(), sid)
+	if err != nil {
+		s.log.Error("audit timeline", "conv", sid, "err", err)
+		http.Error(w, "could not build the timeline; operators can see the details in the log", http.StatusInternalServerError)
+		return
+	}
+	s.log.Info("audit timeline", "user", id.Name, "conv", sid)
+	w.Header().Set("Content-Type", "text/markdown; charset=utf-8")
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", "timeline-"+strings.Map(safeFileRune, sid)+".md"))
+	fmt.Fprint(w, text)
+}
