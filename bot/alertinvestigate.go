@@ -84,7 +84,7 @@ func (a *alerts) investigate(ctx context.Context, t Thread, ch Channel, rt Alert
 		a.perRoute[rt.Name]++
 	}
 	a.mu.Unlock()
-	b := a.b
+	b := a.bots[rt.Platform]
 	if why != "" {
 		a.count("investigation_skipped")
 		b.log.Info("alert first look skipped", "conv", t.Key(), "route", rt.Name, "why", why)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"slices"
@@ -135,6 +136,9 @@ type AlertRoute struct {
 	// Channel is the channel id the group's thread opens in; it must be a
 	// configured channel.
 	Channel string
+	// Platform is the bot whose channel it is ("web" for the web console);
+	// "" means AlertsConfig.Platform.
+	Platform string
 	// Investigate starts a read-only first look when a group fires.
 	Investigate bool
 	// MaxSteps and MaxWall bound the first look; 0 means 8 and 5 minutes.
@@ -176,8 +180,10 @@ type AlertsConfig struct {
 
 // alerts is the receiver's state.
 type alerts struct {
-	b   *Bot
-	cfg AlertsConfig
+	bots map[string]*Bot // by platform
+	log  *slog.Logger
+	now  func() time.Time
+	cfg  AlertsConfig
 
 	mu        sync.Mutex
 	groups    map[string]agentcore.AlertGroup
@@ -208,14 +214,35 @@ type groupLock struct {
 // without a token: an open receiver would let anyone open threads and start
 // investigations.
 func (b *Bot) AlertHandler(cfg AlertsConfig) (http.Handler, error) {
+	return NewAlertReceiver(cfg, map[string]*Bot{cfg.Platform: b})
+}
+
+// NewAlertReceiver is AlertHandler for several bots, one per platform (the
+// chat platform's and the web console's): a route's Platform picks the bot
+// that opens its threads; "" means cfg.Platform.
+func NewAlertReceiver(cfg AlertsConfig, bots map[string]*Bot) (http.Handler, error) {
 	if len(cfg.Token) < 16 {
 		return nil, errors.New("alerts: a bearer token of at least 16 bytes is required")
 	}
-	for _, r := range cfg.Routes {
-		if _, ok := b.cfg.Channel(r.Channel); !ok || r.Channel == "" || r.Channel == "*" {
+	b := bots[cfg.Platform]
+	if b == nil {
+		return nil, fmt.Errorf("alerts: no bot for platform %q", cfg.Platform)
+	}
+	routes := make([]AlertRoute, len(cfg.Routes))
+	for i, r := range cfg.Routes {
+		if r.Platform == "" {
+			r.Platform = cfg.Platform
+		}
+		rb := bots[r.Platform]
+		if rb == nil {
+			return nil, fmt.Errorf("alerts: route %q: no bot for platform %q", r.Name, r.Platform)
+		}
+		if _, ok := rb.cfg.Channel(r.Channel); !ok || r.Channel == "" || r.Channel == "*" {
 			return nil, fmt.Errorf("alerts: route %q: channel %q is not a configured channel", r.Name, r.Channel)
 		}
+		routes[i] = r
 	}
+	cfg.Routes = routes
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 1 << 20
 	}
@@ -231,14 +258,17 @@ func (b *Bot) AlertHandler(cfg AlertsConfig) (http.Handler, error) {
 	if cfg.DedupeWindow <= 0 {
 		cfg.DedupeWindow = 10 * time.Minute
 	}
-	a := &alerts{b: b, cfg: cfg, groups: map[string]agentcore.AlertGroup{}, locks: map[string]*groupLock{},
+	a := &alerts{bots: bots, log: b.log, now: b.cfg.Now, cfg: cfg, groups: map[string]agentcore.AlertGroup{}, locks: map[string]*groupLock{},
 		seen: map[string]time.Time{}, tokens: float64(cfg.Burst), refilled: b.cfg.Now(),
 		perChan: map[string]int{}, perRoute: map[string]int{}}
 	for k, g := range cfg.Groups {
 		a.groups[k] = g
-		b.mu.Lock()
-		b.known[g.Session] = true
-		b.mu.Unlock()
+		t, _ := ThreadOf(g.Session)
+		if gb := bots[t.Platform]; gb != nil {
+			gb.mu.Lock()
+			gb.known[g.Session] = true
+			gb.mu.Unlock()
+		}
 	}
 	if cfg.Registerer != nil {
 		a.counter = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "thinbot_alerts_total",
@@ -264,7 +294,7 @@ func (a *alerts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !a.authorized(r.Header.Get("Authorization")) {
 		a.count("unauthorized")
-		a.b.log.Warn("alert delivery refused: bad or missing bearer token", "remote", r.RemoteAddr)
+		a.log.Warn("alert delivery refused: bad or missing bearer token", "remote", r.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="thinbot alerts"`)
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
@@ -324,7 +354,7 @@ func (a *alerts) authorized(h string) bool {
 func (a *alerts) take() (time.Duration, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	now := a.b.cfg.Now()
+	now := a.now()
 	a.tokens = min(float64(a.cfg.Burst), a.tokens+now.Sub(a.refilled).Seconds()*a.cfg.Rate)
 	a.refilled = now
 	if a.tokens < 1 {
@@ -339,7 +369,7 @@ func (a *alerts) take() (time.Duration, bool) {
 func (a *alerts) claim(digest string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	now := a.b.cfg.Now()
+	now := a.now()
 	if now.Sub(a.lastSweep) > time.Minute {
 		for k, t := range a.seen {
 			if !t.IsZero() && now.Sub(t) > a.cfg.DedupeWindow {
@@ -361,7 +391,7 @@ func (a *alerts) settle(digest string, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if ok {
-		a.seen[digest] = a.b.cfg.Now()
+		a.seen[digest] = a.now()
 	} else {
 		delete(a.seen, digest)
 	}
@@ -424,30 +454,30 @@ func (a *alerts) deliver(ctx context.Context, wh Webhook, digest string) (int, s
 	rt, ok := a.route(wh)
 	if !ok {
 		a.count("no_route")
-		a.b.log.Warn("alert group matches no route", "group", wh.GroupKey, "receiver", wh.Receiver)
+		a.log.Warn("alert group matches no route", "group", wh.GroupKey, "receiver", wh.Receiver)
 		return http.StatusOK, "no route matches this alert group; nothing posted"
 	}
-	ch, _ := a.b.cfg.Channel(rt.Channel)
+	b := a.bots[rt.Platform]
+	ch, _ := b.cfg.Channel(rt.Channel)
 	unlock := a.lock(wh.GroupKey)
 	defer unlock()
 	a.mu.Lock()
 	g, known := a.groups[wh.GroupKey]
 	a.mu.Unlock()
-	b := a.b
 	p := agentcore.AlertPayload{GroupKey: wh.GroupKey, Status: wh.Status, Receiver: wh.Receiver, Route: rt.Name,
 		Delivery: digest, Truncated: wh.TruncatedAlerts, Alerts: records(wh)}
 	now := b.cfg.Now()
 	if !known {
 		card := alertCard(wh, p, now, time.Time{})
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		id, err := b.cfg.Adapter.Post(pctx, Thread{Platform: a.cfg.Platform, Channel: rt.Channel}, Post{Text: card})
+		id, err := b.cfg.Adapter.Post(pctx, Thread{Platform: rt.Platform, Channel: rt.Channel}, Post{Text: card})
 		cancel()
 		if err != nil || id == "" {
 			b.cfg.Metrics.error("chat")
 			b.log.Error("post alert card", "group", wh.GroupKey, "channel", rt.Channel, "err", err)
 			return http.StatusServiceUnavailable, "could not post to the chat; retry later"
 		}
-		t := Thread{Platform: a.cfg.Platform, Channel: rt.Channel, Root: id}
+		t := Thread{Platform: rt.Platform, Channel: rt.Channel, Root: id}
 		p.PostID, p.Kind = id, "opened"
 		ev, err := ch.Agent.NoteSync(t.Key(), agentcore.EvAlert, "alert:"+rt.Name, p)
 		if err != nil {

@@ -299,3 +299,61 @@ func journalHashes(t *testing.T, path string) map[uint64]string {
 	}
 	return out
 }
+
+// A route with platform web opens its threads in the web console; the
+// audit viewer gives the thread's timeline.
+func TestAlertsWebConsole(t *testing.T) {
+	m := fakemodel.Start(t, run("uptime"), fakemodel.Reply{Content: "Findings in the console: all quiet."})
+	webAddr := freeAddr(t)
+	tokenFile := writeSecret(t, t.TempDir(), "alerts.token", alertToken)
+	r := newRig(t, newMMChat(t), m.URL, rigOpts{Extra: `web:
+  listen: ` + webAddr + `
+  trusted_proxies: [127.0.0.1/32]
+  users: [alice]
+  approvers: [bob]
+  auditors: [audrey]
+  workspace: ws
+alerts:
+  token_file: ` + tokenFile + `
+  routes:
+    - name: console
+      platform: web
+`})
+	base := "http://" + webAddr
+	call := func(user, method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set("X-Forwarded-User", user)
+		req.Header.Set("Authorization", "Bearer "+alertToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	body := `{"version":"4","groupKey":"web-group","status":"firing","receiver":"thinbot","commonLabels":{"alertname":"WebCheck","severity":"warning"},"alerts":[{"status":"firing","labels":{"alertname":"WebCheck","severity":"warning"},"startsAt":"2026-01-01T00:00:00Z"}]}`
+	if code, msg := call("", "POST", "http://"+r.addr+"/alerts", body); code != http.StatusOK || !strings.Contains(msg, "opened a thread") {
+		t.Fatalf("delivery: %d %s", code, msg)
+	}
+	var threads struct {
+		Threads []struct{ ID, Title, By string }
+	}
+	_, list := call("alice", "GET", base+"/api/threads", "")
+	json.Unmarshal([]byte(list), &threads)
+	if len(threads.Threads) != 1 || !strings.Contains(threads.Threads[0].Title, "FIRING") {
+		t.Fatalf("console threads: %s", list)
+	}
+	sid := "web/console/" + threads.Threads[0].ID
+	r.waitFor("the first look's answer in the console thread", func() bool {
+		_, page := call("audrey", "GET", base+"/audit/session?id="+sid, "")
+		return strings.Contains(page, "Findings in the console: all quiet.") && strings.Contains(page, "timeline-md")
+	})
+	code, tl := call("audrey", "GET", base+"/audit/timeline?session="+sid, "")
+	if code != http.StatusOK || !strings.Contains(tl, "alert opened this thread") || !strings.Contains(tl, "`uptime`: verdict pass") {
+		t.Fatalf("timeline: %d\n%s", code, tl)
+	}
+	r.stop()
+}

@@ -189,6 +189,9 @@ func (s *Server) find(th *wthread, id string) *wpost {
 func (s *Server) Post(_ context.Context, t bot.Thread, p bot.Post) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if t.Root == "" && t.Platform == Platform && t.Channel == s.cfg.Channel {
+		return s.openThread(p), nil
+	}
 	th, err := s.thread(t)
 	if err != nil {
 		return "", err

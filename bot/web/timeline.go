@@ -1,10 +1,14 @@
 package web
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/thinbot/thinbot/bot"
 )
 
 // timelineLink is the audit viewer's link to a session's timeline, or ""
@@ -33,4 +37,20 @@ func (s *Server) auditTimeline(w http.ResponseWriter, r *http.Request, id identi
 	w.Header().Set("Content-Type", "text/markdown; charset=utf-8")
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", "timeline-"+strings.Map(safeFileRune, sid)+".md"))
 	fmt.Fprint(w, text)
+}
+
+// openThread starts a thread the bot opens itself (an alert's): p is its
+// first post, and the post's id is the thread's id, unique across restarts
+// like a thread a user starts. The caller holds s.mu.
+func (s *Server) openThread(p bot.Post) string {
+	var rb [6]byte
+	_, _ = rand.Read(rb[:])
+	tid := s.cfg.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(rb[:])
+	title, _, _ := strings.Cut(p.Text, "\n")
+	if len(title) > 80 {
+		title = strings.ToValidUTF8(title[:80], "") + "…"
+	}
+	th := s.addThread(tid, title, "thinbot", s.cfg.Now())
+	s.add(th, &wpost{ID: tid, Author: "thinbot", Bot: true, Text: p.Text, Buttons: buttons(p.Buttons), Time: s.cfg.Now(), value: p.Value})
+	return tid
 }

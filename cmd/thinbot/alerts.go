@@ -12,6 +12,7 @@ import (
 
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/bot"
+	"github.com/thinbot/thinbot/bot/web"
 	"github.com/thinbot/thinbot/store"
 )
 
@@ -38,8 +39,12 @@ type alertRouteConfig struct {
 	Name string `yaml:"name"`
 	// Matchers are Alertmanager-style: severity="critical", team=~"db|ops".
 	Matchers []string `yaml:"matchers"`
-	// Channel is a configured channel's id or name.
+	// Channel is a configured channel's id or name; with platform web,
+	// "" (the console).
 	Channel string `yaml:"channel"`
+	// Platform "web" opens the route's threads in the web console
+	// instead of the chat platform (it needs web.users).
+	Platform string `yaml:"platform"`
 	// Investigate starts a read-only first look; unset means true.
 	Investigate       *bool  `yaml:"investigate"`
 	MaxSteps          int    `yaml:"max_steps"`
@@ -50,7 +55,7 @@ type alertRouteConfig struct {
 func (a *alertsConfig) configured() bool { return a.TokenFile != "" || len(a.Routes) > 0 }
 
 // check reports the section's problems through bad.
-func (a *alertsConfig) check(bad func(string, ...any), channels []channelConfig) {
+func (a *alertsConfig) check(bad func(string, ...any), channels []channelConfig, platform string, w webConfig) {
 	if !a.configured() {
 		return
 	}
@@ -89,6 +94,20 @@ func (a *alertsConfig) check(bad func(string, ...any), channels []channelConfig)
 				bad("%s.matchers: %v", where, err)
 			}
 		}
+		switch r.Platform {
+		case "", platform:
+		case "web":
+			if w.Listen == "" || len(w.Users) == 0 {
+				bad("%s.platform web: the web console is not served (web.listen and web.users)", where)
+			}
+			if r.Channel != "" && r.Channel != "console" {
+				bad("%s.channel %q: a web route has no channel (its threads open in the console)", where, r.Channel)
+			}
+			continue
+		default:
+			bad("%s.platform %q: want %s or web", where, r.Platform, platform)
+			continue
+		}
 		found := false
 		for _, ch := range channels {
 			if r.Channel != "" && r.Channel != "*" && (ch.ID == r.Channel || (ch.Name != "" && strings.TrimLeft(ch.Name, "#~") == strings.TrimLeft(r.Channel, "#~"))) {
@@ -112,7 +131,7 @@ func (a *alertsConfig) check(bad func(string, ...any), channels []channelConfig)
 // serveAlerts mounts the alert receiver on mux when the config has an
 // alerts section. A route's channel given by name is resolved through the
 // adapter.
-func serveAlerts(ctx context.Context, c *daemonConfig, db *store.DB, b *bot.Bot, adapter bot.Adapter, mux *http.ServeMux,
+func serveAlerts(ctx context.Context, c *daemonConfig, db *store.DB, bots map[string]*bot.Bot, adapter bot.Adapter, mux *http.ServeMux,
 	reg prometheus.Registerer, logger *slog.Logger) error {
 	a := c.Alerts
 	if !a.configured() {
@@ -141,6 +160,12 @@ func serveAlerts(ctx context.Context, c *daemonConfig, db *store.DB, b *bot.Bot,
 	for _, r := range a.Routes {
 		rt := bot.AlertRoute{Name: r.Name, Channel: ids[r.Channel], Investigate: r.Investigate == nil || *r.Investigate,
 			MaxSteps: r.MaxSteps, MaxInvestigations: r.MaxInvestigations}
+		if r.Platform == web.Platform {
+			rt.Platform, rt.Channel = web.Platform, "console"
+			if bots[web.Platform] == nil {
+				return fmt.Errorf("alerts route %q: the web console is not served", r.Name)
+			}
+		}
 		if rt.Channel == "" {
 			res, ok := adapter.(bot.ChannelResolver)
 			if !ok {
@@ -165,7 +190,12 @@ func serveAlerts(ctx context.Context, c *daemonConfig, db *store.DB, b *bot.Bot,
 		}
 		cfg.Routes = append(cfg.Routes, rt)
 	}
-	h, err := b.AlertHandler(cfg)
+	for p, b := range bots {
+		if b == nil {
+			delete(bots, p)
+		}
+	}
+	h, err := bot.NewAlertReceiver(cfg, bots)
 	if err != nil {
 		return err
 	}

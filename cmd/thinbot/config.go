@@ -275,7 +275,7 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 	d.maxWall = parse("budgets.max_wall", c.Budgets.MaxWall, 0)
 	d.command = parse("budgets.command_timeout", c.Budgets.CommandTimeout, 0)
 	c.Web.check(bad, c.Channels)
-	c.Alerts.check(bad, c.Channels)
+	c.Alerts.check(bad, c.Channels, c.Platform, c.Web)
 	for _, u := range c.Users {
 		if why := notUserID(c.Platform, u); why != "" {
 			bad("users: %q is not %s; users are matched by id, so that an account renamed to an allowed user's name gets no access", u, why)

@@ -24,6 +24,7 @@ import (
 	"github.com/thinbot/thinbot/bot"
 	"github.com/thinbot/thinbot/bot/mattermost"
 	"github.com/thinbot/thinbot/bot/slack"
+	"github.com/thinbot/thinbot/bot/web"
 	"github.com/thinbot/thinbot/skills"
 	"github.com/thinbot/thinbot/store"
 )
@@ -131,14 +132,15 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	// The web section's console and audit viewer; they stop with ctx.
 	webCtx, stopWeb := context.WithCancel(ctx)
 	defer stopWeb()
+	var webBot *bot.Bot
 	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, agents, unfinished, bot.Config{MaxConcurrent: c.MaxConcurrent,
-		ApprovalTimeout: d.approval, Sessions: sessions, Seen: seen}, db, c.StateDir, logger)
+		ApprovalTimeout: d.approval, Sessions: sessions, Seen: seen}, db, c.StateDir, logger, &webBot)
 	if err != nil {
 		return err
 	}
 	defer func() { stopWeb(); waitWeb() }()
 	b.Recover(ctx, unfinished)
-	if err := serveAlerts(ctx, c, db, b, adapter, mux, reg, logger); err != nil {
+	if err := serveAlerts(ctx, c, db, map[string]*bot.Bot{c.Platform: b, web.Platform: webBot}, adapter, mux, reg, logger); err != nil {
 		return err
 	}
 

@@ -205,9 +205,10 @@ func sessionStore(stateDir string) (saved []byte, save func([]byte) error) {
 // done: the audit viewer, and with users the console, whose threads run in
 // the workspace's Agent under a bot of their own. It returns what of u the
 // chat platform's bot still has to recover, and a function that waits until
-// everything it started has stopped.
+// everything it started has stopped. The console's bot, if any, is put in
+// *webBot (alert routes to the console open threads through it).
 func serveWeb(ctx context.Context, w webConfig, agents map[string]*agentcore.Agent, u agentcore.Unfinished, bc bot.Config,
-	db *store.DB, stateDir string, logger *slog.Logger) (agentcore.Unfinished, func(), error) {
+	db *store.DB, stateDir string, logger *slog.Logger, webBot **bot.Bot) (agentcore.Unfinished, func(), error) {
 	if w.Listen == "" {
 		return u, func() {}, nil
 	}
@@ -242,6 +243,7 @@ func serveWeb(ctx context.Context, w webConfig, agents map[string]*agentcore.Age
 		if err != nil {
 			return u, nil, err
 		}
+		*webBot = b
 		var mine agentcore.Unfinished
 		mine, u = splitUnfinished(u, web.Platform+"/")
 		b.Recover(ctx, mine)
