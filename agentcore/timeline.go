@@ -224,8 +224,11 @@ func (t *timeline) event(e store.Event) {
 		if json.Unmarshal(e.Payload, &p) != nil {
 			return
 		}
-		if p.Kind == NoteClickRefused {
+		switch p.Kind {
+		case NoteClickRefused:
 			t.line(e, fmt.Sprintf("**click refused**: %s (%s)", tlQuote(p.User+" "+p.Name, 80), tlQuote(p.Detail, 120)))
+		case NoteIncidentSummary:
+			t.line(e, fmt.Sprintf("the model wrote a summary (%d characters; shown apart, as the model's words)", len(p.Detail)))
 		}
 	}
 }
@@ -258,4 +261,47 @@ func tlQuote(s string, limit int) string {
 		return "`-`"
 	}
 	return "`" + s + "`"
+}
+
+// NoteIncidentSummary marks a note holding the model's summary of a
+// session for its timeline (Detail).
+const NoteIncidentSummary = "incident_summary"
+
+const incidentSummaryPrompt = `Write a short postmortem summary of this incident from the conversation above: what alerted or was asked, what was checked and found, what was changed and by whose approval, how it ended, and what is still open. Plain text, at most 200 words. Say only what the conversation shows.`
+
+// IncidentSummary asks the model for a summary of the session for its
+// timeline and records it in the chain (a NoteIncidentSummary note); the
+// timeline shows it apart, as the model's words.
+func (a *Agent) IncidentSummary(ctx context.Context, session string) (string, error) {
+	s := a.session(session)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := a.load(session, s); err != nil {
+		return "", err
+	}
+	msgs := s.proj.Messages()
+	if len(msgs) < 2 {
+		return "", errors.New("nothing to summarise yet")
+	}
+	req := append(msgs[:len(msgs):len(msgs)], Message{Role: RoleUser, Content: incidentSummaryPrompt})
+	limit := int(0.9 * float64(a.window()))
+	for EstimateTokens(req) > limit && len(req) > 3 {
+		req = append(req[:1:1], req[2:]...)
+		for len(req) > 2 && req[1].Role == RoleTool {
+			req = append(req[:1:1], req[2:]...)
+		}
+	}
+	resp, err := a.cfg.Model.Complete(ctx, Request{Messages: req})
+	if err != nil {
+		return "", fmt.Errorf("%w: incident summary: %w", ErrModel, err)
+	}
+	summary := strings.TrimSpace(resp.Content)
+	if summary == "" {
+		return "", errors.New("incident summary: the model returned an empty summary")
+	}
+	if _, err := a.appendTo(session, s, store.Event{Type: EvNote, Actor: "model", Payload: mustJSON(NotePayload{
+		Kind: NoteIncidentSummary, Detail: summary})}); err != nil {
+		return "", err
+	}
+	return summary, nil
 }

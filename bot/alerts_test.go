@@ -371,3 +371,25 @@ func TestTimelineCommand(t *testing.T) {
 		t.Errorf("attachment = %+v", p.post.File)
 	}
 }
+
+// summaryModel answers a summary request with a summary, else as cmdModel.
+type summaryModel struct{ cmdModel }
+
+func (m summaryModel) Complete(ctx context.Context, r agentcore.Request) (agentcore.Response, error) {
+	if strings.Contains(r.Messages[len(r.Messages)-1].Content, "postmortem summary") {
+		return agentcore.Response{Content: "The disk filled; **@channel** nothing else."}, nil
+	}
+	return m.cmdModel.Complete(ctx, r)
+}
+
+func TestTimelineSummary(t *testing.T) {
+	r := newRig(t, summaryModel{cmdModel{cmd: "echo hi"}}, Channel{}, Config{})
+	r.say(alice, th1, "m1", "say hi", true)
+	r.ad.waitPost(t, th1, contains("finished: exit code: 0"))
+	r.say(alice, th1, "m2", "/timeline summary", true)
+	p := r.ad.waitPost(t, th1, contains("# Incident timeline"))
+	if !strings.Contains(p.post.Text, "## The model's summary (the model's words, not evidence)\n\n> The disk filled; **@channel** nothing else.") ||
+		!strings.Contains(p.post.Text, "the model wrote a summary") {
+		t.Errorf("timeline:\n%s", p.post.Text)
+	}
+}

@@ -33,7 +33,7 @@ const helpText = "**thinbot** — mention me with a task; this thread is one ses
 	"- `/status` what is running, budgets, pending approvals\n" +
 	"- `/skills` the skills I can use, and hidden ones with the reason\n" +
 	"- `/audit` the last commands of this thread: verdict, approver, exit code\n" +
-	"- `/timeline` this thread's postmortem timeline from the audit chain (as a file too)\n" +
+	"- `/timeline` this thread's postmortem timeline from the audit chain (as a file too); `/timeline summary` adds the model's summary, marked as its words\n" +
 	"Read-only commands run at once; changes wait for an approver's click; dangerous commands never run. " +
 	"(Chat clients take a message that starts with `/` for their own slash command: write `@thinbot /stop`, or `!stop`.)"
 
@@ -77,7 +77,20 @@ func (b *Bot) command(ctx context.Context, m Message, ch Channel, name string) {
 		}
 		reply(text)
 	case "timeline":
-		b.timeline(ctx, m, ch)
+		// Off the adapter's goroutine: it verifies the whole chain, and a
+		// summary waits for the thread's run and a model call.
+		b.mu.Lock()
+		closing := b.closing
+		if !closing {
+			b.wg.Add(1)
+		}
+		b.mu.Unlock()
+		if !closing {
+			go func() {
+				defer b.wg.Done()
+				b.timeline(context.WithoutCancel(ctx), m, ch)
+			}()
+		}
 	case "stop":
 		b.mu.Lock()
 		th := b.threads[key]

@@ -16,7 +16,16 @@ const maxInlineTimeline = 3500
 // chain, in the message (cut at a line when long) and as a Markdown file.
 func (b *Bot) timeline(ctx context.Context, m Message, ch Channel) {
 	key := m.Thread.Key()
-	text, err := ch.Agent.Timeline(ctx, key, agentcore.TimelineOptions{})
+	var opt agentcore.TimelineOptions
+	if f := strings.Fields(m.Text); len(f) > 1 && strings.EqualFold(f[1], "summary") {
+		sum, err := ch.Agent.IncidentSummary(ctx, key)
+		if err != nil {
+			b.log.Warn("incident summary", "conv", key, "err", err)
+			b.post(ctx, m.Thread, Post{Text: "The model could not write a summary, so the timeline below has none."})
+		}
+		opt.Summary = sum
+	}
+	text, err := ch.Agent.Timeline(ctx, key, opt)
 	if err != nil {
 		b.log.Error("timeline", "conv", key, "err", err)
 		b.post(ctx, m.Thread, Post{Text: "Could not build this thread's timeline; operators can see the details in the log."})
