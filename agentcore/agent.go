@@ -72,7 +72,10 @@ type Config struct {
 	// model, the chat or the audit log. Values shorter than 8 bytes are
 	// ignored.
 	Secrets []string
-	Logger  *slog.Logger
+	// NoMask turns off the masking of well-known secret shapes (gitleaks'
+	// rules, see Masker) in command output and file reads.
+	NoMask bool
+	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -88,6 +91,8 @@ type Agent struct {
 	state     map[string]*session
 	// limits is what the model server said about its context window.
 	limits serverLimits
+	// mask masks secret shapes in output; nil with Config.NoMask.
+	mask *Masker
 }
 
 // session is the cached projection of one session.
@@ -153,7 +158,15 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Policy = cfg.Policy.WithReadOnlyScripts(ro...)
 	}
 	cfg.Exec = cfg.Exec.withDefaults()
-	return &Agent{cfg: cfg, log: cfg.Logger, state: map[string]*session{}, maxSecret: maxSecret}, nil
+	a := &Agent{cfg: cfg, log: cfg.Logger, state: map[string]*session{}, maxSecret: maxSecret}
+	if !cfg.NoMask {
+		m, err := NewMasker()
+		if err != nil {
+			return nil, err
+		}
+		a.mask = m
+	}
+	return a, nil
 }
 
 func (b Budgets) withDefaults(goal bool) Budgets {
@@ -395,6 +408,9 @@ type runState struct {
 	unsynced bool
 	// textOff stops streamed text after a sync failed.
 	textOff bool
+	// masked counts the secret spans masked in the tool result under way,
+	// by rule; result records and resets it.
+	masked map[string]int
 }
 
 // Run handles one turn: it records the user's message, then calls the model
@@ -710,7 +726,8 @@ func (a *Agent) toolCall(ctx context.Context, rs *runState, call ToolCall) (done
 
 // result records a tool's result (what the model sees) and counts errors.
 func (a *Agent) result(rs *runState, call ToolCall, content string, isErr bool, ex *ExecResult) error {
-	p := toolResultPayload{CallID: call.ID, Tool: call.Name, Content: content, IsError: isErr}
+	p := toolResultPayload{CallID: call.ID, Tool: call.Name, Content: content, IsError: isErr, Masked: rs.masked}
+	rs.masked = nil
 	if ex != nil && ex.Remote != nil {
 		p.Targets, p.Hosts = ex.Targets, hostRecords(ex.Remote)
 		p.OutputSize, p.OutputSHA, p.DurationMS = ex.Size, ex.SHA256, ex.Duration.Milliseconds()
@@ -909,6 +926,7 @@ func (a *Agent) runCommand(ctx context.Context, rs *runState, call ToolCall, com
 		a.hookResult(rs, info, content, true)
 		return content, true, nil, nil
 	}
+	ex.Output = []byte(a.maskOutput(rs, string(ex.Output)))
 	content := a.redact(formatExec(ex, a.cfg.Exec.ViewLimit))
 	isErr := ex.ExitCode != 0 || ex.TimedOut || ex.Cancelled
 	if rs.t.Hooks.Result != nil {

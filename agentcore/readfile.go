@@ -69,7 +69,7 @@ func (a *Agent) readLocal(ctx context.Context, rs *runState, call ToolCall, args
 		content, isErr = readLines(f, path, args.Offset, args.Limit)
 		f.Close()
 	}
-	content = a.redact(content)
+	content = a.maskOutput(rs, a.redact(content))
 	a.hookResult(rs, info, content, isErr)
 	return content, isErr, nil
 }

@@ -129,7 +129,7 @@ func (a *Agent) remote(ctx context.Context, rs *runState, call ToolCall, info Co
 	ec := a.cfg.Exec.withDefaults()
 	results := a.cfg.Fleet.Run(ctx, hosts, mode, command, fleet.Limits{Timeout: ec.Timeout, CaptureLimit: ec.CaptureLimit})
 	for i := range results {
-		results[i].Output = []byte(a.redact(string(results[i].Output)))
+		results[i].Output = []byte(a.maskOutput(rs, a.redact(string(results[i].Output))))
 	}
 	content := fleet.Summary(results, a.cfg.Exec.ViewLimit)
 	sum := sha256.Sum256([]byte(content))
