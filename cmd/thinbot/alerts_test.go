@@ -56,6 +56,26 @@ channels:
 	if out := check("alerts:\n  token_file: " + short + "\n  routes: [{name: a, channel: abcdefghijklmnopqrstuvwxyz}]\n"); !strings.Contains(out, "use at least 16 random bytes") {
 		t.Errorf("short token accepted:\n%s", out)
 	}
+	out = check(`schedules:
+  - name: disk
+    cron: "every minute"
+    channel: nowhere
+    command: disk
+    question: also
+  - name: disk
+    cron: "CRON_TZ=Europe/Berlin 30 3 * * 1-5"
+    channel: abcdefghijklmnopqrstuvwxyz
+    question: Is any disk over 90% full?
+`)
+	for _, want := range []string{"schedules[0].cron \"every minute\"", "schedules[0]: give a command", "schedules[0].command \"disk\": a skill command starts with !",
+		"schedules[0].channel \"nowhere\"", "schedules[1].name \"disk\" is used twice"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config check output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "schedules[1].cron") {
+		t.Errorf("a good spec refused:\n%s", out)
+	}
 	long := filepath.Join(dir, "long")
 	os.WriteFile(long, []byte("0123456789abcdef0123"), 0o600)
 	if out := check("alerts:\n  token_file: " + long + "\n  routes: [{name: a, channel: abcdefghijklmnopqrstuvwxyz, matchers: ['severity=\"critical\"']}]\n"); strings.Contains(out, "alerts") {

@@ -91,6 +91,8 @@ type daemonConfig struct {
 	Fleet fleetConfig `yaml:"fleet"`
 	// Alerts: the Alertmanager/Grafana webhook receiver (alerts.go).
 	Alerts alertsConfig `yaml:"alerts"`
+	// Schedules: checks on a cron spec (schedules.go).
+	Schedules []scheduleConfig `yaml:"schedules"`
 	// SecretFiles are more files holding secrets the daemon uses (an
 	// EnvironmentFile thinbot cannot find on its own, say): hidden from
 	// every command like the *_file keys.
@@ -276,6 +278,7 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 	d.command = parse("budgets.command_timeout", c.Budgets.CommandTimeout, 0)
 	c.Web.check(bad, c.Channels)
 	c.Alerts.check(bad, c.Channels, c.Platform, c.Web)
+	checkSchedules(bad, c.Schedules, c.Channels)
 	for _, u := range c.Users {
 		if why := notUserID(c.Platform, u); why != "" {
 			bad("users: %q is not %s; users are matched by id, so that an account renamed to an allowed user's name gets no access", u, why)

@@ -159,7 +159,17 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	logger.Info("thinbot serving", "sandbox", sbx.summary, "platform", c.Platform, "listen", addr.String(), "channels", len(c.Channels),
 		"recovered_approvals", len(unfinished.Approvals), "interrupted_runs", len(unfinished.Runs))
 	waitHead := logChainHead(httpCtx, db, logger)
+	sched, err := newScheduler(c, b)
+	if err != nil {
+		stopHTTP()
+		waitHead()
+		waitHTTP()
+		return err
+	}
+	var schedWG sync.WaitGroup
+	schedWG.Go(func() { sched.Run(ctx) })
 	runErr := b.Run(ctx)
+	schedWG.Wait()
 	stopHTTP()
 	waitHead()
 	waitHTTP()
