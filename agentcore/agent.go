@@ -33,6 +33,10 @@ type Budgets struct {
 	MaxModelCalls int           // model calls per run; 0 means 2×MaxSteps
 	MaxWall       time.Duration // wall time per run; 0 means 30 minutes
 	MaxToolErrors int           // consecutive failed tool calls; 0 means 8
+	// MaxTokens is the run's budget of prompt plus completion tokens, as
+	// the server reports them (estimated, 4 bytes a token, for a reply
+	// without usage); 0 means none. It is checked before each model call.
+	MaxTokens int
 }
 
 // Config configures an Agent. Store, Model and Policy are required.
@@ -200,6 +204,9 @@ func (b Budgets) lower(o Budgets) Budgets {
 	low(&b.MaxToolErrors, o.MaxToolErrors)
 	if o.MaxWall > 0 && o.MaxWall < b.MaxWall {
 		b.MaxWall = o.MaxWall
+	}
+	if o.MaxTokens > 0 && (b.MaxTokens == 0 || o.MaxTokens < b.MaxTokens) {
+		b.MaxTokens = o.MaxTokens
 	}
 	return b
 }
@@ -532,6 +539,9 @@ func (a *Agent) loop(ctx context.Context, rs *runState) (Result, error) {
 		if rs.toolErrors >= rs.budgets.MaxToolErrors {
 			return a.exhausted(rs, "consecutive tool errors", rs.budgets.MaxToolErrors)
 		}
+		if rs.budgets.MaxTokens > 0 && rs.usage.PromptTokens+rs.usage.CompletionTokens >= rs.budgets.MaxTokens {
+			return a.exhausted(rs, "tokens", rs.budgets.MaxTokens)
+		}
 		if err := ctx.Err(); err != nil {
 			return Result{Status: StatusCancelled}, err
 		}
@@ -643,9 +653,15 @@ func (a *Agent) complete(ctx context.Context, rs *runState) (Response, error) {
 			return Response{}, fmt.Errorf("%w: %w", ErrModel, err)
 		}
 		rs.compacted = false
-		rs.usage.PromptTokens += resp.Usage.PromptTokens
-		rs.usage.CompletionTokens += resp.Usage.CompletionTokens
-		rs.usage.CachedTokens += resp.Usage.CachedTokens
+		u := resp.Usage
+		if u.PromptTokens == 0 && u.CompletionTokens == 0 {
+			// The server reported no usage: the kernel's estimate.
+			u.PromptTokens = EstimateTokens(req.Messages)
+			u.CompletionTokens = EstimateTokens([]Message{{Content: resp.Content, Reasoning: resp.Reasoning, ToolCalls: resp.ToolCalls}})
+		}
+		rs.usage.PromptTokens += u.PromptTokens
+		rs.usage.CompletionTokens += u.CompletionTokens
+		rs.usage.CachedTokens += u.CachedTokens
 		rs.s.setStatus(func(st *Status) { st.Usage = rs.usage })
 		proto := "tools"
 		calls := resp.ToolCalls

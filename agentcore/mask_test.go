@@ -130,3 +130,25 @@ func FuzzMask(f *testing.F) {
 		}
 	})
 }
+
+// A run over its token budget stops before the next model call, with the
+// server's usage or, without it, the estimate.
+func TestTokenBudget(t *testing.T) {
+	withUsage := func(r Request) (Response, error) {
+		resp, err := runCmd("true")(r)
+		resp.Usage = Usage{PromptTokens: 900, CompletionTokens: 200}
+		return resp, err
+	}
+	f := newFixture(t, Config{}, withUsage, say("never"))
+	f.model.replies = f.model.replies[:1]
+	res, err := f.a.Run(t.Context(), Turn{Session: "s", Actor: "user:a", Text: "go", Dir: f.dir, Budgets: Budgets{MaxTokens: 1000}})
+	if res.Status != StatusBudget || !strings.Contains(res.Answer, "1000 tokens") || err == nil || res.Usage.PromptTokens != 900 {
+		t.Fatalf("res = %+v, %v", res, err)
+	}
+	// Without usage from the server, the estimate counts.
+	g := newFixture(t, Config{}, runCmd("true"), runCmd("true"))
+	res, _ = g.a.Run(t.Context(), Turn{Session: "s", Actor: "user:a", Text: strings.Repeat("word ", 400), Dir: g.dir, Budgets: Budgets{MaxTokens: 700}})
+	if res.Status != StatusBudget || res.Usage.PromptTokens < 500 {
+		t.Fatalf("estimated: %+v", res)
+	}
+}

@@ -35,6 +35,9 @@ type Channel struct {
 	// FleetGroups limits remote targets to these fleet groups; empty
 	// means every host of the agent's fleet.
 	FleetGroups []string
+	// Tokens bounds the model tokens of a run, a thread and the channel
+	// per UTC day (budget.go).
+	Tokens TokenBudgets
 }
 
 // Config configures a Bot. Adapter and Channel are required.
@@ -87,6 +90,8 @@ type Bot struct {
 	// recovered are messages a previous process queued but never handled;
 	// Run queues them again.
 	recovered []agentcore.QueuedMessage
+	// tokens is what threads and channels have used (budget.go).
+	tokens tokenTally
 }
 
 // thread is one chat thread's queue and run state.
@@ -420,7 +425,12 @@ func (b *Bot) turn(ctx context.Context, th *thread, it item) {
 		it.alert.prepare(&t)
 		defer it.alert.after(context.WithoutCancel(ctx), b, th.t)
 	}
+	if why := b.tokenBudget(th, &t); why != "" {
+		r.finish(context.WithoutCancel(ctx), why)
+		return
+	}
 	res, err := run(runCtx, t)
+	b.spent(th, res.Usage)
 	b.cfg.Metrics.run(res.Status)
 	out := context.WithoutCancel(ctx)
 	switch {

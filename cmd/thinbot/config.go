@@ -121,6 +121,12 @@ type channelConfig struct {
 	// FleetGroups limits the channel's remote targets to these fleet
 	// groups; empty means every host of the fleet.
 	FleetGroups []string `yaml:"fleet_groups"`
+	// Tokens bounds the channel's model tokens (bot.TokenBudgets).
+	Tokens struct {
+		PerRun    int `yaml:"per_run"`
+		PerThread int `yaml:"per_thread"`
+		PerDay    int `yaml:"per_day"`
+	} `yaml:"tokens"`
 }
 
 // durations holds the parsed duration fields.
@@ -313,6 +319,9 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 			if why := notUserID(c.Platform, a); why != "" {
 				bad("%s.approvers: %q is not %s; approvers are matched by id, so that an account renamed to an approver's name cannot approve", where, a, why)
 			}
+		}
+		if ch.Tokens.PerRun < 0 || ch.Tokens.PerThread < 0 || ch.Tokens.PerDay < 0 {
+			bad("%s.tokens: budgets must not be negative (0 means none)", where)
 		}
 		if len(ch.Approvers) == 0 && !ch.AnyMember && !ch.AllowAll {
 			bad("%s has no approvers (list approvers or set any_member_approves): every write would wait until it expires", where)

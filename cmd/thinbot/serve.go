@@ -292,7 +292,8 @@ func buildAgents(e *env, c *daemonConfig, base daemonBase, logger *slog.Logger) 
 			}
 		}
 		ch := bot.Channel{Agent: ag, Workspace: ws, Approvers: cc.Approvers, AnyMember: cc.AnyMember,
-			TwoPerson: cc.TwoPerson, AllowAll: cc.AllowAll, FleetGroups: cc.FleetGroups}
+			TwoPerson: cc.TwoPerson, AllowAll: cc.AllowAll, FleetGroups: cc.FleetGroups,
+			Tokens: bot.TokenBudgets{PerRun: cc.Tokens.PerRun, PerThread: cc.Tokens.PerThread, PerDay: cc.Tokens.PerDay}}
 		if cc.InstructionsFile != "" {
 			ch.Instructions = readText(cc.InstructionsFile)
 		}
