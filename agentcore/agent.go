@@ -29,6 +29,10 @@ type Budgets struct {
 	MaxModelCalls int           // model calls per run; 0 means 2×MaxSteps
 	MaxWall       time.Duration // wall time per run; 0 means 30 minutes
 	MaxToolErrors int           // consecutive failed tool calls; 0 means 8
+	// MaxTokens is the run's budget of prompt plus completion tokens, as
+	// the server reports them (estimated, 4 bytes a token, for a reply
+	// without usage); 0 means none. It is checked before each model call.
+	MaxTokens int
 }
 
 // Config configures an Agent. Store, Model and Policy are required.
@@ -68,7 +72,10 @@ type Config struct {
 	// model, the chat or the audit log. Values shorter than 8 bytes are
 	// ignored.
 	Secrets []string
-	Logger  *slog.Logger
+	// NoMask turns off the masking of well-known secret shapes (gitleaks'
+	// rules, see Masker) in command output and file reads.
+	NoMask bool
+	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -84,6 +91,8 @@ type Agent struct {
 	state     map[string]*session
 	// limits is what the model server said about its context window.
 	limits serverLimits
+	// mask masks secret shapes in output; nil with Config.NoMask.
+	mask *Masker
 }
 
 // session is the cached projection of one session.
@@ -149,7 +158,15 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Policy = cfg.Policy.WithReadOnlyScripts(ro...)
 	}
 	cfg.Exec = cfg.Exec.withDefaults()
-	return &Agent{cfg: cfg, log: cfg.Logger, state: map[string]*session{}, maxSecret: maxSecret}, nil
+	a := &Agent{cfg: cfg, log: cfg.Logger, state: map[string]*session{}, maxSecret: maxSecret}
+	if !cfg.NoMask {
+		m, err := NewMasker()
+		if err != nil {
+			return nil, err
+		}
+		a.mask = m
+	}
+	return a, nil
 }
 
 func (b Budgets) withDefaults(goal bool) Budgets {
@@ -167,6 +184,25 @@ func (b Budgets) withDefaults(goal bool) Budgets {
 	}
 	if b.MaxToolErrors <= 0 {
 		b.MaxToolErrors = 8
+	}
+	return b
+}
+
+// lower returns b with each field of o that is set and smaller put in.
+func (b Budgets) lower(o Budgets) Budgets {
+	low := func(v *int, w int) {
+		if w > 0 && w < *v {
+			*v = w
+		}
+	}
+	low(&b.MaxSteps, o.MaxSteps)
+	low(&b.MaxModelCalls, o.MaxModelCalls)
+	low(&b.MaxToolErrors, o.MaxToolErrors)
+	if o.MaxWall > 0 && o.MaxWall < b.MaxWall {
+		b.MaxWall = o.MaxWall
+	}
+	if o.MaxTokens > 0 && (b.MaxTokens == 0 || o.MaxTokens < b.MaxTokens) {
+		b.MaxTokens = o.MaxTokens
 	}
 	return b
 }

@@ -144,6 +144,7 @@ func (r *run) runCommand(ctx context.Context, call ToolCall, command, reason, ta
 		r.hookResult(info, content, true)
 		return content, true, nil, nil
 	}
+	ex.Output = []byte(r.maskOutput(string(ex.Output)))
 	content := r.redact(formatExec(ex, r.cfg.Exec.ViewLimit))
 	isErr := ex.ExitCode != 0 || ex.TimedOut || ex.Cancelled
 	if r.t.Hooks.Result != nil {

@@ -104,6 +104,8 @@ type toolResultPayload struct {
 	// answered (OutputSize and OutputSHA then cover the summary).
 	Targets []string     `json:"targets,omitempty"`
 	Hosts   []hostRecord `json:"hosts,omitempty"`
+	// Masked counts the secret spans masked in the output, by rule.
+	Masked map[string]int `json:"masked,omitempty"`
 }
 
 // hostRecord is one host's outcome of a remote command, in the chain.

@@ -265,9 +265,9 @@ func runProbes(w io.Writer) int {
 		} else if res.TimedOut {
 			detail = "timed out"
 		}
-		if l := firstLine(out); strings.HasPrefix(l, "Traceback") {
+		if l := probeLine(out); strings.HasPrefix(l, "Traceback") {
 			ls := strings.Split(strings.TrimSpace(out), "\n")
-			detail += ": " + firstLine(ls[len(ls)-1])
+			detail += ": " + probeLine(ls[len(ls)-1])
 		} else if l != "" {
 			detail += ": " + l
 		}
@@ -277,7 +277,7 @@ func runProbes(w io.Writer) int {
 	return failed
 }
 
-func firstLine(s string) string {
+func probeLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
@@ -510,7 +510,7 @@ func TestEverydayDiagnostics(t *testing.T) {
 		}
 		note := ""
 		if boxed.ExitCode != 0 {
-			note = ": " + firstLine(string(boxed.Output))
+			note = ": " + probeLine(string(boxed.Output))
 		}
 		fmt.Fprintf(&b, "%-58s exit %-5d exit %d%s\n", c, direct.ExitCode, boxed.ExitCode, note)
 		if direct.ExitCode == 0 && boxed.ExitCode != 0 {

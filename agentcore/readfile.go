@@ -69,7 +69,7 @@ func (r *run) readLocal(ctx context.Context, call ToolCall, args toolArgs) (stri
 		content, isErr = readLines(f, path, args.Offset, args.Limit)
 		f.Close()
 	}
-	content = r.redact(content)
+	content = r.maskOutput(r.redact(content))
 	r.hookResult(info, content, isErr)
 	return content, isErr, nil
 }

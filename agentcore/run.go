@@ -39,6 +39,9 @@ type run struct {
 	unsynced bool
 	// textOff stops streamed text after a sync failed.
 	textOff bool
+	// masked counts the secret spans masked in the tool result under way,
+	// by rule; result records and resets it.
+	masked map[string]int
 }
 
 // Run handles one turn: it records the user's message, then calls the model
@@ -54,7 +57,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	if err := a.load(t.Session, s); err != nil {
 		return Result{Status: StatusError}, err
 	}
-	r := &run{Agent: a, t: t, s: s, budgets: a.cfg.Budgets.withDefaults(t.Goal)}
+	r := &run{Agent: a, t: t, s: s, budgets: a.cfg.Budgets.withDefaults(t.Goal).lower(t.Budgets)}
 	r.text = a.cfg.TextProtocol || s.proj.TextProtocol()
 	s.setStatus(func(st *Status) { *st = Status{Running: true, Goal: t.Goal, Started: a.cfg.Now(), Budgets: r.budgets} })
 	defer s.setStatus(func(st *Status) { *st = Status{} })
@@ -143,6 +146,8 @@ func (r *run) overBudget(ctx context.Context) (Result, error) {
 		return r.exhausted("model calls", r.budgets.MaxModelCalls)
 	case r.toolErrors >= r.budgets.MaxToolErrors:
 		return r.exhausted("consecutive tool errors", r.budgets.MaxToolErrors)
+	case r.budgets.MaxTokens > 0 && r.usage.PromptTokens+r.usage.CompletionTokens >= r.budgets.MaxTokens:
+		return r.exhausted("tokens", r.budgets.MaxTokens)
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{Status: StatusCancelled}, err
@@ -227,9 +232,15 @@ func (r *run) ask(ctx context.Context) (Response, error) {
 			return Response{}, fmt.Errorf("%w: %w", ErrModel, err)
 		}
 		r.compacted = false
-		r.usage.PromptTokens += resp.Usage.PromptTokens
-		r.usage.CompletionTokens += resp.Usage.CompletionTokens
-		r.usage.CachedTokens += resp.Usage.CachedTokens
+		u := resp.Usage
+		if u.PromptTokens == 0 && u.CompletionTokens == 0 {
+			// The server reported no usage: the kernel's estimate.
+			u.PromptTokens = EstimateTokens(req.Messages)
+			u.CompletionTokens = EstimateTokens([]Message{{Content: resp.Content, Reasoning: resp.Reasoning, ToolCalls: resp.ToolCalls}})
+		}
+		r.usage.PromptTokens += u.PromptTokens
+		r.usage.CompletionTokens += u.CompletionTokens
+		r.usage.CachedTokens += u.CachedTokens
 		r.s.setStatus(func(st *Status) { st.Usage = r.usage })
 		proto := "tools"
 		calls := resp.ToolCalls
@@ -269,7 +280,8 @@ func (r *run) toolCall(ctx context.Context, call ToolCall) (done bool, summary s
 
 // result records a tool's result (what the model sees) and counts errors.
 func (r *run) result(call ToolCall, content string, isErr bool, ex *ExecResult) error {
-	p := toolResultPayload{CallID: call.ID, Tool: call.Name, Content: content, IsError: isErr}
+	p := toolResultPayload{CallID: call.ID, Tool: call.Name, Content: content, IsError: isErr, Masked: r.masked}
+	r.masked = nil
 	if ex != nil && ex.Remote != nil {
 		p.Targets, p.Hosts = ex.Targets, hostRecords(ex.Remote)
 		p.OutputSize, p.OutputSHA, p.DurationMS = ex.Size, ex.SHA256, ex.Duration.Milliseconds()

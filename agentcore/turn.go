@@ -121,6 +121,9 @@ type Turn struct {
 	// hosts this turn may target (a chat channel limited to some groups).
 	FleetGroups []string
 	Hooks       Hooks
+	// Budgets, where a field is set, lower the agent's budgets for this
+	// turn (an alert route's first look); they never raise them.
+	Budgets Budgets
 }
 
 // Result is the outcome of a run.

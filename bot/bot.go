@@ -36,6 +36,9 @@ type Channel struct {
 	// FleetGroups limits remote targets to these fleet groups; empty
 	// means every host of the agent's fleet.
 	FleetGroups []string
+	// Tokens bounds the model tokens of a run, a thread and the channel
+	// per UTC day (budget.go).
+	Tokens TokenBudgets
 }
 
 // Config configures a Bot. Adapter and Channel are required.
@@ -88,6 +91,8 @@ type Bot struct {
 	// recovered are messages a previous process queued but never handled;
 	// Run queues them again.
 	recovered []agentcore.QueuedMessage
+	// tokens is what threads and channels have used (budget.go).
+	tokens tokenTally
 }
 
 // thread is one chat thread's queue and run state.
@@ -104,6 +109,8 @@ type thread struct {
 type item struct {
 	msg Message
 	cmd string // "", "clear", "compact" or "skill" (a skill command, run without the model)
+	// alert, if set, makes the run an alert's first look (alertinvestigate.go).
+	alert *alertRun
 }
 
 const maxSeen = 100000
@@ -349,9 +356,12 @@ func (b *Bot) work(ctx context.Context, th *thread) {
 		case "compact":
 			b.compact(ctx, th)
 		default:
-			b.turn(ctx, th, it.msg, it.cmd == "skill")
+			b.turn(ctx, th, it)
 		}
 		<-b.slots
+		if it.alert != nil {
+			it.alert.release()
+		}
 	}
 }
 
@@ -377,7 +387,8 @@ func (b *Bot) acquire(ctx context.Context, th *thread, it item) bool {
 
 // turn runs one message through the agent (a skill command without the
 // model when skill is set) and renders it into the thread.
-func (b *Bot) turn(ctx context.Context, th *thread, m Message, skill bool) {
+func (b *Bot) turn(ctx context.Context, th *thread, it item) {
+	m, skill := it.msg, it.cmd == "skill"
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	b.mu.Lock()
@@ -399,7 +410,7 @@ func (b *Bot) turn(ctx context.Context, th *thread, m Message, skill bool) {
 	if skill {
 		run = th.ch.Agent.RunSkillCommand
 	}
-	res, err := run(runCtx, agentcore.Turn{
+	t := agentcore.Turn{
 		Session:      th.t.Key(),
 		Actor:        actor(m.User),
 		Text:         m.Text,
@@ -410,7 +421,17 @@ func (b *Bot) turn(ctx context.Context, th *thread, m Message, skill bool) {
 		FleetGroups:  th.ch.FleetGroups,
 		Approver:     r.watch(approver),
 		Hooks:        r.hooks(),
-	})
+	}
+	if it.alert != nil {
+		it.alert.prepare(&t)
+		defer it.alert.after(context.WithoutCancel(ctx), b, th.t)
+	}
+	if why := b.tokenBudget(th, &t); why != "" {
+		r.finish(context.WithoutCancel(ctx), why)
+		return
+	}
+	res, err := run(runCtx, t)
+	b.spent(th, res.Usage)
 	b.cfg.Metrics.run(res.Status)
 	out := context.WithoutCancel(ctx)
 	switch {

@@ -20,7 +20,7 @@ func commandName(text string) (string, bool) {
 	}
 	name := strings.ToLower(strings.Fields(text[1:])[0])
 	switch name {
-	case "stop", "clear", "compact", "skills", "status", "help", "audit":
+	case "stop", "clear", "compact", "skills", "status", "help", "audit", "timeline":
 		return name, true
 	}
 	return "", false
@@ -36,7 +36,8 @@ const HelpCommands = "- `/stop` stop the current run (the session stays)\n" +
 	"- `/compact` summarise the conversation to free context\n" +
 	"- `/status` what is running, budgets, pending approvals\n" +
 	"- `/skills` the skills I can use, and hidden ones with the reason\n" +
-	"- `/audit` the last commands of this thread: verdict, approver, exit code\n"
+	"- `/audit` the last commands of this thread: verdict, approver, exit code\n" +
+	"- `/timeline` this thread's postmortem timeline from the audit chain (as a file too); `/timeline summary` adds the model's summary, marked as its words\n"
 
 // command handles an in-thread command. /stop acts at once, ahead of the
 // queue; /clear and /compact wait their turn in the queue.
@@ -80,6 +81,21 @@ func (b *Bot) command(ctx context.Context, m Message, ch Channel, name string) {
 			text = "Could not read this thread's record; operators can see the details in the log."
 		}
 		reply(text)
+	case "timeline":
+		// Off the adapter's goroutine: it verifies the whole chain, and a
+		// summary waits for the thread's run and a model call.
+		b.mu.Lock()
+		closing := b.closing
+		if !closing {
+			b.wg.Add(1)
+		}
+		b.mu.Unlock()
+		if !closing {
+			go func() {
+				defer b.wg.Done()
+				b.timeline(context.WithoutCancel(ctx), m, ch)
+			}()
+		}
 	case "stop":
 		b.mu.Lock()
 		th := b.threads[key]

@@ -1,6 +1,10 @@
 package bot
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/thinbot/thinbot/agentcore"
+)
 
 // Metrics are the daemon's Prometheus metrics. Create them with NewMetrics
 // and a registry the caller owns; a nil *Metrics records nothing.
@@ -13,6 +17,7 @@ type Metrics struct {
 	queued       prometheus.Gauge
 	active       prometheus.Gauge
 	messages     prometheus.Counter
+	tokens       *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -35,7 +40,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		messages: prometheus.NewCounter(prometheus.CounterOpts{Name: "thinbot_messages_total",
 			Help: "Chat messages accepted for a session."}),
 	}
-	reg.MustRegister(m.runs, m.commands, m.approvals, m.modelLatency, m.errors, m.queued, m.active, m.messages)
+	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "thinbot_tokens_total",
+		Help: "Model tokens by channel and kind (prompt, completion), as the server reports them or, without a report, estimated."}, []string{"channel", "kind"})
+	reg.MustRegister(m.runs, m.commands, m.approvals, m.modelLatency, m.errors, m.queued, m.active, m.messages, m.tokens)
 	return m
 }
 
@@ -84,5 +91,12 @@ func (m *Metrics) activeRuns(delta float64) {
 func (m *Metrics) message() {
 	if m != nil {
 		m.messages.Inc()
+	}
+}
+
+func (m *Metrics) tokensUsed(channel string, u agentcore.Usage) {
+	if m != nil {
+		m.tokens.WithLabelValues(channel, "prompt").Add(float64(u.PromptTokens))
+		m.tokens.WithLabelValues(channel, "completion").Add(float64(u.CompletionTokens))
 	}
 }

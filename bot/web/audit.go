@@ -610,7 +610,7 @@ func (s *Server) auditSession(w http.ResponseWriter, r *http.Request, _ identity
 	}
 	s.page(w, r, "session.html", map[string]any{"Tab": "sessions", "Status": s.status(r.Context()), "Info": info,
 		"Kind": sessionKind(sid), "Rows": rows, "Next": next, "First": link(0), "Paged": after > 0,
-		"Export": "/audit/export?session=" + url.QueryEscape(sid)})
+		"Export": "/audit/export?session=" + url.QueryEscape(sid), "Timeline": s.timelineLink(sid)})
 }
 
 // approvalRow is one approval request with its outcome.

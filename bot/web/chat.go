@@ -63,8 +63,8 @@ type wthread struct {
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
 
-	posts    []*wpost
-	subs     map[chan event]struct{}
+	posts []*wpost
+	subs  map[chan event]struct{}
 }
 
 // event is one Server-Sent Event for a thread's pages.
@@ -191,6 +191,9 @@ func (s *Server) find(th *wthread, id string) *wpost {
 func (s *Server) Post(_ context.Context, t bot.Thread, p bot.Post) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if t.Root == "" && t.Platform == Platform && t.Channel == s.cfg.Channel {
+		return s.openThread(p), nil
+	}
 	th, err := s.thread(t)
 	if err != nil {
 		return "", err

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"crypto/rand"
 	"embed"
 	"errors"
@@ -64,6 +65,9 @@ type Config struct {
 	// Chain is the event store the audit viewer reads (and the console
 	// rebuilds old threads from). The Server never writes to it.
 	Chain *store.DB
+	// Timeline, if set, writes a session's postmortem timeline in Markdown
+	// (the audit viewer's Timeline button, /audit/timeline).
+	Timeline func(ctx context.Context, session string) (string, error)
 	// Chat serves the console's chat pages; without it the Server is the
 	// audit viewer alone (beside a chat platform) and Run is never called.
 	Chat bool
@@ -240,6 +244,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /audit/approvals", s.need(s.auditApprovals, RoleAuditor))
 	m.HandleFunc("GET /audit/verify", s.need(s.auditVerify, RoleAuditor))
 	m.HandleFunc("GET /audit/export", s.need(s.auditExport, RoleAuditor))
+	m.HandleFunc("GET /audit/timeline", s.need(s.auditTimeline, RoleAuditor))
 	s.mux = m
 }
 

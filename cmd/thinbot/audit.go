@@ -41,13 +41,18 @@ func (b brokenError) ExitCode() int { return 2 }
 //	thinbot audit tail    [--db PATH | --config FILE | --jsonl FILE] [--session ID] [--since SEQ] [--json]
 //	thinbot audit rebuild [--db PATH | --config FILE]   (rewrites audit.jsonl from the store;
 //	                                    with only audit.jsonl, builds the store from it)
+//	thinbot audit timeline SESSION [--db PATH | --config FILE | --jsonl FILE]   (timeline.go)
 //
 // --config names a daemon's config file: the store is events.db in its
 // state_dir. verify --config of a running daemon (which holds the store's
 // lock) verifies its export, audit.jsonl, instead and says so.
 func cmdAudit(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: thinbot audit verify|export|tail|rebuild [flags]", errUsage)
+		return fmt.Errorf("%w: thinbot audit verify|export|tail|rebuild|timeline [flags]", errUsage)
+	}
+	var timelineSession string
+	if args[0] == "timeline" && len(args) > 1 && !strings.HasPrefix(args[1], "-") {
+		timelineSession, args = args[1], append([]string{args[0]}, args[2:]...)
 	}
 	fs := flag.NewFlagSet("audit "+args[0], flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
@@ -70,8 +75,10 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 		since = fs.Uint64("since", 0, "print events from `SEQ` on first (default: only new events)")
 		asJSON = fs.Bool("json", false, "print the raw JSONL lines")
 	case "rebuild":
+	case "timeline":
+		jsonl = fs.String("jsonl", "", "read this JSONL export `FILE` (default with --config: audit.jsonl when the daemon holds the store)")
 	default:
-		return fmt.Errorf("%w: unknown audit command %q (want verify, export, tail or rebuild)", errUsage, args[0])
+		return fmt.Errorf("%w: unknown audit command %q (want verify, export, tail, rebuild or timeline)", errUsage, args[0])
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -79,7 +86,13 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if fs.NArg() != 0 {
+	if args[0] == "timeline" {
+		if fs.NArg() == 1 && timelineSession == "" {
+			timelineSession = fs.Arg(0)
+		} else if fs.NArg() != 0 || timelineSession == "" {
+			return fmt.Errorf("%w: thinbot audit timeline SESSION [--db PATH | --config FILE | --jsonl FILE]", errUsage)
+		}
+	} else if fs.NArg() != 0 {
 		return fmt.Errorf("%w: audit %s takes no arguments, got %q", errUsage, args[0], fs.Args())
 	}
 	if *config != "" {
@@ -128,6 +141,8 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 			path = filepath.Join(filepath.Dir(*db), "audit.jsonl")
 		}
 		return tailJSONL(ctx, e.stdout, path, *session, *since, *asJSON)
+	case "timeline":
+		return auditTimeline(ctx, e, *db, *jsonl, timelineSession)
 	default:
 		return rebuildAudit(ctx, e, *db)
 	}

@@ -93,6 +93,10 @@ type daemonConfig struct {
 	Web      webConfig       `yaml:"web"`
 	// Fleet: remote hosts over OpenSSH (hosts.go, deploy/fleet.md).
 	Fleet fleetConfig `yaml:"fleet"`
+	// Alerts: the Alertmanager/Grafana webhook receiver (alerts.go).
+	Alerts alertsConfig `yaml:"alerts"`
+	// Schedules: checks on a cron spec (schedules.go).
+	Schedules []scheduleConfig `yaml:"schedules"`
 	// SecretFiles are more files holding secrets the daemon uses (an
 	// EnvironmentFile thinbot cannot find on its own, say): hidden from
 	// every command like the *_file keys.
@@ -121,6 +125,12 @@ type channelConfig struct {
 	// FleetGroups limits the channel's remote targets to these fleet
 	// groups; empty means every host of the fleet.
 	FleetGroups []string `yaml:"fleet_groups"`
+	// Tokens bounds the channel's model tokens (bot.TokenBudgets).
+	Tokens struct {
+		PerRun    int `yaml:"per_run"`
+		PerThread int `yaml:"per_thread"`
+		PerDay    int `yaml:"per_day"`
+	} `yaml:"tokens"`
 }
 
 // durations holds the parsed duration fields.
@@ -280,6 +290,8 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 	d.maxWall = parse("budgets.max_wall", c.Budgets.MaxWall, 0)
 	d.command = parse("budgets.command_timeout", c.Budgets.CommandTimeout, 0)
 	c.Web.check(bad, c.Channels, who)
+	c.Alerts.check(bad, c.Channels, c.Platform, c.Web)
+	checkSchedules(bad, c.Schedules, c.Channels)
 	for _, u := range c.Users {
 		if why := notUserID(c.Platform, u); why != "" {
 			bad("users: %q is not %s; users are matched by id, so that an account renamed to an allowed user's name gets no access", u, why)
@@ -314,6 +326,9 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 			if why := notUserID(c.Platform, a); why != "" {
 				bad("%s.approvers: %q is not %s; approvers are matched by id, so that an account renamed to an approver's name cannot approve", where, a, why)
 			}
+		}
+		if ch.Tokens.PerRun < 0 || ch.Tokens.PerThread < 0 || ch.Tokens.PerDay < 0 {
+			bad("%s.tokens: budgets must not be negative (0 means none)", where)
 		}
 		if len(ch.Approvers) == 0 && !ch.AnyMember && !ch.AllowAll {
 			bad("%s has no approvers (list approvers or set any_member_approves): every write would wait until it expires", where)

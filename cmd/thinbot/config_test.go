@@ -156,7 +156,7 @@ channels:
 	for _, want := range []string{
 		`line 5: unknown key "bot_token" in slack (known: api_url, app_token_file, bot_token_file, mode, signing_secret_file)`,
 		`unknown key "temprature" in model (known: api_key_file, base_url,`,
-		`line 9: unknown key "chanels" at the top level (known: allow_bots, approval_timeout,`,
+		`line 9: unknown key "chanels" at the top level (known: alerts, allow_bots, approval_timeout,`,
 		`unknown key "approver" in channels[0] (known: allow_all, any_member_approves, approvers,`,
 	} {
 		if !strings.Contains(out, want) {

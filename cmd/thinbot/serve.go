@@ -24,6 +24,7 @@ import (
 	"github.com/thinbot/thinbot/bot"
 	"github.com/thinbot/thinbot/bot/mattermost"
 	"github.com/thinbot/thinbot/bot/slack"
+	"github.com/thinbot/thinbot/bot/web"
 	"github.com/thinbot/thinbot/skills"
 	"github.com/thinbot/thinbot/store"
 )
@@ -131,13 +132,17 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	// The web section's console and audit viewer; they stop with ctx.
 	webCtx, stopWeb := context.WithCancel(ctx)
 	defer stopWeb()
+	var webBot *bot.Bot
 	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, agents, unfinished, bot.Config{MaxConcurrent: c.MaxConcurrent,
-		ApprovalTimeout: d.approval, Sessions: sessions, Seen: seen}, db, c.StateDir, logger)
+		ApprovalTimeout: d.approval, Sessions: sessions, Seen: seen}, db, c.StateDir, logger, &webBot)
 	if err != nil {
 		return err
 	}
 	defer func() { stopWeb(); waitWeb() }()
 	b.Recover(ctx, unfinished)
+	if err := serveAlerts(ctx, c, db, map[string]*bot.Bot{c.Platform: b, web.Platform: webBot}, adapter, mux, reg, logger); err != nil {
+		return err
+	}
 
 	// The HTTP server: the adapter's callbacks, health, readiness, metrics.
 	healthz(mux)
@@ -154,7 +159,17 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	logger.Info("thinbot serving", "sandbox", sbx.summary, "platform", c.Platform, "listen", addr.String(), "channels", len(c.Channels),
 		"recovered_approvals", len(unfinished.Approvals), "interrupted_runs", len(unfinished.Runs))
 	waitHead := logChainHead(httpCtx, db, logger)
+	sched, err := newScheduler(c, b)
+	if err != nil {
+		stopHTTP()
+		waitHead()
+		waitHTTP()
+		return err
+	}
+	var schedWG sync.WaitGroup
+	schedWG.Go(func() { sched.Run(ctx) })
 	runErr := b.Run(ctx)
+	schedWG.Wait()
 	stopHTTP()
 	waitHead()
 	waitHTTP()
@@ -277,7 +292,8 @@ func buildAgents(e *env, c *daemonConfig, base daemonBase, logger *slog.Logger) 
 			}
 		}
 		ch := bot.Channel{Agent: ag, Workspace: ws, Approvers: cc.Approvers, AnyMember: cc.AnyMember,
-			TwoPerson: cc.TwoPerson, AllowAll: cc.AllowAll, FleetGroups: cc.FleetGroups}
+			TwoPerson: cc.TwoPerson, AllowAll: cc.AllowAll, FleetGroups: cc.FleetGroups,
+			Tokens: bot.TokenBudgets{PerRun: cc.Tokens.PerRun, PerThread: cc.Tokens.PerThread, PerDay: cc.Tokens.PerDay}}
 		if cc.InstructionsFile != "" {
 			ch.Instructions = readText(cc.InstructionsFile)
 		}

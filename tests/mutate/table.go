@@ -149,6 +149,19 @@ var table = []mutation{
 	{ID: "W9", File: "bot/web/auth.go", What: "the login cookie's MAC is not checked",
 		Old: "if !hmac.Equal([]byte(mac), []byte(s.mac(body))) {", New: "if false && !hmac.Equal([]byte(mac), []byte(s.mac(body))) {",
 		Pkgs: []string{"./bot/web"}, Run: "TestTokenLoginAndRoles"},
+	// Alerts and masking (issue #21).
+	{ID: "L1", File: "bot/alerts.go", What: "an alert delivery without the bearer token opens threads",
+		Old: "return subtle.ConstantTimeCompare(got[:], want[:]) == 1", New: "return subtle.ConstantTimeCompare(got[:], want[:]) >= 0",
+		Pkgs: []string{"./bot"}, Run: "TestAlertThread"},
+	{ID: "L2", File: "bot/alerts.go", What: "a retried delivery is handled twice",
+		Old: "\tif !a.claim(digest) {", New: "\tif false && !a.claim(digest) {",
+		Pkgs: []string{"./bot"}, Run: "TestAlertThread"},
+	{ID: "L3", File: "bot/alertinvestigate.go", What: "the first looks of an alert storm are not bounded",
+		Old: "case a.perChan[rt.Channel] >= a.cfg.MaxPerChannel:", New: "case false:",
+		Pkgs: []string{"./bot"}, Run: "TestAlertStormBounded"},
+	{ID: "L4", File: "agentcore/decide.go", What: "a token a command prints reaches the model, the chat and the chain",
+		Old: "\tex.Output = []byte(r.maskOutput(string(ex.Output)))", New: "",
+		Pkgs: []string{"./agentcore"}, Run: "TestMaskCommandOutput"},
 	// Not listed: dropping the "no Origin header" refusal in crossOrigin
 	// is an equivalent mutant (an empty Origin fails the checks after it).
 }

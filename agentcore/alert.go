@@ -1,0 +1,95 @@
+package agentcore
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/thinbot/thinbot/store"
+)
+
+// EvAlert records an alert notification a front end received for the
+// session's thread (AlertPayload). It never enters the projection: the
+// model sees an alert only as the quoted question of an investigation.
+const EvAlert = "alert"
+
+// AlertPayload is one alert notification (an Alertmanager or Grafana
+// webhook delivery) as the chain records it.
+type AlertPayload struct {
+	// GroupKey is the notifier's key of the alert group; one group is one
+	// thread.
+	GroupKey string `json:"group_key"`
+	// Status is the group's status: "firing" or "resolved".
+	Status   string `json:"status"`
+	Receiver string `json:"receiver,omitempty"`
+	// Route is the name of the configured route that matched.
+	Route string `json:"route,omitempty"`
+	// Delivery is the SHA-256 of the delivery's body (duplicates share it).
+	Delivery string `json:"delivery"`
+	// PostID is the thread's card (the root post).
+	PostID string        `json:"post_id,omitempty"`
+	Alerts []AlertRecord `json:"alerts"`
+	// Truncated is how many alerts the notifier left out.
+	Truncated int `json:"truncated,omitempty"`
+	// Kind is "opened" (a new thread), "update" or "resolved".
+	Kind string `json:"kind"`
+}
+
+// AlertRecord is one alert of a notification.
+type AlertRecord struct {
+	Status       string            `json:"status"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
+	StartsAt     time.Time         `json:"starts_at"`
+	EndsAt       time.Time         `json:"ends_at,omitzero"`
+	GeneratorURL string            `json:"generator_url,omitempty"`
+	Fingerprint  string            `json:"fingerprint,omitempty"`
+}
+
+// AlertGroup is what the chain says of one alert group's thread.
+type AlertGroup struct {
+	Session string
+	PostID  string
+	Route   string
+	Status  string
+	// Opened is when the thread was opened (the first notification's
+	// record), StartsAt the earliest startsAt of its alerts.
+	Opened   time.Time
+	StartsAt time.Time
+	// Card is the last notification, for redrawing the card.
+	Last AlertPayload
+}
+
+// AlertGroups reads every alert group's thread from the chain, and the
+// deliveries recorded since `since` (for deduplication after a restart).
+func AlertGroups(db *store.DB, since time.Time) (map[string]AlertGroup, []string, error) {
+	groups := map[string]AlertGroup{}
+	var deliveries []string
+	for e, err := range db.All(1) {
+		if err != nil {
+			return nil, nil, fmt.Errorf("scan chain: %w", err)
+		}
+		if e.Type != EvAlert {
+			continue
+		}
+		var p AlertPayload
+		if json.Unmarshal(e.Payload, &p) != nil || p.GroupKey == "" {
+			continue
+		}
+		if !e.Time.Before(since) {
+			deliveries = append(deliveries, p.Delivery)
+		}
+		g, ok := groups[p.GroupKey]
+		if !ok {
+			g = AlertGroup{Session: e.Session, PostID: p.PostID, Route: p.Route, Opened: e.Time}
+		}
+		g.Status, g.Last = p.Status, p
+		for _, a := range p.Alerts {
+			if !a.StartsAt.IsZero() && (g.StartsAt.IsZero() || a.StartsAt.Before(g.StartsAt)) {
+				g.StartsAt = a.StartsAt
+			}
+		}
+		groups[p.GroupKey] = g
+	}
+	return groups, deliveries, nil
+}

@@ -1,0 +1,123 @@
+package agentcore
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/thinbot/thinbot/gate"
+	"github.com/thinbot/thinbot/store"
+)
+
+// incident appends a session of n rounds (an alert, a message, a command
+// with its approval and result, an answer) and returns the store.
+func incident(tb testing.TB, rounds int) *store.DB {
+	tb.Helper()
+	db, err := store.Open(filepath.Join(tb.TempDir(), "events.db"), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	const s = "mattermost/C1/R1"
+	zero := 0
+	var evs []store.Event
+	add := func(typ, actor string, p any) {
+		evs = append(evs, store.Event{Session: s, Type: typ, Actor: actor, Payload: mustJSON(p)})
+	}
+	for i := range rounds {
+		add(EvAlert, "alert:ops", AlertPayload{GroupKey: "g", Status: "firing", Kind: "update", Delivery: fmt.Sprint(i),
+			Alerts: []AlertRecord{{Status: "firing", Labels: map[string]string{"alertname": "Disk`Full\n- 00:00:00 #1 `forged`", "severity": "critical"}}}})
+		add(EvUserMessage, "user:U1 (alice)", userMessagePayload{Text: fmt.Sprintf("check disk %d", i)})
+		call := fmt.Sprint("c", i)
+		add(EvGateDecision, "gate", gatePayload{CallID: call, Tool: ToolRun, Command: "rm -f /var/tmp/big", Verdict: "confirm", Rule: "write", Action: "ask"})
+		add(EvApprovalAsked, "gate", approvalAskedPayload{CallID: call, RequestID: "r" + call, Command: "rm -f /var/tmp/big", SHA256: strings.Repeat("ab", 32), Requester: "user:U1 (alice)"})
+		add(EvApprovalDecided, "user:U2 (bob)", approvalDecidedPayload{CallID: call, RequestID: "r" + call, Approved: true, By: "user:U2 (bob)", SHA256: strings.Repeat("ab", 32)})
+		add(EvToolResult, "tool", toolResultPayload{CallID: call, Tool: ToolRun, Content: "exit code: 0\nremoved", ExitCode: &zero, OutputSize: 7, DurationMS: 3})
+		add(EvAssistantMessage, "model", assistantPayload{Content: "Freed 2 GB."})
+		add(EvRunFinished, "system", runPayload{Status: StatusAnswered, Steps: 1})
+	}
+	for len(evs) > 0 {
+		n := min(len(evs), 512)
+		if _, err := db.Append(context.Background(), evs[:n]...); err != nil {
+			tb.Fatal(err)
+		}
+		evs = evs[n:]
+	}
+	return db
+}
+
+var lineRe = regexp.MustCompile("^- (\\d\\d:\\d\\d:\\d\\d) #(\\d+) `([0-9a-f]{12})` ")
+
+func TestTimeline(t *testing.T) {
+	db := incident(t, 2)
+	ag, err := New(Config{Store: db, Model: noModel{}, Policy: gate.DefaultPolicy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ag.Timeline(t.Context(), "mattermost/C1/R1", TimelineOptions{Summary: "The disk filled.\n# Not a heading", Now: time.Unix(0, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes := map[uint64]string{}
+	for e, err := range db.All(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashes[e.Seq] = e.Hash
+	}
+	seq, head := db.LastSeq(), hashes[db.LastSeq()]
+	if !strings.Contains(out, fmt.Sprintf("**Chain verified:** 16 events, head #%d `%s`", seq, head)) {
+		t.Errorf("no verified head:\n%s", out)
+	}
+	lines := 0
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(l, "- ") {
+			continue
+		}
+		m := lineRe.FindStringSubmatch(l)
+		if m == nil {
+			t.Errorf("line without time, seq and hash: %q", l)
+			continue
+		}
+		n, _ := strconv.ParseUint(m[2], 10, 64)
+		if !strings.HasPrefix(hashes[n], m[3]) {
+			t.Errorf("line %q: hash of #%d is %s", l, n, hashes[n])
+		}
+		lines++
+	}
+	if lines != 16 {
+		t.Errorf("%d lines, want 16:\n%s", lines, out)
+	}
+	for _, want := range []string{"**approved** rc0: `rm -f /var/tmp/big` by `user:U2 (bob)`", "**message** from `user:U1 (alice)`: `check disk 0`",
+		"verdict confirm (`write`), ask", "**result** of `rm -f /var/tmp/big`: exit 0, 7 bytes, 3 ms: `exit code: 0`",
+		"## The model's summary (the model's words, not evidence)\n\n> The disk filled.\n> # Not a heading",
+		"`Disk'Full - 00:00:00 #1 'forged'`"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("timeline lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// BenchmarkTimeline10k is the timeline of a 10,000-event session (with
+// the whole chain verified): go test -run XXX -bench Timeline10k ./agentcore/
+func BenchmarkTimeline10k(b *testing.B) {
+	db := incident(b, 1250)
+	ag, err := New(Config{Store: db, Model: noModel{}, Policy: gate.DefaultPolicy()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := ag.Timeline(context.Background(), "mattermost/C1/R1", TimelineOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+type noModel struct{}
+
+func (noModel) Complete(context.Context, Request) (Response, error) { return Response{}, nil }

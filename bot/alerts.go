@@ -1,0 +1,736 @@
+package bot
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/thinbot/thinbot/agentcore"
+)
+
+// Webhook is the body of an Alertmanager webhook notification (version
+// "4"), which Grafana's webhook contact point also sends. Every string in
+// it is untrusted: anyone who can create an alert can write it.
+type Webhook struct {
+	Version           string            `json:"version"`
+	GroupKey          string            `json:"groupKey"`
+	TruncatedAlerts   int               `json:"truncatedAlerts"`
+	Status            string            `json:"status"`
+	Receiver          string            `json:"receiver"`
+	GroupLabels       map[string]string `json:"groupLabels"`
+	CommonLabels      map[string]string `json:"commonLabels"`
+	CommonAnnotations map[string]string `json:"commonAnnotations"`
+	ExternalURL       string            `json:"externalURL"`
+	Alerts            []WebhookAlert    `json:"alerts"`
+}
+
+// WebhookAlert is one alert of a Webhook.
+type WebhookAlert struct {
+	Status       string            `json:"status"`
+	Labels       map[string]string `json:"labels"`
+	Annotations  map[string]string `json:"annotations"`
+	StartsAt     time.Time         `json:"startsAt"`
+	EndsAt       time.Time         `json:"endsAt"`
+	GeneratorURL string            `json:"generatorURL"`
+	Fingerprint  string            `json:"fingerprint"`
+}
+
+// maxAlertsPerDelivery bounds the alerts one delivery may carry; a notifier
+// sending more is misconfigured (Alertmanager's max_alerts truncates).
+const maxAlertsPerDelivery = 1000
+
+// ParseWebhook reads and checks a webhook body.
+func ParseWebhook(body []byte) (Webhook, error) {
+	var w Webhook
+	if err := json.Unmarshal(body, &w); err != nil {
+		return Webhook{}, fmt.Errorf("alert webhook: %w", err)
+	}
+	switch {
+	case w.GroupKey == "":
+		return Webhook{}, errors.New("alert webhook: groupKey is empty")
+	case len(w.GroupKey) > 4096:
+		return Webhook{}, errors.New("alert webhook: groupKey is longer than 4096 bytes")
+	case w.Status != "firing" && w.Status != "resolved":
+		return Webhook{}, fmt.Errorf("alert webhook: status %q: want firing or resolved", w.Status)
+	case len(w.Alerts) == 0:
+		return Webhook{}, errors.New("alert webhook: no alerts")
+	case len(w.Alerts) > maxAlertsPerDelivery:
+		return Webhook{}, fmt.Errorf("alert webhook: %d alerts, more than %d", len(w.Alerts), maxAlertsPerDelivery)
+	}
+	return w, nil
+}
+
+// Matcher is one label matcher of an alert route, written as Alertmanager
+// writes them: name=value, name!=value, name=~regex, name!~regex. The value
+// may be double-quoted; a regex must match the whole value. A label the
+// alert lacks has the value "".
+type Matcher struct {
+	Name, Op, Value string
+	re              *regexp.Regexp
+}
+
+var matcherRe = regexp.MustCompile(`^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*(.*?)\s*$`)
+
+// ParseMatcher reads a matcher such as `severity=~"critical|page"`.
+func ParseMatcher(s string) (Matcher, error) {
+	m := matcherRe.FindStringSubmatch(s)
+	if m == nil {
+		return Matcher{}, fmt.Errorf("matcher %q: want name=value, name!=value, name=~regex or name!~regex", s)
+	}
+	v := m[3]
+	if strings.HasPrefix(v, `"`) {
+		u, err := strconv.Unquote(v)
+		if err != nil {
+			return Matcher{}, fmt.Errorf("matcher %q: bad quoted value: %w", s, err)
+		}
+		v = u
+	}
+	mt := Matcher{Name: m[1], Op: m[2], Value: v}
+	if mt.Op == "=~" || mt.Op == "!~" {
+		re, err := regexp.Compile("^(?:" + v + ")$")
+		if err != nil {
+			return Matcher{}, fmt.Errorf("matcher %q: %w", s, err)
+		}
+		mt.re = re
+	}
+	return mt, nil
+}
+
+// Matches reports whether labels satisfy m.
+func (m Matcher) Matches(labels map[string]string) bool {
+	v := labels[m.Name]
+	switch m.Op {
+	case "=":
+		return v == m.Value
+	case "!=":
+		return v != m.Value
+	case "=~":
+		return m.re.MatchString(v)
+	case "!~":
+		return !m.re.MatchString(v)
+	}
+	return false
+}
+
+func (m Matcher) String() string { return m.Name + m.Op + strconv.Quote(m.Value) }
+
+// AlertRoute sends the alert groups its matchers select to a channel.
+type AlertRoute struct {
+	Name     string
+	Matchers []Matcher
+	// Channel is the channel id the group's thread opens in; it must be a
+	// configured channel.
+	Channel string
+	// Platform is the bot whose channel it is ("web" for the web console);
+	// "" means AlertsConfig.Platform.
+	Platform string
+	// Investigate starts a read-only first look when a group fires.
+	Investigate bool
+	// MaxSteps and MaxWall bound the first look; 0 means 8 and 5 minutes.
+	MaxSteps int
+	MaxWall  time.Duration
+	// MaxInvestigations bounds the route's concurrent first looks; 0 means 2.
+	MaxInvestigations int
+}
+
+// AlertsConfig configures the alert receiver.
+type AlertsConfig struct {
+	// Token is the bearer token notifiers send; required.
+	Token []byte
+	// Platform is the Thread.Platform of the adapter ("mattermost", "slack").
+	Platform string
+	// Routes are tried in order; the first whose matchers all match the
+	// group's labels takes it.
+	Routes []AlertRoute
+	// MaxBody bounds a delivery's size; 0 means 1 MiB.
+	MaxBody int64
+	// Rate and Burst bound deliveries per second (a token bucket); 0 means
+	// 10 and 100. A delivery over the rate is answered 429 and the
+	// notifier retries it.
+	Rate  float64
+	Burst int
+	// MaxPerChannel bounds concurrent first looks per channel; 0 means 2.
+	MaxPerChannel int
+	// DedupeWindow is how long a delivery's body is remembered, so that a
+	// retried delivery is handled once; 0 means 10 minutes. A repeat
+	// notification after it lands in the group's thread again.
+	DedupeWindow time.Duration
+	// Groups are the alert groups the chain knows (agentcore.AlertGroups),
+	// Deliveries the delivery digests recorded within DedupeWindow.
+	Groups     map[string]agentcore.AlertGroup
+	Deliveries []string
+	// Registerer, if set, gets thinbot_alerts_total{outcome}.
+	Registerer prometheus.Registerer
+}
+
+// alerts is the receiver's state.
+type alerts struct {
+	bots map[string]*Bot // by platform
+	log  *slog.Logger
+	now  func() time.Time
+	cfg  AlertsConfig
+
+	mu        sync.Mutex
+	groups    map[string]agentcore.AlertGroup
+	locks     map[string]*groupLock
+	seen      map[string]time.Time // delivery digest -> when handled (or "in flight" while zero)
+	tokens    float64
+	refilled  time.Time
+	perChan   map[string]int
+	perRoute  map[string]int
+	lastSweep time.Time
+	counter   *prometheus.CounterVec
+}
+
+// count counts a delivery's or a first look's outcome.
+func (a *alerts) count(outcome string) {
+	if a.counter != nil {
+		a.counter.WithLabelValues(outcome).Inc()
+	}
+}
+
+type groupLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// AlertHandler returns the HTTP handler that receives alert webhooks
+// (POST, JSON body, "Authorization: Bearer TOKEN"). It refuses to exist
+// without a token: an open receiver would let anyone open threads and start
+// investigations.
+func (b *Bot) AlertHandler(cfg AlertsConfig) (http.Handler, error) {
+	return NewAlertReceiver(cfg, map[string]*Bot{cfg.Platform: b})
+}
+
+// NewAlertReceiver is AlertHandler for several bots, one per platform (the
+// chat platform's and the web console's): a route's Platform picks the bot
+// that opens its threads; "" means cfg.Platform.
+func NewAlertReceiver(cfg AlertsConfig, bots map[string]*Bot) (http.Handler, error) {
+	if len(cfg.Token) < 16 {
+		return nil, errors.New("alerts: a bearer token of at least 16 bytes is required")
+	}
+	b := bots[cfg.Platform]
+	if b == nil {
+		return nil, fmt.Errorf("alerts: no bot for platform %q", cfg.Platform)
+	}
+	routes := make([]AlertRoute, len(cfg.Routes))
+	for i, r := range cfg.Routes {
+		if r.Platform == "" {
+			r.Platform = cfg.Platform
+		}
+		rb := bots[r.Platform]
+		if rb == nil {
+			return nil, fmt.Errorf("alerts: route %q: no bot for platform %q", r.Name, r.Platform)
+		}
+		if _, ok := rb.cfg.Channel(r.Channel); !ok || r.Channel == "" || r.Channel == "*" {
+			return nil, fmt.Errorf("alerts: route %q: channel %q is not a configured channel", r.Name, r.Channel)
+		}
+		routes[i] = r
+	}
+	cfg.Routes = routes
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = 1 << 20
+	}
+	if cfg.Rate <= 0 {
+		cfg.Rate = 10
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = 100
+	}
+	if cfg.MaxPerChannel <= 0 {
+		cfg.MaxPerChannel = 2
+	}
+	if cfg.DedupeWindow <= 0 {
+		cfg.DedupeWindow = 10 * time.Minute
+	}
+	a := &alerts{bots: bots, log: b.log, now: b.cfg.Now, cfg: cfg, groups: map[string]agentcore.AlertGroup{}, locks: map[string]*groupLock{},
+		seen: map[string]time.Time{}, tokens: float64(cfg.Burst), refilled: b.cfg.Now(),
+		perChan: map[string]int{}, perRoute: map[string]int{}}
+	for k, g := range cfg.Groups {
+		a.groups[k] = g
+		t, _ := ThreadOf(g.Session)
+		if gb := bots[t.Platform]; gb != nil {
+			gb.mu.Lock()
+			gb.known[g.Session] = true
+			gb.mu.Unlock()
+		}
+	}
+	if cfg.Registerer != nil {
+		a.counter = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "thinbot_alerts_total",
+			Help: "Alert deliveries and first looks by outcome (opened, update, duplicate, unauthorized, rate_limited, rejected, no_route, failed, investigation_started, investigation_skipped)."},
+			[]string{"outcome"})
+		if err := cfg.Registerer.Register(a.counter); err != nil {
+			return nil, fmt.Errorf("alerts: metrics: %w", err)
+		}
+	}
+	now := b.cfg.Now()
+	for _, d := range cfg.Deliveries {
+		a.seen[d] = now
+	}
+	return a, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (a *alerts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if !a.authorized(r.Header.Get("Authorization")) {
+		a.count("unauthorized")
+		a.log.Warn("alert delivery refused: bad or missing bearer token", "remote", r.RemoteAddr)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="thinbot alerts"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	if wait, ok := a.take(); !ok {
+		a.count("rate_limited")
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		http.Error(w, "too many alert deliveries", http.StatusTooManyRequests)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBody))
+	if err != nil {
+		a.count("rejected")
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			http.Error(w, "delivery too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "read error", http.StatusBadRequest)
+		return
+	}
+	wh, err := ParseWebhook(body)
+	if err != nil {
+		a.count("rejected")
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	sum := sha256.Sum256(body)
+	digest := hex.EncodeToString(sum[:])
+	if !a.claim(digest) {
+		a.count("duplicate")
+		fmt.Fprintln(w, "duplicate delivery: already handled")
+		return
+	}
+	status, msg := a.deliver(r.Context(), wh, digest)
+	a.settle(digest, status < 300)
+	if status >= 300 {
+		a.count("failed")
+		http.Error(w, msg, status)
+		return
+	}
+	fmt.Fprintln(w, msg)
+}
+
+// authorized compares the bearer token in constant time (over digests, so
+// that the token's length does not leak either).
+func (a *alerts) authorized(h string) bool {
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	want := sha256.Sum256(a.cfg.Token)
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+}
+
+// take takes a token from the rate bucket, or says how long until one.
+func (a *alerts) take() (time.Duration, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.now()
+	a.tokens = min(float64(a.cfg.Burst), a.tokens+now.Sub(a.refilled).Seconds()*a.cfg.Rate)
+	a.refilled = now
+	if a.tokens < 1 {
+		return time.Duration((1 - a.tokens) / a.cfg.Rate * float64(time.Second)), false
+	}
+	a.tokens--
+	return 0, true
+}
+
+// claim marks a delivery as in flight; false means it is being or was
+// handled within the dedupe window.
+func (a *alerts) claim(digest string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.now()
+	if now.Sub(a.lastSweep) > time.Minute {
+		for k, t := range a.seen {
+			if !t.IsZero() && now.Sub(t) > a.cfg.DedupeWindow {
+				delete(a.seen, k)
+			}
+		}
+		a.lastSweep = now
+	}
+	if t, ok := a.seen[digest]; ok && (t.IsZero() || now.Sub(t) <= a.cfg.DedupeWindow) {
+		return false
+	}
+	a.seen[digest] = time.Time{}
+	return true
+}
+
+// settle ends a claim: a handled delivery is remembered, a failed one is
+// forgotten so that the notifier's retry is handled.
+func (a *alerts) settle(digest string, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ok {
+		a.seen[digest] = a.now()
+	} else {
+		delete(a.seen, digest)
+	}
+}
+
+// lock serialises the deliveries of one group.
+func (a *alerts) lock(key string) func() {
+	a.mu.Lock()
+	l := a.locks[key]
+	if l == nil {
+		l = &groupLock{}
+		a.locks[key] = l
+	}
+	l.refs++
+	a.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		a.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(a.locks, key)
+		}
+		a.mu.Unlock()
+	}
+}
+
+// route returns the first route matching the group's labels (the common
+// labels with the group labels, or the first alert's labels when there are
+// no common ones).
+func (a *alerts) route(wh Webhook) (AlertRoute, bool) {
+	labels := map[string]string{}
+	if len(wh.CommonLabels) == 0 && len(wh.Alerts) > 0 {
+		for k, v := range wh.Alerts[0].Labels {
+			labels[k] = v
+		}
+	}
+	for k, v := range wh.CommonLabels {
+		labels[k] = v
+	}
+	for k, v := range wh.GroupLabels {
+		labels[k] = v
+	}
+	for _, r := range a.cfg.Routes {
+		ok := true
+		for _, m := range r.Matchers {
+			if !m.Matches(labels) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return r, true
+		}
+	}
+	return AlertRoute{}, false
+}
+
+// deliver handles one delivery and returns the HTTP status and message.
+func (a *alerts) deliver(ctx context.Context, wh Webhook, digest string) (int, string) {
+	rt, ok := a.route(wh)
+	if !ok {
+		a.count("no_route")
+		a.log.Warn("alert group matches no route", "group", wh.GroupKey, "receiver", wh.Receiver)
+		return http.StatusOK, "no route matches this alert group; nothing posted"
+	}
+	b := a.bots[rt.Platform]
+	ch, _ := b.cfg.Channel(rt.Channel)
+	unlock := a.lock(wh.GroupKey)
+	defer unlock()
+	a.mu.Lock()
+	g, known := a.groups[wh.GroupKey]
+	a.mu.Unlock()
+	p := agentcore.AlertPayload{GroupKey: wh.GroupKey, Status: wh.Status, Receiver: wh.Receiver, Route: rt.Name,
+		Delivery: digest, Truncated: wh.TruncatedAlerts, Alerts: records(wh)}
+	now := b.cfg.Now()
+	if !known {
+		card := alertCard(wh, p, now, time.Time{})
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		id, err := b.cfg.Adapter.Post(pctx, Thread{Platform: rt.Platform, Channel: rt.Channel}, Post{Text: card})
+		cancel()
+		if err != nil || id == "" {
+			b.cfg.Metrics.error("chat")
+			b.log.Error("post alert card", "group", wh.GroupKey, "channel", rt.Channel, "err", err)
+			return http.StatusServiceUnavailable, "could not post to the chat; retry later"
+		}
+		t := Thread{Platform: rt.Platform, Channel: rt.Channel, Root: id}
+		p.PostID, p.Kind = id, "opened"
+		ev, err := ch.Agent.NoteUnlocked(t.Key(), agentcore.EvAlert, "alert:"+rt.Name, p)
+		if err != nil {
+			b.log.Error("record alert", "group", wh.GroupKey, "conv", t.Key(), "err", err)
+			b.post(ctx, t, Post{Text: "This alert could not be recorded in the audit chain, so I will not investigate it; operators can see the details in the log."})
+			return http.StatusInternalServerError, "could not record the alert"
+		}
+		g = agentcore.AlertGroup{Session: t.Key(), PostID: id, Route: rt.Name, Status: wh.Status, Opened: ev.Time, StartsAt: earliest(p.Alerts), Last: p}
+		a.mu.Lock()
+		a.groups[wh.GroupKey] = g
+		a.mu.Unlock()
+		b.mu.Lock()
+		b.known[t.Key()] = true
+		b.mu.Unlock()
+		a.count("opened")
+		b.log.Info("alert group opened a thread", "group", wh.GroupKey, "conv", t.Key(), "route", rt.Name, "status", wh.Status)
+		if wh.Status == "firing" && rt.Investigate {
+			a.investigate(ctx, t, ch, rt, wh)
+		}
+		return http.StatusOK, "opened a thread"
+	}
+	t, ok := ThreadOf(g.Session)
+	if !ok {
+		return http.StatusInternalServerError, "bad thread record"
+	}
+	p.PostID = g.PostID
+	p.Kind = "update"
+	if wh.Status == "resolved" {
+		p.Kind = "resolved"
+	}
+	if _, err := ch.Agent.NoteUnlocked(t.Key(), agentcore.EvAlert, "alert:"+rt.Name, p); err != nil {
+		b.log.Error("record alert", "group", wh.GroupKey, "conv", t.Key(), "err", err)
+		return http.StatusInternalServerError, "could not record the alert"
+	}
+	starts := g.StartsAt
+	if e := earliest(p.Alerts); !e.IsZero() && (starts.IsZero() || e.Before(starts)) {
+		starts = e
+	}
+	b.update(ctx, t, g.PostID, Post{Text: alertCard(wh, p, now, starts)})
+	b.post(ctx, t, Post{Text: alertLine(g, wh, p, now, starts)})
+	a.count("update")
+	refired := g.Status == "resolved" && wh.Status == "firing"
+	g.Status, g.Last, g.StartsAt = wh.Status, p, starts
+	a.mu.Lock()
+	a.groups[wh.GroupKey] = g
+	a.mu.Unlock()
+	if refired && rt.Investigate {
+		a.investigate(ctx, t, ch, rt, wh)
+	}
+	return http.StatusOK, "posted to the group's thread"
+}
+
+func records(wh Webhook) []agentcore.AlertRecord {
+	out := make([]agentcore.AlertRecord, 0, len(wh.Alerts))
+	for _, al := range wh.Alerts {
+		r := agentcore.AlertRecord{Status: al.Status, Labels: al.Labels, Annotations: al.Annotations, StartsAt: al.StartsAt,
+			GeneratorURL: al.GeneratorURL, Fingerprint: al.Fingerprint}
+		if al.EndsAt.After(al.StartsAt) {
+			r.EndsAt = al.EndsAt
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func earliest(rs []agentcore.AlertRecord) time.Time {
+	var t time.Time
+	for _, r := range rs {
+		if !r.StartsAt.IsZero() && r.StartsAt.Year() > 1 && (t.IsZero() || r.StartsAt.Before(t)) {
+			t = r.StartsAt
+		}
+	}
+	return t
+}
+
+func latest(rs []agentcore.AlertRecord) time.Time {
+	var t time.Time
+	for _, r := range rs {
+		if r.EndsAt.After(t) {
+			t = r.EndsAt
+		}
+	}
+	return t
+}
+
+// alertLine is the short message a later notification posts in the thread.
+func alertLine(g agentcore.AlertGroup, wh Webhook, p agentcore.AlertPayload, now, starts time.Time) string {
+	firing := 0
+	for _, r := range p.Alerts {
+		if r.Status == "firing" {
+			firing++
+		}
+	}
+	switch {
+	case wh.Status == "resolved":
+		end := latest(p.Alerts)
+		if end.IsZero() {
+			end = now
+		}
+		return fmt.Sprintf("✅ **Resolved** at %s: fired for %s.", end.UTC().Format("2006-01-02 15:04:05 UTC"), roundDur(end.Sub(starts)))
+	case g.Status == "resolved":
+		return fmt.Sprintf("🔥 **Firing again**: %d alert(s).", firing)
+	}
+	old := map[string]bool{}
+	for _, r := range g.Last.Alerts {
+		old[r.Fingerprint+"\x00"+r.Status] = true
+	}
+	changed := 0
+	for _, r := range p.Alerts {
+		if !old[r.Fingerprint+"\x00"+r.Status] {
+			changed++
+		}
+	}
+	if changed == 0 {
+		return fmt.Sprintf("🔁 Still firing (repeat notification): %d alert(s), for %s so far.", firing, roundDur(now.Sub(starts)))
+	}
+	return fmt.Sprintf("🔥 Update: %d alert(s) firing, %d changed since the last notification.", firing, changed)
+}
+
+func roundDur(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	switch {
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Minute).String()
+}
+
+// alertCard is the thread's root post: status, severity, summary, labels,
+// links and start. Every alert field is quoted in a code span (backticks
+// replaced, one line, bounded), so it cannot format, link or mention;
+// links are shown only for http(s) URLs, percent-encoded.
+func alertCard(wh Webhook, p agentcore.AlertPayload, now, starts time.Time) string {
+	labels := map[string]string{}
+	for k, v := range wh.CommonLabels {
+		labels[k] = v
+	}
+	if len(labels) == 0 && len(wh.Alerts) > 0 {
+		labels = wh.Alerts[0].Labels
+	}
+	ann := wh.CommonAnnotations
+	if len(ann) == 0 && len(wh.Alerts) > 0 {
+		ann = wh.Alerts[0].Annotations
+	}
+	if starts.IsZero() {
+		starts = earliest(p.Alerts)
+	}
+	var b strings.Builder
+	icon, state := "🔥", "FIRING"
+	if wh.Status == "resolved" {
+		icon, state = "✅", "RESOLVED"
+	}
+	fmt.Fprintf(&b, "%s **%s** %s", icon, state, quote(labels["alertname"], 80))
+	if s := labels["severity"]; s != "" {
+		fmt.Fprintf(&b, " · severity %s", quote(s, 40))
+	}
+	firing := 0
+	for _, r := range p.Alerts {
+		if r.Status == "firing" {
+			firing++
+		}
+	}
+	fmt.Fprintf(&b, " · %d of %d alert(s) firing", firing, len(p.Alerts))
+	if p.Truncated > 0 {
+		fmt.Fprintf(&b, " (+%d not sent)", p.Truncated)
+	}
+	b.WriteString("\n")
+	if s := ann["summary"]; s != "" {
+		fmt.Fprintf(&b, "**Summary:** %s\n", quote(s, 300))
+	} else if s := ann["description"]; s != "" {
+		fmt.Fprintf(&b, "**Description:** %s\n", quote(s, 300))
+	}
+	var ls []string
+	for _, k := range sortedKeys(labels) {
+		if k == "alertname" || k == "severity" {
+			continue
+		}
+		ls = append(ls, quote(k+"="+labels[k], 100))
+		if len(ls) == 12 {
+			ls = append(ls, "…")
+			break
+		}
+	}
+	if len(ls) > 0 {
+		fmt.Fprintf(&b, "**Labels:** %s\n", strings.Join(ls, " "))
+	}
+	if !starts.IsZero() {
+		fmt.Fprintf(&b, "**Started:** %s", starts.UTC().Format("2006-01-02 15:04:05 UTC"))
+		if wh.Status == "resolved" {
+			end := latest(p.Alerts)
+			if end.IsZero() {
+				end = now
+			}
+			fmt.Fprintf(&b, " · **Resolved:** %s after %s", end.UTC().Format("2006-01-02 15:04:05 UTC"), roundDur(end.Sub(starts)))
+		}
+		b.WriteString("\n")
+	}
+	var links []string
+	if u := safeURL(ann["runbook_url"]); u != "" {
+		links = append(links, "[runbook]("+u+")")
+	}
+	if len(wh.Alerts) > 0 {
+		if u := safeURL(wh.Alerts[0].GeneratorURL); u != "" {
+			links = append(links, "[source]("+u+")")
+		}
+	}
+	if u := safeURL(ann["dashboard_url"]); u != "" {
+		links = append(links, "[dashboard]("+u+")")
+	}
+	if len(links) > 0 {
+		fmt.Fprintf(&b, "**Links:** %s\n", strings.Join(links, " · "))
+	}
+	b.WriteString("_Alert text is shown as sent by the alerting system; this thread is the incident's session._")
+	return b.String()
+}
+
+// quote puts untrusted text into a code span on one line.
+func quote(s string, limit int) string {
+	s = strings.ReplaceAll(s, "`", "'")
+	s = oneLine(s, limit)
+	if s == "" {
+		return "`-`"
+	}
+	return "`" + s + "`"
+}
+
+// safeURL returns u if it is an absolute http(s) URL, with the characters
+// that could end a Markdown link or start markup percent-encoded, else "".
+func safeURL(u string) string {
+	u = strings.TrimSpace(u)
+	if len(u) > 2000 || !(strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://")) {
+		return ""
+	}
+	var b strings.Builder
+	for _, c := range []byte(u) {
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("()<>[]|`\"'\\*_~{}", c) >= 0 {
+			fmt.Fprintf(&b, "%%%02X", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

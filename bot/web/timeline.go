@@ -1,0 +1,56 @@
+package web
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/thinbot/thinbot/bot"
+)
+
+// timelineLink is the audit viewer's link to a session's timeline, or ""
+// when the server has no Timeline.
+func (s *Server) timelineLink(session string) string {
+	if s.cfg.Timeline == nil {
+		return ""
+	}
+	return "/audit/timeline?session=" + url.QueryEscape(session)
+}
+
+// auditTimeline serves a session's postmortem timeline as a Markdown file.
+func (s *Server) auditTimeline(w http.ResponseWriter, r *http.Request, id identity) {
+	sid := r.URL.Query().Get("session")
+	if sid == "" || s.cfg.Timeline == nil {
+		http.Error(w, "which session? (?session=ID)", http.StatusBadRequest)
+		return
+	}
+	text, err := s.cfg.Timeline(r.Context(), sid)
+	if err != nil {
+		s.log.Error("audit timeline", "conv", sid, "err", err)
+		http.Error(w, "could not build the timeline; operators can see the details in the log", http.StatusInternalServerError)
+		return
+	}
+	s.log.Info("audit timeline", "user", id.Name, "conv", sid)
+	w.Header().Set("Content-Type", "text/markdown; charset=utf-8")
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", "timeline-"+strings.Map(safeFileRune, sid)+".md"))
+	fmt.Fprint(w, text)
+}
+
+// openThread starts a thread the bot opens itself (an alert's): p is its
+// first post, and the post's id is the thread's id, unique across restarts
+// like a thread a user starts. The caller holds s.mu.
+func (s *Server) openThread(p bot.Post) string {
+	var rb [6]byte
+	_, _ = rand.Read(rb[:])
+	tid := s.cfg.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(rb[:])
+	title, _, _ := strings.Cut(p.Text, "\n")
+	if len(title) > 80 {
+		title = strings.ToValidUTF8(title[:80], "") + "…"
+	}
+	th := s.addThread(tid, title, "thinbot", s.cfg.Now())
+	s.add(th, &wpost{ID: tid, Author: "thinbot", Bot: true, Text: p.Text, Buttons: buttons(p.Buttons), Time: s.cfg.Now(), value: p.Value})
+	return tid
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/bot"
+	"github.com/thinbot/thinbot/bot/web"
+	"github.com/thinbot/thinbot/store"
+)
+
+// alertsConfig is the alerts: section: the Alertmanager/Grafana webhook
+// receiver on the daemon's listener (deploy/alerts.md).
+type alertsConfig struct {
+	// TokenFile holds the bearer token notifiers send; required.
+	TokenFile string `yaml:"token_file" secret:"file"`
+	// Path is the receiver's URL path; "" means /alerts.
+	Path string `yaml:"path"`
+	// MaxBodyBytes bounds a delivery; 0 means 1 MiB.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// Rate and Burst bound deliveries per second; 0 means 10 and 100.
+	Rate  float64 `yaml:"rate"`
+	Burst int     `yaml:"burst"`
+	// MaxPerChannel bounds concurrent first looks per channel; 0 means 2.
+	MaxPerChannel int `yaml:"max_investigations_per_channel"`
+	// DedupeWindow is how long a delivery is remembered; "" means 10m.
+	DedupeWindow string             `yaml:"dedupe_window"`
+	Routes       []alertRouteConfig `yaml:"routes"`
+}
+
+type alertRouteConfig struct {
+	Name string `yaml:"name"`
+	// Matchers are Alertmanager-style: severity="critical", team=~"db|ops".
+	Matchers []string `yaml:"matchers"`
+	// Channel is a configured channel's id or name; with platform web,
+	// "" (the console).
+	Channel string `yaml:"channel"`
+	// Platform "web" opens the route's threads in the web console
+	// instead of the chat platform (it needs web.users).
+	Platform string `yaml:"platform"`
+	// Investigate starts a read-only first look; unset means true.
+	Investigate       *bool  `yaml:"investigate"`
+	MaxSteps          int    `yaml:"max_steps"`
+	MaxWall           string `yaml:"max_wall"`
+	MaxInvestigations int    `yaml:"max_investigations"`
+}
+
+func (a *alertsConfig) configured() bool { return a.TokenFile != "" || len(a.Routes) > 0 }
+
+// check reports the section's problems through bad.
+func (a *alertsConfig) check(bad func(string, ...any), channels []channelConfig, platform string, w webConfig) {
+	if !a.configured() {
+		return
+	}
+	if a.TokenFile == "" {
+		bad("alerts.token_file is empty: the receiver is not served without a bearer token")
+	} else if err := checkSecretFile(a.TokenFile); err != nil {
+		bad("alerts.token_file: %v", err)
+	} else if tok, err := readSecret(a.TokenFile); err == nil && len(tok) < 16 {
+		bad("alerts.token_file: the token is %d bytes; use at least 16 random bytes (openssl rand -hex 32)", len(tok))
+	}
+	if a.Path != "" && !strings.HasPrefix(a.Path, "/") {
+		bad("alerts.path %q: want a path starting with /", a.Path)
+	}
+	if a.MaxBodyBytes < 0 || a.Rate < 0 || a.Burst < 0 || a.MaxPerChannel < 0 {
+		bad("alerts: max_body_bytes, rate, burst and max_investigations_per_channel must not be negative")
+	}
+	if a.DedupeWindow != "" {
+		if d, err := time.ParseDuration(a.DedupeWindow); err != nil || d <= 0 {
+			bad("alerts.dedupe_window %q: want a positive duration like 10m", a.DedupeWindow)
+		}
+	}
+	if len(a.Routes) == 0 {
+		bad("alerts.routes is empty: say which channel alerts go to")
+	}
+	names := map[string]bool{}
+	for i, r := range a.Routes {
+		where := fmt.Sprintf("alerts.routes[%d]", i)
+		if r.Name == "" {
+			bad("%s.name is empty", where)
+		} else if names[r.Name] {
+			bad("%s.name %q is used twice", where, r.Name)
+		}
+		names[r.Name] = true
+		for _, m := range r.Matchers {
+			if _, err := bot.ParseMatcher(m); err != nil {
+				bad("%s.matchers: %v", where, err)
+			}
+		}
+		switch r.Platform {
+		case "", platform:
+		case "web":
+			if w.Listen == "" || len(w.Users) == 0 {
+				bad("%s.platform web: the web console is not served (web.listen and web.users)", where)
+			}
+			if r.Channel != "" && r.Channel != "console" {
+				bad("%s.channel %q: a web route has no channel (its threads open in the console)", where, r.Channel)
+			}
+			continue
+		default:
+			bad("%s.platform %q: want %s or web", where, r.Platform, platform)
+			continue
+		}
+		found := false
+		for _, ch := range channels {
+			if r.Channel != "" && r.Channel != "*" && (ch.ID == r.Channel || (ch.Name != "" && strings.TrimLeft(ch.Name, "#~") == strings.TrimLeft(r.Channel, "#~"))) {
+				found = true
+			}
+		}
+		if !found {
+			bad("%s.channel %q is not one of the configured channels (by id or name)", where, r.Channel)
+		}
+		if r.MaxWall != "" {
+			if d, err := time.ParseDuration(r.MaxWall); err != nil || d <= 0 {
+				bad("%s.max_wall %q: want a positive duration like 5m", where, r.MaxWall)
+			}
+		}
+		if r.MaxSteps < 0 || r.MaxInvestigations < 0 {
+			bad("%s: max_steps and max_investigations must not be negative", where)
+		}
+	}
+}
+
+// serveAlerts mounts the alert receiver on mux when the config has an
+// alerts section. A route's channel given by name is resolved through the
+// adapter.
+func serveAlerts(ctx context.Context, c *daemonConfig, db *store.DB, bots map[string]*bot.Bot, adapter bot.Adapter, mux *http.ServeMux,
+	reg prometheus.Registerer, logger *slog.Logger) error {
+	a := c.Alerts
+	if !a.configured() {
+		return nil
+	}
+	token, err := readSecret(a.TokenFile)
+	if err != nil {
+		return fmt.Errorf("alerts token: %w", err)
+	}
+	window := 10 * time.Minute
+	if a.DedupeWindow != "" {
+		window, _ = time.ParseDuration(a.DedupeWindow)
+	}
+	groups, deliveries, err := agentcore.AlertGroups(db, time.Now().Add(-window))
+	if err != nil {
+		return err
+	}
+	ids := map[string]string{}
+	for _, ch := range c.Channels {
+		if ch.ID != "" {
+			ids[ch.ID] = ch.ID
+		}
+	}
+	cfg := bot.AlertsConfig{Token: []byte(token), Platform: c.Platform, MaxBody: a.MaxBodyBytes, Rate: a.Rate, Burst: a.Burst,
+		MaxPerChannel: a.MaxPerChannel, DedupeWindow: window, Groups: groups, Deliveries: deliveries, Registerer: reg}
+	for _, r := range a.Routes {
+		rt := bot.AlertRoute{Name: r.Name, Channel: ids[r.Channel], Investigate: r.Investigate == nil || *r.Investigate,
+			MaxSteps: r.MaxSteps, MaxInvestigations: r.MaxInvestigations}
+		if r.Platform == web.Platform {
+			rt.Platform, rt.Channel = web.Platform, "console"
+			if bots[web.Platform] == nil {
+				return fmt.Errorf("alerts route %q: the web console is not served", r.Name)
+			}
+		}
+		if rt.Channel == "" {
+			res, ok := adapter.(bot.ChannelResolver)
+			if !ok {
+				return fmt.Errorf("alerts route %q: this chat platform cannot resolve channel names: give the channel's id", r.Name)
+			}
+			rctx, cancel := context.WithTimeout(ctx, time.Minute)
+			rt.Channel, err = res.ChannelID(rctx, r.Channel)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("alerts route %q: channel %q: %w", r.Name, r.Channel, err)
+			}
+		}
+		if r.MaxWall != "" {
+			rt.MaxWall, _ = time.ParseDuration(r.MaxWall)
+		}
+		for _, m := range r.Matchers {
+			mt, err := bot.ParseMatcher(m)
+			if err != nil {
+				return fmt.Errorf("alerts route %q: %w", r.Name, err)
+			}
+			rt.Matchers = append(rt.Matchers, mt)
+		}
+		cfg.Routes = append(cfg.Routes, rt)
+	}
+	for p, b := range bots {
+		if b == nil {
+			delete(bots, p)
+		}
+	}
+	h, err := bot.NewAlertReceiver(cfg, bots)
+	if err != nil {
+		return err
+	}
+	path := a.Path
+	if path == "" {
+		path = "/alerts"
+	}
+	mux.Handle(path, h)
+	logger.Info("alert receiver enabled", "path", path, "routes", len(cfg.Routes), "known_groups", len(groups))
+	return nil
+}

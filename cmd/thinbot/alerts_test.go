@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The alerts section is checked with the rest: a receiver without a
+// token, a short token, a bad matcher and a route to an unknown channel
+// are all reported.
+func TestConfigCheckAlerts(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte("secret"), 0o600)
+	short := filepath.Join(dir, "short")
+	os.WriteFile(short, []byte("short"), 0o600)
+	ws := t.TempDir()
+	check := func(alerts string) string {
+		cfg := filepath.Join(dir, "c.yaml")
+		os.WriteFile(cfg, []byte(`
+platform: mattermost
+mattermost:
+  url: https://mm.example.com
+  token_file: `+token+`
+  callback_url: http://127.0.0.1:8079/cb
+model: {base_url: "http://127.0.0.1:1", model: m}
+state_dir: `+filepath.Join(dir, "state")+`
+channels:
+  - id: abcdefghijklmnopqrstuvwxyz
+    workspace: `+ws+`
+    any_member_approves: true
+`+alerts), 0o600)
+		var out bytes.Buffer
+		e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+		run(t.Context(), e, []string{"config", "check", "--config", cfg})
+		return out.String()
+	}
+	out := check(`alerts:
+  routes:
+    - name: ops
+      matchers: ['severity=~"("', 'team=db']
+      channel: nowhere
+      max_wall: soon
+    - name: ops
+      channel: abcdefghijklmnopqrstuvwxyz
+`)
+	for _, want := range []string{"alerts.token_file is empty", "alerts.routes[0].matchers: matcher", "alerts.routes[0].channel \"nowhere\"",
+		"alerts.routes[0].max_wall", "alerts.routes[1].name \"ops\" is used twice"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config check output lacks %q:\n%s", want, out)
+		}
+	}
+	if out := check("alerts:\n  token_file: " + short + "\n  routes: [{name: a, channel: abcdefghijklmnopqrstuvwxyz}]\n"); !strings.Contains(out, "use at least 16 random bytes") {
+		t.Errorf("short token accepted:\n%s", out)
+	}
+	out = check(`schedules:
+  - name: disk
+    cron: "every minute"
+    channel: nowhere
+    command: disk
+    question: also
+  - name: disk
+    cron: "CRON_TZ=Europe/Berlin 30 3 * * 1-5"
+    channel: abcdefghijklmnopqrstuvwxyz
+    question: Is any disk over 90% full?
+`)
+	for _, want := range []string{"schedules[0].cron \"every minute\"", "schedules[0]: give a command", "schedules[0].command \"disk\": a skill command starts with !",
+		"schedules[0].channel \"nowhere\"", "schedules[1].name \"disk\" is used twice"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config check output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "schedules[1].cron") {
+		t.Errorf("a good spec refused:\n%s", out)
+	}
+	long := filepath.Join(dir, "long")
+	os.WriteFile(long, []byte("0123456789abcdef0123"), 0o600)
+	if out := check("alerts:\n  token_file: " + long + "\n  routes: [{name: a, channel: abcdefghijklmnopqrstuvwxyz, matchers: ['severity=\"critical\"']}]\n"); strings.Contains(out, "alerts") {
+		t.Errorf("good alerts section refused:\n%s", out)
+	}
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/store"
+)
+
+// auditTimeline prints a session's postmortem timeline in Markdown. It
+// reads the store, or, when a running daemon holds the store's lock (or
+// --jsonl names one), the JSONL export, which it verifies first.
+func auditTimeline(ctx context.Context, e *env, dbPath, jsonl, session string) error {
+	if jsonl == "" {
+		db, err := openReadOnly(dbPath)
+		if err == nil {
+			defer db.Close()
+			rep, err := db.Verify(ctx)
+			if err != nil {
+				return err
+			}
+			return agentcore.WriteTimeline(e.stdout, session, db.Events(session, 1), rep, agentcore.TimelineOptions{})
+		}
+		if !errors.Is(err, store.ErrLocked) {
+			return err
+		}
+		jsonl = filepath.Join(filepath.Dir(dbPath), "audit.jsonl")
+	}
+	f, err := os.Open(jsonl)
+	if err != nil {
+		return fmt.Errorf("audit timeline: %w", err)
+	}
+	defer f.Close()
+	rep, err := store.VerifyJSONL(ctx, f)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		return err
+	}
+	return agentcore.WriteTimeline(e.stdout, session, jsonlEvents(f, session, rep.LastSeq), rep, agentcore.TimelineOptions{})
+}
+
+// jsonlEvents are the session's events of a JSONL export up to seq last
+// (the verified part).
+func jsonlEvents(f *os.File, session string, last uint64) iter.Seq2[store.Event, error] {
+	return func(yield func(store.Event, error) bool) {
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			var ev store.Event
+			if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Session != session {
+				continue
+			}
+			if ev.Seq > last {
+				return
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+		if err := sc.Err(); err != nil {
+			yield(store.Event{}, err)
+		}
+	}
+}
+
+// chainTimeline is the web console's Timeline: a session's timeline from
+// the daemon's store, with the whole chain verified.
+func chainTimeline(db *store.DB) func(ctx context.Context, session string) (string, error) {
+	return func(ctx context.Context, session string) (string, error) {
+		rep, err := db.Verify(ctx)
+		if err != nil {
+			return "", err
+		}
+		var b strings.Builder
+		if err := agentcore.WriteTimeline(&b, session, db.Events(session, 1), rep, agentcore.TimelineOptions{}); err != nil {
+			return "", err
+		}
+		return b.String(), nil
+	}
+}
