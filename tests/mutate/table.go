@@ -148,7 +148,10 @@ var table = []mutation{
 		Pkgs: []string{"./bot/web"}, Run: "TestTokenLoginAndRoles"},
 	{ID: "W9", File: "bot/web/auth.go", What: "the login cookie's MAC is not checked",
 		Old: "if !hmac.Equal([]byte(mac), []byte(s.mac(body))) {", New: "if false && !hmac.Equal([]byte(mac), []byte(s.mac(body))) {",
-		Pkgs: []string{"./bot/web"}, Run: "TestTokenLoginAndRoles"},
+		// Logins are also checked against the server's session table (a
+		// random session id the user must own), so only a test of the
+		// cookie itself sees the MAC go.
+		Pkgs: []string{"./bot/web"}, Run: "TestTokenLoginAndRoles|FuzzLoginCookie"},
 	// Alerts and masking (issue #21).
 	{ID: "L1", File: "bot/alerts.go", What: "an alert delivery without the bearer token opens threads",
 		Old: "return subtle.ConstantTimeCompare(got[:], want[:]) == 1", New: "return subtle.ConstantTimeCompare(got[:], want[:]) >= 0",
