@@ -345,3 +345,37 @@ func TestAskSkillFolderBelowTmp(t *testing.T) {
 		t.Errorf("the read-only cat of %s in the sandbox gave:\n%s", skillMD, out)
 	}
 }
+
+// TestRootWarnsOfAnUnreadableWorkspace: a root daemon's read-only commands
+// run as thinbot-ro; a workspace that user cannot enter (a 0700 folder,
+// anything under /root) is named on the log at start, with the fix,
+// instead of every read-only command failing there without a word.
+func TestRootWarnsOfAnUnreadableWorkspace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI runs this as root: a root daemon's read-only user is what it checks")
+		}
+		t.Skip("needs root (a root daemon's read-only user)")
+	}
+	const warning = "read-only commands cannot read this workspace"
+	for _, mode := range []os.FileMode{0o700, 0o755} {
+		dir := filepath.Join(t.TempDir(), "ws")
+		if err := os.Mkdir(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Dir(filepath.Dir(dir)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		m := fakemodel.Start(t, fakemodel.Reply{Content: "done"})
+		res := thinbot(t, dir, modelEnv(m), "ask", "-v", "hello")
+		if res.code != 0 {
+			t.Fatalf("mode %v: exit %d: %s", mode, res.code, res.stderr)
+		}
+		if warned := strings.Contains(res.stderr, warning); warned != (mode == 0o700) {
+			t.Errorf("workspace mode %v: warned %v:\n%s", mode, warned, res.stderr)
+		}
+	}
+}

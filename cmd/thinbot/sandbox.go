@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
@@ -171,12 +172,42 @@ func startSandboxWith(ctx context.Context, want string, cfg sandbox.Config, outp
 				user, ro.LandlockABI, ro.Net, ro.LimitsBy, len(rw.Hidden))
 			logger.Info("kernel sandbox enforced", "landlock_abi", ro.LandlockABI, "root", ro.Root, "hidden", rw.Hidden,
 				"readonly_user", ro.User, "limits", ro.Limits, "limits_by", ro.LimitsBy, "net", ro.Net, "covered", ro.Covered)
+			if ro.User != "" {
+				warnUnreadableWorkspaces(ctx, sb, ro.User, cfg.Workspaces, logger)
+			}
 		}
 	}
 	if err := sandbox.Harden(agentcore.SecretName); err != nil {
 		logger.Warn("could not mark the process non-dumpable", "err", err)
 	}
 	return s
+}
+
+// warnUnreadableWorkspaces says at start which workspaces a root daemon's
+// read-only commands cannot enter: they run as user (thinbot-ro), not as
+// root, and a workspace under a private home such as /root would make every
+// read-only command there fail with "Permission denied", with nothing on
+// the log to say why.
+func warnUnreadableWorkspaces(ctx context.Context, sb *sandbox.Sandbox, user string, dirs []string, logger *slog.Logger) {
+	for _, dir := range dirs {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			continue
+		}
+		var out strings.Builder
+		res, err := sb.Run(ctx, sandbox.ReadOnly, sandbox.Cmd{Args: []string{"/bin/sh", "-c", "test -r . && test -x ."}, Dir: dir,
+			Env: []string{"PATH=" + agentcore.DefaultPath}}, &out)
+		if err == nil && res.ExitCode == 0 {
+			continue
+		}
+		why := strings.TrimSpace(out.String())
+		if err != nil {
+			why = err.Error()
+		}
+		name, _, _ := strings.Cut(user, " ")
+		logger.Warn("read-only commands cannot read this workspace: they run as "+user+", not as root, and will fail there with 'Permission denied'; "+
+			"give that user read access (chmod o+rx on the folder and its parents, or setfacl -m u:"+name+":rX), or run thinbot as an ordinary user",
+			"workspace", dir, "readonly_user", user, "why", why)
+	}
 }
 
 // exec fills the sandbox fields of an ExecConfig.
