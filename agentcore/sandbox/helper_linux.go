@@ -575,7 +575,42 @@ func confineThread(hc helperConfig, keeps []string) error {
 }
 
 // coveredSockets are the control sockets that exist and are not listed.
+// It runs for every read-only command (a daemon started later still gets
+// its socket covered), so it first stats each candidate, one system call
+// that follows symbolic links as EvalSymlinks does: most are absent, and
+// only a socket that exists is resolved and checked against the list.
 func coveredSockets(hc helperConfig) []string {
+	var (
+		out     []string
+		seen    map[string]bool
+		allowed map[string]bool
+	)
+	for _, p := range append(controlSockets(), hc.Net.Cover...) {
+		if st, err := os.Stat(p); err != nil || st.Mode().Type() != os.ModeSocket {
+			continue
+		}
+		r, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			continue
+		}
+		if allowed == nil {
+			allowed, seen = allowedSockets(hc), map[string]bool{}
+		}
+		if allowed[p] || allowed[r] || seen[r] {
+			continue
+		}
+		if st, err := os.Stat(r); err != nil || st.Mode().Type() != os.ModeSocket {
+			continue
+		}
+		seen[r] = true
+		out = append(out, r)
+	}
+	return out
+}
+
+// allowedSockets are the sockets read-only commands may reach: those
+// listed, and where they lead.
+func allowedSockets(hc helperConfig) map[string]bool {
 	allowed := map[string]bool{}
 	for _, p := range hc.Net.Sockets {
 		allowed[p] = true
@@ -590,20 +625,7 @@ func coveredSockets(hc helperConfig) []string {
 			allowed[p] = true
 		}
 	}
-	var out []string
-	seen := map[string]bool{}
-	for _, p := range append(controlSockets(), hc.Net.Cover...) {
-		r, err := filepath.EvalSymlinks(p)
-		if err != nil || allowed[p] || allowed[r] || seen[r] {
-			continue
-		}
-		if st, err := os.Stat(r); err != nil || st.Mode().Type() != os.ModeSocket {
-			continue
-		}
-		seen[r] = true
-		out = append(out, r)
-	}
-	return out
+	return allowed
 }
 
 // netSummary says in words what read-only commands may reach.
