@@ -93,6 +93,14 @@ func setUp(hc helperConfig) (Info, []string, error) {
 	if err := dropPrivileges(hc); err != nil {
 		return info, nil, err
 	}
+	if hc.Mode == ReadOnly && !hc.Net.UDP {
+		// The whole read-only helper takes the socket filter once, and
+		// every thread it confines for a command (and so the command)
+		// inherits it; the helper itself needs no inet socket.
+		if err := denyNonTCPAllThreads(); err != nil {
+			return info, nil, fmt.Errorf("seccomp: %w", err)
+		}
+	}
 	if hc.Mode == Approved {
 		// The approved helper is confined as a whole. The read-only helper
 		// is not: each command gets its own mount namespace and Landlock
@@ -563,11 +571,8 @@ func confineThread(hc helperConfig, keeps []string) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
-	if !hc.Net.UDP {
-		if err := denyNonTCP(); err != nil {
-			return fmt.Errorf("seccomp: %w", err)
-		}
-	}
+	// The socket filter is the helper's already (setUp): this thread and
+	// the command inherit it.
 	if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
 		return fmt.Errorf("landlock: %w", err)
 	}
