@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"bytes"
+	"context"
 	"net"
 	"os"
 	"path/filepath"
@@ -59,5 +61,20 @@ func TestCoveredSockets(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%s covered %d times: %q", ctl, n, got)
+	}
+}
+
+// TestStdinIsNull checks that a command of either mode reads an empty
+// /dev/null on its standard input, shared by every command of the helper.
+func TestStdinIsNull(t *testing.T) {
+	r := newRig(t)
+	for _, m := range []Mode{ReadOnly, Approved} {
+		for range 2 {
+			var out bytes.Buffer
+			res, err := r.sb.Run(context.Background(), m, Cmd{Args: []string{"/bin/sh", "-c", "cat; readlink /proc/self/fd/0"}, Dir: r.ws, Env: []string{testPath}}, &out)
+			if err != nil || res.ExitCode != 0 || out.String() != "/dev/null\n" {
+				t.Fatalf("%s: %v %+v %q", m, err, res, out.String())
+			}
+		}
 	}
 }

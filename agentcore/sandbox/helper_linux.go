@@ -411,13 +411,16 @@ func restrictApproved() error {
 	return cfg.Restrict(landlock.PathAccess(cfg.HandledAccessFS, "/"))
 }
 
-// command is the exec.Cmd for m writing to out, in its own process group.
-func command(m message, out *os.File) *exec.Cmd {
+// command is the exec.Cmd for m reading null (/dev/null, opened once by
+// serve rather than by exec.Cmd for each command) and writing to out, in
+// its own process group.
+func command(m message, null, out *os.File) *exec.Cmd {
 	cmd := exec.Command(m.Args[0], m.Args[1:]...)
 	cmd.Dir, cmd.Env = m.Dir, m.Env
 	if cmd.Env == nil {
 		cmd.Env = []string{}
 	}
+	cmd.Stdin = null
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
@@ -431,6 +434,7 @@ type spare chan spareJob
 
 type spareJob struct {
 	m    message
+	null *os.File
 	out  *os.File
 	done chan<- startResult
 }
@@ -462,7 +466,7 @@ func newSpare(hc helperConfig, keeps []string) spare {
 			}
 			return
 		}
-		cmd := command(j.m, j.out)
+		cmd := command(j.m, j.null, j.out)
 		if err == nil {
 			err = enter(hc, cmd)
 		}
@@ -486,9 +490,9 @@ func newSpare(hc helperConfig, keeps []string) spare {
 // process signal or ptrace only processes in its own domain or one nested
 // below it, and every command's domain is nested below none of the
 // helper's threads.
-func startReadOnly(s spare, m message, out *os.File) (*exec.Cmd, *os.File, error) {
+func startReadOnly(s spare, m message, null, out *os.File) (*exec.Cmd, *os.File, error) {
 	done := make(chan startResult, 1)
-	s <- spareJob{m: m, out: out, done: done}
+	s <- spareJob{m: m, null: null, out: out, done: done}
 	r := <-done
 	return r.cmd, r.ns, r.err
 }
@@ -669,6 +673,14 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 		wg    sync.WaitGroup
 	)
 	rp := newReaper()
+	// Every command reads /dev/null; without it (nil) exec.Cmd opens one
+	// for each command.
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		null = nil
+	} else {
+		defer null.Close()
+	}
 	var (
 		spareMu sync.Mutex
 		next    spare
@@ -725,9 +737,9 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 					s := next
 					next = newSpare(hc, keeps)
 					spareMu.Unlock()
-					cmd, ns, err = startReadOnly(s, m, out)
+					cmd, ns, err = startReadOnly(s, m, null, out)
 				} else {
-					cmd = command(m, out)
+					cmd = command(m, null, out)
 					// The tracer is this thread: it must stay the same
 					// from the start to the detach.
 					runtime.LockOSThread()
