@@ -442,10 +442,11 @@ type spareJob struct {
 type startResult struct {
 	cmd *exec.Cmd
 	err error
-	// ns holds the command's mount namespace: closed after the exit is
-	// reported, so that tearing the namespace down (unmounting its tmpfs,
-	// waiting for RCU) is not on the command's exit path.
-	ns *os.File
+	// ns holds the command's mount namespace (a descriptor, -1 for
+	// none): closed after the exit is reported, so that tearing the
+	// namespace down (unmounting its tmpfs, waiting for RCU) is not on the
+	// command's exit path.
+	ns int
 }
 
 // newSpare starts a goroutine that locks a thread, confines it and waits
@@ -455,14 +456,18 @@ func newSpare(hc helperConfig, keeps []string) spare {
 	go func() {
 		runtime.LockOSThread() // never unlocked: see startReadOnly
 		err := confineThread(hc, keeps)
-		var ns *os.File
+		ns := -1
 		if err == nil {
-			ns, _ = os.Open(fmt.Sprintf("/proc/self/task/%d/ns/mnt", unix.Gettid()))
+			// A bare descriptor: an os.File would also register with the
+			// poller and set a finalizer, for each command.
+			if fd, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+				ns = fd
+			}
 		}
 		j, ok := <-ch
 		if !ok {
-			if ns != nil {
-				ns.Close()
+			if ns >= 0 {
+				unix.Close(ns)
 			}
 			return
 		}
@@ -490,7 +495,7 @@ func newSpare(hc helperConfig, keeps []string) spare {
 // process signal or ptrace only processes in its own domain or one nested
 // below it, and every command's domain is nested below none of the
 // helper's threads.
-func startReadOnly(s spare, m message, null, out *os.File) (*exec.Cmd, *os.File, error) {
+func startReadOnly(s spare, m message, null, out *os.File) (*exec.Cmd, int, error) {
 	done := make(chan startResult, 1)
 	s <- spareJob{m: m, null: null, out: out, done: done}
 	r := <-done
@@ -725,10 +730,10 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 				var cmd *exec.Cmd
 				var err error
 				var exited <-chan unix.WaitStatus
-				var ns *os.File
+				ns := -1
 				defer func() {
-					if ns != nil {
-						ns.Close()
+					if ns >= 0 {
+						unix.Close(ns)
 					}
 				}()
 				rp.mu.Lock() // the reaper must not take the command's status before it is registered
