@@ -15,12 +15,13 @@
 //     a thread of its own (locked, never reused), which first unshares a
 //     mount namespace with empty private /tmp, /var/tmp and /dev/shm
 //     (workspaces below them bound back; a missing one is refused at start),
-//     covers the host's control sockets with /dev/null, installs a seccomp
-//     filter that refuses every inet socket but TCP (and io_uring), and
-//     enters a Landlock domain of the command's own: read and execute
-//     everywhere, write only the private tmp dirs, TCP connect only to
-//     listed ports and no bind (ABI 4+), signals and abstract unix sockets
-//     scoped (ABI 6+). The helper itself is in no domain, so no command can
+//     covers the host's control sockets with /dev/null, and enters a
+//     Landlock domain of the command's own: read and execute everywhere,
+//     write only the private tmp dirs, TCP connect only to listed ports and
+//     no bind (ABI 4+), signals and abstract unix sockets scoped (ABI 6+).
+//     The thread, and so the command, inherits the seccomp filter the
+//     helper installs on all its threads once at start: it refuses every
+//     inet socket but TCP, and io_uring. The helper itself is in no domain, so no command can
 //     signal or ptrace it, whichever thread started it. A root daemon's
 //     commands run as an unprivileged user (thinbot-ro or nobody) with an
 //     empty bounding set; no_new_privs is set.

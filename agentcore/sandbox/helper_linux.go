@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -31,6 +32,13 @@ func Main(args []string) {
 }
 
 func helperMain(args []string) int {
+	// One P: a helper only hands messages between the daemon and the
+	// kernel, and starts one command at a time (the reaper's lock), so
+	// more Ps buy no throughput, only threads waking each other (a second
+	// P cost about 6 more context switches and 7% more of the helper's CPU
+	// per read-only command in BenchmarkSpawn). Blocking system calls
+	// still give the P up.
+	runtime.GOMAXPROCS(1)
 	f := os.NewFile(3, "sandbox")
 	fc, err := net.FileConn(f)
 	if err != nil {
@@ -92,6 +100,14 @@ func setUp(hc helperConfig) (Info, []string, error) {
 	info.Hidden = hidden
 	if err := dropPrivileges(hc); err != nil {
 		return info, nil, err
+	}
+	if hc.Mode == ReadOnly && !hc.Net.UDP {
+		// The whole read-only helper takes the socket filter once, and
+		// every thread it confines for a command (and so the command)
+		// inherits it; the helper itself needs no inet socket.
+		if err := denyNonTCPAllThreads(); err != nil {
+			return info, nil, fmt.Errorf("seccomp: %w", err)
+		}
 	}
 	if hc.Mode == Approved {
 		// The approved helper is confined as a whole. The read-only helper
@@ -403,13 +419,16 @@ func restrictApproved() error {
 	return cfg.Restrict(landlock.PathAccess(cfg.HandledAccessFS, "/"))
 }
 
-// command is the exec.Cmd for m writing to out, in its own process group.
-func command(m message, out *os.File) *exec.Cmd {
+// command is the exec.Cmd for m reading null (/dev/null, opened once by
+// serve rather than by exec.Cmd for each command) and writing to out, in
+// its own process group.
+func command(m message, null, out *os.File) *exec.Cmd {
 	cmd := exec.Command(m.Args[0], m.Args[1:]...)
 	cmd.Dir, cmd.Env = m.Dir, m.Env
 	if cmd.Env == nil {
 		cmd.Env = []string{}
 	}
+	cmd.Stdin = null
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
@@ -423,6 +442,7 @@ type spare chan spareJob
 
 type spareJob struct {
 	m    message
+	null *os.File
 	out  *os.File
 	done chan<- startResult
 }
@@ -430,10 +450,11 @@ type spareJob struct {
 type startResult struct {
 	cmd *exec.Cmd
 	err error
-	// ns holds the command's mount namespace: closed after the exit is
-	// reported, so that tearing the namespace down (unmounting its tmpfs,
-	// waiting for RCU) is not on the command's exit path.
-	ns *os.File
+	// ns holds the command's mount namespace (a descriptor, -1 for
+	// none): closed after the exit is reported, so that tearing the
+	// namespace down (unmounting its tmpfs, waiting for RCU) is not on the
+	// command's exit path.
+	ns int
 }
 
 // newSpare starts a goroutine that locks a thread, confines it and waits
@@ -443,18 +464,22 @@ func newSpare(hc helperConfig, keeps []string) spare {
 	go func() {
 		runtime.LockOSThread() // never unlocked: see startReadOnly
 		err := confineThread(hc, keeps)
-		var ns *os.File
+		ns := -1
 		if err == nil {
-			ns, _ = os.Open(fmt.Sprintf("/proc/self/task/%d/ns/mnt", unix.Gettid()))
+			// A bare descriptor: an os.File would also register with the
+			// poller and set a finalizer, for each command.
+			if fd, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+				ns = fd
+			}
 		}
 		j, ok := <-ch
 		if !ok {
-			if ns != nil {
-				ns.Close()
+			if ns >= 0 {
+				unix.Close(ns)
 			}
 			return
 		}
-		cmd := command(j.m, j.out)
+		cmd := command(j.m, j.null, j.out)
 		if err == nil {
 			err = enter(hc, cmd)
 		}
@@ -478,9 +503,9 @@ func newSpare(hc helperConfig, keeps []string) spare {
 // process signal or ptrace only processes in its own domain or one nested
 // below it, and every command's domain is nested below none of the
 // helper's threads.
-func startReadOnly(s spare, m message, out *os.File) (*exec.Cmd, *os.File, error) {
+func startReadOnly(s spare, m message, null, out *os.File) (*exec.Cmd, int, error) {
 	done := make(chan startResult, 1)
-	s <- spareJob{m: m, out: out, done: done}
+	s <- spareJob{m: m, null: null, out: out, done: done}
 	r := <-done
 	return r.cmd, r.ns, r.err
 }
@@ -509,8 +534,9 @@ func enter(hc helperConfig, cmd *exec.Cmd) error {
 // confineThread sets up the calling (locked) thread for one read-only
 // command; see startReadOnly.
 func confineThread(hc helperConfig, keeps []string) error {
-	if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
-		return fmt.Errorf("mount namespace: %w", err)
+	// Raw, as rawMount: copying the mount tree takes tens of microseconds.
+	if _, _, e := unix.RawSyscall(unix.SYS_UNSHARE, unix.CLONE_FS|unix.CLONE_NEWNS, 0, 0); e != 0 {
+		return fmt.Errorf("mount namespace: %w", e)
 	}
 	// Clone the workspaces below the tmp dirs before covering them.
 	trees := make([]int, 0, len(keeps))
@@ -527,7 +553,7 @@ func confineThread(hc helperConfig, keeps []string) error {
 		if !isDir(t) {
 			continue
 		}
-		if err := unix.Mount("tmpfs", t, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		if err := rawMount("tmpfs", t, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 			return fmt.Errorf("private %s: %w", t, err)
 		}
 	}
@@ -563,19 +589,73 @@ func confineThread(hc helperConfig, keeps []string) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
-	if !hc.Net.UDP {
-		if err := denyNonTCP(); err != nil {
-			return fmt.Errorf("seccomp: %w", err)
-		}
-	}
+	// The socket filter is the helper's already (setUp): this thread and
+	// the command inherit it.
 	if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
 		return fmt.Errorf("landlock: %w", err)
 	}
 	return nil
 }
 
+// rawMount is mount(2) without telling the Go scheduler: the call takes
+// tens of microseconds, long enough for the runtime to hand the thread's P
+// to another thread and wake one for it, for each tmpfs of each command.
+func rawMount(source, target, fstype string, flags uintptr, data string) error {
+	src, err1 := unix.BytePtrFromString(source)
+	tgt, err2 := unix.BytePtrFromString(target)
+	typ, err3 := unix.BytePtrFromString(fstype)
+	dat, err4 := unix.BytePtrFromString(data)
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		return err
+	}
+	_, _, e := unix.RawSyscall6(unix.SYS_MOUNT, uintptr(unsafe.Pointer(src)), uintptr(unsafe.Pointer(tgt)), uintptr(unsafe.Pointer(typ)), flags, uintptr(unsafe.Pointer(dat)), 0)
+	runtime.KeepAlive(src)
+	runtime.KeepAlive(tgt)
+	runtime.KeepAlive(typ)
+	runtime.KeepAlive(dat)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
 // coveredSockets are the control sockets that exist and are not listed.
+// It runs for every read-only command (a daemon started later still gets
+// its socket covered), so it first stats each candidate, one system call
+// that follows symbolic links as EvalSymlinks does: most are absent, and
+// only a socket that exists is resolved and checked against the list.
 func coveredSockets(hc helperConfig) []string {
+	var (
+		out     []string
+		seen    map[string]bool
+		allowed map[string]bool
+	)
+	for _, p := range append(controlSockets(), hc.Net.Cover...) {
+		if st, err := os.Stat(p); err != nil || st.Mode().Type() != os.ModeSocket {
+			continue
+		}
+		r, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			continue
+		}
+		if allowed == nil {
+			allowed, seen = allowedSockets(hc), map[string]bool{}
+		}
+		if allowed[p] || allowed[r] || seen[r] {
+			continue
+		}
+		if st, err := os.Stat(r); err != nil || st.Mode().Type() != os.ModeSocket {
+			continue
+		}
+		seen[r] = true
+		out = append(out, r)
+	}
+	return out
+}
+
+// allowedSockets are the sockets read-only commands may reach: those
+// listed, and where they lead.
+func allowedSockets(hc helperConfig) map[string]bool {
 	allowed := map[string]bool{}
 	for _, p := range hc.Net.Sockets {
 		allowed[p] = true
@@ -590,20 +670,7 @@ func coveredSockets(hc helperConfig) []string {
 			allowed[p] = true
 		}
 	}
-	var out []string
-	seen := map[string]bool{}
-	for _, p := range append(controlSockets(), hc.Net.Cover...) {
-		r, err := filepath.EvalSymlinks(p)
-		if err != nil || allowed[p] || allowed[r] || seen[r] {
-			continue
-		}
-		if st, err := os.Stat(r); err != nil || st.Mode().Type() != os.ModeSocket {
-			continue
-		}
-		seen[r] = true
-		out = append(out, r)
-	}
-	return out
+	return allowed
 }
 
 // netSummary says in words what read-only commands may reach.
@@ -642,6 +709,14 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 		wg    sync.WaitGroup
 	)
 	rp := newReaper()
+	// Every command reads /dev/null; without it (nil) exec.Cmd opens one
+	// for each command.
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		null = nil
+	} else {
+		defer null.Close()
+	}
 	var (
 		spareMu sync.Mutex
 		next    spare
@@ -686,10 +761,10 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 				var cmd *exec.Cmd
 				var err error
 				var exited <-chan unix.WaitStatus
-				var ns *os.File
+				ns := -1
 				defer func() {
-					if ns != nil {
-						ns.Close()
+					if ns >= 0 {
+						unix.Close(ns)
 					}
 				}()
 				rp.mu.Lock() // the reaper must not take the command's status before it is registered
@@ -698,9 +773,9 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 					s := next
 					next = newSpare(hc, keeps)
 					spareMu.Unlock()
-					cmd, ns, err = startReadOnly(s, m, out)
+					cmd, ns, err = startReadOnly(s, m, null, out)
 				} else {
-					cmd = command(m, out)
+					cmd = command(m, null, out)
 					// The tracer is this thread: it must stay the same
 					// from the start to the detach.
 					runtime.LockOSThread()

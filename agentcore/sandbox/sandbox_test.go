@@ -366,7 +366,9 @@ func TestStartRefusedFailsCleanly(t *testing.T) {
 
 // BenchmarkSpawn compares one `true` started directly (fork+exec from the
 // daemon, as without a sandbox) with the same through each helper: the
-// difference is the sandbox's cost per command.
+// difference is the sandbox's cost per command. Through a helper it also
+// reports the CPU each command cost the daemon, the helper and the command
+// itself (clock ticks: use a -benchtime of some hundreds).
 func BenchmarkSpawn(b *testing.B) {
 	r := newRig(b)
 	b.Run("direct", func(b *testing.B) {
@@ -381,12 +383,14 @@ func BenchmarkSpawn(b *testing.B) {
 	for _, m := range []Mode{ReadOnly, Approved} {
 		b.Run(m.String(), func(b *testing.B) {
 			var out bytes.Buffer
+			cpu := startCPU(b, r.sb.helperLocked(m))
 			for b.Loop() {
 				res, err := r.sb.Run(context.Background(), m, Cmd{Args: []string{"/bin/true"}, Dir: r.ws, Env: []string{testPath}}, &out)
 				if err != nil || res.ExitCode != 0 {
 					b.Fatal(err, res)
 				}
 			}
+			cpu.report(b)
 		})
 	}
 }

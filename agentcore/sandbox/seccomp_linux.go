@@ -2,22 +2,34 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"unsafe"
 
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 )
 
-// denyNonTCP installs, on the calling thread only (and so on what it
-// starts), a seccomp filter that refuses every AF_INET and AF_INET6 socket
+// denyNonTCPAllThreads installs, on every thread of the process at once
+// (SECCOMP_FILTER_FLAG_TSYNC), and so on every thread and process started
+// later, a seccomp filter that refuses every AF_INET and AF_INET6 socket
 // other than a TCP stream (UDP, ICMP, raw, SCTP, MPTCP) with EACCES, and
 // io_uring, which could open one without the socket system call. Landlock
 // filters TCP by port; it cannot filter UDP before ABI 10, so this is the
 // read-only tier's line for UDP (DNS included: a command could otherwise
 // carry data out in lookups). System calls of another architecture (i386,
 // x32) fail with ENOSYS, since their socket calls have other numbers.
-// no_new_privs must be set first.
-func denyNonTCP() error {
+// The read-only helper installs it once at set-up rather than on each
+// command's thread: the kernel compiles every filter it installs. It sets
+// no_new_privs on every thread first.
+func denyNonTCPAllThreads() error {
+	if err := llsys.AllThreadsPrctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	return installNonTCP(unix.SECCOMP_FILTER_FLAG_TSYNC)
+}
+
+func installNonTCP(flags uintptr) error {
 	var arch uint32
 	switch runtime.GOARCH {
 	case "amd64":
@@ -71,10 +83,14 @@ func denyNonTCP() error {
 		f[4] = unix.SockFilter{Code: jge, K: 0xffffffff, Jt: 0, Jf: 1}
 	}
 	prog := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
-	_, _, errno := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&prog)))
+	r, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&prog)))
 	runtime.KeepAlive(f)
 	if errno != 0 {
 		return errno
+	}
+	if r != 0 {
+		// With TSYNC: the id of a thread that could not be synchronised.
+		return fmt.Errorf("thread %d could not take the filter", r)
 	}
 	return nil
 }
