@@ -152,7 +152,7 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 // config need not be valid (an auditor may not read the daemon's secrets);
 // `thinbot config check` is for that.
 func configStateDir(path string, getenv func(string) string) (string, error) {
-	c, _, err := loadConfig(path, getenv)
+	c, err := loadConfig(path, getenv)
 	if c == nil {
 		return "", err
 	}

@@ -443,7 +443,7 @@ func cmdHosts(ctx context.Context, e *env, args []string) error {
 	base := ""
 	switch {
 	case *cfgPath != "":
-		c, _, err := loadConfig(*cfgPath, e.getenv)
+		c, err := loadConfig(*cfgPath, e.getenv)
 		if c == nil {
 			return err
 		}

@@ -258,7 +258,7 @@ func cmdSandbox(ctx context.Context, e *env, args []string) error {
 	want := e.getenv("THINBOT_SANDBOX")
 	var cfg sandbox.Config
 	if *path != "" {
-		c, _, err := loadConfig(*path, e.getenv)
+		c, err := loadConfig(*path, e.getenv)
 		if err != nil {
 			return err
 		}

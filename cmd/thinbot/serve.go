@@ -48,7 +48,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		return serveConsole(ctx, e, *listen, *stateDir)
 	}
 	e.logJSON = true // the daemon's log lines are JSON, its final error too
-	c, d, err := loadConfig(*path, e.getenv)
+	c, err := loadConfig(*path, e.getenv)
 	if err != nil {
 		return fmt.Errorf("%w\n(run 'thinbot config check --config %s' for the full list)", err, *path)
 	}
@@ -79,7 +79,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	defer db.Close()
 
 	// Agents: one per workspace, and the channels that use them.
-	base, model, err := agentBase(e, c, d, *path, db, logger)
+	base, model, err := agentBase(e, c, *path, db, logger)
 	if err != nil {
 		return err
 	}
@@ -123,7 +123,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 			return ch, ok
 		},
 		Users: c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread,
-		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: d.approval,
+		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout.Duration,
 		Sessions: sessions, Seen: seen, Metrics: bot.NewMetrics(reg), Logger: logger,
 	})
 	if err != nil {
@@ -134,7 +134,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	defer stopWeb()
 	var webBot *bot.Bot
 	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, agents, unfinished, bot.Config{MaxConcurrent: c.MaxConcurrent,
-		ApprovalTimeout: d.approval, Sessions: sessions, Seen: seen}, db, c.StateDir, logger, &webBot)
+		ApprovalTimeout: c.ApprovalTimeout.Duration, Sessions: sessions, Seen: seen}, db, c.StateDir, logger, &webBot)
 	if err != nil {
 		return err
 	}
@@ -203,7 +203,7 @@ type daemonBase struct {
 
 // agentBase builds the model client and the Agent configuration the
 // daemon's agents share (all but the skills and the sandbox's exec).
-func agentBase(e *env, c *daemonConfig, d durations, configPath string, db *store.DB, logger *slog.Logger) (daemonBase, *openai.Client, error) {
+func agentBase(e *env, c *daemonConfig, configPath string, db *store.DB, logger *slog.Logger) (daemonBase, *openai.Client, error) {
 	apiKey := e.getenv("AGENT_API_KEY")
 	if c.Model.APIKeyFile != "" {
 		var err error
@@ -219,7 +219,7 @@ func agentBase(e *env, c *daemonConfig, d durations, configPath string, db *stor
 		}
 	}
 	model, err := openai.New(openai.Config{BaseURL: c.Model.BaseURL, Model: c.Model.Model, APIKey: apiKey,
-		Timeout: d.modelTimeout, MaxRetries: retries, IdleConns: max(c.MaxConcurrent, 16), FeedReasoning: c.Model.FeedReasoning, Logger: logger})
+		Timeout: c.Model.Timeout.Duration, MaxRetries: retries, IdleConns: max(c.MaxConcurrent, 16), FeedReasoning: c.Model.FeedReasoning, Logger: logger})
 	if err != nil {
 		return daemonBase{}, nil, err
 	}
@@ -253,11 +253,11 @@ func agentBase(e *env, c *daemonConfig, d durations, configPath string, db *stor
 			Store: db, Model: model, Policy: policy, GlobalInstructions: global, CompactPrompt: compactPrompt,
 			Secrets:      secrets,
 			TextProtocol: c.Model.TextProtocol, ContextWindow: c.Model.ContextWindow, CompactAt: c.Model.CompactAt,
-			Exec: agentcore.ExecConfig{Timeout: d.command, Environ: os.Environ(), AllowEnv: c.EnvAllow, Path: c.CommandPath,
+			Exec: agentcore.ExecConfig{Timeout: c.Budgets.CommandTimeout.Duration, Environ: os.Environ(), AllowEnv: c.EnvAllow, Path: c.CommandPath,
 				// Chat attaches long outputs whole, up to its limit.
 				CaptureLimit: bot.MaxAttachment},
 			Budgets: agentcore.Budgets{MaxSteps: c.Budgets.MaxSteps, MaxModelCalls: c.Budgets.MaxModelCalls,
-				MaxWall: d.maxWall, MaxToolErrors: c.Budgets.MaxToolErrors},
+				MaxWall: c.Budgets.MaxWall.Duration, MaxToolErrors: c.Budgets.MaxToolErrors},
 			Logger: logger,
 		},
 		protected: protected, workspaces: workspaces, abs: abs, lock: lock,
