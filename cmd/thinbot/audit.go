@@ -54,8 +54,7 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 	if args[0] == "timeline" && len(args) > 1 && !strings.HasPrefix(args[1], "-") {
 		timelineSession, args = args[1], append([]string{args[0]}, args[2:]...)
 	}
-	fs := flag.NewFlagSet("audit "+args[0], flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "audit "+args[0])
 	db := fs.String("db", defaultDB, "event store `PATH`")
 	config := fs.String("config", "", "a daemon's config `FILE`: the event store in its state_dir")
 	var jsonl, session *string
@@ -80,11 +79,8 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 	default:
 		return fmt.Errorf("%w: unknown audit command %q (want verify, export, tail, rebuild or timeline)", errUsage, args[0])
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+	if err := fs.parse(args[1:]); err != nil {
+		return err
 	}
 	if args[0] == "timeline" {
 		if fs.NArg() == 1 && timelineSession == "" {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -620,11 +619,10 @@ func cmdConfig(_ context.Context, e *env, args []string) error {
 	if len(args) == 0 || args[0] != "check" {
 		return fmt.Errorf("%w: thinbot config check --config FILE", errUsage)
 	}
-	fs := flag.NewFlagSet("config check", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "config check")
 	path := fs.String("config", "", "config `file`")
-	if err := fs.Parse(args[1:]); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
+	if err := fs.parse(args[1:]); err != nil {
+		return err
 	}
 	if *path == "" && fs.NArg() > 0 {
 		*path = fs.Arg(0)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -248,12 +247,11 @@ func cmdSandbox(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || args[0] != "check" {
 		return fmt.Errorf("%w: thinbot sandbox check [--config FILE] [--json] | thinbot sandbox exec --read-only [--hide PATH]...", errUsage)
 	}
-	fs := flag.NewFlagSet("sandbox check", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "sandbox check")
 	path := fs.String("config", "", "daemon config `file`: check with its secrets, state dir, workspaces, limits and network rules")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := fs.Parse(args[1:]); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := fs.parse(args[1:]); err != nil {
+		return err
 	}
 	want := e.getenv("THINBOT_SANDBOX")
 	var cfg sandbox.Config

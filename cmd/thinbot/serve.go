@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -36,13 +35,12 @@ type chatAdapter interface {
 }
 
 func cmdServe(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "serve")
 	path := fs.String("config", "", "config `file` (YAML); see deploy/thinbot.example.yaml. Without one, serve the web console")
 	listen := fs.String("listen", defaultConsoleListen, "web console `address` (without --config)")
 	stateDir := fs.String("state-dir", localDir, "web console state `dir` (without --config)")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	if *path == "" {
 		return serveConsole(ctx, e, *listen, *stateDir)
