@@ -8,6 +8,18 @@ import (
 	"testing"
 )
 
+// journalOf is a store of n events, synced to its journal, and a Follower
+// of that journal from since.
+func journalOf(t *testing.T, n int, since uint64) (*DB, *Follower) {
+	t.Helper()
+	db := openTest(t, t.TempDir(), nil)
+	fill(t, db, n)
+	syncAudit(db)
+	f := Follow(db.AuditPath(), since)
+	t.Cleanup(func() { f.Close() })
+	return db, f
+}
+
 // seqs drains one Events call of t.
 func seqs(t *testing.T, f *Follower) []uint64 {
 	t.Helper()
@@ -27,11 +39,8 @@ func seqs(t *testing.T, f *Follower) []uint64 {
 // A Follower from seq since passes what the journal holds from there and
 // then only what is appended; from 0 it starts at the journal's end.
 func TestFollowerFromSinceAndFromTheEnd(t *testing.T) {
-	db := openTest(t, t.TempDir(), nil)
-	fill(t, db, 5)
-	syncAudit(db)
-	from3, fromEnd := Follow(db.AuditPath(), 3), Follow(db.AuditPath(), 0)
-	defer from3.Close()
+	db, from3 := journalOf(t, 5, 3)
+	fromEnd := Follow(db.AuditPath(), 0)
 	defer fromEnd.Close()
 	if got := seqs(t, from3); !slices.Equal(got, []uint64{3, 4, 5}) {
 		t.Errorf("since 3: %v, want [3 4 5]", got)
@@ -54,11 +63,7 @@ func TestFollowerFromSinceAndFromTheEnd(t *testing.T) {
 // A rebuilt journal (a new file renamed into place) or a truncated one is
 // read again from its start, and no event is passed twice.
 func TestFollowerAcrossRebuildAndTruncation(t *testing.T) {
-	db := openTest(t, t.TempDir(), nil)
-	fill(t, db, 4)
-	syncAudit(db)
-	f := Follow(db.AuditPath(), 1)
-	defer f.Close()
+	db, f := journalOf(t, 4, 1)
 	if got := seqs(t, f); !slices.Equal(got, []uint64{1, 2, 3, 4}) {
 		t.Fatalf("first read: %v", got)
 	}
@@ -94,9 +99,7 @@ func TestFollowerAcrossRebuildAndTruncation(t *testing.T) {
 // A journal that does not exist yet is waited for, and its first events
 // are passed (they are all new); a line is passed only once it is whole.
 func TestFollowerWaitsForTheFileAndWholeLines(t *testing.T) {
-	src := openTest(t, t.TempDir(), nil)
-	fill(t, src, 3)
-	syncAudit(src)
+	src, _ := journalOf(t, 3, 0)
 	data, err := os.ReadFile(src.AuditPath())
 	if err != nil {
 		t.Fatal(err)
@@ -127,11 +130,7 @@ func TestFollowerWaitsForTheFileAndWholeLines(t *testing.T) {
 
 // Breaking out of Events keeps the events not yet passed for the next call.
 func TestFollowerStopAndResume(t *testing.T) {
-	db := openTest(t, t.TempDir(), nil)
-	fill(t, db, 3)
-	syncAudit(db)
-	f := Follow(db.AuditPath(), 1)
-	defer f.Close()
+	_, f := journalOf(t, 3, 1)
 	for ev := range f.Events() {
 		if ev.Seq != 1 {
 			t.Fatalf("first event %d", ev.Seq)
