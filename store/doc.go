@@ -153,7 +153,7 @@
 // bbolt locks the file: a second process opening it waits Options.Timeout
 // and then fails with ErrLocked. A read-only Open (Options.ReadOnly) takes a
 // shared lock, so it also fails while a daemon holds the file; follow the
-// JSONL export instead (thinbot audit tail does).
+// JSONL export instead with Follow (thinbot audit tail does).
 //
 // Readers (All, Events, Export) read in chunks of short read transactions,
 // so a loop over them may Append without deadlocking bbolt's remap.

@@ -297,3 +297,49 @@ func firstLines(s string, n int) string {
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// Summary says in one line what s enforces, for the daemon's start-up log:
+// who read-only commands run as, the Landlock ABI, their network, how the
+// limits are set and how many secret paths approved commands cannot see.
+func (s *Sandbox) Summary() string {
+	ro, rw := s.Info(ReadOnly), s.Info(Approved)
+	user := ro.User
+	if user == "" {
+		user = "the daemon's user"
+	}
+	return fmt.Sprintf("enforced: read-only commands as %s in a user+mount namespace with Landlock ABI %d, a private /tmp each; %s; limits by %s; %d secret paths hidden from approved commands",
+		user, ro.LandlockABI, ro.Net, ro.LimitsBy, len(rw.Hidden))
+}
+
+// Unreadable is a workspace that read-only commands cannot enter, and
+// what the probe said.
+type Unreadable struct {
+	Dir, Why string
+}
+
+// UnreadableWorkspaces probes, as a read-only command, each directory of
+// dirs that exists and returns those it cannot read and enter. A root
+// daemon's read-only commands run as an unprivileged user (Info's User), so
+// a workspace under a private home such as /root would make each of them
+// fail with "Permission denied" with nothing on the log to say why. It
+// blocks for one command per directory; ctx bounds them.
+func (s *Sandbox) UnreadableWorkspaces(ctx context.Context, dirs []string) []Unreadable {
+	var bad []Unreadable
+	for _, dir := range dirs {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			continue
+		}
+		var out strings.Builder
+		res, err := s.Run(ctx, ReadOnly, Cmd{Args: []string{"/bin/sh", "-c", "test -r . && test -x ."}, Dir: dir,
+			Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}}, &out)
+		if err == nil && res.ExitCode == 0 {
+			continue
+		}
+		why := strings.TrimSpace(out.String())
+		if err != nil {
+			why = err.Error()
+		}
+		bad = append(bad, Unreadable{Dir: dir, Why: why})
+	}
+	return bad
+}

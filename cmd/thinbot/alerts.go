@@ -31,7 +31,7 @@ type alertsConfig struct {
 	// MaxPerChannel bounds concurrent first looks per channel; 0 means 2.
 	MaxPerChannel int `yaml:"max_investigations_per_channel"`
 	// DedupeWindow is how long a delivery is remembered; "" means 10m.
-	DedupeWindow string             `yaml:"dedupe_window"`
+	DedupeWindow duration           `yaml:"dedupe_window"`
 	Routes       []alertRouteConfig `yaml:"routes"`
 }
 
@@ -46,10 +46,10 @@ type alertRouteConfig struct {
 	// instead of the chat platform (it needs web.users).
 	Platform string `yaml:"platform"`
 	// Investigate starts a read-only first look; unset means true.
-	Investigate       *bool  `yaml:"investigate"`
-	MaxSteps          int    `yaml:"max_steps"`
-	MaxWall           string `yaml:"max_wall"`
-	MaxInvestigations int    `yaml:"max_investigations"`
+	Investigate       *bool    `yaml:"investigate"`
+	MaxSteps          int      `yaml:"max_steps"`
+	MaxWall           duration `yaml:"max_wall"`
+	MaxInvestigations int      `yaml:"max_investigations"`
 }
 
 func (a *alertsConfig) configured() bool { return a.TokenFile != "" || len(a.Routes) > 0 }
@@ -72,11 +72,7 @@ func (a *alertsConfig) check(bad func(string, ...any), channels []channelConfig,
 	if a.MaxBodyBytes < 0 || a.Rate < 0 || a.Burst < 0 || a.MaxPerChannel < 0 {
 		bad("alerts: max_body_bytes, rate, burst and max_investigations_per_channel must not be negative")
 	}
-	if a.DedupeWindow != "" {
-		if d, err := time.ParseDuration(a.DedupeWindow); err != nil || d <= 0 {
-			bad("alerts.dedupe_window %q: want a positive duration like 10m", a.DedupeWindow)
-		}
-	}
+	a.DedupeWindow.check(bad, "alerts.dedupe_window", "10m")
 	if len(a.Routes) == 0 {
 		bad("alerts.routes is empty: say which channel alerts go to")
 	}
@@ -117,11 +113,7 @@ func (a *alertsConfig) check(bad func(string, ...any), channels []channelConfig,
 		if !found {
 			bad("%s.channel %q is not one of the configured channels (by id or name)", where, r.Channel)
 		}
-		if r.MaxWall != "" {
-			if d, err := time.ParseDuration(r.MaxWall); err != nil || d <= 0 {
-				bad("%s.max_wall %q: want a positive duration like 5m", where, r.MaxWall)
-			}
-		}
+		r.MaxWall.check(bad, where+".max_wall", "5m")
 		if r.MaxSteps < 0 || r.MaxInvestigations < 0 {
 			bad("%s: max_steps and max_investigations must not be negative", where)
 		}
@@ -141,10 +133,7 @@ func serveAlerts(ctx context.Context, c *daemonConfig, db *store.DB, bots map[st
 	if err != nil {
 		return fmt.Errorf("alerts token: %w", err)
 	}
-	window := 10 * time.Minute
-	if a.DedupeWindow != "" {
-		window, _ = time.ParseDuration(a.DedupeWindow)
-	}
+	window := a.DedupeWindow.or(10 * time.Minute)
 	groups, deliveries, err := agentcore.AlertGroups(db, time.Now().Add(-window))
 	if err != nil {
 		return err
@@ -178,9 +167,7 @@ func serveAlerts(ctx context.Context, c *daemonConfig, db *store.DB, bots map[st
 				return fmt.Errorf("alerts route %q: channel %q: %w", r.Name, r.Channel, err)
 			}
 		}
-		if r.MaxWall != "" {
-			rt.MaxWall, _ = time.ParseDuration(r.MaxWall)
-		}
+		rt.MaxWall = r.MaxWall.Duration
 		for _, m := range r.Matchers {
 			mt, err := bot.ParseMatcher(m)
 			if err != nil {

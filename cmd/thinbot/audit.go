@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -54,8 +53,7 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 	if args[0] == "timeline" && len(args) > 1 && !strings.HasPrefix(args[1], "-") {
 		timelineSession, args = args[1], append([]string{args[0]}, args[2:]...)
 	}
-	fs := flag.NewFlagSet("audit "+args[0], flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "audit "+args[0])
 	db := fs.String("db", defaultDB, "event store `PATH`")
 	config := fs.String("config", "", "a daemon's config `FILE`: the event store in its state_dir")
 	var jsonl, session *string
@@ -80,11 +78,8 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 	default:
 		return fmt.Errorf("%w: unknown audit command %q (want verify, export, tail, rebuild or timeline)", errUsage, args[0])
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+	if err := fs.parse(args[1:]); err != nil {
+		return err
 	}
 	if args[0] == "timeline" {
 		if fs.NArg() == 1 && timelineSession == "" {
@@ -152,7 +147,7 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 // config need not be valid (an auditor may not read the daemon's secrets);
 // `thinbot config check` is for that.
 func configStateDir(path string, getenv func(string) string) (string, error) {
-	c, _, err := loadConfig(path, getenv)
+	c, err := loadConfig(path, getenv)
 	if c == nil {
 		return "", err
 	}
@@ -337,32 +332,31 @@ func rebuildAudit(ctx context.Context, e *env, path string) error {
 }
 
 // tailJSONL prints the export's events as they are appended, until ctx is
-// done. It reads the file rather than the store because a running daemon
-// holds the store's lock. It follows a rebuilt (replaced) file without
-// printing an event twice, and waits for a file that does not exist yet.
+// done (store.Follower: it reads the file, which a running daemon's lock
+// does not cover).
 func tailJSONL(ctx context.Context, w io.Writer, path, session string, since uint64, raw bool) error {
-	t := tailer{path: path, printed: 0, skipExisting: since == 0}
-	if since > 0 {
-		t.printed = since - 1
-	}
+	t := store.Follow(path, since)
+	defer t.Close()
 	tick := time.NewTicker(tailPoll)
 	defer tick.Stop()
-	defer t.close()
 	for {
-		err := t.poll(func(ev store.Event, line []byte) error {
+		for ev, line := range t.Events() {
 			if session != "" && ev.Session != session {
-				return nil
+				continue
 			}
+			var err error
 			if raw {
-				_, err := fmt.Fprintf(w, "%s\n", line)
+				_, err = fmt.Fprintf(w, "%s\n", line)
+			} else {
+				_, err = fmt.Fprintf(w, "%d %s %s b%d %s %s %s\n", ev.Seq, ev.Time.Format(time.RFC3339), ev.Session, ev.Branch,
+					ev.Type, ev.Actor, preview(ev.Payload, 160))
+			}
+			if err != nil {
 				return err
 			}
-			_, err := fmt.Fprintf(w, "%d %s %s b%d %s %s %s\n", ev.Seq, ev.Time.Format(time.RFC3339), ev.Session, ev.Branch,
-				ev.Type, ev.Actor, preview(ev.Payload, 160))
-			return err
-		})
-		if err != nil {
-			return err
+		}
+		if err := t.Err(); err != nil {
+			return fmt.Errorf("audit tail: %w", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -370,78 +364,6 @@ func tailJSONL(ctx context.Context, w io.Writer, path, session string, since uin
 		case <-tick.C:
 		}
 	}
-}
-
-// tailer holds the follow state of tailJSONL.
-type tailer struct {
-	path         string
-	f            *os.File
-	off          int64
-	pending      []byte
-	printed      uint64 // highest seq printed (or skipped)
-	skipExisting bool   // the first read only records where the file ends
-}
-
-func (t *tailer) close() {
-	if t.f != nil {
-		t.f.Close()
-		t.f = nil
-	}
-}
-
-// poll reads what was appended since the last call and passes each new
-// event to fn.
-func (t *tailer) poll(fn func(store.Event, []byte) error) error {
-	if t.f != nil {
-		// A rebuild renames a new file into place; a truncation shrinks it.
-		cur, err1 := os.Stat(t.path)
-		open, err2 := t.f.Stat()
-		if err1 == nil && err2 == nil && (!os.SameFile(cur, open) || cur.Size() < t.off) {
-			t.close()
-		}
-	}
-	if t.f == nil {
-		f, err := os.Open(t.path)
-		if errors.Is(err, fs.ErrNotExist) {
-			t.skipExisting = false
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("audit tail: %w", err)
-		}
-		t.f, t.off, t.pending = f, 0, nil
-	}
-	buf := make([]byte, 1<<16)
-	for {
-		n, err := t.f.ReadAt(buf, t.off)
-		t.off += int64(n)
-		t.pending = append(t.pending, buf[:n]...)
-		for {
-			i := bytes.IndexByte(t.pending, '\n')
-			if i < 0 {
-				break
-			}
-			line := t.pending[:i]
-			var ev store.Event
-			if json.Unmarshal(line, &ev) == nil && ev.Seq > t.printed {
-				t.printed = ev.Seq
-				if !t.skipExisting {
-					if err := fn(ev, line); err != nil {
-						return err
-					}
-				}
-			}
-			t.pending = t.pending[i+1:]
-		}
-		if err == io.EOF || n == 0 {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("audit tail: %w", err)
-		}
-	}
-	t.skipExisting = false
-	return nil
 }
 
 // preview shortens a payload for one terminal line.

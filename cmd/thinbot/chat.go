@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
 
@@ -12,13 +11,12 @@ import (
 
 // cmdChat is the interactive mode: it continues this directory's session.
 func cmdChat(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "chat")
 	var f localFlags
-	f.register(fs)
+	f.register(fs.FlagSet)
 	goal := fs.Bool("g", false, "goal mode for every message")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	l, err := openLocal(e, &f)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -37,8 +36,8 @@ type daemonConfig struct {
 		FeedReasoning bool    `yaml:"feed_reasoning"`
 		CompactAt     float64 `yaml:"compact_at"`
 		// CompactPromptFile replaces the built-in compaction prompt.
-		CompactPromptFile string `yaml:"compact_prompt_file" secret:"no"`
-		Timeout           string `yaml:"timeout"`
+		CompactPromptFile string   `yaml:"compact_prompt_file" secret:"no"`
+		Timeout           duration `yaml:"timeout"`
 		// MaxRetries is how often a failed model call is retried (429,
 		// 5xx, connection loss); unset means the client's default (4),
 		// 0 means no retry.
@@ -69,7 +68,7 @@ type daemonConfig struct {
 	AllowBots       bool     `yaml:"allow_bots"`
 	MentionInThread bool     `yaml:"mention_in_thread"`
 	MaxConcurrent   int      `yaml:"max_concurrent_runs"`
-	ApprovalTimeout string   `yaml:"approval_timeout"`
+	ApprovalTimeout duration `yaml:"approval_timeout"`
 	EnvAllow        []string `yaml:"env_allow"`
 	// Sandbox is "on" (the default: the kernel sandbox confines every
 	// command, or, where the kernel refuses it, every command needs an
@@ -83,11 +82,11 @@ type daemonConfig struct {
 	CommandPath string `yaml:"command_path"`
 	LogLevel    string `yaml:"log_level"`
 	Budgets     struct {
-		MaxSteps       int    `yaml:"max_steps"`
-		MaxModelCalls  int    `yaml:"max_model_calls"`
-		MaxWall        string `yaml:"max_wall"`
-		MaxToolErrors  int    `yaml:"max_tool_errors"`
-		CommandTimeout string `yaml:"command_timeout"`
+		MaxSteps       int      `yaml:"max_steps"`
+		MaxModelCalls  int      `yaml:"max_model_calls"`
+		MaxWall        duration `yaml:"max_wall"`
+		MaxToolErrors  int      `yaml:"max_tool_errors"`
+		CommandTimeout duration `yaml:"command_timeout"`
 	} `yaml:"budgets"`
 	Channels []channelConfig `yaml:"channels"`
 	Web      webConfig       `yaml:"web"`
@@ -133,90 +132,141 @@ type channelConfig struct {
 	} `yaml:"tokens"`
 }
 
-// durations holds the parsed duration fields.
-type durations struct {
-	modelTimeout, approval, maxWall, command time.Duration
-}
-
 // loadConfig reads and checks a config file. It returns every problem found,
-// joined, so that `thinbot config check` reports them all at once.
-func loadConfig(path string, getenv func(string) string) (*daemonConfig, durations, error) {
-	var d durations
+// joined, so that `thinbot config check` reports them all at once; the
+// config comes back with them unless the file could not be read or decoded.
+func loadConfig(path string, getenv func(string) string) (*daemonConfig, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, d, fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
-	var c daemonConfig
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	// Unknown keys are found on the node tree first: yaml.v3's KnownFields
 	// error names the Go struct type, which means nothing to an operator.
 	var root yaml.Node
 	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&root); err != nil && !errors.Is(err, io.EOF) {
-		return nil, d, fmt.Errorf("config %s: %w", path, err)
+		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	if unknown := unknownKeys(&root, reflect.TypeFor[daemonConfig](), ""); len(unknown) > 0 {
-		return nil, d, fmt.Errorf("config %s: %w", path, errors.Join(unknown...))
+		return nil, fmt.Errorf("config %s: %w", path, errors.Join(unknown...))
 	}
+	var c daemonConfig
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, d, fmt.Errorf("config %s: %w", path, err)
+		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	c.systemd = discoverSystemd(systemdUnit(c.SystemdUnit, getenv), systemdDirs)
+	c.defaults(getenv)
+	return &c, c.check(path)
+}
+
+// defaults fills what the file leaves out: the model from the environment
+// (AGENT_BASE_URL, AGENT_MODEL, as the terminal modes read it), the listen
+// address, the sandbox, the approval timeout.
+func (c *daemonConfig) defaults(getenv func(string) string) {
 	if c.Model.BaseURL == "" {
 		c.Model.BaseURL = getenv("AGENT_BASE_URL")
 	}
 	if c.Model.Model == "" {
 		c.Model.Model = getenv("AGENT_MODEL")
 	}
-	if c.Model.BaseURL == "" {
-		bad("model.base_url is empty (or set AGENT_BASE_URL)")
-	} else if u, err := url.Parse(c.Model.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-		bad("model.base_url %q is not an http(s) URL", c.Model.BaseURL)
+	if c.Listen == "" {
+		c.Listen = defaultListen
 	}
-	if c.Model.Model == "" {
-		bad("model.model is empty (or set AGENT_MODEL)")
+	if c.Sandbox == "" {
+		c.Sandbox = "on"
 	}
-	if c.Model.MaxRetries != nil && *c.Model.MaxRetries < 0 {
-		bad("model.max_retries %d: want 0 or more", *c.Model.MaxRetries)
+	if c.ApprovalTimeout.Duration == 0 {
+		c.ApprovalTimeout.Duration = 15 * time.Minute
 	}
+}
+
+// check runs one check per section of the config file at path, in the
+// file's order, and joins what they find.
+func (c *daemonConfig) check(path string) error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	// config check often runs as root for a daemon that runs as the unit's
 	// User=: the secret files are checked for the daemon's user.
 	who := c.systemd.daemonUser()
-	if c.Model.APIKeyFile != "" {
-		if err := checkSecretFileAs(c.Model.APIKeyFile, who); err != nil {
+	c.checkModel(bad, who)
+	c.checkPlatform(bad, who)
+	c.checkDaemon(bad)
+	c.Web.check(bad, c.Channels, who)
+	c.Alerts.check(bad, c.Channels, c.Platform, c.Web)
+	checkSchedules(bad, c.Schedules, c.Channels)
+	c.checkChannels(bad)
+	if c.Fleet.configured() {
+		errs = append(errs, c.Fleet.check(filepath.Dir(path))...)
+	}
+	c.checkWorkspacesVisible(bad, path)
+	errs = append(errs, c.checkSandbox()...)
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o002 != 0 {
+		bad("config file %s is writable by every user; chmod o-w it", path)
+	}
+	return errors.Join(errs...)
+}
+
+// checkModel checks the model section.
+func (c *daemonConfig) checkModel(bad func(string, ...any), who daemonUser) {
+	m := &c.Model
+	if m.BaseURL == "" {
+		bad("model.base_url is empty (or set AGENT_BASE_URL)")
+	} else if u, err := url.Parse(m.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		bad("model.base_url %q is not an http(s) URL", m.BaseURL)
+	}
+	if m.Model == "" {
+		bad("model.model is empty (or set AGENT_MODEL)")
+	}
+	if m.MaxRetries != nil && *m.MaxRetries < 0 {
+		bad("model.max_retries %d: want 0 or more", *m.MaxRetries)
+	}
+	if m.APIKeyFile != "" {
+		if err := checkSecretFileAs(m.APIKeyFile, who); err != nil {
 			bad("model.api_key_file: %v", err)
 		}
 	}
+	if m.CompactPromptFile != "" {
+		if _, err := os.Stat(m.CompactPromptFile); err != nil {
+			bad("model.compact_prompt_file: %v", err)
+		}
+	}
+	m.Timeout.check(bad, "model.timeout", "15m")
+}
+
+// checkPlatform checks the platform key and its section (mattermost or
+// slack).
+func (c *daemonConfig) checkPlatform(bad func(string, ...any), who daemonUser) {
 	switch c.Platform {
 	case "mattermost":
-		if c.Mattermost.URL == "" {
+		mm := c.Mattermost
+		if mm.URL == "" {
 			bad("mattermost.url is empty")
 		}
-		if c.Mattermost.TokenFile == "" {
+		if mm.TokenFile == "" {
 			bad("mattermost.token_file is empty (the bot account's access token)")
-		} else if err := checkSecretFileAs(c.Mattermost.TokenFile, who); err != nil {
+		} else if err := checkSecretFileAs(mm.TokenFile, who); err != nil {
 			bad("mattermost.token_file: %v", err)
 		}
-		if c.Mattermost.CallbackURL == "" {
+		if mm.CallbackURL == "" {
 			bad("mattermost.callback_url is empty (the URL Mattermost calls for buttons, served on listen)")
-		} else if _, err := url.Parse(c.Mattermost.CallbackURL); err != nil {
+		} else if _, err := url.Parse(mm.CallbackURL); err != nil {
 			bad("mattermost.callback_url: %v", err)
 		}
 	case "slack":
-		mode := c.Slack.Mode
+		sl := c.Slack
+		mode := sl.Mode
 		if mode == "" {
 			mode = "socket"
 		}
 		if mode != "socket" && mode != "http" {
 			bad("slack.mode %q: want socket or http", mode)
 		}
-		need := map[string]string{"slack.bot_token_file": c.Slack.BotTokenFile}
+		need := map[string]string{"slack.bot_token_file": sl.BotTokenFile}
 		if mode == "socket" {
-			need["slack.app_token_file"] = c.Slack.AppTokenFile
+			need["slack.app_token_file"] = sl.AppTokenFile
 		} else {
-			need["slack.signing_secret_file"] = c.Slack.SigningSecretFile
+			need["slack.signing_secret_file"] = sl.SigningSecretFile
 		}
 		for key, f := range need {
 			if f == "" {
@@ -225,8 +275,8 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 				bad("%s: %v", key, err)
 			}
 		}
-		if c.Slack.SigningSecretFile != "" && mode == "socket" {
-			if err := checkSecretFileAs(c.Slack.SigningSecretFile, who); err != nil {
+		if sl.SigningSecretFile != "" && mode == "socket" {
+			if err := checkSecretFileAs(sl.SigningSecretFile, who); err != nil {
 				bad("slack.signing_secret_file: %v", err)
 			}
 		}
@@ -235,17 +285,16 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 	default:
 		bad("platform %q: want mattermost or slack", c.Platform)
 	}
-	if c.Listen == "" {
-		c.Listen = defaultListen
-	}
+}
+
+// checkDaemon checks the top-level keys of the daemon itself: where it
+// listens and keeps its state, how commands run, the files it reads at
+// start, approvals and budgets.
+func (c *daemonConfig) checkDaemon(bad func(string, ...any)) {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen %q: %v", c.Listen, err)
 	}
-	switch c.Sandbox {
-	case "":
-		c.Sandbox = "on"
-	case "on", "off":
-	default:
+	if c.Sandbox != "on" && c.Sandbox != "off" {
 		bad("sandbox %q: want on or off", c.Sandbox)
 	}
 	if c.CommandPath != "" {
@@ -269,29 +318,13 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 			bad("instructions_file: %v", err)
 		}
 	}
-	if c.Model.CompactPromptFile != "" {
-		if _, err := os.Stat(c.Model.CompactPromptFile); err != nil {
-			bad("model.compact_prompt_file: %v", err)
-		}
-	}
-	parse := func(key, s string, def time.Duration) time.Duration {
-		if s == "" {
-			return def
-		}
-		v, err := time.ParseDuration(s)
-		if err != nil || v <= 0 {
-			bad("%s %q: want a positive duration like 15m", key, s)
-			return def
-		}
-		return v
-	}
-	d.modelTimeout = parse("model.timeout", c.Model.Timeout, 0)
-	d.approval = parse("approval_timeout", c.ApprovalTimeout, 15*time.Minute)
-	d.maxWall = parse("budgets.max_wall", c.Budgets.MaxWall, 0)
-	d.command = parse("budgets.command_timeout", c.Budgets.CommandTimeout, 0)
-	c.Web.check(bad, c.Channels, who)
-	c.Alerts.check(bad, c.Channels, c.Platform, c.Web)
-	checkSchedules(bad, c.Schedules, c.Channels)
+	c.ApprovalTimeout.check(bad, "approval_timeout", "15m")
+	c.Budgets.MaxWall.check(bad, "budgets.max_wall", "15m")
+	c.Budgets.CommandTimeout.check(bad, "budgets.command_timeout", "15m")
+}
+
+// checkChannels checks the users and channels keys.
+func (c *daemonConfig) checkChannels(bad func(string, ...any)) {
 	for _, u := range c.Users {
 		if why := notUserID(c.Platform, u); why != "" {
 			bad("users: %q is not %s; users are matched by id, so that an account renamed to an allowed user's name gets no access", u, why)
@@ -339,31 +372,78 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, duratio
 			}
 		}
 	}
-	if c.Fleet.configured() {
-		errs = append(errs, c.Fleet.check(filepath.Dir(path))...)
+}
+
+// checkWorkspacesVisible refuses a workspace the sandbox hides (inside the
+// state dir, say): it would be an empty directory to every command.
+func (c *daemonConfig) checkWorkspacesVisible(bad func(string, ...any), path string) {
+	if c.StateDir == "" {
+		return
 	}
-	// A workspace the sandbox hides (inside the state dir, say) would be an
-	// empty directory to every command.
-	if c.StateDir != "" {
-		hidden := c.protectedPaths(path)
-		for i, ch := range c.Channels {
-			if ch.Workspace != "" {
-				if why := workspaceProblem(ch.Workspace, hidden); why != "" {
-					bad("channels[%d].workspace %s", i, why)
-				}
-			}
-		}
-		if c.Web.Workspace != "" {
-			if why := workspaceProblem(c.Web.Workspace, hidden); why != "" {
-				bad("web.workspace %s", why)
+	hidden := c.protectedPaths(path)
+	for i, ch := range c.Channels {
+		if ch.Workspace != "" {
+			if why := workspaceProblem(ch.Workspace, hidden); why != "" {
+				bad("channels[%d].workspace %s", i, why)
 			}
 		}
 	}
-	errs = append(errs, c.checkSandbox()...)
-	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o002 != 0 {
-		bad("config file %s is writable by every user; chmod o-w it", path)
+	if c.Web.Workspace != "" {
+		if why := workspaceProblem(c.Web.Workspace, hidden); why != "" {
+			bad("web.workspace %s", why)
+		}
 	}
-	return &c, d, errors.Join(errs...)
+}
+
+// duration is a config value written as a Go duration ("90s", "15m",
+// "1h30m"), positive; unset (or "") is zero. A value that does not parse
+// does not fail the decoding, which would hide every other problem: it
+// is kept with its text for check to report.
+type duration struct {
+	time.Duration
+	text string
+	err  error
+}
+
+// errDuration is parseDuration's error; check words it for the key.
+var errDuration = errors.New("want a positive duration")
+
+// parseDuration parses a config duration: what time.ParseDuration
+// accepts, above zero.
+func parseDuration(s string) (time.Duration, error) {
+	v, err := time.ParseDuration(s)
+	if err != nil || v <= 0 {
+		return 0, errDuration
+	}
+	return v, nil
+}
+
+// UnmarshalYAML takes any scalar, as a string field does.
+func (d *duration) UnmarshalYAML(n *yaml.Node) error {
+	if err := n.Decode(&d.text); err != nil {
+		return err
+	}
+	d.Duration, d.err = 0, nil
+	if d.text != "" {
+		d.Duration, d.err = parseDuration(d.text)
+	}
+	return nil
+}
+
+// check reports a value that did not parse, as "KEY "TEXT": want a positive
+// duration like EXAMPLE".
+func (d duration) check(bad func(string, ...any), key, example string) {
+	if d.err != nil {
+		bad("%s %q: %v like %s", key, d.text, d.err, example)
+	}
+}
+
+// or is the duration, or def when it is unset.
+func (d duration) or(def time.Duration) time.Duration {
+	if d.Duration <= 0 {
+		return def
+	}
+	return d.Duration
 }
 
 // defaultListen is thinbot's listener when the config names none. Not
@@ -409,6 +489,9 @@ func checkSecretFileAs(path string, who daemonUser) error {
 func unknownKeys(n *yaml.Node, t reflect.Type, where string) []error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
+		return nil // a value of its own (duration), not a section
 	}
 	switch n.Kind {
 	case yaml.DocumentNode:
@@ -536,11 +619,10 @@ func cmdConfig(_ context.Context, e *env, args []string) error {
 	if len(args) == 0 || args[0] != "check" {
 		return fmt.Errorf("%w: thinbot config check --config FILE", errUsage)
 	}
-	fs := flag.NewFlagSet("config check", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "config check")
 	path := fs.String("config", "", "config `file`")
-	if err := fs.Parse(args[1:]); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
+	if err := fs.parse(args[1:]); err != nil {
+		return err
 	}
 	if *path == "" && fs.NArg() > 0 {
 		*path = fs.Arg(0)
@@ -548,7 +630,7 @@ func cmdConfig(_ context.Context, e *env, args []string) error {
 	if *path == "" {
 		return fmt.Errorf("%w: thinbot config check --config FILE", errUsage)
 	}
-	c, _, err := loadConfig(*path, e.getenv)
+	c, err := loadConfig(*path, e.getenv)
 	if c != nil {
 		if _, _, perr := net.SplitHostPort(c.Listen); perr == nil {
 			note, lerr := checkListen(c.Listen)

@@ -267,7 +267,7 @@ state_dir: `+filepath.Join(dir, "state")+`
 channels:
   - {id: C1, workspace: `+dir+`, approvers: [U012AB3CDE]}
 `), 0o600)
-	c, _, err := loadConfig(cfg, func(string) string { return "" })
+	c, err := loadConfig(cfg, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

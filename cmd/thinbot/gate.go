@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 
@@ -38,8 +36,7 @@ type gateResult struct {
 }
 
 func gateCheck(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("gate check", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "gate check")
 	asJSON := fs.Bool("json", false, "print JSON (JSON Lines when reading stdin)")
 	policyFile := fs.String("policy", "", "policy `FILE` that extends or replaces the default")
 	dir := fs.String("dir", "", "working `DIR` the command would run in (for relative paths and trusted git repositories)")
@@ -47,11 +44,8 @@ func gateCheck(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stderr, "usage: thinbot gate check [--json] [--policy FILE] [--dir DIR] 'COMMAND'\n       thinbot gate check [flags] -   (one command per line on stdin)")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
@@ -104,14 +98,10 @@ func eachLine(ctx context.Context, r io.Reader, f func(string) error) error {
 }
 
 func gatePolicy(e *env, args []string) error {
-	fs := flag.NewFlagSet("gate policy", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "gate policy")
 	policyFile := fs.String("policy", "", "policy `FILE` that extends or replaces the default")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: gate policy takes no arguments", errUsage)

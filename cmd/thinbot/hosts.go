@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -427,8 +426,7 @@ func privateDir(d string) bool {
 // cmdHosts lists the inventory: thinbot hosts [--json] [--config FILE |
 // --fleet FILE] [PATTERN].
 func cmdHosts(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("hosts", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "hosts")
 	asJSON := fs.Bool("json", false, "print JSON")
 	cfgPath := fs.String("config", "", "the daemon config `file` (its fleet: section)")
 	fleetPath := fs.String("fleet", "", "a fleet `file` (default $THINBOT_FLEET)")
@@ -436,14 +434,14 @@ func cmdHosts(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stderr, "usage: thinbot hosts [--json] [--config FILE | --fleet FILE] [PATTERN]\n\nLists the fleet's hosts (all, or those PATTERN selects: web, web*, web:!web-03) with their groups and logins.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	var fc fleetConfig
 	base := ""
 	switch {
 	case *cfgPath != "":
-		c, _, err := loadConfig(*cfgPath, e.getenv)
+		c, err := loadConfig(*cfgPath, e.getenv)
 		if c == nil {
 			return err
 		}

@@ -332,12 +332,11 @@ func cmdGoal(ctx context.Context, e *env, args []string) error {
 // oneShot runs ask and goal: one turn, the answer on stdout, progress on
 // stderr, non-zero exit on failure.
 func oneShot(ctx context.Context, e *env, name string, args []string, goal bool) error {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, name)
 	var f localFlags
-	f.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
+	f.register(fs.FlagSet)
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	text := strings.TrimSpace(strings.Join(fs.Args(), " "))
 	if text == "" {

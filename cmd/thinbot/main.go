@@ -27,6 +27,27 @@ var version = "dev"
 // errUsage marks an error caused by bad arguments; run prints usage for it.
 var errUsage = errors.New("usage")
 
+// flagSet is a command's flags. Every command parses its flags through
+// parse, so that they all answer alike: -h prints the flags and succeeds,
+// a bad flag prints them and is a usage error.
+type flagSet struct{ *flag.FlagSet }
+
+// newFlags is the flag set of the command name; it writes to e.stderr.
+func newFlags(e *env, name string) flagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	return flagSet{fs}
+}
+
+// parse parses args. Its error wraps errUsage and the flag package's
+// error; for -h that is flag.ErrHelp, which run answers with success.
+func (fs flagSet) parse(args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return nil
+}
+
 // env is the process environment as run sees it. Only cmd/thinbot reads the
 // environment; it passes values down in config structs.
 type env struct {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -163,13 +162,8 @@ func startSandboxWith(ctx context.Context, want string, cfg sandbox.Config, outp
 			logger.Error("kernel sandbox unavailable: every command needs an approval (fail closed)", "err", err)
 		} else {
 			s.sb = sb
+			s.summary = sb.Summary()
 			ro, rw := sb.Info(sandbox.ReadOnly), sb.Info(sandbox.Approved)
-			user := ro.User
-			if user == "" {
-				user = "the daemon's user"
-			}
-			s.summary = fmt.Sprintf("enforced: read-only commands as %s in a user+mount namespace with Landlock ABI %d, a private /tmp each; %s; limits by %s; %d secret paths hidden from approved commands",
-				user, ro.LandlockABI, ro.Net, ro.LimitsBy, len(rw.Hidden))
 			logger.Info("kernel sandbox enforced", "landlock_abi", ro.LandlockABI, "root", ro.Root, "hidden", rw.Hidden,
 				"readonly_user", ro.User, "limits", ro.Limits, "limits_by", ro.LimitsBy, "net", ro.Net, "covered", ro.Covered)
 			if ro.User != "" {
@@ -189,24 +183,11 @@ func startSandboxWith(ctx context.Context, want string, cfg sandbox.Config, outp
 // read-only command there fail with "Permission denied", with nothing on
 // the log to say why.
 func warnUnreadableWorkspaces(ctx context.Context, sb *sandbox.Sandbox, user string, dirs []string, logger *slog.Logger) {
-	for _, dir := range dirs {
-		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			continue
-		}
-		var out strings.Builder
-		res, err := sb.Run(ctx, sandbox.ReadOnly, sandbox.Cmd{Args: []string{"/bin/sh", "-c", "test -r . && test -x ."}, Dir: dir,
-			Env: []string{"PATH=" + agentcore.DefaultPath}}, &out)
-		if err == nil && res.ExitCode == 0 {
-			continue
-		}
-		why := strings.TrimSpace(out.String())
-		if err != nil {
-			why = err.Error()
-		}
+	for _, u := range sb.UnreadableWorkspaces(ctx, dirs) {
 		name, _, _ := strings.Cut(user, " ")
 		logger.Warn("read-only commands cannot read this workspace: they run as "+user+", not as root, and will fail there with 'Permission denied'; "+
 			"give that user read access (chmod o+rx on the folder and its parents, or setfacl -m u:"+name+":rX), or run thinbot as an ordinary user",
-			"workspace", dir, "readonly_user", user, "why", why)
+			"workspace", u.Dir, "readonly_user", user, "why", u.Why)
 	}
 }
 
@@ -248,17 +229,16 @@ func cmdSandbox(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || args[0] != "check" {
 		return fmt.Errorf("%w: thinbot sandbox check [--config FILE] [--json] | thinbot sandbox exec --read-only [--hide PATH]...", errUsage)
 	}
-	fs := flag.NewFlagSet("sandbox check", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "sandbox check")
 	path := fs.String("config", "", "daemon config `file`: check with its secrets, state dir, workspaces, limits and network rules")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := fs.Parse(args[1:]); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := fs.parse(args[1:]); err != nil {
+		return err
 	}
 	want := e.getenv("THINBOT_SANDBOX")
 	var cfg sandbox.Config
 	if *path != "" {
-		c, _, err := loadConfig(*path, e.getenv)
+		c, err := loadConfig(*path, e.getenv)
 		if err != nil {
 			return err
 		}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -26,14 +25,13 @@ import (
 // end (its stdin closing: /stop or the timeout on the daemon's side) kills
 // the command. The exit code is the command's.
 func cmdSandboxExec(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("sandbox exec", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "sandbox exec")
 	readOnly := fs.Bool("read-only", false, "run in the read-only sandbox (required: the only mode offered)")
 	var hide stringsFlag
 	fs.Var(&hide, "hide", "a `path` the command must see as empty (repeat; e.g. /etc/thinbot)")
 	shell := fs.String("shell", "/bin/bash", "the `shell` that runs the command (-c)")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	if !*readOnly || fs.NArg() > 0 {
 		return fmt.Errorf("%w: thinbot sandbox exec --read-only [--hide PATH]... (the command comes from SSH_ORIGINAL_COMMAND)", errUsage)

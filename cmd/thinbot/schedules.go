@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/thinbot/thinbot/bot"
 )
@@ -19,10 +18,10 @@ type scheduleConfig struct {
 	Channel string `yaml:"channel"`
 	// Command is a skill command ("!disk /"), run without the model;
 	// Question is a read-only question for the model. One of the two.
-	Command  string `yaml:"command"`
-	Question string `yaml:"question"`
-	MaxSteps int    `yaml:"max_steps"`
-	MaxWall  string `yaml:"max_wall"`
+	Command  string   `yaml:"command"`
+	Question string   `yaml:"question"`
+	MaxSteps int      `yaml:"max_steps"`
+	MaxWall  duration `yaml:"max_wall"`
 }
 
 // checkSchedules reports the schedules: section's problems through bad.
@@ -52,11 +51,7 @@ func checkSchedules(bad func(string, ...any), list []scheduleConfig, channels []
 		if !found {
 			bad("%s.channel %q is not the id of a configured channel", where, s.Channel)
 		}
-		if s.MaxWall != "" {
-			if d, err := time.ParseDuration(s.MaxWall); err != nil || d <= 0 {
-				bad("%s.max_wall %q: want a positive duration like 5m", where, s.MaxWall)
-			}
-		}
+		s.MaxWall.check(bad, where+".max_wall", "5m")
 	}
 }
 
@@ -64,9 +59,8 @@ func checkSchedules(bad func(string, ...any), list []scheduleConfig, channels []
 func newScheduler(c *daemonConfig, b *bot.Bot) (*bot.Scheduler, error) {
 	var list []bot.Schedule
 	for _, s := range c.Schedules {
-		wall, _ := time.ParseDuration(s.MaxWall)
 		list = append(list, bot.Schedule{Name: s.Name, Spec: s.Cron, Channel: s.Channel, Platform: c.Platform,
-			Command: s.Command, Question: s.Question, MaxSteps: s.MaxSteps, MaxWall: wall})
+			Command: s.Command, Question: s.Question, MaxSteps: s.MaxSteps, MaxWall: s.MaxWall.Duration})
 	}
 	return b.NewScheduler(list)
 }

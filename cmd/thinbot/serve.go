@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/agentcore/fleet"
 	"github.com/thinbot/thinbot/agentcore/openai"
 	"github.com/thinbot/thinbot/bot"
 	"github.com/thinbot/thinbot/bot/mattermost"
@@ -36,19 +36,18 @@ type chatAdapter interface {
 }
 
 func cmdServe(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "serve")
 	path := fs.String("config", "", "config `file` (YAML); see deploy/thinbot.example.yaml. Without one, serve the web console")
 	listen := fs.String("listen", defaultConsoleListen, "web console `address` (without --config)")
 	stateDir := fs.String("state-dir", localDir, "web console state `dir` (without --config)")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	if *path == "" {
 		return serveConsole(ctx, e, *listen, *stateDir)
 	}
 	e.logJSON = true // the daemon's log lines are JSON, its final error too
-	c, d, err := loadConfig(*path, e.getenv)
+	c, err := loadConfig(*path, e.getenv)
 	if err != nil {
 		return fmt.Errorf("%w\n(run 'thinbot config check --config %s' for the full list)", err, *path)
 	}
@@ -68,53 +67,84 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 			}
 		}()
 	}
+	d := &daemon{c: c, logger: logger}
+	err = d.open(ctx, e, *path)
+	if err == nil {
+		err = d.run(ctx)
+	}
+	if cerr := d.close(); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	return err
+}
 
+// daemon is thinbot serve --config: open builds it from the config (the
+// store, the sandbox, the fleet, the agents, the chat adapter and its bot),
+// run serves until ctx is done, close releases what open acquired, also
+// after a failed open.
+type daemon struct {
+	c      *daemonConfig
+	logger *slog.Logger
+
+	db      *store.DB
+	sbx     *sandboxSetup
+	fleet   *fleet.Fleet
+	model   *openai.Client
+	agents  map[string]*agentcore.Agent
+	adapter chatAdapter
+	mux     *http.ServeMux
+	reg     *prometheus.Registry
+	bot     *bot.Bot
+	// What the chain left open, and the sessions and message ids the bots
+	// start with (recoverChain).
+	unfinished     agentcore.Unfinished
+	sessions, seen []string
+}
+
+// open builds the daemon from d.c; configPath is the config file's path.
+// It contacts the chat server (resolveChannels) within ctx.
+func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
+	c, logger := d.c, d.logger
 	if err := os.MkdirAll(c.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	db, err := store.Open(filepath.Join(c.StateDir, "events.db"), &store.Options{Logger: logger})
-	if err != nil {
+	var err error
+	if d.db, err = store.Open(filepath.Join(c.StateDir, "events.db"), &store.Options{Logger: logger}); err != nil {
 		return err
 	}
-	defer db.Close()
 
 	// Agents: one per workspace, and the channels that use them.
-	base, model, err := agentBase(e, c, d, *path, db, logger)
+	base, model, err := agentBase(e, c, configPath, d.db, logger)
 	if err != nil {
 		return err
 	}
-	sbx := startSandboxFor(ctx, c, base.protected, base.workspaces, logger)
-	defer sbx.close()
-	base.cfg.Exec = sbx.exec(base.cfg.Exec)
-	fl, err := serveFleet(c, base.abs(*path))
-	if err != nil {
+	d.model = model
+	d.sbx = startSandboxFor(ctx, c, base.protected, base.workspaces, logger)
+	base.cfg.Exec = d.sbx.exec(base.cfg.Exec)
+	if d.fleet, err = serveFleet(c, base.abs(configPath)); err != nil {
 		return err
 	}
-	if fl != nil {
-		defer fl.Close()
-	}
-	base.cfg.Fleet = fl
+	base.cfg.Fleet = d.fleet
 	agents, channels, named, err := buildAgents(e, c, base, logger)
 	if err != nil {
 		return err
 	}
-	unfinished, sessions, seen, err := recoverChain(db)
-	if err != nil {
+	d.agents = agents
+	if d.unfinished, d.sessions, d.seen, err = recoverChain(d.db); err != nil {
 		return err
 	}
 
 	// The chat adapter and its bot.
-	mux := http.NewServeMux()
-	adapter, err := newAdapter(c, db, mux, logger)
-	if err != nil {
+	d.mux = http.NewServeMux()
+	if d.adapter, err = newAdapter(c, d.db, d.mux, logger); err != nil {
 		return err
 	}
-	if err := resolveChannels(ctx, adapter, named, channels); err != nil {
+	if err := resolveChannels(ctx, d.adapter, named, channels); err != nil {
 		return err
 	}
-	reg := newRegistry(db, adapter)
-	b, err := bot.New(bot.Config{
-		Adapter: adapter,
+	d.reg = newRegistry(d.db, d.adapter)
+	d.bot, err = bot.New(bot.Config{
+		Adapter: d.adapter,
 		Channel: func(id string) (bot.Channel, bool) {
 			if ch, ok := channels[id]; ok {
 				return ch, true
@@ -123,42 +153,48 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 			return ch, ok
 		},
 		Users: c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread,
-		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: d.approval,
-		Sessions: sessions, Seen: seen, Metrics: bot.NewMetrics(reg), Logger: logger,
+		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout.Duration,
+		Sessions: d.sessions, Seen: d.seen, Metrics: bot.NewMetrics(d.reg), Logger: logger,
 	})
-	if err != nil {
-		return err
-	}
+	return err
+}
+
+// run serves until ctx is done: the web section's console, restart
+// recovery in the threads, the alert receiver, the HTTP listener (the
+// adapter's callbacks, health, readiness, metrics), the schedules and the
+// bot. It returns once everything it started has stopped.
+func (d *daemon) run(ctx context.Context) error {
+	c, logger, b := d.c, d.logger, d.bot
 	// The web section's console and audit viewer; they stop with ctx.
 	webCtx, stopWeb := context.WithCancel(ctx)
 	defer stopWeb()
 	var webBot *bot.Bot
-	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, agents, unfinished, bot.Config{MaxConcurrent: c.MaxConcurrent,
-		ApprovalTimeout: d.approval, Sessions: sessions, Seen: seen}, db, c.StateDir, logger, &webBot)
+	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, d.agents, d.unfinished, bot.Config{MaxConcurrent: c.MaxConcurrent,
+		ApprovalTimeout: c.ApprovalTimeout.Duration, Sessions: d.sessions, Seen: d.seen}, d.db, c.StateDir, logger, &webBot)
 	if err != nil {
 		return err
 	}
 	defer func() { stopWeb(); waitWeb() }()
 	b.Recover(ctx, unfinished)
-	if err := serveAlerts(ctx, c, db, map[string]*bot.Bot{c.Platform: b, web.Platform: webBot}, adapter, mux, reg, logger); err != nil {
+	if err := serveAlerts(ctx, c, d.db, map[string]*bot.Bot{c.Platform: b, web.Platform: webBot}, d.adapter, d.mux, d.reg, logger); err != nil {
 		return err
 	}
 
 	// The HTTP server: the adapter's callbacks, health, readiness, metrics.
-	healthz(mux)
-	ready := &readiness{adapter: adapter, db: db, model: model, stateDir: c.StateDir, sandbox: sbx}
-	mux.HandleFunc("GET /readyz", ready.serve)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	healthz(d.mux)
+	ready := &readiness{adapter: d.adapter, db: d.db, model: d.model, stateDir: c.StateDir, sandbox: d.sbx}
+	d.mux.HandleFunc("GET /readyz", ready.serve)
+	d.mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
 	// It stays up until the bot has stopped.
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHTTP()
-	addr, waitHTTP, err := listenAndServe(httpCtx, c.Listen, mux, logger)
+	addr, waitHTTP, err := listenAndServe(httpCtx, c.Listen, d.mux, logger)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	logger.Info("thinbot serving", "sandbox", sbx.summary, "platform", c.Platform, "listen", addr.String(), "channels", len(c.Channels),
+	logger.Info("thinbot serving", "sandbox", d.sbx.summary, "platform", c.Platform, "listen", addr.String(), "channels", len(c.Channels),
 		"recovered_approvals", len(unfinished.Approvals), "interrupted_runs", len(unfinished.Runs))
-	waitHead := logChainHead(httpCtx, db, logger)
+	waitHead := logChainHead(httpCtx, d.db, logger)
 	sched, err := newScheduler(c, b)
 	if err != nil {
 		stopHTTP()
@@ -173,9 +209,25 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	stopHTTP()
 	waitHead()
 	waitHTTP()
-	seq, hash := chainHead(db)
+	seq, hash := chainHead(d.db)
 	logger.Info("thinbot stopped", "last_seq", seq, "head_hash", hash)
 	return runErr
+}
+
+// close releases what open acquired, in reverse order: the fleet's
+// connections, the sandbox's helpers, the store.
+func (d *daemon) close() error {
+	var errs []error
+	if d.fleet != nil {
+		errs = append(errs, d.fleet.Close())
+	}
+	if d.sbx != nil {
+		d.sbx.close()
+	}
+	if d.db != nil {
+		errs = append(errs, d.db.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // recoverChain closes what a previous process left open in the chain
@@ -203,7 +255,7 @@ type daemonBase struct {
 
 // agentBase builds the model client and the Agent configuration the
 // daemon's agents share (all but the skills and the sandbox's exec).
-func agentBase(e *env, c *daemonConfig, d durations, configPath string, db *store.DB, logger *slog.Logger) (daemonBase, *openai.Client, error) {
+func agentBase(e *env, c *daemonConfig, configPath string, db *store.DB, logger *slog.Logger) (daemonBase, *openai.Client, error) {
 	apiKey := e.getenv("AGENT_API_KEY")
 	if c.Model.APIKeyFile != "" {
 		var err error
@@ -219,7 +271,7 @@ func agentBase(e *env, c *daemonConfig, d durations, configPath string, db *stor
 		}
 	}
 	model, err := openai.New(openai.Config{BaseURL: c.Model.BaseURL, Model: c.Model.Model, APIKey: apiKey,
-		Timeout: d.modelTimeout, MaxRetries: retries, IdleConns: max(c.MaxConcurrent, 16), FeedReasoning: c.Model.FeedReasoning, Logger: logger})
+		Timeout: c.Model.Timeout.Duration, MaxRetries: retries, IdleConns: max(c.MaxConcurrent, 16), FeedReasoning: c.Model.FeedReasoning, Logger: logger})
 	if err != nil {
 		return daemonBase{}, nil, err
 	}
@@ -253,11 +305,11 @@ func agentBase(e *env, c *daemonConfig, d durations, configPath string, db *stor
 			Store: db, Model: model, Policy: policy, GlobalInstructions: global, CompactPrompt: compactPrompt,
 			Secrets:      secrets,
 			TextProtocol: c.Model.TextProtocol, ContextWindow: c.Model.ContextWindow, CompactAt: c.Model.CompactAt,
-			Exec: agentcore.ExecConfig{Timeout: d.command, Environ: os.Environ(), AllowEnv: c.EnvAllow, Path: c.CommandPath,
+			Exec: agentcore.ExecConfig{Timeout: c.Budgets.CommandTimeout.Duration, Environ: os.Environ(), AllowEnv: c.EnvAllow, Path: c.CommandPath,
 				// Chat attaches long outputs whole, up to its limit.
 				CaptureLimit: bot.MaxAttachment},
 			Budgets: agentcore.Budgets{MaxSteps: c.Budgets.MaxSteps, MaxModelCalls: c.Budgets.MaxModelCalls,
-				MaxWall: d.maxWall, MaxToolErrors: c.Budgets.MaxToolErrors},
+				MaxWall: c.Budgets.MaxWall.Duration, MaxToolErrors: c.Budgets.MaxToolErrors},
 			Logger: logger,
 		},
 		protected: protected, workspaces: workspaces, abs: abs, lock: lock,

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"io"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/thinbot/thinbot/bot"
 	"github.com/thinbot/thinbot/bot/mattermost"
@@ -80,4 +84,37 @@ func TestChainHeadIsDurable(t *testing.T) {
 	if seq, hash := chainHead(db); seq != durable[0].Seq || hash != durable[0].Hash {
 		t.Errorf("chainHead = %d %.12s, want the durable head %d %.12s", seq, hash, durable[0].Seq, durable[0].Hash)
 	}
+}
+
+// A daemon whose open fails (here: the bot is not in its channel) releases
+// what it had acquired when closed: the store can be opened again at once.
+func TestDaemonCloseAfterAFailedOpen(t *testing.T) {
+	mm := fakemattermost.New(t)
+	hidden := mm.AddChannel("hidden") // the bot is not a member
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte(mm.Bot.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &daemonConfig{Platform: "mattermost", StateDir: filepath.Join(dir, "state"), Sandbox: "off", Listen: "127.0.0.1:0",
+		Channels: []channelConfig{{ID: hidden, Workspace: dir, AnyMember: true}}}
+	c.Model.BaseURL, c.Model.Model = "http://127.0.0.1:9/v1", "m"
+	c.Mattermost.URL, c.Mattermost.TokenFile, c.Mattermost.CallbackURL = mm.URL, token, "http://127.0.0.1:1/cb"
+	e := &env{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	d := &daemon{c: c, logger: slog.New(slog.DiscardHandler)}
+	err := d.open(t.Context(), e, filepath.Join(dir, "c.yaml"))
+	if err == nil || !strings.Contains(err.Error(), "the bot is not a member of channel "+hidden) {
+		t.Fatalf("open = %v, want the membership error", err)
+	}
+	if d.db == nil {
+		t.Fatal("open failed before it opened the store: the test checks nothing")
+	}
+	if err := d.close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	db, err := store.Open(filepath.Join(c.StateDir, "events.db"), &store.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatalf("the store after close: %v", err)
+	}
+	db.Close()
 }

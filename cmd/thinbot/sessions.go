@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -31,14 +30,10 @@ func cmdSessions(ctx context.Context, e *env, args []string) error {
 }
 
 func sessionsList(_ context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("sessions list", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "sessions list")
 	dbPath := fs.String("db", defaultDB, "event store `PATH`")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: sessions list takes no arguments, got %q", errUsage, fs.Args())
@@ -65,15 +60,11 @@ func sessionsList(_ context.Context, e *env, args []string) error {
 // audit export, but the next run starts fresh. Nothing is deleted: the
 // chain is append-only.
 func sessionsClear(_ context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("sessions clear", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "sessions clear")
 	dbPath := fs.String("db", defaultDB, "event store `PATH`")
 	session := fs.String("session", localSession, "session `ID` to clear")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	db, err := store.Open(*dbPath, nil)
 	if err != nil {

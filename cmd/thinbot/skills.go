@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -46,8 +45,7 @@ func cmdSkills(_ context.Context, e *env, args []string) error {
 			return cmdSkillsLock(e, args[1:])
 		}
 	}
-	fs := flag.NewFlagSet("skills", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "skills")
 	var dirs dirList
 	fs.Var(&dirs, "dir", "skill search-path folder, repeatable, earlier shadows later\n(default: $AGENT_SKILLS_DIR, colon-separated, then ./skills)")
 	asJSON := fs.Bool("json", false, "print JSON for scripts and reviewers")
@@ -59,11 +57,8 @@ func cmdSkills(_ context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stderr, "usage: thinbot skills [--dir D]... [--json] [--index]\n       thinbot skills check DIR\n       thinbot skills install [--bot-user NAME] DIR\n       thinbot skills lock [--dir D]... [--out FILE]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: skills: %w", errUsage, err)
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
@@ -186,14 +181,10 @@ func nonNil(s []string) []string {
 // skill as the model will see it and every warning, and fails when the skill
 // would be hidden.
 func cmdSkillsCheck(e *env, args []string) error {
-	fs := flag.NewFlagSet("skills check", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "skills check")
 	fs.Usage = func() { fmt.Fprintln(e.stderr, "usage: thinbot skills check DIR") }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: skills check: %w", errUsage, err)
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
@@ -246,18 +237,14 @@ func oneLine(s string, n int) string {
 // cmdSkillsInstall writes the skill packs embedded in the binary into DIR,
 // owned by the installing user (root) and not writable by the bot's user.
 func cmdSkillsInstall(e *env, args []string) error {
-	fs := flag.NewFlagSet("skills install", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "skills install")
 	botUser := fs.String("bot-user", "thinbot", "the user thinbot serve runs as (name or numeric uid); it must not be able to change the files")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: thinbot skills install [--bot-user NAME] DIR   (e.g. /usr/share/thinbot/skills, as root)")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: skills install: %w", errUsage, err)
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
@@ -305,8 +292,7 @@ func readSkillsLock(path string) (skills.Lock, error) {
 // cmdSkillsLock pins the skills of the search path: it writes the SHA-256
 // of every file of every loaded skill to skills.lock (or --out).
 func cmdSkillsLock(e *env, args []string) error {
-	fs := flag.NewFlagSet("skills lock", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "skills lock")
 	var dirs dirList
 	fs.Var(&dirs, "dir", "skill search-path folder, repeatable (default: $AGENT_SKILLS_DIR, then ./skills)")
 	out := fs.String("out", "skills.lock", "the lock file to write (- for standard output)")
@@ -314,11 +300,8 @@ func cmdSkillsLock(e *env, args []string) error {
 		fmt.Fprintln(e.stderr, "usage: thinbot skills lock [--dir D]... [--out FILE]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: skills lock: %w", errUsage, err)
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
