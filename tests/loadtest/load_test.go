@@ -262,3 +262,51 @@ func TestScriptedModel(t *testing.T) {
 		}
 	}
 }
+
+var statSeeds = []string{
+	"4242 (thinbot) S 1 4242 4242 0 -1 4194560 1200 0 0 0 91 29 40 12 20 0 9 0 100 0 0\n",
+	"77 (a) b (c)) R 4242 77 77 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 5 0 0\n",
+	"1 (init) S 0 1 1 0 -1 0 0 0 0 0 1 2\n",
+	"1 init S 0 1 1\n",
+	"5 (x) S 1 5 5 0 -1 0 0 0 0 0 -1 2 3 4 20\n",
+}
+
+// TestParseStat: the times of /proc/PID/stat are read after the command
+// name, however odd the name.
+func TestParseStat(t *testing.T) {
+	for _, tt := range []struct {
+		in      string
+		want    procTime
+		wantErr bool
+	}{
+		{statSeeds[0], procTime{ppid: 1, own: 1200 * time.Millisecond, children: 520 * time.Millisecond}, false},
+		{statSeeds[1], procTime{ppid: 4242, own: 70 * time.Millisecond}, false},
+		{statSeeds[2], procTime{}, true},
+		{statSeeds[3], procTime{}, true},
+		{statSeeds[4], procTime{}, true},
+	} {
+		got, err := parseStat(tt.in)
+		if got != tt.want || (err != nil) != tt.wantErr {
+			t.Errorf("parseStat(%q) = %+v, %v; want %+v, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+	// This process as the kernel writes it.
+	if pt, err := procTimes("self"); err != nil || pt.ppid != os.Getppid() {
+		t.Errorf("procTimes(self) = %+v, %v; want parent %d", pt, err, os.Getppid())
+	}
+}
+
+func FuzzParseStat(f *testing.F) {
+	for _, s := range statSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		pt, err := parseStat(s)
+		if err != nil && pt != (procTime{}) {
+			t.Errorf("parseStat(%q) = %+v with error %v; want zero", s, pt, err)
+		}
+		if pt.own < 0 || pt.children < 0 {
+			t.Errorf("parseStat(%q) = %+v: negative time", s, pt)
+		}
+	})
+}
