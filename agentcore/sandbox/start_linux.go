@@ -29,6 +29,8 @@ type helperConfig struct {
 	Net        Network  `json:"net"`
 	// User is who read-only commands of a root daemon run as.
 	User *credential `json:"user,omitempty"`
+	// private is set by the read-only helper after its set-up, not sent.
+	private private
 }
 
 // credential is a user to run commands as.
