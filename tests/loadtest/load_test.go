@@ -64,6 +64,12 @@ func TestLoadSmall(t *testing.T) {
 	if res.PeakRSS <= 0 {
 		t.Errorf("peak RSS = %d, want > 0", res.PeakRSS)
 	}
+	// Its CPU taken apart while it ran: the parts are there and add up to
+	// no more than what the daemon's wait reported after it stopped (one
+	// clock tick of slack per part).
+	if sp := res.Split; sp.Daemon <= 0 || sp.Helpers <= 0 || sp.Commands <= 0 || sp.Daemon+sp.Helpers+sp.Commands > res.DaemonCPU+3*clockTick {
+		t.Errorf("CPU split %+v of %s", sp, res.DaemonCPU)
+	}
 	// The daemon wrote its profiles when it stopped (no trace: not asked),
 	// the fakes their CPU profile.
 	for _, name := range []string{"cpu.pprof", "heap.pprof", "allocs.pprof", "mutex.pprof", "fakes-cpu.pprof"} {
@@ -76,7 +82,7 @@ func TestLoadSmall(t *testing.T) {
 	}
 	var out bytes.Buffer
 	printResult(&out, res)
-	for _, want := range []string{"end-to-end", "added", "VmHWM", "events in chain", "thinbot audit verify: "} {
+	for _, want := range []string{"end-to-end", "added", "VmHWM", "daemon / helpers / commands", "daemon+helpers per command", "events in chain", "thinbot audit verify: "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
