@@ -411,6 +411,19 @@ type helper struct {
 	// restartErr is why a new helper could not replace this one (guarded
 	// by the Sandbox's mu).
 	restartErr error
+	// bufs are copy buffers for commands' output (*[]byte of copyBuf
+	// bytes): one each per command was a sixth of what a busy daemon
+	// allocated.
+	bufs sync.Pool
+}
+
+// copyBuf is the size of the buffer a command's output is copied through.
+const copyBuf = 32 << 10
+
+func newHelper(m Mode, conn *net.UnixConn, proc *os.Process) *helper {
+	h := &helper{mode: m, conn: conn, proc: proc, waiting: map[uint64]chan message{}, done: make(chan struct{})}
+	h.bufs.New = func() any { b := make([]byte, copyBuf); return &b }
+	return h
 }
 
 func (h *helper) failed() error {
@@ -477,7 +490,7 @@ func (h *helper) run(ctx context.Context, c Cmd, out io.Writer) (Result, error) 
 	if len(c.Args) == 0 || !strings.HasPrefix(c.Args[0], "/") {
 		return Result{}, errors.New("sandbox: the program must be an absolute path")
 	}
-	r, w, err := os.Pipe()
+	r, w, err := outputPipe()
 	if err != nil {
 		return Result{}, fmt.Errorf("sandbox: pipe: %w", err)
 	}
@@ -485,7 +498,7 @@ func (h *helper) run(ctx context.Context, c Cmd, out io.Writer) (Result, error) 
 	h.mu.Lock()
 	if h.err != nil {
 		h.mu.Unlock()
-		w.Close()
+		closeAll([]int{w})
 		return Result{}, h.err
 	}
 	h.nextID++
@@ -495,9 +508,9 @@ func (h *helper) run(ctx context.Context, c Cmd, out io.Writer) (Result, error) 
 	h.mu.Unlock()
 
 	h.wmu.Lock()
-	err = send(h.conn, message{ID: id, Op: "run", Args: c.Args, Dir: c.Dir, Env: c.Env}, int(w.Fd()))
+	err = send(h.conn, message{ID: id, Op: "run", Args: c.Args, Dir: c.Dir, Env: c.Env}, w)
 	h.wmu.Unlock()
-	w.Close()
+	closeAll([]int{w})
 	if err != nil {
 		h.mu.Lock()
 		delete(h.waiting, id)
@@ -508,7 +521,10 @@ func (h *helper) run(ctx context.Context, c Cmd, out io.Writer) (Result, error) 
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
-		_, _ = io.Copy(out, r)
+		buf := h.bufs.Get().(*[]byte)
+		// Without WriteTo, which would allocate a buffer of its own.
+		_, _ = io.CopyBuffer(out, struct{ io.Reader }{r}, *buf)
+		h.bufs.Put(buf)
 	}()
 
 	var res Result

@@ -29,6 +29,8 @@ type helperConfig struct {
 	Net        Network  `json:"net"`
 	// User is who read-only commands of a root daemon run as.
 	User *credential `json:"user,omitempty"`
+	// private is set by the read-only helper after its set-up, not sent.
+	private private
 }
 
 // credential is a user to run commands as.
@@ -137,7 +139,7 @@ func startHelper(ctx context.Context, cfg Config, m Mode) (*helper, error) {
 		return nil, fmt.Errorf("sandbox: start %s helper: %w", m, explainClone(err))
 	}
 	theirs.Close()
-	h := &helper{mode: m, conn: conn, proc: cmd.Process, waiting: map[uint64]chan message{}, done: make(chan struct{})}
+	h := newHelper(m, conn, cmd.Process)
 
 	// The first message is "ready" (with what was set up) or "error".
 	type first struct {
@@ -210,6 +212,23 @@ func explainClone(err error) error {
 }
 
 func rights(fds ...int) []byte { return unix.UnixRights(fds...) }
+
+// outputPipe returns a pipe for a command's output: the read end as a
+// file in the runtime's poller (Close unblocks a Read), the write end as a
+// bare descriptor in blocking mode, which is only passed to the helper
+// and closed (os.Pipe would register it with the poller too, and Fd would
+// take it out again).
+func outputPipe() (*os.File, int, error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, -1, err
+	}
+	if err := unix.SetNonblock(p[0], true); err != nil {
+		closeAll(p[:])
+		return nil, -1, err
+	}
+	return os.NewFile(uintptr(p[0]), "output"), p[1], nil
+}
 
 func parseRights(oob []byte) ([]int, error) {
 	if len(oob) == 0 {

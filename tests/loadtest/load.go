@@ -107,6 +107,10 @@ type Result struct {
 	// DriverCPU that of this process (the fakes and the driver), which
 	// shares the machine with it.
 	DaemonCPU, DriverCPU time.Duration
+	// Split is DaemonCPU taken apart just before the daemon stops: the
+	// daemon process itself, its sandbox helpers (its children) and what
+	// the helpers reaped (the commands); zero when /proc could not tell.
+	Split CPUSplit
 	// PeakRSS is the daemon's VmHWM in bytes (0 if unknown).
 	PeakRSS int64
 	// Events is the number of events in the verified chain.
@@ -232,6 +236,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		runErr = fmt.Errorf("loadtest: observer: %w", obsErr)
 	}
 
+	res.Split, _ = cpuSplit(d.cmd.Process.Pid)
 	stopErr := d.stop(10 * time.Second)
 	if st := d.cmd.ProcessState; st != nil {
 		res.DaemonCPU = st.UserTime() + st.SystemTime()
@@ -823,6 +828,81 @@ func auditVerify(ctx context.Context, bin, dbPath string) (string, error) {
 }
 
 // peakRSS reads VmHWM (the peak resident set size) of a process.
+// CPUSplit is the CPU time of a daemon, of its helpers and of the
+// commands those reaped, from /proc/PID/stat.
+type CPUSplit struct {
+	Daemon, Helpers, Commands time.Duration
+}
+
+// clockTick is USER_HZ, the unit of /proc/PID/stat's times: 100 on every
+// Linux architecture Go supports.
+const clockTick = 10 * time.Millisecond
+
+// cpuSplit reads the CPU times of pid and of its child processes (the
+// sandbox helpers) while they run: each helper's own time, and the time
+// of the children it has reaped (its commands and their orphans).
+func cpuSplit(pid int) (CPUSplit, error) {
+	var s CPUSplit
+	self, err := procTimes(strconv.Itoa(pid))
+	if err != nil {
+		return s, err
+	}
+	s.Daemon = self.own
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return s, err
+	}
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		t, err := procTimes(e.Name())
+		if err != nil || t.ppid != pid {
+			continue
+		}
+		s.Helpers += t.own
+		s.Commands += t.children
+	}
+	return s, nil
+}
+
+type procTime struct {
+	ppid          int
+	own, children time.Duration
+}
+
+// procTimes reads /proc/NAME/stat.
+func procTimes(name string) (procTime, error) {
+	b, err := os.ReadFile("/proc/" + name + "/stat")
+	if err != nil {
+		return procTime{}, err
+	}
+	return parseStat(string(b))
+}
+
+// parseStat reads the parent pid and the times of a /proc/PID/stat line:
+// the fields after the command name, which is in parentheses and may
+// itself hold spaces and parentheses.
+func parseStat(line string) (procTime, error) {
+	i := strings.LastIndexByte(line, ')')
+	if i < 0 {
+		return procTime{}, errors.New("stat: no command name")
+	}
+	f := strings.Fields(line[i+1:])
+	if len(f) < 15 {
+		return procTime{}, fmt.Errorf("stat: %d fields after the name, want at least 15", len(f))
+	}
+	var n [5]int64
+	for k, idx := range []int{1, 11, 12, 13, 14} { // ppid, utime, stime, cutime, cstime
+		v, err := strconv.ParseInt(f[idx], 10, 64)
+		if err != nil || v < 0 || v > 1<<40 {
+			return procTime{}, fmt.Errorf("stat: field %d: %q", idx+3, f[idx])
+		}
+		n[k] = v
+	}
+	return procTime{ppid: int(n[0]), own: time.Duration(n[1]+n[2]) * clockTick, children: time.Duration(n[3]+n[4]) * clockTick}, nil
+}
+
 func peakRSS(pid int) (int64, error) {
 	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {

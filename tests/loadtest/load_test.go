@@ -64,6 +64,12 @@ func TestLoadSmall(t *testing.T) {
 	if res.PeakRSS <= 0 {
 		t.Errorf("peak RSS = %d, want > 0", res.PeakRSS)
 	}
+	// Its CPU taken apart while it ran: the parts are there and add up to
+	// no more than what the daemon's wait reported after it stopped (one
+	// clock tick of slack per part).
+	if sp := res.Split; sp.Daemon <= 0 || sp.Helpers <= 0 || sp.Commands <= 0 || sp.Daemon+sp.Helpers+sp.Commands > res.DaemonCPU+3*clockTick {
+		t.Errorf("CPU split %+v of %s", sp, res.DaemonCPU)
+	}
 	// The daemon wrote its profiles when it stopped (no trace: not asked),
 	// the fakes their CPU profile.
 	for _, name := range []string{"cpu.pprof", "heap.pprof", "allocs.pprof", "mutex.pprof", "fakes-cpu.pprof"} {
@@ -76,7 +82,7 @@ func TestLoadSmall(t *testing.T) {
 	}
 	var out bytes.Buffer
 	printResult(&out, res)
-	for _, want := range []string{"end-to-end", "added", "VmHWM", "events in chain", "thinbot audit verify: "} {
+	for _, want := range []string{"end-to-end", "added", "VmHWM", "daemon / helpers / commands", "daemon+helpers per command", "events in chain", "thinbot audit verify: "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
@@ -261,4 +267,52 @@ func TestScriptedModel(t *testing.T) {
 			t.Errorf("%s: reply %+v, want the answer %q", tt.name, rep, tt.want)
 		}
 	}
+}
+
+var statSeeds = []string{
+	"4242 (thinbot) S 1 4242 4242 0 -1 4194560 1200 0 0 0 91 29 40 12 20 0 9 0 100 0 0\n",
+	"77 (a) b (c)) R 4242 77 77 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 5 0 0\n",
+	"1 (init) S 0 1 1 0 -1 0 0 0 0 0 1 2\n",
+	"1 init S 0 1 1\n",
+	"5 (x) S 1 5 5 0 -1 0 0 0 0 0 -1 2 3 4 20\n",
+}
+
+// TestParseStat: the times of /proc/PID/stat are read after the command
+// name, however odd the name.
+func TestParseStat(t *testing.T) {
+	for _, tt := range []struct {
+		in      string
+		want    procTime
+		wantErr bool
+	}{
+		{statSeeds[0], procTime{ppid: 1, own: 1200 * time.Millisecond, children: 520 * time.Millisecond}, false},
+		{statSeeds[1], procTime{ppid: 4242, own: 70 * time.Millisecond}, false},
+		{statSeeds[2], procTime{}, true},
+		{statSeeds[3], procTime{}, true},
+		{statSeeds[4], procTime{}, true},
+	} {
+		got, err := parseStat(tt.in)
+		if got != tt.want || (err != nil) != tt.wantErr {
+			t.Errorf("parseStat(%q) = %+v, %v; want %+v, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+	// This process as the kernel writes it.
+	if pt, err := procTimes("self"); err != nil || pt.ppid != os.Getppid() {
+		t.Errorf("procTimes(self) = %+v, %v; want parent %d", pt, err, os.Getppid())
+	}
+}
+
+func FuzzParseStat(f *testing.F) {
+	for _, s := range statSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		pt, err := parseStat(s)
+		if err != nil && pt != (procTime{}) {
+			t.Errorf("parseStat(%q) = %+v with error %v; want zero", s, pt, err)
+		}
+		if pt.own < 0 || pt.children < 0 {
+			t.Errorf("parseStat(%q) = %+v: negative time", s, pt)
+		}
+	})
 }

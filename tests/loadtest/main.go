@@ -23,6 +23,12 @@
 // a run's figures are not its usual ones. GOGC, GOMEMLIMIT, GOMAXPROCS and
 // GODEBUG pass through to the daemon.
 //
+// The daemon's CPU time is also taken apart, read from /proc just before it
+// stops: the daemon itself, its sandbox helpers, and the commands the
+// helpers reaped; "daemon+helpers per command" divides the first two by
+// the commands run (it includes what the messages cost without commands:
+// compare with a -steps 0 run).
+//
 // It exits 1 if an answer is missing or duplicated, the chain does not
 // verify, or the daemon fails; with -enforce also when a target (p99 added
 // latency, peak memory) is missed.
@@ -194,6 +200,12 @@ func printResult(w io.Writer, r *Result) {
 	fmt.Fprintf(tw, "added p99\t%s\t(target < %s: %s)\n", ms(r.Added.P99), ms(targetAddedP99), verdict(r.Added.N > 0 && r.Added.P99 < targetAddedP99))
 	fmt.Fprintf(tw, "daemon peak RSS (VmHWM)\t%s\t(target < %s: %s)\n", mib(r.PeakRSS), mib(targetPeakRSS), verdict(r.PeakRSS > 0 && r.PeakRSS < targetPeakRSS))
 	fmt.Fprintf(tw, "CPU time: daemon (with its commands) / driver+fakes\t%s / %s\t\n", r.DaemonCPU.Round(time.Millisecond), r.DriverCPU.Round(time.Millisecond))
+	if sp := r.Split; sp != (CPUSplit{}) {
+		fmt.Fprintf(tw, "  daemon / helpers / commands\t%s / %s / %s\t\n", sp.Daemon, sp.Helpers, sp.Commands)
+		if n := r.Sent * r.Steps; n > 0 {
+			fmt.Fprintf(tw, "  daemon+helpers per command\t%s\t(includes what a message costs without commands)\n", ((sp.Daemon + sp.Helpers) / time.Duration(n)).Round(time.Microsecond))
+		}
+	}
 	fmt.Fprintf(tw, "answers missing / duplicated\t%d / %d\t\n", r.Missing, r.Duplicates)
 	fmt.Fprintf(tw, "bot websocket reconnects\t%d\t\n", r.BotReconnects)
 	chain := "not verified"
