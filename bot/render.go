@@ -450,7 +450,9 @@ func RebuiltOutputPost(command string, size int64, content string) *Post {
 const waitingState = " — waiting for approval ("
 
 // decided rewrites the newest waiting step with the decision and asks the
-// updater to show it at once.
+// updater to show it at once. threadApprover.Decided calls it the moment the
+// decision is in the chain, so the status reads "running, approved by @bob"
+// rather than "waiting for approval" until the command ends.
 func (r *renderer) decided(approved bool, by, why string) {
 	r.mu.Lock()
 	if r.prog.Decided(approved, by, why) {
