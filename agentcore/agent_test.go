@@ -42,6 +42,49 @@ func (m *scriptedModel) Complete(ctx context.Context, req Request) (Response, er
 	return f(req)
 }
 
+// approverFunc is an Approver whose Ask shows nothing (where "", so no
+// post is recorded), whose Await calls the function, and whose Decided
+// does nothing.
+type approverFunc func(ctx context.Context, a Approval) (ApprovalDecision, error)
+
+func (f approverFunc) Ask(context.Context, Approval) (string, error) { return "", nil }
+
+func (f approverFunc) Await(ctx context.Context, a Approval, _ string) (ApprovalDecision, error) {
+	return f(ctx, a)
+}
+
+func (f approverFunc) Decided(context.Context, Approval, string, ApprovalDecision, error) {}
+
+// postingApprover is an Approver that shows requests at where (askErr
+// fails Ask), decides with await, and records every call it gets.
+type postingApprover struct {
+	where  string
+	askErr error
+	ask    func(a Approval) // called in Ask, if set
+	await  func(ctx context.Context, a Approval) (ApprovalDecision, error)
+	calls  []string         // "ask", "await WHERE", "decided WHERE"
+	dec    ApprovalDecision // the decision Decided was given
+	decErr error            // the error Decided was given
+}
+
+func (p *postingApprover) Ask(_ context.Context, a Approval) (string, error) {
+	p.calls = append(p.calls, "ask")
+	if p.ask != nil {
+		p.ask(a)
+	}
+	return p.where, p.askErr
+}
+
+func (p *postingApprover) Await(ctx context.Context, a Approval, where string) (ApprovalDecision, error) {
+	p.calls = append(p.calls, "await "+where)
+	return p.await(ctx, a)
+}
+
+func (p *postingApprover) Decided(_ context.Context, _ Approval, where string, d ApprovalDecision, err error) {
+	p.calls = append(p.calls, "decided "+where)
+	p.dec, p.decErr = d, err
+}
+
 func say(text string) func(Request) (Response, error) {
 	return func(Request) (Response, error) { return Response{Content: text, FinishReason: "stop"}, nil }
 }
@@ -183,7 +226,7 @@ func TestAllowAllRunsConfirmButNeverDeny(t *testing.T) {
 func TestApprovalIsCommittedBeforeTheCommandRuns(t *testing.T) {
 	f := newFixture(t, Config{}, runCmd("touch approved-file"), say("done"))
 	var sawAsk bool
-	approver := ApproverFunc(func(ctx context.Context, a Approval) (ApprovalDecision, error) {
+	approver := approverFunc(func(ctx context.Context, a Approval) (ApprovalDecision, error) {
 		// The request is in the chain before the human is asked.
 		for e := range f.db.Events("s", 1) {
 			sawAsk = sawAsk || e.Type == EvApprovalAsked
@@ -220,7 +263,7 @@ func indexOf(list []string, s string) int {
 
 func TestStoreFailureStopsBeforeRunning(t *testing.T) {
 	f := newFixture(t, Config{}, runCmd("touch should-not-exist"))
-	approver := ApproverFunc(func(ctx context.Context, a Approval) (ApprovalDecision, error) {
+	approver := approverFunc(func(ctx context.Context, a Approval) (ApprovalDecision, error) {
 		f.db.Close() // the decision cannot be committed now
 		return ApprovalDecision{Approved: true, By: "user:bob"}, nil
 	})
@@ -533,12 +576,11 @@ func TestRecoverClosesPendingApprovalsAndRuns(t *testing.T) {
 	// Simulate a crash while waiting for approval: the approver never
 	// returns before the run's context dies and the record is cut short.
 	ctx, cancel := context.WithCancel(t.Context())
-	approver := ApproverFunc(func(ctx context.Context, a Approval) (ApprovalDecision, error) {
-		a.Posted("post1")
+	approver := &postingApprover{where: "post1", await: func(ctx context.Context, a Approval) (ApprovalDecision, error) {
 		f.db.Close() // the process "dies": nothing more is recorded
 		cancel()
 		return ApprovalDecision{}, ctx.Err()
-	})
+	}}
 	f.a.Run(ctx, Turn{Session: "s", Text: "x", Dir: f.dir, Approver: approver})
 	db, err := store.Open(f.db.Path(), nil)
 	if err != nil {
@@ -649,18 +691,28 @@ func TestRecoverReportsQueuedMessagesUntilHandled(t *testing.T) {
 	}
 }
 
+// TestApprovalPostedIsRecordedByTheRun: where Ask shows the request is
+// recorded by the run before it awaits the decision, and Decided follows
+// the decision's commit.
 func TestApprovalPostedIsRecordedByTheRun(t *testing.T) {
 	f := newFixture(t, Config{}, runCmd("touch x"), say("ok"))
 	var kept Approval
-	approver := ApproverFunc(func(ctx context.Context, a Approval) (ApprovalDecision, error) {
+	var sawNote bool
+	approver := &postingApprover{where: "post9", await: func(ctx context.Context, a Approval) (ApprovalDecision, error) {
 		kept = a
-		if err := a.Posted("post9"); err != nil {
-			t.Errorf("Posted = %v", err)
+		for e := range f.db.Events("s", 1) {
+			var p NotePayload
+			if e.Type == EvNote && json.Unmarshal(e.Payload, &p) == nil && p.Kind == NoteApprovalPosted {
+				sawNote = true
+			}
 		}
 		return ApprovalDecision{By: "user:bob", Why: "no"}, nil
-	})
+	}}
 	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: f.dir, Approver: approver}); err != nil {
 		t.Fatal(err)
+	}
+	if !sawNote {
+		t.Error("Await was called before the post was recorded")
 	}
 	var got []string
 	for _, e := range f.events(t, "s") {
@@ -679,8 +731,63 @@ func TestApprovalPostedIsRecordedByTheRun(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("events = %q, want %q", got, want)
 	}
-	if err := kept.Posted("late"); err == nil {
-		t.Error("Posted after Approve returned: no error")
+	if want := []string{"ask", "await post9", "decided post9"}; !slices.Equal(approver.calls, want) {
+		t.Errorf("approver calls = %q, want %q", approver.calls, want)
+	}
+	if approver.decErr != nil || approver.dec != (ApprovalDecision{By: "user:bob", Why: "no"}) {
+		t.Errorf("Decided(%+v, %v), want the committed decision", approver.dec, approver.decErr)
+	}
+}
+
+// TestApprovalPostNotRecordedIsNotAwaited: a request whose post cannot be
+// recorded (a restart could not close it) is never awaited, so no click
+// can decide it; the front end hears of it through Decided, and nothing
+// runs.
+func TestApprovalPostNotRecordedIsNotAwaited(t *testing.T) {
+	f := newFixture(t, Config{}, runCmd("touch should-not-exist"))
+	approver := &postingApprover{where: "post1",
+		ask: func(Approval) { f.db.Close() }, // the post is shown, its record fails
+		await: func(context.Context, Approval) (ApprovalDecision, error) {
+			return ApprovalDecision{Approved: true, By: "user:bob"}, nil
+		}}
+	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: f.dir, Approver: approver}); err == nil {
+		t.Error("Run succeeded although the post could not be recorded")
+	}
+	if want := []string{"ask", "decided post1"}; !slices.Equal(approver.calls, want) {
+		t.Errorf("approver calls = %q, want %q", approver.calls, want)
+	}
+	if approver.decErr == nil || approver.dec.Approved {
+		t.Errorf("Decided(%+v, %v), want a refusal that is not recorded", approver.dec, approver.decErr)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "should-not-exist")); err == nil {
+		t.Error("the command ran")
+	}
+}
+
+// TestApprovalAskFailureRefuses: a request that cannot be shown is refused
+// and recorded as such; it is neither awaited nor reported as decided.
+func TestApprovalAskFailureRefuses(t *testing.T) {
+	var saw string
+	f := newFixture(t, Config{}, runCmd("touch should-not-exist"), func(r Request) (Response, error) {
+		saw = lastToolContent(r)
+		return Response{Content: "ok"}, nil
+	})
+	approver := &postingApprover{askErr: errors.New("chat down")}
+	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: f.dir, Approver: approver}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"ask"}; !slices.Equal(approver.calls, want) {
+		t.Errorf("approver calls = %q, want %q", approver.calls, want)
+	}
+	d := payloadOf[approvalDecidedPayload](t, f, "s", EvApprovalDecided)
+	if len(d) != 1 || d[0].Approved || d[0].By != "system" || d[0].Why != "chat down" {
+		t.Errorf("decisions = %+v", d)
+	}
+	if !strings.Contains(saw, "approval was refused by system (chat down)") {
+		t.Errorf("model was told %q", saw)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "should-not-exist")); err == nil {
+		t.Error("the command ran")
 	}
 }
 

@@ -88,7 +88,7 @@ func TestRunSkillCommandNeedsApproval(t *testing.T) {
 		t.Fatal("ran without approval")
 	}
 	var asked Approval
-	approver := ApproverFunc(func(_ context.Context, a Approval) (ApprovalDecision, error) {
+	approver := approverFunc(func(_ context.Context, a Approval) (ApprovalDecision, error) {
 		asked = a
 		return ApprovalDecision{Approved: true, By: "user:bo"}, nil
 	})

@@ -2,7 +2,6 @@ package agentcore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -68,17 +67,7 @@ func (r *run) decide(ctx context.Context, call ToolCall, info CommandInfo, d gat
 		Targets: info.Targets, TargetCount: len(info.Targets)})}); err != nil {
 		return false, "", err
 	}
-	open := true // Posted works only while Approve runs
-	ap.Posted = func(postID string) error {
-		if !open {
-			return errors.New("approval request already closed")
-		}
-		_, err := r.record(durable, store.Event{Type: EvNote, Actor: "bot", Payload: mustJSON(NotePayload{
-			Kind: NoteApprovalPosted, RequestID: ap.RequestID, PostID: postID})})
-		return err
-	}
-	dec, aerr := r.t.Approver.Approve(ctx, ap)
-	open = false
+	dec, where, asked, aerr := r.askApproval(ctx, ap)
 	if aerr != nil {
 		dec = ApprovalDecision{Approved: false, By: "system", Why: aerr.Error()}
 		if ctx.Err() != nil {
@@ -87,8 +76,8 @@ func (r *run) decide(ctx context.Context, call ToolCall, info CommandInfo, d gat
 	}
 	_, err = r.record(durable, store.Event{Type: EvApprovalDecided, Actor: orSystem(dec.By), Payload: mustJSON(approvalDecidedPayload{
 		CallID: call.ID, RequestID: ap.RequestID, Approved: dec.Approved, By: dec.By, Why: dec.Why, SHA256: ap.SHA256})})
-	if dec.Committed != nil {
-		dec.Committed(err)
+	if asked {
+		r.t.Approver.Decided(ctx, ap, where, dec, err)
 	}
 	if err != nil {
 		return false, "", err
@@ -105,6 +94,25 @@ func (r *run) decide(ctx context.Context, call ToolCall, info CommandInfo, d gat
 		return false, fmt.Sprintf("not run: the approval was refused%s (%s).", by, why), nil
 	}
 	return true, "", nil
+}
+
+// askApproval asks the turn's Approver and records where the request is
+// shown. asked reports whether Ask succeeded (the Approver then expects
+// Decided). A request whose post cannot be recorded is not awaited: a
+// restart could not close it, so it must not be decided (fail closed).
+func (r *run) askApproval(ctx context.Context, ap Approval) (dec ApprovalDecision, where string, asked bool, err error) {
+	where, err = r.t.Approver.Ask(ctx, ap)
+	if err != nil {
+		return ApprovalDecision{}, "", false, err
+	}
+	if where != "" {
+		if _, err := r.record(durable, store.Event{Type: EvNote, Actor: "bot", Payload: mustJSON(NotePayload{
+			Kind: NoteApprovalPosted, RequestID: ap.RequestID, PostID: where})}); err != nil {
+			return ApprovalDecision{}, where, true, err
+		}
+	}
+	dec, err = r.t.Approver.Await(ctx, ap, where)
+	return dec, where, true, err
 }
 
 func orSystem(by string) string {

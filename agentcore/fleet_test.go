@@ -87,7 +87,7 @@ func TestFleetPassRunsEverywhereReadOnly(t *testing.T) {
 	}
 	asked := false
 	res, err := f.a.Run(t.Context(), Turn{Session: "s", Actor: "user:al", Text: "who?", Dir: f.dir,
-		Approver: ApproverFunc(func(context.Context, Approval) (ApprovalDecision, error) {
+		Approver: approverFunc(func(context.Context, Approval) (ApprovalDecision, error) {
 			asked = true
 			return ApprovalDecision{}, nil
 		})})
@@ -142,7 +142,7 @@ func TestFleetWriteNeedsOneApprovalNamingAllTargets(t *testing.T) {
 	var mu sync.Mutex
 	var asks []Approval
 	res, err := f.a.Run(t.Context(), Turn{Session: "s", Actor: "user:al", Text: "touch", Dir: f.dir,
-		Approver: ApproverFunc(func(_ context.Context, ap Approval) (ApprovalDecision, error) {
+		Approver: approverFunc(func(_ context.Context, ap Approval) (ApprovalDecision, error) {
 			mu.Lock()
 			asks = append(asks, ap)
 			mu.Unlock()

@@ -92,7 +92,7 @@ func TestSandboxUnavailableFailsClosed(t *testing.T) {
 			// With an approver the same command is asked for.
 			asked := 0
 			f2 := newFixture(t, Config{Exec: exec(t)}, runCmd(cmd), say("ok"))
-			approver := ApproverFunc(func(ctx context.Context, a Approval) (ApprovalDecision, error) {
+			approver := approverFunc(func(ctx context.Context, a Approval) (ApprovalDecision, error) {
 				asked++
 				if a.Rule != "sandbox-unavailable" {
 					t.Errorf("approval rule = %q", a.Rule)
@@ -128,7 +128,7 @@ func TestPassRunsReadOnlyApprovedRunsWritable(t *testing.T) {
 	}
 	f := newFixture(t, Config{Policy: policy, Exec: ExecConfig{Sandbox: sb}},
 		runCmd("touch passed-wrote"), runCmd("mkdir approved-wrote"), say("done"))
-	approver := ApproverFunc(func(ctx context.Context, a Approval) (ApprovalDecision, error) {
+	approver := approverFunc(func(ctx context.Context, a Approval) (ApprovalDecision, error) {
 		return ApprovalDecision{Approved: true, By: "user:bob"}, nil
 	})
 	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: dir, Approver: approver}); err != nil {
@@ -150,7 +150,7 @@ func TestRefusedApprovalDoesNotRun(t *testing.T) {
 		saw = lastToolContent(r)
 		return Response{Content: "ok"}, nil
 	})
-	approver := ApproverFunc(func(ctx context.Context, a Approval) (ApprovalDecision, error) {
+	approver := approverFunc(func(ctx context.Context, a Approval) (ApprovalDecision, error) {
 		return ApprovalDecision{Approved: false, By: "user:bob", Why: "not now"}, nil
 	})
 	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: f.dir, Approver: approver}); err != nil {

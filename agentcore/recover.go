@@ -18,8 +18,8 @@ const StatusInterrupted = "interrupted"
 // never rename one, only add.
 const (
 	// NoteApprovalPosted records the chat post that carries an approval
-	// request's buttons (Approval.Posted); Recover reports it so that a
-	// restart can update the message.
+	// request's buttons (where Approver.Ask showed it); Recover reports it
+	// so that a restart can update the message.
 	NoteApprovalPosted = "approval_posted"
 	// NoteMessageQueued records a chat message that waits behind a run;
 	// Recover reports it until a user_message records its id.

@@ -23,13 +23,6 @@ type Approval struct {
 	Rule      string // the gate rule that asked for confirmation
 	Requester string // the turn's actor
 	Dir       string
-	// Posted records where the request is shown (the chat post id) with a
-	// NoteApprovalPosted note, through the run's own append, so that a
-	// restart can update that message. An Approver calls it at most once,
-	// from Approve (the run's goroutine), before it waits for a decision. An
-	// error means the post is not recorded: the request must not be
-	// decided (fail closed).
-	Posted func(postID string) error
 }
 
 // ApprovalDecision is a human's answer.
@@ -37,25 +30,32 @@ type ApprovalDecision struct {
 	Approved bool
 	By       string // who decided ("user:bob", "expiry", "terminal")
 	Why      string // e.g. "expired after 15m0s"
-	// Committed, if set, is called once the decision is in the chain (err
-	// nil) or could not be recorded (then nothing runs). Front ends use it
-	// to show a decision only after it is recorded.
-	Committed func(err error)
 }
 
-// Approver asks a human whether a gated command may run. Approve blocks
-// until a decision, ctx's end, or an error. Anything other than an approved
-// decision with a nil error means "do not run" (fail closed).
+// Approver asks a human whether a gated command may run. The run calls it
+// from its own goroutine, one request at a time, in three steps, and
+// records what it learns through its own append:
+//
+//  1. Ask shows the request and returns where it is shown (the chat post
+//     id; "" for a front end with nothing to update later, such as a
+//     terminal). The run records a non-empty where with a
+//     NoteApprovalPosted note, so that a restart can update that message.
+//     An error means nothing is shown: the request is refused.
+//  2. Await blocks until a decision, ctx's end, or an error. The run calls
+//     it only once where is recorded: if that record fails, the request is
+//     refused without being awaited (fail closed).
+//  3. Decided follows every successful Ask, once the run has tried to
+//     record the decision: err is nil when d is in the chain, otherwise
+//     nothing runs. d is what Await returned, or the run's own refusal when
+//     it did not call Await or Await failed. Front ends show a decision
+//     only from here, so they never show one the chain lacks.
+//
+// Anything other than an approved decision from Await with a nil error, and
+// a nil error from recording it, means "do not run" (fail closed).
 type Approver interface {
-	Approve(ctx context.Context, a Approval) (ApprovalDecision, error)
-}
-
-// ApproverFunc adapts a function to Approver.
-type ApproverFunc func(ctx context.Context, a Approval) (ApprovalDecision, error)
-
-// Approve calls f.
-func (f ApproverFunc) Approve(ctx context.Context, a Approval) (ApprovalDecision, error) {
-	return f(ctx, a)
+	Ask(ctx context.Context, a Approval) (where string, err error)
+	Await(ctx context.Context, a Approval, where string) (ApprovalDecision, error)
+	Decided(ctx context.Context, a Approval, where string, d ApprovalDecision, err error)
 }
 
 // Hooks let a front end show a run's progress. Every field may be nil. Hooks

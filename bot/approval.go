@@ -24,28 +24,41 @@ type request struct {
 	expires   time.Time
 	postID    string
 	decided   chan agentcore.ApprovalDecision // buffered 1; written once by whoever takes the request
+	// committed tells the click that decided whether its decision is in
+	// the chain (buffered 1; written once, by Decided).
+	committed chan error
 	// ready is closed once the post is recorded in the chain (or failed
 	// to be): clicks wait for it, so the record always reads request,
 	// post, then clicks.
-	ready chan struct{}
+	ready     chan struct{}
+	readyOnce sync.Once
+	// awaited is set when Await returned a decision, expired when that
+	// decision is the expiry; both only on the run's goroutine.
+	awaited, expired bool
 }
 
-// threadApprover asks a thread's approvers through buttons.
+// setReady closes ready once.
+func (req *request) setReady() { req.readyOnce.Do(func() { close(req.ready) }) }
+
+// threadApprover asks a thread's approvers through buttons. The run calls
+// it from its own goroutine only.
 type threadApprover struct {
 	b         *Bot
 	th        *thread
 	requester User
+	r         *renderer           // shows the decision on the waiting step
+	asked     map[string]*request // by request id, from Ask to Decided
 }
 
-// Approve posts the request with Approve/Deny buttons and waits for an
-// authorised click, the expiry (a deny) or ctx's end. A failure to post is
-// an error, so nothing runs (fail closed).
-func (a *threadApprover) Approve(ctx context.Context, ap agentcore.Approval) (agentcore.ApprovalDecision, error) {
+var _ agentcore.Approver = (*threadApprover)(nil)
+
+// Ask posts the request with Approve/Deny buttons and returns the post's
+// id. Clicks wait until Await: the run records the post in between. A
+// failure to post is an error, so nothing runs (fail closed).
+func (a *threadApprover) Ask(ctx context.Context, ap agentcore.Approval) (string, error) {
 	b := a.b
 	req := &request{ap: ap, th: a.th, requester: a.requester, expires: b.cfg.Now().Add(b.cfg.ApprovalTimeout),
-		decided: make(chan agentcore.ApprovalDecision, 1), ready: make(chan struct{})}
-	markReady := sync.OnceFunc(func() { close(req.ready) })
-	defer markReady()
+		decided: make(chan agentcore.ApprovalDecision, 1), committed: make(chan error, 1), ready: make(chan struct{})}
 	b.mu.Lock()
 	b.pending[ap.RequestID] = req
 	b.mu.Unlock()
@@ -58,43 +71,76 @@ func (a *threadApprover) Approve(ctx context.Context, ap agentcore.Approval) (ag
 	})
 	if err != nil {
 		b.take(ap.RequestID)
+		req.setReady()
 		b.cfg.Metrics.error("chat")
-		return agentcore.ApprovalDecision{}, fmt.Errorf("post approval request: %w", err)
+		return "", fmt.Errorf("post approval request: %w", err)
 	}
 	b.mu.Lock()
 	req.postID = postID
 	b.mu.Unlock()
-	if err := ap.Posted(postID); err != nil {
-		// Without the record a restart could not expire the message; do
-		// not let this request be decided.
-		b.take(ap.RequestID)
-		b.update(ctx, a.th.t, postID, Post{Text: "**Cancelled** — the request could not be recorded. Nothing was run."})
-		return agentcore.ApprovalDecision{}, err
+	a.asked[ap.RequestID] = req
+	return postID, nil
+}
+
+// Await waits for an authorised click, the expiry (a deny) or ctx's end,
+// which cancels the request.
+func (a *threadApprover) Await(ctx context.Context, ap agentcore.Approval, _ string) (agentcore.ApprovalDecision, error) {
+	b := a.b
+	req := a.asked[ap.RequestID]
+	if req == nil {
+		return agentcore.ApprovalDecision{}, fmt.Errorf("approval request %s was not asked", ap.RequestID)
 	}
-	markReady()
+	req.setReady()
 	timer := time.NewTimer(time.Until(req.expires))
 	defer timer.Stop()
 	select {
 	case d := <-req.decided:
+		req.awaited = true
 		return d, nil
 	case <-timer.C:
 		if b.take(ap.RequestID) == nil {
+			req.awaited = true
 			return <-req.decided, nil // a click won the race
 		}
 		b.cfg.Metrics.approval("expired")
-		return agentcore.ApprovalDecision{By: "expiry", Why: "expired after " + b.cfg.ApprovalTimeout.String(),
-			Committed: func(error) {
-				// Shown once the expiry is in the chain (or failed to be:
-				// either way nothing ran).
-				b.update(ctx, a.th.t, postID, Post{Text: decidedText(req, "**Expired** — nobody decided within "+b.cfg.ApprovalTimeout.String()+". Nothing was run.")})
-			}}, nil
+		req.awaited, req.expired = true, true
+		return agentcore.ApprovalDecision{By: "expiry", Why: "expired after " + b.cfg.ApprovalTimeout.String()}, nil
 	case <-ctx.Done():
 		if b.take(ap.RequestID) == nil {
+			req.awaited = true
 			return <-req.decided, nil
 		}
 		b.cfg.Metrics.approval("cancelled")
-		b.update(ctx, a.th.t, postID, Post{Text: decidedText(req, CancelledOutcome)})
+		b.update(ctx, a.th.t, req.postID, Post{Text: decidedText(req, CancelledOutcome)})
 		return agentcore.ApprovalDecision{}, ctx.Err()
+	}
+}
+
+// Decided shows the decision once the run has recorded it (err nil) or
+// failed to: to the click that decided, on an expired request's message,
+// and on the status message's waiting step.
+func (a *threadApprover) Decided(ctx context.Context, ap agentcore.Approval, _ string, d agentcore.ApprovalDecision, err error) {
+	b := a.b
+	req := a.asked[ap.RequestID]
+	delete(a.asked, ap.RequestID)
+	if req == nil {
+		return
+	}
+	if b.take(ap.RequestID) != nil {
+		// Never awaited: the post could not be recorded, so a restart
+		// could not expire the message; no click may decide it.
+		req.setReady()
+		b.update(ctx, a.th.t, req.postID, Post{Text: "**Cancelled** — the request could not be recorded. Nothing was run."})
+		return
+	}
+	if req.expired {
+		// Shown once the expiry is in the chain (or failed to be: either
+		// way nothing ran).
+		b.update(ctx, a.th.t, req.postID, Post{Text: decidedText(req, "**Expired** — nobody decided within "+b.cfg.ApprovalTimeout.String()+". Nothing was run.")})
+	}
+	req.committed <- err
+	if req.awaited && err == nil {
+		a.r.decided(d.Approved, d.By, d.Why)
 	}
 }
 
@@ -147,9 +193,7 @@ func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
 	if b.take(req.ap.RequestID) == nil {
 		return ClickResult{Ephemeral: "This request was already decided. Nothing was changed."}
 	}
-	committed := make(chan error, 1)
-	d := agentcore.ApprovalDecision{Approved: c.ActionID == ActionApprove, By: actor(c.User),
-		Committed: func(err error) { committed <- err }}
+	d := agentcore.ApprovalDecision{Approved: c.ActionID == ActionApprove, By: actor(c.User)}
 	outcome := DecisionOutcome(d.Approved, d.By, "", b.cfg.Now())
 	if d.Approved {
 		b.cfg.Metrics.approval("approved")
@@ -161,7 +205,7 @@ func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
 	// Show the decision only once it is in the chain. The wait is short
 	// (one commit); platforms time callbacks out after a few seconds.
 	select {
-	case err := <-committed:
+	case err := <-req.committed:
 		if err != nil {
 			b.log.Error("record approval decision", "conv", req.ap.Session, "request", req.ap.RequestID, "err", err)
 			outcome = "**Not recorded** — the decision could not be written to the audit log, so nothing was run."

@@ -405,7 +405,7 @@ func (b *Bot) turn(ctx context.Context, th *thread, it item) {
 	r := newRenderer(b, th.t)
 	r.start(ctx)
 	defer r.stop()
-	approver := &threadApprover{b: b, th: th, requester: m.User}
+	approver := &threadApprover{b: b, th: th, requester: m.User, r: r, asked: map[string]*request{}}
 	run := th.ch.Agent.Run
 	if skill {
 		run = th.ch.Agent.RunSkillCommand
@@ -419,7 +419,7 @@ func (b *Bot) turn(ctx context.Context, th *thread, it item) {
 		Instructions: []string{th.ch.Instructions},
 		AllowAll:     th.ch.AllowAll,
 		FleetGroups:  th.ch.FleetGroups,
-		Approver:     r.watch(approver),
+		Approver:     approver,
 		Hooks:        r.hooks(),
 	}
 	if it.alert != nil {

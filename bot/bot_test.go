@@ -26,6 +26,8 @@ type fakeAdapter struct {
 	posts   []fakePost
 	members map[string]bool
 	changed chan struct{}
+	// onPost, if set, is called with each post after it is recorded here.
+	onPost func(Post)
 }
 
 type fakePost struct {
@@ -42,10 +44,13 @@ func (f *fakeAdapter) Run(ctx context.Context, h Handler) error { <-ctx.Done(); 
 
 func (f *fakeAdapter) Post(_ context.Context, t Thread, p Post) (string, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	id := fmt.Sprintf("p%d", len(f.posts)+1)
 	f.posts = append(f.posts, fakePost{id: id, thread: t, post: p})
 	f.notify()
+	f.mu.Unlock()
+	if f.onPost != nil {
+		f.onPost(p)
+	}
 	return id, nil
 }
 

@@ -449,31 +449,10 @@ func RebuiltOutputPost(command string, size int64, content string) *Post {
 // waitingState is the state of a step that waits for an approver.
 const waitingState = " — waiting for approval ("
 
-// watch wraps the run's approver so that the status message shows the
-// decision on the waiting step ("running, approved by @bob") the moment it
-// is in the chain, rather than "waiting for approval" until the command
-// ends.
-func (r *renderer) watch(a agentcore.Approver) agentcore.Approver {
-	return agentcore.ApproverFunc(func(ctx context.Context, ap agentcore.Approval) (agentcore.ApprovalDecision, error) {
-		d, err := a.Approve(ctx, ap)
-		if err != nil {
-			return d, err
-		}
-		committed, approved, by, why := d.Committed, d.Approved, d.By, d.Why
-		d.Committed = func(err error) {
-			if committed != nil {
-				committed(err)
-			}
-			if err == nil {
-				r.decided(approved, by, why)
-			}
-		}
-		return d, nil
-	})
-}
-
 // decided rewrites the newest waiting step with the decision and asks the
-// updater to show it at once.
+// updater to show it at once. threadApprover.Decided calls it the moment the
+// decision is in the chain, so the status reads "running, approved by @bob"
+// rather than "waiting for approval" until the command ends.
 func (r *renderer) decided(approved bool, by, why string) {
 	r.mu.Lock()
 	if r.prog.Decided(approved, by, why) {

@@ -420,7 +420,11 @@ type terminalApprover struct {
 	lines *lineReader
 }
 
-func (t *terminalApprover) Approve(ctx context.Context, a agentcore.Approval) (agentcore.ApprovalDecision, error) {
+var _ agentcore.Approver = (*terminalApprover)(nil)
+
+// Ask shows the request on the terminal; there is nothing to update later,
+// so it is shown nowhere the run records.
+func (t *terminalApprover) Ask(_ context.Context, a agentcore.Approval) (string, error) {
 	fmt.Fprintf(t.e.stderr, "\nThe model wants to run (%s):\n    %s\n", a.Rule, a.Command)
 	if len(a.Targets) > 0 {
 		fmt.Fprintf(t.e.stderr, "  on %s (%s)\n", agentcore.TargetSummary(a.Targets), agentcore.LoginSummary(a.Logins))
@@ -429,6 +433,11 @@ func (t *terminalApprover) Approve(ctx context.Context, a agentcore.Approval) (a
 		fmt.Fprintf(t.e.stderr, "  reason: %s\n", a.Reason)
 	}
 	fmt.Fprint(t.e.stderr, "Run it? [y/N] ")
+	return "", nil
+}
+
+// Await reads the answer: y or yes approves, anything else denies.
+func (t *terminalApprover) Await(ctx context.Context, _ agentcore.Approval, _ string) (agentcore.ApprovalDecision, error) {
 	select {
 	case line, ok := <-t.lines.lines:
 		if !ok {
@@ -442,4 +451,9 @@ func (t *terminalApprover) Approve(ctx context.Context, a agentcore.Approval) (a
 	case <-ctx.Done():
 		return agentcore.ApprovalDecision{}, ctx.Err()
 	}
+}
+
+// Decided does nothing: the answer was typed on this terminal, so it is
+// already shown.
+func (t *terminalApprover) Decided(context.Context, agentcore.Approval, string, agentcore.ApprovalDecision, error) {
 }
