@@ -35,7 +35,7 @@ func (r *run) systemPrompt() string {
 		base = basePrompt
 	}
 	b.WriteString(base)
-	if r.text {
+	if r.textProtocol() {
 		b.WriteString("\n\n")
 		p := textProtocolPrompt
 		if !r.t.Goal {
@@ -74,7 +74,7 @@ func (r *run) systemPrompt() string {
 		}
 		opts := skills.IndexOptionsFor(r.cfg.ContextWindow, r.cfg.SkillIndexShare, query)
 		b.WriteString("\n\n# Skills\n")
-		if r.text {
+		if r.textProtocol() {
 			b.WriteString("Read a skill's instructions (with the skill tool_call shown above) before using it.\n")
 		} else {
 			b.WriteString("Load a skill's instructions with the skill tool before using it.\n")

@@ -346,35 +346,116 @@ func shellInfo(info string) bool {
 	return false
 }
 
-// textStep acts on a text-protocol reply.
-func (r *run) textStep(ctx context.Context, resp Response) (bool, Result, error) {
-	act := ParseTextReply(resp.Content)
-	if len(act.Calls) > 0 {
-		return r.textCalls(ctx, act)
-	}
-	if act.Command == "" {
-		if act.Done || !r.t.Goal {
-			st := StatusAnswered
-			if act.Done && r.t.Goal {
-				st = StatusDone
-			}
-			return true, Result{Status: st, Answer: r.redact(strings.TrimSpace(stripDone(resp.Content)))}, nil
-		}
-		return false, Result{}, r.nudge()
-	}
-	r.steps++
-	call := ToolCall{ID: fmt.Sprintf("text-%d", r.s.last), Name: ToolRun}
-	content, isErr, ex, err := r.runCommand(ctx, call, act.Command, "", "")
+// textModel is the text protocol as a Model, for servers without tool
+// calling. It sends no tools: the system prompt (run.systemPrompt) says how
+// to act, and the projection gives each result back as a user message. It
+// reads the reply (ParseTextReply) into ordinary tool calls, which the run
+// decides, runs and records as it does structured ones:
+//   - the text-form calls, at most maxTextCalls; a call beyond them is
+//     answered with an error and ends the step (the rest are dropped);
+//   - otherwise the first shell block, as a run call.
+//
+// Each call carries a textCall: how the text protocol names it and words
+// its result. A reply without calls carries a textReply: its answer
+// without the agent-done line, and whether it said agent-done.
+type textModel struct{ Model }
+
+// Complete asks the wrapped Model without tools and reads the reply.
+func (m textModel) Complete(ctx context.Context, req Request) (Response, error) {
+	req.Tools = nil
+	resp, err := m.Model.Complete(ctx, req)
 	if err != nil {
-		return true, Result{Status: StatusError}, err
+		return resp, err
 	}
-	if act.Blocks > 1 {
-		content += "\n(Only the first command block of your reply ran; send one block per reply.)"
+	act := ParseTextReply(resp.Content)
+	resp.ToolCalls = act.toolCalls()
+	resp.text = &textReply{answer: strings.TrimSpace(stripDone(resp.Content)), done: act.Done}
+	return resp, nil
+}
+
+// textReply is what a text-protocol reply says beyond its tool calls.
+type textReply struct {
+	answer string // the content without agent-done lines, trimmed
+	done   bool   // the reply says agent-done (goal mode's finish)
+}
+
+// textCall is how the text protocol names a call it read from a reply and
+// words the call's result for the model. A nil *textCall (a structured
+// call) changes nothing.
+type textCall struct {
+	// index is the call's place among the reply's text-form calls, or -1
+	// for a shell block.
+	index int
+	// label goes before the result: "Output of `cmd`:" for a shell block,
+	// "Result of name args:" for a call.
+	label string
+	// note goes after the result of a call that ran.
+	note string
+	// refusal, when set, answers the call without running it: it could
+	// not be read, or it is over maxTextCalls.
+	refusal string
+}
+
+// toolCalls turns a reply's actions into the calls the loop runs.
+func (a TextAction) toolCalls() []ToolCall {
+	if len(a.Calls) == 0 {
+		if a.Command == "" {
+			return nil
+		}
+		t := &textCall{index: -1, label: "Output of `" + oneLine(a.Command) + "`:\n"}
+		if a.Blocks > 1 {
+			t.note = "\n(Only the first command block of your reply ran; send one block per reply.)"
+		}
+		return []ToolCall{{Name: ToolRun, Arguments: string(mustJSON(map[string]string{"command": a.Command})), text: t}}
 	}
-	if err := r.result(call, "Output of `"+oneLine(act.Command)+"`:\n"+content, isErr, ex); err != nil {
-		return true, Result{Status: StatusError}, err
+	calls := make([]ToolCall, 0, min(len(a.Calls), maxTextCalls+1))
+	for i, call := range a.Calls {
+		t := &textCall{index: i, label: "Result of " + call.Name + " " + oneLine(call.Arguments) + ":\n"}
+		switch {
+		case i == maxTextCalls:
+			t.refusal = fmt.Sprintf("error: only the first %d tool calls of a reply run; %d did not", maxTextCalls, len(a.Calls)-maxTextCalls)
+		case call.Name == "":
+			t.refusal = "error: could not read the tool call in your reply (" + oneLine(call.Arguments) +
+				`). Write <tool_call>{"name": "run", "arguments": {"command": "df -h"}}</tool_call>, or one ` + "```bash block."
+		case a.Blocks > 0 && i == len(a.Calls)-1:
+			t.note = "\n(The shell block of your reply did not run: send one action per reply.)"
+		}
+		call.text = t
+		calls = append(calls, call)
+		if i == maxTextCalls {
+			break
+		}
 	}
-	return false, Result{}, nil
+	return calls
+}
+
+// named gives a text-protocol call its id when it runs: text-<seq> for a
+// shell block, text-<seq>-<index> for a text-form call, where seq is the
+// session's last event before the call (last). The id cannot be given
+// when the reply is read: a call's seq follows the events the calls
+// before it recorded (gate decisions, approvals, results, memory notes),
+// which only running them tells. A structured call keeps the server's id.
+func (c ToolCall) named(last uint64) ToolCall {
+	switch {
+	case c.text == nil:
+	case c.text.index < 0:
+		c.ID = fmt.Sprintf("text-%d", last)
+	default:
+		c.ID = fmt.Sprintf("text-%d-%d", last, c.text.index)
+	}
+	return c
+}
+
+// view is how the text protocol words a result for the model: the label
+// before it and, when ran, the note after it.
+func (t *textCall) view(content string, ran bool) string {
+	if t == nil {
+		return content
+	}
+	if ran {
+		content += t.note
+	}
+	return t.label + content
 }
 
 func stripDone(s string) string {
@@ -385,53 +466,4 @@ func stripDone(s string) string {
 		}
 	}
 	return strings.Join(out, "\n")
-}
-
-// textCalls runs the text-form tool calls of a text-protocol reply, in
-// order, each through the same checks as a structured call (an unknown
-// tool or bad arguments go back to the model as an error). Each result goes
-// back as a message naming the call it answers. done reports agent_done.
-func (r *run) textCalls(ctx context.Context, act TextAction) (bool, Result, error) {
-	r.steps++
-	known := toolDefs(r.t.Goal, len(r.cfg.Skills.Skills) > 0, r.cfg.Fleet != nil)
-	for i, call := range act.Calls {
-		call.ID = fmt.Sprintf("text-%d-%d", r.s.last, i)
-		if i == maxTextCalls {
-			msg := fmt.Sprintf("error: only the first %d tool calls of a reply run; %d did not", maxTextCalls, len(act.Calls)-maxTextCalls)
-			return false, Result{}, r.result(call, msg, true, nil)
-		}
-		label := "Result of " + call.Name + " " + oneLine(call.Arguments) + ":\n"
-		if call.Name == "" {
-			msg := "error: could not read the tool call in your reply (" + oneLine(call.Arguments) +
-				`). Write <tool_call>{"name": "run", "arguments": {"command": "df -h"}}</tool_call>, or one ` + "```bash block."
-			if err := r.result(call, msg, true, nil); err != nil {
-				return true, Result{Status: StatusError}, err
-			}
-			continue
-		}
-		args, perr := parseArgs(call, known)
-		if perr != nil {
-			if err := r.result(call, label+"error: "+perr.Error(), true, nil); err != nil {
-				return true, Result{Status: StatusError}, err
-			}
-			continue
-		}
-		o, err := r.dispatch(ctx, call, args)
-		if err != nil {
-			return true, Result{Status: StatusError}, err
-		}
-		if o.done {
-			if err := r.result(call, o.content, false, nil); err != nil {
-				return true, Result{Status: StatusError}, err
-			}
-			return true, Result{Status: StatusDone, Answer: r.redact(o.summary)}, nil
-		}
-		if act.Blocks > 0 && i == len(act.Calls)-1 {
-			o.content += "\n(The shell block of your reply did not run: send one action per reply.)"
-		}
-		if err := r.result(call, label+o.content, o.isErr, o.ex); err != nil {
-			return true, Result{Status: StatusError}, err
-		}
-	}
-	return false, Result{}, nil
 }
