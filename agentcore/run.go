@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/thinbot/thinbot/store"
 )
@@ -105,10 +106,11 @@ func (r *run) loop(ctx context.Context) (Result, error) {
 		if res, err := r.overBudget(ctx); err != nil {
 			return res, err
 		}
-		resp, err := r.ask(ctx) // compaction, overflow and the protocol switch inside
+		resp, latency, err := r.ask(ctx) // compaction, overflow and the protocol switch inside
 		if err != nil {
 			return Result{Status: StatusError}, err
 		}
+		r.stage(resp, latency)
 		if len(resp.ToolCalls) == 0 {
 			if res, ok := r.answer(resp); ok {
 				return res, nil
@@ -203,21 +205,22 @@ func (r *run) textProtocol() bool {
 	return ok
 }
 
-// ask makes one model call with the session's projection and stages the
-// reply (run.pending). It is the one place that retries: it compacts the
-// session first when it is near the context window, and on an error it
-// switches to the text protocol (tools unsupported) or lowers max_tokens
-// or compacts once (context overflow, see overflow) and asks again.
-func (r *run) ask(ctx context.Context) (Response, error) {
+// ask makes one model call with the session's projection and counts its
+// usage; it returns the reply and how long the call took. It is the one
+// place that retries: it compacts the session first when it is near the
+// context window, and on an error it switches to the text protocol (tools
+// unsupported) or lowers max_tokens or compacts once (context overflow,
+// see overflow) and asks again.
+func (r *run) ask(ctx context.Context) (Response, time.Duration, error) {
 	if err := r.maybeCompact(ctx, false); err != nil {
-		return Response{}, err
+		return Response{}, 0, err
 	}
 	var failed *Request // the last request refused for its size
 	maxTokens := -1     // set by overflow for the next attempt
 	for attempt := 0; ; attempt++ {
 		var stream *redactStream
 		if _, err := r.record(buffered); err != nil {
-			return Response{}, err
+			return Response{}, 0, err
 		}
 		req := Request{Messages: r.s.proj.Messages()}
 		if r.t.Hooks.Text != nil {
@@ -230,7 +233,7 @@ func (r *run) ask(ctx context.Context) (Response, error) {
 			req.MaxTokens = r.maxTokens(req.Messages)
 		}
 		if failed != nil && sameRequest(*failed, req) {
-			return Response{}, fmt.Errorf("%w: %w: the request would be sent again unchanged", ErrModel, ErrContextLength)
+			return Response{}, 0, fmt.Errorf("%w: %w: the request would be sent again unchanged", ErrModel, ErrContextLength)
 		}
 		r.calls++
 		r.s.setStatus(func(st *Status) { st.ModelCalls, st.Steps = r.calls, r.steps })
@@ -248,52 +251,56 @@ func (r *run) ask(ctx context.Context) (Response, error) {
 			sw := store.Event{Type: EvProtocolSwitch, Actor: "system",
 				Payload: mustJSON(protocolSwitchPayload{From: "tools", To: "text", Reason: err.Error()})}
 			if _, err := r.record(durable, append([]store.Event{sw}, r.promptEvent()...)...); err != nil {
-				return Response{}, err
+				return Response{}, 0, err
 			}
 			continue
 		case errors.Is(err, ErrContextLength) && attempt < 4:
 			mt, oerr := r.overflow(ctx, req, err)
 			if oerr != nil {
-				return Response{}, oerr
+				return Response{}, 0, oerr
 			}
 			failed, maxTokens = &req, mt
 			continue
 		default:
-			return Response{}, fmt.Errorf("%w: %w", ErrModel, err)
+			return Response{}, 0, fmt.Errorf("%w: %w", ErrModel, err)
 		}
 		r.compacted = false
-		proto, calls := "tools", resp.ToolCalls
-		if resp.text != nil {
-			// The text protocol's calls are in the content; the projection
-			// gives their results back as user messages.
-			proto, calls = "text", nil
-		}
-		u := resp.Usage
-		if u.PromptTokens == 0 && u.CompletionTokens == 0 {
-			// The server reported no usage: the kernel's estimate.
-			u.PromptTokens = EstimateTokens(req.Messages)
-			u.CompletionTokens = EstimateTokens([]Message{{Content: resp.Content, Reasoning: resp.Reasoning, ToolCalls: calls}})
-		}
-		r.usage.PromptTokens += u.PromptTokens
-		r.usage.CompletionTokens += u.CompletionTokens
-		r.usage.CachedTokens += u.CachedTokens
-		r.s.setStatus(func(st *Status) { st.Usage = r.usage })
-		// What the model wrote is recorded (and later projected, shown and
-		// exported) without the bot's secrets; the command that runs is the
-		// one the model wrote.
-		rcalls := make([]ToolCall, len(calls))
-		for i, c := range calls {
-			c.Arguments = r.redactJSON(c.Arguments)
-			rcalls[i] = c
-		}
-		if len(calls) == 0 {
-			rcalls = nil
-		}
-		r.pending = append(r.pending, store.Event{Type: EvAssistantMessage, Actor: "model", Payload: mustJSON(assistantPayload{
-			Content: r.redact(resp.Content), Reasoning: r.redact(resp.Reasoning), ToolCalls: rcalls, FinishReason: resp.FinishReason,
-			Usage: resp.Usage, Model: resp.Model, Protocol: proto, LatencyMS: latency.Milliseconds()})})
-		return resp, nil
+		r.count(req, resp)
+		return resp, latency, nil
 	}
+}
+
+// count adds a call's usage to the run's: the server's, or when it
+// reported none the kernel's estimate.
+func (r *run) count(req Request, resp Response) {
+	u := resp.Usage
+	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
+		u.PromptTokens = EstimateTokens(req.Messages)
+		u.CompletionTokens = EstimateTokens([]Message{{Content: resp.Content, Reasoning: resp.Reasoning, ToolCalls: resp.recorded()}})
+	}
+	r.usage.PromptTokens += u.PromptTokens
+	r.usage.CompletionTokens += u.CompletionTokens
+	r.usage.CachedTokens += u.CachedTokens
+	r.s.setStatus(func(st *Status) { st.Usage = r.usage })
+}
+
+// stage adds the model's reply to run.pending: it commits with what
+// follows it. What the model wrote is recorded (and later projected, shown
+// and exported) without the bot's secrets; the command that runs is the
+// one the model wrote.
+func (r *run) stage(resp Response, latency time.Duration) {
+	proto := "tools"
+	if resp.text != nil {
+		proto = "text"
+	}
+	var rcalls []ToolCall
+	for _, c := range resp.recorded() {
+		c.Arguments = r.redactJSON(c.Arguments)
+		rcalls = append(rcalls, c)
+	}
+	r.pending = append(r.pending, store.Event{Type: EvAssistantMessage, Actor: "model", Payload: mustJSON(assistantPayload{
+		Content: r.redact(resp.Content), Reasoning: r.redact(resp.Reasoning), ToolCalls: rcalls, FinishReason: resp.FinishReason,
+		Usage: resp.Usage, Model: resp.Model, Protocol: proto, LatencyMS: latency.Milliseconds()})})
 }
 
 // toolCall decides, runs and records one tool call, structured or read

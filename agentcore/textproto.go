@@ -373,6 +373,16 @@ func (m textModel) Complete(ctx context.Context, req Request) (Response, error) 
 	return resp, nil
 }
 
+// recorded are the tool calls the chain keeps with a reply: none for the
+// text protocol, whose calls are in the content (the projection gives
+// their results back as user messages).
+func (r Response) recorded() []ToolCall {
+	if r.text != nil {
+		return nil
+	}
+	return r.ToolCalls
+}
+
 // textReply is what a text-protocol reply says beyond its tool calls.
 type textReply struct {
 	answer string // the content without agent-done lines, trimmed
