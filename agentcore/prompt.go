@@ -37,11 +37,7 @@ func (r *run) systemPrompt() string {
 	b.WriteString(base)
 	if r.textProtocol() {
 		b.WriteString("\n\n")
-		p := textProtocolPrompt
-		if !r.t.Goal {
-			p = strings.Replace(p, goalDoneHint, "", 1)
-		}
-		b.WriteString(p)
+		b.WriteString(textInstructions(r.t.Goal))
 	} else if r.t.Goal {
 		b.WriteString("\n\nYou are in goal mode: keep working step by step until the goal is reached, then call agent_done with a summary.")
 	}
