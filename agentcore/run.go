@@ -218,20 +218,10 @@ func (r *run) ask(ctx context.Context) (Response, time.Duration, error) {
 	var failed *Request // the last request refused for its size
 	maxTokens := -1     // set by overflow for the next attempt
 	for attempt := 0; ; attempt++ {
-		var stream *redactStream
 		if _, err := r.record(buffered); err != nil {
 			return Response{}, 0, err
 		}
-		req := Request{Messages: r.s.proj.Messages()}
-		if r.t.Hooks.Text != nil {
-			stream = &redactStream{redact: r.redact, keep: r.maxSecret, out: r.showText()}
-			req.OnText = stream.write
-		}
-		req.Tools = r.tools() // textModel sends none
-		req.MaxTokens = maxTokens
-		if maxTokens < 0 {
-			req.MaxTokens = r.maxTokens(req.Messages)
-		}
+		req, stream := r.request(maxTokens)
 		if failed != nil && sameRequest(*failed, req) {
 			return Response{}, 0, fmt.Errorf("%w: %w: the request would be sent again unchanged", ErrModel, ErrContextLength)
 		}
@@ -268,6 +258,22 @@ func (r *run) ask(ctx context.Context) (Response, time.Duration, error) {
 		r.count(req, resp)
 		return resp, latency, nil
 	}
+}
+
+// request is the next model call: the session's projection, the tools
+// (textModel sends none), max_tokens (overflow's, or when negative the
+// kernel's own), and Hooks.Text behind a redacting stream.
+func (r *run) request(maxTokens int) (Request, *redactStream) {
+	req := Request{Messages: r.s.proj.Messages(), Tools: r.tools(), MaxTokens: maxTokens}
+	if maxTokens < 0 {
+		req.MaxTokens = r.maxTokens(req.Messages)
+	}
+	var stream *redactStream
+	if r.t.Hooks.Text != nil {
+		stream = &redactStream{redact: r.redact, keep: r.maxSecret, out: r.showText()}
+		req.OnText = stream.write
+	}
+	return req, stream
 }
 
 // count adds a call's usage to the run's: the server's, or when it
