@@ -314,8 +314,8 @@ func (r *run) stage(resp Response, latency time.Duration) {
 // agent_done.
 func (r *run) toolCall(ctx context.Context, call ToolCall) (done bool, summary string, err error) {
 	call = call.named(r.s.last)
-	if call.text != nil && call.text.refusal != "" {
-		return false, "", r.result(call, call.text.refusal, true, nil)
+	if msg := call.text.refused(); msg != "" {
+		return false, "", r.result(call, msg, true, nil)
 	}
 	args, perr := parseArgs(call, r.tools())
 	if perr != nil {

@@ -140,6 +140,14 @@ func (c ToolCall) named(last uint64) ToolCall {
 	return c
 }
 
+// refused is the answer to a call that does not run, or "".
+func (t *textCall) refused() string {
+	if t == nil {
+		return ""
+	}
+	return t.refusal
+}
+
 // view is how the text protocol words a result for the model: the label
 // before it and, when ran, the note after it.
 func (t *textCall) view(content string, ran bool) string {
