@@ -71,8 +71,7 @@ func (a *Agent) RunCommand(ctx context.Context, t Turn, command, reason string) 
 	if err := a.load(t.Session, s); err != nil {
 		return Result{Status: StatusError}, err
 	}
-	r := &run{Agent: a, t: t, s: s, budgets: a.cfg.Budgets.withDefaults(false)}
-	r.text = a.cfg.TextProtocol || s.proj.TextProtocol()
+	r := &run{Agent: a, t: t, s: s, budgets: a.cfg.Budgets.withDefaults(false), model: a.modelFor(s)}
 	s.setStatus(func(st *Status) { *st = Status{Running: true, Started: a.cfg.Now(), Budgets: r.budgets} })
 	defer s.setStatus(func(st *Status) { *st = Status{} })
 
@@ -86,7 +85,7 @@ func (a *Agent) RunCommand(ctx context.Context, t Turn, command, reason string) 
 	} else {
 		call := ToolCall{ID: fmt.Sprintf("cmd%d", s.last+1), Name: ToolRun, Arguments: string(mustJSON(map[string]string{"command": command, "reason": reason}))}
 		ap := assistantPayload{ToolCalls: []ToolCall{call}, Model: ModelSkillCommand, FinishReason: "tool_calls", Protocol: "tools"}
-		if r.text {
+		if r.textProtocol() {
 			ap = assistantPayload{Content: "```bash\n" + command + "\n```", Model: ModelSkillCommand, Protocol: "text"}
 		}
 		r.pending = append(evs, store.Event{Type: EvAssistantMessage, Actor: t.Actor, Payload: mustJSON(ap)})

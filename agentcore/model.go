@@ -39,6 +39,9 @@ type ToolCall struct {
 	// (clients turn an object sent by servers such as Ollama into its text).
 	// It may be invalid JSON; the loop reports that to the model.
 	Arguments string `json:"arguments"`
+	// text is set on a call the text protocol read from a reply
+	// (textModel): how the call is named and its result worded.
+	text *textCall
 }
 
 // Tool describes a function the model may call.
@@ -78,6 +81,9 @@ type Response struct {
 	FinishReason string
 	Usage        Usage
 	Model        string
+	// text is set on a reply read by the text protocol (textModel); its
+	// tool calls are then in Content, and ToolCalls holds what was read.
+	text *textReply
 }
 
 // Usage is the token accounting the server reported for one call.

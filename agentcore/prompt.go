@@ -35,13 +35,9 @@ func (r *run) systemPrompt() string {
 		base = basePrompt
 	}
 	b.WriteString(base)
-	if r.text {
+	if r.textProtocol() {
 		b.WriteString("\n\n")
-		p := textProtocolPrompt
-		if !r.t.Goal {
-			p = strings.Replace(p, goalDoneHint, "", 1)
-		}
-		b.WriteString(p)
+		b.WriteString(textInstructions(r.t.Goal))
 	} else if r.t.Goal {
 		b.WriteString("\n\nYou are in goal mode: keep working step by step until the goal is reached, then call agent_done with a summary.")
 	}
@@ -74,7 +70,7 @@ func (r *run) systemPrompt() string {
 		}
 		opts := skills.IndexOptionsFor(r.cfg.ContextWindow, r.cfg.SkillIndexShare, query)
 		b.WriteString("\n\n# Skills\n")
-		if r.text {
+		if r.textProtocol() {
 			b.WriteString("Read a skill's instructions (with the skill tool_call shown above) before using it.\n")
 		} else {
 			b.WriteString("Load a skill's instructions with the skill tool before using it.\n")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/thinbot/thinbot/store"
 )
@@ -23,8 +24,10 @@ type run struct {
 	calls      int
 	toolErrors int
 	usage      Usage
-	text       bool
-	compacted  bool // compacted after a context-length error in this step
+	// model is what the run asks: the configured Model, or textModel
+	// around it once the session uses the text protocol.
+	model     Model
+	compacted bool // compacted after a context-length error in this step
 	// pending is the model reply of the step under way: it commits with
 	// what follows it (the gate decision, durably, just before the command
 	// runs; or the tool's result), so a step is one durable commit and the
@@ -57,8 +60,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	if err := a.load(t.Session, s); err != nil {
 		return Result{Status: StatusError}, err
 	}
-	r := &run{Agent: a, t: t, s: s, budgets: a.cfg.Budgets.withDefaults(t.Goal).lower(t.Budgets)}
-	r.text = a.cfg.TextProtocol || s.proj.TextProtocol()
+	r := &run{Agent: a, t: t, s: s, budgets: a.cfg.Budgets.withDefaults(t.Goal).lower(t.Budgets), model: a.modelFor(s)}
 	s.setStatus(func(st *Status) { *st = Status{Running: true, Goal: t.Goal, Started: a.cfg.Now(), Budgets: r.budgets} })
 	defer s.setStatus(func(st *Status) { *st = Status{} })
 
@@ -96,32 +98,27 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 }
 
 // loop is the run's steps: ask the model, then act on its reply, until an
-// answer, agent_done, a budget, cancellation or a store failure.
+// answer, agent_done, a budget, cancellation or a store failure. Both
+// protocols take this one path: the text protocol is a Model (textModel)
+// whose replies come back as ordinary tool calls.
 func (r *run) loop(ctx context.Context) (Result, error) {
 	for {
 		if res, err := r.overBudget(ctx); err != nil {
 			return res, err
 		}
-		resp, err := r.ask(ctx) // compaction, overflow and the protocol switch inside
+		resp, latency, err := r.ask(ctx) // compaction, overflow and the protocol switch inside
 		if err != nil {
 			return Result{Status: StatusError}, err
 		}
-		if r.text {
-			done, answer, err := r.textStep(ctx, resp)
-			if done || err != nil {
-				return answer, err
+		r.stage(resp, latency)
+		if len(resp.ToolCalls) == 0 {
+			if res, ok := r.answer(resp); ok {
+				return res, nil
+			}
+			if err := r.nudge(resp); err != nil {
+				return Result{Status: StatusError}, err
 			}
 			continue
-		}
-		if len(resp.ToolCalls) == 0 {
-			if r.t.Goal {
-				if err := r.nudge(); err != nil {
-					return Result{Status: StatusError}, err
-				}
-				r.steps++
-				continue
-			}
-			return Result{Status: StatusAnswered, Answer: r.redact(resp.Content)}, nil
 		}
 		r.steps++
 		for _, call := range resp.ToolCalls {
@@ -160,52 +157,78 @@ func (r *run) exhausted(what string, limit int) (Result, error) {
 		fmt.Errorf("%w: %d %s", ErrBudget, limit, what)
 }
 
-// nudge tells a goal-mode model that a reply without a tool call does not end
-// the goal.
-func (r *run) nudge() error {
+// answer is the run's result for a reply without tool calls; ok is false
+// when a goal-mode run goes on. Only agent_done, or in the text protocol
+// an agent-done line, finishes a goal.
+func (r *run) answer(resp Response) (Result, bool) {
+	text, done := resp.Content, false
+	if resp.text != nil {
+		text, done = resp.text.answer, resp.text.done
+	}
+	switch {
+	case done && r.t.Goal:
+		return Result{Status: StatusDone, Answer: r.redact(text)}, true
+	case !r.t.Goal:
+		return Result{Status: StatusAnswered, Answer: r.redact(text)}, true
+	}
+	return Result{}, false
+}
+
+// nudge tells a goal-mode model that a reply without a tool call does not
+// end the goal. Under tool calling the nudge counts as a step; under the
+// text protocol it does not (as the chain has recorded since the text
+// protocol came in).
+func (r *run) nudge(resp Response) error {
 	msg := "Continue working toward the goal. When it is reached, call agent_done with a summary."
-	if r.text {
+	if resp.text != nil {
 		msg = "Continue working toward the goal. When it is reached, write your summary and then agent-done on its own line."
+	} else {
+		r.steps++
 	}
 	_, err := r.record(durable, store.Event{Type: EvUserMessage, Actor: "system", Payload: mustJSON(userMessagePayload{Text: msg})})
 	return err
 }
 
-// ask makes one model call with the session's projection and stages the
-// reply (run.pending). It is the one place that retries: it compacts the
-// session first when it is near the context window, and on an error it
-// switches to the text protocol (tools unsupported) or lowers max_tokens
-// or compacts once (context overflow, see overflow) and asks again.
-func (r *run) ask(ctx context.Context) (Response, error) {
+// modelFor is the Model a run of s asks: the configured one, or the text
+// protocol around it when the configuration asks for it or the session
+// switched to it.
+func (a *Agent) modelFor(s *session) Model {
+	if a.cfg.TextProtocol || s.proj.TextProtocol() {
+		return textModel{a.cfg.Model}
+	}
+	return a.cfg.Model
+}
+
+// textProtocol reports whether the run asks its model in the text protocol.
+func (r *run) textProtocol() bool {
+	_, ok := r.model.(textModel)
+	return ok
+}
+
+// ask makes one model call with the session's projection and counts its
+// usage; it returns the reply and how long the call took. It is the one
+// place that retries: it compacts the session first when it is near the
+// context window, and on an error it switches to the text protocol (tools
+// unsupported) or lowers max_tokens or compacts once (context overflow,
+// see overflow) and asks again.
+func (r *run) ask(ctx context.Context) (Response, time.Duration, error) {
 	if err := r.maybeCompact(ctx, false); err != nil {
-		return Response{}, err
+		return Response{}, 0, err
 	}
 	var failed *Request // the last request refused for its size
 	maxTokens := -1     // set by overflow for the next attempt
 	for attempt := 0; ; attempt++ {
-		var stream *redactStream
 		if _, err := r.record(buffered); err != nil {
-			return Response{}, err
+			return Response{}, 0, err
 		}
-		req := Request{Messages: r.s.proj.Messages()}
-		if r.t.Hooks.Text != nil {
-			stream = &redactStream{redact: r.redact, keep: r.maxSecret, out: r.showText()}
-			req.OnText = stream.write
-		}
-		if !r.text {
-			req.Tools = toolDefs(r.t.Goal, len(r.cfg.Skills.Skills) > 0, r.cfg.Fleet != nil)
-		}
-		req.MaxTokens = maxTokens
-		if maxTokens < 0 {
-			req.MaxTokens = r.maxTokens(req.Messages)
-		}
+		req, stream := r.request(maxTokens)
 		if failed != nil && sameRequest(*failed, req) {
-			return Response{}, fmt.Errorf("%w: %w: the request would be sent again unchanged", ErrModel, ErrContextLength)
+			return Response{}, 0, fmt.Errorf("%w: %w: the request would be sent again unchanged", ErrModel, ErrContextLength)
 		}
 		r.calls++
 		r.s.setStatus(func(st *Status) { st.ModelCalls, st.Steps = r.calls, r.steps })
 		start := r.cfg.Now()
-		resp, err := r.cfg.Model.Complete(ctx, req)
+		resp, err := r.model.Complete(ctx, req)
 		stream.flush()
 		latency := r.cfg.Now().Sub(start)
 		if r.t.Hooks.Model != nil {
@@ -213,69 +236,104 @@ func (r *run) ask(ctx context.Context) (Response, error) {
 		}
 		switch {
 		case err == nil:
-		case errors.Is(err, ErrToolsUnsupported) && !r.text && attempt < 2:
-			r.text = true
+		case errors.Is(err, ErrToolsUnsupported) && !r.textProtocol() && attempt < 2:
+			r.model, failed = textModel{r.cfg.Model}, nil
 			sw := store.Event{Type: EvProtocolSwitch, Actor: "system",
 				Payload: mustJSON(protocolSwitchPayload{From: "tools", To: "text", Reason: err.Error()})}
 			if _, err := r.record(durable, append([]store.Event{sw}, r.promptEvent()...)...); err != nil {
-				return Response{}, err
+				return Response{}, 0, err
 			}
 			continue
 		case errors.Is(err, ErrContextLength) && attempt < 4:
 			mt, oerr := r.overflow(ctx, req, err)
 			if oerr != nil {
-				return Response{}, oerr
+				return Response{}, 0, oerr
 			}
 			failed, maxTokens = &req, mt
 			continue
 		default:
-			return Response{}, fmt.Errorf("%w: %w", ErrModel, err)
+			return Response{}, 0, fmt.Errorf("%w: %w", ErrModel, err)
 		}
 		r.compacted = false
-		u := resp.Usage
-		if u.PromptTokens == 0 && u.CompletionTokens == 0 {
-			// The server reported no usage: the kernel's estimate.
-			u.PromptTokens = EstimateTokens(req.Messages)
-			u.CompletionTokens = EstimateTokens([]Message{{Content: resp.Content, Reasoning: resp.Reasoning, ToolCalls: resp.ToolCalls}})
-		}
-		r.usage.PromptTokens += u.PromptTokens
-		r.usage.CompletionTokens += u.CompletionTokens
-		r.usage.CachedTokens += u.CachedTokens
-		r.s.setStatus(func(st *Status) { st.Usage = r.usage })
-		proto := "tools"
-		calls := resp.ToolCalls
-		if r.text {
-			proto, calls = "text", nil
-		}
-		// What the model wrote is recorded (and later projected, shown and
-		// exported) without the bot's secrets; the command that runs is the
-		// one the model wrote.
-		rcalls := make([]ToolCall, len(calls))
-		for i, c := range calls {
-			c.Arguments = r.redactJSON(c.Arguments)
-			rcalls[i] = c
-		}
-		if len(calls) == 0 {
-			rcalls = nil
-		}
-		r.pending = append(r.pending, store.Event{Type: EvAssistantMessage, Actor: "model", Payload: mustJSON(assistantPayload{
-			Content: r.redact(resp.Content), Reasoning: r.redact(resp.Reasoning), ToolCalls: rcalls, FinishReason: resp.FinishReason,
-			Usage: resp.Usage, Model: resp.Model, Protocol: proto, LatencyMS: latency.Milliseconds()})})
-		return resp, nil
+		r.count(req, resp)
+		return resp, latency, nil
 	}
 }
 
-// toolCall handles one structured tool call; done reports agent_done.
+// request is the next model call: the session's projection, the tools
+// (textModel sends none), max_tokens (overflow's, or when negative the
+// kernel's own), and Hooks.Text behind a redacting stream.
+func (r *run) request(maxTokens int) (Request, *redactStream) {
+	req := Request{Messages: r.s.proj.Messages(), Tools: r.tools(), MaxTokens: maxTokens}
+	if maxTokens < 0 {
+		req.MaxTokens = r.maxTokens(req.Messages)
+	}
+	var stream *redactStream
+	if r.t.Hooks.Text != nil {
+		stream = &redactStream{redact: r.redact, keep: r.maxSecret, out: r.showText()}
+		req.OnText = stream.write
+	}
+	return req, stream
+}
+
+// count adds a call's usage to the run's: the server's, or when it
+// reported none the kernel's estimate.
+func (r *run) count(req Request, resp Response) {
+	u := resp.Usage
+	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
+		u.PromptTokens = EstimateTokens(req.Messages)
+		u.CompletionTokens = EstimateTokens([]Message{{Content: resp.Content, Reasoning: resp.Reasoning, ToolCalls: resp.recorded()}})
+	}
+	r.usage.PromptTokens += u.PromptTokens
+	r.usage.CompletionTokens += u.CompletionTokens
+	r.usage.CachedTokens += u.CachedTokens
+	r.s.setStatus(func(st *Status) { st.Usage = r.usage })
+}
+
+// stage adds the model's reply to run.pending: it commits with what
+// follows it. What the model wrote is recorded (and later projected, shown
+// and exported) without the bot's secrets; the command that runs is the
+// one the model wrote.
+func (r *run) stage(resp Response, latency time.Duration) {
+	proto := "tools"
+	if resp.text != nil {
+		proto = "text"
+	}
+	var rcalls []ToolCall
+	for _, c := range resp.recorded() {
+		c.Arguments = r.redactJSON(c.Arguments)
+		rcalls = append(rcalls, c)
+	}
+	r.pending = append(r.pending, store.Event{Type: EvAssistantMessage, Actor: "model", Payload: mustJSON(assistantPayload{
+		Content: r.redact(resp.Content), Reasoning: r.redact(resp.Reasoning), ToolCalls: rcalls, FinishReason: resp.FinishReason,
+		Usage: resp.Usage, Model: resp.Model, Protocol: proto, LatencyMS: latency.Milliseconds()})})
+}
+
+// toolCall decides, runs and records one tool call, structured or read
+// from text (whose textCall names it and words its result); done reports
+// agent_done.
 func (r *run) toolCall(ctx context.Context, call ToolCall) (done bool, summary string, err error) {
-	args, perr := parseArgs(call, toolDefs(r.t.Goal, len(r.cfg.Skills.Skills) > 0, r.cfg.Fleet != nil))
+	call = call.named(r.s.last)
+	if msg := call.text.refused(); msg != "" {
+		return false, "", r.result(call, msg, true, nil)
+	}
+	args, perr := parseArgs(call, r.tools())
 	if perr != nil {
-		return false, "", r.result(call, "error: "+perr.Error(), true, nil)
+		return false, "", r.result(call, call.text.view("error: "+perr.Error(), false), true, nil)
 	}
 	o, err := r.dispatch(ctx, call, args)
 	if err != nil {
 		return false, "", err
 	}
-	return o.done, o.summary, r.result(call, o.content, o.isErr, o.ex)
+	if o.done {
+		return true, o.summary, r.result(call, o.content, o.isErr, o.ex)
+	}
+	return false, "", r.result(call, call.text.view(o.content, true), o.isErr, o.ex)
+}
+
+// tools are the tools the run offers.
+func (r *run) tools() []Tool {
+	return toolDefs(r.t.Goal, len(r.cfg.Skills.Skills) > 0, r.cfg.Fleet != nil)
 }
 
 // result records a tool's result (what the model sees) and counts errors.

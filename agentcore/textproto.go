@@ -2,27 +2,10 @@ package agentcore
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 )
-
-// textProtocolPrompt tells a model without tool calling how to act.
-const textProtocolPrompt = `You act by writing shell commands. To run a command, reply with exactly one fenced block:
-
-` + "```bash\n<one command or a short pipeline>\n```" + `
-
-You will get its output in the next message. One command per reply; write a short reason above the block.
-To read a skill's instructions, reply with only this line, with the skill's name from the skill index:
-<tool_call>{"name": "skill", "arguments": {"name": "SKILL-NAME"}}</tool_call>
-When the task is finished, reply with your final answer and no command block` + goalDoneHint + `.`
-
-const goalDoneHint = ` (in goal mode, write agent-done on a line of its own after the final summary)`
-
-// maxTextCalls bounds the text-form tool calls run from one reply.
-const maxTextCalls = 8
 
 // TextAction is what a text-protocol reply asks for.
 type TextAction struct {
@@ -344,94 +327,4 @@ func shellInfo(info string) bool {
 		return true
 	}
 	return false
-}
-
-// textStep acts on a text-protocol reply.
-func (r *run) textStep(ctx context.Context, resp Response) (bool, Result, error) {
-	act := ParseTextReply(resp.Content)
-	if len(act.Calls) > 0 {
-		return r.textCalls(ctx, act)
-	}
-	if act.Command == "" {
-		if act.Done || !r.t.Goal {
-			st := StatusAnswered
-			if act.Done && r.t.Goal {
-				st = StatusDone
-			}
-			return true, Result{Status: st, Answer: r.redact(strings.TrimSpace(stripDone(resp.Content)))}, nil
-		}
-		return false, Result{}, r.nudge()
-	}
-	r.steps++
-	call := ToolCall{ID: fmt.Sprintf("text-%d", r.s.last), Name: ToolRun}
-	content, isErr, ex, err := r.runCommand(ctx, call, act.Command, "", "")
-	if err != nil {
-		return true, Result{Status: StatusError}, err
-	}
-	if act.Blocks > 1 {
-		content += "\n(Only the first command block of your reply ran; send one block per reply.)"
-	}
-	if err := r.result(call, "Output of `"+oneLine(act.Command)+"`:\n"+content, isErr, ex); err != nil {
-		return true, Result{Status: StatusError}, err
-	}
-	return false, Result{}, nil
-}
-
-func stripDone(s string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if !isDone(l) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
-}
-
-// textCalls runs the text-form tool calls of a text-protocol reply, in
-// order, each through the same checks as a structured call (an unknown
-// tool or bad arguments go back to the model as an error). Each result goes
-// back as a message naming the call it answers. done reports agent_done.
-func (r *run) textCalls(ctx context.Context, act TextAction) (bool, Result, error) {
-	r.steps++
-	known := toolDefs(r.t.Goal, len(r.cfg.Skills.Skills) > 0, r.cfg.Fleet != nil)
-	for i, call := range act.Calls {
-		call.ID = fmt.Sprintf("text-%d-%d", r.s.last, i)
-		if i == maxTextCalls {
-			msg := fmt.Sprintf("error: only the first %d tool calls of a reply run; %d did not", maxTextCalls, len(act.Calls)-maxTextCalls)
-			return false, Result{}, r.result(call, msg, true, nil)
-		}
-		label := "Result of " + call.Name + " " + oneLine(call.Arguments) + ":\n"
-		if call.Name == "" {
-			msg := "error: could not read the tool call in your reply (" + oneLine(call.Arguments) +
-				`). Write <tool_call>{"name": "run", "arguments": {"command": "df -h"}}</tool_call>, or one ` + "```bash block."
-			if err := r.result(call, msg, true, nil); err != nil {
-				return true, Result{Status: StatusError}, err
-			}
-			continue
-		}
-		args, perr := parseArgs(call, known)
-		if perr != nil {
-			if err := r.result(call, label+"error: "+perr.Error(), true, nil); err != nil {
-				return true, Result{Status: StatusError}, err
-			}
-			continue
-		}
-		o, err := r.dispatch(ctx, call, args)
-		if err != nil {
-			return true, Result{Status: StatusError}, err
-		}
-		if o.done {
-			if err := r.result(call, o.content, false, nil); err != nil {
-				return true, Result{Status: StatusError}, err
-			}
-			return true, Result{Status: StatusDone, Answer: r.redact(o.summary)}, nil
-		}
-		if act.Blocks > 0 && i == len(act.Calls)-1 {
-			o.content += "\n(The shell block of your reply did not run: send one action per reply.)"
-		}
-		if err := r.result(call, label+o.content, o.isErr, o.ex); err != nil {
-			return true, Result{Status: StatusError}, err
-		}
-	}
-	return false, Result{}, nil
 }
