@@ -215,6 +215,11 @@ func Open(path string, opts *Options) (*DB, error) {
 		if err != nil {
 			return nil, err
 		}
+		// An archive's cut whose new files are on disk is finished first.
+		if err := finishArchive(path, o.AuditPath, nil); err != nil {
+			f.Close()
+			return nil, err
+		}
 		if machineRestarted(st, boot) {
 			err = rebuildStore(path, o.AuditPath, boot, o)
 		}
