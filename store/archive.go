@@ -289,7 +289,7 @@ func (db *DB) archive(ctx context.Context, ao ArchiveOptions, crash func(string)
 	if err != nil {
 		return res, err
 	}
-	cut, err := db.archiveCut(ao, keep)
+	cut, err := db.archiveCut(ao, keep, base)
 	if err != nil {
 		return res, err
 	}
@@ -303,7 +303,7 @@ func (db *DB) archive(ctx context.Context, ao ArchiveOptions, crash func(string)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return res, fmt.Errorf("store: archive: %w", err)
 	}
-	rec, err := db.writeArchive(ctx, filepath.Join(dir, archiveName(base+1, cut)), base, baseHash, cut)
+	rec, sessions, err := db.writeArchive(ctx, filepath.Join(dir, archiveName(base+1, cut)), base, baseHash, cut)
 	if err != nil {
 		return res, err
 	}
@@ -320,7 +320,7 @@ func (db *DB) archive(ctx context.Context, ao ArchiveOptions, crash func(string)
 	if err := step("recorded"); err != nil {
 		return res, err
 	}
-	if err := db.buildCut(ctx, cut, rec); err != nil {
+	if err := db.buildCut(ctx, cut, sessions); err != nil {
 		return res, err
 	}
 	if err := step("built"); err != nil {
@@ -372,10 +372,14 @@ func liveBase(tx *bolt.Tx) uint64 {
 	return binary.BigEndian.Uint64(k) - 1
 }
 
-// archiveCut returns the cut: the highest seq S within ao's limits such
-// that no session has events both at or before S and after it, and no
-// session of keep has one at or before S.
-func (db *DB) archiveCut(ao ArchiveOptions, keep []string) (uint64, error) {
+// archiveCut returns the cut: the highest seq within ao's limits at which
+// no session of keep has an event at or before it, and, if there is one
+// close below the limit (within 1% of the events to archive, or 1,000),
+// no session has events on both sides of it. A busy bot always has
+// sessions in flight, so there may be none: then the cut is the limit and
+// the sessions across it keep their later events live (Archived says
+// where the earlier ones are).
+func (db *DB) archiveCut(ao ArchiveOptions, keep []string, base uint64) (uint64, error) {
 	limit := db.LastSeq()
 	if ao.UpTo > 0 {
 		limit = min(limit, ao.UpTo)
@@ -426,6 +430,9 @@ func (db *DB) archiveCut(ao ArchiveOptions, keep []string) (uint64, error) {
 			}
 		}
 	}
+	if window := max(1000, (limit-min(limit, base))/100); cut+window < limit {
+		return limit, nil
+	}
 	return cut, nil
 }
 
@@ -462,8 +469,9 @@ func writeFileSynced(path string, fill func(w io.Writer) error) error {
 
 // writeArchive writes events base+1..last to the archive file at p and
 // returns its record.
-func (db *DB) writeArchive(ctx context.Context, p string, base uint64, baseHash string, last uint64) (ArchiveRecord, error) {
+func (db *DB) writeArchive(ctx context.Context, p string, base uint64, baseHash string, last uint64) (ArchiveRecord, map[string]*ArchivedSession, error) {
 	rec := ArchiveRecord{File: filepath.Base(p), First: base + 1, Last: last, Count: last - base, Prev: baseHash}
+	sessions := map[string]*ArchivedSession{}
 	fileSum := sha256.New()
 	err := writeFileSynced(p, func(w io.Writer) error {
 		zw, err := gzip.NewWriterLevel(io.MultiWriter(w, fileSum), gzip.BestSpeed)
@@ -475,7 +483,6 @@ func (db *DB) writeArchive(ctx context.Context, p string, base uint64, baseHash 
 		hdr.File, hdr.Format = "", archiveFormat
 		bw.Write(append(mustMarshal(hdr), '\n'))
 		sum := sha256.New()
-		sessions := map[string]struct{}{}
 		seq, head := base, baseHash
 	read:
 		for lines, err := range db.allLines(base + 1) {
@@ -497,7 +504,13 @@ func (db *DB) writeArchive(ctx context.Context, p string, base uint64, baseHash 
 					return fmt.Errorf("event %d does not continue the chain: run thinbot audit verify", seq+1)
 				}
 				seq, head = ev.Seq, ev.Hash
-				sessions[ev.Session] = struct{}{}
+				a := sessions[ev.Session]
+				if a == nil {
+					a = &ArchivedSession{Files: []string{rec.File}, FirstSeq: ev.Seq, First: ev.Time}
+					sessions[ev.Session] = a
+				}
+				a.LastSeq, a.Last = ev.Seq, ev.Time
+				a.Events++
 				sum.Write(l)
 				sum.Write([]byte{'\n'})
 				bw.Write(l)
@@ -520,16 +533,16 @@ func (db *DB) writeArchive(ctx context.Context, p string, base uint64, baseHash 
 		return zw.Close()
 	})
 	if err != nil {
-		return ArchiveRecord{}, fmt.Errorf("store: archive: write %s: %w", p, err)
+		return ArchiveRecord{}, nil, fmt.Errorf("store: archive: write %s: %w", p, err)
 	}
 	rec.FileSHA256 = hex.EncodeToString(fileSum.Sum(nil))
-	return rec, nil
+	return rec, sessions, nil
 }
 
 // buildCut writes, beside the live files, a journal and a bbolt file that
 // hold only the events after cut, both synced. The bbolt file records
 // which sessions the archive took (bucket "archived").
-func (db *DB) buildCut(ctx context.Context, cut uint64, rec ArchiveRecord) error {
+func (db *DB) buildCut(ctx context.Context, cut uint64, sessions map[string]*ArchivedSession) error {
 	newJ, newDB := archiveNewJournal(db.auditPath), archiveNewDB(db.path)
 	os.Remove(newJ)
 	os.Remove(newDB)
@@ -630,21 +643,19 @@ func (db *DB) buildCut(ctx context.Context, cut uint64, rec ArchiveRecord) error
 					return err
 				}
 			}
-			return tx.Bucket(bucketSessions).ForEach(func(k, v []byte) error {
-				si, ok := decodeSessionInfo(v)
-				if !ok || si.firstSeq > cut {
-					return nil
-				}
-				a := ArchivedSession{File: rec.File, FirstSeq: si.firstSeq, LastSeq: si.lastSeq, Events: si.events,
-					First: time.Unix(0, si.first).UTC(), Last: time.Unix(0, si.last).UTC()}
-				if prev := nb.Get(k); prev != nil {
+			for id, a := range sessions {
+				if prev := nb.Get([]byte(id)); prev != nil {
 					var p ArchivedSession
 					if json.Unmarshal(prev, &p) == nil {
+						a.Files = append(p.Files, a.Files...)
 						a.FirstSeq, a.First, a.Events = p.FirstSeq, p.First, a.Events+p.Events
 					}
 				}
-				return nb.Put(bytes.Clone(k), mustMarshal(a))
-			})
+				if err := nb.Put([]byte(id), mustMarshal(a)); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 	})
 	if err != nil {
@@ -665,7 +676,7 @@ var bucketArchived = []byte("archived")
 
 // ArchivedSession says where a session's archived events are.
 type ArchivedSession struct {
-	File     string    `json:"file"` // the newest archive with events of it
+	Files    []string  `json:"files"` // the archives with events of it, oldest first
 	FirstSeq uint64    `json:"first_seq"`
 	LastSeq  uint64    `json:"last_seq"`
 	Events   uint64    `json:"events"`
@@ -943,4 +954,23 @@ func copyArchiveLines(p string, w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// ArchivedBefore returns the record of the archive that holds the events
+// before the live chain's first (ok false for a chain from seq 1, or when
+// no archive event of the chain records its start: Verify reports that).
+func (db *DB) ArchivedBefore() (rec ArchiveRecord, seq uint64, ok bool, err error) {
+	base, prev, err := db.base()
+	if err != nil || base == 0 {
+		return rec, 0, false, err
+	}
+	for ev, err := range db.Events(ArchiveSession, 0) {
+		if err != nil {
+			return rec, 0, false, err
+		}
+		if r, isRec := ArchiveRecordOf(ev); isRec && r.Last == base && r.Head == prev {
+			return r, ev.Seq, true, nil
+		}
+	}
+	return rec, 0, false, nil
 }

@@ -116,7 +116,7 @@ func TestArchive(t *testing.T) {
 	if ss, _ := db.Sessions(); len(ss) != 4 { // s3, s4, s5, the archive's
 		t.Errorf("Sessions after archive: %d", len(ss))
 	}
-	if a, ok, err := db.Archived("s2"); err != nil || !ok || a.File != rep.ArchiveFile || a.Events != 10 || a.LastSeq != 20 {
+	if a, ok, err := db.Archived("s2"); err != nil || !ok || len(a.Files) != 1 || a.Files[0] != rep.ArchiveFile || a.Events != 10 || a.LastSeq != 20 {
 		t.Errorf("Archived(s2) = %+v, %v, %v", a, ok, err)
 	}
 	if _, ok, _ := db.Archived("s3"); ok {
@@ -500,5 +500,42 @@ func TestArchiveIndexes(t *testing.T) {
 	rep, err := db.Verify(t.Context())
 	if err != nil || !rep.OK || rep.ArchivedSeq != 30 {
 		t.Fatalf("Verify: %+v, %v", rep, err)
+	}
+}
+
+// TestArchiveSplit: with sessions always in flight there is no boundary
+// near the limit, so the cut is the limit: the sessions across it keep
+// their later events live, and Archived says where the earlier ones are.
+func TestArchiveSplit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.db")
+	db, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []Event
+	for i := range 3000 {
+		evs = append(evs, Event{Session: fmt.Sprintf("s%d", i%4), Type: "note", Actor: "bot"})
+	}
+	if _, err := db.Append(t.Context(), evs...); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	res, err := Archive(t.Context(), path, nil, ArchiveOptions{UpTo: 2000})
+	if err != nil || res.Record.Last != 2000 || res.Record.Sessions != 4 {
+		t.Fatalf("Archive: %+v, %v", res.Record, err)
+	}
+	rep := verifyAll(t, path)
+	if rep.ArchivedSeq != 2000 || rep.Events != 1001 {
+		t.Fatalf("Verify: %+v", rep)
+	}
+	db, err = Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	a, ok, err := db.Archived("s1")
+	si, live, _ := db.Session("s1")
+	if err != nil || !ok || a.Events != 500 || a.FirstSeq != 2 || a.LastSeq != 1998 || !live || si.FirstSeq != 2002 || si.Events != 250 {
+		t.Fatalf("split session: archived %+v %v, live %+v %v", a, ok, si, live)
 	}
 }
