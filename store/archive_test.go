@@ -62,9 +62,11 @@ func verifyAll(t *testing.T, path string) Report {
 	if err != nil || !rep.OK {
 		t.Fatalf("Verify: %+v, %v", rep, err)
 	}
-	arep, err := db.VerifyAuditWith(t.Context(), Report{})
-	if err != nil || !arep.OK || arep.ArchivedSeq != rep.ArchivedSeq {
-		t.Fatalf("VerifyAudit: %+v, %v", arep, err)
+	for _, trusted := range []Report{{}, rep} {
+		arep, err := db.VerifyAuditWith(t.Context(), trusted)
+		if err != nil || !arep.OK || arep.ArchivedSeq != rep.ArchivedSeq || arep.ArchiveFile != rep.ArchiveFile {
+			t.Fatalf("VerifyAuditWith(%v): %+v, %v", trusted.OK, arep, err)
+		}
 	}
 	return rep
 }

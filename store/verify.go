@@ -513,6 +513,12 @@ func (db *DB) VerifyAuditWith(ctx context.Context, storeRep Report) (Report, err
 			return Report{}, fmt.Errorf("store: verify audit: %w", err)
 		}
 	}
+	if storeRep.OK && storeRep.ArchiveFile != "" && c.rep.OK && c.rep.LastSeq >= storeRep.LastSeq &&
+		c.rep.ArchivedSeq == storeRep.ArchivedSeq && c.rep.ArchivedHash == storeRep.ArchivedHash {
+		// The archive event that vouches for the base was among the lines
+		// trusted for being the store's verified ones.
+		c.vouched, c.rep.ArchiveFile = true, storeRep.ArchiveFile
+	}
 	c.finish()
 	if c.rep.OK && unindexed > 0 {
 		c.warn(fmt.Sprintf("the journal has %d events past the store's last (seq %d-%d) that continue the chain: a process stopped before the store indexed them, and its next writable open replays them",

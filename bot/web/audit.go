@@ -580,9 +580,19 @@ func (s *Server) auditSession(w http.ResponseWriter, r *http.Request, _ identity
 	} else if ok {
 		info = &si
 	}
+	// A session whose events (or earlier events) were archived is
+	// reported as such, with where they are, not as missing.
+	var archived *store.ArchivedSession
+	if a, ok, err := s.cfg.Chain.Archived(sid); err != nil {
+		s.log.Error("audit: read session", "conv", sid, "err", err)
+	} else if ok {
+		archived = &a
+	}
 	if info == nil {
-		w.WriteHeader(http.StatusNotFound)
-		s.page(w, r, "session.html", map[string]any{"Tab": "sessions", "Status": s.status(r.Context()), "Missing": sid})
+		if archived == nil {
+			w.WriteHeader(http.StatusNotFound)
+		}
+		s.page(w, r, "session.html", map[string]any{"Tab": "sessions", "Status": s.status(r.Context()), "Missing": sid, "Archived": archived})
 		return
 	}
 	rows := make([]trow, 0, s.cfg.PageSize)
@@ -609,7 +619,7 @@ func (s *Server) auditSession(w http.ResponseWriter, r *http.Request, _ identity
 		next = link(last)
 	}
 	s.page(w, r, "session.html", map[string]any{"Tab": "sessions", "Status": s.status(r.Context()), "Info": info,
-		"Kind": sessionKind(sid), "Rows": rows, "Next": next, "First": link(0), "Paged": after > 0,
+		"Kind": sessionKind(sid), "Rows": rows, "Next": next, "First": link(0), "Paged": after > 0, "Archived": archived,
 		"Export": "/audit/export?session=" + url.QueryEscape(sid), "Timeline": s.timelineLink(sid)})
 }
 
