@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -539,5 +540,32 @@ func TestArchiveSplit(t *testing.T) {
 	si, live, _ := db.Session("s1")
 	if err != nil || !ok || a.Events != 500 || a.FirstSeq != 2 || a.LastSeq != 1998 || !live || si.FirstSeq != 2002 || si.Events != 250 {
 		t.Fatalf("split session: archived %+v %v, live %+v %v", a, ok, si, live)
+	}
+}
+
+// TestPythonVerifierArchive: the outside verifier checks the live journal
+// from the archive's head, and an archive's lines, as the README says.
+func TestPythonVerifierArchive(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("python3 is not installed; .ci/run installs it")
+		}
+		t.Skip("python3 not installed")
+	}
+	dir := t.TempDir()
+	path, evs := archiveStore(t, dir)
+	res, err := Archive(t.Context(), path, nil, ArchiveOptions{UpTo: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchor := fmt.Sprintf("20:%s", evs[19].Hash)
+	out, err := exec.Command(py, "testdata/verify_jsonl.py", filepath.Join(dir, "audit.jsonl"), anchor).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "ok 31 events, last seq 51") {
+		t.Fatalf("verify_jsonl.py on the live journal from the archive's head: %v: %s", err, out)
+	}
+	out, err = exec.Command("sh", "-c", `zcat "$1" | sed '1d;$d' > "$2" && python3 testdata/verify_jsonl.py "$2"`, "sh", res.Path, filepath.Join(dir, "a.jsonl")).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "ok 20 events, last seq 20, last hash "+evs[19].Hash) {
+		t.Fatalf("verify_jsonl.py on the archive's lines: %v: %s", err, out)
 	}
 }
