@@ -345,21 +345,24 @@ func mustMarshal(v any) json.RawMessage {
 
 // base returns the seq before the live chain's first event and that
 // event's prev (0 and ZeroHash for a chain from seq 1).
-func (db *DB) base() (uint64, string, error) {
-	for lines, err := range db.allLines(1) {
+func (db *DB) base() (seq uint64, prev string, err error) {
+	seq, prev = 0, ZeroHash
+	err = db.view(func(tx *bolt.Tx) error {
+		_, v := tx.Bucket(bucketEvents).Cursor().First()
+		if v == nil {
+			return nil
+		}
+		ev, err := decodeLine(v)
 		if err != nil {
-			return 0, "", err
+			return fmt.Errorf("first event: %w", err)
 		}
-		if len(lines) == 0 {
-			break
-		}
-		ev, err := decodeLine(lines[0])
-		if err != nil {
-			return 0, "", fmt.Errorf("store: archive: first event: %w", err)
-		}
-		return ev.Seq - 1, ev.Prev, nil
+		seq, prev = ev.Seq-1, ev.Prev
+		return nil
+	})
+	if err != nil {
+		return 0, "", fmt.Errorf("store: read: %w", err)
 	}
-	return 0, ZeroHash, nil
+	return seq, prev, nil
 }
 
 // liveBase is the seq before the first event in tx (0 for a chain from

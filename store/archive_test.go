@@ -168,6 +168,9 @@ func TestArchive(t *testing.T) {
 	if frep, err := rdb.VerifyFrom(t.Context(), 20, evs[19].Hash, nil); err != nil || !frep.OK || frep.LastSeq != 40 {
 		t.Fatalf("VerifyFrom on a restored later archive: %+v, %v", frep, err)
 	}
+	if frep, err := rdb.VerifyFrom(t.Context(), 10, evs[9].Hash, nil); err != nil || frep.OK || !strings.Contains(frep.Problem, "events up to seq 20 were archived") {
+		t.Fatalf("VerifyFrom an anchor before the live chain: %+v, %v", frep, err)
+	}
 	if _, _, err := Restore(t.Context(), filepath.Join(t.TempDir(), "events.db"), []string{res2.Path, res.Path}); err == nil {
 		t.Fatal("Restore accepted archives out of order")
 	}

@@ -130,7 +130,9 @@
 // was archived. The cut avoids sessions the caller must keep live
 // (ArchiveOptions.Keep) and prefers a session boundary; the bucket
 // "archived" (session id -> ArchivedSession) says which files hold a
-// session's archived events. The cut is crash-safe: the new journal and
+// session's archived events (derived too: a rebuild from the journal
+// after a machine restart does not have it, and readers then name the
+// archive the chain starts after). The cut is crash-safe: the new journal and
 // bbolt file are written and synced beside the live ones, a marker
 // (PATH.archive-commit) is synced, then both are renamed into place and
 // the marker removed; Open finishes a cut whose marker it finds, and

@@ -62,7 +62,8 @@ func TestAuditArchivedSession(t *testing.T) {
 	if body := w.Body.String(); w.Code != http.StatusOK || !strings.Contains(body, `id="archived"`) || !strings.Contains(body, file) || !strings.Contains(body, `id="seq-32"`) {
 		t.Fatalf("continued session page (%d):\n%s", w.Code, body)
 	}
-	if w := get("/audit/session?id=nope"); w.Code != http.StatusNotFound || strings.Contains(w.Body.String(), `id="archived"`) {
-		t.Fatalf("unknown session: %d", w.Code)
+	if w := get("/audit/session?id=nope"); w.Code != http.StatusNotFound || strings.Contains(w.Body.String(), `id="archived"`) ||
+		!strings.Contains(w.Body.String(), "Events 1–20 of the chain are archived") {
+		t.Fatalf("unknown session: %d\n%s", w.Code, w.Body)
 	}
 }

@@ -589,10 +589,16 @@ func (s *Server) auditSession(w http.ResponseWriter, r *http.Request, _ identity
 		archived = &a
 	}
 	if info == nil {
+		data := map[string]any{"Tab": "sessions", "Status": s.status(r.Context()), "Missing": sid, "Archived": archived}
 		if archived == nil {
 			w.WriteHeader(http.StatusNotFound)
+			// Without a record of the session (a store rebuilt from its
+			// journal has none), name the archive the live chain follows.
+			if rec, _, ok, err := s.cfg.Chain.ArchivedBefore(); err == nil && ok {
+				data["Before"] = rec
+			}
 		}
-		s.page(w, r, "session.html", map[string]any{"Tab": "sessions", "Status": s.status(r.Context()), "Missing": sid, "Archived": archived})
+		s.page(w, r, "session.html", data)
 		return
 	}
 	rows := make([]trow, 0, s.cfg.PageSize)

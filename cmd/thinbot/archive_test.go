@@ -162,3 +162,21 @@ func tamper(t *testing.T, p, old, new string) {
 	zw.Close()
 	w.Close()
 }
+
+// TestAuditArchiveNeedsTheStore: with a daemon holding the store, archive
+// refuses and says to stop it; the store is unchanged.
+func TestAuditArchiveNeedsTheStore(t *testing.T) {
+	path := newSessionStore(t, 3)
+	db, err := store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	out, errb, code := runAudit(t, "archive", "--db", path, "--upto", "20")
+	if code != 1 || !strings.Contains(errb, "stop the daemon first") {
+		t.Fatalf("archive of a held store: exit %d\n%s%s", code, out, errb)
+	}
+	if db.LastSeq() != 30 {
+		t.Fatalf("the store changed: last seq %d", db.LastSeq())
+	}
+}
