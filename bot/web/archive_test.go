@@ -62,6 +62,10 @@ func TestAuditArchivedSession(t *testing.T) {
 	if body := w.Body.String(); w.Code != http.StatusOK || !strings.Contains(body, `id="archived"`) || !strings.Contains(body, file) || !strings.Contains(body, `id="seq-32"`) {
 		t.Fatalf("continued session page (%d):\n%s", w.Code, body)
 	}
+	w = get("/audit/export?session=web%2Fconsole%2Ft1")
+	if h := w.Header().Get("X-Thinbot-Archived"); w.Code != http.StatusOK || !strings.HasPrefix(w.Body.String(), `{"seq":32,`) || h != "10 earlier events (seq 11-20) in "+file {
+		t.Fatalf("export of a continued session: %d %q\n%s", w.Code, h, w.Body)
+	}
 	if w := get("/audit/session?id=nope"); w.Code != http.StatusNotFound || strings.Contains(w.Body.String(), `id="archived"`) ||
 		!strings.Contains(w.Body.String(), "Events 1–20 of the chain are archived") {
 		t.Fatalf("unknown session: %d\n%s", w.Code, w.Body)

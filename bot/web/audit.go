@@ -822,6 +822,11 @@ func (s *Server) auditExport(w http.ResponseWriter, r *http.Request, id identity
 	s.log.Info("audit export", "user", id.Name, "conv", sid)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", strings.Map(safeFileRune, sid)+".jsonl"))
+	// The JSONL is the live events; where archived ones are goes in a
+	// header (the body stays events only).
+	if a, ok, err := s.cfg.Chain.Archived(sid); err == nil && ok {
+		w.Header().Set("X-Thinbot-Archived", fmt.Sprintf("%d earlier events (seq %d-%d) in %s", a.Events, a.FirstSeq, a.LastSeq, strings.Join(a.Files, ", ")))
+	}
 	if err := s.cfg.Chain.Export(r.Context(), w, sid, 0); err != nil {
 		s.log.Warn("audit export", "conv", sid, "err", err)
 	}
