@@ -749,6 +749,24 @@ func finishArchive(path, journal string, crash func(string) error) error {
 	return nil
 }
 
+// pendingCut returns the files a read-only Open reads: the live ones, or,
+// while an archive's cut is unfinished (its marker is on disk; the next
+// writable Open finishes it), the new ones not renamed yet.
+func pendingCut(path, journal string) (string, string) {
+	if _, err := os.Stat(archiveMarker(path)); err != nil {
+		return path, journal
+	}
+	if _, err := os.Stat(archiveNewDB(path)); err == nil {
+		path = archiveNewDB(path)
+	}
+	if journal != "" {
+		if _, err := os.Stat(archiveNewJournal(journal)); err == nil {
+			journal = archiveNewJournal(journal)
+		}
+	}
+	return path, journal
+}
+
 // ArchiveReport is the result of VerifyArchive.
 type ArchiveReport struct {
 	// Seal is the archive's seal as read (zero if the file has none).

@@ -358,6 +358,19 @@ func TestArchiveCrash(t *testing.T) {
 				if !errors.Is(err, errCrash) {
 					t.Fatalf("Archive: %v, want the simulated crash", err)
 				}
+				if !machine {
+					// Read-only, before any writable open: old or new, verifiable.
+					db, err := Open(path, &Options{ReadOnly: true})
+					if err != nil {
+						t.Fatal(err)
+					}
+					rep, err := db.Verify(t.Context())
+					arep, aerr := db.VerifyAuditWith(t.Context(), rep)
+					db.Close()
+					if err != nil || aerr != nil || !rep.OK || !arep.OK {
+						t.Fatalf("read-only after a crash at %s: %+v %v; export %+v %v", step, rep, err, arep, aerr)
+					}
+				}
 				if machine {
 					// The machine went down: Open rebuilds bbolt from the journal.
 					if err := os.WriteFile(statePath(path), []byte(stateOpen+"another-boot\n"), 0o600); err != nil {
