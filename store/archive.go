@@ -167,9 +167,9 @@ type ArchiveResult struct {
 	DBBefore, DBAfter, JournalBefore, JournalAfter int64
 }
 
-// archivePaths are the files of an archive's cut: the new journal and
-// bbolt file, complete and synced, and the marker whose presence says they
-// replace the live ones (see finishArchive).
+// The files of an archive's cut: the new bbolt file and journal, complete
+// and synced, and the marker whose presence says they replace the live
+// ones (see finishArchive); and the archive file's name.
 func archiveNewDB(path string) string    { return path + ".archive-new" }
 func archiveNewJournal(jp string) string { return jp + ".archive-new" }
 func archiveMarker(path string) string   { return path + ".archive-commit" }
@@ -225,7 +225,7 @@ func Archive(ctx context.Context, path string, opts *Options, ao ArchiveOptions)
 	// between has finished them itself in its Open).
 	f, _, err := lockState(path, max(o.Timeout, 10*time.Second))
 	if err != nil {
-		return res, fmt.Errorf("store: archive: recorded and built; the next open finishes it: %w", err)
+		return res, fmt.Errorf("store: archive: recorded and built; the next open finishes the cut (a daemon that started meanwhile has): %w", err)
 	}
 	defer f.Close()
 	if err := finishArchive(path, db.auditPath, crash); err != nil {
