@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -125,12 +126,20 @@ func TestArchive(t *testing.T) {
 	if _, ok, _ := db.Archived("s3"); ok {
 		t.Error("s3 reported archived")
 	}
+	for _, tc := range []struct {
+		t    time.Time
+		want uint64
+	}{{evs[0].Time, 20}, {evs[24].Time, 25}, {evs[49].Time.Add(time.Hour), 50}} {
+		if got, err := db.SeqAt(tc.t); err != nil || got != tc.want {
+			t.Errorf("SeqAt(%v) = %d, %v; want %d (events 1..20 archived)", tc.t, got, err, tc.want)
+		}
+	}
 	// The chain goes on after the archive.
 	more := fillSessions(t, db, 6, 2, 5)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	res2, err := Archive(t.Context(), path, nil, ArchiveOptions{UpTo: 45})
+	res2, err := Archive(t.Context(), path, nil, ArchiveOptions{UpTo: 45, Before: more[0].Time})
 	if err != nil {
 		t.Fatalf("second Archive: %v", err)
 	}
