@@ -311,12 +311,21 @@ func (db *DB) archive(ctx context.Context, ao ArchiveOptions, crash func(string)
 	if err := step("archive-written"); err != nil {
 		return res, err
 	}
-	actor := cmp.Or(ao.Actor, "operator")
-	evs, err := db.Append(ctx, Event{Session: ArchiveSession, Type: TypeArchive, Actor: actor, Payload: mustMarshal(rec)})
+	// A run that crashed after recording this very file (the same bytes:
+	// the file is deterministic) is finished, not recorded twice.
+	recorded, ok, err := db.recorded(rec)
 	if err != nil {
-		return res, fmt.Errorf("store: archive: record: %w", err)
+		return res, err
 	}
-	res.Record, res.Event = rec, evs[0]
+	if !ok {
+		actor := cmp.Or(ao.Actor, "operator")
+		evs, err := db.Append(ctx, Event{Session: ArchiveSession, Type: TypeArchive, Actor: actor, Payload: mustMarshal(rec)})
+		if err != nil {
+			return res, fmt.Errorf("store: archive: record: %w", err)
+		}
+		recorded = evs[0]
+	}
+	res.Record, res.Event = rec, recorded
 	if err := step("recorded"); err != nil {
 		return res, err
 	}
@@ -333,6 +342,20 @@ func (db *DB) archive(ctx context.Context, ao ArchiveOptions, crash func(string)
 		return res, err
 	}
 	return res, nil
+}
+
+// recorded returns the live chain's archive event that records rec, if
+// there is one.
+func (db *DB) recorded(rec ArchiveRecord) (Event, bool, error) {
+	for ev, err := range db.Events(ArchiveSession, 0) {
+		if err != nil {
+			return Event{}, false, err
+		}
+		if r, ok := ArchiveRecordOf(ev); ok && r == rec {
+			return ev, true, nil
+		}
+	}
+	return Event{}, false, nil
 }
 
 func mustMarshal(v any) json.RawMessage {

@@ -408,8 +408,8 @@ func TestArchiveCrash(t *testing.T) {
 					t.Fatalf("Archive again: %v", err)
 				}
 				rep = verifyAll(t, path)
-				if rep.ArchivedSeq != 20 || rep.ArchivedHash != evs[19].Hash {
-					t.Fatalf("after archiving again: %+v", rep)
+				if rep.ArchivedSeq != 20 || rep.ArchivedHash != evs[19].Hash || rep.LastSeq != 51 {
+					t.Fatalf("after archiving again: %+v; want one archive event (51)", rep)
 				}
 			})
 		}
