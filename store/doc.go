@@ -58,7 +58,8 @@
 // from 1 and that prev equals the previous line's hash. Verify and
 // VerifyJSONL additionally re-encode every event and reject a line that is
 // not in the canonical form above (so no two byte strings verify as the same
-// event). testdata/verify_jsonl.py is such a verifier in 25 lines of Python:
+// event). testdata/verify_jsonl.py is such a verifier in 26 lines of Python
+// (an optional SEQ:HASH anchor checks a file that starts after it):
 //
 //	python3 store/testdata/verify_jsonl.py .thinbot/audit.jsonl
 //
@@ -89,6 +90,8 @@
 //     session id: the sessions by last activity (RecentSessions). Written
 //     with the events; Verify checks it against "sessions"; a store an
 //     older thinbot wrote gets it rebuilt at its next writable open.
+//   - bucket "archived" (after an archive): key session id, value an
+//     ArchivedSession (JSON): which archive files hold its events.
 //   - bucket "state": the state index (UseIndex): records a layer above
 //     derives from events (agentcore: open runs, pending approvals, the
 //     sessions and message ids a bot starts with, approvals and their
@@ -109,6 +112,31 @@
 // byte-identical to a store just verified by that comparison alone. About
 // 5.6 s of CPU for a million events (store and export), so about 3 s on two
 // idle cores.
+//
+// # Archives
+//
+// Archive moves the oldest events (base+1..S) out of the live store and
+// its journal into a sealed archive file (gzip'd JSONL: a header line, the
+// events' stored lines exactly as the journal held them, a seal line with
+// the range, prev, head and a SHA-256 of the lines; see archive.go). First
+// an archive event (type "archive", session "audit:archive") recording the
+// file, its range, head and digests is appended to the live chain; then
+// the cut. The live chain then starts at S+1, whose prev is the archive's
+// head. Verify, VerifyJSONL, VerifyAudit and the rebuild from the journal
+// accept a chain that starts after seq 1 only where an archive event in it
+// records exactly that start (last seq S, head = the first event's prev):
+// removing the first live events, or the archive event, still fails
+// verification. Report.ArchivedSeq, ArchivedHash and ArchiveFile say what
+// was archived. The cut avoids sessions the caller must keep live
+// (ArchiveOptions.Keep) and prefers a session boundary; the bucket
+// "archived" (session id -> ArchivedSession) says which files hold a
+// session's archived events (derived too: a rebuild from the journal
+// after a machine restart does not have it, and readers then name the
+// archive the chain starts after). The cut is crash-safe: the new journal and
+// bbolt file are written and synced beside the live ones, a marker
+// (PATH.archive-commit) is synced, then both are renamed into place and
+// the marker removed; Open finishes a cut whose marker it finds, and
+// removes the leftovers of one that never reached it.
 //
 // # The journal and recovery
 //

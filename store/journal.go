@@ -350,6 +350,9 @@ func rebuildStore(path, journal, boot string, o Options) error {
 	if problem != "" && badSeq == 0 {
 		return fail(mismatch("%s", problem))
 	}
+	if p := c.unvouched(); p != "" {
+		return fail(mismatch("%s", p))
+	}
 	if oldOK && old > c.rep.LastSeq {
 		return fail(mismatch("the store recorded seq %d as committed, the journal ends at seq %d", old, c.rep.LastSeq))
 	}

@@ -270,11 +270,17 @@ func (db *DB) RecentSessions(beforeSeq uint64) iter.Seq2[SessionInfo, error] {
 	}
 }
 
-// SeqAt returns the seq of the last event at or before t (0 if none), by a
-// binary search over the chain (event times are in commit order; a clock
-// stepped back makes the answer approximate around the step).
+// SeqAt returns the seq of the last event at or before t (0 if none; on a
+// chain whose first events were archived, the seq before its first if
+// none of the live ones), by a binary search over the chain (event times
+// are in commit order; a clock stepped back makes the answer approximate
+// around the step).
 func (db *DB) SeqAt(t time.Time) (uint64, error) {
-	lo, hi := uint64(0), db.lastSeq.Load() // answer in [lo, hi]
+	base, _, err := db.base()
+	if err != nil {
+		return 0, err
+	}
+	lo, hi := base, db.lastSeq.Load() // answer in [lo, hi]
 	for lo < hi {
 		mid := lo + (hi-lo+1)/2
 		line, err := db.line(mid)

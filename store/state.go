@@ -88,7 +88,9 @@ func (db *DB) UseIndex(ctx context.Context, ix Indexer) error {
 			if err := meta.Put(keyIxName, []byte(ix.Name)); err != nil {
 				return err
 			}
-			return meta.Put(keyIxSeq, seqKey(0))
+			// From the live chain's first event (archived ones are gone).
+			from = liveBase(tx)
+			return meta.Put(keyIxSeq, seqKey(from))
 		})
 		if err != nil {
 			return fmt.Errorf("store: index: %w", err)

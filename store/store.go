@@ -196,6 +196,8 @@ func Open(path string, opts *Options) (*DB, error) {
 		if b, err := os.ReadFile(statePath(path)); err == nil && machineRestarted(string(b), boot) {
 			return nil, fmt.Errorf("store: open %s: %w: the machine restarted while thinbot had it open; open it once writable (thinbot serve, or thinbot audit rebuild) to rebuild it from the audit journal", path, ErrCorrupt)
 		}
+		// An archive's unfinished cut: read the new files it put beside.
+		path, o.AuditPath = pendingCut(path, o.AuditPath)
 		if _, err := os.Stat(path); err != nil {
 			return nil, fmt.Errorf("store: open %s: %w", path, err)
 		}
@@ -213,6 +215,11 @@ func Open(path string, opts *Options) (*DB, error) {
 	if !o.ReadOnly && o.AuditPath != "" {
 		f, st, err := lockState(path, o.Timeout)
 		if err != nil {
+			return nil, err
+		}
+		// An archive's cut whose new files are on disk is finished first.
+		if err := finishArchive(path, o.AuditPath, nil); err != nil {
+			f.Close()
 			return nil, err
 		}
 		if machineRestarted(st, boot) {

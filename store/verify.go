@@ -34,6 +34,14 @@ type Report struct {
 	// maxWarnings are kept; WarningCount counts them all.
 	Warnings     []string
 	WarningCount int
+	// ArchivedSeq is set when the chain does not start at seq 1 because
+	// events 1..ArchivedSeq were archived (thinbot audit archive): the
+	// chain is checked from that anchor, ArchivedHash (the hash of event
+	// ArchivedSeq, the archive's head), which an archive event in the
+	// chain itself must record (ArchiveFile is the file it names).
+	ArchivedSeq  uint64
+	ArchivedHash string
+	ArchiveFile  string
 }
 
 const maxWarnings = 10
@@ -43,9 +51,40 @@ const maxWarnings = 10
 type chain struct {
 	rep  Report
 	last Event // the last good event, for the time check
+	// noBase refuses a chain that starts after seq 1 (an archive's events
+	// are checked from its own seal instead).
+	noBase bool
+	// vouched: an archive event of the chain records the base
+	// (rep.ArchivedSeq, rep.ArchivedHash); see unvouched.
+	vouched bool
 }
 
 func newChain() *chain { return &chain{rep: Report{OK: true, LastHash: ZeroHash}} }
+
+// adoptsBase reports whether the next event, parsed as (ev, err), starts a
+// chain whose earlier events were archived: the first event checked, with
+// no anchor given, has a seq above 1. The chain is then checked from
+// (ev.Seq-1, ev.Prev), which an archive event in it must vouch for.
+func (c *chain) adoptsBase(ev Event, err error) bool {
+	return !c.noBase && err == nil && c.rep.Events == 0 && c.rep.LastSeq == 0 && c.rep.ArchivedSeq == 0 && ev.Seq > 1
+}
+
+// unvouched returns why the chain's base is not vouched for ("" if it
+// starts at seq 1 or an archive event in it records the base).
+func (c *chain) unvouched() string {
+	if c.rep.ArchivedSeq == 0 || c.vouched {
+		return ""
+	}
+	return fmt.Sprintf("the chain starts at seq %d, and no archive event in it records events up to seq %d with head %.12s…: events before it were removed",
+		c.rep.ArchivedSeq+1, c.rep.ArchivedSeq, c.rep.ArchivedHash)
+}
+
+// finish fails the report if the chain's base is not vouched for.
+func (c *chain) finish() {
+	if p := c.unvouched(); p != "" {
+		c.fail(c.rep.ArchivedSeq, p)
+	}
+}
 
 // check verifies the next line and returns its event; on a problem it marks
 // the report bad and returns false.
@@ -56,6 +95,10 @@ func (c *chain) check(line []byte) (Event, bool) {
 
 // checkParsed is check with the line already parsed (parseLine's results).
 func (c *chain) checkParsed(ev Event, err error) (Event, bool) {
+	if c.adoptsBase(ev, err) {
+		c.rep.ArchivedSeq, c.rep.ArchivedHash = ev.Seq-1, ev.Prev
+		c.rep.LastSeq, c.rep.LastHash = ev.Seq-1, ev.Prev
+	}
 	want := c.rep.LastSeq + 1
 	switch {
 	case err != nil && ev.Seq != 0 && ev.Seq != want:
@@ -74,6 +117,11 @@ func (c *chain) checkParsed(ev Event, err error) (Event, bool) {
 	c.last = ev
 	c.rep.Events++
 	c.rep.LastSeq, c.rep.LastHash = ev.Seq, ev.Hash
+	if c.rep.ArchivedSeq > 0 && !c.vouched && ev.Type == TypeArchive {
+		if r, err := parseArchiveRecord(ev.Payload); err == nil && r.Last == c.rep.ArchivedSeq && r.Head == c.rep.ArchivedHash {
+			c.vouched, c.rep.ArchiveFile = true, r.File
+		}
+	}
 	return ev, true
 }
 
@@ -169,7 +217,11 @@ func (db *DB) verify(ctx context.Context, fromSeq uint64, fromHash string, progr
 					c.fail(want, fmt.Sprintf("malformed key %x in the events bucket", k))
 					return nil
 				}
-				if got := binary.BigEndian.Uint64(k); got != want {
+				if got := binary.BigEndian.Uint64(k); got != want && !(c.adoptsBase(b.evs[i], b.errs[i]) && b.evs[i].Seq == got) {
+					if fromSeq > 0 && c.rep.Events == 0 && got > want && liveBase(tx) == got-1 {
+						c.fail(want, fmt.Sprintf("events up to seq %d were archived (the live chain starts at seq %d): give an anchor at or after seq %d, or verify without one", got-1, got, got-1))
+						return nil
+					}
 					c.fail(want, fmt.Sprintf("event %d is missing (the next stored key is %d)", want, got))
 					return nil
 				}
@@ -191,6 +243,9 @@ func (db *DB) verify(ctx context.Context, fromSeq uint64, fromHash string, progr
 			if progress != nil {
 				progress(c.rep.LastSeq)
 			}
+		}
+		if c.finish(); !c.rep.OK {
+			return nil
 		}
 		meta := tx.Bucket(bucketMeta)
 		headSeq, headHash := uint64(0), ZeroHash
@@ -308,7 +363,8 @@ func checkSessions(tx *bolt.Tx, sums map[string]*sessionInfo) (string, uint64) {
 }
 
 // VerifyJSONL checks a JSONL export read from r: canonical form and hash of
-// every line, gapless seq from 1 and prev links. A last line without its
+// every line, gapless seq from 1 (or from the head of archived events that
+// an archive event in it records) and prev links. A last line without its
 // newline is reported as a cut line. A cut-off tail of whole lines cannot be
 // seen from the file alone: compare LastSeq and LastHash with the store
 // (VerifyAudit does) or with an anchor kept elsewhere. The error is non-nil
@@ -325,6 +381,7 @@ func VerifyJSONL(ctx context.Context, r io.Reader) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("store: verify jsonl: %w", err)
 	}
+	c.finish()
 	return c.rep, nil
 }
 
@@ -426,8 +483,12 @@ func (db *DB) VerifyAuditWith(ctx context.Context, storeRep Report) (Report, err
 				c.rep.LastSeq, c.rep.LastHash = want, string(line[n-hashSuffixLen+9:n-2])
 				return true
 			}
-			if _, ok := c.check(line); !ok {
+			ev, ok := c.check(line)
+			if !ok {
 				return false
+			}
+			if ev.Seq != want { // the first event after archived ones
+				want, prevHash = ev.Seq, ev.Prev
 			}
 			problem := ""
 			stored := events.Get(seqKey(want))
@@ -456,6 +517,13 @@ func (db *DB) VerifyAuditWith(ctx context.Context, storeRep Report) (Report, err
 			return Report{}, fmt.Errorf("store: verify audit: %w", err)
 		}
 	}
+	if storeRep.OK && storeRep.ArchiveFile != "" && c.rep.OK && c.rep.LastSeq >= storeRep.LastSeq &&
+		c.rep.ArchivedSeq == storeRep.ArchivedSeq && c.rep.ArchivedHash == storeRep.ArchivedHash {
+		// The archive event that vouches for the base was among the lines
+		// trusted for being the store's verified ones.
+		c.vouched, c.rep.ArchiveFile = true, storeRep.ArchiveFile
+	}
+	c.finish()
 	if c.rep.OK && unindexed > 0 {
 		c.warn(fmt.Sprintf("the journal has %d events past the store's last (seq %d-%d) that continue the chain: a process stopped before the store indexed them, and its next writable open replays them",
 			unindexed, storeLast+1, c.rep.LastSeq))

@@ -580,9 +580,25 @@ func (s *Server) auditSession(w http.ResponseWriter, r *http.Request, _ identity
 	} else if ok {
 		info = &si
 	}
+	// A session whose events (or earlier events) were archived is
+	// reported as such, with where they are, not as missing.
+	var archived *store.ArchivedSession
+	if a, ok, err := s.cfg.Chain.Archived(sid); err != nil {
+		s.log.Error("audit: read session", "conv", sid, "err", err)
+	} else if ok {
+		archived = &a
+	}
 	if info == nil {
-		w.WriteHeader(http.StatusNotFound)
-		s.page(w, r, "session.html", map[string]any{"Tab": "sessions", "Status": s.status(r.Context()), "Missing": sid})
+		data := map[string]any{"Tab": "sessions", "Status": s.status(r.Context()), "Missing": sid, "Archived": archived}
+		if archived == nil {
+			w.WriteHeader(http.StatusNotFound)
+			// Without a record of the session (a store rebuilt from its
+			// journal has none), name the archive the live chain follows.
+			if rec, _, ok, err := s.cfg.Chain.ArchivedBefore(); err == nil && ok {
+				data["Before"] = rec
+			}
+		}
+		s.page(w, r, "session.html", data)
 		return
 	}
 	rows := make([]trow, 0, s.cfg.PageSize)
@@ -609,7 +625,7 @@ func (s *Server) auditSession(w http.ResponseWriter, r *http.Request, _ identity
 		next = link(last)
 	}
 	s.page(w, r, "session.html", map[string]any{"Tab": "sessions", "Status": s.status(r.Context()), "Info": info,
-		"Kind": sessionKind(sid), "Rows": rows, "Next": next, "First": link(0), "Paged": after > 0,
+		"Kind": sessionKind(sid), "Rows": rows, "Next": next, "First": link(0), "Paged": after > 0, "Archived": archived,
 		"Export": "/audit/export?session=" + url.QueryEscape(sid), "Timeline": s.timelineLink(sid)})
 }
 
@@ -806,6 +822,11 @@ func (s *Server) auditExport(w http.ResponseWriter, r *http.Request, id identity
 	s.log.Info("audit export", "user", id.Name, "conv", sid)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", strings.Map(safeFileRune, sid)+".jsonl"))
+	// The JSONL is the live events; where archived ones are goes in a
+	// header (the body stays events only).
+	if a, ok, err := s.cfg.Chain.Archived(sid); err == nil && ok {
+		w.Header().Set("X-Thinbot-Archived", fmt.Sprintf("%d earlier events (seq %d-%d) in %s", a.Events, a.FirstSeq, a.LastSeq, strings.Join(a.Files, ", ")))
+	}
 	if err := s.cfg.Chain.Export(r.Context(), w, sid, 0); err != nil {
 		s.log.Warn("audit export", "conv", sid, "err", err)
 	}

@@ -41,13 +41,19 @@ func (b brokenError) ExitCode() int { return 2 }
 //	thinbot audit rebuild [--db PATH | --config FILE]   (rewrites audit.jsonl from the store;
 //	                                    with only audit.jsonl, builds the store from it)
 //	thinbot audit timeline SESSION [--db PATH | --config FILE | --jsonl FILE]   (timeline.go)
+//	thinbot audit verify  --archive FILE [--archive FILE...] [--db PATH | --config FILE]
+//	thinbot audit archive (--before DATE | --upto SEQ) [--db PATH | --config FILE] [--dir DIR]   (archive.go)
+//	thinbot audit restore FILE... --to DIR                                                     (archive.go)
 //
 // --config names a daemon's config file: the store is events.db in its
 // state_dir. verify --config of a running daemon (which holds the store's
 // lock) verifies its export, audit.jsonl, instead and says so.
 func cmdAudit(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: thinbot audit verify|export|tail|rebuild|timeline [flags]", errUsage)
+		return fmt.Errorf("%w: thinbot audit verify|export|tail|rebuild|timeline|archive|restore [flags]", errUsage)
+	}
+	if args[0] == "archive" || args[0] == "restore" {
+		return cmdAuditArchive(ctx, e, args)
 	}
 	var timelineSession string
 	if args[0] == "timeline" && len(args) > 1 && !strings.HasPrefix(args[1], "-") {
@@ -60,9 +66,11 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 	var since *uint64
 	var asJSON *bool
 	var from *string
+	var archives stringsFlag
 	switch args[0] {
 	case "verify":
 		jsonl = fs.String("jsonl", "", "verify this JSONL export `FILE` alone (no store needed)")
+		fs.Var(&archives, "archive", "verify this archive `FILE` (repeat, oldest first, to check a chain of archives; with --db or --config, also that the store continues the last)")
 		from = fs.String("from", "", "verify only the events after a trusted anchor `SEQ:HASH` (a head this command printed before)")
 	case "export":
 		session = fs.String("session", "", "only this session's events (such an export has gaps by design)")
@@ -76,7 +84,7 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 	case "timeline":
 		jsonl = fs.String("jsonl", "", "read this JSONL export `FILE` (default with --config: audit.jsonl when the daemon holds the store)")
 	default:
-		return fmt.Errorf("%w: unknown audit command %q (want verify, export, tail, rebuild or timeline)", errUsage, args[0])
+		return fmt.Errorf("%w: unknown audit command %q (want verify, export, tail, rebuild, timeline, archive or restore)", errUsage, args[0])
 	}
 	if err := fs.parse(args[1:]); err != nil {
 		return err
@@ -104,6 +112,17 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 	}
 	switch args[0] {
 	case "verify":
+		if len(archives) > 0 {
+			if *jsonl != "" || *from != "" {
+				return fmt.Errorf("%w: audit verify --archive takes no --jsonl or --from", errUsage)
+			}
+			withStore := *config != ""
+			fs.Visit(func(f *flag.Flag) { withStore = withStore || f.Name == "db" })
+			if !withStore {
+				*db = ""
+			}
+			return verifyArchives(ctx, e, archives, *db)
+		}
 		if *jsonl != "" {
 			if *from != "" {
 				return fmt.Errorf("%w: audit verify: --from checks a store (--db or --config), not --jsonl", errUsage)
@@ -181,7 +200,11 @@ func verifyStore(ctx context.Context, e *env, path string) error {
 	}
 	var broken []string
 	if rep.OK {
-		fmt.Fprintf(e.stdout, "store  %s: ok, %d events, %d sessions, head seq %d hash %s\n", path, rep.Events, rep.Sessions, rep.LastSeq, rep.LastHash)
+		if rep.ArchivedSeq > 0 {
+			fmt.Fprintf(e.stdout, "store  %s: ok, %sverified %d..%d: %d events, %d sessions, head seq %d hash %s\n", path, archivedNote(rep), rep.ArchivedSeq+1, rep.LastSeq, rep.Events, rep.Sessions, rep.LastSeq, rep.LastHash)
+		} else {
+			fmt.Fprintf(e.stdout, "store  %s: ok, %d events, %d sessions, head seq %d hash %s\n", path, rep.Events, rep.Sessions, rep.LastSeq, rep.LastHash)
+		}
 		printWarnings(e, rep)
 	} else {
 		fmt.Fprintf(e.stdout, "store  %s: BROKEN at seq %d: %s (%d good events before it)\n", path, rep.BadSeq, rep.Problem, rep.Events)
@@ -286,7 +309,7 @@ func verifyJSONLFile(ctx context.Context, e *env, path string) error {
 		fmt.Fprintf(e.stdout, "export %s: BROKEN at seq %d: %s (%d good events before it)\n", path, rep.BadSeq, rep.Problem, rep.Events)
 		return brokenError{"audit verify: the export failed verification"}
 	}
-	fmt.Fprintf(e.stdout, "export %s: ok, %d events, last seq %d hash %s\n", path, rep.Events, rep.LastSeq, rep.LastHash)
+	fmt.Fprintf(e.stdout, "export %s: ok, %s%d events, last seq %d hash %s\n", path, archivedNote(rep), rep.Events, rep.LastSeq, rep.LastHash)
 	printWarnings(e, rep)
 	fmt.Fprintln(e.stdout, "(a file alone cannot show a cut-off tail: compare the last hash with the store or an anchor)")
 	return nil
@@ -298,6 +321,19 @@ func exportStore(ctx context.Context, e *env, path, session string, since uint64
 		return err
 	}
 	defer db.Close()
+	// The JSONL on stdout is the live chain's; where the earlier events
+	// are goes to stderr.
+	if rec, seq, ok, err := db.ArchivedBefore(); err != nil {
+		return err
+	} else if ok && since <= rec.Last {
+		fmt.Fprintf(e.stderr, "events %d..%d are archived in %s (head %s, recorded by event %d); this export starts at seq %d: thinbot audit restore FILE --to DIR brings them back\n",
+			rec.First, rec.Last, rec.File, rec.Head, seq, rec.Last+1)
+	}
+	if session != "" {
+		if a, ok, err := db.Archived(session); err == nil && ok {
+			fmt.Fprintf(e.stderr, "session %s: %d earlier events (seq %d..%d) are archived in %s\n", session, a.Events, a.FirstSeq, a.LastSeq, strings.Join(a.Files, ", "))
+		}
+	}
 	return db.Export(ctx, e.stdout, session, since)
 }
 

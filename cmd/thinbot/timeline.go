@@ -27,6 +27,16 @@ func auditTimeline(ctx context.Context, e *env, dbPath, jsonl, session string) e
 			if err != nil {
 				return err
 			}
+			if a, ok, err := db.Archived(session); err != nil {
+				return err
+			} else if ok {
+				// Archived events are not in this store: say where they are.
+				fmt.Fprintf(e.stderr, "session %s: %d events (seq %d..%d) are archived in %s: thinbot audit restore FILE --to DIR, then thinbot audit timeline %s --db DIR/events.db\n",
+					session, a.Events, a.FirstSeq, a.LastSeq, strings.Join(a.Files, ", "), session)
+				if _, live, err := db.Session(session); err != nil || !live {
+					return err
+				}
+			}
 			return agentcore.WriteTimeline(e.stdout, session, db.Events(session, 1), rep, agentcore.TimelineOptions{})
 		}
 		if !errors.Is(err, store.ErrLocked) {

@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
-"""Verify a thinbot audit.jsonl without thinbot: python3 verify_jsonl.py FILE."""
+"""Verify a thinbot audit.jsonl without thinbot: python3 verify_jsonl.py FILE [SEQ:HASH].
+
+SEQ:HASH is the anchor a file starts after: the head of the archive before it
+(its seal's "head"; for an archive's lines, the seal's "prev")."""
 import hashlib, json, sys
 
-prev, seq = "0" * 64, 0
+prev, seq, n = "0" * 64, 0, 0
+if len(sys.argv) > 2:
+    seq, prev = int(sys.argv[2].split(":")[0]), sys.argv[2].split(":")[1]
 with open(sys.argv[1], "rb") as f:
     for line in f:
         if not line.endswith(b"\n"):
@@ -17,5 +22,5 @@ with open(sys.argv[1], "rb") as f:
             sys.exit(f"seq {seq}: found seq {ev['seq']}, prev {ev['prev'][:12]}: chain broken")
         if hashlib.sha256(body).hexdigest() != ev["hash"]:
             sys.exit(f"seq {seq}: hash mismatch")
-        prev = ev["hash"]
-print(f"ok {seq} events, last hash {prev}")
+        prev, n = ev["hash"], n + 1
+print(f"ok {n} events, last seq {seq}, last hash {prev}")

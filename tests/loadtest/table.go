@@ -128,6 +128,9 @@ func measure(ctx context.Context, bin, dir string, row *Row, verify bool) error 
 		return fmt.Errorf("no sessions in the store (%v)", err)
 	}
 	sid := infos[len(infos)-1].ID
+	for i := len(infos) - 1; i > 0 && sid == store.ArchiveSession; i-- {
+		sid = infos[i-1].ID // an archive's record is no conversation
+	}
 	addr, err := freeAddr()
 	if err != nil {
 		return err

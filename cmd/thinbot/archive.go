@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/store"
+)
+
+// cmdAuditArchive archives the oldest events and brings archives back:
+//
+//	thinbot audit archive (--before DATE | --upto SEQ) [--db PATH | --config FILE] [--dir DIR]
+//	thinbot audit restore FILE... --to DIR
+//
+// archive needs the store to itself: stop the daemon first (it takes the
+// store's lock and says so if a daemon holds it).
+func cmdAuditArchive(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("audit "+args[0], flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	db := fs.String("db", defaultDB, "event store `PATH`")
+	config := fs.String("config", "", "a daemon's config `FILE`: the event store in its state_dir")
+	var before, dir, to *string
+	var upto *uint64
+	if args[0] == "archive" {
+		before = fs.String("before", "", "archive the events before this `DATE` (2006-01-02 or RFC 3339, UTC)")
+		upto = fs.Uint64("upto", 0, "archive the events up to this `SEQ`")
+		dir = fs.String("dir", "", "write the archive file into `DIR` (default: archive/ beside the store)")
+	} else {
+		to = fs.String("to", "", "restore into this new `DIR` (events.db and audit.jsonl)")
+	}
+	// restore takes its files before or after its flags.
+	var files []string
+	rest := args[1:]
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil
+			}
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files, rest = append(files, fs.Arg(0)), fs.Args()[1:]
+	}
+	if args[0] == "restore" {
+		if len(files) == 0 || *to == "" {
+			return fmt.Errorf("%w: thinbot audit restore FILE... --to DIR", errUsage)
+		}
+		return restoreArchives(ctx, e, files, *to)
+	}
+	if len(files) > 0 {
+		return fmt.Errorf("%w: audit archive takes no arguments, got %q", errUsage, files)
+	}
+	if *config != "" {
+		d, err := configStateDir(*config, e.getenv)
+		if err != nil {
+			return err
+		}
+		*db = filepath.Join(d, "events.db")
+	}
+	ao := store.ArchiveOptions{Dir: *dir, UpTo: *upto, Keep: agentcore.OpenSessions, Actor: "operator:thinbot audit archive"}
+	if *before != "" {
+		t, err := parseDate(*before)
+		if err != nil {
+			return fmt.Errorf("%w: audit archive --before: %w", errUsage, err)
+		}
+		ao.Before = t
+	}
+	if ao.Before.IsZero() && ao.UpTo == 0 {
+		return fmt.Errorf("%w: audit archive needs --before DATE or --upto SEQ", errUsage)
+	}
+	start := time.Now()
+	res, err := store.Archive(ctx, *db, &store.Options{Logger: slog.New(slog.NewTextHandler(e.stderr, nil))}, ao)
+	if errors.Is(err, store.ErrLocked) {
+		return fmt.Errorf("%w; stop the daemon first: archiving needs the store to itself", err)
+	}
+	if err != nil {
+		return err
+	}
+	r := res.Record
+	fmt.Fprintf(e.stdout, "archived events %d..%d (%d events, %d sessions) into %s (%s)\n", r.First, r.Last, r.Count, r.Sessions, res.Path, size(fileSize(res.Path)))
+	fmt.Fprintf(e.stdout, "  head seq %d hash %s\n  file sha256 %s\n", r.Last, r.Head, r.FileSHA256)
+	fmt.Fprintf(e.stdout, "  recorded by event %d of the live chain, which now starts at seq %d\n", res.Event.Seq, r.Last+1)
+	fmt.Fprintf(e.stdout, "  %s: %s -> %s; %s: %s -> %s; took %s\n", filepath.Base(*db), size(res.DBBefore), size(res.DBAfter),
+		"audit.jsonl", size(res.JournalBefore), size(res.JournalAfter), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(e.stdout, "copy the file off this host and check it there: thinbot audit verify --archive %s\n", filepath.Base(res.Path))
+	return nil
+}
+
+// parseDate reads --before: a date (midnight UTC) or an RFC 3339 time.
+func parseDate(s string) (time.Time, error) {
+	if t, err := time.Parse("2006-01-02", s); err == nil {
+		return t, nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q: want 2006-01-02 or 2006-01-02T15:04:05Z", s)
+	}
+	return t, nil
+}
+
+func size(n int64) string {
+	switch {
+	case n >= 10<<20:
+		return fmt.Sprintf("%.0f MB", float64(n)/1e6)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	default:
+		return fmt.Sprintf("%.0f kB", float64(n)/1e3)
+	}
+}
+
+func fileSize(p string) int64 {
+	st, err := os.Stat(p)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+func restoreArchives(ctx context.Context, e *env, files []string, dir string) error {
+	path := filepath.Join(dir, "events.db")
+	first, last, err := store.Restore(ctx, path, files)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "restored events %d..%d from %d archive file(s) into %s (each verified, and that each continues the one before)\n",
+		first.First, last.Last, len(files), path)
+	if first.First == 1 {
+		fmt.Fprintf(e.stdout, "read it with: thinbot audit export --db %s, thinbot audit timeline SESSION --db %s; check it again with thinbot audit verify --db %s\n", path, path, path)
+	} else {
+		fmt.Fprintf(e.stdout, "read it with: thinbot audit export --db %s, thinbot audit timeline SESSION --db %s; it starts after the archive before it (head %s): check it with thinbot audit verify --db %s --from %d:%s\n",
+			path, path, first.Prev, path, first.First-1, first.Prev)
+	}
+	return nil
+}
+
+// verifyArchives is verify --archive FILE...: each file alone, that each
+// continues the one before, and, with a store (dbPath not ""), that the
+// live chain continues the last and records each file it still holds an
+// archive event for.
+func verifyArchives(ctx context.Context, e *env, files []string, dbPath string) error {
+	var broken []string
+	var prev *store.ArchiveRecord
+	var seals []store.ArchiveReport
+	for _, p := range files {
+		rep, err := store.VerifyArchiveFile(ctx, p)
+		if err != nil {
+			return err
+		}
+		if !rep.OK {
+			fmt.Fprintf(e.stdout, "archive %s: BROKEN at seq %d: %s\n", p, rep.BadSeq, rep.Problem)
+			broken = append(broken, p)
+			prev = nil
+			continue
+		}
+		s := rep.Seal
+		fmt.Fprintf(e.stdout, "archive %s: ok, events %d..%d (%d sessions), prev %s, head %s, file sha256 %s\n", p, s.First, s.Last, s.Sessions, s.Prev, s.Head, rep.FileSHA256)
+		switch {
+		case prev != nil && (s.First != prev.Last+1 || s.Prev != prev.Head):
+			fmt.Fprintf(e.stdout, "archive %s: BROKEN: does not continue the file before it (which ends at seq %d, head %s)\n", p, prev.Last, prev.Head)
+			broken = append(broken, p)
+		case prev == nil && len(seals) == 0 && s.First != 1:
+			fmt.Fprintf(e.stdout, "  (starts after seq %d: give the archives before it too to check the chain from seq 1)\n", s.First-1)
+		}
+		prev = &s
+		seals = append(seals, rep)
+	}
+	if dbPath != "" {
+		db, err := openReadOnly(dbPath)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		rep, err := db.Verify(ctx)
+		if err != nil {
+			return err
+		}
+		recorded := map[string]store.ArchiveRecord{}
+		for ev, err := range db.Events(store.ArchiveSession, 0) {
+			if err != nil {
+				return err
+			}
+			if r, ok := store.ArchiveRecordOf(ev); ok {
+				recorded[fmt.Sprint(r.First, r.Last, r.Head)] = r
+			}
+		}
+		switch {
+		case !rep.OK:
+			fmt.Fprintf(e.stdout, "store  %s: BROKEN at seq %d: %s\n", dbPath, rep.BadSeq, rep.Problem)
+			broken = append(broken, "store")
+		case prev != nil && (rep.ArchivedSeq != prev.Last || rep.ArchivedHash != prev.Head):
+			fmt.Fprintf(e.stdout, "store  %s: BROKEN: the live chain starts after seq %d (%.12s…), not where the last archive ends (seq %d, %.12s…)\n",
+				dbPath, rep.ArchivedSeq, rep.ArchivedHash, prev.Last, prev.Head)
+			broken = append(broken, "store")
+		default:
+			fmt.Fprintf(e.stdout, "store  %s: ok, continues the last archive: events %d..%d, head seq %d hash %s\n", dbPath, rep.ArchivedSeq+1, rep.LastSeq, rep.LastSeq, rep.LastHash)
+		}
+		for i, a := range seals {
+			s := a.Seal
+			r, ok := recorded[fmt.Sprint(s.First, s.Last, s.Head)]
+			switch {
+			case !ok:
+				continue // recorded by an event that is itself archived
+			case r.SHA256 != s.SHA256 || r.FileSHA256 != a.FileSHA256:
+				fmt.Fprintf(e.stdout, "archive %s: BROKEN: the live chain's archive event records another file (sha256 %s)\n", files[i], r.FileSHA256)
+				broken = append(broken, files[i])
+			default:
+				fmt.Fprintf(e.stdout, "archive %s: recorded in the live chain (file %s, sha256 matches)\n", files[i], r.File)
+			}
+		}
+	}
+	if len(broken) > 0 {
+		return brokenError{fmt.Sprintf("audit verify: %s failed verification", strings.Join(broken, ", "))}
+	}
+	return nil
+}
+
+// archivedNote says where the events before the live chain are ("" for a
+// chain from seq 1).
+func archivedNote(rep store.Report) string {
+	if rep.ArchivedSeq == 0 {
+		return ""
+	}
+	return fmt.Sprintf("events 1..%d archived in %s (head %s); ", rep.ArchivedSeq, rep.ArchiveFile, rep.ArchivedHash)
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/thinbot/thinbot/store"
+)
+
+// newSessionStore makes a closed store of n sessions of 10 events, one
+// after the other.
+func newSessionStore(t *testing.T, n int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), ".thinbot", "events.db")
+	db, err := store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n * 10 {
+		if _, err := db.Append(t.Context(), store.Event{Session: fmt.Sprintf("s%d", i/10), Type: "user_message",
+			Actor: "user:alice", Payload: json.RawMessage(fmt.Sprintf(`{"text":"m%d"}`, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func runAudit(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	e, out, errb := auditEnv()
+	err := run(t.Context(), e, append([]string{"audit"}, args...))
+	if code := exitCode(err); code == 1 && err != nil {
+		errb.WriteString(err.Error())
+	}
+	return out.String(), errb.String(), exitCode(err)
+}
+
+// TestAuditArchiveCommands: the operator's steps of the README: archive,
+// verify the live store (which says what is archived where), verify the
+// archives alone and with the store, export (which says where the earlier
+// events are), restore and verify the restored store; a tampered archive
+// or a store that does not continue it fails, naming where.
+func TestAuditArchiveCommands(t *testing.T) {
+	path := newSessionStore(t, 5)
+	dir := filepath.Dir(path)
+	out, errb, code := runAudit(t, "archive", "--db", path)
+	if code != 1 || !strings.Contains(errb, "--before DATE or --upto SEQ") {
+		t.Fatalf("archive without a limit: exit %d\n%s%s", code, out, errb)
+	}
+	out, errb, code = runAudit(t, "archive", "--db", path, "--upto", "25")
+	if code != 0 || !strings.Contains(out, "archived events 1..20 (20 events, 2 sessions)") || !strings.Contains(out, "recorded by event 51") {
+		t.Fatalf("archive: exit %d\n%s%s", code, out, errb)
+	}
+	a1 := filepath.Join(dir, "archive", "archive-000000000001-000000000020.jsonl.gz")
+	out, errb, code = runAudit(t, "verify", "--db", path)
+	if code != 0 || !strings.Contains(out, "events 1..20 archived in archive-000000000001-000000000020.jsonl.gz (head ") || !strings.Contains(out, "verified 21..51: 31 events") ||
+		!strings.Contains(out, "identical to the store") {
+		t.Fatalf("verify after archive: exit %d\n%s%s", code, out, errb)
+	}
+	out, errb, code = runAudit(t, "verify", "--jsonl", filepath.Join(dir, "audit.jsonl"))
+	if code != 0 || !strings.Contains(out, "events 1..20 archived in") {
+		t.Fatalf("verify --jsonl after archive: exit %d\n%s%s", code, out, errb)
+	}
+	out, errb, code = runAudit(t, "export", "--db", path)
+	if code != 0 || !strings.Contains(errb, "events 1..20 are archived in archive-000000000001-000000000020.jsonl.gz") || !strings.HasPrefix(out, `{"seq":21,`) {
+		t.Fatalf("export after archive: exit %d\n%.200s\n%s", code, out, errb)
+	}
+	out, errb, code = runAudit(t, "timeline", "s1", "--db", path)
+	if code != 0 || !strings.Contains(errb, "session s1: 10 events (seq 11..20) are archived") {
+		t.Fatalf("timeline of an archived session: exit %d\n%s%s", code, out, errb)
+	}
+	// A second archive; then the two archives and the store end to end.
+	out, errb, code = runAudit(t, "archive", "--db", path, "--upto", "40")
+	if code != 0 || !strings.Contains(out, "archived events 21..40") {
+		t.Fatalf("second archive: exit %d\n%s%s", code, out, errb)
+	}
+	a2 := filepath.Join(dir, "archive", "archive-000000000021-000000000040.jsonl.gz")
+	out, errb, code = runAudit(t, "verify", "--archive", a1, "--archive", a2, "--db", path)
+	if code != 0 || strings.Count(out, ": ok, events") != 2 || !strings.Contains(out, "continues the last archive: events 41..52") ||
+		!strings.Contains(out, "archive "+a2+": recorded in the live chain") {
+		t.Fatalf("verify --archive with the store: exit %d\n%s%s", code, out, errb)
+	}
+	// Out of order, and the store after only the first: broken.
+	out, _, code = runAudit(t, "verify", "--archive", a2, "--archive", a1)
+	if code != 2 || !strings.Contains(out, "does not continue the file before it") {
+		t.Fatalf("archives out of order: exit %d\n%s", code, out)
+	}
+	out, _, code = runAudit(t, "verify", "--archive", a1, "--db", path)
+	if code != 2 || !strings.Contains(out, "not where the last archive ends (seq 20") {
+		t.Fatalf("store after a missing archive: exit %d\n%s", code, out)
+	}
+	// Restore both and verify the restored store from seq 1.
+	rdir := filepath.Join(t.TempDir(), "restored")
+	out, errb, code = runAudit(t, "restore", a1, a2, "--to", rdir)
+	if code != 0 || !strings.Contains(out, "restored events 1..40 from 2 archive file(s)") {
+		t.Fatalf("restore: exit %d\n%s%s", code, out, errb)
+	}
+	out, errb, code = runAudit(t, "verify", "--db", filepath.Join(rdir, "events.db"))
+	if code != 0 || !strings.Contains(out, "ok, 40 events, 4 sessions, head seq 40") {
+		t.Fatalf("verify the restored store: exit %d\n%s%s", code, out, errb)
+	}
+	out, errb, code = runAudit(t, "timeline", "s1", "--db", filepath.Join(rdir, "events.db"))
+	if code != 0 || !strings.Contains(out, "m19") {
+		t.Fatalf("timeline from the restored store: exit %d\n%s%s", code, out, errb)
+	}
+	// Restore the second alone: verified from the first's head.
+	rdir2 := filepath.Join(t.TempDir(), "restored")
+	out, _, code = runAudit(t, "restore", "--to", rdir2, a2)
+	from := regexp.MustCompile(`--from (20:[0-9a-f]{64})`).FindStringSubmatch(out)
+	if code != 0 || from == nil {
+		t.Fatalf("restore of a later archive: exit %d\n%s", code, out)
+	}
+	if out, errb, code = runAudit(t, "verify", "--db", filepath.Join(rdir2, "events.db"), "--from", from[1]); code != 0 {
+		t.Fatalf("verify --from of a restored later archive: exit %d\n%s%s", code, out, errb)
+	}
+	// A tampered archive: verify names the event.
+	tamper(t, a1, "m7", "M7")
+	out, _, code = runAudit(t, "verify", "--archive", a1)
+	if code != 2 || !strings.Contains(out, "BROKEN at seq 8") {
+		t.Fatalf("verify a tampered archive: exit %d\n%s", code, out)
+	}
+	if out, errb, code = runAudit(t, "restore", a1, a2, "--to", filepath.Join(t.TempDir(), "r")); code != 1 || !strings.Contains(errb, "does not verify: seq 8") {
+		t.Fatalf("restore of a tampered archive: exit %d\n%s%s", code, out, errb)
+	}
+}
+
+// tamper replaces old with new in an archive file's decompressed text.
+func tamper(t *testing.T, p, old, new string) {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), old) {
+		t.Fatalf("%s has no %q", p, old)
+	}
+	w, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := gzip.NewWriter(w)
+	zw.Write([]byte(strings.Replace(string(b), old, new, 1)))
+	zw.Close()
+	w.Close()
+}
+
+// TestAuditArchiveNeedsTheStore: with a daemon holding the store, archive
+// refuses and says to stop it; the store is unchanged.
+func TestAuditArchiveNeedsTheStore(t *testing.T) {
+	path := newSessionStore(t, 3)
+	db, err := store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	out, errb, code := runAudit(t, "archive", "--db", path, "--upto", "20")
+	if code != 1 || !strings.Contains(errb, "stop the daemon first") {
+		t.Fatalf("archive of a held store: exit %d\n%s%s", code, out, errb)
+	}
+	if db.LastSeq() != 30 {
+		t.Fatalf("the store changed: last seq %d", db.LastSeq())
+	}
+}
