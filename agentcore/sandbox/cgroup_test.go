@@ -1,0 +1,253 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// cgroupRig is a sandbox with small group limits, started once for the
+// cgroup tests: 32 processes, 128 MiB, half a CPU.
+type cgroupRig struct {
+	sb *Sandbox
+	ws string
+}
+
+var (
+	cgroupOnce   sync.Once
+	cgroupShared *cgroupRig
+	cgroupErr    error
+)
+
+// cgroupLimits are the rig's limits: per process (rlimits) far above the
+// group's, so only the group can stop the probes below.
+var cgroupLimits = Limits{Memory: 512 << 20, Processes: 10000, MemoryTotal: 128 << 20, ProcessesTotal: 32, CPUs: 0.5}
+
+// newCgroupRig returns the rig, or skips the test where this machine gives
+// no cgroups: not root on a v1 host, or no delegated v2 group. Under CI=1
+// (CI's machine is a v1 host, run as root) that fails instead.
+func newCgroupRig(t *testing.T) *cgroupRig {
+	t.Helper()
+	cgroupOnce.Do(func() {
+		ws, err := os.MkdirTemp("", "thinbot-cgroup-test-")
+		if err != nil {
+			cgroupErr = err
+			return
+		}
+		os.Chmod(ws, 0o755)
+		sb, err := Start(context.Background(), Config{Workspaces: []string{ws}, Limits: cgroupLimits})
+		cgroupShared, cgroupErr = &cgroupRig{sb: sb, ws: ws}, err
+	})
+	if cgroupErr != nil {
+		t.Fatalf("start: %v", cgroupErr)
+	}
+	for _, m := range []Mode{ReadOnly, Approved} {
+		if by := cgroupShared.sb.Info(m).LimitsBy; !strings.HasPrefix(by, "cgroup v") || strings.Contains(by, "not available") {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("CI=1: %s commands get no cgroup with its memory, pids and cpu limits: %s", m, by)
+			}
+			t.Skipf("%s commands get no cgroup here: %s", m, by)
+		}
+	}
+	return cgroupShared
+}
+
+func (r *cgroupRig) run(t *testing.T, m Mode, script string) (string, Result) {
+	t.Helper()
+	var out syncBuf
+	res, err := r.sb.Run(t.Context(), m, Cmd{Args: []string{"/bin/sh", "-c", script}, Dir: r.ws, Env: []string{testPath}}, &out)
+	if err != nil {
+		t.Fatalf("run %q: %v", script, err)
+	}
+	return out.String(), res
+}
+
+// groups lists the command groups of the rig's helpers that exist now.
+func (r *cgroupRig) groups(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, m := range []Mode{ReadOnly, Approved} {
+		for _, p := range r.sb.Info(m).Cgroups {
+			g, err := filepath.Glob(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, g...)
+		}
+	}
+	return out
+}
+
+// TestCgroupForkStorm: an approved command of a root daemon has no
+// process limit from rlimits (RLIMIT_NPROC does not bind root); its group
+// stops the storm at pids.max and the result says so.
+func TestCgroupForkStorm(t *testing.T) {
+	r := newCgroupRig(t)
+	for _, m := range []Mode{Approved, ReadOnly} {
+		out, res := r.run(t, m, `n=0; while [ $n -lt 100 ]; do sleep 30 & n=$((n+1)); done; echo forked $n`)
+		if strings.Contains(out, "forked 100") {
+			t.Errorf("%s: 100 background processes started under a limit of %d: %q", m, cgroupLimits.ProcessesTotal, firstLine(out))
+		}
+		if !strings.Contains(res.Limit, "process limit 32 reached") {
+			t.Errorf("%s: Result.Limit = %q, want the process limit reported", m, res.Limit)
+		}
+	}
+}
+
+// TestCgroupMemoryAcrossProcesses: four processes of 48 MiB each stay far
+// below the per-process rlimit, and together pass the group's 128 MiB:
+// the kernel kills in the group, and the result says so.
+func TestCgroupMemoryAcrossProcesses(t *testing.T) {
+	r := newCgroupRig(t)
+	hog := `python3 -c 'import time; b=bytearray(48<<20); time.sleep(1)'`
+	script := fmt.Sprintf("for i in 1 2 3 4; do %s & done; wait; echo done", hog)
+	for _, m := range []Mode{Approved, ReadOnly} {
+		_, res := r.run(t, m, script)
+		if !strings.Contains(res.Limit, "killed: memory limit 128 MiB") {
+			t.Errorf("%s: Result.Limit = %q, want the memory limit's kill reported", m, res.Limit)
+		}
+	}
+}
+
+// TestCgroupNothingOutlivesTheCommand: a background child that left the
+// command's process group and session (setsid) is gone once the command
+// has returned.
+func TestCgroupNothingOutlivesTheCommand(t *testing.T) {
+	r := newCgroupRig(t)
+	for _, m := range []Mode{Approved, ReadOnly} {
+		out, _ := r.run(t, m, `setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!`)
+		pid, err := strconv.Atoi(strings.TrimSpace(out))
+		if err != nil {
+			t.Fatalf("%s: no pid: %q", m, out)
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(b), ") Z ") {
+			t.Errorf("%s: the background child %d outlived its command: %s", m, pid, b)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// TestCgroupNoLeak: N commands leave no group behind.
+func TestCgroupNoLeak(t *testing.T) {
+	r := newCgroupRig(t)
+	for i := 0; i < 20; i++ {
+		m := Mode(i % 2)
+		if _, res := r.run(t, m, "true"); res.ExitCode != 0 {
+			t.Fatalf("%s: exit %d", m, res.ExitCode)
+		}
+	}
+	if g := r.groups(t); len(g) != 0 {
+		t.Errorf("groups left after 20 commands: %v", g)
+	}
+}
+
+// TestCgroupCPUShare: the group's CPU quota is the configured share.
+func TestCgroupCPUShare(t *testing.T) {
+	r := newCgroupRig(t)
+	out, _ := r.run(t, Approved, `g=$(awk -F: '$2=="cpu" || $2=="cpu,cpuacct" {print $3}' /proc/self/cgroup); cat /sys/fs/cgroup/cpu$g/cpu.cfs_quota_us 2>/dev/null || cat /sys/fs/cgroup$g/cpu.max`)
+	if got := strings.TrimSpace(out); got != "50000" && !strings.HasPrefix(got, "50000 ") {
+		t.Errorf("cpu quota = %q, want half a CPU (50000 of 100000)", got)
+	}
+}
+
+// TestCgroupCreateFailsClosed: a command whose group cannot be created
+// does not run (it would run without its caps); it fails with the reason,
+// and the next command runs. The group's name is taken in advance.
+func TestCgroupCreateFailsClosed(t *testing.T) {
+	r := newCgroupRig(t)
+	// A command first, so the helper's counter is known: the next group
+	// is the helper's next number.
+	r.run(t, Approved, "true")
+	h := r.sb.helperLocked(Approved)
+	pat := r.sb.Info(Approved).Cgroups[0]
+	seq := 0
+	// The counter is the helper's: find the last group number from the
+	// next command, which prints its own group.
+	out, _ := r.run(t, Approved, `awk -F: '$2 ~ /pids/ {print $3}' /proc/self/cgroup`)
+	if _, err := fmt.Sscanf(filepath.Base(strings.TrimSpace(out)), fmt.Sprintf("thinbot-%d-%%d", h.proc.Pid), &seq); err != nil {
+		t.Fatalf("own group %q: %v", out, err)
+	}
+	taken := strings.Replace(pat, "*", strconv.Itoa(seq+1), 1)
+	if err := os.Mkdir(taken, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(taken)
+	var buf syncBuf
+	_, err := r.sb.Run(t.Context(), Approved, Cmd{Args: []string{"/bin/sh", "-c", "echo ran"}, Dir: r.ws, Env: []string{testPath}}, &buf)
+	if err == nil || !strings.Contains(err.Error(), "cgroup") || strings.Contains(buf.String(), "ran") {
+		t.Errorf("Run with its group taken = %v, output %q; want a cgroup error and no run", err, buf.String())
+	}
+	if out, _ := r.run(t, Approved, "echo next"); !strings.Contains(out, "next") {
+		t.Errorf("the next command: %q", out)
+	}
+}
+
+// TestCgroupV2Unified runs commands with cgroup v2 forced: on this kind of
+// host (v1 hybrid) the unified hierarchy has no controllers, so the
+// groups carry no limits (and LimitsBy says so), but each command is still
+// moved into its own group, what it leaves behind is killed, and the
+// group is removed.
+func TestCgroupV2Unified(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI=1: must run as root")
+		}
+		t.Skip("needs root")
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.procs"); err != nil {
+		if _, err := os.Stat("/sys/fs/cgroup/cgroup.procs"); err != nil {
+			t.Skip("no cgroup v2 hierarchy")
+		}
+	}
+	ws := t.TempDir()
+	os.Chmod(ws, 0o755)
+	sb, err := Start(t.Context(), Config{Workspaces: []string{ws}, Cgroup: "v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	by := sb.Info(Approved).LimitsBy
+	if !strings.HasPrefix(by, "cgroup v2") {
+		t.Fatalf("LimitsBy = %q", by)
+	}
+	t.Logf("LimitsBy: %s", by)
+	r := &cgroupRig{sb: sb, ws: ws}
+	for _, m := range []Mode{Approved, ReadOnly} {
+		out, _ := r.run(t, m, `grep '^0::' /proc/self/cgroup; setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!`)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 2 || !strings.Contains(lines[0], "/thinbot-") {
+			t.Fatalf("%s: not in a command group: %q", m, out)
+		}
+		pid, _ := strconv.Atoi(lines[1])
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(b), ") Z ") {
+			t.Errorf("%s: the background child %d outlived its command", m, pid)
+		}
+	}
+	if g := r.groups(t); len(g) != 0 {
+		t.Errorf("groups left: %v", g)
+	}
+}
+
+// FuzzCgroupFiles feeds the /proc parsers arbitrary input: they must not
+// panic, and what they return must hold absolute paths.
+func FuzzCgroupFiles(f *testing.F) {
+	f.Add("12:pids:/user.slice\n0::/system.slice/thinbot.service\n", "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n")
+	f.Add("0::/", "1 2 3:4 /a\\040b /m\\04 - cgroup2 x y")
+	f.Fuzz(func(t *testing.T, self, mountinfo string) {
+		for _, l := range parseProcCgroup([]byte(self)) {
+			if !strings.HasPrefix(l.Path, "/") {
+				t.Errorf("relative path %q", l.Path)
+			}
+		}
+		for _, m := range parseMountinfo([]byte(mountinfo)) {
+			within(m, "/x")
+		}
+		flatKey([]byte(self), "max")
+	})
+}
