@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +48,17 @@ type cgroupPlan struct {
 	Missing []string `json:"missing,omitempty"`
 
 	seq atomic.Uint64 // names groups, in the helper
+	// home are the helper's own groups' tasks files (v1), open for
+	// writing: a thread that started a command in its group goes back.
+	home []int
+	// next is the group made ahead for the next command (take).
+	mu   sync.Mutex
+	next chan madeGroup
+}
+
+type madeGroup struct {
+	g   *cgroup
+	err error
 }
 
 // cgroupDir is one parent directory of command groups: per controller on
@@ -158,7 +171,7 @@ func within(m cgroupMount, p string) (string, bool) {
 // Config.Cgroup: "" (auto), "v1", "v2" or "off". In auto mode a host that
 // offers none gives a plan of Version 0 with the reason; a version asked
 // for by name that is not available is an error (fail closed).
-func planCgroups(want string) (*cgroupPlan, error) {
+func planCgroups(want string, l Limits) (*cgroupPlan, error) {
 	switch want {
 	case "off":
 		return &cgroupPlan{Why: "turned off (cgroup: off)"}, nil
@@ -187,7 +200,7 @@ func planCgroups(want string) (*cgroupPlan, error) {
 	case want == "v2" || (want != "v1" && !v1):
 		p, err = planV2(lines, mounts)
 	default:
-		p, err = planV1(lines, mounts)
+		p, err = planV1(lines, mounts, l)
 	}
 	if err != nil {
 		if want == "v1" || want == "v2" {
@@ -210,9 +223,15 @@ func contains(s []string, v string) bool {
 
 // planV1 takes, for each wanted controller mounted on its own v1
 // hierarchy, the directory of this process's group there.
-func planV1(lines []cgroupLine, mounts []cgroupMount) (*cgroupPlan, error) {
+func planV1(lines []cgroupLine, mounts []cgroupMount, l Limits) (*cgroupPlan, error) {
 	p := &cgroupPlan{Version: 1}
 	for _, c := range wantControllers {
+		// A hierarchy per controller: one whose limit is off (-1) costs
+		// a group per command for nothing. pids stays: it is how the
+		// group is killed.
+		if c == "memory" && l.MemoryTotal < 0 || c == "cpu" && l.CPUs < 0 {
+			continue
+		}
 		var dir string
 		for _, l := range lines {
 			if !contains(l.Controllers, c) {
@@ -366,10 +385,24 @@ func (p *cgroupPlan) adopt() error {
 	if p.Version == 0 {
 		return nil
 	}
-	g, err := p.create(Limits{}.WithDefaults(), fmt.Sprintf("thinbot-%d-probe", os.Getpid()))
+	var err error
+	if p.Version == 1 {
+		for _, d := range p.Dirs {
+			fd, e := unix.Openat(d.FD, "tasks", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+			if e != nil {
+				err = fmt.Errorf("cgroup: %s/tasks: %w", d.Path, e)
+				break
+			}
+			p.home = append(p.home, fd)
+		}
+	}
 	if err == nil {
-		g.end(Limits{})
-		return nil
+		var g *cgroup
+		g, err = p.create(Limits{}.WithDefaults(), fmt.Sprintf("thinbot-%d-probe", os.Getpid()))
+		if err == nil {
+			g.end(Limits{})
+			return nil
+		}
 	}
 	if p.Required {
 		return err
@@ -377,7 +410,8 @@ func (p *cgroupPlan) adopt() error {
 	for _, d := range p.Dirs {
 		unix.Close(d.FD)
 	}
-	*p = cgroupPlan{Why: err.Error()}
+	closeAll(p.home)
+	p.Version, p.Dirs, p.Missing, p.home, p.Why = 0, nil, nil, nil, err.Error()
 	return nil
 }
 
@@ -415,15 +449,51 @@ func (p *cgroupPlan) patterns() []string {
 
 // cgroup is one command's group.
 type cgroup struct {
-	plan  *cgroupPlan
-	name  string
-	made  int   // directories created, in plan order
-	procs []int // cgroup.procs of each, open for writing
+	plan *cgroupPlan
+	name string
+	made int // directories created, in plan order
+	// fds are, on v1, each directory's tasks file, open for writing; on
+	// v2, the group's directory.
+	fds []int
 }
 
 // newGroup creates the group for the next command of this helper.
 func (p *cgroupPlan) newGroup(l Limits) (*cgroup, error) {
 	return p.create(l, fmt.Sprintf("thinbot-%d-%d", os.Getpid(), p.seq.Add(1)))
+}
+
+// take returns a group for the next command: the one made while the last
+// command ran, so that creating a group (a memory cgroup takes about half
+// a millisecond on v1) is not on a command's path; and it starts making
+// the one after.
+func (p *cgroupPlan) take(l Limits) (*cgroup, error) {
+	next := make(chan madeGroup, 1)
+	p.mu.Lock()
+	ch := p.next
+	p.next = next
+	p.mu.Unlock()
+	go func() {
+		g, err := p.newGroup(l)
+		next <- madeGroup{g, err}
+	}()
+	if ch == nil {
+		return p.newGroup(l)
+	}
+	r := <-ch
+	return r.g, r.err
+}
+
+// drain removes the group made ahead; the helper calls it when it stops.
+func (p *cgroupPlan) drain() {
+	p.mu.Lock()
+	ch := p.next
+	p.next = nil
+	p.mu.Unlock()
+	if ch != nil {
+		if r := <-ch; r.err == nil {
+			r.g.end(Limits{})
+		}
+	}
 }
 
 // create makes group name in every directory of p with the limits l, and
@@ -443,12 +513,16 @@ func (p *cgroupPlan) create(l Limits, name string) (*cgroup, error) {
 				return nil, fmt.Errorf("cgroup: %s/%s/%s: %w", d.Path, name, w.file, err)
 			}
 		}
-		fd, err := unix.Openat(d.FD, name+"/cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		f, flags := name+"/tasks", unix.O_WRONLY|unix.O_CLOEXEC
+		if p.Version == 2 {
+			f, flags = name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC
+		}
+		fd, err := unix.Openat(d.FD, f, flags, 0)
 		if err != nil {
 			g.remove()
-			return nil, fmt.Errorf("cgroup: %s/%s: %w", d.Path, name, err)
+			return nil, fmt.Errorf("cgroup: %s/%s: %w", d.Path, f, err)
 		}
-		g.procs = append(g.procs, fd)
+		g.fds = append(g.fds, fd)
 	}
 	return g, nil
 }
@@ -520,14 +594,45 @@ func readAt(dir int, name string) ([]byte, error) {
 	}
 }
 
-// join moves pid into the group. The helper calls it while the command is
-// held stopped after its exec, before its first instruction, so the
-// command and everything it starts are in the group from the start.
-func (g *cgroup) join(pid int) error {
-	b := []byte(strconv.Itoa(pid))
-	for i, fd := range g.procs {
-		if _, err := unix.Write(fd, b); err != nil {
-			return fmt.Errorf("cgroup: join %s/%s: %w", g.plan.Dirs[i].Path, g.name, err)
+// enter makes cmd start in the group, so that the command and all it
+// starts are in it from their first instruction. On v2 the kernel forks
+// it there (CLONE_INTO_CGROUP). On v1 the calling thread, which must be
+// locked to its goroutine and start cmd, moves itself into the group
+// (writing "0" to tasks moves the writing thread alone, which the kernel
+// does without the global lock that moving a whole process takes: that
+// costs a grace period of RCU, about a millisecond); the fork then starts
+// cmd there, and leave moves the thread back. No process of the command
+// is ever moved.
+func (g *cgroup) enter(cmd *exec.Cmd) error {
+	if g == nil {
+		return nil
+	}
+	if g.plan.Version == 2 {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = g.fds[0]
+		return nil
+	}
+	return g.enterThread()
+}
+
+func (g *cgroup) enterThread() error {
+	for i, fd := range g.fds {
+		if _, err := unix.Write(fd, []byte("0")); err != nil {
+			return errors.Join(fmt.Errorf("cgroup: enter %s/%s: %w", g.plan.Dirs[i].Path, g.name, err), g.leave())
+		}
+	}
+	return nil
+}
+
+// leave moves the calling thread back into the helper's own groups after
+// enter (v1).
+func (g *cgroup) leave() error {
+	if g == nil || g.plan.Version == 2 {
+		return nil
+	}
+	for i, fd := range g.plan.home {
+		if _, err := unix.Write(fd, []byte("0")); err != nil {
+			return fmt.Errorf("cgroup: back to %s: %w", g.plan.Dirs[i].Path, err)
 		}
 	}
 	return nil
@@ -536,17 +641,21 @@ func (g *cgroup) join(pid int) error {
 // end kills what is left in the group, says which limit the command hit
 // ("" for none), and removes the group.
 func (g *cgroup) end(l Limits) string {
+	hit := g.stop(l)
+	g.remove()
+	return hit
+}
+
+// stop kills what is left in the group and says which limit the command
+// hit ("" for none); remove, after the exit is reported, removes it.
+func (g *cgroup) stop(l Limits) string {
 	if g == nil {
 		return ""
 	}
-	for _, fd := range g.procs {
-		unix.Close(fd)
-	}
-	g.procs = nil
+	closeAll(g.fds)
+	g.fds = nil
 	g.kill()
-	hit := g.hits(l)
-	g.remove()
-	return hit
+	return g.hits(l)
 }
 
 // kill kills every process in the group and waits until none is left:
@@ -620,6 +729,9 @@ func flatKey(b []byte, key string) int64 {
 // process that was killed but has not finished exiting) is tried again
 // for a short while.
 func (g *cgroup) remove() {
+	if g == nil {
+		return
+	}
 	wait := 50 * time.Microsecond
 	for i := g.made - 1; i >= 0; i-- {
 		d := g.plan.Dirs[i]
@@ -633,10 +745,8 @@ func (g *cgroup) remove() {
 		}
 	}
 	g.made = 0
-	for _, fd := range g.procs {
-		unix.Close(fd)
-	}
-	g.procs = nil
+	closeAll(g.fds)
+	g.fds = nil
 }
 
 // newCommandGroup creates the cgroup of the next command, nil without
@@ -648,15 +758,7 @@ func newCommandGroup(hc helperConfig) (*cgroup, error) {
 	if hc.Cgroup == nil || hc.Cgroup.Version == 0 {
 		return nil, nil
 	}
-	return hc.Cgroup.newGroup(hc.Limits)
-}
-
-// joinIf joins pid to g, if there is a group.
-func (g *cgroup) joinIf(pid int) error {
-	if g == nil {
-		return nil
-	}
-	return g.join(pid)
+	return hc.Cgroup.take(hc.Limits)
 }
 
 // protectCgroups makes the cgroup file systems read-only to approved

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // cgroupRig is a sandbox with small group limits, started once for the
@@ -68,8 +70,11 @@ func (r *cgroupRig) run(t *testing.T, m Mode, script string) (string, Result) {
 	return out.String(), res
 }
 
-// groups lists the command groups of the rig's helpers that exist now.
-func (r *cgroupRig) groups(t *testing.T) []string {
+// leaked lists the command groups of the rig's helpers that exist now,
+// unless there are at most two, with no process in either: the one each
+// helper makes ahead for its next command, and the last command's, which
+// is removed just after its exit was reported.
+func (r *cgroupRig) leaked(t *testing.T) []string {
 	t.Helper()
 	var out []string
 	for _, m := range []Mode{ReadOnly, Approved} {
@@ -78,7 +83,15 @@ func (r *cgroupRig) groups(t *testing.T) []string {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out = append(out, g...)
+			empty := len(g) <= 2
+			for _, d := range g {
+				if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err != nil || len(b) != 0 {
+					empty = false
+				}
+			}
+			if !empty {
+				out = append(out, g...)
+			}
 		}
 	}
 	return out
@@ -142,7 +155,7 @@ func TestCgroupNoLeak(t *testing.T) {
 			t.Fatalf("%s: exit %d", m, res.ExitCode)
 		}
 	}
-	if g := r.groups(t); len(g) != 0 {
+	if g := r.leaked(t); len(g) != 0 {
 		t.Errorf("groups left after 20 commands: %v", g)
 	}
 }
@@ -173,11 +186,16 @@ func TestCgroupCreateFailsClosed(t *testing.T) {
 	if _, err := fmt.Sscanf(filepath.Base(strings.TrimSpace(out)), fmt.Sprintf("thinbot-%d-%%d", h.proc.Pid), &seq); err != nil {
 		t.Fatalf("own group %q: %v", out, err)
 	}
-	taken := strings.Replace(pat, "*", strconv.Itoa(seq+1), 1)
+	// Group seq+1 is made already; seq+2 is made while the next command
+	// runs, for the one after.
+	taken := strings.Replace(pat, "*", strconv.Itoa(seq+2), 1)
 	if err := os.Mkdir(taken, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	defer os.Remove(taken)
+	if out, _ := r.run(t, Approved, "echo first"); !strings.Contains(out, "first") {
+		t.Errorf("the command before: %q", out)
+	}
 	var buf syncBuf
 	_, err := r.sb.Run(t.Context(), Approved, Cmd{Args: []string{"/bin/sh", "-c", "echo ran"}, Dir: r.ws, Env: []string{testPath}}, &buf)
 	if err == nil || !strings.Contains(err.Error(), "cgroup") || strings.Contains(buf.String(), "ran") {
@@ -229,8 +247,12 @@ func TestCgroupV2Unified(t *testing.T) {
 			t.Errorf("%s: the background child %d outlived its command", m, pid)
 		}
 	}
-	if g := r.groups(t); len(g) != 0 {
-		t.Errorf("groups left: %v", g)
+	pats := append(sb.Info(ReadOnly).Cgroups, sb.Info(Approved).Cgroups...)
+	sb.Close()
+	for _, p := range pats {
+		if g, _ := filepath.Glob(p); len(g) != 0 {
+			t.Errorf("groups left after Close: %v", g)
+		}
 	}
 }
 
@@ -250,4 +272,62 @@ func FuzzCgroupFiles(f *testing.F) {
 		}
 		flatKey([]byte(self), "max")
 	})
+}
+
+// BenchmarkCgroupCost is what a command's cgroup costs: `true` through two
+// sandboxes alike but for Config.Cgroup (auto, and off: rlimits only),
+// interleaved so that both see the same load; it reports each one's time
+// per command and their ratio, and the CPU each command cost its helper
+// (clock ticks: use a -benchtime of some hundreds).
+func BenchmarkCgroupCost(b *testing.B) {
+	ws := b.TempDir()
+	os.Chmod(ws, 0o755)
+	on, err := Start(b.Context(), Config{Workspaces: []string{ws}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer on.Close()
+	off, err := Start(b.Context(), Config{Workspaces: []string{ws}, Cgroup: "off"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer off.Close()
+	b.Logf("limits by: %s", on.Info(ReadOnly).LimitsBy)
+	for _, m := range []Mode{ReadOnly, Approved} {
+		b.Run(m.String(), func(b *testing.B) {
+			var out bytes.Buffer
+			run := func(sb *Sandbox) time.Duration {
+				t0 := time.Now()
+				res, err := sb.Run(context.Background(), m, Cmd{Args: []string{"/bin/true"}, Dir: ws, Env: []string{testPath}}, &out)
+				if err != nil || res.ExitCode != 0 {
+					b.Fatal(err, res)
+				}
+				return time.Since(t0)
+			}
+			var tOn, tOff time.Duration
+			n := 0
+			hOn, hOff := fmt.Sprint(on.helperLocked(m).proc.Pid), fmt.Sprint(off.helperLocked(m).proc.Pid)
+			cOn0, err1 := readCPU(hOn)
+			cOff0, err2 := readCPU(hOff)
+			if err1 != nil || err2 != nil {
+				b.Fatal(err1, err2)
+			}
+			for b.Loop() {
+				tOn += run(on)
+				tOff += run(off)
+				n++
+			}
+			b.ReportMetric(float64(tOn.Nanoseconds())/float64(n), "ns/cgroup")
+			b.ReportMetric(float64(tOff.Nanoseconds())/float64(n), "ns/rlimit")
+			b.ReportMetric(float64(tOn)/float64(tOff), "ratio")
+			cOn, err1 := readCPU(hOn)
+			cOff, err2 := readCPU(hOff)
+			if err1 != nil || err2 != nil {
+				b.Fatal(err1, err2)
+			}
+			const tick = 1e7 // ns per clock tick (USER_HZ 100)
+			b.ReportMetric(float64(cOn.self-cOn0.self)*tick/float64(n), "helper-cpu-ns/cgroup")
+			b.ReportMetric(float64(cOff.self-cOff0.self)*tick/float64(n), "helper-cpu-ns/rlimit")
+		})
+	}
 }

@@ -142,7 +142,16 @@ func setUp(hc helperConfig) (Info, []string, error) {
 // reaper's lock, so no one else waits for the stopped child.
 func startLimited(cmd *exec.Cmd, l Limits, g *cgroup) error {
 	cmd.SysProcAttr.Ptrace = true
-	if err := cmd.Start(); err != nil {
+	if err := g.enter(cmd); err != nil {
+		return err
+	}
+	err := cmd.Start()
+	if err := errors.Join(err, g.leave()); err != nil {
+		if cmd.Process != nil {
+			_ = unix.Kill(cmd.Process.Pid, unix.SIGKILL)
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(cmd.Process.Pid, &ws, unix.WALL, nil)
+		}
 		return err
 	}
 	pid := cmd.Process.Pid
@@ -178,7 +187,6 @@ func startLimited(cmd *exec.Cmd, l Limits, g *cgroup) error {
 		cpu = int64((l.CPU + time.Second - 1) / time.Second)
 	}
 	if err := errors.Join(
-		g.joinIf(pid),
 		set("memory", unix.RLIMIT_DATA, l.Memory),
 		set("process", unix.RLIMIT_NPROC, l.Processes),
 		set("CPU", unix.RLIMIT_CPU, cpu),
@@ -823,11 +831,13 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 				delete(procs, m.ID)
 				mu.Unlock()
 				_ = cmd.Process.Release()
-				r := message{ID: m.ID, Op: "exited", Code: ws.ExitStatus(), Limit: grp.end(hc.Limits)}
+				r := message{ID: m.ID, Op: "exited", Code: ws.ExitStatus(), Limit: grp.stop(hc.Limits)}
 				if ws.Signaled() {
 					r.Sig = int(ws.Signal())
 				}
 				reply(r)
+				// Emptied above; removing it need not hold the reply.
+				grp.remove()
 			}(m, os.NewFile(uintptr(fds[0]), "output"))
 		default:
 			closeAll(fds)
@@ -842,6 +852,7 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 	if next != nil {
 		close(next)
 	}
+	hc.Cgroup.drain()
 	close(stopReaper)
 	<-reaperDone
 }

@@ -245,7 +245,7 @@ func Start(ctx context.Context, cfg Config) (*Sandbox, error) {
 	cfg.Limits = cfg.Limits.WithDefaults()
 	// Before the helpers start: on v2 this moves the daemon into a leaf
 	// group, and the helpers start there.
-	plan, err := planCgroups(cfg.Cgroup)
+	plan, err := planCgroups(cfg.Cgroup, cfg.Limits)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
