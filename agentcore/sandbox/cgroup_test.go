@@ -331,3 +331,14 @@ func BenchmarkCgroupCost(b *testing.B) {
 		})
 	}
 }
+
+// TestCgroupApprovedCannotLeave: root may write any group's cgroup.procs;
+// an approved command sees the cgroup file systems read-only, so it cannot
+// move itself out of its group and its limits.
+func TestCgroupApprovedCannotLeave(t *testing.T) {
+	r := newCgroupRig(t)
+	out, _ := r.run(t, Approved, `for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/*/cgroup.procs /sys/fs/cgroup/*/*/cgroup.procs; do [ -e $f ] && echo $$ > $f 2>/dev/null && echo moved $f; done; grep -c thinbot- /proc/self/cgroup`)
+	if strings.Contains(out, "moved") || strings.HasPrefix(strings.TrimSpace(out), "0") {
+		t.Errorf("an approved command left its group: %q", out)
+	}
+}
