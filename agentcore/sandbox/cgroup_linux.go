@@ -201,6 +201,16 @@ func planCgroups(want string, l Limits) (*cgroupPlan, error) {
 		p, err = planV2(lines, mounts)
 	default:
 		p, err = planV1(lines, mounts, l)
+		if err != nil && want != "v1" {
+			// A hybrid host whose v1 hierarchies are root's: a delegated
+			// unified group still gives each command a group that is
+			// killed and removed with it.
+			if p2, err2 := planV2(lines, mounts); err2 == nil {
+				p, err = p2, nil
+			} else {
+				err = fmt.Errorf("%w; %w", err, err2)
+			}
+		}
 	}
 	if err != nil {
 		if want == "v1" || want == "v2" {
