@@ -50,15 +50,10 @@ type cgroupPlan struct {
 	seq atomic.Uint64 // names groups, in the helper
 	// home are the helper's own groups' tasks files (v1), open for
 	// writing: a thread that started a command in its group goes back.
-	home []int
-	// next is the group made ahead for the next command (take).
-	mu   sync.Mutex
-	next chan madeGroup
-}
-
-type madeGroup struct {
-	g   *cgroup
-	err error
+	home     []int
+	mu       sync.Mutex
+	free     []*cgroup // emptied groups for later commands (take)
+	draining bool      // the helper stops: keep no more
 }
 
 // cgroupDir is one parent directory of command groups: per controller on
@@ -465,6 +460,11 @@ type cgroup struct {
 	// fds are, on v1, each directory's tasks file, open for writing; on
 	// v2, the group's directory.
 	fds []int
+	// seen are the event counters (OOM kills, forks refused) already
+	// reported: a group is reused, its counters are not reset.
+	seen struct{ oom, fork int64 }
+	// dirty: stop could not empty the group; it is not reused.
+	dirty bool
 }
 
 // newGroup creates the group for the next command of this helper.
@@ -472,37 +472,50 @@ func (p *cgroupPlan) newGroup(l Limits) (*cgroup, error) {
 	return p.create(l, fmt.Sprintf("thinbot-%d-%d", os.Getpid(), p.seq.Add(1)))
 }
 
-// take returns a group for the next command: the one made while the last
-// command ran, so that creating a group (a memory cgroup takes about half
-// a millisecond on v1) is not on a command's path; and it starts making
-// the one after.
+// maxFree is how many emptied groups a helper keeps for later commands.
+const maxFree = 4
+
+// take returns a group for the next command: one an earlier command
+// used, emptied, or else a new one. Reusing groups spares each command a
+// mkdir and an rmdir per hierarchy (a v1 memory cgroup takes about half a
+// millisecond to make), and a host the pile of removed memory cgroups
+// that the kernel keeps while pages are still charged to them.
 func (p *cgroupPlan) take(l Limits) (*cgroup, error) {
-	next := make(chan madeGroup, 1)
 	p.mu.Lock()
-	ch := p.next
-	p.next = next
-	p.mu.Unlock()
-	go func() {
-		g, err := p.newGroup(l)
-		next <- madeGroup{g, err}
-	}()
-	if ch == nil {
-		return p.newGroup(l)
+	if n := len(p.free); n > 0 {
+		g := p.free[n-1]
+		p.free = p.free[:n-1]
+		p.mu.Unlock()
+		return g, nil
 	}
-	r := <-ch
-	return r.g, r.err
+	p.mu.Unlock()
+	return p.newGroup(l)
 }
 
-// drain removes the group made ahead; the helper calls it when it stops.
+// release keeps g, emptied by stop, for a later command, or removes it.
+func (g *cgroup) release() {
+	if g == nil {
+		return
+	}
+	p := g.plan
+	p.mu.Lock()
+	if !g.dirty && len(p.free) < maxFree && !p.draining {
+		p.free = append(p.free, g)
+		g = nil
+	}
+	p.mu.Unlock()
+	g.remove()
+}
+
+// drain removes the groups kept for later commands; the helper calls it
+// when it stops.
 func (p *cgroupPlan) drain() {
 	p.mu.Lock()
-	ch := p.next
-	p.next = nil
+	free := p.free
+	p.free, p.draining = nil, true
 	p.mu.Unlock()
-	if ch != nil {
-		if r := <-ch; r.err == nil {
-			r.g.end(Limits{})
-		}
+	for _, g := range free {
+		g.remove()
 	}
 }
 
@@ -657,24 +670,24 @@ func (g *cgroup) end(l Limits) string {
 }
 
 // stop kills what is left in the group and says which limit the command
-// hit ("" for none); remove, after the exit is reported, removes it.
+// hit since it took the group ("" for none); release, after the exit is
+// reported, keeps the group for a later command or removes it.
 func (g *cgroup) stop(l Limits) string {
 	if g == nil {
 		return ""
 	}
-	closeAll(g.fds)
-	g.fds = nil
-	g.kill()
+	g.dirty = !g.kill()
 	return g.hits(l)
 }
 
 // kill kills every process in the group and waits until none is left:
 // on v2 with cgroup.kill; else by reading cgroup.procs and killing each,
 // until a read finds none (a process that gets SIGKILL cannot complete a
-// fork, so each round leaves fewer). Usually the first read is empty.
-func (g *cgroup) kill() {
+// fork, so each round leaves fewer). Usually the first read is empty. It
+// reports whether the group is empty.
+func (g *cgroup) kill() bool {
 	if g.made == 0 {
-		return
+		return true
 	}
 	d := g.plan.Dirs[0]
 	v2kill := g.plan.Version == 2 && writeAt(d.FD, g.name+"/cgroup.kill", "1") == nil
@@ -682,8 +695,11 @@ func (g *cgroup) kill() {
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		b, err := readAt(d.FD, g.name+"/cgroup.procs")
 		pids := strings.Fields(string(b))
-		if err != nil || len(pids) == 0 {
-			return
+		if err != nil {
+			return false
+		}
+		if len(pids) == 0 {
+			return true
 		}
 		if !v2kill {
 			for _, p := range pids {
@@ -695,6 +711,7 @@ func (g *cgroup) kill() {
 		time.Sleep(wait)
 		wait = min(2*wait, 20*time.Millisecond)
 	}
+	return false
 }
 
 // hits reads the group's event counters: an OOM kill, a fork refused at
@@ -709,12 +726,18 @@ func (g *cgroup) hits(l Limits) string {
 				if g.plan.Version == 1 {
 					f = "memory.oom_control"
 				}
-				if b, err := readAt(d.FD, g.name+"/"+f); err == nil && flatKey(b, "oom_kill") > 0 {
-					out = append(out, "killed: memory limit "+size(l.MemoryTotal))
+				if b, err := readAt(d.FD, g.name+"/"+f); err == nil {
+					if n := flatKey(b, "oom_kill"); n > g.seen.oom {
+						g.seen.oom = n
+						out = append(out, "killed: memory limit "+size(l.MemoryTotal))
+					}
 				}
 			case "pids":
-				if b, err := readAt(d.FD, g.name+"/pids.events"); err == nil && flatKey(b, "max") > 0 {
-					out = append(out, fmt.Sprintf("process limit %d reached: a fork failed", l.ProcessesTotal))
+				if b, err := readAt(d.FD, g.name+"/pids.events"); err == nil {
+					if n := flatKey(b, "max"); n > g.seen.fork {
+						g.seen.fork = n
+						out = append(out, fmt.Sprintf("process limit %d reached: a fork failed", l.ProcessesTotal))
+					}
 				}
 			}
 		}

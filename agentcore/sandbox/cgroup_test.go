@@ -169,37 +169,52 @@ func TestCgroupCPUShare(t *testing.T) {
 	}
 }
 
-// TestCgroupCreateFailsClosed: a command whose group cannot be created
-// does not run (it would run without its caps); it fails with the reason,
-// and the next command runs. The group's name is taken in advance.
+// TestCgroupCreateFailsClosed: a command whose group is gone, or cannot be
+// made, does not run (it would run without its caps); it fails with the
+// reason, and the next command runs. Both are done from outside: the
+// group a command used (kept for the next one) is removed, then the names
+// of the next new groups are taken.
 func TestCgroupCreateFailsClosed(t *testing.T) {
 	r := newCgroupRig(t)
-	// A command first, so the helper's counter is known: the next group
-	// is the helper's next number.
-	r.run(t, Approved, "true")
 	h := r.sb.helperLocked(Approved)
-	pat := r.sb.Info(Approved).Cgroups[0]
-	seq := 0
-	// The counter is the helper's: find the last group number from the
-	// next command, which prints its own group.
 	out, _ := r.run(t, Approved, `awk -F: '$2 ~ /pids/ {print $3}' /proc/self/cgroup`)
-	if _, err := fmt.Sscanf(filepath.Base(strings.TrimSpace(out)), fmt.Sprintf("thinbot-%d-%%d", h.proc.Pid), &seq); err != nil {
+	name := filepath.Base(strings.TrimSpace(out))
+	seq := 0
+	if _, err := fmt.Sscanf(name, fmt.Sprintf("thinbot-%d-%%d", h.proc.Pid), &seq); err != nil {
 		t.Fatalf("own group %q: %v", out, err)
 	}
-	// Group seq+1 is made already; seq+2 is made while the next command
-	// runs, for the one after.
-	taken := strings.Replace(pat, "*", strconv.Itoa(seq+2), 1)
-	if err := os.Mkdir(taken, 0o755); err != nil {
-		t.Fatal(err)
+	var dirs []string
+	for _, p := range r.sb.Info(Approved).Cgroups {
+		dirs = append(dirs, filepath.Dir(p))
 	}
-	defer os.Remove(taken)
-	if out, _ := r.run(t, Approved, "echo first"); !strings.Contains(out, "first") {
-		t.Errorf("the command before: %q", out)
+	mustFail := func(what string) {
+		t.Helper()
+		var buf syncBuf
+		_, err := r.sb.Run(t.Context(), Approved, Cmd{Args: []string{"/bin/sh", "-c", "echo ran"}, Dir: r.ws, Env: []string{testPath}}, &buf)
+		if err == nil || !strings.Contains(err.Error(), "cgroup") || strings.Contains(buf.String(), "ran") {
+			t.Errorf("Run with %s = %v, output %q; want a cgroup error and no run", what, err, buf.String())
+		}
 	}
-	var buf syncBuf
-	_, err := r.sb.Run(t.Context(), Approved, Cmd{Args: []string{"/bin/sh", "-c", "echo ran"}, Dir: r.ws, Env: []string{testPath}}, &buf)
-	if err == nil || !strings.Contains(err.Error(), "cgroup") || strings.Contains(buf.String(), "ran") {
-		t.Errorf("Run with its group taken = %v, output %q; want a cgroup error and no run", err, buf.String())
+	for _, d := range dirs {
+		if err := os.Remove(filepath.Join(d, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustFail("its group removed")
+	// The next group is a new one: its number is above seq, and below
+	// seq + maxFree + 2 (the helper keeps at most maxFree).
+	var taken []string
+	for n := seq + 1; n <= seq+maxFree+2; n++ {
+		for _, d := range dirs {
+			p := filepath.Join(d, fmt.Sprintf("thinbot-%d-%d", h.proc.Pid, n))
+			if err := os.Mkdir(p, 0o755); err == nil {
+				taken = append(taken, p)
+			}
+		}
+	}
+	mustFail("its group's name taken")
+	for _, p := range taken {
+		os.Remove(p)
 	}
 	if out, _ := r.run(t, Approved, "echo next"); !strings.Contains(out, "next") {
 		t.Errorf("the next command: %q", out)

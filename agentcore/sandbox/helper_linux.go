@@ -836,8 +836,9 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 					r.Sig = int(ws.Signal())
 				}
 				reply(r)
-				// Emptied above; removing it need not hold the reply.
-				grp.remove()
+				// Emptied above; keeping or removing it need not hold
+				// the reply.
+				grp.release()
 			}(m, os.NewFile(uintptr(fds[0]), "output"))
 		default:
 			closeAll(fds)
