@@ -703,7 +703,9 @@ func (g *cgroup) kill() bool {
 		}
 		if !v2kill {
 			for _, p := range pids {
-				if pid, err := strconv.Atoi(p); err == nil && pid > 0 {
+				// The helper is listed while one of its threads is in the
+				// group (enter without leave): never kill it.
+				if pid, err := strconv.Atoi(p); err == nil && pid > 0 && pid != os.Getpid() {
 					_ = unix.Kill(pid, unix.SIGKILL)
 				}
 			}
