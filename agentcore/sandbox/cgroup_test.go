@@ -233,8 +233,13 @@ func TestCgroupV2Unified(t *testing.T) {
 		}
 		t.Skip("needs root")
 	}
-	if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.procs"); err != nil {
-		if _, err := os.Stat("/sys/fs/cgroup/cgroup.procs"); err != nil {
+	unified := "/sys/fs/cgroup/unified"
+	if _, err := os.Stat(unified + "/cgroup.procs"); err != nil {
+		unified = "/sys/fs/cgroup"
+		if _, err := os.Stat(unified + "/cgroup.procs"); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatal("CI=1: no cgroup v2 hierarchy")
+			}
 			t.Skip("no cgroup v2 hierarchy")
 		}
 	}
@@ -250,6 +255,10 @@ func TestCgroupV2Unified(t *testing.T) {
 		t.Fatalf("LimitsBy = %q", by)
 	}
 	t.Logf("LimitsBy: %s", by)
+	// Controllers the hierarchy does not offer are said, not faked.
+	if b, _ := os.ReadFile(unified + "/cgroup.controllers"); !strings.Contains(string(b), "memory") && !strings.Contains(by, "not in force: memory") {
+		t.Errorf("LimitsBy = %q, but %s offers no memory controller (%q)", by, unified, b)
+	}
 	r := &cgroupRig{sb: sb, ws: ws}
 	for _, m := range []Mode{Approved, ReadOnly} {
 		out, _ := r.run(t, m, `grep '^0::' /proc/self/cgroup; setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!`)
