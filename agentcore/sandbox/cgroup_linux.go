@@ -681,16 +681,19 @@ func (g *cgroup) stop(l Limits) string {
 }
 
 // kill kills every process in the group and waits until none is left:
-// on v2 with cgroup.kill; else by reading cgroup.procs and killing each,
-// until a read finds none (a process that gets SIGKILL cannot complete a
-// fork, so each round leaves fewer). Usually the first read is empty. It
-// reports whether the group is empty.
-func (g *cgroup) kill() bool {
+// by reading cgroup.procs and killing each, until a read finds none (a
+// process that gets SIGKILL cannot complete a fork, so each round leaves
+// fewer); on v2 with cgroup.kill. Usually the first read is empty. It
+// reports whether the group is empty and may serve another command: on
+// Linux 6.18 a process forked into a v2 group (CLONE_INTO_CGROUP) after a
+// write to its cgroup.kill is killed at birth, so such a group is not
+// reused.
+func (g *cgroup) kill() (reusable bool) {
 	if g.made == 0 {
 		return true
 	}
 	d := g.plan.Dirs[0]
-	v2kill := g.plan.Version == 2 && writeAt(d.FD, g.name+"/cgroup.kill", "1") == nil
+	v2kill := false
 	wait := 50 * time.Microsecond
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		b, err := readAt(d.FD, g.name+"/cgroup.procs")
@@ -699,7 +702,10 @@ func (g *cgroup) kill() bool {
 			return false
 		}
 		if len(pids) == 0 {
-			return true
+			return !v2kill
+		}
+		if g.plan.Version == 2 && !v2kill {
+			v2kill = writeAt(d.FD, g.name+"/cgroup.kill", "1") == nil
 		}
 		if !v2kill {
 			for _, p := range pids {

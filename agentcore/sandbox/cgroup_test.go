@@ -270,6 +270,15 @@ func TestCgroupV2Unified(t *testing.T) {
 		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(b), ") Z ") {
 			t.Errorf("%s: the background child %d outlived its command", m, pid)
 		}
+		// Commands after one whose group was killed, and after one whose
+		// group was reused, start and run (a group killed through
+		// cgroup.kill kills what is later forked into it: it is not
+		// reused).
+		for i := 0; i < 3; i++ {
+			if out, res := r.run(t, m, "echo after"); !strings.Contains(out, "after") {
+				t.Errorf("%s: command %d after the kill: %q, %+v", m, i, out, res)
+			}
+		}
 	}
 	pats := append(sb.Info(ReadOnly).Cgroups, sb.Info(Approved).Cgroups...)
 	sb.Close()

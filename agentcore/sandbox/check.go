@@ -123,8 +123,22 @@ func CheckSandbox(ctx context.Context, cfg Config, off bool, secret func(string)
 		size(l.Memory), l.CPU, l.Processes, size(l.FileSize), size(l.Tmp))
 	grouped := strings.HasPrefix(ro.LimitsBy, "cgroup") && strings.HasPrefix(rw.LimitsBy, "cgroup")
 	if grouped {
-		r.Limits += fmt.Sprintf("; per command, all its processes together (cgroup): memory %s, %d processes, %s CPU",
-			size(l.MemoryTotal), l.ProcessesTotal, cpus(l.CPUs))
+		// Only what the group's controllers put in force.
+		inForce, _, _ := strings.Cut(rw.LimitsBy, ";")
+		var parts []string
+		if strings.Contains(inForce, "memory") {
+			parts = append(parts, "memory "+size(l.MemoryTotal))
+		}
+		if strings.Contains(inForce, "pids") {
+			parts = append(parts, fmt.Sprintf("%d processes", l.ProcessesTotal))
+		}
+		if strings.Contains(inForce, "cpu") && !strings.Contains(inForce, "no controllers") {
+			parts = append(parts, cpus(l.CPUs)+" CPU")
+		}
+		if len(parts) == 0 {
+			parts = append(parts, "no limit (no controllers), killed and emptied when it ends")
+		}
+		r.Limits += "; per command, all its processes together (cgroup): " + strings.Join(parts, ", ")
 	}
 	r.Cgroup = "read-only commands: " + ro.LimitsBy
 	if rw.LimitsBy != ro.LimitsBy {
