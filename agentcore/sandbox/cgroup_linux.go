@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,7 +32,7 @@ import (
 // them, from a thread in no Landlock domain.
 
 // wantControllers are the controllers a command group uses.
-var wantControllers = []string{"memory", "pids", "cpu"}
+func wantControllers() []string { return []string{"memory", "pids", "cpu"} }
 
 // cgroupPlan is where command groups go: the daemon's answer, passed to
 // each helper in helperConfig.
@@ -186,7 +187,7 @@ func planCgroups(want string, l Limits) (*cgroupPlan, error) {
 	v1 := false
 	for _, l := range lines {
 		for _, c := range l.Controllers {
-			v1 = v1 || contains(wantControllers, c)
+			v1 = v1 || slices.Contains(wantControllers(), c)
 		}
 	}
 	var p *cgroupPlan
@@ -217,20 +218,11 @@ func planCgroups(want string, l Limits) (*cgroupPlan, error) {
 	return p, nil
 }
 
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
 // planV1 takes, for each wanted controller mounted on its own v1
 // hierarchy, the directory of this process's group there.
 func planV1(lines []cgroupLine, mounts []cgroupMount, l Limits) (*cgroupPlan, error) {
 	p := &cgroupPlan{Version: 1}
-	for _, c := range wantControllers {
+	for _, c := range wantControllers() {
 		// A hierarchy per controller: one whose limit is off (-1) costs
 		// a group per command for nothing. pids stays: it is how the
 		// group is killed.
@@ -239,11 +231,11 @@ func planV1(lines []cgroupLine, mounts []cgroupMount, l Limits) (*cgroupPlan, er
 		}
 		var dir string
 		for _, l := range lines {
-			if !contains(l.Controllers, c) {
+			if !slices.Contains(l.Controllers, c) {
 				continue
 			}
 			for _, m := range mounts {
-				if !m.V2 && contains(m.Controllers, c) {
+				if !m.V2 && slices.Contains(m.Controllers, c) {
 					if d, ok := within(m, l.Path); ok {
 						dir = d
 					}
@@ -302,11 +294,11 @@ func planV2(lines []cgroupLine, mounts []cgroupMount) (*cgroupPlan, error) {
 	var add []string
 	enabled := strings.Fields(readTrim(filepath.Join(dir, "cgroup.subtree_control")))
 	var ctl []string
-	for _, c := range wantControllers {
+	for _, c := range wantControllers() {
 		switch {
-		case !contains(offered, c):
+		case !slices.Contains(offered, c):
 			p.Missing = append(p.Missing, c)
-		case !contains(enabled, c):
+		case !slices.Contains(enabled, c):
 			add = append(add, "+"+c)
 			ctl = append(ctl, c)
 		default:
