@@ -18,12 +18,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A command's cgroup. Each command gets a group of its own, created by its
-// helper before the command starts and removed after it ends, so that its
-// processes together are capped (memory, processes, a share of the CPU)
-// and none outlives it: when the command exits, whatever is left in the
-// group is killed. rlimits (startLimited) stay in force either way, per
-// process.
+// A command's cgroup. Each command runs in a group of its own, which
+// caps its processes together (memory, processes, a share of the CPU) and
+// from which none outlives it: when the command exits, whatever is left in
+// the group is killed, and the emptied group is kept for a later command of
+// the same helper (take, release) or removed. rlimits (startLimited) stay
+// in force either way, per process.
 //
 // The daemon finds where groups may go (planCgroups, at Start) and hands
 // each helper a directory descriptor per hierarchy: the read-only helper's
