@@ -375,3 +375,15 @@ func TestCgroupApprovedCannotLeave(t *testing.T) {
 		t.Errorf("an approved command left its group: %q", out)
 	}
 }
+
+// TestCgroupModes: "off" gives rlimits only and says so; an unknown mode is
+// refused at Start.
+func TestCgroupModes(t *testing.T) {
+	p, err := planCgroups("off", Limits{})
+	if err != nil || p.Version != 0 || !strings.Contains(p.summary(), "rlimit per process, no cgroup: turned off") {
+		t.Errorf("off: %+v, %v, %q", p, err, p.summary())
+	}
+	if _, err := Start(t.Context(), Config{Cgroup: "v3"}); err == nil || !strings.Contains(err.Error(), "v3") {
+		t.Errorf("Start with cgroup v3 = %v", err)
+	}
+}
