@@ -80,9 +80,9 @@ type Config struct {
 // count, which is per user (so a root daemon's read-only commands run as a
 // user of their own; root is exempt). MemoryTotal, ProcessesTotal and CPUs
 // bind the command's processes together, through a cgroup of its own,
-// where the daemon may create cgroups (Config.Cgroup); that group is also
-// killed and removed when the command ends, so nothing the command started
-// outlives it. Info.LimitsBy says which are in force.
+// where the daemon may create cgroups (Config.Cgroup); whatever is left in
+// that group is killed when the command ends, so nothing the command
+// started outlives it. Info.LimitsBy says which are in force.
 type Limits struct {
 	// Memory is the data (heap and private writable mappings) one process
 	// may use, RLIMIT_DATA; 0 means 512 MiB, -1 no limit.
