@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -385,5 +386,54 @@ func TestCgroupModes(t *testing.T) {
 	}
 	if _, err := Start(t.Context(), Config{Cgroup: "v3"}); err == nil || !strings.Contains(err.Error(), "v3") {
 		t.Errorf("Start with cgroup v3 = %v", err)
+	}
+}
+
+// TestCgroupV2Leaf: on v2 the daemon moves every process of its delegated
+// group into the leaf "daemon" (so the group may hand controllers to
+// command groups), and a daemon already in that leaf plans with its
+// parent. Tried on the unified hierarchy with a sleeping child.
+func TestCgroupV2Leaf(t *testing.T) {
+	unified := "/sys/fs/cgroup/unified"
+	if _, err := os.Stat(unified + "/cgroup.procs"); err != nil || os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI=1: needs root and %s: %v", unified, err)
+		}
+		t.Skip("needs root and a unified hierarchy beside v1")
+	}
+	name := fmt.Sprintf("thinbot-leaftest-%d", os.Getpid())
+	g := filepath.Join(unified, name)
+	if err := os.Mkdir(g, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := os.Open(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	cmd := exec.Command("/bin/sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd())}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		os.Remove(filepath.Join(g, v2Leaf))
+		os.Remove(g)
+	})
+	if err := intoLeaf(g); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cmd.Process.Pid))
+	if !strings.Contains(string(b), "0::/"+name+"/"+v2Leaf+"\n") {
+		t.Errorf("after intoLeaf the child is in %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(g, "cgroup.procs")); len(b) != 0 {
+		t.Errorf("%s still holds %q", g, b)
+	}
+	p, err := planV2([]cgroupLine{{Path: "/" + name + "/" + v2Leaf}}, []cgroupMount{{Root: "/", Point: unified, V2: true}})
+	if err != nil || len(p.Dirs) != 1 || p.Dirs[0].Path != g {
+		t.Errorf("planV2 from the leaf = %+v, %v; want %s", p, err, g)
 	}
 }
