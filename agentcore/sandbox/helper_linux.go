@@ -138,8 +138,10 @@ func setUp(hc helperConfig) (Info, []string, error) {
 // prlimit and lets it go. So the limits bind the command and all it starts
 // from its first instruction, while the helper itself stays unlimited (a
 // helper that lived under them would count its own threads against the
-// process limit, and its own CPU time over its life). The caller holds the
-// reaper's lock, so no one else waits for the stopped child.
+// process limit, and its own CPU time over its life). With a cgroup g
+// (nil for none), the command is started in it (see cgroup.enter). The
+// caller holds the reaper's lock, so no one else waits for the stopped
+// child.
 func startLimited(cmd *exec.Cmd, l Limits, g *cgroup) error {
 	cmd.SysProcAttr.Ptrace = true
 	if err := g.enter(cmd); err != nil {
