@@ -154,7 +154,7 @@ func (r *run) runCommand(ctx context.Context, call ToolCall, command, reason, ta
 	}
 	ex.Output = []byte(r.maskOutput(string(ex.Output)))
 	content := r.redact(formatExec(ex, r.cfg.Exec.ViewLimit))
-	isErr := ex.ExitCode != 0 || ex.TimedOut || ex.Cancelled
+	isErr := ex.ExitCode != 0 || ex.TimedOut || ex.Cancelled || ex.Limit != ""
 	if r.t.Hooks.Result != nil {
 		info.Output, info.Size = []byte(r.redact(string(ex.Output))), ex.Size
 	}
@@ -207,6 +207,9 @@ func formatExec(ex ExecResult, view int) string {
 		b.WriteString("interrupted by the user; the process group was killed\n")
 	default:
 		fmt.Fprintf(&b, "exit code: %d\n", ex.ExitCode)
+	}
+	if ex.Limit != "" {
+		b.WriteString(ex.Limit + "\n")
 	}
 	out := string(ex.Output)
 	if out == "" {

@@ -169,6 +169,10 @@ type ExecResult struct {
 	OutputCut bool
 	// Cancelled reports that ctx ended the command.
 	Cancelled bool
+	// Limit says which limit of the command's cgroup it hit ("killed:
+	// memory limit 1 GiB", "process limit 256 reached: a fork failed"),
+	// "" for none or without cgroups.
+	Limit string
 	// Targets and Remote are set for a command run on remote hosts: the
 	// hosts, and each one's result; Output is then the summary.
 	Targets []string
@@ -234,7 +238,9 @@ func execSandboxed(ctx, ctx2 context.Context, cfg ExecConfig, m sandbox.Mode, di
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("start %s: %w", shell, err)
 	}
-	return execResult(ctx, ctx2, out, start, r.ExitCode), nil
+	res := execResult(ctx, ctx2, out, start, r.ExitCode)
+	res.Limit = r.Limit
+	return res, nil
 }
 
 // errOutputLimit ends a command that wrote more than OutputLimit bytes.

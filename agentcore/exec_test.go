@@ -28,3 +28,12 @@ func TestExecOutputLimit(t *testing.T) {
 		t.Errorf("exactly the limit: %v %+v", err, res)
 	}
 }
+
+// TestFormatExecLimit: the limit a command's cgroup hit is in what the
+// model reads.
+func TestFormatExecLimit(t *testing.T) {
+	text := formatExec(ExecResult{ExitCode: -1, Limit: "killed: memory limit 1 GiB"}, 1024)
+	if !strings.Contains(text, "exit code: -1\nkilled: memory limit 1 GiB\n") {
+		t.Errorf("formatExec = %q", text)
+	}
+}

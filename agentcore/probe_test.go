@@ -217,7 +217,7 @@ func runProbes(w io.Writer) int {
 	sb, err := sandbox.Start(ctx, sandbox.Config{
 		Hide:       []string{e.state, e.token},
 		Workspaces: []string{e.ws},
-		Limits:     sandbox.Limits{Memory: 256 << 20, Processes: 64, CPU: 20 * time.Second},
+		Limits:     sandbox.Limits{Memory: 256 << 20, Processes: 64, CPU: 20 * time.Second, MemoryTotal: 512 << 20, ProcessesTotal: 64},
 		Network:    sandbox.Network{ConnectTCP: []uint16{uint16(e.okPort)}, Cover: []string{e.unixPath}},
 	})
 	if err != nil {
@@ -260,6 +260,9 @@ func runProbes(w io.Writer) int {
 			failed++
 		}
 		detail := fmt.Sprintf("exit %d", res.ExitCode)
+		if res.Limit != "" {
+			detail += " (" + res.Limit + ")"
+		}
 		if res.OutputCut {
 			detail = fmt.Sprintf("output cut at %d bytes", res.Size)
 		} else if res.TimedOut {
@@ -402,9 +405,18 @@ func probes(e *probeEnv, sb *sandbox.Sandbox) []probe {
 		}},
 		{name: "workspace below /tmp visible", mode: sandbox.ReadOnly, expect: "works", cmd: "cat notes.txt", got: has("hello")},
 	}
-	if os.Geteuid() != 0 {
-		ps = append(ps, probe{name: "process storm (600 forks, limit 64)", mode: sandbox.Approved, expect: "stopped",
-			cmd: storm, got: has("forked 600")})
+	// An approved command of a root daemon has no process limit from
+	// rlimits (RLIMIT_NPROC does not bind root): only its cgroup stops
+	// the storm. Memory across several processes (4 x 200 MiB, each below
+	// the 256 MiB per process) only a cgroup can stop: probed where the
+	// daemon gets cgroups, which root on this kind of host does.
+	ps = append(ps, probe{name: "process storm (600 forks, limit 64)", mode: sandbox.Approved, expect: "stopped",
+		cmd: storm, got: has("forked 600")})
+	if by, _, _ := strings.Cut(sb.Info(sandbox.Approved).LimitsBy, ";"); os.Geteuid() == 0 || strings.HasPrefix(by, "cgroup v") && strings.Contains(by, "memory") {
+		hog := py("import os,time\npids=[]\nfor i in range(4):\n  p=os.fork()\n  if p==0:\n    b=bytearray(200<<20); time.sleep(2); os._exit(0)\n  pids.append(p)\nprint('survived', sum(1 for p in pids if os.waitpid(p,0)[1]==0))")
+		for _, m := range []sandbox.Mode{sandbox.ReadOnly, sandbox.Approved} {
+			ps = append(ps, probe{name: "4 x 200 MiB (memory total 512 MiB)", mode: m, expect: "stopped", cmd: hog, got: has("survived 4")})
+		}
 	}
 	// Last: an approved command kills its own helper (root may); the next
 	// command must still run.

@@ -5,11 +5,13 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -190,7 +192,8 @@ func snapshot(t *testing.T, dir string) map[string]string {
 // cannot be read back.
 func TestSandboxCheck(t *testing.T) {
 	type report struct {
-		Root   bool `json:"root"`
+		Root   bool   `json:"root"`
+		Cgroup string `json:"cgroup"`
 		Checks []struct {
 			What   string `json:"what"`
 			OK     bool   `json:"ok"`
@@ -198,11 +201,14 @@ func TestSandboxCheck(t *testing.T) {
 		} `json:"checks"`
 		Will string `json:"will"`
 	}
-	check := func(t *testing.T, wrap []string, dir string) report {
+	check := func(t *testing.T, wrap []string, dir string, attr ...*syscall.SysProcAttr) report {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
 		args := append(wrap, thinbotBin, "sandbox", "check", "--json")
 		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+		if len(attr) > 0 {
+			cmd.SysProcAttr = attr[0]
+		}
 		cmd.Dir = dir
 		cmd.Env = append(baseEnv(), "AGENT_API_KEY=sk-check-secret-key")
 		out, err := cmd.Output()
@@ -255,6 +261,59 @@ func TestSandboxCheck(t *testing.T) {
 			t.Error("report says root")
 		}
 	})
+	// The packaged unit on a cgroup v2 host: an ordinary user whose group
+	// systemd delegated to it (Delegate=yes chowns the group, its
+	// cgroup.procs, cgroup.subtree_control and cgroup.threads). Here the
+	// delegation is made by hand on the unified hierarchy: each command
+	// must get a group of its own there, killed with what it left.
+	t.Run("ordinary user, delegated cgroup v2", func(t *testing.T) {
+		setpriv, err := exec.LookPath("setpriv")
+		unified := "/sys/fs/cgroup/unified"
+		if _, e := os.Stat(unified + "/cgroup.procs"); e != nil {
+			unified = "/sys/fs/cgroup"
+		}
+		if _, e := os.Stat(unified + "/cgroup.procs"); os.Geteuid() != 0 || err != nil || e != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("CI must run this as root with setpriv and a cgroup v2 hierarchy: euid %d, %v, %v", os.Geteuid(), err, e)
+			}
+			t.Skip("needs root, setpriv and a cgroup v2 hierarchy")
+		}
+		if err := os.Chmod(filepath.Dir(thinbotBin), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		group := filepath.Join(unified, fmt.Sprintf("thinbot-e2e-delegated-%d", os.Getpid()))
+		if err := os.Mkdir(group, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(filepath.Join(group, "daemon")); os.Remove(group) })
+		for _, f := range []string{"", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads"} {
+			if err := os.Chown(filepath.Join(group, f), 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fd, err := os.Open(group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fd.Close()
+		dir := t.TempDir()
+		os.Chmod(filepath.Dir(dir), 0o755)
+		os.Chown(dir, 65534, 65534)
+		r := check(t, []string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"}, dir,
+			&syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd())})
+		if !strings.HasPrefix(r.Cgroup, "both tiers: cgroup v2") {
+			t.Errorf("cgroup = %q, want v2 groups for both tiers", r.Cgroup)
+		}
+		n := 0
+		for _, c := range r.Checks {
+			if strings.Contains(c.What, "cgroup") {
+				n++
+			}
+		}
+		if n < 3 {
+			t.Errorf("only %d cgroup checks ran: %+v", n, r.Checks)
+		}
+	})
 }
 
 // TestSandboxCheckConfig runs `thinbot sandbox check --config` on a correct
@@ -283,7 +342,7 @@ mattermost: {url: "http://127.0.0.1:1", token_file: ` + tok + `, callback_url: "
 model: {base_url: "http://127.0.0.1:1/v1", model: m}
 state_dir: ` + state + `
 channels: [{id: c1, workspace: ` + workspace + `, approvers: [4xp9fdt4e3rpcqa8cwyb3ou3yw]}]
-limits: {memory_mib: 256, processes: 128}
+limits: {memory_mib: 256, processes: 128, processes_total: 100, cpus: 0.5}
 ` + extra
 		p := filepath.Join(dir, "thinbot.yaml")
 		os.WriteFile(p, []byte(cfg), 0o600)
@@ -294,7 +353,9 @@ limits: {memory_mib: 256, processes: 128}
 	if r.code != 0 || strings.Contains(r.stdout, "FAIL") {
 		t.Errorf("sandbox check --config on a correct install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"cannot read hidden " + tok, "cannot read hidden " + state, "cannot read hidden " + p, "connect only to ports 9100", "memory 256 MiB"} {
+	for _, want := range []string{"cannot read hidden " + tok, "cannot read hidden " + state, "cannot read hidden " + p, "connect only to ports 9100", "memory 256 MiB",
+		// This kind of host (CI's too) is v1, and root may make groups.
+		"(cgroup): memory 1 GiB, 100 processes, 0.5 CPU", "both tiers: cgroup v1 (memory, pids, cpu) per command", "approved: cannot move itself out of its cgroup"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("sandbox check --config: %q missing in\n%s", want, r.stdout)
 		}

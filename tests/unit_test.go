@@ -66,7 +66,7 @@ var reviewedDirectives = []string{
 	"LimitNOFILE", "SupplementaryGroups",
 	"NoNewPrivileges", "ProtectSystem", "ProtectHome", "ReadWritePaths", "PrivateTmp",
 	"PrivateDevices", "ProtectKernelTunables", "ProtectKernelModules", "ProtectKernelLogs",
-	"ProtectControlGroups", "ProtectClock", "ProtectHostname", "RestrictSUIDSGID",
+	"ProtectControlGroups", "Delegate", "ProtectClock", "ProtectHostname", "RestrictSUIDSGID",
 	"RestrictRealtime", "RestrictNamespaces", "LockPersonality", "MemoryDenyWriteExecute",
 	"RestrictAddressFamilies", "SystemCallArchitectures", "CapabilityBoundingSet",
 	"AmbientCapabilities",

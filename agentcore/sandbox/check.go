@@ -119,8 +119,33 @@ func CheckSandbox(ctx context.Context, cfg Config, off bool, secret func(string)
 	ro, rw := sb.Info(ReadOnly), sb.Info(Approved)
 	r.Landlock = fmt.Sprintf("ABI %d", ro.LandlockABI)
 	l := ro.Limits
-	r.Limits = fmt.Sprintf("%s, per process: memory %s (RLIMIT_DATA), CPU %s; per user: %d processes; files up to %s; private /tmp %s",
-		ro.LimitsBy, size(l.Memory), l.CPU, l.Processes, size(l.FileSize), size(l.Tmp))
+	r.Limits = fmt.Sprintf("rlimits per process: memory %s (RLIMIT_DATA), CPU %s; per user: %d processes; files up to %s; private /tmp %s",
+		size(l.Memory), l.CPU, l.Processes, size(l.FileSize), size(l.Tmp))
+	grouped := strings.HasPrefix(ro.LimitsBy, "cgroup") && strings.HasPrefix(rw.LimitsBy, "cgroup")
+	if grouped {
+		// Only what the group's controllers put in force.
+		inForce, _, _ := strings.Cut(rw.LimitsBy, ";")
+		var parts []string
+		if strings.Contains(inForce, "memory") {
+			parts = append(parts, "memory "+size(l.MemoryTotal))
+		}
+		if strings.Contains(inForce, "pids") {
+			parts = append(parts, fmt.Sprintf("%d processes", l.ProcessesTotal))
+		}
+		if strings.Contains(inForce, "cpu") && !strings.Contains(inForce, "no controllers") {
+			parts = append(parts, cpus(l.CPUs)+" CPU")
+		}
+		if len(parts) == 0 {
+			parts = append(parts, "no limit (no controllers), killed and emptied when it ends")
+		}
+		r.Limits += "; per command, all its processes together (cgroup): " + strings.Join(parts, ", ")
+	}
+	r.Cgroup = "read-only commands: " + ro.LimitsBy
+	if rw.LimitsBy != ro.LimitsBy {
+		r.Cgroup += "; approved commands: " + rw.LimitsBy
+	} else {
+		r.Cgroup = "both tiers: " + ro.LimitsBy
+	}
 	r.User = ro.User
 	if r.User == "" {
 		r.User = "the daemon's own user"
@@ -132,7 +157,12 @@ func CheckSandbox(ctx context.Context, cfg Config, off bool, secret func(string)
 	}
 	if r.Root {
 		r.RootCost = "read-only commands run as " + ro.User + " with no capabilities: they read what that user and its groups may (not /etc/shadow, /root, 0600 files; ss -p and lsof show only its own processes); " +
-			"approved commands run as root without CAP_SYS_PTRACE, with the kernel's usermode-helper knobs read-only; RLIMIT_NPROC does not bind root, so approved commands have no process limit (a cgroup would)"
+			"approved commands run as root without CAP_SYS_PTRACE, with the kernel's usermode-helper knobs read-only; "
+		if grouped && strings.Contains(rw.LimitsBy, "pids") {
+			r.RootCost += fmt.Sprintf("RLIMIT_NPROC does not bind root, so their process limit is their cgroup's (%d), and /sys/fs/cgroup is read-only to them so that they cannot leave it", l.ProcessesTotal)
+		} else {
+			r.RootCost += "RLIMIT_NPROC does not bind root and no cgroup caps them (" + rw.LimitsBy + "), so approved commands have no process limit"
+		}
 	}
 	r.Checks = append(r.Checks, Check{What: "start the sandbox helpers", OK: true})
 	dir := "/"
@@ -203,6 +233,24 @@ func CheckSandbox(ctx context.Context, cfg Config, off bool, secret func(string)
 			}
 			return true
 		})
+	if grouped {
+		for _, m := range []Mode{ReadOnly, Approved} {
+			try(m.String()+": the command runs in a cgroup of its own", m, "cat /proc/self/cgroup",
+				func(out string, code int) bool { return code == 0 && strings.Contains(out, "/thinbot-") })
+			var left string
+			try(m.String()+": what a command leaves behind (setsid) is killed with its group", m, "setsid sleep 60 </dev/null >/dev/null 2>&1 & echo $!",
+				func(out string, code int) bool { left = strings.TrimSpace(out); return code == 0 && left != "" })
+			if b, err := os.ReadFile("/proc/" + left + "/stat"); left != "" && err == nil && !strings.Contains(string(b), ") Z ") {
+				c := &r.Checks[len(r.Checks)-1]
+				c.OK, c.Detail = false, "pid "+left+" outlived its command"
+			}
+		}
+	}
+	if grouped {
+		try("approved: cannot move itself out of its cgroup", Approved,
+			"for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/*/cgroup.procs /sys/fs/cgroup/*/*/cgroup.procs; do [ -e $f ] && echo $$ > $f 2>/dev/null && echo moved $f; done; exit 0",
+			func(out string, code int) bool { return code == 0 && !strings.Contains(out, "moved") })
+	}
 	if r.Root {
 		try("approved: kernel.core_pattern is read-only", Approved, "cat /proc/sys/kernel/core_pattern > /proc/sys/kernel/core_pattern",
 			func(out string, code int) bool { return code != 0 })
@@ -255,8 +303,16 @@ func size(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// cgroupSummary says whether a cgroup v2 hierarchy is delegated to this
-// process; the sandbox uses rlimits either way (see Limits).
+// cpus says a share of CPU in words.
+func cpus(v float64) string {
+	if v < 0 {
+		return "unlimited"
+	}
+	return fmt.Sprintf("%g", v)
+}
+
+// cgroupSummary says which cgroup hierarchy this process is in; once the
+// sandbox started, the report says what its helpers put in force instead.
 func cgroupSummary() string {
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
@@ -273,11 +329,11 @@ func cgroupSummary() string {
 	}
 	switch {
 	case hybrid:
-		return "v1 or hybrid hierarchy: limits are rlimits per process (RLIMIT_DATA, RLIMIT_NPROC per user, RLIMIT_CPU), not a cap on a command's processes together"
+		return "v1 or hybrid hierarchy: commands get a v1 group each where the daemon may write the memory, pids and cpu hierarchies (root)"
 	case unified == "":
 		return "none"
 	}
-	return "v2 (" + unified + "); this version still limits with rlimits per process, not a cgroup per command"
+	return "v2 (" + unified + "): commands get a group each where this group is delegated to the daemon (systemd: Delegate=yes)"
 }
 
 func readTrim(p string) string {

@@ -36,9 +36,33 @@
 // Limits (Limits: memory, processes, CPU, file size) are rlimits set on each
 // command while the kernel holds it stopped after its exec (it is started
 // traced, and detached once they are set), so they bind from its first
-// instruction and the helper stays unlimited. The read-only helper is a
-// child subreaper and reaps every orphan at once. A helper that dies fails
-// the command it was running; the next command starts a new one.
+// instruction and the helper stays unlimited. Where the daemon may create
+// cgroups (Config.Cgroup; cgroup_linux.go), each command of both tiers also
+// gets a group of its own, which caps its processes together (memory and
+// swap, processes and threads, a share of a CPU) and binds root too: v2 in
+// the daemon's delegated group (systemd Delegate=yes; the daemon moves
+// itself into a leaf, "daemon", and command groups are its siblings), else
+// v1 where the memory, pids and cpu hierarchies are writable (root). The
+// command starts in its group (v2: CLONE_INTO_CGROUP; v1: the starting
+// thread moves itself in before the fork and back after it), and when it
+// exits whatever is left in the group is killed (cgroup.kill, or every pid
+// of cgroup.procs until none is left), so a child it left behind, even in a
+// session of its own, does not outlive it. The emptied group is kept for a
+// later command (at most four per helper; its counters are read as deltas)
+// or removed: making and removing groups per command cost about 0.5 ms
+// more of the helper's CPU per command, and every removed memory cgroup
+// lingers in the kernel while pages are charged to it. The helper removes
+// its groups when it stops, the daemon those of a helper that died. The
+// Result says when the command was killed at the memory limit or a fork
+// failed at the process limit. Where no group can be made at start, the
+// helpers fall back to rlimits and Info.LimitsBy says why; a group that
+// cannot be made for one command fails that command (closed): it would
+// otherwise run without the caps the operator was told are in force.
+// Approved commands see the cgroup file systems read-only, so that root
+// cannot move itself out of its group. The read-only helper is a child
+// subreaper and reaps every orphan at once. A helper that dies fails the
+// command it was running; the next command starts a new one, and the dead
+// helper's groups are killed and removed.
 //
 // In both, the bot's own secrets and state (the state dir with the chain and
 // audit file, the config file, token and key files) are covered: directories
@@ -50,9 +74,11 @@
 //
 // Limits, by design: what a listed control socket or the system bus lets
 // the command's user do is up to the daemon behind it; TCP rules are by port,
-// not host (Landlock); rlimits are per process (and RLIMIT_NPROC per user,
-// with root exempt), not a cap on a command's processes together as a cgroup
-// would be. Mounts made by an approved command stay in its namespace.
+// not host (Landlock); without cgroups (an ordinary user on a v1 host, a v2
+// group not delegated) the limits are rlimits only: per process (and
+// RLIMIT_NPROC per user, with root exempt), not a cap on a command's
+// processes together. Mounts made by an approved command stay in its
+// namespace.
 //
 // Where the kernel refuses user namespaces, mount_setattr or Landlock, Start
 // fails and the caller fails closed (every command needs an approval).

@@ -49,6 +49,12 @@ func helperMain(args []string) int {
 	conn := fc.(*net.UnixConn)
 	hc, err := configArg(args)
 	if err == nil {
+		if hc.Cgroup == nil {
+			hc.Cgroup = &cgroupPlan{Why: "not planned"}
+		}
+		err = hc.Cgroup.adopt()
+	}
+	if err == nil {
 		var info Info
 		var keeps []string
 		info, keeps, err = setUp(hc)
@@ -71,7 +77,8 @@ func helperMain(args []string) int {
 // returns the workspaces below a tmp dir, which each read-only command gets
 // bound into its private tmp dirs.
 func setUp(hc helperConfig) (Info, []string, error) {
-	info := Info{Mode: hc.Mode.String(), UserNS: hc.Mode == ReadOnly || !hc.Root, Root: hc.Root, Limits: hc.Limits, LimitsBy: "rlimit"}
+	info := Info{Mode: hc.Mode.String(), UserNS: hc.Mode == ReadOnly || !hc.Root, Root: hc.Root, Limits: hc.Limits,
+		LimitsBy: hc.Cgroup.summary(), Cgroups: hc.Cgroup.patterns()}
 	if hc.User != nil {
 		info.User = fmt.Sprintf("%s (%d)", hc.User.Name, hc.User.UID)
 	}
@@ -91,6 +98,9 @@ func setUp(hc helperConfig) (Info, []string, error) {
 			err = fmt.Errorf("make mounts private: %w", err)
 		} else if hc.Root {
 			err = protectKernelHelpers()
+		}
+		if err == nil {
+			err = protectCgroups(hc.Cgroup)
 		}
 	}
 	if err != nil {
@@ -131,11 +141,22 @@ func setUp(hc helperConfig) (Info, []string, error) {
 // prlimit and lets it go. So the limits bind the command and all it starts
 // from its first instruction, while the helper itself stays unlimited (a
 // helper that lived under them would count its own threads against the
-// process limit, and its own CPU time over its life). The caller holds the
-// reaper's lock, so no one else waits for the stopped child.
-func startLimited(cmd *exec.Cmd, l Limits) error {
+// process limit, and its own CPU time over its life). With a cgroup g
+// (nil for none), the command is started in it (see cgroup.enter). The
+// caller holds the reaper's lock, so no one else waits for the stopped
+// child.
+func startLimited(cmd *exec.Cmd, l Limits, g *cgroup) error {
 	cmd.SysProcAttr.Ptrace = true
-	if err := cmd.Start(); err != nil {
+	if err := g.enter(cmd); err != nil {
+		return err
+	}
+	err := cmd.Start()
+	if err := errors.Join(err, g.leave()); err != nil {
+		if cmd.Process != nil {
+			_ = unix.Kill(cmd.Process.Pid, unix.SIGKILL)
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(cmd.Process.Pid, &ws, unix.WALL, nil)
+		}
 		return err
 	}
 	pid := cmd.Process.Pid
@@ -447,6 +468,7 @@ type spareJob struct {
 	m    message
 	null *os.File
 	out  *os.File
+	grp  *cgroup
 	done chan<- startResult
 }
 
@@ -487,7 +509,7 @@ func newSpare(hc helperConfig, keeps []string) spare {
 			err = enter(hc, cmd)
 		}
 		if err == nil {
-			err = startLimited(cmd, hc.Limits)
+			err = startLimited(cmd, hc.Limits, j.grp)
 		}
 		j.done <- startResult{cmd, err, ns}
 	}()
@@ -506,9 +528,9 @@ func newSpare(hc helperConfig, keeps []string) spare {
 // process signal or ptrace only processes in its own domain or one nested
 // below it, and every command's domain is nested below none of the
 // helper's threads.
-func startReadOnly(s spare, m message, null, out *os.File) (*exec.Cmd, int, error) {
+func startReadOnly(s spare, m message, null, out *os.File, g *cgroup) (*exec.Cmd, int, error) {
 	done := make(chan startResult, 1)
-	s <- spareJob{m: m, null: null, out: out, done: done}
+	s <- spareJob{m: m, null: null, out: out, grp: g, done: done}
 	r := <-done
 	return r.cmd, r.ns, r.err
 }
@@ -791,19 +813,27 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 						unix.Close(ns)
 					}
 				}()
+				// The command's cgroup, made here, on a thread in no
+				// Landlock domain (see cgroup_linux.go).
+				grp, err := newCommandGroup(hc)
+				if err != nil {
+					out.Close()
+					reply(message{ID: m.ID, Op: "error", Err: "start: " + err.Error()})
+					return
+				}
 				rp.mu.Lock() // the reaper must not take the command's status before it is registered
 				if hc.Mode == ReadOnly {
 					spareMu.Lock()
 					s := next
 					next = newSpare(hc, keeps)
 					spareMu.Unlock()
-					cmd, ns, err = startReadOnly(s, m, null, out)
+					cmd, ns, err = startReadOnly(s, m, null, out, grp)
 				} else {
 					cmd = command(m, null, out)
 					// The tracer is this thread: it must stay the same
 					// from the start to the detach.
 					runtime.LockOSThread()
-					err = startLimited(cmd, hc.Limits)
+					err = startLimited(cmd, hc.Limits, grp)
 					runtime.UnlockOSThread()
 				}
 				if err == nil {
@@ -812,6 +842,7 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 				rp.mu.Unlock()
 				out.Close()
 				if err != nil {
+					grp.end(hc.Limits)
 					reply(message{ID: m.ID, Op: "error", Err: "start: " + err.Error()})
 					return
 				}
@@ -826,11 +857,14 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 				delete(procs, m.ID)
 				mu.Unlock()
 				_ = cmd.Process.Release()
-				r := message{ID: m.ID, Op: "exited", Code: ws.ExitStatus()}
+				r := message{ID: m.ID, Op: "exited", Code: ws.ExitStatus(), Limit: grp.stop(hc.Limits)}
 				if ws.Signaled() {
 					r.Sig = int(ws.Signal())
 				}
 				reply(r)
+				// Emptied above; keeping or removing it need not hold
+				// the reply.
+				grp.release()
 			}(m, os.NewFile(uintptr(fds[0]), "output"))
 		default:
 			closeAll(fds)
@@ -845,6 +879,7 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 	if next != nil {
 		close(next)
 	}
+	hc.Cgroup.drain()
 	close(stopReaper)
 	<-reaperDone
 }

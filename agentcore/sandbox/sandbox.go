@@ -62,13 +62,27 @@ type Config struct {
 	// adm and systemd-journal where they exist, so that logs stay
 	// readable.
 	ReadOnlyGroups []string
+	// Cgroup says whether each command gets a cgroup of its own (see
+	// Limits): "" or "auto" means v2 where the daemon's own group is
+	// delegated to it, else v1 where the memory, pids and cpu hierarchies
+	// are writable (root), else rlimits only, with the reason in
+	// Info.LimitsBy; "v1" or "v2" requires that version (Start fails
+	// without it); "off" means rlimits only.
+	Cgroup string
+
+	// cgroups is where command groups go, found by Start.
+	cgroups *cgroupPlan
 }
 
-// Limits bound each command. They are rlimits, set on the command between
-// its exec and its first instruction and inherited by everything it starts:
-// per process, except the process count, which is per user (so a root
-// daemon's read-only commands run as a user of their own). Info.Limits says
-// what is in force.
+// Limits bound each command. Memory, Processes, CPU and FileSize are
+// rlimits, set on the command between its exec and its first instruction
+// and inherited by everything it starts: per process, except the process
+// count, which is per user (so a root daemon's read-only commands run as a
+// user of their own; root is exempt). MemoryTotal, ProcessesTotal and CPUs
+// bind the command's processes together, through a cgroup of its own,
+// where the daemon may create cgroups (Config.Cgroup); whatever is left in
+// that group is killed when the command ends, so nothing the command
+// started outlives it. Info.LimitsBy says which are in force.
 type Limits struct {
 	// Memory is the data (heap and private writable mappings) one process
 	// may use, RLIMIT_DATA; 0 means 512 MiB, -1 no limit.
@@ -86,6 +100,20 @@ type Limits struct {
 	// Tmp is the size of a read-only command's private /tmp, /var/tmp and
 	// /dev/shm each; 0 means 64 MiB.
 	Tmp int64 `json:"tmp"`
+	// MemoryTotal is the memory (and swap) all the command's processes
+	// together may use, its cgroup's memory.max (v2) or
+	// memory.limit_in_bytes and memory.memsw.limit_in_bytes (v1); at the
+	// limit the kernel kills one of them and the Result says so. 0 means
+	// 1 GiB, -1 no limit.
+	MemoryTotal int64 `json:"memory_total"`
+	// ProcessesTotal is how many processes and threads the command may
+	// have at once, all together, its cgroup's pids.max (root is not
+	// exempt); a fork beyond it fails. 0 means 256, -1 no limit.
+	ProcessesTotal int64 `json:"processes_total"`
+	// CPUs is the share of one CPU the command's processes together may
+	// use (cpu.max, or cfs_quota_us on v1): 1 is one CPU's time, 0.5 half
+	// of one. 0 means 1, -1 no limit. CPU above is CPU time, per process.
+	CPUs float64 `json:"cpus"`
 }
 
 // WithDefaults returns l with its zero fields set to their defaults.
@@ -104,6 +132,15 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.Tmp <= 0 {
 		l.Tmp = 64 << 20
+	}
+	if l.MemoryTotal == 0 {
+		l.MemoryTotal = 1 << 30
+	}
+	if l.ProcessesTotal == 0 {
+		l.ProcessesTotal = 256
+	}
+	if l.CPUs == 0 {
+		l.CPUs = 1
 	}
 	return l
 }
@@ -164,9 +201,14 @@ type Info struct {
 	Root        bool   `json:"root"`
 	// Hidden are the paths actually covered.
 	Hidden []string `json:"hidden,omitempty"`
-	// Limits are the limits in force, and LimitsBy how ("rlimit").
+	// Limits are the limits asked for, and LimitsBy which are in force
+	// and how: "cgroup v1 (memory, pids, cpu) per command; rlimits per
+	// process as well", or "rlimit per process, no cgroup: why".
 	Limits   Limits `json:"limits"`
 	LimitsBy string `json:"limits_by"`
+	// Cgroups are where this helper's command groups appear (glob
+	// patterns), none without cgroups.
+	Cgroups []string `json:"cgroups,omitempty"`
 	// User is who commands run as ("nobody (65534)"), "" for the daemon's
 	// own user.
 	User string `json:"user,omitempty"`
@@ -201,6 +243,14 @@ func Start(ctx context.Context, cfg Config) (*Sandbox, error) {
 		cfg.Exe = exe
 	}
 	cfg.Limits = cfg.Limits.WithDefaults()
+	// Before the helpers start: on v2 this moves the daemon into a leaf
+	// group, and the helpers start there.
+	plan, err := planCgroups(cfg.Cgroup, cfg.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	cfg.cgroups = plan
+	plan.sweep(0)
 	var (
 		wg             sync.WaitGroup
 		ro, rw         *helper
@@ -266,6 +316,8 @@ func (s *Sandbox) Close() error {
 	s.mu.Unlock()
 	ro.close()
 	rw.close()
+	s.cfg.cgroups.sweep(ro.proc.Pid)
+	s.cfg.cgroups.sweep(rw.proc.Pid)
 	return nil
 }
 
@@ -290,6 +342,8 @@ func (s *Sandbox) helper(ctx context.Context, m Mode) (*helper, error) {
 	_ = h.conn.Close()
 	_ = h.proc.Kill()
 	_, _ = h.proc.Wait()
+	// What its commands left, in their groups, dies with it.
+	s.cfg.cgroups.sweep(h.proc.Pid)
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	nh, err := restartHelper(ctx, s.cfg, m)
@@ -319,6 +373,10 @@ type Result struct {
 	Signal   int
 	// Killed reports that ctx ended the command and its group was killed.
 	Killed bool
+	// Limit says which limit of the command's cgroup it hit, "" for none:
+	// "killed: memory limit 1 GiB", "process limit 256 reached: a fork
+	// failed", or both joined by "; ".
+	Limit string
 }
 
 // Run starts c in mode m with stdout and stderr written to out (which must
@@ -346,6 +404,8 @@ type message struct {
 	Sig  int      `json:"sig,omitempty"`
 	Err  string   `json:"err,omitempty"`
 	Info *Info    `json:"info,omitempty"`
+	// Limit is Result.Limit, on exited.
+	Limit string `json:"limit,omitempty"`
 }
 
 // maxMessage bounds one datagram; a command line plus environment beyond it
@@ -571,7 +631,7 @@ func (h *helper) run(ctx context.Context, c Cmd, out io.Writer) (Result, error) 
 		case "exited":
 			// Whatever the command left in its group dies with it.
 			kill()
-			res = Result{ExitCode: m.Code, Signal: m.Sig, Killed: killed || ctx.Err() != nil}
+			res = Result{ExitCode: m.Code, Signal: m.Sig, Killed: killed || ctx.Err() != nil, Limit: m.Limit}
 		default:
 			continue
 		}

@@ -29,6 +29,9 @@ type helperConfig struct {
 	Net        Network  `json:"net"`
 	// User is who read-only commands of a root daemon run as.
 	User *credential `json:"user,omitempty"`
+	// Cgroup is where command groups go; its directories are the
+	// helper's descriptors 4 and up.
+	Cgroup *cgroupPlan `json:"cgroup,omitempty"`
 	// private is set by the read-only helper after its set-up, not sent.
 	private private
 }
@@ -125,6 +128,21 @@ func startHelper(ctx context.Context, cfg Config, m Mode) (*helper, error) {
 		}
 		hcfg.User = u
 	}
+	plan := cfg.cgroups
+	if plan == nil {
+		plan = &cgroupPlan{Why: "not planned"}
+	}
+	dirs, cp, err := plan.open(4)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	defer func() {
+		for _, f := range dirs {
+			f.Close()
+		}
+	}()
+	hcfg.Cgroup = cp
 	hc, _ := json.Marshal(hcfg)
 	cmd := exec.Command(cfg.Exe, helperArg, string(hc))
 	// The helper and everything it starts get no environment of ours:
@@ -132,7 +150,7 @@ func startHelper(ctx context.Context, cfg Config, m Mode) (*helper, error) {
 	cmd.Env = []string{}
 	cmd.Dir = "/"
 	cmd.Stderr = os.Stderr
-	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.ExtraFiles = append([]*os.File{theirs}, dirs...)
 	cmd.SysProcAttr = procAttr(m, root)
 	if err := cmd.Start(); err != nil {
 		conn.Close()

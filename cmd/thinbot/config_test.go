@@ -329,3 +329,37 @@ channels:
 		t.Errorf("slack approvers: %v\n%s", err, out)
 	}
 }
+
+// The limits section's cgroup knobs reach the sandbox's Limits, and a
+// value out of range is refused with the key's name.
+func TestConfigCgroupLimits(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte("secret"), 0o600)
+	write := func(limits string) string {
+		cfg := filepath.Join(dir, "c.yaml")
+		os.WriteFile(cfg, []byte(`
+model: {base_url: "http://127.0.0.1:9/v1", model: m}
+platform: slack
+slack: {bot_token_file: `+token+`, app_token_file: `+token+`}
+state_dir: `+filepath.Join(dir, "state")+`
+channels:
+  - {id: C1, workspace: `+dir+`, approvers: [U012AB3CDE]}
+limits: `+limits+`
+`), 0o600)
+		return cfg
+	}
+	c, err := loadConfig(write("{memory_total_mib: 2048, processes_total: 100, cpus: 0.5, cgroup: v1}"), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := c.sandboxConfig(nil, nil)
+	if l := sc.Limits; l.MemoryTotal != 2048<<20 || l.ProcessesTotal != 100 || l.CPUs != 0.5 || sc.Cgroup != "v1" {
+		t.Errorf("sandboxConfig = %+v, cgroup %q", l, sc.Cgroup)
+	}
+	for bad, key := range map[string]string{"{cgroup: v3}": "limits.cgroup", "{cpus: 0.001}": "limits.cpus", "{memory_total_mib: 10}": "limits.memory_total_mib", "{processes_total: 2}": "limits.processes_total"} {
+		if _, err := loadConfig(write(bad), func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("limits %s: %v, want an error naming %s", bad, err, key)
+		}
+	}
+}

@@ -34,6 +34,22 @@ type limitsConfig struct {
 	OutputMiB int64 `yaml:"output_mib"`
 	// TmpMiB is the size of a read-only command's private /tmp; default 64.
 	TmpMiB int64 `yaml:"tmp_mib"`
+	// MemoryTotalMiB is the memory all of a command's processes may use
+	// together (its cgroup); default 1024, -1 none.
+	MemoryTotalMiB int64 `yaml:"memory_total_mib"`
+	// ProcessesTotal is how many processes and threads a command may have
+	// at once, all together (its cgroup; binds root too); default 256, -1
+	// none.
+	ProcessesTotal int64 `yaml:"processes_total"`
+	// CPUs is the share of one CPU a command's processes may use
+	// together (its cgroup): 0.5 is half a CPU; default 1, -1 none.
+	CPUs float64 `yaml:"cpus"`
+	// Cgroup is how commands get their cgroup: auto (default: v2 where the
+	// daemon's group is delegated to it, else v1 where it may write the
+	// hierarchies, i.e. as root, else rlimits only, said at start), v1 or
+	// v2 (required: without it the sandbox does not start and every
+	// command needs an approval), off (rlimits only).
+	Cgroup string `yaml:"cgroup"`
 }
 
 // readOnlyConfig is the config file's readonly section: who read-only
@@ -66,6 +82,20 @@ func (c *daemonConfig) checkSandbox() []error {
 	}
 	if l.OutputMiB < 0 || l.TmpMiB < 0 {
 		errs = append(errs, fmt.Errorf("limits.output_mib and limits.tmp_mib must be positive"))
+	}
+	switch l.Cgroup {
+	case "", "auto", "v1", "v2", "off":
+	default:
+		errs = append(errs, fmt.Errorf("limits.cgroup %q: want auto, v1, v2 or off", l.Cgroup))
+	}
+	if v := l.MemoryTotalMiB; v < -1 || v > 0 && v < 64 {
+		errs = append(errs, fmt.Errorf("limits.memory_total_mib %d: want 64 or more, or -1 for no limit", v))
+	}
+	if v := l.ProcessesTotal; v < -1 || v > 0 && v < 8 {
+		errs = append(errs, fmt.Errorf("limits.processes_total %d: want 8 or more (a pipeline is several processes), or -1 for no limit", v))
+	}
+	if v := l.CPUs; v != -1 && (v < 0 || v > 0 && v < 0.01) {
+		errs = append(errs, fmt.Errorf("limits.cpus %g: want a share of one CPU of 0.01 or more, or -1 for no limit", v))
 	}
 	if l.MemoryMiB > 0 && l.MemoryMiB < 64 {
 		errs = append(errs, fmt.Errorf("limits.memory_mib %d: below 64 MiB most commands (and every Go or Java tool) fail to start", l.MemoryMiB))
@@ -105,7 +135,9 @@ func (c *daemonConfig) sandboxConfig(hide, workspaces []string) sandbox.Config {
 	l := c.Limits
 	cfg := sandbox.Config{
 		Hide: hide, Workspaces: ws,
-		Limits:       sandbox.Limits{Memory: mib(l.MemoryMiB), Processes: l.Processes, FileSize: mib(l.FileSizeMiB), Tmp: mib(l.TmpMiB)},
+		Limits: sandbox.Limits{Memory: mib(l.MemoryMiB), Processes: l.Processes, FileSize: mib(l.FileSizeMiB), Tmp: mib(l.TmpMiB),
+			MemoryTotal: mib(l.MemoryTotalMiB), ProcessesTotal: l.ProcessesTotal, CPUs: l.CPUs},
+		Cgroup:       l.Cgroup,
 		Network:      sandbox.Network{UDP: c.ReadOnly.UDP, Sockets: c.ReadOnly.Sockets},
 		ReadOnlyUser: c.ReadOnly.User, ReadOnlyGroups: c.ReadOnly.Groups,
 	}

@@ -1,0 +1,439 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cgroupRig is a sandbox with small group limits, started once for the
+// cgroup tests: 32 processes, 128 MiB, half a CPU.
+type cgroupRig struct {
+	sb *Sandbox
+	ws string
+}
+
+var (
+	cgroupOnce   sync.Once
+	cgroupShared *cgroupRig
+	cgroupErr    error
+)
+
+// cgroupLimits are the rig's limits: per process (rlimits) far above the
+// group's, so only the group can stop the probes below.
+var cgroupLimits = Limits{Memory: 512 << 20, Processes: 10000, MemoryTotal: 128 << 20, ProcessesTotal: 32, CPUs: 0.5}
+
+// newCgroupRig returns the rig, or skips the test where this machine gives
+// no cgroups: not root on a v1 host, or no delegated v2 group. Under CI=1
+// (CI's machine is a v1 host, run as root) that fails instead.
+func newCgroupRig(t *testing.T) *cgroupRig {
+	t.Helper()
+	cgroupOnce.Do(func() {
+		ws, err := os.MkdirTemp("", "thinbot-cgroup-test-")
+		if err != nil {
+			cgroupErr = err
+			return
+		}
+		os.Chmod(ws, 0o755)
+		sb, err := Start(context.Background(), Config{Workspaces: []string{ws}, Limits: cgroupLimits})
+		cgroupShared, cgroupErr = &cgroupRig{sb: sb, ws: ws}, err
+	})
+	if cgroupErr != nil {
+		t.Fatalf("start: %v", cgroupErr)
+	}
+	for _, m := range []Mode{ReadOnly, Approved} {
+		if by := cgroupShared.sb.Info(m).LimitsBy; !strings.HasPrefix(by, "cgroup v") || strings.Contains(by, "not available") {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("CI=1: %s commands get no cgroup with its memory, pids and cpu limits: %s", m, by)
+			}
+			t.Skipf("%s commands get no cgroup here: %s", m, by)
+		}
+	}
+	return cgroupShared
+}
+
+func (r *cgroupRig) run(t *testing.T, m Mode, script string) (string, Result) {
+	t.Helper()
+	var out syncBuf
+	res, err := r.sb.Run(t.Context(), m, Cmd{Args: []string{"/bin/sh", "-c", script}, Dir: r.ws, Env: []string{testPath}}, &out)
+	if err != nil {
+		t.Fatalf("run %q: %v", script, err)
+	}
+	return out.String(), res
+}
+
+// leaked lists the command groups of the rig's helpers that exist now,
+// unless there are at most two, with no process in either: the one each
+// helper makes ahead for its next command, and the last command's, which
+// is removed just after its exit was reported.
+func (r *cgroupRig) leaked(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, m := range []Mode{ReadOnly, Approved} {
+		for _, p := range r.sb.Info(m).Cgroups {
+			g, err := filepath.Glob(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			empty := len(g) <= 2
+			for _, d := range g {
+				if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err != nil || len(b) != 0 {
+					empty = false
+				}
+			}
+			if !empty {
+				out = append(out, g...)
+			}
+		}
+	}
+	return out
+}
+
+// TestCgroupForkStorm: an approved command of a root daemon has no
+// process limit from rlimits (RLIMIT_NPROC does not bind root); its group
+// stops the storm at pids.max and the result says so.
+func TestCgroupForkStorm(t *testing.T) {
+	r := newCgroupRig(t)
+	for _, m := range []Mode{Approved, ReadOnly} {
+		out, res := r.run(t, m, `n=0; while [ $n -lt 100 ]; do sleep 30 & n=$((n+1)); done; echo forked $n`)
+		if strings.Contains(out, "forked 100") {
+			t.Errorf("%s: 100 background processes started under a limit of %d: %q", m, cgroupLimits.ProcessesTotal, firstLine(out))
+		}
+		if !strings.Contains(res.Limit, "process limit 32 reached") {
+			t.Errorf("%s: Result.Limit = %q, want the process limit reported", m, res.Limit)
+		}
+	}
+}
+
+// TestCgroupMemoryAcrossProcesses: four processes of 48 MiB each stay far
+// below the per-process rlimit, and together pass the group's 128 MiB:
+// the kernel kills in the group, and the result says so.
+func TestCgroupMemoryAcrossProcesses(t *testing.T) {
+	r := newCgroupRig(t)
+	hog := `python3 -c 'import time; b=bytearray(48<<20); time.sleep(1)'`
+	script := fmt.Sprintf("for i in 1 2 3 4; do %s & done; wait; echo done", hog)
+	for _, m := range []Mode{Approved, ReadOnly} {
+		_, res := r.run(t, m, script)
+		if !strings.Contains(res.Limit, "killed: memory limit 128 MiB") {
+			t.Errorf("%s: Result.Limit = %q, want the memory limit's kill reported", m, res.Limit)
+		}
+	}
+}
+
+// TestCgroupNothingOutlivesTheCommand: a background child that left the
+// command's process group and session (setsid) is gone once the command
+// has returned.
+func TestCgroupNothingOutlivesTheCommand(t *testing.T) {
+	r := newCgroupRig(t)
+	for _, m := range []Mode{Approved, ReadOnly} {
+		out, _ := r.run(t, m, `setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!`)
+		pid, err := strconv.Atoi(strings.TrimSpace(out))
+		if err != nil {
+			t.Fatalf("%s: no pid: %q", m, out)
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(b), ") Z ") {
+			t.Errorf("%s: the background child %d outlived its command: %s", m, pid, b)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// TestCgroupNoLeak: N commands leave no group behind.
+func TestCgroupNoLeak(t *testing.T) {
+	r := newCgroupRig(t)
+	for i := 0; i < 20; i++ {
+		m := Mode(i % 2)
+		if _, res := r.run(t, m, "true"); res.ExitCode != 0 {
+			t.Fatalf("%s: exit %d", m, res.ExitCode)
+		}
+	}
+	if g := r.leaked(t); len(g) != 0 {
+		t.Errorf("groups left after 20 commands: %v", g)
+	}
+}
+
+// TestCgroupCPUShare: the group's CPU quota is the configured share.
+func TestCgroupCPUShare(t *testing.T) {
+	r := newCgroupRig(t)
+	out, _ := r.run(t, Approved, `g=$(awk -F: '$2=="cpu" || $2=="cpu,cpuacct" {print $3}' /proc/self/cgroup); cat /sys/fs/cgroup/cpu$g/cpu.cfs_quota_us 2>/dev/null || cat /sys/fs/cgroup$g/cpu.max`)
+	if got := strings.TrimSpace(out); got != "50000" && !strings.HasPrefix(got, "50000 ") {
+		t.Errorf("cpu quota = %q, want half a CPU (50000 of 100000)", got)
+	}
+}
+
+// TestCgroupCreateFailsClosed: a command whose group is gone, or cannot be
+// made, does not run (it would run without its caps); it fails with the
+// reason, and the next command runs. Both are done from outside: the
+// group a command used (kept for the next one) is removed, then the names
+// of the next new groups are taken.
+func TestCgroupCreateFailsClosed(t *testing.T) {
+	r := newCgroupRig(t)
+	h := r.sb.helperLocked(Approved)
+	out, _ := r.run(t, Approved, `awk -F: '$2 ~ /pids/ {print $3}' /proc/self/cgroup`)
+	name := filepath.Base(strings.TrimSpace(out))
+	seq := 0
+	if _, err := fmt.Sscanf(name, fmt.Sprintf("thinbot-%d-%%d", h.proc.Pid), &seq); err != nil {
+		t.Fatalf("own group %q: %v", out, err)
+	}
+	var dirs []string
+	for _, p := range r.sb.Info(Approved).Cgroups {
+		dirs = append(dirs, filepath.Dir(p))
+	}
+	mustFail := func(what string) {
+		t.Helper()
+		var buf syncBuf
+		_, err := r.sb.Run(t.Context(), Approved, Cmd{Args: []string{"/bin/sh", "-c", "echo ran"}, Dir: r.ws, Env: []string{testPath}}, &buf)
+		if err == nil || !strings.Contains(err.Error(), "cgroup") || strings.Contains(buf.String(), "ran") {
+			t.Errorf("Run with %s = %v, output %q; want a cgroup error and no run", what, err, buf.String())
+		}
+	}
+	for _, d := range dirs {
+		if err := os.Remove(filepath.Join(d, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustFail("its group removed")
+	// The next group is a new one: its number is above seq, and below
+	// seq + maxFree + 2 (the helper keeps at most maxFree).
+	var taken []string
+	for n := seq + 1; n <= seq+maxFree+2; n++ {
+		for _, d := range dirs {
+			p := filepath.Join(d, fmt.Sprintf("thinbot-%d-%d", h.proc.Pid, n))
+			if err := os.Mkdir(p, 0o755); err == nil {
+				taken = append(taken, p)
+			}
+		}
+	}
+	mustFail("its group's name taken")
+	for _, p := range taken {
+		os.Remove(p)
+	}
+	if out, _ := r.run(t, Approved, "echo next"); !strings.Contains(out, "next") {
+		t.Errorf("the next command: %q", out)
+	}
+}
+
+// TestCgroupV2Unified runs commands with cgroup v2 forced: on this kind of
+// host (v1 hybrid) the unified hierarchy has no controllers, so the
+// groups carry no limits (and LimitsBy says so), but each command is still
+// moved into its own group, what it leaves behind is killed, and the
+// group is removed.
+func TestCgroupV2Unified(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI=1: must run as root")
+		}
+		t.Skip("needs root")
+	}
+	unified := "/sys/fs/cgroup/unified"
+	if _, err := os.Stat(unified + "/cgroup.procs"); err != nil {
+		unified = "/sys/fs/cgroup"
+		if _, err := os.Stat(unified + "/cgroup.procs"); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatal("CI=1: no cgroup v2 hierarchy")
+			}
+			t.Skip("no cgroup v2 hierarchy")
+		}
+	}
+	ws := t.TempDir()
+	os.Chmod(ws, 0o755)
+	sb, err := Start(t.Context(), Config{Workspaces: []string{ws}, Cgroup: "v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	by := sb.Info(Approved).LimitsBy
+	if !strings.HasPrefix(by, "cgroup v2") {
+		t.Fatalf("LimitsBy = %q", by)
+	}
+	t.Logf("LimitsBy: %s", by)
+	// Controllers the hierarchy does not offer are said, not faked.
+	if b, _ := os.ReadFile(unified + "/cgroup.controllers"); !strings.Contains(string(b), "memory") && !strings.Contains(by, "not in force: memory") {
+		t.Errorf("LimitsBy = %q, but %s offers no memory controller (%q)", by, unified, b)
+	}
+	r := &cgroupRig{sb: sb, ws: ws}
+	for _, m := range []Mode{Approved, ReadOnly} {
+		out, _ := r.run(t, m, `grep '^0::' /proc/self/cgroup; setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!`)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 2 || !strings.Contains(lines[0], "/thinbot-") {
+			t.Fatalf("%s: not in a command group: %q", m, out)
+		}
+		pid, _ := strconv.Atoi(lines[1])
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(b), ") Z ") {
+			t.Errorf("%s: the background child %d outlived its command", m, pid)
+		}
+		// Commands after one whose group was killed, and after one whose
+		// group was reused, start and run (a group killed through
+		// cgroup.kill kills what is later forked into it: it is not
+		// reused).
+		for i := 0; i < 3; i++ {
+			if out, res := r.run(t, m, "echo after"); !strings.Contains(out, "after") {
+				t.Errorf("%s: command %d after the kill: %q, %+v", m, i, out, res)
+			}
+		}
+	}
+	pats := append(sb.Info(ReadOnly).Cgroups, sb.Info(Approved).Cgroups...)
+	sb.Close()
+	for _, p := range pats {
+		if g, _ := filepath.Glob(p); len(g) != 0 {
+			t.Errorf("groups left after Close: %v", g)
+		}
+	}
+}
+
+// FuzzCgroupFiles feeds the /proc parsers arbitrary input: they must not
+// panic, and what they return must hold absolute paths.
+func FuzzCgroupFiles(f *testing.F) {
+	f.Add("12:pids:/user.slice\n0::/system.slice/thinbot.service\n", "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n")
+	f.Add("0::/", "1 2 3:4 /a\\040b /m\\04 - cgroup2 x y")
+	f.Fuzz(func(t *testing.T, self, mountinfo string) {
+		for _, l := range parseProcCgroup([]byte(self)) {
+			if !strings.HasPrefix(l.Path, "/") {
+				t.Errorf("relative path %q", l.Path)
+			}
+		}
+		for _, m := range parseMountinfo([]byte(mountinfo)) {
+			within(m, "/x")
+		}
+		flatKey([]byte(self), "max")
+	})
+}
+
+// BenchmarkCgroupCost is what a command's cgroup costs: `true` through two
+// sandboxes alike but for Config.Cgroup (auto, and off: rlimits only),
+// interleaved so that both see the same load; it reports each one's time
+// per command and their ratio, and the CPU each command cost its helper
+// (clock ticks: use a -benchtime of some hundreds).
+func BenchmarkCgroupCost(b *testing.B) {
+	ws := b.TempDir()
+	os.Chmod(ws, 0o755)
+	on, err := Start(b.Context(), Config{Workspaces: []string{ws}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer on.Close()
+	off, err := Start(b.Context(), Config{Workspaces: []string{ws}, Cgroup: "off"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer off.Close()
+	b.Logf("limits by: %s", on.Info(ReadOnly).LimitsBy)
+	for _, m := range []Mode{ReadOnly, Approved} {
+		b.Run(m.String(), func(b *testing.B) {
+			var out bytes.Buffer
+			run := func(sb *Sandbox) time.Duration {
+				t0 := time.Now()
+				res, err := sb.Run(context.Background(), m, Cmd{Args: []string{"/bin/true"}, Dir: ws, Env: []string{testPath}}, &out)
+				if err != nil || res.ExitCode != 0 {
+					b.Fatal(err, res)
+				}
+				return time.Since(t0)
+			}
+			var tOn, tOff time.Duration
+			n := 0
+			hOn, hOff := fmt.Sprint(on.helperLocked(m).proc.Pid), fmt.Sprint(off.helperLocked(m).proc.Pid)
+			cOn0, err1 := readCPU(hOn)
+			cOff0, err2 := readCPU(hOff)
+			if err1 != nil || err2 != nil {
+				b.Fatal(err1, err2)
+			}
+			for b.Loop() {
+				tOn += run(on)
+				tOff += run(off)
+				n++
+			}
+			b.ReportMetric(float64(tOn.Nanoseconds())/float64(n), "ns/cgroup")
+			b.ReportMetric(float64(tOff.Nanoseconds())/float64(n), "ns/rlimit")
+			b.ReportMetric(float64(tOn)/float64(tOff), "ratio")
+			cOn, err1 := readCPU(hOn)
+			cOff, err2 := readCPU(hOff)
+			if err1 != nil || err2 != nil {
+				b.Fatal(err1, err2)
+			}
+			const tick = 1e7 // ns per clock tick (USER_HZ 100)
+			b.ReportMetric(float64(cOn.self-cOn0.self)*tick/float64(n), "helper-cpu-ns/cgroup")
+			b.ReportMetric(float64(cOff.self-cOff0.self)*tick/float64(n), "helper-cpu-ns/rlimit")
+		})
+	}
+}
+
+// TestCgroupApprovedCannotLeave: root may write any group's cgroup.procs;
+// an approved command sees the cgroup file systems read-only, so it cannot
+// move itself out of its group and its limits.
+func TestCgroupApprovedCannotLeave(t *testing.T) {
+	r := newCgroupRig(t)
+	out, _ := r.run(t, Approved, `for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/*/cgroup.procs /sys/fs/cgroup/*/*/cgroup.procs; do [ -e $f ] && echo $$ > $f 2>/dev/null && echo moved $f; done; grep -c thinbot- /proc/self/cgroup`)
+	if strings.Contains(out, "moved") || strings.HasPrefix(strings.TrimSpace(out), "0") {
+		t.Errorf("an approved command left its group: %q", out)
+	}
+}
+
+// TestCgroupModes: "off" gives rlimits only and says so; an unknown mode is
+// refused at Start.
+func TestCgroupModes(t *testing.T) {
+	p, err := planCgroups("off", Limits{})
+	if err != nil || p.Version != 0 || !strings.Contains(p.summary(), "rlimit per process, no cgroup: turned off") {
+		t.Errorf("off: %+v, %v, %q", p, err, p.summary())
+	}
+	if _, err := Start(t.Context(), Config{Cgroup: "v3"}); err == nil || !strings.Contains(err.Error(), "v3") {
+		t.Errorf("Start with cgroup v3 = %v", err)
+	}
+}
+
+// TestCgroupV2Leaf: on v2 the daemon moves every process of its delegated
+// group into the leaf "daemon" (so the group may hand controllers to
+// command groups), and a daemon already in that leaf plans with its
+// parent. Tried on the unified hierarchy with a sleeping child.
+func TestCgroupV2Leaf(t *testing.T) {
+	unified := "/sys/fs/cgroup/unified"
+	if _, err := os.Stat(unified + "/cgroup.procs"); err != nil || os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI=1: needs root and %s: %v", unified, err)
+		}
+		t.Skip("needs root and a unified hierarchy beside v1")
+	}
+	name := fmt.Sprintf("thinbot-leaftest-%d", os.Getpid())
+	g := filepath.Join(unified, name)
+	if err := os.Mkdir(g, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := os.Open(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	cmd := exec.Command("/bin/sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd())}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		os.Remove(filepath.Join(g, v2Leaf))
+		os.Remove(g)
+	})
+	if err := intoLeaf(g); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cmd.Process.Pid))
+	if !strings.Contains(string(b), "0::/"+name+"/"+v2Leaf+"\n") {
+		t.Errorf("after intoLeaf the child is in %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(g, "cgroup.procs")); len(b) != 0 {
+		t.Errorf("%s still holds %q", g, b)
+	}
+	p, err := planV2([]cgroupLine{{Path: "/" + name + "/" + v2Leaf}}, []cgroupMount{{Root: "/", Point: unified, V2: true}})
+	if err != nil || len(p.Dirs) != 1 || p.Dirs[0].Path != g {
+		t.Errorf("planV2 from the leaf = %+v, %v; want %s", p, err, g)
+	}
+}
