@@ -140,10 +140,31 @@ func TestCgroupNothingOutlivesTheCommand(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: no pid: %q", m, out)
 		}
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(b), ") Z ") {
+		if b, alive := outlives(pid); alive {
 			t.Errorf("%s: the background child %d outlived its command: %s", m, pid, b)
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
+	}
+}
+
+// outlives reports whether pid is still a live process (its stat line if
+// so). A killed process leaves cgroup.procs (cgroup_exit) a moment before
+// it becomes a zombie (exit_notify), so one still shown running right after
+// its group was found empty is given up to 5 s to finish dying: a process
+// past cgroup_exit never returns to user space, while one the kill missed
+// is still there after the 5 s.
+func outlives(pid int) ([]byte, bool) {
+	var b []byte
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		var err error
+		b, err = os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || bytes.Contains(b, []byte(") Z ")) || bytes.Contains(b, []byte(") X ")) {
+			return nil, false
+		}
+		if time.Now().After(deadline) {
+			return b, true
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -268,8 +289,8 @@ func TestCgroupV2Unified(t *testing.T) {
 			t.Fatalf("%s: not in a command group: %q", m, out)
 		}
 		pid, _ := strconv.Atoi(lines[1])
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(b), ") Z ") {
-			t.Errorf("%s: the background child %d outlived its command", m, pid)
+		if b, alive := outlives(pid); alive {
+			t.Errorf("%s: the background child %d outlived its command: %s", m, pid, b)
 		}
 		// Commands after one whose group was killed, and after one whose
 		// group was reused, start and run (a group killed through
