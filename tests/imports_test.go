@@ -13,14 +13,17 @@ var allowedImports = map[string][]string{
 	"gate":              {},
 	"store":             {},
 	"skills":            {},
-	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox", "agentcore/fleet"},
-	"agentcore/sandbox": {},
+	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox", "agentcore/fleet", "internal/text"},
+	"agentcore/sandbox": {"internal/text"},
 	// Inventory, host patterns and the OpenSSH fan-out; a leaf like gate.
-	"agentcore/fleet":  {},
+	"agentcore/fleet":  {"internal/text"},
 	"agentcore/openai": {"agentcore"},
-	"bot":              {"agentcore"},
-	"bot/mattermost":   {"bot"},
-	"bot/slack":        {"bot"},
+	"bot":              {"agentcore", "internal/text"},
+	// Text shaping (head and tail, one line, code span, shell quote)
+	// shared by the layers above; a leaf below all of them.
+	"internal/text":  {},
+	"bot/mattermost": {"bot"},
+	"bot/slack":      {"bot"},
 	// The console's audit viewer reads the chain (sessions, timelines,
 	// verification, export); it never appends. It reads agentcore's
 	// state index (approvals, topics) and rebuilds console threads from
