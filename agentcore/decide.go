@@ -9,6 +9,7 @@ import (
 
 	"github.com/thinbot/thinbot/agentcore/sandbox"
 	"github.com/thinbot/thinbot/gate"
+	"github.com/thinbot/thinbot/internal/text"
 	"github.com/thinbot/thinbot/store"
 )
 
@@ -204,7 +205,7 @@ func formatExec(ex ExecResult, view int) string {
 	if out == "" {
 		b.WriteString("(no output)")
 	} else {
-		b.WriteString(headTail(out, view))
+		b.WriteString(text.HeadTail(out, view))
 	}
 	return b.String()
 }
