@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/internal/text"
 )
 
 const (
@@ -593,19 +594,14 @@ func outputText(command string, size, kept int64, limit int) string {
 }
 
 // headTailBytes keeps about limit bytes of s, its head and tail, with a
-// marker between them; cuts never split a UTF-8 sequence.
+// marker between them; cuts never split a UTF-8 sequence (text.Ends). Not
+// text.HeadTail: an attachment must fit the limit marker included (the
+// post says "cut at the limit"), where the model's copy adds its marker.
 func headTailBytes(s string, limit int) string {
 	marker := fmt.Sprintf("\n[... %d bytes cut ...]\n", len(s))
 	half := max((limit-len(marker))/2, 0)
-	h := half
-	for h > 0 && !utf8.RuneStart(s[h]) {
-		h--
-	}
-	t := len(s) - half
-	for t < len(s) && !utf8.RuneStart(s[t]) {
-		t++
-	}
-	return s[:h] + fmt.Sprintf("\n[... %d bytes cut ...]\n", t-h) + s[t:]
+	h, t := text.Ends(s, half, half)
+	return h + fmt.Sprintf("\n[... %d bytes cut ...]\n", len(s)-len(h)-len(t)) + t
 }
 
 // humanBytes formats a size for people: 930 B, 12.5 KiB, 10.0 MiB.
