@@ -9,7 +9,7 @@ import (
 
 	"github.com/thinbot/thinbot/agentcore/sandbox"
 	"github.com/thinbot/thinbot/gate"
-	"github.com/thinbot/thinbot/internal/text"
+	"github.com/thinbot/thinbot/internal/textfmt"
 	"github.com/thinbot/thinbot/store"
 )
 
@@ -205,7 +205,7 @@ func formatExec(ex ExecResult, view int) string {
 	if out == "" {
 		b.WriteString("(no output)")
 	} else {
-		b.WriteString(text.HeadTail(out, view))
+		b.WriteString(textfmt.HeadTail(out, view))
 	}
 	return b.String()
 }

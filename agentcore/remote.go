@@ -12,7 +12,7 @@ import (
 
 	"github.com/thinbot/thinbot/agentcore/fleet"
 	"github.com/thinbot/thinbot/gate"
-	"github.com/thinbot/thinbot/internal/text"
+	"github.com/thinbot/thinbot/internal/textfmt"
 )
 
 // BindingSHA is the hash an approval is bound to: of the command alone for
@@ -217,7 +217,7 @@ func LoginSummary(logins []string) string {
 	case len(named) == 1 && len(logins) == 1:
 		return "as " + named[0] + ", the privileged login"
 	}
-	s := "as " + text.HeadTail(strings.Join(named, ", "), 300)
+	s := "as " + textfmt.HeadTail(strings.Join(named, ", "), 300)
 	if len(named) < len(logins) {
 		s += " or as ssh_config says"
 	}
@@ -258,7 +258,7 @@ func fleetPrompt(inv *fleet.Inventory, only []string) string {
 			}
 		}
 		if len(rest) > 0 {
-			b.WriteString(text.HeadTail("- hosts in no group: "+fleet.Ranges(rest), 400) + "\n")
+			b.WriteString(textfmt.HeadTail("- hosts in no group: "+fleet.Ranges(rest), 400) + "\n")
 		}
 	}
 	return strings.TrimRight(b.String(), "\n")

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/thinbot/thinbot/agentcore"
-	"github.com/thinbot/thinbot/internal/text"
+	"github.com/thinbot/thinbot/internal/textfmt"
 )
 
 const (
@@ -594,13 +594,13 @@ func outputText(command string, size, kept int64, limit int) string {
 }
 
 // headTailBytes keeps about limit bytes of s, its head and tail, with a
-// marker between them; cuts never split a UTF-8 sequence (text.Ends). Not
-// text.HeadTail: an attachment must fit the limit marker included (the
+// marker between them; cuts never split a UTF-8 sequence (textfmt.Ends). Not
+// textfmt.HeadTail: an attachment must fit the limit marker included (the
 // post says "cut at the limit"), where the model's copy adds its marker.
 func headTailBytes(s string, limit int) string {
 	marker := fmt.Sprintf("\n[... %d bytes cut ...]\n", len(s))
 	half := max((limit-len(marker))/2, 0)
-	h, t := text.Ends(s, half, half)
+	h, t := textfmt.Ends(s, half, half)
 	return h + fmt.Sprintf("\n[... %d bytes cut ...]\n", len(s)-len(h)-len(t)) + t
 }
 

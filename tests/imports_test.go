@@ -13,17 +13,17 @@ var allowedImports = map[string][]string{
 	"gate":              {},
 	"store":             {},
 	"skills":            {},
-	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox", "agentcore/fleet", "internal/text"},
-	"agentcore/sandbox": {"internal/text"},
+	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox", "agentcore/fleet", "internal/textfmt"},
+	"agentcore/sandbox": {"internal/textfmt"},
 	// Inventory, host patterns and the OpenSSH fan-out; a leaf like gate.
-	"agentcore/fleet":  {"internal/text"},
+	"agentcore/fleet":  {"internal/textfmt"},
 	"agentcore/openai": {"agentcore"},
-	"bot":              {"agentcore", "internal/text"},
+	"bot":              {"agentcore", "internal/textfmt"},
 	// Text shaping (head and tail, one line, code span, shell quote)
 	// shared by the layers above; a leaf below all of them.
-	"internal/text":  {},
-	"bot/mattermost": {"bot"},
-	"bot/slack":      {"bot"},
+	"internal/textfmt": {},
+	"bot/mattermost":   {"bot"},
+	"bot/slack":        {"bot"},
 	// The console's audit viewer reads the chain (sessions, timelines,
 	// verification, export); it never appends. It reads agentcore's
 	// state index (approvals, topics) and rebuilds console threads from

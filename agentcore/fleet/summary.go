@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/thinbot/thinbot/internal/text"
+	"github.com/thinbot/thinbot/internal/textfmt"
 )
 
 // Summary writes results for the model and the chat: a count line, then
@@ -99,7 +99,7 @@ func Summary(results []Result, limit int) string {
 	}
 	for _, why := range reasons {
 		hs := unreachable[why]
-		fmt.Fprintf(&b, "== unreachable, nothing ran: %s (%d host%s): %s\n", Ranges(hs), len(hs), plural(len(hs)), text.HeadTail(why, 600))
+		fmt.Fprintf(&b, "== unreachable, nothing ran: %s (%d host%s): %s\n", Ranges(hs), len(hs), plural(len(hs)), textfmt.HeadTail(why, 600))
 	}
 	const maxGroups = 20
 	shown := min(len(groups), maxGroups)
@@ -129,10 +129,10 @@ func Summary(results []Result, limit int) string {
 			b.WriteString("(no output)\n")
 			continue
 		}
-		b.WriteString(text.HeadTail(out, share))
+		b.WriteString(textfmt.HeadTail(out, share))
 		b.WriteString("\n")
 	}
-	return text.HeadTail(b.String(), limit+1024)
+	return textfmt.HeadTail(b.String(), limit+1024)
 }
 
 func plural(n int) string {

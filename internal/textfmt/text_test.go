@@ -1,4 +1,4 @@
-package text
+package textfmt
 
 import (
 	"strings"

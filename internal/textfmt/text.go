@@ -1,4 +1,4 @@
-// Package text shapes text for the people and the model that read it:
+// Package textfmt shapes text for the people and the model that read it:
 // output cut to its head and tail, untrusted text put on one line or into
 // a code span, a word quoted for a POSIX shell. It is below every package
 // of ours that uses it (agentcore and its sandbox and fleet, bot, cmd) and
@@ -6,7 +6,7 @@
 //
 // Every cut lands on a UTF-8 sequence boundary, so valid UTF-8 in gives
 // valid UTF-8 out. The functions are pure and may be called concurrently.
-package text
+package textfmt
 
 import (
 	"fmt"
