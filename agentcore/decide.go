@@ -210,10 +210,7 @@ func formatExec(ex ExecResult, view int) string {
 	return b.String()
 }
 
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 80 {
-		s = strings.ToValidUTF8(s[:77], "") + "..."
-	}
-	return s
-}
+// oneLine is how the model's labels ("Output of `...`", "Result of ...")
+// and the skill command list quote a command or arguments: one line of at
+// most 80 bytes.
+func oneLine(s string) string { return textfmt.OneLine(s, 80) }
