@@ -499,7 +499,7 @@ const maxIntent = 600
 // command (its stated intent), on one line and cut at maxIntent bytes.
 // Front ends that rebuild a thread from the chain use it too.
 func IntentLine(text string) string {
-	return "- 💬 " + oneLine(text, maxIntent)
+	return "- 💬 " + textfmt.OneLine(text, maxIntent)
 }
 
 // deciderName is the name in an approval's By ("user:U2 (bob)" is bob,
