@@ -98,7 +98,7 @@ func (r *run) readRemote(ctx context.Context, call ToolCall, args toolArgs) (str
 		limit = 2000
 	}
 	command := fmt.Sprintf(`awk -v o=%d -v l=%d 'NR>=o+l{print "[... more lines; continue with offset " NR " ...]"; exit} NR>=o{printf "%%6d\t%%s\n", NR, $0}' < %s | head -c %d`,
-		offset, limit, shellQuote(p), readFileLimit)
+		offset, limit, textfmt.ShellQuote(p), readFileLimit)
 	d := r.cfg.Policy.ClassifyPath(p)
 	info := CommandInfo{Tool: ToolReadFile, Command: p, Targets: hostNames(hosts)}
 	return r.remote(ctx, call, info, d, "read "+p, hosts, command)
@@ -177,11 +177,6 @@ func hostRecords(rs []fleet.Result) []hostRecord {
 			DurationMS: r.Duration.Round(time.Millisecond).Milliseconds(), Error: r.Err, TimedOut: r.TimedOut, Cancelled: r.Cancelled, NotStarted: r.NotStarted}
 	}
 	return out
-}
-
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // TargetSummary names remote targets for a person: their count and their

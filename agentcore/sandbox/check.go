@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/thinbot/thinbot/internal/textfmt"
 )
 
 // Check is one finding of Report.
@@ -227,7 +229,7 @@ func probeHidden(try func(string, Mode, string, func(string, int) bool), h strin
 	if err != nil {
 		return
 	}
-	q := shellQuote(h)
+	q := textfmt.ShellQuote(h)
 	var want func(out string, code int) bool
 	var script string
 	if st.IsDir() {
@@ -295,5 +297,3 @@ func firstLines(s string, n int) string {
 	}
 	return strings.Join(ls, " | ")
 }
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
