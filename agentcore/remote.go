@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore/fleet"
+	"github.com/thinbot/thinbot/agentcore/sandbox"
 	"github.com/thinbot/thinbot/gate"
 	"github.com/thinbot/thinbot/internal/textfmt"
 )
@@ -106,7 +107,7 @@ func (r *run) readRemote(ctx context.Context, call ToolCall, args toolArgs) (str
 
 func (r *run) remote(ctx context.Context, call ToolCall, info CommandInfo, d gate.Decision, reason string, hosts []fleet.Host, command string) (string, bool, *ExecResult, error) {
 	if d.Verdict != gate.Pass {
-		info.Logins = r.cfg.Fleet.Logins(hosts, fleet.Privileged)
+		info.Logins = r.cfg.Fleet.Logins(hosts, sandbox.Approved)
 	}
 	ok, refusal, err := r.decide(ctx, call, info, d, reason)
 	if err != nil {
@@ -120,9 +121,9 @@ func (r *run) remote(ctx context.Context, call ToolCall, info CommandInfo, d gat
 	if err := ctx.Err(); err != nil {
 		return "not run: the run was interrupted", true, nil, nil
 	}
-	mode := fleet.ReadOnly
+	mode := sandbox.ReadOnly
 	if d.Verdict != gate.Pass {
-		mode = fleet.Privileged
+		mode = sandbox.Approved
 	}
 	start := r.cfg.Now()
 	// The same time limit and output capture as a local command (a

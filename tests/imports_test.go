@@ -15,8 +15,9 @@ var allowedImports = map[string][]string{
 	"skills":            {},
 	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox", "agentcore/fleet", "internal/textfmt"},
 	"agentcore/sandbox": {"internal/textfmt"},
-	// Inventory, host patterns and the OpenSSH fan-out; a leaf like gate.
-	"agentcore/fleet":  {"internal/textfmt"},
+	// Inventory, host patterns and the OpenSSH fan-out; below agentcore
+	// like the sandbox, whose Mode (read-only or approved) it takes.
+	"agentcore/fleet":  {"agentcore/sandbox", "internal/textfmt"},
 	"agentcore/openai": {"agentcore"},
 	"bot":              {"agentcore", "internal/textfmt"},
 	// Text shaping (head and tail, one line, code span, shell quote)
