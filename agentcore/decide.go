@@ -135,11 +135,7 @@ func (r *run) runCommand(ctx context.Context, call ToolCall, command, reason, ta
 		// Cancelled while waiting for approval: record why nothing ran.
 		return "not run: the run was interrupted", true, nil, nil
 	}
-	mode := sandbox.ReadOnly
-	if d.Verdict != gate.Pass {
-		mode = sandbox.Approved
-	}
-	ex, err := Exec(ctx, r.cfg.Exec, mode, r.t.Dir, command)
+	ex, err := Exec(ctx, r.cfg.Exec, modeFor(d.Verdict), r.t.Dir, command)
 	if err != nil {
 		content := "error: " + err.Error()
 		r.hookResult(info, content, true)
@@ -153,6 +149,16 @@ func (r *run) runCommand(ctx context.Context, call ToolCall, command, reason, ta
 	}
 	r.hookResult(info, content, isErr)
 	return content, isErr, &ex, nil
+}
+
+// modeFor is the tier a command the gate (and, for a confirm, its
+// approver) let through runs with, here and on remote hosts: read-only
+// for a pass, approved for anything else.
+func modeFor(v gate.Verdict) sandbox.Mode {
+	if v == gate.Pass {
+		return sandbox.ReadOnly
+	}
+	return sandbox.Approved
 }
 
 // SandboxState says, for /status, how commands run: "enforced", "off"

@@ -121,15 +121,11 @@ func (r *run) remote(ctx context.Context, call ToolCall, info CommandInfo, d gat
 	if err := ctx.Err(); err != nil {
 		return "not run: the run was interrupted", true, nil, nil
 	}
-	mode := sandbox.ReadOnly
-	if d.Verdict != gate.Pass {
-		mode = sandbox.Approved
-	}
 	start := r.cfg.Now()
 	// The same time limit and output capture as a local command (a
 	// fleet's own timeout, when configured, wins).
 	ec := r.cfg.Exec.withDefaults()
-	results := r.cfg.Fleet.Run(ctx, hosts, mode, command, fleet.Limits{Timeout: ec.Timeout, CaptureLimit: ec.CaptureLimit})
+	results := r.cfg.Fleet.Run(ctx, hosts, modeFor(d.Verdict), command, fleet.Limits{Timeout: ec.Timeout, CaptureLimit: ec.CaptureLimit})
 	for i := range results {
 		results[i].Output = []byte(r.maskOutput(r.redact(string(results[i].Output))))
 	}
