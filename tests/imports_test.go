@@ -23,7 +23,7 @@ var allowedImports = map[string][]string{
 	// Text shaping (head and tail, one line, code span, shell quote)
 	// shared by the layers above; a leaf below all of them.
 	"internal/textfmt": {},
-	"bot/mattermost":   {"bot"},
+	"bot/mattermost":   {"bot", "internal/textfmt"},
 	"bot/slack":        {"bot"},
 	// The console's audit viewer reads the chain (sessions, timelines,
 	// verification, export); it never appends. It reads agentcore's

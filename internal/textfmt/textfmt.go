@@ -71,6 +71,19 @@ func CodeSpan(s string, limit int) string {
 	return "`" + s + "`"
 }
 
+// LowerASCII lowers A-Z alone, so that the result has s's length and an
+// index in it is an index in s (strings.ToLower changes the length of some
+// non-ASCII text, and turns invalid UTF-8 into U+FFFD).
+func LowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
 // ShellQuote quotes s as one word for a POSIX shell: in single quotes,
 // each ' written as '\”.
 func ShellQuote(s string) string {

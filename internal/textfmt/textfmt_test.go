@@ -137,6 +137,33 @@ func FuzzOneLine(f *testing.F) {
 	})
 }
 
+// FuzzLowerASCII checks that LowerASCII keeps every byte's place and
+// lowers what strings.ToLower lowers in ASCII text.
+func FuzzLowerASCII(f *testing.F) {
+	f.Add("@ThinBot: HI")
+	f.Add("\xffÉA\u0130")
+	f.Fuzz(func(t *testing.T, s string) {
+		got := LowerASCII(s)
+		if len(got) != len(s) {
+			t.Fatalf("LowerASCII(%q) = %q: length changed", s, got)
+		}
+		for i := range len(s) {
+			if c := s[i]; got[i] != c && !('A' <= c && c <= 'Z' && got[i] == c+'a'-'A') {
+				t.Fatalf("LowerASCII(%q) = %q: byte %d changed wrongly", s, got, i)
+			}
+		}
+		ascii := strings.Map(func(r rune) rune {
+			if r < 0x80 {
+				return r
+			}
+			return -1
+		}, s)
+		if LowerASCII(ascii) != strings.ToLower(ascii) {
+			t.Fatalf("LowerASCII(%q) = %q, strings.ToLower %q", ascii, LowerASCII(ascii), strings.ToLower(ascii))
+		}
+	})
+}
+
 func abs(n int) int {
 	if n < 0 {
 		return -n
