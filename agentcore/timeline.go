@@ -148,10 +148,7 @@ func (t *timeline) event(e store.Event) {
 		if json.Unmarshal(e.Payload, &p) != nil {
 			return
 		}
-		what := p.Command
-		if p.Tool == ToolReadFile {
-			what = "read_file " + p.Path
-		}
+		what := p.what()
 		t.calls[p.CallID] = what
 		target := ""
 		if p.TargetCount > 0 {
