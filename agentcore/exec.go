@@ -282,5 +282,3 @@ func execResult(ctx, ctx2 context.Context, lw *limitWriter, start time.Time, cod
 	}
 	return res
 }
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
