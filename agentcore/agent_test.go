@@ -17,6 +17,7 @@ import (
 
 	"github.com/thinbot/thinbot/agentcore/sandbox"
 	"github.com/thinbot/thinbot/gate"
+	"github.com/thinbot/thinbot/internal/textfmt"
 	"github.com/thinbot/thinbot/store"
 )
 
@@ -467,7 +468,7 @@ func TestExecTimeoutAndOutputCap(t *testing.T) {
 		!strings.HasPrefix(string(res.Output), "1\n2\n") || !strings.HasSuffix(string(res.Output), "100000\n") {
 		t.Errorf("size %d, output %d bytes: %.80q...", res.Size, len(res.Output), res.Output)
 	}
-	if v := headTail(strings.Repeat("é", 100), 51); !strings.Contains(v, "omitted") || !utf8Valid(v) {
+	if v := textfmt.HeadTail(strings.Repeat("é", 100), 51); !strings.Contains(v, "omitted") || !utf8Valid(v) {
 		t.Errorf("headTail broke UTF-8: %q", v)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/thinbot/thinbot/agentcore/sandbox"
 	"github.com/thinbot/thinbot/gate"
+	"github.com/thinbot/thinbot/internal/textfmt"
 	"github.com/thinbot/thinbot/store"
 )
 
@@ -142,11 +143,7 @@ func (r *run) runCommand(ctx context.Context, call ToolCall, command, reason, ta
 		// Cancelled while waiting for approval: record why nothing ran.
 		return "not run: the run was interrupted", true, nil, nil
 	}
-	mode := sandbox.ReadOnly
-	if d.Verdict != gate.Pass {
-		mode = sandbox.Approved
-	}
-	ex, err := Exec(ctx, r.cfg.Exec, mode, r.t.Dir, command)
+	ex, err := Exec(ctx, r.cfg.Exec, modeFor(d.Verdict), r.t.Dir, command)
 	if err != nil {
 		content := "error: " + err.Error()
 		r.hookResult(info, content, true)
@@ -160,6 +157,16 @@ func (r *run) runCommand(ctx context.Context, call ToolCall, command, reason, ta
 	}
 	r.hookResult(info, content, isErr)
 	return content, isErr, &ex, nil
+}
+
+// modeFor is the tier a command the gate (and, for a confirm, its
+// approver) let through runs with, here and on remote hosts: read-only
+// for a pass, approved for anything else.
+func modeFor(v gate.Verdict) sandbox.Mode {
+	if v == gate.Pass {
+		return sandbox.ReadOnly
+	}
+	return sandbox.Approved
 }
 
 // SandboxState says, for /status, how commands run: "enforced", "off"
@@ -215,15 +222,12 @@ func formatExec(ex ExecResult, view int) string {
 	if out == "" {
 		b.WriteString("(no output)")
 	} else {
-		b.WriteString(headTail(out, view))
+		b.WriteString(textfmt.HeadTail(out, view))
 	}
 	return b.String()
 }
 
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 80 {
-		s = strings.ToValidUTF8(s[:77], "") + "..."
-	}
-	return s
-}
+// oneLine is how the model's labels ("Output of `...`", "Result of ...")
+// and the skill command list quote a command or arguments: one line of at
+// most 80 bytes.
+func oneLine(s string) string { return textfmt.OneLine(s, 80) }

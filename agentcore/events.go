@@ -68,6 +68,15 @@ type gatePayload struct {
 	TargetCount int      `json:"target_count,omitempty"`
 }
 
+// what names what a gate decision was about, as the audit and the
+// timeline show it: the command, or "read_file PATH" for a file read.
+func (p gatePayload) what() string {
+	if p.Tool == ToolReadFile {
+		return "read_file " + p.Path
+	}
+	return p.Command
+}
+
 type approvalAskedPayload struct {
 	CallID    string `json:"call_id"`
 	RequestID string `json:"request_id"`

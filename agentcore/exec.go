@@ -288,22 +288,3 @@ func execResult(ctx, ctx2 context.Context, lw *limitWriter, start time.Time, cod
 	}
 	return res
 }
-
-// headTail shortens s to about limit bytes: its head and tail with a marker
-// saying how many bytes were left out. Cuts never split a UTF-8 sequence.
-func headTail(s string, limit int) string {
-	if len(s) <= limit {
-		return s
-	}
-	h := limit / 2
-	for h > 0 && !utf8Start(s[h]) {
-		h--
-	}
-	t := len(s) - limit/2
-	for t < len(s) && !utf8Start(s[t]) {
-		t++
-	}
-	return fmt.Sprintf("%s\n[... %d bytes omitted ...]\n%s", s[:h], t-h, s[t:])
-}
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

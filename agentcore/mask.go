@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/thinbot/thinbot/internal/textfmt"
 )
 
 // gitleaksRules is gitleaks' default rule set (gitleaks/rules.json, made
@@ -201,7 +203,7 @@ func (m *Masker) Mask(s string) (string, map[string]int) {
 	if m == nil || s == "" {
 		return s, nil
 	}
-	lower := asciiLower(s)
+	lower := textfmt.LowerASCII(s)
 	present := m.keywords(lower)
 	var spans []span
 	for _, r := range m.rules {
@@ -347,18 +349,6 @@ func (r maskRule) windows(s, lower string) [][2]int {
 		out = append(out, w)
 	}
 	return out
-}
-
-// asciiLower lowers A-Z alone, so that indices in it are indices in s
-// (strings.ToLower changes the length of some non-ASCII text).
-func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }
 
 // shannon is the Shannon entropy of s in bits per byte, as gitleaks

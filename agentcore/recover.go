@@ -191,11 +191,7 @@ func (a *Agent) Audit(session string, n int) ([]AuditRow, error) {
 			if json.Unmarshal(e.Payload, &p) != nil {
 				continue
 			}
-			what := p.Command
-			if p.Tool == ToolReadFile {
-				what = "read_file " + p.Path
-			}
-			r := &AuditRow{What: what, Verdict: p.Verdict, Seq: e.Seq}
+			r := &AuditRow{What: p.what(), Verdict: p.Verdict, Seq: e.Seq}
 			rows = append(rows, r)
 			byCall[p.CallID] = r
 		case EvApprovalDecided:

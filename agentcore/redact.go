@@ -3,6 +3,7 @@ package agentcore
 import (
 	"encoding/json"
 	"strings"
+	"unicode/utf8"
 )
 
 // redactJSON redacts secrets inside a JSON text (tool arguments), also
@@ -35,7 +36,7 @@ func (r *redactStream) write(delta string) {
 	if r.keep <= 0 {
 		cut = len(r.buf)
 	}
-	for cut > 0 && cut < len(r.buf) && !utf8Start(r.buf[cut]) {
+	for cut > 0 && cut < len(r.buf) && !utf8.RuneStart(r.buf[cut]) {
 		cut--
 	}
 	if cut > 0 {

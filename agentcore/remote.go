@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore/fleet"
+	"github.com/thinbot/thinbot/agentcore/sandbox"
 	"github.com/thinbot/thinbot/gate"
+	"github.com/thinbot/thinbot/internal/textfmt"
 )
 
 // BindingSHA is the hash an approval is bound to: of the command alone for
@@ -97,7 +99,7 @@ func (r *run) readRemote(ctx context.Context, call ToolCall, args toolArgs) (str
 		limit = 2000
 	}
 	command := fmt.Sprintf(`awk -v o=%d -v l=%d 'NR>=o+l{print "[... more lines; continue with offset " NR " ...]"; exit} NR>=o{printf "%%6d\t%%s\n", NR, $0}' < %s | head -c %d`,
-		offset, limit, shellQuote(p), readFileLimit)
+		offset, limit, textfmt.ShellQuote(p), readFileLimit)
 	d := r.cfg.Policy.ClassifyPath(p)
 	info := CommandInfo{Tool: ToolReadFile, Command: p, Targets: hostNames(hosts)}
 	return r.remote(ctx, call, info, d, "read "+p, hosts, command)
@@ -105,7 +107,7 @@ func (r *run) readRemote(ctx context.Context, call ToolCall, args toolArgs) (str
 
 func (r *run) remote(ctx context.Context, call ToolCall, info CommandInfo, d gate.Decision, reason string, hosts []fleet.Host, command string) (string, bool, *ExecResult, error) {
 	if d.Verdict != gate.Pass {
-		info.Logins = r.cfg.Fleet.Logins(hosts, fleet.Privileged)
+		info.Logins = r.cfg.Fleet.Logins(hosts, sandbox.Approved)
 	}
 	ok, refusal, err := r.decide(ctx, call, info, d, reason)
 	if err != nil {
@@ -119,15 +121,11 @@ func (r *run) remote(ctx context.Context, call ToolCall, info CommandInfo, d gat
 	if err := ctx.Err(); err != nil {
 		return "not run: the run was interrupted", true, nil, nil
 	}
-	mode := fleet.ReadOnly
-	if d.Verdict != gate.Pass {
-		mode = fleet.Privileged
-	}
 	start := r.cfg.Now()
 	// The same time limit and output capture as a local command (a
 	// fleet's own timeout, when configured, wins).
 	ec := r.cfg.Exec.withDefaults()
-	results := r.cfg.Fleet.Run(ctx, hosts, mode, command, fleet.Limits{Timeout: ec.Timeout, CaptureLimit: ec.CaptureLimit})
+	results := r.cfg.Fleet.Run(ctx, hosts, modeFor(d.Verdict), command, fleet.Limits{Timeout: ec.Timeout, CaptureLimit: ec.CaptureLimit})
 	for i := range results {
 		results[i].Output = []byte(r.maskOutput(r.redact(string(results[i].Output))))
 	}
@@ -178,11 +176,6 @@ func hostRecords(rs []fleet.Result) []hostRecord {
 	return out
 }
 
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 // TargetSummary names remote targets for a person: their count and their
 // names, numbered runs compacted (3 hosts: web-[01-03]); cut past about
 // 1500 bytes, saying so. Empty for none.
@@ -216,7 +209,7 @@ func LoginSummary(logins []string) string {
 	case len(named) == 1 && len(logins) == 1:
 		return "as " + named[0] + ", the privileged login"
 	}
-	s := "as " + headTail(strings.Join(named, ", "), 300)
+	s := "as " + textfmt.HeadTail(strings.Join(named, ", "), 300)
 	if len(named) < len(logins) {
 		s += " or as ssh_config says"
 	}
@@ -257,7 +250,7 @@ func fleetPrompt(inv *fleet.Inventory, only []string) string {
 			}
 		}
 		if len(rest) > 0 {
-			b.WriteString(headTail("- hosts in no group: "+fleet.Ranges(rest), 400) + "\n")
+			b.WriteString(textfmt.HeadTail("- hosts in no group: "+fleet.Ranges(rest), 400) + "\n")
 		}
 	}
 	return strings.TrimRight(b.String(), "\n")

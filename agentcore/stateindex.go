@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/thinbot/thinbot/internal/textfmt"
 	"github.com/thinbot/thinbot/store"
 )
 
@@ -274,15 +274,8 @@ const topicLen = 200
 
 // shortTopic is text on one line, cut to topicLen bytes at a rune boundary.
 func shortTopic(text string) string {
-	t := strings.Join(strings.Fields(text), " ")
-	if len(t) <= topicLen {
-		return t
-	}
-	cut := topicLen
-	for cut > 0 && !utf8.RuneStart(t[cut]) {
-		cut--
-	}
-	return t[:cut]
+	t, _ := textfmt.Ends(strings.Join(strings.Fields(text), " "), topicLen, 0)
+	return t
 }
 
 // IndexedTopic returns a session's first user message (shortened) from the

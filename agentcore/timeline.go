@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/thinbot/thinbot/internal/textfmt"
 	"github.com/thinbot/thinbot/store"
 )
 
@@ -53,12 +54,12 @@ func WriteTimeline(w io.Writer, session string, events iter.Seq2[store.Event, er
 		opt.Now = time.Now()
 	}
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "# Incident timeline: %s\n\n", tlQuote(session, 200))
+	fmt.Fprintf(bw, "# Incident timeline: %s\n\n", textfmt.CodeSpan(session, 200))
 	if rep.OK {
 		fmt.Fprintf(bw, "**Chain verified:** %d events, head #%d `%s` (at %s).\n", rep.Events, rep.LastSeq, rep.LastHash, opt.Now.UTC().Format(time.RFC3339))
 	} else {
 		fmt.Fprintf(bw, "**CHAIN VERIFICATION FAILED** at #%d: %s. Good events up to #%d `%s`. Do not rely on the lines below without an auditor.\n",
-			rep.BadSeq, tlQuote(rep.Problem, 300), rep.LastSeq, rep.LastHash)
+			rep.BadSeq, textfmt.CodeSpan(rep.Problem, 300), rep.LastSeq, rep.LastHash)
 	}
 	bw.WriteString("Times are UTC. Each line: time, the event's sequence number, the first 12 hex digits of its hash " +
 		"(`thinbot audit export --session` shows the whole event).\n\n## Events\n\n")
@@ -127,9 +128,9 @@ func (t *timeline) event(e store.Event) {
 		if what == "" {
 			what = "alert"
 		}
-		text := fmt.Sprintf("**%s** (%s): %s", what, p.Status, tlQuote(name, 80))
+		text := fmt.Sprintf("**%s** (%s): %s", what, p.Status, textfmt.CodeSpan(name, 80))
 		if sev != "" {
-			text += " severity " + tlQuote(sev, 40)
+			text += " severity " + textfmt.CodeSpan(sev, 40)
 		}
 		t.line(e, text+fmt.Sprintf(", %d of %d alert(s) firing", firing, len(p.Alerts)))
 	case EvUserMessage:
@@ -138,32 +139,29 @@ func (t *timeline) event(e store.Event) {
 			return
 		}
 		if strings.HasPrefix(e.Actor, "alert:") {
-			t.line(e, fmt.Sprintf("**first look** started by %s (read-only, the alert as its question)", tlQuote(e.Actor, 80)))
+			t.line(e, fmt.Sprintf("**first look** started by %s (read-only, the alert as its question)", textfmt.CodeSpan(e.Actor, 80)))
 			return
 		}
-		t.line(e, fmt.Sprintf("**message** from %s: %s", tlQuote(e.Actor, 80), tlQuote(p.Text, 200)))
+		t.line(e, fmt.Sprintf("**message** from %s: %s", textfmt.CodeSpan(e.Actor, 80), textfmt.CodeSpan(p.Text, 200)))
 	case EvGateDecision:
 		var p gatePayload
 		if json.Unmarshal(e.Payload, &p) != nil {
 			return
 		}
-		what := p.Command
-		if p.Tool == ToolReadFile {
-			what = "read_file " + p.Path
-		}
+		what := p.what()
 		t.calls[p.CallID] = what
 		target := ""
 		if p.TargetCount > 0 {
 			target = fmt.Sprintf(" on %d host(s)", p.TargetCount)
 		}
-		t.line(e, fmt.Sprintf("**command** %s%s: verdict %s (%s), %s", tlQuote(what, 200), target, p.Verdict, tlQuote(p.Rule, 60), p.Action))
+		t.line(e, fmt.Sprintf("**command** %s%s: verdict %s (%s), %s", textfmt.CodeSpan(what, 200), target, p.Verdict, textfmt.CodeSpan(p.Rule, 60), p.Action))
 	case EvApprovalAsked:
 		var p approvalAskedPayload
 		if json.Unmarshal(e.Payload, &p) != nil {
 			return
 		}
 		t.requests[p.RequestID] = p.Command
-		t.line(e, fmt.Sprintf("**approval asked** %s for %s, requested by %s (sha256 %s)", p.RequestID, tlQuote(p.Command, 200), tlQuote(p.Requester, 80), short(p.SHA256)))
+		t.line(e, fmt.Sprintf("**approval asked** %s for %s, requested by %s (sha256 %s)", p.RequestID, textfmt.CodeSpan(p.Command, 200), textfmt.CodeSpan(p.Requester, 80), short(p.SHA256)))
 	case EvApprovalDecided:
 		var p approvalDecidedPayload
 		if json.Unmarshal(e.Payload, &p) != nil {
@@ -173,9 +171,9 @@ func (t *timeline) event(e store.Event) {
 		if p.Approved {
 			verdict = "**approved**"
 		}
-		text := fmt.Sprintf("%s %s: %s by %s", verdict, p.RequestID, tlQuote(t.requests[p.RequestID], 200), tlQuote(orSystem(p.By), 80))
+		text := fmt.Sprintf("%s %s: %s by %s", verdict, p.RequestID, textfmt.CodeSpan(t.requests[p.RequestID], 200), textfmt.CodeSpan(orSystem(p.By), 80))
 		if p.Why != "" {
-			text += " (" + tlQuote(p.Why, 120) + ")"
+			text += " (" + textfmt.CodeSpan(p.Why, 120) + ")"
 		}
 		t.line(e, text+fmt.Sprintf(" (sha256 %s)", short(p.SHA256)))
 	case EvToolResult:
@@ -192,7 +190,7 @@ func (t *timeline) event(e store.Event) {
 		case p.IsError:
 			res = "not run"
 		}
-		text := fmt.Sprintf("**result** of %s: %s", tlQuote(t.calls[p.CallID], 120), res)
+		text := fmt.Sprintf("**result** of %s: %s", textfmt.CodeSpan(t.calls[p.CallID], 120), res)
 		if p.OutputSize > 0 {
 			text += fmt.Sprintf(", %d bytes", p.OutputSize)
 		}
@@ -200,7 +198,7 @@ func (t *timeline) event(e store.Event) {
 			text += fmt.Sprintf(", %d ms", p.DurationMS)
 		}
 		if first := firstLine(p.Content); first != "" {
-			text += ": " + tlQuote(first, 120)
+			text += ": " + textfmt.CodeSpan(first, 120)
 		}
 		t.line(e, text)
 	case EvRunFinished:
@@ -216,7 +214,7 @@ func (t *timeline) event(e store.Event) {
 		}
 		t.line(e, fmt.Sprintf("model answered (%d characters; the answer is in the thread and the chain)", len(p.Content)))
 	case EvClear:
-		t.line(e, fmt.Sprintf("history cleared by %s (a new branch)", tlQuote(e.Actor, 80)))
+		t.line(e, fmt.Sprintf("history cleared by %s (a new branch)", textfmt.CodeSpan(e.Actor, 80)))
 	case EvCompacted:
 		t.line(e, "conversation compacted")
 	case EvNote:
@@ -226,7 +224,7 @@ func (t *timeline) event(e store.Event) {
 		}
 		switch p.Kind {
 		case NoteClickRefused:
-			t.line(e, fmt.Sprintf("**click refused**: %s (%s)", tlQuote(p.User+" "+p.Name, 80), tlQuote(p.Detail, 120)))
+			t.line(e, fmt.Sprintf("**click refused**: %s (%s)", textfmt.CodeSpan(p.User+" "+p.Name, 80), textfmt.CodeSpan(p.Detail, 120)))
 		case NoteIncidentSummary:
 			t.line(e, fmt.Sprintf("the model wrote a summary (%d characters; shown apart, as the model's words)", len(p.Detail)))
 		}
@@ -248,19 +246,6 @@ func firstLine(s string) string {
 		}
 	}
 	return ""
-}
-
-// tlQuote puts untrusted text into a code span on one line of at most
-// limit bytes.
-func tlQuote(s string, limit int) string {
-	s = strings.Join(strings.Fields(strings.ReplaceAll(s, "`", "'")), " ")
-	if len(s) > limit {
-		s = strings.ToValidUTF8(s[:limit-3], "") + "..."
-	}
-	if s == "" {
-		return "`-`"
-	}
-	return "`" + s + "`"
 }
 
 // NoteIncidentSummary marks a note holding the model's summary of a

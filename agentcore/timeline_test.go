@@ -121,3 +121,36 @@ func BenchmarkTimeline10k(b *testing.B) {
 type noModel struct{}
 
 func (noModel) Complete(context.Context, Request) (Response, error) { return Response{}, nil }
+
+// TestFileReadNamed: a read_file decision is named "read_file PATH" in
+// /audit's rows and in the timeline, a command by the command itself.
+func TestFileReadNamed(t *testing.T) {
+	db, err := store.Open(filepath.Join(t.TempDir(), "events.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const s = "web/C1/R1"
+	var evs []store.Event
+	for _, p := range []gatePayload{
+		{CallID: "c1", Tool: ToolReadFile, Path: "/etc/hosts", Verdict: "pass", Rule: "read-only", Action: "run"},
+		{CallID: "c2", Tool: ToolRun, Command: "uptime", Path: "/ignored", Verdict: "pass", Rule: "read-only", Action: "run"},
+	} {
+		evs = append(evs, store.Event{Session: s, Type: EvGateDecision, Actor: "gate", Payload: mustJSON(p)})
+	}
+	if _, err := db.Append(t.Context(), evs...); err != nil {
+		t.Fatal(err)
+	}
+	ag, err := New(Config{Store: db, Model: noModel{}, Policy: gate.DefaultPolicy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ag.Audit(s, 10)
+	if err != nil || len(rows) != 2 || rows[0].What != "read_file /etc/hosts" || rows[1].What != "uptime" {
+		t.Fatalf("Audit = %+v, %v; want read_file /etc/hosts, then uptime", rows, err)
+	}
+	out, err := ag.Timeline(t.Context(), s, TimelineOptions{})
+	if err != nil || !strings.Contains(out, "**command** `read_file /etc/hosts`: verdict pass") || !strings.Contains(out, "**command** `uptime`: verdict pass") {
+		t.Fatalf("Timeline = %q, %v; want both named", out, err)
+	}
+}

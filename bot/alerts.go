@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/internal/textfmt"
 )
 
 // Webhook is the body of an Alertmanager webhook notification (version
@@ -634,9 +635,9 @@ func alertCard(wh Webhook, p agentcore.AlertPayload, now, starts time.Time) stri
 	if wh.Status == "resolved" {
 		icon, state = "✅", "RESOLVED"
 	}
-	fmt.Fprintf(&b, "%s **%s** %s", icon, state, quote(labels["alertname"], 80))
+	fmt.Fprintf(&b, "%s **%s** %s", icon, state, textfmt.CodeSpan(labels["alertname"], 80))
 	if s := labels["severity"]; s != "" {
-		fmt.Fprintf(&b, " · severity %s", quote(s, 40))
+		fmt.Fprintf(&b, " · severity %s", textfmt.CodeSpan(s, 40))
 	}
 	firing := 0
 	for _, r := range p.Alerts {
@@ -650,16 +651,16 @@ func alertCard(wh Webhook, p agentcore.AlertPayload, now, starts time.Time) stri
 	}
 	b.WriteString("\n")
 	if s := ann["summary"]; s != "" {
-		fmt.Fprintf(&b, "**Summary:** %s\n", quote(s, 300))
+		fmt.Fprintf(&b, "**Summary:** %s\n", textfmt.CodeSpan(s, 300))
 	} else if s := ann["description"]; s != "" {
-		fmt.Fprintf(&b, "**Description:** %s\n", quote(s, 300))
+		fmt.Fprintf(&b, "**Description:** %s\n", textfmt.CodeSpan(s, 300))
 	}
 	var ls []string
 	for _, k := range sortedKeys(labels) {
 		if k == "alertname" || k == "severity" {
 			continue
 		}
-		ls = append(ls, quote(k+"="+labels[k], 100))
+		ls = append(ls, textfmt.CodeSpan(k+"="+labels[k], 100))
 		if len(ls) == 12 {
 			ls = append(ls, "…")
 			break
@@ -696,16 +697,6 @@ func alertCard(wh Webhook, p agentcore.AlertPayload, now, starts time.Time) stri
 	}
 	b.WriteString("_Alert text is shown as sent by the alerting system; this thread is the incident's session._")
 	return b.String()
-}
-
-// quote puts untrusted text into a code span on one line.
-func quote(s string, limit int) string {
-	s = strings.ReplaceAll(s, "`", "'")
-	s = oneLine(s, limit)
-	if s == "" {
-		return "`-`"
-	}
-	return "`" + s + "`"
 }
 
 // safeURL returns u if it is an absolute http(s) URL, with the characters

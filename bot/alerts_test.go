@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
-	"github.com/thinbot/thinbot/gate"
-	"github.com/thinbot/thinbot/store"
 )
 
 const testAlertToken = "s3cret-token-0123456789"
@@ -329,31 +327,6 @@ func FuzzAlertCard(f *testing.F) {
 			t.Fatalf("alert text forged a marker: %q", q)
 		}
 	})
-}
-
-// newRigOn is newRig over an open store (a restart of the bot).
-func newRigOn(t *testing.T, db *store.DB, model agentcore.Model, ch Channel, cfg Config) *rig {
-	t.Helper()
-	ag, err := agentcore.New(agentcore.Config{Store: db, Model: model, Policy: gate.DefaultPolicy(),
-		Exec: agentcore.ExecConfig{Environ: []string{"PATH=" + os.Getenv("PATH")}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch.Agent = ag
-	ch.Workspace = t.TempDir()
-	ad := newFakeAdapter()
-	cfg.Adapter = ad
-	cfg.Channel = func(id string) (Channel, bool) { return ch, id == "C1" }
-	cfg.UpdateInterval = 10 * time.Millisecond
-	b, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { b.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return &rig{b: b, ad: ad, db: db, dir: ch.Workspace, ctx: ctx, stop: func() { cancel(); <-done }}
 }
 
 func TestTimelineCommand(t *testing.T) {

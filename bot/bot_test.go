@@ -135,6 +135,12 @@ func newRig(t *testing.T, model agentcore.Model, ch Channel, cfg Config) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	return newRigOn(t, db, model, ch, cfg)
+}
+
+// newRigOn is newRig over an open store (a restart of the bot).
+func newRigOn(t *testing.T, db *store.DB, model agentcore.Model, ch Channel, cfg Config) *rig {
+	t.Helper()
 	ag, err := agentcore.New(agentcore.Config{Store: db, Model: model, Policy: gate.DefaultPolicy(),
 		Exec: agentcore.ExecConfig{Environ: []string{"PATH=" + os.Getenv("PATH")}}})
 	if err != nil {

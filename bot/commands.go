@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/internal/textfmt"
 )
 
 // commandName reads an in-thread command: "/stop" or "!stop". Both
@@ -180,17 +181,10 @@ func (b *Bot) status(key string, ch Channel) string {
 	return s.String()
 }
 
+// oneLineMD puts s on one line of at most 120 bytes, backquotes as ', for
+// a code span the caller writes around it.
 func oneLineMD(s string) string {
-	return oneLine(strings.ReplaceAll(s, "`", "'"), 120)
-}
-
-// oneLine puts s on one line of at most limit bytes.
-func oneLine(s string, limit int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > limit {
-		s = strings.ToValidUTF8(s[:limit-3], "") + "..."
-	}
-	return s
+	return textfmt.OneLine(strings.ReplaceAll(s, "`", "'"), 120)
 }
 
 // skillsText is what /skills shows: loaded skills, and hidden ones with the
@@ -203,7 +197,7 @@ func skillsText(list []agentcore.SkillInfo) string {
 	for _, s := range list {
 		switch s.State {
 		case "loaded":
-			fmt.Fprintf(&b, "- **%s**: %s\n", s.Name, oneLine(s.Description, 80))
+			fmt.Fprintf(&b, "- **%s**: %s\n", s.Name, textfmt.OneLine(s.Description, 80))
 		case "hidden":
 			fmt.Fprintf(&b, "- hidden `%s` (%s): %s\n", s.Name, s.Dir, s.Why)
 		case "shadowed":
@@ -221,7 +215,7 @@ func auditText(rows []agentcore.AuditRow) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Last %d command(s) in this session, as the chain recorded them:\n", len(rows))
 	for _, r := range rows {
-		fmt.Fprintf(&b, "- #%d `%s` — %s", r.Seq, oneLine(strings.ReplaceAll(r.What, "`", "'"), 80), r.Verdict)
+		fmt.Fprintf(&b, "- #%d `%s` — %s", r.Seq, textfmt.OneLine(strings.ReplaceAll(r.What, "`", "'"), 80), r.Verdict)
 		if r.Approval != "" {
 			fmt.Fprintf(&b, ", %s", r.Approval)
 		}

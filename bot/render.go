@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/internal/textfmt"
 )
 
 const (
@@ -477,7 +478,7 @@ const maxIntent = 600
 // command (its stated intent), on one line and cut at maxIntent bytes.
 // Front ends that rebuild a thread from the chain use it too.
 func IntentLine(text string) string {
-	return "- 💬 " + oneLine(text, maxIntent)
+	return "- 💬 " + textfmt.OneLine(text, maxIntent)
 }
 
 // deciderName is the name in an approval's By ("user:U2 (bob)" is bob,
@@ -572,19 +573,14 @@ func outputText(command string, size, kept int64, limit int) string {
 }
 
 // headTailBytes keeps about limit bytes of s, its head and tail, with a
-// marker between them; cuts never split a UTF-8 sequence.
+// marker between them; cuts never split a UTF-8 sequence (textfmt.Ends). Not
+// textfmt.HeadTail: an attachment must fit the limit marker included (the
+// post says "cut at the limit"), where the model's copy adds its marker.
 func headTailBytes(s string, limit int) string {
 	marker := fmt.Sprintf("\n[... %d bytes cut ...]\n", len(s))
 	half := max((limit-len(marker))/2, 0)
-	h := half
-	for h > 0 && !utf8.RuneStart(s[h]) {
-		h--
-	}
-	t := len(s) - half
-	for t < len(s) && !utf8.RuneStart(s[t]) {
-		t++
-	}
-	return s[:h] + fmt.Sprintf("\n[... %d bytes cut ...]\n", t-h) + s[t:]
+	h, t := textfmt.Ends(s, half, half)
+	return h + fmt.Sprintf("\n[... %d bytes cut ...]\n", len(s)-len(h)-len(t)) + t
 }
 
 // humanBytes formats a size for people: 930 B, 12.5 KiB, 10.0 MiB.

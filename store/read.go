@@ -62,23 +62,33 @@ func decodeChunks(chunks iter.Seq2[[][]byte, error]) iter.Seq2[Event, error] {
 func (db *DB) allLines(fromSeq uint64) iter.Seq2[[][]byte, error] {
 	return func(yield func([][]byte, error) bool) {
 		next := max(fromSeq, 1)
-		for {
-			var lines [][]byte
-			err := db.view(func(tx *bolt.Tx) error {
-				c := tx.Bucket(bucketEvents).Cursor()
-				for k, v := c.Seek(seqKey(next)); k != nil && len(lines) < readChunk; k, v = c.Next() {
-					lines = append(lines, bytes.Clone(v))
-					next = binary.BigEndian.Uint64(k) + 1
-				}
-				return nil
-			})
-			if err != nil {
-				yield(nil, fmt.Errorf("store: read: %w", err))
-				return
+		db.readChunks(yield, func(tx *bolt.Tx) (lines [][]byte, err error) {
+			c := tx.Bucket(bucketEvents).Cursor()
+			for k, v := c.Seek(seqKey(next)); k != nil && len(lines) < readChunk; k, v = c.Next() {
+				lines = append(lines, bytes.Clone(v))
+				next = binary.BigEndian.Uint64(k) + 1
 			}
-			if len(lines) == 0 || !yield(lines, nil) {
-				return
-			}
+			return lines, nil
+		})
+	}
+}
+
+// readChunks yields the chunks of lines read returns, one read transaction
+// each (read keeps its own position), until a chunk is empty, the consumer
+// stops, or read fails: then the error is yielded and reading ends.
+func (db *DB) readChunks(yield func([][]byte, error) bool, read func(tx *bolt.Tx) ([][]byte, error)) {
+	for {
+		var lines [][]byte
+		err := db.view(func(tx *bolt.Tx) (err error) {
+			lines, err = read(tx)
+			return err
+		})
+		if err != nil {
+			yield(nil, fmt.Errorf("store: read: %w", err))
+			return
+		}
+		if len(lines) == 0 || !yield(lines, nil) {
+			return
 		}
 	}
 }
@@ -94,33 +104,23 @@ func (db *DB) sessionLines(session string, fromSeq uint64) iter.Seq2[[][]byte, e
 	return func(yield func([][]byte, error) bool) {
 		prefix := append([]byte(session), 0)
 		next := max(fromSeq, 1)
-		for {
-			var lines [][]byte
-			err := db.view(func(tx *bolt.Tx) error {
-				events := tx.Bucket(bucketEvents)
-				c := tx.Bucket(bucketIndex).Cursor()
-				for k, _ := c.Seek(indexKey(session, next)); k != nil && len(lines) < readChunk; k, _ = c.Next() {
-					if len(k) != len(prefix)+8 || !bytes.HasPrefix(k, prefix) {
-						break
-					}
-					seq := binary.BigEndian.Uint64(k[len(prefix):])
-					v := events.Get(seqKey(seq))
-					if v == nil {
-						return fmt.Errorf("session %q index points at missing event %d", session, seq)
-					}
-					lines = append(lines, bytes.Clone(v))
-					next = seq + 1
+		db.readChunks(yield, func(tx *bolt.Tx) (lines [][]byte, err error) {
+			events := tx.Bucket(bucketEvents)
+			c := tx.Bucket(bucketIndex).Cursor()
+			for k, _ := c.Seek(indexKey(session, next)); k != nil && len(lines) < readChunk; k, _ = c.Next() {
+				if len(k) != len(prefix)+8 || !bytes.HasPrefix(k, prefix) {
+					break
 				}
-				return nil
-			})
-			if err != nil {
-				yield(nil, fmt.Errorf("store: read: %w", err))
-				return
+				seq := binary.BigEndian.Uint64(k[len(prefix):])
+				v := events.Get(seqKey(seq))
+				if v == nil {
+					return nil, fmt.Errorf("session %q index points at missing event %d", session, seq)
+				}
+				lines = append(lines, bytes.Clone(v))
+				next = seq + 1
 			}
-			if len(lines) == 0 || !yield(lines, nil) {
-				return
-			}
-		}
+			return lines, nil
+		})
 	}
 }
 

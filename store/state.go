@@ -185,8 +185,25 @@ const scanChunk = 4096
 // in key order (copies; no transaction is held while yielding). On a store
 // without an index it yields nothing.
 func (db *DB) IndexScan(prefix []byte) iter.Seq2[[]byte, []byte] {
+	return db.scanState(prefix, func(c *bolt.Cursor, after []byte) ([]byte, []byte) {
+		k, v := c.Seek(prefix)
+		if after != nil {
+			if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		}
+		return k, v
+	}, (*bolt.Cursor).Next)
+}
+
+// scanState yields the state index's records with keys starting with prefix
+// in the order a cursor walks them: start puts the cursor on the first
+// record after last, the last key yielded (nil at first), and step moves it
+// on. It reads scanChunk records in a short read transaction of their own,
+// yields them with no transaction held, and reads on from the last one.
+func (db *DB) scanState(prefix []byte, start func(c *bolt.Cursor, last []byte) ([]byte, []byte), step func(*bolt.Cursor) ([]byte, []byte)) iter.Seq2[[]byte, []byte] {
 	return func(yield func([]byte, []byte) bool) {
-		var after []byte // the last key yielded
+		var last []byte
 		for {
 			var ks, vs [][]byte
 			_ = db.view(func(tx *bolt.Tx) error {
@@ -195,13 +212,7 @@ func (db *DB) IndexScan(prefix []byte) iter.Seq2[[]byte, []byte] {
 					return nil
 				}
 				c := b.Cursor()
-				k, v := c.Seek(prefix)
-				if after != nil {
-					if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
-						k, v = c.Next()
-					}
-				}
-				for ; k != nil && bytes.HasPrefix(k, prefix) && len(ks) < scanChunk; k, v = c.Next() {
+				for k, v := start(c, last); k != nil && bytes.HasPrefix(k, prefix) && len(ks) < scanChunk; k, v = step(c) {
 					ks, vs = append(ks, bytes.Clone(k)), append(vs, bytes.Clone(v))
 				}
 				return nil
@@ -214,7 +225,7 @@ func (db *DB) IndexScan(prefix []byte) iter.Seq2[[]byte, []byte] {
 			if len(ks) < scanChunk {
 				return
 			}
-			after = ks[len(ks)-1]
+			last = ks[len(ks)-1]
 		}
 	}
 }
@@ -251,41 +262,23 @@ func (db *DB) IndexGet(key []byte) []byte {
 // descending key order: newest first for keys that end in a big-endian
 // seq. Like IndexScan it holds no transaction while yielding.
 func (db *DB) IndexScanBack(prefix, before []byte) iter.Seq2[[]byte, []byte] {
-	return func(yield func([]byte, []byte) bool) {
-		end := before
-		if end == nil || !bytes.HasPrefix(end, prefix) {
-			// Just past the prefix's range.
-			end = append(bytes.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
-		}
-		for {
-			var ks, vs [][]byte
-			_ = db.view(func(tx *bolt.Tx) error {
-				b := tx.Bucket(bucketState)
-				if b == nil {
-					return nil
-				}
-				c := b.Cursor()
-				k, v := c.Seek(end)
-				if k == nil {
-					k, v = c.Last()
-				}
-				for k != nil && bytes.Compare(k, end) >= 0 {
-					k, v = c.Prev()
-				}
-				for ; k != nil && bytes.HasPrefix(k, prefix) && len(ks) < scanChunk; k, v = c.Prev() {
-					ks, vs = append(ks, bytes.Clone(k)), append(vs, bytes.Clone(v))
-				}
-				return nil
-			})
-			for i := range ks {
-				if !yield(ks[i], vs[i]) {
-					return
-				}
-			}
-			if len(ks) < scanChunk {
-				return
-			}
-			end = ks[len(ks)-1]
-		}
+	end := before
+	if end == nil || !bytes.HasPrefix(end, prefix) {
+		// Just past the prefix's range.
+		end = append(bytes.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
 	}
+	return db.scanState(prefix, func(c *bolt.Cursor, last []byte) ([]byte, []byte) {
+		e := end
+		if last != nil {
+			e = last
+		}
+		k, v := c.Seek(e)
+		if k == nil {
+			k, v = c.Last()
+		}
+		for k != nil && bytes.Compare(k, e) >= 0 {
+			k, v = c.Prev()
+		}
+		return k, v
+	}, (*bolt.Cursor).Prev)
 }

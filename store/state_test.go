@@ -66,6 +66,17 @@ func TestStateIndex(t *testing.T) {
 			t.Fatalf("IndexScanBack out of order at %d: %d after %d", i, seqs[i], seqs[i-1])
 		}
 	}
+	// A scan is a value: ranged again, it starts over.
+	back := db.IndexScanBack([]byte("k/"), nil)
+	for i := range 2 {
+		count := 0
+		for range back {
+			count++
+		}
+		if count != n {
+			t.Fatalf("IndexScanBack, range %d of the same value: %d keys, want %d", i+1, count, n)
+		}
+	}
 	if got := string(db.IndexGet([]byte("n/s0"))); got == "" {
 		t.Error("IndexGet n/s0 is empty")
 	}

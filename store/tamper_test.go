@@ -317,3 +317,28 @@ func TestVerifyFlagsTimeGoingBackwards(t *testing.T) {
 		t.Errorf("export report = %+v, %v", jrep, err)
 	}
 }
+
+// TestEventsIndexWithoutEvent: a session index entry whose event is gone
+// is an error, yielded as such, not a shorter session.
+func TestEventsIndexWithoutEvent(t *testing.T) {
+	fx := newTamperFixture(t)
+	dir := fx.copyTo(t)
+	withBolt(t, filepath.Join(dir, "events.db"), func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketEvents).Delete(seqKey(16))
+	})
+	db, err := Open(filepath.Join(dir, "events.db"), &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var seqs []uint64
+	for ev, e := range db.Events("b", 0) {
+		if err = e; e != nil {
+			break
+		}
+		seqs = append(seqs, ev.Seq)
+	}
+	if err == nil || !strings.Contains(err.Error(), `store: read: session "b" index points at missing event 16`) {
+		t.Errorf("Events(b) = %v, %v; want the missing event 16 as an error", seqs, err)
+	}
+}

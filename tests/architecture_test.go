@@ -115,7 +115,7 @@ func recvName(e ast.Expr) string {
 }
 
 var (
-	codeSpan  = regexp.MustCompile("`([^`\n]+)`")
+	codeSpan  = regexp.MustCompile("`([^`\n]+(?:\n[^`\n]+)?)`") // a span may wrap once
 	callForm  = regexp.MustCompile(`^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\(([^()]*)\)$`)
 	qualified = regexp.MustCompile(`^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$`)
 	exported  = regexp.MustCompile(`^[A-Z]\w*$`)
@@ -159,7 +159,7 @@ func TestArchitectureNamesExist(t *testing.T) {
 	checked := 0
 	named := map[string]bool{}
 	for _, m := range codeSpan.FindAllStringSubmatch(prose.String(), -1) {
-		span, params := m[1], []string(nil)
+		span, params := strings.Join(strings.Fields(m[1]), " "), []string(nil)
 		if c := callForm.FindStringSubmatch(span); c != nil {
 			span = c[1]
 			for _, p := range strings.Split(c[2], ",") {

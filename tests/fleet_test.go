@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/thinbot/thinbot/agentcore/fleet"
+	"github.com/thinbot/thinbot/agentcore/sandbox"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -285,7 +286,7 @@ func TestFleetForcedSandbox(t *testing.T) {
 		{"cat; grep x; echo stdin-empty", "stdin-empty\n", 0},
 		{"ls -A /etc/ssh | wc -l", "0\n", 0}, // --hide /etc/ssh
 	} {
-		r := f.Run(t.Context(), hosts, fleet.ReadOnly, tc.cmd, fleet.Limits{})[0]
+		r := f.Run(t.Context(), hosts, sandbox.ReadOnly, tc.cmd, fleet.Limits{})[0]
 		if r.Err != "" || r.ExitCode != tc.code || (string(r.Output) != tc.out && !(tc.code == 0 && strings.Contains(tc.cmd, "err >&2") && len(r.Output) == len(tc.out))) {
 			t.Errorf("%q: %+v output %q, want exit %d %q", tc.cmd, r, r.Output, tc.code, tc.out)
 		}
@@ -294,14 +295,14 @@ func TestFleetForcedSandbox(t *testing.T) {
 		t.Errorf("a read-only command wrote %s through the sandboxed key", probe)
 	}
 	rw := filepath.Join(os.TempDir(), filepath.Base(probe)+".rw")
-	if r := f.Run(t.Context(), hosts, fleet.Privileged, "touch "+rw+" && id -un && rm "+rw, fleet.Limits{})[0]; !r.OK() || string(r.Output) != sshd.UserRW+"\n" {
+	if r := f.Run(t.Context(), hosts, sandbox.Approved, "touch "+rw+" && id -un && rm "+rw, fleet.Limits{})[0]; !r.OK() || string(r.Output) != sshd.UserRW+"\n" {
 		t.Errorf("privileged: %+v %q", r, r.Output)
 	}
 	// /stop: the sandboxed sleep dies with the session.
 	marker := fmt.Sprintf("302.%d%d", os.Getpid(), time.Now().UnixNano()%100000)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan []fleet.Result, 1)
-	go func() { done <- f.Run(ctx, hosts, fleet.ReadOnly, "sleep "+marker, fleet.Limits{}) }()
+	go func() { done <- f.Run(ctx, hosts, sandbox.ReadOnly, "sleep "+marker, fleet.Limits{}) }()
 	running := func() int {
 		n := 0
 		for _, p := range sshd.FindCmdline("sleep " + marker) {

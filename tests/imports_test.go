@@ -13,13 +13,17 @@ var allowedImports = map[string][]string{
 	"gate":              {},
 	"store":             {},
 	"skills":            {},
-	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox", "agentcore/fleet"},
-	"agentcore/sandbox": {},
-	// Inventory, host patterns and the OpenSSH fan-out; a leaf like gate.
-	"agentcore/fleet":  {},
+	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox", "agentcore/fleet", "internal/textfmt"},
+	"agentcore/sandbox": {"internal/textfmt"},
+	// Inventory, host patterns and the OpenSSH fan-out; below agentcore
+	// like the sandbox, whose Mode (read-only or approved) it takes.
+	"agentcore/fleet":  {"agentcore/sandbox", "internal/textfmt"},
 	"agentcore/openai": {"agentcore"},
-	"bot":              {"agentcore"},
-	"bot/mattermost":   {"bot"},
+	"bot":              {"agentcore", "internal/textfmt"},
+	// Text shaping (head and tail, one line, code span, shell quote)
+	// shared by the layers above; a leaf below all of them.
+	"internal/textfmt": {},
+	"bot/mattermost":   {"bot", "internal/textfmt"},
 	"bot/slack":        {"bot"},
 	// The console's audit viewer reads the chain (sessions, timelines,
 	// verification, export); it never appends. It reads agentcore's

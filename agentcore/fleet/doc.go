@@ -4,10 +4,11 @@
 // runner with a concurrency limit and a per-host timeout, and a summary
 // that groups identical outputs (web-[01-17]).
 //
-// It is a leaf: it knows nothing of the gate or the chain. agentcore
-// decides (gate, approval, chain) and then calls Run with the mode the
-// verdict allows: ReadOnly logs in with the group's read-only identity,
-// Privileged with its privileged one. Privilege separation is on the
+// It knows nothing of the gate or the chain. agentcore decides (gate,
+// approval, chain) and then calls Run with the mode the verdict allows,
+// the sandbox's Mode (the one import of ours besides textfmt):
+// sandbox.ReadOnly logs in with the group's read-only identity,
+// sandbox.Approved with its privileged one. Privilege separation is on the
 // remote side; the local ssh client runs from the daemon, not in the
 // kernel sandbox, because it must read the bot's SSH keys, agent socket
 // and ControlMaster sockets.

@@ -18,20 +18,17 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/thinbot/thinbot/agentcore/sandbox"
 )
 
-// Mode is the privilege a command runs with on the remote side.
-type Mode int
-
-const (
-	// ReadOnly is for pass verdicts: the group's read-only identity.
-	ReadOnly Mode = iota
-	// Privileged is for approved commands: the group's privileged identity.
-	Privileged
-)
-
-func (m Mode) String() string {
-	if m == Privileged {
+// accessKey names the identity a mode picks by its key in the fleet
+// configuration: sandbox.ReadOnly (pass verdicts) the group's read_only
+// identity, sandbox.Approved (approved commands) its privileged one. The
+// mode is the sandbox's: the same choice a local command makes between
+// its helpers.
+func accessKey(m sandbox.Mode) string {
+	if m == sandbox.Approved {
 		return "privileged"
 	}
 	return "read_only"
@@ -161,11 +158,11 @@ func (f *Fleet) Timeout() time.Duration { return f.cfg.Timeout }
 
 // Identity returns the identity a host uses in mode m, and false when no
 // Access gives it one (then nothing runs on it: fail closed).
-func (f *Fleet) Identity(h Host, m Mode) (Identity, bool) {
+func (f *Fleet) Identity(h Host, m sandbox.Mode) (Identity, bool) {
 	for _, a := range f.cfg.Access {
 		if a.Group == "all" || slices.Contains(h.Groups, a.Group) || a.Group == "ungrouped" && len(h.Groups) == 0 {
 			id := a.ReadOnly
-			if m == Privileged {
+			if m == sandbox.Approved {
 				id = a.Privileged
 			}
 			if id.empty() {
@@ -182,7 +179,7 @@ func (f *Fleet) Identity(h Host, m Mode) (Identity, bool) {
 
 // Logins returns the distinct logins hosts use in mode m, in order; "" for
 // a login left to ssh_config. Hosts without an identity add nothing.
-func (f *Fleet) Logins(hosts []Host, m Mode) []string {
+func (f *Fleet) Logins(hosts []Host, m sandbox.Mode) []string {
 	var out []string
 	for _, h := range hosts {
 		if id, ok := f.Identity(h, m); ok && !slices.Contains(out, id.User) {
@@ -287,7 +284,7 @@ type Limits struct {
 // with its process group, which closes the session: the remote wrapper
 // then hangs the command up (SIGHUP to its process group); hosts not
 // started yet are marked NotStarted.
-func (f *Fleet) Run(ctx context.Context, hosts []Host, m Mode, command string, lim Limits) []Result {
+func (f *Fleet) Run(ctx context.Context, hosts []Host, m sandbox.Mode, command string, lim Limits) []Result {
 	if f.cfg.Timeout > 0 || lim.Timeout <= 0 {
 		lim.Timeout = f.cfg.Timeout
 	}
@@ -368,16 +365,16 @@ func RemoteCommand(command string) string {
 // runs over a connection the privileged key authenticated, nor an approved
 // one through the read-only key's forced command: %C alone covers the
 // login but not the key, and two identities may share a login.
-func controlName(h Host, m Mode, id Identity) string {
+func controlName(h Host, m sandbox.Mode, id Identity) string {
 	key := id.Key
 	if a, err := filepath.Abs(key); err == nil && key != "" {
 		key = a
 	}
-	sum := sha256.Sum256([]byte(strings.Join([]string{m.String(), h.Addr, strconv.Itoa(h.Port), id.User, key}, "\x00")))
+	sum := sha256.Sum256([]byte(strings.Join([]string{accessKey(m), h.Addr, strconv.Itoa(h.Port), id.User, key}, "\x00")))
 	// "r-" or "w-" (Close keeps or ends masters by it), 12 hex digits, "-"
 	// and %C (40): 55 bytes.
 	prefix := "r-"
-	if m == Privileged {
+	if m == sandbox.Approved {
 		prefix = "w-"
 	}
 	return prefix + hex.EncodeToString(sum[:6]) + "-%C"
@@ -385,7 +382,7 @@ func controlName(h Host, m Mode, id Identity) string {
 
 // Args returns the ssh command line for one host in mode m with identity id
 // (without the ssh binary).
-func (f *Fleet) Args(h Host, m Mode, id Identity, command string) []string {
+func (f *Fleet) Args(h Host, m sandbox.Mode, id Identity, command string) []string {
 	args := []string{
 		"-o", "BatchMode=yes",
 		"-o", "StrictHostKeyChecking=yes",
@@ -428,11 +425,11 @@ func (f *Fleet) Args(h Host, m Mode, id Identity, command string) []string {
 	return append(args, "--", h.Addr, RemoteCommand(command))
 }
 
-func (f *Fleet) runOne(ctx context.Context, h Host, m Mode, command string, lim Limits) Result {
+func (f *Fleet) runOne(ctx context.Context, h Host, m sandbox.Mode, command string, lim Limits) Result {
 	res := Result{Host: h.Name, ExitCode: -1}
 	id, ok := f.Identity(h, m)
 	if !ok {
-		res.Err = fmt.Sprintf("no %s identity for this host in the fleet configuration; nothing was run", m)
+		res.Err = fmt.Sprintf("no %s identity for this host in the fleet configuration; nothing was run", accessKey(m))
 		return res
 	}
 	res.User = id.User

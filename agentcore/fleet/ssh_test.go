@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore/fleet"
+	"github.com/thinbot/thinbot/agentcore/sandbox"
 	"github.com/thinbot/thinbot/tests/sshd"
 )
 
@@ -62,9 +63,9 @@ func hostsOf(t *testing.T, f *fleet.Fleet, pattern string) []fleet.Host {
 func TestSSHIdentities(t *testing.T) {
 	f, _ := newFleet(t, 3, 0, false, fleet.Config{})
 	for _, tc := range []struct {
-		mode fleet.Mode
+		mode sandbox.Mode
 		want string
-	}{{fleet.ReadOnly, sshd.UserRO}, {fleet.Privileged, sshd.UserRW}, {fleet.ReadOnly, sshd.UserRO}} {
+	}{{sandbox.ReadOnly, sshd.UserRO}, {sandbox.Approved, sshd.UserRW}, {sandbox.ReadOnly, sshd.UserRO}} {
 		rs := f.Run(context.Background(), hostsOf(t, f, "web"), tc.mode, "id -un", fleet.Limits{})
 		if len(rs) != 3 {
 			t.Fatalf("%d results", len(rs))
@@ -83,7 +84,7 @@ func TestSSHIdentities(t *testing.T) {
 
 func TestSSHExitCodesAndOutput(t *testing.T) {
 	f, _ := newFleet(t, 2, 0, false, fleet.Config{})
-	rs := f.Run(context.Background(), hostsOf(t, f, "web"), fleet.ReadOnly,
+	rs := f.Run(context.Background(), hostsOf(t, f, "web"), sandbox.ReadOnly,
 		`printf 'a\r\nb\n'; echo err >&2; echo out2; test "$(hostname)" = nothing || exit 7`, fleet.Limits{})
 	for _, r := range rs {
 		if r.ExitCode != 7 || r.Err != "" {
@@ -99,7 +100,7 @@ func TestSSHExitCodesAndOutput(t *testing.T) {
 		}
 	}
 	// A command that exits 255 ran: it is not an ssh failure.
-	rs = f.Run(context.Background(), hostsOf(t, f, "web-01"), fleet.ReadOnly, "echo bye >&2; exit 255", fleet.Limits{})
+	rs = f.Run(context.Background(), hostsOf(t, f, "web-01"), sandbox.ReadOnly, "echo bye >&2; exit 255", fleet.Limits{})
 	if r := rs[0]; r.ExitCode != 255 || r.Err != "" || string(r.Output) != "bye\n" {
 		t.Errorf("exit 255: %+v %q", r, r.Output)
 	}
@@ -110,7 +111,7 @@ func TestSSHExitCodesAndOutput(t *testing.T) {
 func TestSSHUnreachable(t *testing.T) {
 	f, _ := newFleet(t, 2, 1, true, fleet.Config{ConnectTimeout: 5 * time.Second})
 	hosts := append(hostsOf(t, f, "web"), hostsOf(t, f, "strangers")...)
-	rs := f.Run(context.Background(), hosts, fleet.ReadOnly, "echo hello", fleet.Limits{})
+	rs := f.Run(context.Background(), hosts, sandbox.ReadOnly, "echo hello", fleet.Limits{})
 	byHost := map[string]fleet.Result{}
 	for _, r := range rs {
 		byHost[r.Host] = r
@@ -153,7 +154,7 @@ func TestSSHNoIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rs := f.Run(context.Background(), hostsOf(t, f, "web"), fleet.ReadOnly, "id -un", fleet.Limits{})
+	rs := f.Run(context.Background(), hostsOf(t, f, "web"), sandbox.ReadOnly, "id -un", fleet.Limits{})
 	if !strings.Contains(rs[0].Err, "no read_only identity") {
 		t.Errorf("%+v", rs[0])
 	}
@@ -171,11 +172,11 @@ func TestSSHStop(t *testing.T) {
 			f, rig := newFleet(t, 3, 0, false, fleet.Config{Concurrency: 2, ControlPersist: tc.persist})
 			hosts := hostsOf(t, f, "web")
 			// Warm the masters up, so the stop hits multiplexed sessions.
-			f.Run(context.Background(), hosts, fleet.ReadOnly, "true", fleet.Limits{})
+			f.Run(context.Background(), hosts, sandbox.ReadOnly, "true", fleet.Limits{})
 			marker := fmt.Sprintf("300.%d%d", os.Getpid(), time.Now().UnixNano()%100000)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan []fleet.Result)
-			go func() { done <- f.Run(ctx, hosts, fleet.Privileged, "sleep "+marker, fleet.Limits{}) }()
+			go func() { done <- f.Run(ctx, hosts, sandbox.Approved, "sleep "+marker, fleet.Limits{}) }()
 			// Wait until the first two hosts run it (concurrency 2).
 			uid := sshd.UID(t, sshd.UserRW)
 			waitFor(t, 15*time.Second, func() bool { return len(remote(marker, uid)) == 2 })
@@ -288,7 +289,7 @@ func TestSSHIdentitiesNeverShareAConnection(t *testing.T) {
 		{"same login", "", fleet.Identity{User: sshd.UserRW, Key: roKey}, fleet.Identity{User: sshd.UserRW, Key: rig.KeyRW}},
 		{"ansible_user", " ansible_user=" + sshd.UserRW, fleet.Identity{Key: roKey}, fleet.Identity{Key: rig.KeyRW}},
 	} {
-		for _, order := range [][]fleet.Mode{{fleet.ReadOnly, fleet.Privileged}, {fleet.Privileged, fleet.ReadOnly}} {
+		for _, order := range [][]sandbox.Mode{{sandbox.ReadOnly, sandbox.Approved}, {sandbox.Approved, sandbox.ReadOnly}} {
 			t.Run(fmt.Sprintf("%s/%s-first", tc.name, order[0]), func(t *testing.T) {
 				inv, err := fleet.ParseINI(strings.NewReader(fmt.Sprintf("[web]\n%s ansible_host=127.0.0.1 ansible_port=%d%s\n", s.Name, s.Port, tc.hostVar)))
 				if err != nil {
@@ -308,7 +309,7 @@ func TestSSHIdentitiesNeverShareAConnection(t *testing.T) {
 				for _, m := range order {
 					r := f.Run(context.Background(), hosts, m, "id -un", fleet.Limits{})[0]
 					want := "RO-FORCED"
-					if m == fleet.Privileged {
+					if m == sandbox.Approved {
 						want = sshd.UserRW
 					}
 					if got := strings.TrimSpace(string(r.Output)); !r.OK() || got != want {
@@ -338,7 +339,7 @@ func TestSSHRemoteCommandEnvironment(t *testing.T) {
 		{"test -t 0 || test -t 1 || test -t 2 || echo no-terminal", "no-terminal\n", 0},
 		{`echo "pager=$PAGER systemd=[$SYSTEMD_PAGER] git=$GIT_PAGER"`, "pager=cat systemd=[] git=cat\n", 0},
 	} {
-		for _, m := range []fleet.Mode{fleet.ReadOnly, fleet.Privileged} {
+		for _, m := range []sandbox.Mode{sandbox.ReadOnly, sandbox.Approved} {
 			r := f.Run(context.Background(), hosts, m, tc.cmd, lim)[0]
 			if r.TimedOut || r.Err != "" || r.ExitCode != tc.code || string(r.Output) != tc.out {
 				t.Errorf("%s %q: %+v output %q, want exit %d %q", m, tc.cmd, r, r.Output, tc.code, tc.out)
@@ -354,13 +355,13 @@ func TestSSHLimits(t *testing.T) {
 	f, _ := newFleet(t, 1, 0, false, fleet.Config{Timeout: -1})
 	hosts := hostsOf(t, f, "web")
 	marker := fmt.Sprintf("301.%d%d", os.Getpid(), time.Now().UnixNano()%100000)
-	r := f.Run(context.Background(), hosts, fleet.ReadOnly, "sleep "+marker, fleet.Limits{Timeout: 2 * time.Second})[0]
+	r := f.Run(context.Background(), hosts, sandbox.ReadOnly, "sleep "+marker, fleet.Limits{Timeout: 2 * time.Second})[0]
 	if !r.TimedOut || r.Err != "" {
 		t.Errorf("timeout: %+v", r)
 	}
 	uid := sshd.UID(t, sshd.UserRO)
 	waitFor(t, 15*time.Second, func() bool { return len(remote(marker, uid)) == 0 })
-	r = f.Run(context.Background(), hosts, fleet.ReadOnly, "seq 1 100000", fleet.Limits{CaptureLimit: 1000})[0]
+	r = f.Run(context.Background(), hosts, sandbox.ReadOnly, "seq 1 100000", fleet.Limits{CaptureLimit: 1000})[0]
 	if !r.OK() || r.Size != 588895 || len(r.Output) > 1100 || !strings.Contains(string(r.Output), "bytes omitted") || !strings.HasSuffix(string(r.Output), "100000\n") {
 		t.Errorf("capture: %+v, %d bytes kept", r, len(r.Output))
 	}
@@ -404,7 +405,7 @@ func TestSSHHostKeyChanged(t *testing.T) {
 	expected, seen := fp(other+".pub"), fp(s.HostKey+".pub")
 	file := filepath.Join(os.TempDir(), fmt.Sprintf("tb-hostkey-%d", time.Now().UnixNano()))
 	t.Cleanup(func() { os.Remove(file) })
-	rs := f.Run(context.Background(), hostsOf(t, f, "web"), fleet.Privileged, "touch "+file+".$(hostname -s).$$ && echo wrote", fleet.Limits{})
+	rs := f.Run(context.Background(), hostsOf(t, f, "web"), sandbox.Approved, "touch "+file+".$(hostname -s).$$ && echo wrote", fleet.Limits{})
 	if !rs[0].OK() {
 		t.Errorf("web-01: %+v", rs[0])
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/thinbot/thinbot/internal/textfmt"
 )
 
 // Summary writes results for the model and the chat: a count line, then
@@ -97,7 +99,7 @@ func Summary(results []Result, limit int) string {
 	}
 	for _, why := range reasons {
 		hs := unreachable[why]
-		fmt.Fprintf(&b, "== unreachable, nothing ran: %s (%d host%s): %s\n", Ranges(hs), len(hs), plural(len(hs)), headTail(why, 600))
+		fmt.Fprintf(&b, "== unreachable, nothing ran: %s (%d host%s): %s\n", Ranges(hs), len(hs), plural(len(hs)), textfmt.HeadTail(why, 600))
 	}
 	const maxGroups = 20
 	shown := min(len(groups), maxGroups)
@@ -127,10 +129,10 @@ func Summary(results []Result, limit int) string {
 			b.WriteString("(no output)\n")
 			continue
 		}
-		b.WriteString(headTail(out, share))
+		b.WriteString(textfmt.HeadTail(out, share))
 		b.WriteString("\n")
 	}
-	return headTail(b.String(), limit+1024)
+	return textfmt.HeadTail(b.String(), limit+1024)
 }
 
 func plural(n int) string {
@@ -138,21 +140,4 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
-}
-
-// headTail shortens s to about limit bytes, keeping head and tail, without
-// splitting a UTF-8 sequence.
-func headTail(s string, limit int) string {
-	if len(s) <= limit {
-		return s
-	}
-	h := limit / 2
-	for h > 0 && s[h]&0xC0 == 0x80 {
-		h--
-	}
-	t := len(s) - limit/2
-	for t < len(s) && s[t]&0xC0 == 0x80 {
-		t++
-	}
-	return fmt.Sprintf("%s\n[... %d bytes omitted ...]\n%s", s[:h], t-h, s[t:])
 }

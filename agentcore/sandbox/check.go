@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/thinbot/thinbot/internal/textfmt"
 )
 
 // Check is one finding of Report.
@@ -275,7 +277,7 @@ func probeHidden(try func(string, Mode, string, func(string, int) bool), h strin
 	if err != nil {
 		return
 	}
-	q := shellQuote(h)
+	q := textfmt.ShellQuote(h)
 	var want func(out string, code int) bool
 	var script string
 	if st.IsDir() {
@@ -351,8 +353,6 @@ func firstLines(s string, n int) string {
 	}
 	return strings.Join(ls, " | ")
 }
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // Summary says in one line what s enforces, for the daemon's start-up log:
 // who read-only commands run as, the Landlock ABI, their network, how the

@@ -14,7 +14,11 @@ import (
 	"time"
 )
 
-// Mode says which helper runs a command.
+// Mode is the tier a command runs with, from the gate's verdict: ReadOnly
+// for a pass, Approved for a confirm a human approved. Here it says which
+// helper runs a command; agentcore/fleet takes the same Mode to pick a
+// remote host's identity (read_only or privileged). Its String is what the
+// helpers report (Info.Mode).
 type Mode int
 
 const (

@@ -3,6 +3,8 @@ package mattermost
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/thinbot/thinbot/internal/textfmt"
 )
 
 // maxPostRunes is Mattermost's limit on a post's message (PostMessageMaxRunesV2).
@@ -39,18 +41,6 @@ func isNameByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_'
 }
 
-// asciiLower lowers A-Z only, so the result has s's length and byte offsets
-// (user names are ASCII).
-func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
-
 // stripMention removes every "@name" mention of the bot from text (with a
 // following ':' or ','), trims surrounding space, and reports whether a
 // mention was found. A mention must not be part of a longer name or an
@@ -63,8 +53,8 @@ func stripMention(text, name string) (string, bool) {
 	// Byte for byte: strings.ToLower turns invalid UTF-8 into U+FFFD (three
 	// bytes), so its indices would not be text's (a message of stray bytes
 	// before the mention made this panic; FuzzStripMention found it).
-	lower := asciiLower(text)
-	needle := asciiLower(at)
+	lower := textfmt.LowerASCII(text)
+	needle := textfmt.LowerASCII(at)
 	var b strings.Builder
 	found := false
 	last := 0

@@ -357,11 +357,7 @@ func (s *Server) newThread(w http.ResponseWriter, r *http.Request, id identity) 
 	_, _ = rand.Read(rb[:])
 	tid := s.cfg.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(rb[:])
 	s.mu.Lock()
-	title := text
-	if len(title) > 80 {
-		title = strings.ToValidUTF8(title[:80], "") + "…"
-	}
-	s.addThread(tid, title, id.Name, s.cfg.Now())
+	s.addThread(tid, shorten(text, titleLen), id.Name, s.cfg.Now())
 	s.mu.Unlock()
 	if !s.deliver(w, r, tid, text, id) {
 		return

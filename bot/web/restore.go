@@ -201,10 +201,7 @@ func (rp *replay) event(ev store.Event) {
 		}
 		name := userName(ev.Actor)
 		if rp.th.Title == "(earlier thread)" {
-			rp.th.Title, rp.th.By = p.Text, name
-			if len(rp.th.Title) > 80 {
-				rp.th.Title = strings.ToValidUTF8(rp.th.Title[:80], "") + "…"
-			}
+			rp.th.Title, rp.th.By = shorten(p.Text, titleLen), name
 		}
 		rp.post(&wpost{Author: name, Text: p.Text, Time: ev.Time})
 	case "assistant_message":

@@ -372,12 +372,20 @@ var funcs = template.FuncMap{
 		}
 		return template.HTML(b.String())
 	},
-	"short": func(s string, n int) string {
-		if len(s) <= n {
-			return s
-		}
-		return strings.ToValidUTF8(s[:n], "") + "…"
-	},
+	"short": shorten,
+}
+
+// titleLen is how much of its first message a thread's title keeps, live
+// and when the thread is rebuilt from the chain alike.
+const titleLen = 80
+
+// shorten cuts s to n bytes (dropping a split UTF-8 sequence) and marks the
+// cut with "…".
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 func (s *Server) home(w http.ResponseWriter, r *http.Request, id identity) {

@@ -47,10 +47,7 @@ func (s *Server) openThread(p bot.Post) string {
 	_, _ = rand.Read(rb[:])
 	tid := s.cfg.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(rb[:])
 	title, _, _ := strings.Cut(p.Text, "\n")
-	if len(title) > 80 {
-		title = strings.ToValidUTF8(title[:80], "") + "…"
-	}
-	th := s.addThread(tid, title, "thinbot", s.cfg.Now())
+	th := s.addThread(tid, shorten(title, titleLen), "thinbot", s.cfg.Now())
 	s.add(th, &wpost{ID: tid, Author: "thinbot", Bot: true, Text: p.Text, Buttons: buttons(p.Buttons), Time: s.cfg.Now(), value: p.Value})
 	return tid
 }

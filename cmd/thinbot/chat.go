@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/internal/textfmt"
 	"github.com/thinbot/thinbot/skills"
 )
 
@@ -146,7 +147,7 @@ func skillsSummary(set skills.Set) string {
 		b.WriteString("No skills loaded.\n")
 	}
 	for _, s := range set.Skills {
-		fmt.Fprintf(&b, "- %s: %s\n", s.Name, oneLineText(s.Description, 100))
+		fmt.Fprintf(&b, "- %s: %s\n", s.Name, textfmt.OneLine(s.Description, 100))
 	}
 	for _, f := range set.Filtered {
 		fmt.Fprintf(&b, "- hidden %s (%s): %s\n", f.Name, f.Dir, f.Reason)
@@ -155,12 +156,4 @@ func skillsSummary(set skills.Set) string {
 		fmt.Fprintf(&b, "- shadowed %s in %s by %s\n", s.Name, s.Dir, s.By)
 	}
 	return b.String()
-}
-
-func oneLineText(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		s = strings.ToValidUTF8(s[:n-3], "") + "..."
-	}
-	return s
 }

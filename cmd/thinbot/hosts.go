@@ -20,6 +20,7 @@ import (
 
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/agentcore/fleet"
+	"github.com/thinbot/thinbot/agentcore/sandbox"
 )
 
 // fleetConfig is the fleet: section of the daemon config, and the whole of
@@ -486,10 +487,10 @@ func cmdHosts(ctx context.Context, e *env, args []string) error {
 	rows := make([]row, 0, len(hosts))
 	for _, h := range hosts {
 		r := row{Host: h}
-		if id, ok := fl.Identity(h, fleet.ReadOnly); ok {
+		if id, ok := fl.Identity(h, sandbox.ReadOnly); ok {
 			r.ReadOnly = &id
 		}
-		if id, ok := fl.Identity(h, fleet.Privileged); ok {
+		if id, ok := fl.Identity(h, sandbox.Approved); ok {
 			r.Privileged = &id
 		}
 		rows = append(rows, r)

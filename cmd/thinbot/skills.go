@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/thinbot/thinbot/internal/textfmt"
 	"github.com/thinbot/thinbot/skills"
 )
 
@@ -221,17 +222,16 @@ func cmdSkillsCheck(e *env, args []string) error {
 	return nil
 }
 
-// oneLine collapses whitespace and cuts s to at most n bytes.
+// oneLine collapses whitespace and cuts s to at most n bytes, then "…".
+// Not textfmt.OneLine ("..." within the limit, as chat shows it): this
+// listing has always ended so, and n bytes of description stay whole.
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) <= n {
 		return s
 	}
-	cut := n
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
+	h, _ := textfmt.Ends(s, n, 0)
+	return h + "…"
 }
 
 // cmdSkillsInstall writes the skill packs embedded in the binary into DIR,

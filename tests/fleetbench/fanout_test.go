@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore/fleet"
+	"github.com/thinbot/thinbot/agentcore/sandbox"
 	"github.com/thinbot/thinbot/tests/sshd"
 )
 
@@ -52,10 +53,10 @@ func BenchmarkFanout(b *testing.B) {
 	}
 	runFleet := func(b *testing.B, f *fleet.Fleet, hs []fleet.Host) {
 		// One warm-up outside the clock: masters up, caches hot.
-		check(b, f.Run(context.Background(), hs, fleet.ReadOnly, "uptime", fleet.Limits{}))
+		check(b, f.Run(context.Background(), hs, sandbox.ReadOnly, "uptime", fleet.Limits{}))
 		b.ResetTimer()
 		for b.Loop() {
-			check(b, f.Run(context.Background(), hs, fleet.ReadOnly, "uptime", fleet.Limits{}))
+			check(b, f.Run(context.Background(), hs, sandbox.ReadOnly, "uptime", fleet.Limits{}))
 		}
 		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
 		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N)/float64(len(hs)), "ms/host")

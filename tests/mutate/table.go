@@ -36,7 +36,7 @@ func (m mutation) args(timeout time.Duration) []string {
 var table = []mutation{
 	// agentcore: what runs, where, and what is recorded.
 	{ID: "A1", File: "agentcore/decide.go", What: "a command the gate passes runs in the approved (writable) sandbox",
-		Old: "mode := sandbox.ReadOnly", New: "mode := sandbox.Approved",
+		Old: "\t\treturn sandbox.ReadOnly\n", New: "\t\treturn sandbox.Approved\n",
 		Pkgs: []string{"./agentcore"}, Run: "TestPassRunsReadOnlyApprovedRunsWritable"},
 	{ID: "A2", File: "agentcore/decide.go", What: "command output reaches the model and the chain unredacted",
 		Old: "content := r.redact(formatExec(ex, r.cfg.Exec.ViewLimit))", New: "content := formatExec(ex, r.cfg.Exec.ViewLimit)",
