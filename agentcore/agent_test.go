@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore/sandbox"
+	"github.com/thinbot/thinbot/agentcore/textfmt"
 	"github.com/thinbot/thinbot/gate"
-	"github.com/thinbot/thinbot/internal/textfmt"
 	"github.com/thinbot/thinbot/store"
 )
 

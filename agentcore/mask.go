@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/thinbot/thinbot/internal/textfmt"
+	"github.com/thinbot/thinbot/agentcore/textfmt"
 )
 
 // gitleaksRules is gitleaks' default rule set (gitleaks/rules.json, made

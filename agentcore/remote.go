@@ -12,8 +12,8 @@ import (
 
 	"github.com/thinbot/thinbot/agentcore/fleet"
 	"github.com/thinbot/thinbot/agentcore/sandbox"
+	"github.com/thinbot/thinbot/agentcore/textfmt"
 	"github.com/thinbot/thinbot/gate"
-	"github.com/thinbot/thinbot/internal/textfmt"
 )
 
 // BindingSHA is the hash an approval is bound to: of the command alone for

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/thinbot/thinbot/internal/textfmt"
+	"github.com/thinbot/thinbot/agentcore/textfmt"
 	"github.com/thinbot/thinbot/store"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
-	"github.com/thinbot/thinbot/internal/textfmt"
+	"github.com/thinbot/thinbot/agentcore/textfmt"
 )
 
 // commandName reads an in-thread command: "/stop" or "!stop". Both

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/thinbot/thinbot/agentcore"
-	"github.com/thinbot/thinbot/internal/textfmt"
+	"github.com/thinbot/thinbot/agentcore/textfmt"
 )
 
 const (

@@ -13,18 +13,18 @@ var allowedImports = map[string][]string{
 	"gate":              {},
 	"store":             {},
 	"skills":            {},
-	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox", "agentcore/fleet", "internal/textfmt"},
-	"agentcore/sandbox": {"internal/textfmt"},
+	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox", "agentcore/fleet", "agentcore/textfmt"},
+	"agentcore/sandbox": {"agentcore/textfmt"},
 	// Inventory, host patterns and the OpenSSH fan-out; below agentcore
 	// like the sandbox, whose Mode (read-only or approved) it takes.
-	"agentcore/fleet":  {"agentcore/sandbox", "internal/textfmt"},
+	"agentcore/fleet":  {"agentcore/sandbox", "agentcore/textfmt"},
 	"agentcore/openai": {"agentcore"},
-	"bot":              {"agentcore", "internal/textfmt"},
+	"bot":              {"agentcore", "agentcore/textfmt"},
 	// Text shaping (head and tail, one line, code span, shell quote)
 	// shared by the layers above; a leaf below all of them.
-	"internal/textfmt": {},
-	"bot/mattermost":   {"bot", "internal/textfmt"},
-	"bot/slack":        {"bot"},
+	"agentcore/textfmt": {},
+	"bot/mattermost":    {"bot", "agentcore/textfmt"},
+	"bot/slack":         {"bot"},
 	// The console's audit viewer reads the chain (sessions, timelines,
 	// verification, export); it never appends. It reads agentcore's
 	// state index (approvals, topics) and rebuilds console threads from

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/thinbot/thinbot/internal/textfmt"
+	"github.com/thinbot/thinbot/agentcore/textfmt"
 )
 
 // Summary writes results for the model and the chat: a count line, then

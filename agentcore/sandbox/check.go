@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/thinbot/thinbot/internal/textfmt"
+	"github.com/thinbot/thinbot/agentcore/textfmt"
 )
 
 // Check is one finding of Report.

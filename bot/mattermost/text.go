@@ -4,7 +4,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/thinbot/thinbot/internal/textfmt"
+	"github.com/thinbot/thinbot/agentcore/textfmt"
 )
 
 // maxPostRunes is Mattermost's limit on a post's message (PostMessageMaxRunesV2).

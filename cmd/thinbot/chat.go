@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/thinbot/thinbot/agentcore"
-	"github.com/thinbot/thinbot/internal/textfmt"
+	"github.com/thinbot/thinbot/agentcore/textfmt"
 	"github.com/thinbot/thinbot/skills"
 )
 

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/thinbot/thinbot/internal/textfmt"
+	"github.com/thinbot/thinbot/agentcore/textfmt"
 	"github.com/thinbot/thinbot/skills"
 )
 
