@@ -83,6 +83,24 @@ func (db *DB) allLines(fromSeq uint64) iter.Seq2[[][]byte, error] {
 	}
 }
 
+// Event returns the event at seq; ok is false when the chain has none
+// there.
+func (db *DB) Event(seq uint64) (ev Event, ok bool, err error) {
+	err = db.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketEvents).Get(seqKey(seq))
+		if v == nil {
+			return nil
+		}
+		ev, err = decodeLine(v)
+		ok = err == nil
+		return err
+	})
+	if err != nil {
+		return Event{}, false, fmt.Errorf("store: read event %d: %w", seq, err)
+	}
+	return ev, ok, nil
+}
+
 // Events returns session's events with Seq >= fromSeq, in order, read through
 // the per-session index (no scan of other sessions). Errors are yielded as
 // for All; an index entry without its event is an error.
