@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -147,6 +148,10 @@ func (s *Server) verifyLoop(ctx context.Context) {
 		s.verifyMu.Lock()
 		v := &s.verified
 		v.running = false
+		if errors.Is(err, store.ErrClosed) {
+			s.verifyMu.Unlock()
+			return // the store closed before the watcher cancelled ctx
+		}
 		if err != nil {
 			v.err = err
 			s.verifyMu.Unlock()
