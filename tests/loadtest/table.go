@@ -127,7 +127,11 @@ func measure(ctx context.Context, bin, dir string, row *Row, verify bool) error 
 	if err != nil || len(infos) == 0 {
 		return fmt.Errorf("no sessions in the store (%v)", err)
 	}
+	// The newest conversation (not the daemon's system:verify checkpoints).
 	sid := infos[len(infos)-1].ID
+	for i := len(infos) - 1; i >= 0 && strings.HasPrefix(sid, "system:"); i-- {
+		sid = infos[i].ID
+	}
 	addr, err := freeAddr()
 	if err != nil {
 		return err
