@@ -928,14 +928,16 @@ func (s *Server) auditVerify(w http.ResponseWriter, r *http.Request, _ identity)
 		data["Report"] = v.full
 		data["FullAt"], data["FullTook"] = v.fullAt, v.fullTook.Round(time.Millisecond).String()
 	}
+	data["CanVerify"] = !v.running
+	if v.fulls > 0 {
+		data["NextFull"] = v.fullAt.Add(fullVerifyEvery)
+	}
 	if cp := v.recorded; cp != nil {
 		data["Recorded"] = *cp
+		data["NextFull"] = cp.At.Add(fullVerifyEvery)
 		if v.fulls == 0 {
 			// Resumed: the last full verification is the recorded one.
 			data["FullAt"], data["FullTook"] = cp.At, cp.Took.String()
-		}
-		if !v.running {
-			data["NextFull"] = cp.At.Add(fullVerifyEvery)
 		}
 	}
 	if v.bad != nil {
