@@ -219,6 +219,9 @@ func (s *Server) resume(ctx context.Context) (due time.Time, ok bool) {
 	if !found {
 		return time.Time{}, false
 	}
+	// Older than a day: the full check is due now (resuming would only
+	// verify part of the chain first). A checkpoint from the future (a
+	// clock stepped back, or a forged time) is not trusted.
 	age := s.cfg.Now().Sub(cp.At)
 	if age < 0 || age >= fullVerifyEvery {
 		return time.Time{}, false

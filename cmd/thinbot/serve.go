@@ -124,7 +124,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		},
 		Users: c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread,
 		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: d.approval,
-		Sessions: sessions, Seen: seen, Metrics: bot.NewMetrics(reg), Logger: logger,
+		Sessions: sessions, Seen: seen, Known: agentcore.KnownSession(db), Metrics: bot.NewMetrics(reg), Logger: logger,
 	})
 	if err != nil {
 		return err
@@ -134,7 +134,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	defer stopWeb()
 	var webBot *bot.Bot
 	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, agents, unfinished, bot.Config{MaxConcurrent: c.MaxConcurrent,
-		ApprovalTimeout: d.approval, Sessions: sessions, Seen: seen}, db, c.StateDir, logger, &webBot)
+		ApprovalTimeout: d.approval, Sessions: sessions, Seen: seen, Known: agentcore.KnownSession(db)}, db, c.StateDir, logger, &webBot)
 	if err != nil {
 		return err
 	}
@@ -179,14 +179,15 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 }
 
 // recoverChain closes what a previous process left open in the chain
-// (agentcore.Recover) and lists the sessions and handled message ids a bot
-// starts with.
+// (agentcore.Recover) and lists the handled message ids a bot starts with.
+// The sessions it knows are looked up as threads speak
+// (agentcore.KnownSession), not listed: sessions is nil.
 func recoverChain(db *store.DB) (u agentcore.Unfinished, sessions, seen []string, err error) {
 	if u, err = agentcore.Recover(db); err != nil {
 		return u, nil, nil, err
 	}
-	sessions, seen, err = agentcore.Sessions(db)
-	return u, sessions, seen, err
+	seen, err = agentcore.SeenMessages(db)
+	return u, nil, seen, err
 }
 
 // daemonBase is what every Agent of the daemon shares, and what the
