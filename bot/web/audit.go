@@ -183,15 +183,14 @@ func (s *Server) verifyLoop(ctx context.Context) {
 
 // record writes a good full verification into the chain as the checkpoint
 // the next start verifies from, when the chain is long enough for that to
-// matter (Config.CheckpointMin) and has events since the last one. A
-// failure is logged: the next start then verifies in full.
+// matter (Config.CheckpointMin). Every good full check is recorded, also on
+// an idle chain: a checkpoint older than a day is not resumed from, so
+// skipping it would make every later start verify in full. A failure is
+// logged: the next start then verifies in full.
 func (s *Server) record(rep store.Report, took time.Duration, export string) *agentcore.ChainCheckpoint {
 	db := s.cfg.Chain
 	if rep.LastSeq < uint64(s.cfg.CheckpointMin) {
 		return nil
-	}
-	if last, ok, err := agentcore.LastChainCheckpoint(db); err == nil && ok && last.EventSeq >= rep.LastSeq {
-		return &last // nothing new since the last checkpoint: no daily event on an idle chain
 	}
 	cp, err := agentcore.RecordChainVerified(db, rep, took, export)
 	if err != nil {
