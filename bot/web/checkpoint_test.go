@@ -153,6 +153,15 @@ func TestRestartVerifiesFromTheCheckpoint(t *testing.T) {
 	if !bytes.Contains(page, []byte(`id="recorded"`)) || !bytes.Contains(page, []byte("Verify the whole chain now")) {
 		t.Errorf("Chain page after a resumed start:\n%s", page)
 	}
+	// A cross-origin form cannot start one (the secure wrapper refuses it).
+	req := httptest.NewRequest("POST", "/audit/verify", nil)
+	req.Host, req.RemoteAddr = "127.0.0.1:8080", "127.0.0.1:5555"
+	req.Header.Set("Origin", "http://evil.example")
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, req)
+	if w.Code != 403 || len(s.verifyNow) != 0 {
+		t.Fatalf("cross-origin POST /audit/verify: %d, %d requests queued; want 403 and none", w.Code, len(s.verifyNow))
+	}
 	// An auditor asks for the full verification.
 	get(t, s, "POST", "/audit/verify")
 	waitStatus(t, s, "broken at seq 5")
