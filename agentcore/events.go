@@ -17,8 +17,9 @@ const (
 	EvCompacted        = "compacted"    // a summary replacing everything before it in the projection
 	EvMemory           = "memory"       // a note the model appended to the workspace memory
 	EvSkillFiltered    = "skill_filtered"
-	EvSkillOpened      = "skill_opened" // the skill tool opened a skill: its folder and the SHA-256 of its files
-	EvNote             = "note"         // something a front end records (NotePayload: approval posted, message queued, click refused)
+	EvSkillOpened      = "skill_opened"   // the skill tool opened a skill: its folder and the SHA-256 of its files
+	EvNote             = "note"           // something a front end records (NotePayload: approval posted, message queued, click refused)
+	EvChainVerified    = "chain_verified" // a good full verification of the chain, the checkpoint a restart verifies from (checkpoint.go)
 )
 
 // Run statuses recorded in EvRunFinished.

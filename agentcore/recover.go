@@ -123,6 +123,37 @@ func Recover(db *store.DB) (Unfinished, error) {
 // them would cost start-up time for nothing.
 const maxSeenIDs = 10000
 
+// KnownSession returns a function that reports whether db has a session of
+// that id with a user message, from the state index (one read): what
+// bot.Config.Known wants, instead of the list Sessions builds. Call it
+// after Recover or Sessions (which bring the index up to date); every
+// commit keeps the index after that.
+func KnownSession(db *store.DB) func(id string) bool {
+	return func(id string) bool { return db.IndexGet(ixKey("s/", id)) != nil }
+}
+
+// SeenMessages returns the newest maxSeenIDs (10,000) chat message ids
+// already handled, in chain order, from the state index: Sessions without
+// the list of sessions (see KnownSession).
+func SeenMessages(db *store.DB) ([]string, error) {
+	if err := useIndex(db); err != nil {
+		return nil, err
+	}
+	return seenMessages(db), nil
+}
+
+func seenMessages(db *store.DB) []string {
+	var ids []string
+	for _, v := range db.IndexScanBack([]byte("m/"), nil) {
+		if len(ids) == maxSeenIDs {
+			break
+		}
+		ids = append(ids, string(v))
+	}
+	slices.Reverse(ids) // chain order
+	return ids
+}
+
 // Sessions lists the ids of sessions in db that have a user message, in
 // the order of their first, with the newest maxSeenIDs (10,000) chat message ids
 // already handled (for deduplication after a restart), from the state
@@ -145,14 +176,7 @@ func Sessions(db *store.DB) (sessions []string, messageIDs []string, err error) 
 	for _, f := range fs {
 		sessions = append(sessions, f.id)
 	}
-	for _, v := range db.IndexScanBack([]byte("m/"), nil) {
-		if len(messageIDs) == maxSeenIDs {
-			break
-		}
-		messageIDs = append(messageIDs, string(v))
-	}
-	slices.Reverse(messageIDs) // chain order
-	return sessions, messageIDs, nil
+	return sessions, seenMessages(db), nil
 }
 
 // AuditRow is one command or file read of a session as the chain recorded

@@ -66,8 +66,14 @@ type Config struct {
 	// handled. Both come from the chain at start.
 	Sessions []string
 	Seen     []string
-	Metrics  *Metrics
-	Logger   *slog.Logger
+	// Known, if set, reports whether the chain has a session for a thread
+	// key that is not in Sessions, read when a message arrives in a thread
+	// the Bot has not seen yet (agentcore.KnownSession reads the state
+	// index): start-up then lists no sessions, where a year of them was
+	// 20,000 keys read and kept (issue #23).
+	Known   func(key string) bool
+	Metrics *Metrics
+	Logger  *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -150,6 +156,18 @@ func New(cfg Config) (*Bot, error) {
 	return b, nil
 }
 
+// lookupKnown asks Config.Known whether the chain has a session for key,
+// and remembers a yes.
+func (b *Bot) lookupKnown(key string) bool {
+	if b.cfg.Known == nil || !b.cfg.Known(key) {
+		return false
+	}
+	b.mu.Lock()
+	b.known[key] = true
+	b.mu.Unlock()
+	return true
+}
+
 // Run connects the adapter and serves until ctx is done. It returns after
 // every run it started has ended and recorded its end.
 func (b *Bot) Run(ctx context.Context) error {
@@ -190,6 +208,7 @@ func (b *Bot) HandleMessage(ctx context.Context, m Message) {
 	}
 	known := b.known[key]
 	b.mu.Unlock()
+	known = known || b.lookupKnown(key)
 	if !m.Direct && !m.Mentioned && (!known || b.cfg.MentionInThread) {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -598,4 +599,38 @@ func TestIntentIsShownAboveTheCommand(t *testing.T) {
 	}
 	r.b.HandleClick(r.ctx, Click{Thread: th1, PostID: req.id, ActionID: ActionDeny, Value: req.post.Value, User: bob})
 	r.ad.waitPost(t, th1, contains("finished"))
+}
+
+// TestKnownSessionIsLookedUp: a session the Bot was not given at start
+// (Config.Sessions) but the chain has (Config.Known) continues on a reply
+// without a mention, as a listed one does; a thread the chain does not know
+// still needs one.
+func TestKnownSessionIsLookedUp(t *testing.T) {
+	model := funcModel(func(req agentcore.Request) (agentcore.Response, error) {
+		return agentcore.Response{Content: "answer to " + req.Messages[len(req.Messages)-1].Content}, nil
+	})
+	var asked []string
+	var mu sync.Mutex
+	r := newRig(t, model, Channel{}, Config{Known: func(key string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, key)
+		return key == th1.Key()
+	}})
+	other := Thread{Platform: "fake", Channel: "C1", Root: "R9"}
+	r.say(alice, other, "m1", "no mention, unknown thread", false)
+	r.say(alice, th1, "m2", "no mention, known thread", false)
+	r.ad.waitPost(t, th1, contains("answer to no mention, known thread"))
+	r.ad.mu.Lock()
+	for _, p := range r.ad.posts {
+		if p.thread == other {
+			t.Errorf("a post in the unknown thread: %+v", p.post)
+		}
+	}
+	r.ad.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(asked, th1.Key()) || !slices.Contains(asked, other.Key()) {
+		t.Errorf("Known asked for %v", asked)
+	}
 }

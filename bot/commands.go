@@ -52,7 +52,7 @@ func (b *Bot) command(ctx context.Context, m Message, ch Channel, name string) {
 		b.mu.Lock()
 		known := b.known[key]
 		b.mu.Unlock()
-		if !known {
+		if !known && !b.lookupKnown(key) {
 			return
 		}
 		if _, err := ch.Agent.NoteUnlocked(key, agentcore.EvNote, actor(m.User), agentcore.NotePayload{

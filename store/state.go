@@ -123,9 +123,16 @@ func (db *DB) catchUpIndex(ctx context.Context, ix *Indexer, from, last uint64) 
 		err := db.view(func(tx *bolt.Tx) error {
 			c := tx.Bucket(bucketEvents).Cursor()
 			for k, v := c.Seek(seqKey(from + 1)); k != nil && len(evs) < 8192; k, v = c.Next() {
-				ev, err := decodeLine(v)
-				if err != nil {
-					return fmt.Errorf("event %d: %w", binary.BigEndian.Uint64(k), err)
+				// The fields where the canonical layout puts them, not a
+				// JSON decoder over the line, nor a validation of each
+				// payload: that was four fifths of the first start of a
+				// store without the index (issue #23).
+				ev, ok := decodeFields(v, false)
+				if !ok {
+					var err error
+					if ev, err = decodeLine(v); err != nil {
+						return fmt.Errorf("event %d: %w", binary.BigEndian.Uint64(k), err)
+					}
 				}
 				evs = append(evs, &ev)
 			}

@@ -39,10 +39,28 @@ var serveScenarios = []struct {
 	}},
 	{"ModelDown", scModelDown},
 	{"RestartWithPendingApproval", scRestartWithPendingApproval},
+	{"ReplyAfterRestart", scReplyAfterRestart},
 	{"FullOutputAttached", scFullOutputAttached},
 	{"NotEnabledHere", scNotEnabledHere},
 	{"StatusShowsSandbox", scStatusShowsSandbox},
 	{"SkillCommandModelDown", scSkillCommandModelDown},
+}
+
+// A reply without a mention in a session's thread continues it after a
+// restart too: the daemon looks the thread up in the chain's state index
+// (bot.Config.Known) instead of listing every session at start.
+func scReplyAfterRestart(t *testing.T, newChat func(*testing.T) chatSide) {
+	chat := newChat(t)
+	m := fakemodel.Start(t, fakemodel.Reply{Content: "hello there"}, fakemodel.Reply{Content: "still with you"})
+	r := newRig(t, chat, m.URL, rigOpts{})
+	ops := chat.Ops()
+	root := chat.Mention("alice", ops, "", "hi")
+	r.waitPost(ops, root, "hello there")
+	r.stop()
+	r.start()
+	chat.Say("alice", ops, root, "and now?")
+	r.waitPost(ops, root, "still with you")
+	r.stop()
 }
 
 // /status says how the kernel sandbox confines commands.

@@ -3,12 +3,14 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
@@ -16,16 +18,24 @@ import (
 )
 
 // fullVerifyEvery is how often the background verifier re-checks the whole
-// chain; between full checks it checks new events as they commit.
-const fullVerifyEvery = 24 * time.Hour
+// chain; between full checks it checks new events as they commit. A full
+// check recorded in the chain (agentcore.RecordChainVerified) counts across
+// restarts.
+const fullVerifyEvery = agentcore.FullVerifyEvery
+
+// defaultCheckpointMin is Config.CheckpointMin's default.
+const defaultCheckpointMin = 10000
 
 // verifyCache is the state of the background verification of the chain
 // (guarded by Server.verifyMu; Server.verifying says the verifier runs).
-// The chain is verified once in full when the verifier starts (and every
+// The chain is verified in full when the verifier starts (and every
 // fullVerifyEvery), then new events are checked as they commit, from the
 // verified checkpoint (seq, hash) on (store.DB.VerifyFrom), so a page shows
 // the state at once and never verifies inside its request (issue #23: a
-// year of events made the Chain page take 25 s).
+// year of events made the Chain page take 25 s). A good full verification
+// is recorded in the chain as a checkpoint; a restart within a day of it
+// verifies only the events after it (resume), and the full check waits
+// until the day is over (see agentcore/checkpoint.go for why that is safe).
 type verifyCache struct {
 	// seq and hash are the checkpoint: the chain up to seq verified good.
 	seq  uint64
@@ -36,6 +46,11 @@ type verifyCache struct {
 	fullAt   time.Time
 	fullTook time.Duration
 	fulls    int // full verifications done
+	// recorded is the newest full verification recorded in the chain (by
+	// this process or an earlier one); resumed says this process started
+	// from it instead of verifying in full.
+	recorded *agentcore.ChainCheckpoint
+	resumed  bool
 	// bad is the first break found (full or incremental); it stays until
 	// a full verification finds the chain good.
 	bad *store.Report
@@ -47,6 +62,10 @@ type verifyCache struct {
 	export   string
 	exportOK bool
 }
+
+// checked reports whether the chain was verified in full, by this process
+// or by one whose recorded checkpoint it resumed from.
+func (v *verifyCache) checked() bool { return v.fulls > 0 || v.resumed }
 
 // startVerifier starts the background verifier once; it stops when the
 // store closes.
@@ -79,7 +98,9 @@ const verifyDelay = 2 * time.Second
 
 func (s *Server) verifyLoop(ctx context.Context) {
 	db := s.cfg.Chain
-	if !sleepCtx(ctx, verifyDelay) {
+	if due, ok := s.resume(ctx); ok {
+		s.followChain(ctx, due)
+	} else if !sleepCtx(ctx, verifyDelay) {
 		return
 	}
 	for ctx.Err() == nil {
@@ -92,6 +113,19 @@ func (s *Server) verifyLoop(ctx context.Context) {
 			s.verified.progress = seq
 			s.verifyMu.Unlock()
 		})
+		if err == nil && rep.OK {
+			// Every event's hash and link is good: the recorded checkpoints
+			// must still agree with it (a rewrite that recomputed the
+			// hashes does not).
+			problem, bad, cerr := agentcore.CheckChainCheckpoints(db)
+			switch {
+			case cerr != nil:
+				err = cerr
+			case problem != "":
+				rep.OK, rep.BadSeq, rep.Problem = false, bad, problem
+			}
+		}
+		took := time.Since(start)
 		export, exportOK := "", false
 		if err == nil && db.AuditPath() != "" {
 			arep, aerr := db.VerifyAuditWith(ctx, rep)
@@ -107,9 +141,17 @@ func (s *Server) verifyLoop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		var recorded *agentcore.ChainCheckpoint
+		if err == nil && rep.OK && (exportOK || db.AuditPath() == "") {
+			recorded = s.record(rep, took, export)
+		}
 		s.verifyMu.Lock()
 		v := &s.verified
 		v.running = false
+		if errors.Is(err, store.ErrClosed) {
+			s.verifyMu.Unlock()
+			return // the store closed before the watcher cancelled ctx
+		}
 		if err != nil {
 			v.err = err
 			s.verifyMu.Unlock()
@@ -120,9 +162,12 @@ func (s *Server) verifyLoop(ctx context.Context) {
 			continue
 		}
 		v.err = nil
-		v.full, v.fullAt, v.fullTook, v.fulls = rep, s.cfg.Now(), time.Since(start), v.fulls+1
+		v.full, v.fullAt, v.fullTook, v.fulls = rep, s.cfg.Now(), took, v.fulls+1
 		v.export, v.exportOK = export, exportOK
 		v.at = v.fullAt
+		if recorded != nil {
+			v.recorded = recorded
+		}
 		if rep.OK {
 			v.bad = nil
 			if rep.LastSeq >= v.seq {
@@ -136,8 +181,80 @@ func (s *Server) verifyLoop(ctx context.Context) {
 	}
 }
 
+// record writes a good full verification into the chain as the checkpoint
+// the next start verifies from, when the chain is long enough for that to
+// matter (Config.CheckpointMin). Every good full check is recorded, also on
+// an idle chain: a checkpoint older than a day is not resumed from, so
+// skipping it would make every later start verify in full. A failure is
+// logged: the next start then verifies in full.
+func (s *Server) record(rep store.Report, took time.Duration, export string) *agentcore.ChainCheckpoint {
+	db := s.cfg.Chain
+	if rep.LastSeq < uint64(s.cfg.CheckpointMin) {
+		return nil
+	}
+	cp, err := agentcore.RecordChainVerified(db, rep, took, export)
+	if err != nil {
+		s.log.Warn("record the verified checkpoint (the next start verifies in full)", "err", err)
+		return nil
+	}
+	s.log.Info("chain verified in full; checkpoint recorded", "seq", cp.EventSeq, "verified_seq", cp.Seq, "took", took.Round(time.Millisecond))
+	return &cp
+}
+
+// resume starts from the newest checkpoint recorded in the chain when it
+// is younger than fullVerifyEvery: it verifies the events after it (the
+// checkpoint's own event among them) and returns when the next full
+// verification is due. ok is false when there is no usable checkpoint, or
+// it is older: then the whole chain is verified now. A break found after
+// the checkpoint is shown at once, and the full verification runs now to
+// say where the chain stands.
+func (s *Server) resume(ctx context.Context) (due time.Time, ok bool) {
+	db := s.cfg.Chain
+	cp, found, err := agentcore.LastChainCheckpoint(db)
+	if err != nil {
+		s.log.Warn("read the verified checkpoint (verifying the whole chain)", "err", err)
+		return time.Time{}, false
+	}
+	if !found {
+		return time.Time{}, false
+	}
+	// Older than a day: the full check is due now (resuming would only
+	// verify part of the chain first). A checkpoint from the future (a
+	// clock stepped back, or a forged time) is not trusted.
+	age := s.cfg.Now().Sub(cp.At)
+	if age < 0 || age >= fullVerifyEvery {
+		return time.Time{}, false
+	}
+	rep, err := db.VerifyFrom(ctx, cp.Seq, cp.Hash, nil)
+	if err != nil {
+		s.log.Warn("verify from the recorded checkpoint (verifying the whole chain)", "seq", cp.Seq, "err", err)
+		return time.Time{}, false
+	}
+	s.verifyMu.Lock()
+	defer s.verifyMu.Unlock()
+	v := &s.verified
+	v.running = false
+	v.recorded = &cp
+	if !rep.OK || rep.LastSeq < cp.EventSeq {
+		if rep.OK {
+			rep.OK, rep.BadSeq, rep.Problem = false, cp.EventSeq, fmt.Sprintf("the recorded checkpoint at seq %d is not in the chain", cp.EventSeq)
+		}
+		v.bad, v.at = &rep, s.cfg.Now()
+		s.log.Warn("the chain is broken after its verified checkpoint", "checkpoint_seq", cp.Seq, "bad_seq", rep.BadSeq, "problem", rep.Problem)
+		return time.Time{}, false
+	}
+	v.resumed = true
+	v.seq, v.hash, v.at = rep.LastSeq, rep.LastHash, s.cfg.Now()
+	if cp.Export != "" {
+		v.export, v.exportOK = cp.Export+" (at the last full verification)", true
+	}
+	s.log.Info("chain verified from its recorded checkpoint", "checkpoint_seq", cp.Seq, "events", rep.Events, "full_verification_due", cp.At.Add(fullVerifyEvery))
+	return time.Now().Add(fullVerifyEvery - age), true
+}
+
 // followChain checks new events from the checkpoint as they commit, until
-// the next full verification is due.
+// the next full verification is due or an auditor asks for one (POST
+// /audit/verify).
 func (s *Server) followChain(ctx context.Context, until time.Time) {
 	db := s.cfg.Chain
 	for {
@@ -145,6 +262,17 @@ func (s *Server) followChain(ctx context.Context, until time.Time) {
 		seq, hash, bad := s.verified.seq, s.verified.hash, s.verified.bad != nil
 		s.verifyMu.Unlock()
 		wctx, cancel := context.WithDeadline(ctx, until)
+		var asked atomic.Bool
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			select {
+			case <-s.verifyNow:
+				asked.Store(true)
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
 		var err error
 		if bad {
 			<-wctx.Done() // a broken chain is not followed: the next full check says where it stands
@@ -152,7 +280,8 @@ func (s *Server) followChain(ctx context.Context, until time.Time) {
 			err = db.Wait(wctx, seq)
 		}
 		cancel()
-		if err != nil || bad || ctx.Err() != nil || !time.Now().Before(until) {
+		<-watched
+		if asked.Load() || err != nil || bad || ctx.Err() != nil || !time.Now().Before(until) {
 			return
 		}
 		rep, err := db.VerifyFrom(ctx, seq, hash, nil)
@@ -179,6 +308,19 @@ func (s *Server) followChain(ctx context.Context, until time.Time) {
 			return
 		}
 	}
+}
+
+// auditVerifyNow is an auditor's "Verify the whole chain now": the
+// background verifier starts a full verification (unless one runs), and
+// the Chain page shows its progress.
+func (s *Server) auditVerifyNow(w http.ResponseWriter, r *http.Request, id identity) {
+	s.startVerifier()
+	select {
+	case s.verifyNow <- struct{}{}:
+		s.log.Info("full chain verification requested", "user", id.Name)
+	default: // already asked
+	}
+	http.Redirect(w, r, "/audit/verify", http.StatusSeeOther)
 }
 
 // verifyPause spaces the incremental checks of a busy chain.
@@ -218,7 +360,7 @@ func (s *Server) catchUp(ctx context.Context) {
 	head := s.cfg.Chain.LastSeq()
 	switch {
 	case v.bad != nil:
-	case v.fulls == 0 && head <= inlineVerify:
+	case !v.checked() && head <= inlineVerify:
 		start := time.Now()
 		rep, err := s.cfg.Chain.Verify(ctx)
 		if err != nil {
@@ -230,7 +372,7 @@ func (s *Server) catchUp(ctx context.Context) {
 		} else if rep.LastSeq >= v.seq {
 			v.seq, v.hash = rep.LastSeq, rep.LastHash
 		}
-	case v.fulls > 0 && head > v.seq && head-v.seq <= inlineVerify:
+	case v.checked() && head > v.seq && head-v.seq <= inlineVerify:
 		rep, err := s.cfg.Chain.VerifyFrom(ctx, v.seq, v.hash, nil)
 		switch {
 		case err != nil:
@@ -258,13 +400,13 @@ func (s *Server) status(ctx context.Context) chainStatus {
 	switch {
 	case v.bad != nil:
 		return chainStatus{Text: fmt.Sprintf("broken at seq %d: %s", v.bad.BadSeq, v.bad.Problem), Checked: v.at}
-	case v.fulls == 0 && v.err != nil:
+	case !v.checked() && v.err != nil:
 		return chainStatus{Text: "could not verify the chain (see the log)", Checked: s.cfg.Now()}
-	case v.fulls == 0 && v.running && v.progress == 0:
+	case !v.checked() && v.running && v.progress == 0:
 		return chainStatus{OK: true, Text: fmt.Sprintf("not verified yet: the verification of %d events starts in a moment", v.target), Checked: s.cfg.Now()}
-	case v.fulls == 0 && v.running:
+	case !v.checked() && v.running:
 		return chainStatus{OK: true, Text: fmt.Sprintf("not verified yet: verification running, %d%% (seq %d of %d)", v.progress*100/max(v.target, 1), v.progress, v.target), Checked: s.cfg.Now()}
-	case v.fulls == 0:
+	case !v.checked():
 		return chainStatus{OK: true, Text: "not verified yet", Checked: s.cfg.Now()}
 	case v.seq == 0:
 		return chainStatus{OK: true, Text: "is empty: nothing to verify yet", Checked: v.at}
@@ -803,6 +945,18 @@ func (s *Server) auditVerify(w http.ResponseWriter, r *http.Request, _ identity)
 	if v.fulls > 0 {
 		data["Report"] = v.full
 		data["FullAt"], data["FullTook"] = v.fullAt, v.fullTook.Round(time.Millisecond).String()
+	}
+	data["CanVerify"] = !v.running
+	if v.fulls > 0 {
+		data["NextFull"] = v.fullAt.Add(fullVerifyEvery)
+	}
+	if cp := v.recorded; cp != nil {
+		data["Recorded"] = *cp
+		data["NextFull"] = cp.At.Add(fullVerifyEvery)
+		if v.fulls == 0 {
+			// Resumed: the last full verification is the recorded one.
+			data["FullAt"], data["FullTook"] = cp.At, cp.Took.String()
+		}
 	}
 	if v.bad != nil {
 		data["Report"] = *v.bad

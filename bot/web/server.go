@@ -63,7 +63,8 @@ type Config struct {
 	// "local".
 	LocalUser string
 	// Chain is the event store the audit viewer reads (and the console
-	// rebuilds old threads from). The Server never writes to it.
+	// rebuilds old threads from). The Server writes one kind of event to
+	// it: the checkpoint of a good full verification (CheckpointMin).
 	Chain *store.DB
 	// Timeline, if set, writes a session's postmortem timeline in Markdown
 	// (the audit viewer's Timeline button, /audit/timeline).
@@ -91,6 +92,12 @@ type Config struct {
 	// changes (a login, a logout, SetTokens ending sessions), under the
 	// Server's lock: it must not call the Server.
 	SaveSessions func([]byte) error
+	// CheckpointMin is the chain length from which a good full
+	// verification is recorded in the chain as the checkpoint the next
+	// start verifies from (agentcore.RecordChainVerified); 0 means 10,000.
+	// Below it a full verification costs less than the record (about
+	// 60 ms), and the chain gets no checkpoint events.
+	CheckpointMin int
 	// PageSize is how many events a timeline page shows; 0 means 200.
 	PageSize int
 	Logger   *slog.Logger
@@ -125,7 +132,8 @@ type Server struct {
 
 	verifyMu  sync.Mutex
 	verified  verifyCache
-	verifying bool // a request is verifying the chain
+	verifying bool          // a request is verifying the chain
+	verifyNow chan struct{} // an auditor asked for a full verification (cap 1)
 
 	approvalWindow uint64 // events per approvals page; approvalWindow, tests change it
 }
@@ -153,6 +161,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Channel == "" {
 		cfg.Channel = "console"
 	}
+	if cfg.CheckpointMin <= 0 {
+		cfg.CheckpointMin = defaultCheckpointMin
+	}
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 200
 	}
@@ -173,7 +184,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("web: templates: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, pages: pages, inbox: make(chan bot.Message, 64),
-		threads: map[string]*wthread{}, pending: map[*wpost]*wthread{}, approvalWindow: approvalWindow,
+		threads: map[string]*wthread{}, pending: map[*wpost]*wthread{}, approvalWindow: approvalWindow, verifyNow: make(chan struct{}, 1),
 		open: cfg.Auth.open(), tokens: maps.Clone(cfg.Auth.Tokens)}
 	s.loadSessions(cfg.Sessions)
 	if cfg.Chat {
@@ -243,6 +254,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /audit/session", s.need(s.auditSession, RoleAuditor))
 	m.HandleFunc("GET /audit/approvals", s.need(s.auditApprovals, RoleAuditor))
 	m.HandleFunc("GET /audit/verify", s.need(s.auditVerify, RoleAuditor))
+	m.HandleFunc("POST /audit/verify", s.need(s.auditVerifyNow, RoleAuditor))
 	m.HandleFunc("GET /audit/export", s.need(s.auditExport, RoleAuditor))
 	m.HandleFunc("GET /audit/timeline", s.need(s.auditTimeline, RoleAuditor))
 	s.mux = m

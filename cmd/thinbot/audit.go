@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/store"
 )
 
@@ -197,6 +198,17 @@ func verifyStore(ctx context.Context, e *env, path string) error {
 	rep, err := db.Verify(ctx)
 	if err != nil {
 		return err
+	}
+	if rep.OK {
+		// The daemon's recorded verification checkpoints must agree with
+		// the chain (agentcore/checkpoint.go).
+		problem, bad, err := agentcore.CheckChainCheckpoints(db)
+		if err != nil {
+			return err
+		}
+		if problem != "" {
+			rep.OK, rep.BadSeq, rep.Problem = false, bad, problem
+		}
 	}
 	var broken []string
 	if rep.OK {

@@ -154,7 +154,7 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 		},
 		Users: c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread,
 		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout.Duration,
-		Sessions: d.sessions, Seen: d.seen, Metrics: bot.NewMetrics(d.reg), Logger: logger,
+		Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db), Metrics: bot.NewMetrics(d.reg), Logger: logger,
 	})
 	return err
 }
@@ -170,7 +170,7 @@ func (d *daemon) run(ctx context.Context) error {
 	defer stopWeb()
 	var webBot *bot.Bot
 	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, d.agents, d.unfinished, bot.Config{MaxConcurrent: c.MaxConcurrent,
-		ApprovalTimeout: c.ApprovalTimeout.Duration, Sessions: d.sessions, Seen: d.seen}, d.db, c.StateDir, logger, &webBot)
+		ApprovalTimeout: c.ApprovalTimeout.Duration, Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db)}, d.db, c.StateDir, logger, &webBot)
 	if err != nil {
 		return err
 	}
@@ -231,14 +231,15 @@ func (d *daemon) close() error {
 }
 
 // recoverChain closes what a previous process left open in the chain
-// (agentcore.Recover) and lists the sessions and handled message ids a bot
-// starts with.
+// (agentcore.Recover) and lists the handled message ids a bot starts with.
+// The sessions it knows are looked up as threads speak
+// (agentcore.KnownSession), not listed: sessions is nil.
 func recoverChain(db *store.DB) (u agentcore.Unfinished, sessions, seen []string, err error) {
 	if u, err = agentcore.Recover(db); err != nil {
 		return u, nil, nil, err
 	}
-	sessions, seen, err = agentcore.Sessions(db)
-	return u, sessions, seen, err
+	seen, err = agentcore.SeenMessages(db)
+	return u, nil, seen, err
 }
 
 // daemonBase is what every Agent of the daemon shares, and what the

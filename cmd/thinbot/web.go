@@ -429,7 +429,7 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
 	b, err := bot.New(bot.Config{
 		Adapter:  srv,
 		Channel:  func(id string) (bot.Channel, bool) { return ch, id == "console" },
-		Sessions: sessions, Seen: seen, Logger: logger,
+		Sessions: sessions, Seen: seen, Known: agentcore.KnownSession(db), Logger: logger,
 	})
 	if err != nil {
 		return err

@@ -127,9 +127,12 @@ func measure(ctx context.Context, bin, dir string, row *Row, verify bool) error 
 	if err != nil || len(infos) == 0 {
 		return fmt.Errorf("no sessions in the store (%v)", err)
 	}
-	sid := infos[len(infos)-1].ID
-	for i := len(infos) - 1; i > 0 && sid == store.ArchiveSession; i-- {
-		sid = infos[i-1].ID // an archive's record is no conversation
+	// The newest conversation.
+	var sid string
+	for i := len(infos) - 1; i >= 0; i-- {
+		if sid = infos[i].ID; sid != store.ArchiveSession && !strings.HasPrefix(sid, "system:") {
+			break // an archive's record and the checkpoints are no conversation
+		}
 	}
 	addr, err := freeAddr()
 	if err != nil {

@@ -101,6 +101,12 @@ var table = []mutation{
 	{ID: "S8", File: "store/verify.go", What: "a session hidden from the recent-sessions index verifies",
 		Old: "if problem == \"\" && n != len(sums) {", New: "if false {",
 		Pkgs: []string{"./store"}, Run: "TestRecentSessions"},
+	{ID: "S9", File: "bot/web/audit.go", What: "a restart trusts the recorded checkpoint without verifying the events after it (the checkpoint's own among them)",
+		Old: "rep, err := db.VerifyFrom(ctx, cp.Seq, cp.Hash, nil)", New: "rep, err := store.Report{OK: true, LastSeq: db.LastSeq()}, error(nil)",
+		Pkgs: []string{"./bot/web"}, Run: "TestCheckpointTamperingIsDetected"},
+	{ID: "S10", File: "agentcore/checkpoint.go", What: "a history rewritten before a checkpoint with every hash recomputed passes the full verification",
+		Old: "case at.Hash != cp.Hash:", New: "case false:",
+		Pkgs: []string{"./cmd/thinbot"}, Run: "TestAuditVerifyChecksTheCheckpoints"},
 
 	// gate: the checks every pass verdict relies on.
 	{ID: "G1", File: "gate/classify.go", What: "`< file` reads sensitive paths without a check",
