@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/thinbot/thinbot/store"
 )
@@ -103,4 +105,84 @@ func TestArchiveKeepsOpenSessions(t *testing.T) {
 	if err != nil || !rep.OK || rep.ArchivedSeq != 20 {
 		t.Fatalf("Verify: %+v, %v", rep, err)
 	}
+}
+
+// TestCheckpointsAcrossAnArchive: a verified checkpoint that vouches for
+// events since archived is no break of the chain. One that vouches for the
+// archive's last event is compared with the head the archive event
+// recorded (a rewritten one is found); one further back is left to the
+// archive file's own verification.
+func TestCheckpointsAcrossAnArchive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.db")
+	db, err := store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := useIndex(db); err != nil {
+		t.Fatal(err)
+	}
+	session := func(s string) []store.Event {
+		return []store.Event{{Session: s, Type: EvUserMessage, Actor: "user:alice", Payload: mustJSON(userMessagePayload{Text: "hello"})},
+			{Session: s, Type: EvRunStarted, Actor: "system"}, {Session: s, Type: EvRunFinished, Actor: "system", Payload: mustJSON(runPayload{Status: "done"})}}
+	}
+	checkpoint := func() ChainCheckpoint {
+		t.Helper()
+		rep, err := db.Verify(t.Context())
+		if err != nil || !rep.OK {
+			t.Fatalf("verify: %+v, %v", rep, err)
+		}
+		cp, err := RecordChainVerified(db, rep, time.Millisecond, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cp
+	}
+	for i := range 3 { // seqs 1..9
+		if _, err := db.Append(t.Context(), session(fmt.Sprintf("a%d", i))...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	early := checkpoint() // at 10, for 9
+	if _, err := db.Append(t.Context(), session("b0")...); err != nil { // 11..13
+		t.Fatal(err)
+	}
+	edge := checkpoint() // at 14, for 13
+	if _, err := db.Append(t.Context(), session("c0")...); err != nil { // 15..17
+		t.Fatal(err)
+	}
+	db.Close()
+	// The cut falls before the checkpoints' session (system:verify) would
+	// be split: after seq 9, the event the first checkpoint vouches for.
+	res, err := store.Archive(t.Context(), path, nil, store.ArchiveOptions{UpTo: 13, Keep: OpenSessions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Record.Last != early.Seq || edge.Seq <= early.Seq {
+		t.Fatalf("archived up to %d; checkpoints for %d and %d", res.Record.Last, early.Seq, edge.Seq)
+	}
+	db, err = store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if problem, bad, err := CheckChainCheckpoints(db); err != nil || problem != "" {
+		t.Fatalf("after the archive: %q at %d, %v; want a checkpoint for the archive's head accepted", problem, bad, err)
+	}
+	// One for an event further back is the archive file's to prove.
+	if _, err := db.Append(t.Context(), store.Event{Session: CheckpointSession, Type: EvChainVerified, Actor: "system",
+		Payload: mustJSON(chainVerifiedPayload{Seq: 5, Hash: strings.Repeat("1", 64)})}); err != nil {
+		t.Fatal(err)
+	}
+	if problem, bad, err := CheckChainCheckpoints(db); err != nil || problem != "" {
+		t.Fatalf("a checkpoint inside the archive: %q at %d, %v", problem, bad, err)
+	}
+	// A forged checkpoint for the archive's last event, with another hash.
+	forged := strings.Repeat("0", 64)
+	if _, err := db.Append(t.Context(), store.Event{Session: CheckpointSession, Type: EvChainVerified, Actor: "system",
+		Payload: mustJSON(chainVerifiedPayload{Seq: early.Seq, Hash: forged})}); err != nil {
+		t.Fatal(err)
+	}
+	if problem, bad, err := CheckChainCheckpoints(db); err != nil || bad != early.Seq || !strings.Contains(problem, "archive") {
+		t.Fatalf("a checkpoint disagreeing with the archive's head: %q at %d, %v", problem, bad, err)
+	}
+	db.Close()
 }

@@ -151,12 +151,28 @@ func LastChainCheckpoint(db *store.DB) (cp ChainCheckpoint, ok bool, err error) 
 // hash and links already checked): a mismatch then means the history
 // before that checkpoint was rewritten with every hash recomputed. problem
 // is "" when all agree; bad is the seq of the event found rewritten.
+//
+// A checkpoint may vouch for an event since moved into an archive (thinbot
+// audit archive): for the archive's last event it is compared with the head
+// the live chain's archive event recorded; earlier ones are the archive
+// file's to prove (audit verify --archive), since their events are no
+// longer in db.
 func CheckChainCheckpoints(db *store.DB) (problem string, bad uint64, err error) {
+	arch, _, archived, err := db.ArchivedBefore()
+	if err != nil {
+		return "", 0, err
+	}
 	for ev, err := range db.Events(CheckpointSession, 1) {
 		if err != nil {
 			return "", 0, err
 		}
 		cp, ok := checkpointOf(ev)
+		if ok && archived && cp.Seq <= arch.Last {
+			if cp.Seq == arch.Last && cp.Hash != arch.Head {
+				return fmt.Sprintf("the checkpoint at seq %d recorded hash %.12s… for seq %d, which the archive %s holds with head %.12s…: the history up to it was rewritten", cp.EventSeq, cp.Hash, cp.Seq, arch.File, arch.Head), cp.Seq, nil
+			}
+			continue
+		}
 		if !ok {
 			if ev.Type == EvChainVerified {
 				return fmt.Sprintf("the checkpoint at seq %d is malformed (it must vouch for an earlier event by its seq and hash)", ev.Seq), ev.Seq, nil

@@ -225,6 +225,12 @@ func (s *Server) resume(ctx context.Context) (due time.Time, ok bool) {
 	if age < 0 || age >= fullVerifyEvery {
 		return time.Time{}, false
 	}
+	// A checkpoint inside an archive (thinbot audit archive) vouches for
+	// events the live chain no longer holds: the whole live chain is
+	// verified now, from the archive's head.
+	if arch, _, ok, err := db.ArchivedBefore(); err != nil || ok && cp.Seq < arch.Last {
+		return time.Time{}, false
+	}
 	rep, err := db.VerifyFrom(ctx, cp.Seq, cp.Hash, nil)
 	if err != nil {
 		s.log.Warn("verify from the recorded checkpoint (verifying the whole chain)", "seq", cp.Seq, "err", err)
