@@ -120,28 +120,30 @@ func FuzzEncodeRequest(f *testing.F) {
 	})
 }
 
-// BenchmarkEncodeRequest encodes the request of step 20 of a run whose
-// commands printed 3 KiB each, as every step before sent it: "marshal"
-// encodes all of it (as before the cache), "cached" what encodeRequest
-// does.
+// BenchmarkEncodeRequest encodes the request of step 3 and step 20 of a
+// run whose commands printed 3 KiB each, as every step before sent it:
+// "marshal" encodes all of it (as before the cache), "cached" what
+// encodeRequest does.
 func BenchmarkEncodeRequest(b *testing.B) {
-	req := longHistory(20)
-	b.Run("marshal", func(b *testing.B) {
-		c := &Client{cfg: Config{Model: "m"}}
-		for b.Loop() {
-			if _, err := json.Marshal(c.buildRequest(req, true)); err != nil {
-				b.Fatal(err)
+	for _, steps := range []int{3, 20} {
+		req := longHistory(steps)
+		b.Run(fmt.Sprintf("step%d/marshal", steps), func(b *testing.B) {
+			c := &Client{cfg: Config{Model: "m"}}
+			for b.Loop() {
+				if _, err := json.Marshal(c.buildRequest(req, true)); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
-	b.Run("cached", func(b *testing.B) {
-		c := &Client{cfg: Config{Model: "m"}}
-		for b.Loop() {
-			if _, err := c.encodeRequest(c.buildRequest(req, true)); err != nil {
-				b.Fatal(err)
+		})
+		b.Run(fmt.Sprintf("step%d/cached", steps), func(b *testing.B) {
+			c := &Client{cfg: Config{Model: "m"}}
+			for b.Loop() {
+				if _, err := c.encodeRequest(c.buildRequest(req, true)); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
+		})
+	}
 }
 
 // TestEncodeRequestKeys: long messages alike but for one field each get
