@@ -406,8 +406,8 @@ func TestAppendBuffered(t *testing.T) {
 	db.auditMu.Lock()
 	synced, written, syncedOff := db.syncedSeq, db.auditSeq, db.syncedOff
 	db.auditMu.Unlock()
-	if synced != 3 || written != 5 || db.Syncs() != 3 {
-		t.Fatalf("after AppendBuffered: synced %d, written %d, %d syncs; want 3, 5, 3", synced, written, db.Syncs())
+	if synced != 3 || written != 5 || db.Syncs() != 3 || db.Commits() != 4 {
+		t.Fatalf("after AppendBuffered: synced %d, written %d, %d syncs, %d commits; want 3, 5, 3, 4", synced, written, db.Syncs(), db.Commits())
 	}
 	var read []Event
 	for ev, err := range db.All(1) {

@@ -112,7 +112,7 @@ type DB struct {
 	readOnly   bool
 
 	lastSeq atomic.Uint64
-	commits atomic.Int64  // transactions committed, for benchmarks
+	commits atomic.Uint64 // transactions committed (see Commits)
 	syncs   atomic.Uint64 // durable commits (see Syncs)
 	// lastHash is owned by the committer goroutine.
 	lastHash string
@@ -453,6 +453,10 @@ func (db *DB) AuditPath() string { return db.auditPath }
 // of the journal, or without one, bbolt's synced transactions. A batch of
 // AppendBuffered calls alone makes none.
 func (db *DB) Syncs() uint64 { return db.syncs.Load() }
+
+// Commits returns how many batches the DB has committed since Open (one
+// bbolt transaction each, synced or not).
+func (db *DB) Commits() uint64 { return db.commits.Load() }
 
 // LastSeq returns the sequence number of the last committed event (0 for an
 // empty store).

@@ -76,6 +76,9 @@ type Client struct {
 	// readers are the 16 KiB buffers answers are read through, kept for
 	// the next call instead of allocating one per call.
 	readers sync.Pool
+	// msgs holds the encodings of long messages, which the next steps of
+	// their runs send again (see encodeRequest).
+	msgs msgCache
 }
 
 // Retry backoff: base doubles per attempt up to cap, with jitter.
@@ -168,7 +171,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // a timed-out attempt, or ctx's error.
 func (c *Client) Complete(ctx context.Context, req agentcore.Request) (agentcore.Response, error) {
 	stream := !c.cfg.NoStream
-	body, err := json.Marshal(c.buildRequest(req, stream))
+	body, err := c.encodeRequest(c.buildRequest(req, stream))
 	if err != nil {
 		return agentcore.Response{}, fmt.Errorf("chat completion: encode request: %w", err)
 	}

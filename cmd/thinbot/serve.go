@@ -360,7 +360,8 @@ func buildAgents(e *env, c *daemonConfig, base daemonBase, logger *slog.Logger) 
 }
 
 // newRegistry is the daemon's Prometheus registry: Go and process
-// collectors, the chain's length, the store's syncs and the chat connection.
+// collectors, the chain's length, the store's syncs and commits and the chat
+// connection.
 func newRegistry(db *store.DB, adapter chatAdapter) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -368,6 +369,8 @@ func newRegistry(db *store.DB, adapter chatAdapter) *prometheus.Registry {
 			Help: "Events in the chain (its head's sequence number)."}, func() float64 { return float64(db.LastSeq()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "thinbot_store_syncs_total",
 			Help: "Durable commits (syncs of the audit journal) since start; about one per command run."}, func() float64 { return float64(db.Syncs()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "thinbot_store_commits_total",
+			Help: "Batches of events committed since start, synced or not (each one bbolt transaction)."}, func() float64 { return float64(db.Commits()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_chat_connected",
 			Help: "1 while the chat connection (WebSocket, Socket Mode) is up, else 0."}, func() float64 {
 			if adapter.Connected() {

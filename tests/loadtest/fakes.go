@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/thinbot/thinbot/tests/fakemattermost"
@@ -49,6 +50,9 @@ type fakesStats struct {
 	ModelCalls int                    `json:"model_calls"`
 	ModelErr   string                 `json:"model_err"`
 	Calls      map[string][]time.Time `json:"calls"`
+	// BotRequests counts the bot's requests to the chat server by
+	// "METHOD path" with ids folded to ":id" (issue #20: chat calls per command).
+	BotRequests map[string]int `json:"bot_requests"`
 }
 
 type threadPost struct {
@@ -134,10 +138,13 @@ func serveFakes(spec string, stdin io.Reader, stdout io.Writer) error {
 		}
 	})
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
-		st := fakesStats{Failures: mm.Failures(), ModelCalls: len(model.Requests())}
+		st := fakesStats{Failures: mm.Failures(), ModelCalls: len(model.Requests()), BotRequests: map[string]int{}}
 		for _, q := range mm.Requests() {
 			if q.Path == "/api/v4/websocket" {
 				st.WebSockets++
+			}
+			if q.UserID == mm.Bot.ID {
+				st.BotRequests[q.Method+" "+routeOf(q.Path)]++
 			}
 		}
 		if err := model.Err(); err != nil {
@@ -319,4 +326,16 @@ func (f *fakes) stats(ctx context.Context) (fakesStats, error) {
 	var st fakesStats
 	err := f.call(ctx, http.MethodGet, "/stats", nil, &st)
 	return st, err
+}
+
+// routeOf folds the ids in an API path (26 lowercase letters and digits,
+// Mattermost's shape) into ":id", so that requests count by route.
+func routeOf(path string) string {
+	parts := strings.Split(path, "/")
+	for i, p := range parts {
+		if len(p) == 26 && strings.IndexFunc(p, func(r rune) bool { return !('a' <= r && r <= 'z' || '0' <= r && r <= '9') }) < 0 {
+			parts[i] = ":id"
+		}
+	}
+	return strings.Join(parts, "/")
 }

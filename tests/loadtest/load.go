@@ -125,6 +125,13 @@ type Result struct {
 	Wall time.Duration
 	// BotReconnects counts the bot's WebSocket connections beyond the first.
 	BotReconnects int
+	// Syncs and Commits are the store's durable commits and all its
+	// commits (thinbot_store_syncs_total, thinbot_store_commits_total),
+	// read just before the daemon stops; -1 when the daemon does not say.
+	Syncs, Commits float64
+	// BotRequests counts the bot's requests to the chat server by route
+	// ("POST /api/v4/posts"), the WebSocket included.
+	BotRequests map[string]int
 	// Dir is the work directory (kept when Config.Keep).
 	Dir string
 }
@@ -237,16 +244,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	res.Split, _ = cpuSplit(d.cmd.Process.Pid)
+	res.Syncs, res.Commits = d.storeCounters(sctx)
 	stopErr := d.stop(10 * time.Second)
 	if st := d.cmd.ProcessState; st != nil {
 		res.DaemonCPU = st.UserTime() + st.SystemTime()
 	}
 	if fst2, err := f.stats(sctx); err == nil {
 		fst.WebSockets, fst.Failures, fst.ModelCalls, fst.ModelErr = fst2.WebSockets, fst2.Failures, fst2.ModelCalls, fst2.ModelErr
+		fst.BotRequests = fst2.BotRequests
 	} else if statsErr == nil {
 		statsErr = err
 	}
 	res.ModelCalls = fst.ModelCalls
+	res.BotRequests = fst.BotRequests
 	var countErr error
 	res.Duplicates, res.Missing, countErr = countAnswers(sctx, f, e2e.roots, cfg.Messages)
 	// The observer holds one connection; the bot the others.
@@ -447,6 +457,39 @@ func startDaemon(dir, bin string, f *fakes, cfg Config) (*daemon, error) {
 		close(d.exited)
 	}()
 	return d, nil
+}
+
+// storeCounters reads the store's syncs and commits from the daemon's
+// /metrics; -1 for one it does not show.
+func (d *daemon) storeCounters(ctx context.Context) (syncs, commits float64) {
+	syncs, commits = -1, -1
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.addr+"/metrics", nil)
+	if err != nil {
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "thinbot_store_syncs_total":
+			syncs = f
+		case "thinbot_store_commits_total":
+			commits = f
+		}
+	}
+	return
 }
 
 // freeAddr finds a free 127.0.0.1 port for the daemon's listener.

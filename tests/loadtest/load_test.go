@@ -70,6 +70,11 @@ func TestLoadSmall(t *testing.T) {
 	if sp := res.Split; sp.Daemon <= 0 || sp.Helpers <= 0 || sp.Commands <= 0 || sp.Daemon+sp.Helpers+sp.Commands > res.DaemonCPU+3*clockTick {
 		t.Errorf("CPU split %+v of %s", sp, res.DaemonCPU)
 	}
+	// What it asked of the chat server and the store: each answer is a
+	// post; runs share commits, some of them synced.
+	if res.BotRequests["POST /api/v4/posts"] < res.Sent || res.Syncs <= 0 || res.Commits < res.Syncs {
+		t.Errorf("bot requests %v, store syncs %v, commits %v for %d messages", res.BotRequests, res.Syncs, res.Commits, res.Sent)
+	}
 	// The daemon wrote its profiles when it stopped (no trace: not asked),
 	// the fakes their CPU profile.
 	for _, name := range []string{"cpu.pprof", "heap.pprof", "allocs.pprof", "mutex.pprof", "fakes-cpu.pprof"} {
@@ -82,7 +87,7 @@ func TestLoadSmall(t *testing.T) {
 	}
 	var out bytes.Buffer
 	printResult(&out, res)
-	for _, want := range []string{"end-to-end", "added", "VmHWM", "daemon / helpers / commands", "daemon+helpers per command", "events in chain", "thinbot audit verify: "} {
+	for _, want := range []string{"end-to-end", "added", "VmHWM", "daemon / helpers / commands", "daemon+helpers per command", "chat requests per message", "POST /api/v4/posts", "store syncs / commits per message", "events in chain", "thinbot audit verify: "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

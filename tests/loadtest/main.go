@@ -44,6 +44,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -207,6 +208,15 @@ func printResult(w io.Writer, r *Result) {
 		}
 	}
 	fmt.Fprintf(tw, "answers missing / duplicated\t%d / %d\t\n", r.Missing, r.Duplicates)
+	if r.Sent > 0 {
+		total := 0
+		for _, n := range r.BotRequests {
+			total += n
+		}
+		fmt.Fprintf(tw, "bot's chat requests per message\t%.2f\t(%s)\n", float64(total)/float64(r.Sent), routes(r.BotRequests, r.Sent))
+		fmt.Fprintf(tw, "model calls per message\t%.2f\t\n", float64(r.ModelCalls)/float64(r.Sent))
+		fmt.Fprintf(tw, "store syncs / commits per message\t%s / %s\t\n", perMessage(r.Syncs, r.Sent), perMessage(r.Commits, r.Sent))
+	}
 	fmt.Fprintf(tw, "bot websocket reconnects\t%d\t\n", r.BotReconnects)
 	chain := "not verified"
 	if r.Events > 0 || r.ChainOK {
@@ -222,6 +232,31 @@ func printResult(w io.Writer, r *Result) {
 		audit = "FAILED: " + r.AuditErr.Error()
 	}
 	fmt.Fprintf(w, "thinbot audit verify: %s\n", oneLine(audit))
+}
+
+// perMessage is n/sent, or "?" for an unknown n (-1).
+func perMessage(n float64, sent int) string {
+	if n < 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.2f", n/float64(sent))
+}
+
+// routes lists requests per message by route, most first.
+func routes(m map[string]int, sent int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %.2f", k, float64(m[k])/float64(sent))
+	}
+	return b.String()
 }
 
 func verdict(ok bool) string {

@@ -1,0 +1,61 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BenchmarkCommitCost has 8 goroutines, each its own session, append
+// buffered events (a command's result) and every third one durably (a
+// decision), as the daemon's runs do; it reports the committer's CPU per
+// commit and events per commit (issue #20).
+func BenchmarkCommitCost(b *testing.B) {
+	db := openTest(b, b.TempDir(), nil)
+	ctx := context.Background()
+	// A store that has some history: pages to split and a freelist.
+	for i := range 2000 {
+		ev := benchEvent()
+		ev.Session = fmt.Sprintf("mm:c:%d", i%300)
+		if _, err := db.AppendBuffered(ctx, ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c0 := db.commits.Load()
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	per := b.N/8 + 1
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range per {
+				ev := benchEvent()
+				ev.Session = fmt.Sprintf("mm:c:%d", g*37+i%5)
+				var err error
+				if i%3 == 0 {
+					_, err = db.Append(ctx, ev)
+				} else {
+					_, err = db.AppendBuffered(ctx, ev)
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	commits := db.commits.Load() - c0
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(commits), "cpu-µs/commit")
+	b.ReportMetric(float64(8*per)/float64(commits), "events/commit")
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
