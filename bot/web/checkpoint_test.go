@@ -8,9 +8,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -251,4 +254,76 @@ func get(t *testing.T, s *Server, method, path string) []byte {
 		t.Fatalf("%s %s: %d %s", method, path, w.Code, w.Body)
 	}
 	return w.Body.Bytes()
+}
+
+// TestRestartAfterAnArchive: when the newest checkpoint vouches for an
+// event that was archived since (thinbot audit archive), a restart
+// verifies the live chain in full from the archive's head instead of
+// resuming from an event the store no longer holds, and finds it good.
+func TestRestartAfterAnArchive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.db")
+	open := func() *store.DB { // with its journal: an archive needs one
+		db, err := store.Open(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	db := open()
+	const n = inlineVerify + 100
+	appendNotes(t, db, n)
+	rep, err := db.Verify(t.Context())
+	if err != nil || !rep.OK {
+		t.Fatalf("verify: %+v, %v", rep, err)
+	}
+	appendNotes(t, db, 10) // committed while that verification ran
+	cp, err := agentcore.RecordChainVerified(db, rep, time.Millisecond, "")
+	if err != nil || cp.Seq != n || cp.EventSeq != n+11 {
+		t.Fatalf("checkpoint = %+v, %v", cp, err)
+	}
+	appendNotes(t, db, 5)
+	db.Close()
+	res, err := store.Archive(t.Context(), path, nil, store.ArchiveOptions{UpTo: n + 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Record.Last <= cp.Seq || res.Record.Last >= cp.EventSeq {
+		t.Fatalf("archived up to %d; want between the checkpoint's seq %d and its event %d", res.Record.Last, cp.Seq, cp.EventSeq)
+	}
+
+	db = open()
+	var logs syncBuffer
+	s, err := New(Config{Listen: "127.0.0.1:0", Chain: db, CheckpointMin: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, s, "verified up to seq")
+	if l := logs.String(); strings.Contains(l, "broken") || strings.Contains(l, "level=WARN") {
+		t.Errorf("restart after the archive logged:\n%s", l)
+	}
+	s.verifyMu.Lock()
+	resumed, bad := s.verified.resumed, s.verified.bad
+	s.verifyMu.Unlock()
+	if resumed || bad != nil {
+		t.Fatalf("restart after the archive: resumed %v, bad %+v; want the live chain verified in full and good", resumed, bad)
+	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger written from other goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
