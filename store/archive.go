@@ -519,12 +519,13 @@ func (db *DB) writeArchive(ctx context.Context, p string, base uint64, baseHash 
 				return err
 			}
 			for _, l := range lines {
-				ev, ok := decodeCanonical(l)
-				if !ok {
-					var err error
-					if ev, err = decodeLine(l); err != nil {
-						return fmt.Errorf("event %d: %w", seq+1, err)
-					}
+				// Each event is checked in full (canonical form and
+				// hash), not only linked: an edit archived here would be
+				// gone from the live store, whose verification would then
+				// pass.
+				ev, err := parseLine(l)
+				if err != nil {
+					return fmt.Errorf("event %d: %w: run thinbot audit verify", seq+1, err)
 				}
 				if ev.Seq != seq+1 || ev.Prev != head {
 					return fmt.Errorf("event %d does not continue the chain: run thinbot audit verify", seq+1)

@@ -594,3 +594,32 @@ func TestPythonVerifierArchive(t *testing.T) {
 		t.Fatalf("verify_jsonl.py on the archive's lines: %v: %s", err, out)
 	}
 }
+
+// TestArchiveRefusesAnEditedEvent: an event edited in place (its hash not
+// recomputed) among those to archive makes Archive refuse, naming the seq:
+// archiving it would take the evidence of the edit out of the live store,
+// whose audit verify would then pass.
+func TestArchiveRefusesAnEditedEvent(t *testing.T) {
+	dir := t.TempDir()
+	path, _ := archiveStore(t, dir)
+	withBolt(t, path, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketEvents)
+		line := bytes.Replace(b.Get(seqKey(7)), []byte("message"), []byte("messagE"), 1)
+		return b.Put(seqKey(7), line)
+	})
+	_, err := Archive(t.Context(), path, nil, ArchiveOptions{UpTo: 20})
+	if err == nil || !strings.Contains(err.Error(), "event 7") {
+		t.Fatalf("Archive of a chain with an edited event: %v, want a refusal naming event 7", err)
+	}
+	db, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if rep, err := db.Verify(t.Context()); err != nil || rep.OK || rep.BadSeq != 7 {
+		t.Fatalf("Verify after the refused archive: %+v, %v; want the edit still reported at seq 7", rep, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "archive", archiveName(1, 20))); err == nil {
+		t.Error("an archive file of the edited events was left behind")
+	}
+}
