@@ -177,7 +177,7 @@ func TestArchive(t *testing.T) {
 	if frep, err := rdb.VerifyFrom(t.Context(), 20, evs[19].Hash, nil); err != nil || !frep.OK || frep.LastSeq != 40 {
 		t.Fatalf("VerifyFrom on a restored later archive: %+v, %v", frep, err)
 	}
-	if frep, err := rdb.VerifyFrom(t.Context(), 10, evs[9].Hash, nil); err != nil || frep.OK || !strings.Contains(frep.Problem, "events up to seq 20 were archived") {
+	if frep, err := rdb.VerifyFrom(t.Context(), 10, evs[9].Hash, nil); err != nil || frep.OK || !strings.Contains(frep.Problem, "starts at seq 21, after the anchor (seq 10)") {
 		t.Fatalf("VerifyFrom an anchor before the live chain: %+v, %v", frep, err)
 	}
 	if _, _, err := Restore(t.Context(), filepath.Join(t.TempDir(), "events.db"), []string{res2.Path, res.Path}); err == nil {
@@ -621,5 +621,51 @@ func TestArchiveRefusesAnEditedEvent(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "archive", archiveName(1, 20))); err == nil {
 		t.Error("an archive file of the edited events was left behind")
+	}
+}
+
+// TestVerifyFromRemovedPrefix: an anchor before the live chain's start is
+// called archived only where an archive event records that start; a prefix
+// removed without one is reported as removed, as a full Verify reports it.
+func TestVerifyFromRemovedPrefix(t *testing.T) {
+	dir := t.TempDir()
+	path, evs := archiveStore(t, dir)
+	withBolt(t, path, func(tx *bolt.Tx) error {
+		for _, ev := range evs[:20] {
+			if err := tx.Bucket(bucketEvents).Delete(seqKey(ev.Seq)); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketIndex).Delete(indexKey(ev.Session, ev.Seq)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	db, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rep, err := db.VerifyFrom(t.Context(), 10, evs[9].Hash, nil)
+	if err != nil || rep.OK || rep.BadSeq != 11 || strings.Contains(rep.Problem, "were archived") || !strings.Contains(rep.Problem, "no archive event") {
+		t.Fatalf("VerifyFrom an anchor in a removed prefix: %+v, %v; want it reported removed, not archived", rep, err)
+	}
+	// With the archive event (a real archive), it says where they are.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path2, evs2 := archiveStore(t, t.TempDir())
+	res, err := Archive(t.Context(), path2, nil, ArchiveOptions{UpTo: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db2, err := Open(path2, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	rep, err = db2.VerifyFrom(t.Context(), 10, evs2[9].Hash, nil)
+	if err != nil || rep.OK || !strings.Contains(rep.Problem, "events up to seq 20 were archived in "+filepath.Base(res.Path)) {
+		t.Fatalf("VerifyFrom an anchor in a removed prefix: %+v, %v; want it reported removed, not archived", rep, err)
 	}
 }

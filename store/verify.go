@@ -219,7 +219,13 @@ func (db *DB) verify(ctx context.Context, fromSeq uint64, fromHash string, progr
 				}
 				if got := binary.BigEndian.Uint64(k); got != want && !(c.adoptsBase(b.evs[i], b.errs[i]) && b.evs[i].Seq == got) {
 					if fromSeq > 0 && c.rep.Events == 0 && got > want && liveBase(tx) == got-1 {
-						c.fail(want, fmt.Sprintf("events up to seq %d were archived (the live chain starts at seq %d): give an anchor at or after seq %d, or verify without one", got-1, got, got-1))
+						// Archived only if an archive event records
+						// that start; else the prefix was removed.
+						if file, ok := archiveRecordIn(tx, got-1, b.evs[i].Prev); ok {
+							c.fail(want, fmt.Sprintf("events up to seq %d were archived in %s (the live chain starts at seq %d): give an anchor at or after seq %d, or verify without one", got-1, file, got, got-1))
+						} else {
+							c.fail(want, fmt.Sprintf("the chain starts at seq %d, after the anchor (seq %d), and no archive event in it records events up to seq %d: they were removed (or this store was restored from an archive that starts there)", got, fromSeq, got-1))
+						}
 						return nil
 					}
 					c.fail(want, fmt.Sprintf("event %d is missing (the next stored key is %d)", want, got))
@@ -285,6 +291,24 @@ func (db *DB) verify(ctx context.Context, fromSeq uint64, fromHash string, progr
 		}
 	}
 	return c.rep, nil
+}
+
+// archiveRecordIn returns the file of the archive event in tx that records
+// events up to seq with head (ok false if none does).
+func archiveRecordIn(tx *bolt.Tx, seq uint64, head string) (file string, ok bool) {
+	prefix := indexKey(ArchiveSession, 0)[:len(ArchiveSession)+1]
+	events := tx.Bucket(bucketEvents)
+	c := tx.Bucket(bucketIndex).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8; k, _ = c.Next() {
+		ev, err := decodeLine(events.Get(k[len(prefix):]))
+		if err != nil {
+			continue
+		}
+		if r, isRec := ArchiveRecordOf(ev); isRec && r.Last == seq && r.Head == head {
+			return r.File, true
+		}
+	}
+	return "", false
 }
 
 // checkIndex looks for index entries that point at nothing. Every event was
