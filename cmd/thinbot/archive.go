@@ -181,7 +181,9 @@ func verifyArchives(ctx context.Context, e *env, files []string, dbPath string) 
 			return err
 		}
 		defer db.Close()
-		rep, err := db.Verify(ctx)
+		// The store as audit verify checks it (its checkpoints and its
+		// export too), and that it continues the last archive.
+		rep, err := verifyChain(ctx, db)
 		if err != nil {
 			return err
 		}
@@ -204,6 +206,11 @@ func verifyArchives(ctx context.Context, e *env, files []string, dbPath string) 
 			broken = append(broken, "store")
 		default:
 			fmt.Fprintf(e.stdout, "store  %s: ok, continues the last archive: events %d..%d, head seq %d hash %s\n", dbPath, rep.ArchivedSeq+1, rep.LastSeq, rep.LastSeq, rep.LastHash)
+		}
+		if ok, err := verifyExport(ctx, e, db, rep); err != nil {
+			return err
+		} else if !ok {
+			broken = append(broken, "export")
 		}
 		for i, a := range seals {
 			s := a.Seal
