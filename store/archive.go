@@ -151,6 +151,12 @@ type ArchiveOptions struct {
 	Keep func(db *DB) ([]string, error)
 	// Actor is the archive event's actor; "" means "operator".
 	Actor string
+	// Log reports the sessions that are logs of standalone events (the
+	// daemon's daily verification checkpoints, its notes), which the cut
+	// may split without looking for their boundary: such a session spans
+	// the whole chain, so no cut would ever be at a session boundary.
+	// ArchiveSession is one whatever Log says; nil means no other.
+	Log func(session string) bool
 
 	// crash, in tests, is called after each step; an error stops Archive
 	// there, as a crash would (nothing is cleaned up).
@@ -401,10 +407,10 @@ func liveBase(tx *bolt.Tx) uint64 {
 // archiveCut returns the cut: the highest seq within ao's limits at which
 // no session of keep has an event at or before it, and, if there is one
 // close below the limit (within 1% of the events to archive, or 1,000),
-// no session has events on both sides of it. A busy bot always has
-// sessions in flight, so there may be none: then the cut is the limit and
-// the sessions across it keep their later events live (Archived says
-// where the earlier ones are).
+// no session but a log (ao.Log) has events on both sides of it. A busy
+// bot always has sessions in flight, so there may be none: then the cut is
+// the limit and the sessions across it keep their later events live
+// (Archived says where the earlier ones are).
 func (db *DB) archiveCut(ao ArchiveOptions, keep []string, base uint64) (uint64, error) {
 	limit := db.LastSeq()
 	if ao.UpTo > 0 {
@@ -436,7 +442,7 @@ func (db *DB) archiveCut(ao ArchiveOptions, keep []string, base uint64) (uint64,
 				limit = min(limit, si.firstSeq-1)
 				return nil
 			}
-			if si.lastSeq > si.firstSeq {
+			if si.lastSeq > si.firstSeq && string(k) != ArchiveSession && (ao.Log == nil || !ao.Log(string(k))) {
 				spans = append(spans, span{si.firstSeq, si.lastSeq - 1})
 			}
 			return nil

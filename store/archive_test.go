@@ -669,3 +669,32 @@ func TestVerifyFromRemovedPrefix(t *testing.T) {
 		t.Fatalf("VerifyFrom an anchor in a removed prefix: %+v, %v; want it reported removed, not archived", rep, err)
 	}
 }
+
+// TestArchiveCutSplitsLogs: a log session (the archive's own, or one
+// ArchiveOptions.Log names, like the daemon's daily checkpoints) spans the
+// whole chain; the cut still finds the conversations' boundary.
+func TestArchiveCutSplitsLogs(t *testing.T) {
+	for _, logSession := range []string{ArchiveSession, "system:verify"} {
+		t.Run(logSession, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "events.db")
+			db, err := Open(path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			note := Event{Session: logSession, Type: "note", Actor: "system"}
+			if _, err := db.Append(t.Context(), note); err != nil {
+				t.Fatal(err)
+			}
+			fillSessions(t, db, 1, 4, 10) // s1 2..11, s2 12..21, s3 22..31, s4 32..41
+			if _, err := db.Append(t.Context(), note); err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			res, err := Archive(t.Context(), path, nil, ArchiveOptions{UpTo: 25, Log: func(s string) bool { return s == "system:verify" }})
+			if err != nil || res.Record.Last != 21 {
+				t.Fatalf("Archive: %+v, %v; want the cut at the end of s2 (21)", res.Record, err)
+			}
+			verifyAll(t, path)
+		})
+	}
+}

@@ -67,7 +67,7 @@ func cmdAuditArchive(ctx context.Context, e *env, args []string) error {
 		}
 		*db = filepath.Join(d, "events.db")
 	}
-	ao := store.ArchiveOptions{Dir: *dir, UpTo: *upto, Keep: agentcore.OpenSessions, Actor: "operator:thinbot audit archive"}
+	ao := store.ArchiveOptions{Dir: *dir, UpTo: *upto, Keep: agentcore.OpenSessions, Log: agentcore.LogSession, Actor: "operator:thinbot audit archive"}
 	if *before != "" {
 		t, err := parseDate(*before)
 		if err != nil {
