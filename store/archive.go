@@ -475,6 +475,13 @@ func writeSynced(path string, b []byte) error {
 }
 
 func writeFileSynced(path string, fill func(w io.Writer) error) error {
+	return writeFileChecked(path, fill, nil)
+}
+
+// writeFileChecked is writeFileSynced that calls check, if not nil, with
+// the file complete and synced, before it replaces whatever is at path: an
+// error from check stops it there.
+func writeFileChecked(path string, fill func(w io.Writer) error, check func() error) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -486,6 +493,9 @@ func writeFileSynced(path string, fill func(w io.Writer) error) error {
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil && check != nil {
+		err = check()
 	}
 	if err == nil {
 		err = os.Rename(tmp, path)
@@ -505,7 +515,29 @@ func (db *DB) writeArchive(ctx context.Context, p string, base uint64, baseHash 
 	rec := ArchiveRecord{File: filepath.Base(p), First: base + 1, Last: last, Count: last - base, Prev: baseHash}
 	sessions := map[string]*ArchivedSession{}
 	fileSum := sha256.New()
-	err := writeFileSynced(p, func(w io.Writer) error {
+	// A file of that name is replaced only by the same bytes (this
+	// archive written again after a crash): one of other contents is
+	// another store's archive (a --dir two stores share), or another
+	// history's, and would be lost.
+	noClobber := func() error {
+		f, err := os.Open(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			return err
+		}
+		if !bytes.Equal(h.Sum(nil), fileSum.Sum(nil)) {
+			return fmt.Errorf("%s exists and holds another archive (file sha256 %x): move it away, or archive into another --dir", p, h.Sum(nil))
+		}
+		return nil
+	}
+	err := writeFileChecked(p, func(w io.Writer) error {
 		zw, err := gzip.NewWriterLevel(io.MultiWriter(w, fileSum), gzip.BestSpeed)
 		if err != nil {
 			return err
@@ -564,7 +596,7 @@ func (db *DB) writeArchive(ctx context.Context, p string, base uint64, baseHash 
 			return err
 		}
 		return zw.Close()
-	})
+	}, noClobber)
 	if err != nil {
 		return ArchiveRecord{}, nil, fmt.Errorf("store: archive: write %s: %w", p, err)
 	}

@@ -698,3 +698,34 @@ func TestArchiveCutSplitsLogs(t *testing.T) {
 		})
 	}
 }
+
+// TestArchiveKeepsAnotherArchive: an archive file of the same name but
+// other contents (another store's, archived into the same --dir) is never
+// replaced: Archive refuses and leaves the store as it was.
+func TestArchiveKeepsAnotherArchive(t *testing.T) {
+	adir := t.TempDir()
+	path1, _ := archiveStore(t, t.TempDir())
+	res1, err := Archive(t.Context(), path1, nil, ArchiveOptions{UpTo: 20, Dir: adir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another store with the same seqs but other events.
+	path2 := filepath.Join(t.TempDir(), "events.db")
+	db, err := Open(path2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillSessions(t, db, 11, 5, 10)
+	db.Close()
+	_, err = Archive(t.Context(), path2, nil, ArchiveOptions{UpTo: 20, Dir: adir})
+	if err == nil || !strings.Contains(err.Error(), "another archive") {
+		t.Fatalf("Archive into a file of another store's archive: %v, want a refusal", err)
+	}
+	rep, err := VerifyArchiveFile(t.Context(), res1.Path)
+	if err != nil || !rep.OK || rep.FileSHA256 != res1.Record.FileSHA256 {
+		t.Fatalf("the first store's archive after the second's attempt: %+v, %v", rep, err)
+	}
+	if rep := verifyAll(t, path2); rep.ArchivedSeq != 0 || rep.LastSeq != 50 {
+		t.Fatalf("the refused store changed: %+v", rep)
+	}
+}
