@@ -306,7 +306,7 @@ func (db *DB) archive(ctx context.Context, ao ArchiveOptions, crash func(string)
 	if dir == "" {
 		dir = filepath.Join(filepath.Dir(db.path), "archive")
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := mkdirAllSynced(dir); err != nil {
 		return res, fmt.Errorf("store: archive: %w", err)
 	}
 	rec, sessions, err := db.writeArchive(ctx, filepath.Join(dir, archiveName(base+1, cut)), base, baseHash, cut)
@@ -466,6 +466,30 @@ func (db *DB) archiveCut(ao ArchiveOptions, keep []string, base uint64) (uint64,
 		return limit, nil
 	}
 	return cut, nil
+}
+
+// mkdirAllSynced is os.MkdirAll (mode 0700) whose new directories' names
+// are synced in their parents: the archive file in a --dir created here
+// must survive a machine restart, as the live events it replaces are gone
+// once the cut is done (the default dir, beside the store, is synced with
+// the cut's marker; another is not).
+func mkdirAllSynced(dir string) error {
+	var created []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || filepath.Dir(d) == d {
+			break
+		}
+		created = append(created, d)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for _, d := range created {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeSynced writes a new file atomically: a temporary file, synced,
