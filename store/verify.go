@@ -42,6 +42,9 @@ type Report struct {
 	ArchivedSeq  uint64
 	ArchivedHash string
 	ArchiveFile  string
+	// ArchiveFirst is the first seq that file holds: events before it
+	// are in the archives before it.
+	ArchiveFirst uint64
 }
 
 const maxWarnings = 10
@@ -119,7 +122,7 @@ func (c *chain) checkParsed(ev Event, err error) (Event, bool) {
 	c.rep.LastSeq, c.rep.LastHash = ev.Seq, ev.Hash
 	if c.rep.ArchivedSeq > 0 && !c.vouched && ev.Type == TypeArchive {
 		if r, err := parseArchiveRecord(ev.Payload); err == nil && r.Last == c.rep.ArchivedSeq && r.Head == c.rep.ArchivedHash {
-			c.vouched, c.rep.ArchiveFile = true, r.File
+			c.vouched, c.rep.ArchiveFile, c.rep.ArchiveFirst = true, r.File, r.First
 		}
 	}
 	return ev, true
@@ -545,7 +548,7 @@ func (db *DB) VerifyAuditWith(ctx context.Context, storeRep Report) (Report, err
 		c.rep.ArchivedSeq == storeRep.ArchivedSeq && c.rep.ArchivedHash == storeRep.ArchivedHash {
 		// The archive event that vouches for the base was among the lines
 		// trusted for being the store's verified ones.
-		c.vouched, c.rep.ArchiveFile = true, storeRep.ArchiveFile
+		c.vouched, c.rep.ArchiveFile, c.rep.ArchiveFirst = true, storeRep.ArchiveFile, storeRep.ArchiveFirst
 	}
 	c.finish()
 	if c.rep.OK && unindexed > 0 {

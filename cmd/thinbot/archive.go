@@ -238,5 +238,10 @@ func archivedNote(rep store.Report) string {
 	if rep.ArchivedSeq == 0 {
 		return ""
 	}
+	if rep.ArchiveFirst > 1 {
+		// The last archive holds only its own range.
+		return fmt.Sprintf("events 1..%d archived: %d..%d in %s (head %s), the earlier ones in the archives before it; ",
+			rep.ArchivedSeq, rep.ArchiveFirst, rep.ArchivedSeq, rep.ArchiveFile, rep.ArchivedHash)
+	}
 	return fmt.Sprintf("events 1..%d archived in %s (head %s); ", rep.ArchivedSeq, rep.ArchiveFile, rep.ArchivedHash)
 }

@@ -208,3 +208,20 @@ func TestAuditVerifyArchiveChecksTheStore(t *testing.T) {
 		t.Fatalf("verify --archive with the store of an edited journal: exit %d\n%s%s", code, out, errb)
 	}
 }
+
+// TestAuditVerifyNamesTheArchives: after two archives, verify does not say
+// that the last archive file holds every archived event: restoring it alone
+// gives only its own range.
+func TestAuditVerifyNamesTheArchives(t *testing.T) {
+	path := newSessionStore(t, 5)
+	for _, upto := range []string{"20", "40"} {
+		if out, errb, code := runAudit(t, "archive", "--db", path, "--upto", upto); code != 0 {
+			t.Fatalf("archive --upto %s: exit %d\n%s%s", upto, code, out, errb)
+		}
+	}
+	a2 := "archive-000000000021-000000000040.jsonl.gz"
+	out, errb, code := runAudit(t, "verify", "--db", path)
+	if code != 0 || strings.Contains(out, "events 1..40 archived in "+a2) || !strings.Contains(out, "events 1..40 archived: 21..40 in "+a2+" (head ") {
+		t.Fatalf("verify after two archives: exit %d\n%s%s", code, out, errb)
+	}
+}

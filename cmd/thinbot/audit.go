@@ -358,8 +358,12 @@ func exportStore(ctx context.Context, e *env, path, session string, since uint64
 	if rec, seq, ok, err := db.ArchivedBefore(); err != nil {
 		return err
 	} else if ok && since <= rec.Last {
-		fmt.Fprintf(e.stderr, "events %d..%d are archived in %s (head %s, recorded by event %d); this export starts at seq %d: thinbot audit restore FILE --to DIR brings them back\n",
-			rec.First, rec.Last, rec.File, rec.Head, seq, rec.Last+1)
+		earlier := ""
+		if rec.First > 1 {
+			earlier = fmt.Sprintf(", events 1..%d in the archives before it", rec.First-1)
+		}
+		fmt.Fprintf(e.stderr, "events %d..%d are archived in %s (head %s, recorded by event %d)%s; this export starts at seq %d: thinbot audit restore FILE... --to DIR brings them back\n",
+			rec.First, rec.Last, rec.File, rec.Head, seq, earlier, rec.Last+1)
 	}
 	if session != "" {
 		if a, ok, err := db.Archived(session); err == nil && ok {
