@@ -207,6 +207,10 @@ func Archive(ctx context.Context, path string, opts *Options, ao ArchiveOptions)
 	if o.AuditPath == "-" || o.ReadOnly {
 		return ArchiveResult{}, errors.New("store: archive: needs a writable store with its journal")
 	}
+	if _, err := os.Stat(path); err != nil {
+		// Open would create an empty store there (a mistyped path).
+		return ArchiveResult{}, fmt.Errorf("store: archive: no store at %s: %w", path, err)
+	}
 	crash := ao.crash
 	if crash == nil {
 		crash = func(string) error { return nil }

@@ -729,3 +729,16 @@ func TestArchiveKeepsAnotherArchive(t *testing.T) {
 		t.Fatalf("the refused store changed: %+v", rep)
 	}
 }
+
+// TestArchiveNoStore: archiving a path with no store (a mistyped --db)
+// says so and creates nothing there.
+func TestArchiveNoStore(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "typo")
+	_, err := Archive(t.Context(), filepath.Join(dir, "events.db"), nil, ArchiveOptions{UpTo: 10})
+	if err == nil || !strings.Contains(err.Error(), "no store") {
+		t.Fatalf("Archive of a missing store: %v", err)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatalf("Archive of a missing store created %s", dir)
+	}
+}
