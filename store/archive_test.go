@@ -742,3 +742,55 @@ func TestArchiveNoStore(t *testing.T) {
 		t.Fatalf("Archive of a missing store created %s", dir)
 	}
 }
+
+// TestReplayJournalAfterAnArchive: a journal that starts after seq 1 (a
+// restored later archive, or a live journal after an archive restored
+// alone into an empty state dir) is replayed into the store once, and the
+// journal keeps each line once.
+func TestReplayJournalAfterAnArchive(t *testing.T) {
+	dir := t.TempDir()
+	path, evs := archiveStore(t, dir)
+	if _, err := Archive(t.Context(), path, nil, ArchiveOptions{UpTo: 20}); err != nil {
+		t.Fatal(err)
+	}
+	live, err := os.ReadFile(filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillSessions(t, db, 6, 2, 5)
+	db.Close()
+	res2, err := Archive(t.Context(), path, nil, ArchiveOptions{UpTo: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A later archive restored alone.
+	rdir := t.TempDir()
+	if _, _, err := Restore(t.Context(), filepath.Join(rdir, "events.db"), []string{res2.Path}); err != nil {
+		t.Fatal(err)
+	}
+	j, err := os.ReadFile(filepath.Join(rdir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(j, []byte("\n")); n != 20 {
+		t.Fatalf("the restored journal of events 21..40 has %d lines", n)
+	}
+	rep, err := VerifyJSONL(t.Context(), bytes.NewReader(j))
+	if err != nil || rep.LastSeq != 40 || rep.LastHash != evs[39].Hash {
+		t.Fatalf("the restored journal: %+v, %v", rep, err)
+	}
+	// The live journal of the first archive, alone in an empty state dir
+	// (audit rebuild builds the store from it).
+	jdir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(jdir, "audit.jsonl"), live, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep = verifyAll(t, filepath.Join(jdir, "events.db"))
+	if rep.ArchivedSeq != 20 || rep.LastSeq != 51 || rep.Events != 31 {
+		t.Fatalf("a store built from the journal after an archive: %+v", rep)
+	}
+}
