@@ -647,22 +647,43 @@ func (db *DB) buildCut(ctx context.Context, cut uint64, sessions map[string]*Arc
 		return fmt.Errorf("store: archive: %w", err)
 	}
 	defer jf.Close()
+	// The lines the cut drops must be the store's (archived above): a
+	// journal edited there would lose the evidence of it.
 	var off int64
 	found := false
-	err = eachLine(ctx, jf, func(line []byte, complete bool) bool {
-		ev, err := parseLine(line)
-		if err != nil || !complete {
-			return false
-		}
-		if ev.Seq == cut+1 {
-			found = true
-			return false
-		}
-		off += int64(len(line)) + 1
-		return true
+	var differs uint64
+	err = db.view(func(tx *bolt.Tx) error {
+		events := tx.Bucket(bucketEvents)
+		return eachLine(ctx, jf, func(line []byte, complete bool) bool {
+			ev, ok := decodeFields(line, false)
+			if !ok {
+				var err error
+				if ev, err = decodeLine(line); err != nil {
+					ev.Seq = 0
+				}
+			}
+			if !complete || ev.Seq == 0 {
+				return false
+			}
+			if ev.Seq == cut+1 {
+				found = true
+				return false
+			}
+			if !bytes.Equal(events.Get(seqKey(ev.Seq)), line) {
+				differs = ev.Seq
+				return false
+			}
+			off += int64(len(line)) + 1
+			return true
+		})
 	})
-	if err != nil || !found {
-		return fmt.Errorf("store: archive: the journal has no line for seq %d (%v): run thinbot audit verify", cut+1, err)
+	switch {
+	case err != nil:
+		return fmt.Errorf("store: archive: read the journal: %w", err)
+	case differs > 0:
+		return fmt.Errorf("store: archive: the journal's line for seq %d differs from the stored event: run thinbot audit verify", differs)
+	case !found:
+		return fmt.Errorf("store: archive: the journal has no line for seq %d: run thinbot audit verify", cut+1)
 	}
 	out, err := os.OpenFile(newJ, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {

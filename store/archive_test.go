@@ -794,3 +794,42 @@ func TestReplayJournalAfterAnArchive(t *testing.T) {
 		t.Fatalf("a store built from the journal after an archive: %+v", rep)
 	}
 }
+
+// TestArchiveRefusesAnEditedJournal: a journal line edited among those the
+// cut drops makes Archive refuse: the cut would remove the evidence of the
+// edit (the store's events are archived, but the export no longer shows it
+// was tampered with).
+func TestArchiveRefusesAnEditedJournal(t *testing.T) {
+	dir := t.TempDir()
+	path, evs := archiveStore(t, dir)
+	jp := filepath.Join(dir, "audit.jsonl")
+	b, err := os.ReadFile(jp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Seq 7 replaced by a line hashed anew (the next line's prev no longer
+	// matches it).
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	ev7 := evs[6]
+	ev7.Payload = bytes.Replace(ev7.Payload, []byte("message"), []byte("messagE"), 1)
+	forged, _ := encodeLine(&ev7)
+	if len(forged) != len(lines[6])-1 {
+		t.Fatalf("forge: %d bytes for %d", len(forged), len(lines[6])-1)
+	}
+	lines[6] = append(forged, '\n')
+	if err := os.WriteFile(jp, bytes.Join(lines, nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Archive(t.Context(), path, nil, ArchiveOptions{UpTo: 20})
+	if err == nil || !strings.Contains(err.Error(), "seq 7") {
+		t.Fatalf("Archive with an edited journal line: %v, want a refusal naming seq 7", err)
+	}
+	db, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if rep, err := db.VerifyAudit(t.Context()); err != nil || rep.OK || rep.BadSeq != 7 {
+		t.Fatalf("VerifyAudit after the refused archive: %+v, %v", rep, err)
+	}
+}
