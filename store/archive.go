@@ -125,9 +125,11 @@ func parseArchiveRecord(p json.RawMessage) (ArchiveRecord, error) {
 }
 
 // ArchiveRecordOf returns the record of an archive event (ok false for any
-// other event or a malformed payload).
+// other event, one outside ArchiveSession, or a malformed payload). It is
+// the one test of what vouches for a chain's start: the verifiers,
+// ArchivedBefore and the readers above agree on it.
 func ArchiveRecordOf(ev Event) (ArchiveRecord, bool) {
-	if ev.Type != TypeArchive {
+	if ev.Type != TypeArchive || ev.Session != ArchiveSession {
 		return ArchiveRecord{}, false
 	}
 	r, err := parseArchiveRecord(ev.Payload)

@@ -833,3 +833,44 @@ func TestArchiveRefusesAnEditedJournal(t *testing.T) {
 		t.Fatalf("VerifyAudit after the refused archive: %+v, %v", rep, err)
 	}
 }
+
+// TestArchiveRecordOutsideItsSession: only an archive event of the archive
+// session vouches for the chain's start (what ArchivedBefore, the viewer
+// and the checkpoints' check read): a record of the same type elsewhere
+// does not.
+func TestArchiveRecordOutsideItsSession(t *testing.T) {
+	dir := t.TempDir()
+	path, evs := archiveStore(t, dir)
+	db, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := ArchiveRecord{File: archiveName(1, 20), First: 1, Last: 20, Count: 20, Prev: ZeroHash, Head: evs[19].Hash, SHA256: ZeroHash}
+	if _, err := db.Append(t.Context(), Event{Session: "s9", Type: TypeArchive, Actor: "user:mallory", Payload: mustMarshal(rec)}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	withBolt(t, path, func(tx *bolt.Tx) error {
+		for _, ev := range evs[:20] {
+			if err := tx.Bucket(bucketEvents).Delete(seqKey(ev.Seq)); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketIndex).Delete(indexKey(ev.Session, ev.Seq)); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketSessions).Delete([]byte(ev.Session)); err != nil {
+				return err
+			}
+		}
+		return tx.DeleteBucket(bucketRecent)
+	})
+	rdb, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	rep, err := rdb.Verify(t.Context())
+	if err != nil || rep.OK || !strings.Contains(rep.Problem, "no archive event") {
+		t.Fatalf("Verify of a prefix vouched for outside the archive session: %+v, %v", rep, err)
+	}
+}

@@ -121,7 +121,7 @@ func (c *chain) checkParsed(ev Event, err error) (Event, bool) {
 	c.rep.Events++
 	c.rep.LastSeq, c.rep.LastHash = ev.Seq, ev.Hash
 	if c.rep.ArchivedSeq > 0 && !c.vouched && ev.Type == TypeArchive {
-		if r, err := parseArchiveRecord(ev.Payload); err == nil && r.Last == c.rep.ArchivedSeq && r.Head == c.rep.ArchivedHash {
+		if r, ok := ArchiveRecordOf(ev); ok && r.Last == c.rep.ArchivedSeq && r.Head == c.rep.ArchivedHash {
 			c.vouched, c.rep.ArchiveFile, c.rep.ArchiveFirst = true, r.File, r.First
 		}
 	}
