@@ -869,6 +869,12 @@ func pendingCut(path, journal string) (string, string) {
 	if _, err := os.Stat(archiveMarker(path)); err != nil {
 		return path, journal
 	}
+	// A process that holds the store finished any cut when it opened it
+	// (an archive holds it only until it writes the marker): a marker
+	// then was not left by an archive, and the live files are the store.
+	if stateHeld(path) {
+		return path, journal
+	}
 	if _, err := os.Stat(archiveNewDB(path)); err == nil {
 		path = archiveNewDB(path)
 	}

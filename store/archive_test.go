@@ -874,3 +874,43 @@ func TestArchiveRecordOutsideItsSession(t *testing.T) {
 		t.Fatalf("Verify of a prefix vouched for outside the archive session: %+v, %v", rep, err)
 	}
 }
+
+// TestPendingCutIgnoredWhileHeld: a cut's marker with new files beside the
+// store, found while a process holds the store (a daemon, which finished
+// any cut when it opened it), was not left by an archive: a read-only open
+// does not read those files instead of the live store (a planted copy
+// would verify in place of a tampered live store).
+func TestPendingCutIgnoredWhileHeld(t *testing.T) {
+	dir := t.TempDir()
+	path, _ := archiveStore(t, dir)
+	other, _ := archiveStore(t, t.TempDir())
+	db, err := Open(path, nil) // the daemon
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// A copy of another store, planted as a pending cut.
+	if err := os.WriteFile(archiveMarker(path), []byte(archiveFormat+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(archiveNewDB(path), mustReadFile(t, other), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rdb, err := Open(path, &Options{ReadOnly: true})
+	if err == nil {
+		rdb.Close()
+		t.Fatal("a read-only open of a held store read the files of a planted cut")
+	}
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("read-only open of a held store: %v, want ErrLocked", err)
+	}
+}
+
+func mustReadFile(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
