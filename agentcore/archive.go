@@ -2,6 +2,7 @@ package agentcore
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/thinbot/thinbot/store"
 )
@@ -27,3 +28,9 @@ func OpenSessions(db *store.DB) ([]string, error) {
 	slices.Sort(out)
 	return slices.Compact(out), nil
 }
+
+// LogSession reports whether a session is a log of the kernel's standalone
+// events (system:verify's daily checkpoints, system:skills' notes: the
+// "system:" sessions), which span the whole chain and which an archive's
+// cut may split. Use it as store.ArchiveOptions.Log.
+func LogSession(id string) bool { return strings.HasPrefix(id, "system:") }

@@ -142,11 +142,11 @@ func TestCheckpointsAcrossAnArchive(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	early := checkpoint() // at 10, for 9
+	early := checkpoint()                                               // at 10, for 9
 	if _, err := db.Append(t.Context(), session("b0")...); err != nil { // 11..13
 		t.Fatal(err)
 	}
-	edge := checkpoint() // at 14, for 13
+	edge := checkpoint()                                                // at 14, for 13
 	if _, err := db.Append(t.Context(), session("c0")...); err != nil { // 15..17
 		t.Fatal(err)
 	}

@@ -125,9 +125,11 @@ func parseArchiveRecord(p json.RawMessage) (ArchiveRecord, error) {
 }
 
 // ArchiveRecordOf returns the record of an archive event (ok false for any
-// other event or a malformed payload).
+// other event, one outside ArchiveSession, or a malformed payload). It is
+// the one test of what vouches for a chain's start: the verifiers,
+// ArchivedBefore and the readers above agree on it.
 func ArchiveRecordOf(ev Event) (ArchiveRecord, bool) {
-	if ev.Type != TypeArchive {
+	if ev.Type != TypeArchive || ev.Session != ArchiveSession {
 		return ArchiveRecord{}, false
 	}
 	r, err := parseArchiveRecord(ev.Payload)
@@ -151,6 +153,12 @@ type ArchiveOptions struct {
 	Keep func(db *DB) ([]string, error)
 	// Actor is the archive event's actor; "" means "operator".
 	Actor string
+	// Log reports the sessions that are logs of standalone events (the
+	// daemon's daily verification checkpoints, its notes), which the cut
+	// may split without looking for their boundary: such a session spans
+	// the whole chain, so no cut would ever be at a session boundary.
+	// ArchiveSession is one whatever Log says; nil means no other.
+	Log func(session string) bool
 
 	// crash, in tests, is called after each step; an error stops Archive
 	// there, as a crash would (nothing is cleaned up).
@@ -200,6 +208,10 @@ func Archive(ctx context.Context, path string, opts *Options, ao ArchiveOptions)
 	}
 	if o.AuditPath == "-" || o.ReadOnly {
 		return ArchiveResult{}, errors.New("store: archive: needs a writable store with its journal")
+	}
+	if _, err := os.Stat(path); err != nil {
+		// Open would create an empty store there (a mistyped path).
+		return ArchiveResult{}, fmt.Errorf("store: archive: no store at %s: %w", path, err)
 	}
 	crash := ao.crash
 	if crash == nil {
@@ -300,7 +312,7 @@ func (db *DB) archive(ctx context.Context, ao ArchiveOptions, crash func(string)
 	if dir == "" {
 		dir = filepath.Join(filepath.Dir(db.path), "archive")
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := mkdirAllSynced(dir); err != nil {
 		return res, fmt.Errorf("store: archive: %w", err)
 	}
 	rec, sessions, err := db.writeArchive(ctx, filepath.Join(dir, archiveName(base+1, cut)), base, baseHash, cut)
@@ -401,10 +413,10 @@ func liveBase(tx *bolt.Tx) uint64 {
 // archiveCut returns the cut: the highest seq within ao's limits at which
 // no session of keep has an event at or before it, and, if there is one
 // close below the limit (within 1% of the events to archive, or 1,000),
-// no session has events on both sides of it. A busy bot always has
-// sessions in flight, so there may be none: then the cut is the limit and
-// the sessions across it keep their later events live (Archived says
-// where the earlier ones are).
+// no session but a log (ao.Log) has events on both sides of it. A busy
+// bot always has sessions in flight, so there may be none: then the cut is
+// the limit and the sessions across it keep their later events live
+// (Archived says where the earlier ones are).
 func (db *DB) archiveCut(ao ArchiveOptions, keep []string, base uint64) (uint64, error) {
 	limit := db.LastSeq()
 	if ao.UpTo > 0 {
@@ -436,7 +448,7 @@ func (db *DB) archiveCut(ao ArchiveOptions, keep []string, base uint64) (uint64,
 				limit = min(limit, si.firstSeq-1)
 				return nil
 			}
-			if si.lastSeq > si.firstSeq {
+			if si.lastSeq > si.firstSeq && string(k) != ArchiveSession && (ao.Log == nil || !ao.Log(string(k))) {
 				spans = append(spans, span{si.firstSeq, si.lastSeq - 1})
 			}
 			return nil
@@ -462,6 +474,30 @@ func (db *DB) archiveCut(ao ArchiveOptions, keep []string, base uint64) (uint64,
 	return cut, nil
 }
 
+// mkdirAllSynced is os.MkdirAll (mode 0700) whose new directories' names
+// are synced in their parents: the archive file in a --dir created here
+// must survive a machine restart, as the live events it replaces are gone
+// once the cut is done (the default dir, beside the store, is synced with
+// the cut's marker; another is not).
+func mkdirAllSynced(dir string) error {
+	var created []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || filepath.Dir(d) == d {
+			break
+		}
+		created = append(created, d)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for _, d := range created {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // writeSynced writes a new file atomically: a temporary file, synced,
 // renamed into place, the directory synced.
 func writeSynced(path string, b []byte) error {
@@ -469,6 +505,13 @@ func writeSynced(path string, b []byte) error {
 }
 
 func writeFileSynced(path string, fill func(w io.Writer) error) error {
+	return writeFileChecked(path, fill, nil)
+}
+
+// writeFileChecked is writeFileSynced that calls check, if not nil, with
+// the file complete and synced, before it replaces whatever is at path: an
+// error from check stops it there.
+func writeFileChecked(path string, fill func(w io.Writer) error, check func() error) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -480,6 +523,9 @@ func writeFileSynced(path string, fill func(w io.Writer) error) error {
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil && check != nil {
+		err = check()
 	}
 	if err == nil {
 		err = os.Rename(tmp, path)
@@ -499,7 +545,29 @@ func (db *DB) writeArchive(ctx context.Context, p string, base uint64, baseHash 
 	rec := ArchiveRecord{File: filepath.Base(p), First: base + 1, Last: last, Count: last - base, Prev: baseHash}
 	sessions := map[string]*ArchivedSession{}
 	fileSum := sha256.New()
-	err := writeFileSynced(p, func(w io.Writer) error {
+	// A file of that name is replaced only by the same bytes (this
+	// archive written again after a crash): one of other contents is
+	// another store's archive (a --dir two stores share), or another
+	// history's, and would be lost.
+	noClobber := func() error {
+		f, err := os.Open(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			return err
+		}
+		if !bytes.Equal(h.Sum(nil), fileSum.Sum(nil)) {
+			return fmt.Errorf("%s exists and holds another archive (file sha256 %x): move it away, or archive into another --dir", p, h.Sum(nil))
+		}
+		return nil
+	}
+	err := writeFileChecked(p, func(w io.Writer) error {
 		zw, err := gzip.NewWriterLevel(io.MultiWriter(w, fileSum), gzip.BestSpeed)
 		if err != nil {
 			return err
@@ -519,12 +587,13 @@ func (db *DB) writeArchive(ctx context.Context, p string, base uint64, baseHash 
 				return err
 			}
 			for _, l := range lines {
-				ev, ok := decodeCanonical(l)
-				if !ok {
-					var err error
-					if ev, err = decodeLine(l); err != nil {
-						return fmt.Errorf("event %d: %w", seq+1, err)
-					}
+				// Each event is checked in full (canonical form and
+				// hash), not only linked: an edit archived here would be
+				// gone from the live store, whose verification would then
+				// pass.
+				ev, err := parseLine(l)
+				if err != nil {
+					return fmt.Errorf("event %d: %w: run thinbot audit verify", seq+1, err)
 				}
 				if ev.Seq != seq+1 || ev.Prev != head {
 					return fmt.Errorf("event %d does not continue the chain: run thinbot audit verify", seq+1)
@@ -557,7 +626,7 @@ func (db *DB) writeArchive(ctx context.Context, p string, base uint64, baseHash 
 			return err
 		}
 		return zw.Close()
-	})
+	}, noClobber)
 	if err != nil {
 		return ArchiveRecord{}, nil, fmt.Errorf("store: archive: write %s: %w", p, err)
 	}
@@ -580,22 +649,43 @@ func (db *DB) buildCut(ctx context.Context, cut uint64, sessions map[string]*Arc
 		return fmt.Errorf("store: archive: %w", err)
 	}
 	defer jf.Close()
+	// The lines the cut drops must be the store's (archived above): a
+	// journal edited there would lose the evidence of it.
 	var off int64
 	found := false
-	err = eachLine(ctx, jf, func(line []byte, complete bool) bool {
-		ev, err := parseLine(line)
-		if err != nil || !complete {
-			return false
-		}
-		if ev.Seq == cut+1 {
-			found = true
-			return false
-		}
-		off += int64(len(line)) + 1
-		return true
+	var differs uint64
+	err = db.view(func(tx *bolt.Tx) error {
+		events := tx.Bucket(bucketEvents)
+		return eachLine(ctx, jf, func(line []byte, complete bool) bool {
+			ev, ok := decodeFields(line, false)
+			if !ok {
+				var err error
+				if ev, err = decodeLine(line); err != nil {
+					ev.Seq = 0
+				}
+			}
+			if !complete || ev.Seq == 0 {
+				return false
+			}
+			if ev.Seq == cut+1 {
+				found = true
+				return false
+			}
+			if !bytes.Equal(events.Get(seqKey(ev.Seq)), line) {
+				differs = ev.Seq
+				return false
+			}
+			off += int64(len(line)) + 1
+			return true
+		})
 	})
-	if err != nil || !found {
-		return fmt.Errorf("store: archive: the journal has no line for seq %d (%v): run thinbot audit verify", cut+1, err)
+	switch {
+	case err != nil:
+		return fmt.Errorf("store: archive: read the journal: %w", err)
+	case differs > 0:
+		return fmt.Errorf("store: archive: the journal's line for seq %d differs from the stored event: run thinbot audit verify", differs)
+	case !found:
+		return fmt.Errorf("store: archive: the journal has no line for seq %d: run thinbot audit verify", cut+1)
 	}
 	out, err := os.OpenFile(newJ, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -777,6 +867,12 @@ func finishArchive(path, journal string, crash func(string) error) error {
 // writable Open finishes it), the new ones not renamed yet.
 func pendingCut(path, journal string) (string, string) {
 	if _, err := os.Stat(archiveMarker(path)); err != nil {
+		return path, journal
+	}
+	// A process that holds the store finished any cut when it opened it
+	// (an archive holds it only until it writes the marker): a marker
+	// then was not left by an archive, and the live files are the store.
+	if stateHeld(path) {
 		return path, journal
 	}
 	if _, err := os.Stat(archiveNewDB(path)); err == nil {

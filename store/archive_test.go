@@ -177,7 +177,7 @@ func TestArchive(t *testing.T) {
 	if frep, err := rdb.VerifyFrom(t.Context(), 20, evs[19].Hash, nil); err != nil || !frep.OK || frep.LastSeq != 40 {
 		t.Fatalf("VerifyFrom on a restored later archive: %+v, %v", frep, err)
 	}
-	if frep, err := rdb.VerifyFrom(t.Context(), 10, evs[9].Hash, nil); err != nil || frep.OK || !strings.Contains(frep.Problem, "events up to seq 20 were archived") {
+	if frep, err := rdb.VerifyFrom(t.Context(), 10, evs[9].Hash, nil); err != nil || frep.OK || !strings.Contains(frep.Problem, "starts at seq 21, after the anchor (seq 10)") {
 		t.Fatalf("VerifyFrom an anchor before the live chain: %+v, %v", frep, err)
 	}
 	if _, _, err := Restore(t.Context(), filepath.Join(t.TempDir(), "events.db"), []string{res2.Path, res.Path}); err == nil {
@@ -593,4 +593,324 @@ func TestPythonVerifierArchive(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(out), "ok 20 events, last seq 20, last hash "+evs[19].Hash) {
 		t.Fatalf("verify_jsonl.py on the archive's lines: %v: %s", err, out)
 	}
+}
+
+// TestArchiveRefusesAnEditedEvent: an event edited in place (its hash not
+// recomputed) among those to archive makes Archive refuse, naming the seq:
+// archiving it would take the evidence of the edit out of the live store,
+// whose audit verify would then pass.
+func TestArchiveRefusesAnEditedEvent(t *testing.T) {
+	dir := t.TempDir()
+	path, _ := archiveStore(t, dir)
+	withBolt(t, path, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketEvents)
+		line := bytes.Replace(b.Get(seqKey(7)), []byte("message"), []byte("messagE"), 1)
+		return b.Put(seqKey(7), line)
+	})
+	_, err := Archive(t.Context(), path, nil, ArchiveOptions{UpTo: 20})
+	if err == nil || !strings.Contains(err.Error(), "event 7") {
+		t.Fatalf("Archive of a chain with an edited event: %v, want a refusal naming event 7", err)
+	}
+	db, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if rep, err := db.Verify(t.Context()); err != nil || rep.OK || rep.BadSeq != 7 {
+		t.Fatalf("Verify after the refused archive: %+v, %v; want the edit still reported at seq 7", rep, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "archive", archiveName(1, 20))); err == nil {
+		t.Error("an archive file of the edited events was left behind")
+	}
+}
+
+// TestVerifyFromRemovedPrefix: an anchor before the live chain's start is
+// called archived only where an archive event records that start; a prefix
+// removed without one is reported as removed, as a full Verify reports it.
+func TestVerifyFromRemovedPrefix(t *testing.T) {
+	dir := t.TempDir()
+	path, evs := archiveStore(t, dir)
+	withBolt(t, path, func(tx *bolt.Tx) error {
+		for _, ev := range evs[:20] {
+			if err := tx.Bucket(bucketEvents).Delete(seqKey(ev.Seq)); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketIndex).Delete(indexKey(ev.Session, ev.Seq)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	db, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rep, err := db.VerifyFrom(t.Context(), 10, evs[9].Hash, nil)
+	if err != nil || rep.OK || rep.BadSeq != 11 || strings.Contains(rep.Problem, "were archived") || !strings.Contains(rep.Problem, "no archive event") {
+		t.Fatalf("VerifyFrom an anchor in a removed prefix: %+v, %v; want it reported removed, not archived", rep, err)
+	}
+	// With the archive event (a real archive), it says where they are.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path2, evs2 := archiveStore(t, t.TempDir())
+	res, err := Archive(t.Context(), path2, nil, ArchiveOptions{UpTo: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db2, err := Open(path2, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	rep, err = db2.VerifyFrom(t.Context(), 10, evs2[9].Hash, nil)
+	if err != nil || rep.OK || !strings.Contains(rep.Problem, "events up to seq 20 were archived in "+filepath.Base(res.Path)) {
+		t.Fatalf("VerifyFrom an anchor in a removed prefix: %+v, %v; want it reported removed, not archived", rep, err)
+	}
+}
+
+// TestArchiveCutSplitsLogs: a log session (the archive's own, or one
+// ArchiveOptions.Log names, like the daemon's daily checkpoints) spans the
+// whole chain; the cut still finds the conversations' boundary.
+func TestArchiveCutSplitsLogs(t *testing.T) {
+	for _, logSession := range []string{ArchiveSession, "system:verify"} {
+		t.Run(logSession, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "events.db")
+			db, err := Open(path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			note := Event{Session: logSession, Type: "note", Actor: "system"}
+			if _, err := db.Append(t.Context(), note); err != nil {
+				t.Fatal(err)
+			}
+			fillSessions(t, db, 1, 4, 10) // s1 2..11, s2 12..21, s3 22..31, s4 32..41
+			if _, err := db.Append(t.Context(), note); err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			res, err := Archive(t.Context(), path, nil, ArchiveOptions{UpTo: 25, Log: func(s string) bool { return s == "system:verify" }})
+			if err != nil || res.Record.Last != 21 {
+				t.Fatalf("Archive: %+v, %v; want the cut at the end of s2 (21)", res.Record, err)
+			}
+			verifyAll(t, path)
+		})
+	}
+}
+
+// TestArchiveKeepsAnotherArchive: an archive file of the same name but
+// other contents (another store's, archived into the same --dir) is never
+// replaced: Archive refuses and leaves the store as it was.
+func TestArchiveKeepsAnotherArchive(t *testing.T) {
+	adir := t.TempDir()
+	path1, _ := archiveStore(t, t.TempDir())
+	res1, err := Archive(t.Context(), path1, nil, ArchiveOptions{UpTo: 20, Dir: adir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another store with the same seqs but other events.
+	path2 := filepath.Join(t.TempDir(), "events.db")
+	db, err := Open(path2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillSessions(t, db, 11, 5, 10)
+	db.Close()
+	_, err = Archive(t.Context(), path2, nil, ArchiveOptions{UpTo: 20, Dir: adir})
+	if err == nil || !strings.Contains(err.Error(), "another archive") {
+		t.Fatalf("Archive into a file of another store's archive: %v, want a refusal", err)
+	}
+	rep, err := VerifyArchiveFile(t.Context(), res1.Path)
+	if err != nil || !rep.OK || rep.FileSHA256 != res1.Record.FileSHA256 {
+		t.Fatalf("the first store's archive after the second's attempt: %+v, %v", rep, err)
+	}
+	if rep := verifyAll(t, path2); rep.ArchivedSeq != 0 || rep.LastSeq != 50 {
+		t.Fatalf("the refused store changed: %+v", rep)
+	}
+}
+
+// TestArchiveNoStore: archiving a path with no store (a mistyped --db)
+// says so and creates nothing there.
+func TestArchiveNoStore(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "typo")
+	_, err := Archive(t.Context(), filepath.Join(dir, "events.db"), nil, ArchiveOptions{UpTo: 10})
+	if err == nil || !strings.Contains(err.Error(), "no store") {
+		t.Fatalf("Archive of a missing store: %v", err)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatalf("Archive of a missing store created %s", dir)
+	}
+}
+
+// TestReplayJournalAfterAnArchive: a journal that starts after seq 1 (a
+// restored later archive, or a live journal after an archive restored
+// alone into an empty state dir) is replayed into the store once, and the
+// journal keeps each line once.
+func TestReplayJournalAfterAnArchive(t *testing.T) {
+	dir := t.TempDir()
+	path, evs := archiveStore(t, dir)
+	if _, err := Archive(t.Context(), path, nil, ArchiveOptions{UpTo: 20}); err != nil {
+		t.Fatal(err)
+	}
+	live, err := os.ReadFile(filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillSessions(t, db, 6, 2, 5)
+	db.Close()
+	res2, err := Archive(t.Context(), path, nil, ArchiveOptions{UpTo: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A later archive restored alone.
+	rdir := t.TempDir()
+	if _, _, err := Restore(t.Context(), filepath.Join(rdir, "events.db"), []string{res2.Path}); err != nil {
+		t.Fatal(err)
+	}
+	j, err := os.ReadFile(filepath.Join(rdir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(j, []byte("\n")); n != 20 {
+		t.Fatalf("the restored journal of events 21..40 has %d lines", n)
+	}
+	rep, err := VerifyJSONL(t.Context(), bytes.NewReader(j))
+	if err != nil || rep.LastSeq != 40 || rep.LastHash != evs[39].Hash {
+		t.Fatalf("the restored journal: %+v, %v", rep, err)
+	}
+	// The live journal of the first archive, alone in an empty state dir
+	// (audit rebuild builds the store from it).
+	jdir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(jdir, "audit.jsonl"), live, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep = verifyAll(t, filepath.Join(jdir, "events.db"))
+	if rep.ArchivedSeq != 20 || rep.LastSeq != 51 || rep.Events != 31 {
+		t.Fatalf("a store built from the journal after an archive: %+v", rep)
+	}
+}
+
+// TestArchiveRefusesAnEditedJournal: a journal line edited among those the
+// cut drops makes Archive refuse: the cut would remove the evidence of the
+// edit (the store's events are archived, but the export no longer shows it
+// was tampered with).
+func TestArchiveRefusesAnEditedJournal(t *testing.T) {
+	dir := t.TempDir()
+	path, evs := archiveStore(t, dir)
+	jp := filepath.Join(dir, "audit.jsonl")
+	b, err := os.ReadFile(jp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Seq 7 replaced by a line hashed anew (the next line's prev no longer
+	// matches it).
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	ev7 := evs[6]
+	ev7.Payload = bytes.Replace(ev7.Payload, []byte("message"), []byte("messagE"), 1)
+	forged, _ := encodeLine(&ev7)
+	if len(forged) != len(lines[6])-1 {
+		t.Fatalf("forge: %d bytes for %d", len(forged), len(lines[6])-1)
+	}
+	lines[6] = append(forged, '\n')
+	if err := os.WriteFile(jp, bytes.Join(lines, nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Archive(t.Context(), path, nil, ArchiveOptions{UpTo: 20})
+	if err == nil || !strings.Contains(err.Error(), "seq 7") {
+		t.Fatalf("Archive with an edited journal line: %v, want a refusal naming seq 7", err)
+	}
+	db, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if rep, err := db.VerifyAudit(t.Context()); err != nil || rep.OK || rep.BadSeq != 7 {
+		t.Fatalf("VerifyAudit after the refused archive: %+v, %v", rep, err)
+	}
+}
+
+// TestArchiveRecordOutsideItsSession: only an archive event of the archive
+// session vouches for the chain's start (what ArchivedBefore, the viewer
+// and the checkpoints' check read): a record of the same type elsewhere
+// does not.
+func TestArchiveRecordOutsideItsSession(t *testing.T) {
+	dir := t.TempDir()
+	path, evs := archiveStore(t, dir)
+	db, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := ArchiveRecord{File: archiveName(1, 20), First: 1, Last: 20, Count: 20, Prev: ZeroHash, Head: evs[19].Hash, SHA256: ZeroHash}
+	if _, err := db.Append(t.Context(), Event{Session: "s9", Type: TypeArchive, Actor: "user:mallory", Payload: mustMarshal(rec)}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	withBolt(t, path, func(tx *bolt.Tx) error {
+		for _, ev := range evs[:20] {
+			if err := tx.Bucket(bucketEvents).Delete(seqKey(ev.Seq)); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketIndex).Delete(indexKey(ev.Session, ev.Seq)); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketSessions).Delete([]byte(ev.Session)); err != nil {
+				return err
+			}
+		}
+		return tx.DeleteBucket(bucketRecent)
+	})
+	rdb, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	rep, err := rdb.Verify(t.Context())
+	if err != nil || rep.OK || !strings.Contains(rep.Problem, "no archive event") {
+		t.Fatalf("Verify of a prefix vouched for outside the archive session: %+v, %v", rep, err)
+	}
+}
+
+// TestPendingCutIgnoredWhileHeld: a cut's marker with new files beside the
+// store, found while a process holds the store (a daemon, which finished
+// any cut when it opened it), was not left by an archive: a read-only open
+// does not read those files instead of the live store (a planted copy
+// would verify in place of a tampered live store).
+func TestPendingCutIgnoredWhileHeld(t *testing.T) {
+	dir := t.TempDir()
+	path, _ := archiveStore(t, dir)
+	other, _ := archiveStore(t, t.TempDir())
+	db, err := Open(path, nil) // the daemon
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// A copy of another store, planted as a pending cut.
+	if err := os.WriteFile(archiveMarker(path), []byte(archiveFormat+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(archiveNewDB(path), mustReadFile(t, other), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rdb, err := Open(path, &Options{ReadOnly: true})
+	if err == nil {
+		rdb.Close()
+		t.Fatal("a read-only open of a held store read the files of a planted cut")
+	}
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("read-only open of a held store: %v, want ErrLocked", err)
+	}
+}
+
+func mustReadFile(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -171,7 +171,11 @@ func (db *DB) reconcile(f *os.File, ckSeq uint64, ckOff int64) (int64, uint64, e
 		if err != nil {
 			return 0, 0, fmt.Errorf("store: audit: %w", err)
 		}
-		seq += n
+		if n > 0 {
+			// The replay's last event: not seq+n where an empty store took
+			// a journal that starts after archived events.
+			seq = db.lastSeq.Load()
+		}
 	}
 	if st.Size() > off {
 		db.log.Warn("audit export: cutting bytes past the last line that matches the store", "path", db.auditPath, "seq", seq, "bytes", st.Size()-off)

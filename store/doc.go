@@ -127,8 +127,13 @@
 // records exactly that start (last seq S, head = the first event's prev):
 // removing the first live events, or the archive event, still fails
 // verification. Report.ArchivedSeq, ArchivedHash and ArchiveFile say what
-// was archived. The cut avoids sessions the caller must keep live
-// (ArchiveOptions.Keep) and prefers a session boundary; the bucket
+// was archived. Archive checks every event it archives in full (canonical
+// form and hash, as Verify does) and refuses a broken one, whose evidence
+// would otherwise leave the live store; it never replaces an archive file
+// of other contents (another store's, in a shared directory). The cut
+// avoids sessions the caller must keep live (ArchiveOptions.Keep) and
+// prefers a session boundary, of the sessions that are not logs spanning
+// the chain (ArchiveOptions.Log, and the archive events'); the bucket
 // "archived" (session id -> ArchivedSession) says which files hold a
 // session's archived events (derived too: a rebuild from the journal
 // after a machine restart does not have it, and readers then name the

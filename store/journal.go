@@ -74,6 +74,22 @@ func lockState(path string, timeout time.Duration) (*os.File, string, error) {
 	return f, string(b), nil
 }
 
+// stateHeld reports whether a process holds the store's state file lock
+// (lockState): a daemon, or another writable open. It takes no lock it
+// keeps: a shared one, tried and released.
+func stateHeld(path string) bool {
+	f, err := os.Open(statePath(path))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		return errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}
+
 // syncDir syncs a directory, so that the names created in it are on disk.
 func syncDir(dir string) error {
 	d, err := os.Open(dir)

@@ -42,6 +42,9 @@ type Report struct {
 	ArchivedSeq  uint64
 	ArchivedHash string
 	ArchiveFile  string
+	// ArchiveFirst is the first seq that file holds: events before it
+	// are in the archives before it.
+	ArchiveFirst uint64
 }
 
 const maxWarnings = 10
@@ -118,8 +121,8 @@ func (c *chain) checkParsed(ev Event, err error) (Event, bool) {
 	c.rep.Events++
 	c.rep.LastSeq, c.rep.LastHash = ev.Seq, ev.Hash
 	if c.rep.ArchivedSeq > 0 && !c.vouched && ev.Type == TypeArchive {
-		if r, err := parseArchiveRecord(ev.Payload); err == nil && r.Last == c.rep.ArchivedSeq && r.Head == c.rep.ArchivedHash {
-			c.vouched, c.rep.ArchiveFile = true, r.File
+		if r, ok := ArchiveRecordOf(ev); ok && r.Last == c.rep.ArchivedSeq && r.Head == c.rep.ArchivedHash {
+			c.vouched, c.rep.ArchiveFile, c.rep.ArchiveFirst = true, r.File, r.First
 		}
 	}
 	return ev, true
@@ -219,7 +222,13 @@ func (db *DB) verify(ctx context.Context, fromSeq uint64, fromHash string, progr
 				}
 				if got := binary.BigEndian.Uint64(k); got != want && !(c.adoptsBase(b.evs[i], b.errs[i]) && b.evs[i].Seq == got) {
 					if fromSeq > 0 && c.rep.Events == 0 && got > want && liveBase(tx) == got-1 {
-						c.fail(want, fmt.Sprintf("events up to seq %d were archived (the live chain starts at seq %d): give an anchor at or after seq %d, or verify without one", got-1, got, got-1))
+						// Archived only if an archive event records
+						// that start; else the prefix was removed.
+						if file, ok := archiveRecordIn(tx, got-1, b.evs[i].Prev); ok {
+							c.fail(want, fmt.Sprintf("events up to seq %d were archived in %s (the live chain starts at seq %d): give an anchor at or after seq %d, or verify without one", got-1, file, got, got-1))
+						} else {
+							c.fail(want, fmt.Sprintf("the chain starts at seq %d, after the anchor (seq %d), and no archive event in it records events up to seq %d: they were removed (or this store was restored from an archive that starts there)", got, fromSeq, got-1))
+						}
 						return nil
 					}
 					c.fail(want, fmt.Sprintf("event %d is missing (the next stored key is %d)", want, got))
@@ -285,6 +294,24 @@ func (db *DB) verify(ctx context.Context, fromSeq uint64, fromHash string, progr
 		}
 	}
 	return c.rep, nil
+}
+
+// archiveRecordIn returns the file of the archive event in tx that records
+// events up to seq with head (ok false if none does).
+func archiveRecordIn(tx *bolt.Tx, seq uint64, head string) (file string, ok bool) {
+	prefix := indexKey(ArchiveSession, 0)[:len(ArchiveSession)+1]
+	events := tx.Bucket(bucketEvents)
+	c := tx.Bucket(bucketIndex).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8; k, _ = c.Next() {
+		ev, err := decodeLine(events.Get(k[len(prefix):]))
+		if err != nil {
+			continue
+		}
+		if r, isRec := ArchiveRecordOf(ev); isRec && r.Last == seq && r.Head == head {
+			return r.File, true
+		}
+	}
+	return "", false
 }
 
 // checkIndex looks for index entries that point at nothing. Every event was
@@ -521,7 +548,7 @@ func (db *DB) VerifyAuditWith(ctx context.Context, storeRep Report) (Report, err
 		c.rep.ArchivedSeq == storeRep.ArchivedSeq && c.rep.ArchivedHash == storeRep.ArchivedHash {
 		// The archive event that vouches for the base was among the lines
 		// trusted for being the store's verified ones.
-		c.vouched, c.rep.ArchiveFile = true, storeRep.ArchiveFile
+		c.vouched, c.rep.ArchiveFile, c.rep.ArchiveFirst = true, storeRep.ArchiveFile, storeRep.ArchiveFirst
 	}
 	c.finish()
 	if c.rep.OK && unindexed > 0 {

@@ -67,7 +67,7 @@ func cmdAuditArchive(ctx context.Context, e *env, args []string) error {
 		}
 		*db = filepath.Join(d, "events.db")
 	}
-	ao := store.ArchiveOptions{Dir: *dir, UpTo: *upto, Keep: agentcore.OpenSessions, Actor: "operator:thinbot audit archive"}
+	ao := store.ArchiveOptions{Dir: *dir, UpTo: *upto, Keep: agentcore.OpenSessions, Log: agentcore.LogSession, Actor: "operator:thinbot audit archive"}
 	if *before != "" {
 		t, err := parseDate(*before)
 		if err != nil {
@@ -181,7 +181,9 @@ func verifyArchives(ctx context.Context, e *env, files []string, dbPath string) 
 			return err
 		}
 		defer db.Close()
-		rep, err := db.Verify(ctx)
+		// The store as audit verify checks it (its checkpoints and its
+		// export too), and that it continues the last archive.
+		rep, err := verifyChain(ctx, db)
 		if err != nil {
 			return err
 		}
@@ -204,6 +206,11 @@ func verifyArchives(ctx context.Context, e *env, files []string, dbPath string) 
 			broken = append(broken, "store")
 		default:
 			fmt.Fprintf(e.stdout, "store  %s: ok, continues the last archive: events %d..%d, head seq %d hash %s\n", dbPath, rep.ArchivedSeq+1, rep.LastSeq, rep.LastSeq, rep.LastHash)
+		}
+		if ok, err := verifyExport(ctx, e, db, rep); err != nil {
+			return err
+		} else if !ok {
+			broken = append(broken, "export")
 		}
 		for i, a := range seals {
 			s := a.Seal
@@ -230,6 +237,11 @@ func verifyArchives(ctx context.Context, e *env, files []string, dbPath string) 
 func archivedNote(rep store.Report) string {
 	if rep.ArchivedSeq == 0 {
 		return ""
+	}
+	if rep.ArchiveFirst > 1 {
+		// The last archive holds only its own range.
+		return fmt.Sprintf("events 1..%d archived: %d..%d in %s (head %s), the earlier ones in the archives before it; ",
+			rep.ArchivedSeq, rep.ArchiveFirst, rep.ArchivedSeq, rep.ArchiveFile, rep.ArchivedHash)
 	}
 	return fmt.Sprintf("events 1..%d archived in %s (head %s); ", rep.ArchivedSeq, rep.ArchiveFile, rep.ArchivedHash)
 }

@@ -180,3 +180,48 @@ func TestAuditArchiveNeedsTheStore(t *testing.T) {
 		t.Fatalf("the store changed: last seq %d", db.LastSeq())
 	}
 }
+
+// TestAuditVerifyArchiveChecksTheStore: verify --archive with the store
+// checks the store as audit verify does (its export too), not only its
+// chain: a live journal edited after an archive fails it.
+func TestAuditVerifyArchiveChecksTheStore(t *testing.T) {
+	path := newSessionStore(t, 5)
+	dir := filepath.Dir(path)
+	if out, errb, code := runAudit(t, "archive", "--db", path, "--upto", "20"); code != 0 {
+		t.Fatalf("archive: exit %d\n%s%s", code, out, errb)
+	}
+	a1 := filepath.Join(dir, "archive", "archive-000000000001-000000000020.jsonl.gz")
+	journal := filepath.Join(dir, "audit.jsonl")
+	b, err := os.ReadFile(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(journal, []byte(strings.Replace(string(b), `"m33"`, `"M33"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errb, code := runAudit(t, "verify", "--db", path)
+	if code != 2 || !strings.Contains(out, "export "+journal+": BROKEN at seq 34") {
+		t.Fatalf("verify of an edited journal: exit %d\n%s%s", code, out, errb)
+	}
+	out, errb, code = runAudit(t, "verify", "--archive", a1, "--db", path)
+	if code != 2 || !strings.Contains(out, "export "+journal+": BROKEN at seq 34") {
+		t.Fatalf("verify --archive with the store of an edited journal: exit %d\n%s%s", code, out, errb)
+	}
+}
+
+// TestAuditVerifyNamesTheArchives: after two archives, verify does not say
+// that the last archive file holds every archived event: restoring it alone
+// gives only its own range.
+func TestAuditVerifyNamesTheArchives(t *testing.T) {
+	path := newSessionStore(t, 5)
+	for _, upto := range []string{"20", "40"} {
+		if out, errb, code := runAudit(t, "archive", "--db", path, "--upto", upto); code != 0 {
+			t.Fatalf("archive --upto %s: exit %d\n%s%s", upto, code, out, errb)
+		}
+	}
+	a2 := "archive-000000000021-000000000040.jsonl.gz"
+	out, errb, code := runAudit(t, "verify", "--db", path)
+	if code != 0 || strings.Contains(out, "events 1..40 archived in "+a2) || !strings.Contains(out, "events 1..40 archived: 21..40 in "+a2+" (head ") {
+		t.Fatalf("verify after two archives: exit %d\n%s%s", code, out, errb)
+	}
+}

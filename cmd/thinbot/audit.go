@@ -195,20 +195,9 @@ func verifyStore(ctx context.Context, e *env, path string) error {
 		return err
 	}
 	defer db.Close()
-	rep, err := db.Verify(ctx)
+	rep, err := verifyChain(ctx, db)
 	if err != nil {
 		return err
-	}
-	if rep.OK {
-		// The daemon's recorded verification checkpoints must agree with
-		// the chain (agentcore/checkpoint.go).
-		problem, bad, err := agentcore.CheckChainCheckpoints(db)
-		if err != nil {
-			return err
-		}
-		if problem != "" {
-			rep.OK, rep.BadSeq, rep.Problem = false, bad, problem
-		}
 	}
 	var broken []string
 	if rep.OK {
@@ -222,9 +211,43 @@ func verifyStore(ctx context.Context, e *env, path string) error {
 		fmt.Fprintf(e.stdout, "store  %s: BROKEN at seq %d: %s (%d good events before it)\n", path, rep.BadSeq, rep.Problem, rep.Events)
 		broken = append(broken, "store")
 	}
-	arep, err := db.VerifyAuditWith(ctx, rep)
+	ok, err := verifyExport(ctx, e, db, rep)
 	if err != nil {
 		return err
+	}
+	if !ok {
+		broken = append(broken, "export")
+	}
+	if len(broken) > 0 {
+		return brokenError{fmt.Sprintf("audit verify: %v failed verification", broken)}
+	}
+	return nil
+}
+
+// verifyChain is a full Verify of the store and the check that the
+// daemon's recorded verification checkpoints agree with the chain
+// (agentcore/checkpoint.go).
+func verifyChain(ctx context.Context, db *store.DB) (store.Report, error) {
+	rep, err := db.Verify(ctx)
+	if err != nil || !rep.OK {
+		return rep, err
+	}
+	problem, bad, err := agentcore.CheckChainCheckpoints(db)
+	if err != nil {
+		return rep, err
+	}
+	if problem != "" {
+		rep.OK, rep.BadSeq, rep.Problem = false, bad, problem
+	}
+	return rep, nil
+}
+
+// verifyExport checks the store's JSONL export after rep (verifyChain's
+// report) and prints what it found; ok is false if it is broken.
+func verifyExport(ctx context.Context, e *env, db *store.DB, rep store.Report) (ok bool, err error) {
+	arep, err := db.VerifyAuditWith(ctx, rep)
+	if err != nil {
+		return false, err
 	}
 	// Warnings of the export's own: lines a process that died left past
 	// the store's end, for the next writable open to replay or cut (the
@@ -247,12 +270,9 @@ func verifyStore(ctx context.Context, e *env, path string) error {
 			fmt.Fprintf(e.stdout, " (the store has %d events beyond its last good line; 'thinbot audit rebuild' rewrites it)", arep.Beyond)
 		}
 		fmt.Fprintln(e.stdout)
-		broken = append(broken, "export")
+		return false, nil
 	}
-	if len(broken) > 0 {
-		return brokenError{fmt.Sprintf("audit verify: %v failed verification", broken)}
-	}
-	return nil
+	return true, nil
 }
 
 // parseAnchor parses --from's SEQ:HASH: a sequence number of 1 or more and
@@ -338,8 +358,12 @@ func exportStore(ctx context.Context, e *env, path, session string, since uint64
 	if rec, seq, ok, err := db.ArchivedBefore(); err != nil {
 		return err
 	} else if ok && since <= rec.Last {
-		fmt.Fprintf(e.stderr, "events %d..%d are archived in %s (head %s, recorded by event %d); this export starts at seq %d: thinbot audit restore FILE --to DIR brings them back\n",
-			rec.First, rec.Last, rec.File, rec.Head, seq, rec.Last+1)
+		earlier := ""
+		if rec.First > 1 {
+			earlier = fmt.Sprintf(", events 1..%d in the archives before it", rec.First-1)
+		}
+		fmt.Fprintf(e.stderr, "events %d..%d are archived in %s (head %s, recorded by event %d)%s; this export starts at seq %d: thinbot audit restore FILE... --to DIR brings them back\n",
+			rec.First, rec.Last, rec.File, rec.Head, seq, earlier, rec.Last+1)
 	}
 	if session != "" {
 		if a, ok, err := db.Archived(session); err == nil && ok {
