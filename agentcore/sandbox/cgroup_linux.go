@@ -47,6 +47,10 @@ type cgroupPlan struct {
 	// Missing are the wanted controllers this hierarchy does not offer;
 	// their limits are not in force (said, not faked).
 	Missing []string `json:"missing,omitempty"`
+	// FailLeave makes every leave fail, as a failed write to the
+	// helper's own tasks file would: a fault for tests, never set by
+	// planCgroups.
+	FailLeave bool `json:"fail_leave,omitempty"`
 
 	seq atomic.Uint64 // names groups, in the helper
 	// home are the helper's own groups' tasks files (v1), open for
@@ -354,7 +358,7 @@ func probeGroup(dir string) error {
 // open returns the directories of p for a helper, whose descriptors are
 // numbered from first on, and the plan that names them.
 func (p *cgroupPlan) open(first int) ([]*os.File, *cgroupPlan, error) {
-	out := &cgroupPlan{Version: p.Version, Why: p.Why, Required: p.Required, Missing: p.Missing}
+	out := &cgroupPlan{Version: p.Version, Why: p.Why, Required: p.Required, Missing: p.Missing, FailLeave: p.FailLeave}
 	var files []*os.File
 	for i, d := range p.Dirs {
 		f, err := os.OpenFile(d.Path, os.O_RDONLY|unix.O_DIRECTORY, 0)
@@ -639,15 +643,27 @@ func (g *cgroup) enterThread() error {
 	return nil
 }
 
+// errStranded: a thread of the helper could not leave a command's group.
+// It is not safe to go on: the group kill skips the helper's pid, so the
+// group can never be emptied and removed, and the thread would start
+// later commands from inside it (their forks counted against it). The
+// helper exits instead, after failing the one command, and the daemon
+// starts a new one (serve).
+var errStranded = errors.New("a helper thread is stranded in a command's group")
+
 // leave moves the calling thread back into the helper's own groups after
-// enter (v1).
+// enter (v1). An error wraps errStranded.
 func (g *cgroup) leave() error {
 	if g == nil || g.plan.Version == 2 {
 		return nil
 	}
 	for i, fd := range g.plan.home {
-		if _, err := unix.Write(fd, []byte("0")); err != nil {
-			return fmt.Errorf("cgroup: back to %s: %w", g.plan.Dirs[i].Path, err)
+		_, err := unix.Write(fd, []byte("0"))
+		if g.plan.FailLeave {
+			err = unix.EIO
+		}
+		if err != nil {
+			return fmt.Errorf("cgroup: back to %s: %w (%w)", g.plan.Dirs[i].Path, err, errStranded)
 		}
 	}
 	return nil

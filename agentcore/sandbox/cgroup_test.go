@@ -458,3 +458,55 @@ func TestCgroupV2Leaf(t *testing.T) {
 		t.Errorf("planV2 from the leaf = %+v, %v; want %s", p, err, g)
 	}
 }
+
+// TestCgroupStrandedHelperStops: a helper thread that cannot move back
+// out of a command's group (v1; the write to its own tasks file fails,
+// here by the FailLeave fault) would stay in it, so the group could never
+// be emptied and later commands would start from inside it. The command
+// fails with the reason, the helper exits, its groups are swept, and the
+// next command runs in a new helper.
+func TestCgroupStrandedHelperStops(t *testing.T) {
+	newCgroupRig(t)
+	sb, err := Start(t.Context(), Config{Limits: cgroupLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if sb.cfg.cgroups.Version != 1 {
+		t.Skipf("threads move between groups on v1 only; here %s", sb.Info(Approved).LimitsBy)
+	}
+	run := func(m Mode) (string, error) {
+		var out syncBuf
+		_, err := sb.Run(t.Context(), m, Cmd{Args: []string{"/bin/sh", "-c", "echo ran"}, Dir: "/", Env: []string{testPath}}, &out)
+		return out.String(), err
+	}
+	for i, m := range []Mode{Approved, ReadOnly} {
+		// A helper with the fault: the running one is killed, the next
+		// command starts one from the plan.
+		sb.mu.Lock()
+		sb.cfg.cgroups.FailLeave = true
+		old := sb.helperLocked(m)
+		sb.mu.Unlock()
+		_ = old.proc.Kill()
+		<-old.done
+		out, err := run(m)
+		if err == nil || !strings.Contains(err.Error(), "back to") || !strings.Contains(err.Error(), "helper stopped") || strings.Contains(out, "ran") {
+			t.Errorf("%s: a command whose helper thread is stranded in its group: %v, output %q; want its error and no run", m, err, out)
+		}
+		sb.mu.Lock()
+		sb.cfg.cgroups.FailLeave = false
+		faulty := sb.helperLocked(m)
+		sb.mu.Unlock()
+		if out, err := run(m); err != nil || !strings.Contains(out, "ran") {
+			t.Errorf("%s: the next command: %v, %q", m, err, out)
+		}
+		if n := sb.Restarts(); n != 2*(i+1) {
+			t.Errorf("%s: Restarts = %d, want %d (the stranded helper started again)", m, n, 2*(i+1))
+		}
+		for _, d := range sb.cfg.cgroups.Dirs {
+			if g, _ := filepath.Glob(filepath.Join(d.Path, fmt.Sprintf("thinbot-%d-*", faulty.proc.Pid))); len(g) != 0 {
+				t.Errorf("%s: groups of the stopped helper left: %v", m, g)
+			}
+		}
+	}
+}

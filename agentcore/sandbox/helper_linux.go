@@ -841,6 +841,13 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 				}
 				rp.mu.Unlock()
 				out.Close()
+				if errors.Is(err, errStranded) {
+					// Fail closed: this command fails, the helper exits,
+					// and the daemon sweeps its groups and starts a new
+					// one; what other commands still run dies with it.
+					reply(message{ID: m.ID, Op: "error", Err: "start: " + err.Error(), Stop: true})
+					os.Exit(3)
+				}
 				if err != nil {
 					grp.end(hc.Limits)
 					reply(message{ID: m.ID, Op: "error", Err: "start: " + err.Error()})
