@@ -494,13 +494,44 @@ func (g *cgroup) release() {
 		return
 	}
 	p := g.plan
+	keep := !g.dirty && g.uncharged()
 	p.mu.Lock()
-	if !g.dirty && len(p.free) < maxFree && !p.draining {
+	if keep && len(p.free) < maxFree && !p.draining {
 		p.free = append(p.free, g)
 		g = nil
 	}
 	p.mu.Unlock()
 	g.remove()
+}
+
+// carryMax is how much memory that no reclaim frees an emptied group may
+// still have charged and serve another command.
+const carryMax = 8 << 20
+
+// uncharged reports whether the emptied group holds at most carryMax of
+// memory that reclaim cannot free. What a command leaves charged stays
+// with its group: page cache, which the next command's reclaim frees at
+// its limit (and which stays cached for it), but also files it wrote to a
+// tmpfs of the host and locked pages, which no reclaim frees without swap.
+// Counted against the next command's limit, those could get a command
+// killed for memory it never used; such a group is removed instead (its
+// charges then limit no one).
+func (g *cgroup) uncharged() bool {
+	for _, d := range g.plan.Dirs[:g.made] {
+		if !slices.Contains(d.Controllers, "memory") {
+			continue
+		}
+		b, err := readAt(d.FD, g.name+"/memory.stat")
+		if err != nil {
+			return false
+		}
+		anon := "rss" // v1; its "shmem" is counted in "cache"
+		if g.plan.Version == 2 {
+			anon = "anon"
+		}
+		return flatKey(b, anon)+flatKey(b, "shmem")+flatKey(b, "unevictable") <= carryMax
+	}
+	return true
 }
 
 // drain removes the groups kept for later commands; the helper calls it

@@ -3,10 +3,13 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -193,53 +196,77 @@ func TestCgroupCPUShare(t *testing.T) {
 
 // TestCgroupCreateFailsClosed: a command whose group is gone, or cannot be
 // made, does not run (it would run without its caps); it fails with the
-// reason, and the next command runs. Both are done from outside: the
-// group a command used (kept for the next one) is removed, then the names
-// of the next new groups are taken.
+// reason, and the next command runs. Both are done from outside. A group
+// a command used is removed: the helper keeps it for the next command
+// unless it saw it gone first (it reads its memory.stat when it releases
+// it, just after the exit is reported), so the next command either fails
+// or runs in another group, never without one; tried until it fails once.
+// Then, in a new sandbox, the names of its first groups are taken.
 func TestCgroupCreateFailsClosed(t *testing.T) {
 	r := newCgroupRig(t)
-	h := r.sb.helperLocked(Approved)
-	out, _ := r.run(t, Approved, `awk -F: '$2 ~ /pids/ {print $3}' /proc/self/cgroup`)
-	name := filepath.Base(strings.TrimSpace(out))
-	seq := 0
-	if _, err := fmt.Sscanf(name, fmt.Sprintf("thinbot-%d-%%d", h.proc.Pid), &seq); err != nil {
-		t.Fatalf("own group %q: %v", out, err)
-	}
 	var dirs []string
 	for _, p := range r.sb.Info(Approved).Cgroups {
 		dirs = append(dirs, filepath.Dir(p))
 	}
-	mustFail := func(what string) {
-		t.Helper()
+	const ownGroup = `awk -F: '$2 ~ /pids/ {print $3}' /proc/self/cgroup`
+	try := func(sb *Sandbox) (group string, err error) {
 		var buf syncBuf
-		_, err := r.sb.Run(t.Context(), Approved, Cmd{Args: []string{"/bin/sh", "-c", "echo ran"}, Dir: r.ws, Env: []string{testPath}}, &buf)
-		if err == nil || !strings.Contains(err.Error(), "cgroup") || strings.Contains(buf.String(), "ran") {
-			t.Errorf("Run with %s = %v, output %q; want a cgroup error and no run", what, err, buf.String())
+		_, err = sb.Run(t.Context(), Approved, Cmd{Args: []string{"/bin/sh", "-c", "echo ran; " + ownGroup}, Dir: "/", Env: []string{testPath}}, &buf)
+		out := buf.String()
+		if err == nil && !strings.Contains(out, "ran") || err != nil && (!strings.Contains(err.Error(), "cgroup") || strings.Contains(out, "ran")) {
+			t.Fatalf("Run = %v, output %q; want a run or a cgroup error and no run", err, out)
 		}
+		return filepath.Base(strings.TrimSpace(strings.TrimPrefix(out, "ran\n"))), err
 	}
-	for _, d := range dirs {
-		if err := os.Remove(filepath.Join(d, name)); err != nil {
-			t.Fatal(err)
+	failed := false
+	for i := 0; i < 20 && !failed; i++ {
+		out, _ := r.run(t, Approved, ownGroup)
+		name := filepath.Base(strings.TrimSpace(out))
+		if !strings.HasPrefix(name, "thinbot-") {
+			t.Fatalf("own group %q", out)
 		}
-	}
-	mustFail("its group removed")
-	// The next group is a new one: its number is above seq, and below
-	// seq + maxFree + 2 (the helper keeps at most maxFree).
-	var taken []string
-	for n := seq + 1; n <= seq+maxFree+2; n++ {
 		for _, d := range dirs {
-			p := filepath.Join(d, fmt.Sprintf("thinbot-%d-%d", h.proc.Pid, n))
-			if err := os.Mkdir(p, 0o755); err == nil {
-				taken = append(taken, p)
+			if err := os.Remove(filepath.Join(d, name)); err != nil {
+				t.Fatal(err)
 			}
 		}
+		g, err := try(r.sb)
+		if err == nil && g == name {
+			t.Fatalf("a command ran in the removed group %s", name)
+		}
+		failed = err != nil
 	}
-	mustFail("its group's name taken")
-	for _, p := range taken {
-		os.Remove(p)
+	if !failed {
+		t.Error("in 20 tries no command found its kept group removed")
 	}
 	if out, _ := r.run(t, Approved, "echo next"); !strings.Contains(out, "next") {
 		t.Errorf("the next command: %q", out)
+	}
+
+	sb, err := Start(t.Context(), Config{Limits: cgroupLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	h := sb.helperLocked(Approved)
+	var taken []string
+	for n := 1; n <= maxFree+2; n++ {
+		for _, d := range dirs {
+			p := filepath.Join(d, fmt.Sprintf("thinbot-%d-%d", h.proc.Pid, n))
+			if err := os.Mkdir(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			taken = append(taken, p)
+		}
+	}
+	if _, err := try(sb); err == nil {
+		t.Error("a command ran although its group's name was taken")
+	}
+	for _, p := range taken {
+		os.Remove(p)
+	}
+	if _, err := try(sb); err != nil {
+		t.Errorf("the next command: %v", err)
 	}
 }
 
@@ -508,5 +535,120 @@ func TestCgroupStrandedHelperStops(t *testing.T) {
 				t.Errorf("%s: groups of the stopped helper left: %v", m, g)
 			}
 		}
+	}
+}
+
+// TestCgroupReuseCarriesNoCharge: memory a command leaves charged to its
+// group after it is gone (a file it wrote to a tmpfs of the host, which
+// no reclaim can free without swap) must not count against the next
+// command that gets the group: that one would be killed at the limit
+// for memory it never used. Run in this process, on the daemon's plan:
+// a command in a group writes 64 MiB to /dev/shm, its group is emptied
+// and released, and the next group taken must carry far less; a group
+// holding page cache only is reused.
+func TestCgroupReuseCarriesNoCharge(t *testing.T) {
+	newCgroupRig(t)
+	p, err := planCgroups("", cgroupLimits)
+	if err != nil || p.Version == 0 {
+		t.Fatalf("plan: %+v, %v", p, err)
+	}
+	if !slices.ContainsFunc(p.Dirs, func(d cgroupDir) bool { return slices.Contains(d.Controllers, "memory") }) {
+		t.Skipf("no memory controller: %s", p.summary())
+	}
+	files, hp, err := p.open(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	for i := range hp.Dirs {
+		hp.Dirs[i].FD = int(files[i].Fd())
+	}
+	if hp.Version == 1 {
+		for _, d := range hp.Dirs {
+			f, err := os.OpenFile(filepath.Join(d.Path, "tasks"), os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			hp.home = append(hp.home, int(f.Fd()))
+		}
+	}
+	defer hp.drain()
+	shm := fmt.Sprintf("/dev/shm/thinbot-carry-%d", os.Getpid())
+	defer os.Remove(shm)
+	runIn := func(g *cgroup, script string) {
+		t.Helper()
+		cmd := exec.Command("/bin/sh", "-c", script)
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+		runtime.LockOSThread()
+		err := g.enter(cmd)
+		if err == nil {
+			err = cmd.Start()
+			err = errors.Join(err, g.leave())
+		}
+		runtime.UnlockOSThread()
+		if err == nil {
+			err = cmd.Wait()
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", script, err)
+		}
+	}
+	usage := func(g *cgroup) int64 {
+		for _, d := range hp.Dirs {
+			if slices.Contains(d.Controllers, "memory") {
+				f := "memory.usage_in_bytes"
+				if hp.Version == 2 {
+					f = "memory.current"
+				}
+				b, err := readAt(d.FD, g.name+"/"+f)
+				n, err2 := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+				if err != nil || err2 != nil {
+					t.Fatalf("%s/%s: %v %v", g.name, f, err, err2)
+				}
+				return n
+			}
+		}
+		return 0
+	}
+	g, err := hp.take(cgroupLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runIn(g, "head -c 64m /dev/zero > "+shm)
+	if n := usage(g); n < 60<<20 {
+		t.Fatalf("the writer's group holds %d bytes; the probe does not charge what it should", n)
+	}
+	g.stop(cgroupLimits)
+	g.release()
+	g2, err := hp.take(cgroupLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := usage(g2); n > 16<<20 {
+		t.Errorf("the next command's group (%s, the writer's was %s) starts with %d MiB charged", g2.name, g.name, n>>20)
+	}
+	// Page cache alone (a file written to disk) is freed by reclaim at
+	// the next command's limit: that group is still reused.
+	disk, err := os.CreateTemp("", "thinbot-carry-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk.Close()
+	defer os.Remove(disk.Name())
+	runIn(g2, "head -c 32m /dev/zero > "+disk.Name())
+	g2.stop(cgroupLimits)
+	g2.release()
+	g3, err := hp.take(cgroupLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g3.end(cgroupLimits)
+	if g3.name != g2.name {
+		t.Errorf("a group holding page cache only was not reused: %s after %s", g3.name, g2.name)
 	}
 }

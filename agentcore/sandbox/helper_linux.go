@@ -869,6 +869,12 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 					r.Sig = int(ws.Signal())
 				}
 				reply(r)
+				// The command's private tmp dirs go with its namespace:
+				// their files must not stay charged to the group.
+				if ns >= 0 {
+					unix.Close(ns)
+					ns = -1
+				}
 				// Emptied above; keeping or removing it need not hold
 				// the reply.
 				grp.release()
