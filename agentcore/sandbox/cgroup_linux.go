@@ -454,7 +454,7 @@ type cgroup struct {
 	name string
 	made int // directories created, in plan order
 	// fds are, on v1, each directory's tasks file, open for writing; on
-	// v2, the group's directory.
+	// v2, the group's cgroup.procs.
 	fds []int
 	// seen are the event counters (OOM kills, forks refused) already
 	// reported: a group is reused, its counters are not reset.
@@ -563,11 +563,14 @@ func (p *cgroupPlan) create(l Limits, name string) (*cgroup, error) {
 				return nil, fmt.Errorf("cgroup: %s/%s/%s: %w", d.Path, name, w.file, err)
 			}
 		}
-		f, flags := name+"/tasks", unix.O_WRONLY|unix.O_CLOEXEC
+		// Opened here, by a thread in no Landlock domain: a read-only
+		// command's thread writes it later, and the kernel checks the
+		// opener's rights.
+		f := name + "/tasks"
 		if p.Version == 2 {
-			f, flags = name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC
+			f = name + "/cgroup.procs"
 		}
-		fd, err := unix.Openat(d.FD, f, flags, 0)
+		fd, err := unix.Openat(d.FD, f, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			g.remove()
 			return nil, fmt.Errorf("cgroup: %s/%s: %w", d.Path, f, err)
@@ -644,25 +647,34 @@ func readAt(dir int, name string) ([]byte, error) {
 	}
 }
 
-// enter makes cmd start in the group, so that the command and all it
-// starts are in it from their first instruction. On v2 the kernel forks
-// it there (CLONE_INTO_CGROUP). On v1 the calling thread, which must be
-// locked to its goroutine and start cmd, moves itself into the group
-// (writing "0" to tasks moves the writing thread alone, which the kernel
-// does without the global lock that moving a whole process takes: that
-// costs a grace period of RCU, about a millisecond); the fork then starts
-// cmd there, and leave moves the thread back. No process of the command
-// is ever moved.
+// enter makes cmd start in the group (v1), so that the command and all
+// it starts are in it from their first instruction: the calling thread,
+// which must be locked to its goroutine and start cmd, moves itself into
+// the group (writing "0" to tasks moves the writing thread alone, which
+// the kernel does without the global lock that moving a whole process
+// takes: that costs a grace period of RCU, about a millisecond); the fork
+// then starts cmd there, and leave moves the thread back. On v2 a thread
+// cannot join a group alone, and the helper does not fork into it
+// (CLONE_INTO_CGROUP): commands get no clone3 (denyClone3AllThreads),
+// which would let them fork out of it too; join moves the command, still
+// stopped at its exec, before its first instruction.
 func (g *cgroup) enter(cmd *exec.Cmd) error {
-	if g == nil {
-		return nil
-	}
-	if g.plan.Version == 2 {
-		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = g.fds[0]
+	if g == nil || g.plan.Version == 2 {
 		return nil
 	}
 	return g.enterThread()
+}
+
+// join moves the process pid, stopped before its first instruction, into
+// the group (v2).
+func (g *cgroup) join(pid int) error {
+	if g == nil || g.plan.Version != 2 {
+		return nil
+	}
+	if _, err := unix.Write(g.fds[0], []byte(strconv.Itoa(pid))); err != nil {
+		return fmt.Errorf("cgroup: join %s/%s: %w", g.plan.Dirs[0].Path, g.name, err)
+	}
+	return nil
 }
 
 func (g *cgroup) enterThread() error {
@@ -726,7 +738,7 @@ func (g *cgroup) stop(l Limits) string {
 // reports whether the group is empty and may serve another command: on
 // Linux 6.18 a process forked into a v2 group (CLONE_INTO_CGROUP) after a
 // write to its cgroup.kill is killed at birth, so such a group is not
-// reused.
+// reused (kept although commands now join by a move).
 func (g *cgroup) kill() (reusable bool) {
 	if g.made == 0 {
 		return true

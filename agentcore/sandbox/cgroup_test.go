@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // cgroupRig is a sandbox with small group limits, started once for the
@@ -650,5 +652,75 @@ func TestCgroupReuseCarriesNoCharge(t *testing.T) {
 	defer g3.end(cgroupLimits)
 	if g3.name != g2.name {
 		t.Errorf("a group holding page cache only was not reused: %s after %s", g3.name, g2.name)
+	}
+}
+
+// intoCgroupArg makes the test binary, run as a command, start a child in
+// the cgroup v2 group at a path (CLONE_INTO_CGROUP, by an O_PATH
+// descriptor, which a read-only mount does not refuse) and print its pid.
+const intoCgroupArg = "__test-into-cgroup"
+
+func intoCgroup(dir string, args []string) int {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		fmt.Println("open:", err)
+		return 1
+	}
+	p, err := os.StartProcess(args[0], args, &os.ProcAttr{Sys: &syscall.SysProcAttr{Setsid: true, UseCgroupFD: true, CgroupFD: fd}})
+	if err != nil {
+		fmt.Println("start:", err)
+		return 1
+	}
+	fmt.Println(p.Pid)
+	return 0
+}
+
+// TestCgroupV2NoCloneOut: the kernel lets a process start a child in any
+// v2 group whose cgroup.procs it may write (clone3 with
+// CLONE_INTO_CGROUP), by a descriptor of the group's directory, even of a
+// read-only mount: an approved command of a root daemon could put a child
+// outside its group, past its limits and the kill. Commands get no
+// clone3: the child is not started, and nothing outlives the command.
+func TestCgroupV2NoCloneOut(t *testing.T) {
+	newRig(t)
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI=1: must run as root")
+		}
+		t.Skip("needs root")
+	}
+	unified := "/sys/fs/cgroup/unified"
+	if _, err := os.Stat(unified + "/cgroup.procs"); err != nil {
+		unified = "/sys/fs/cgroup"
+	}
+	ws := t.TempDir()
+	os.Chmod(ws, 0o755)
+	sb, err := Start(t.Context(), Config{Workspaces: []string{ws}, Cgroup: "v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &cgroupRig{sb: sb, ws: ws}
+	out, _ := r.run(t, Approved, fmt.Sprintf("grep '^0::' /proc/self/cgroup; %s %s %s /bin/sleep 300", exe, intoCgroupArg, unified))
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 2 || !strings.Contains(lines[0], "/thinbot-") {
+		t.Fatalf("not in a command group: %q", out)
+	}
+	if pid, err := strconv.Atoi(lines[len(lines)-1]); err == nil {
+		b, alive := outlives(pid)
+		if alive {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		t.Errorf("an approved command started a child in %s (alive after the command: %v): %q %s", unified, alive, out, b)
+	} else if !strings.Contains(out, "function not implemented") {
+		t.Errorf("clone3 refused otherwise than as absent (ENOSYS): %q", out)
+	}
+	// Commands still start (each moved into its group) and fork.
+	if out, _ := r.run(t, Approved, "grep '^0::' /proc/self/cgroup; sh -c 'echo child'"); !strings.Contains(out, "/thinbot-") || !strings.Contains(out, "child") {
+		t.Errorf("a command after: %q", out)
 	}
 }

@@ -122,6 +122,11 @@ func setUp(hc helperConfig) (Info, []string, error) {
 			return info, nil, fmt.Errorf("seccomp: %w", err)
 		}
 	}
+	if hc.Cgroup.Version == 2 {
+		if err := denyClone3AllThreads(); err != nil {
+			return info, nil, fmt.Errorf("seccomp: %w", err)
+		}
+	}
 	if hc.Mode == Approved {
 		// The approved helper is confined as a whole. The read-only helper
 		// is not: each command gets its own mount namespace and Landlock
@@ -173,6 +178,9 @@ func startLimited(cmd *exec.Cmd, l Limits, g *cgroup) error {
 	}
 	if !ws.Stopped() {
 		return fail(fmt.Errorf("the command did not stop at its exec (status %#x)", ws))
+	}
+	if err := g.join(pid); err != nil {
+		return fail(err)
 	}
 	set := func(name string, res int, v int64) error {
 		if v < 0 {
