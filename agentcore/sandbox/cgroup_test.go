@@ -724,3 +724,25 @@ func TestCgroupV2NoCloneOut(t *testing.T) {
 		t.Errorf("a command after: %q", out)
 	}
 }
+
+// TestCheckSaysNoLimit: -1 turns a group limit off (Limits), and sandbox
+// check says so, in its limits line and in what root costs, rather than
+// "-1 processes".
+func TestCheckSaysNoLimit(t *testing.T) {
+	newCgroupRig(t)
+	r := CheckSandbox(t.Context(), Config{Limits: Limits{MemoryTotal: -1, ProcessesTotal: -1, CPUs: -1}}, false, nil)
+	if !strings.Contains(r.Cgroup, "cgroup v") {
+		t.Fatalf("no groups: %s", r.Cgroup)
+	}
+	for _, s := range []string{r.Limits, r.RootCost} {
+		if strings.Contains(s, "-1") {
+			t.Errorf("says -1 for no limit: %q", s)
+		}
+	}
+	if !strings.Contains(r.Limits, "processes: unlimited") {
+		t.Errorf("limits = %q, want the group's processes said unlimited", r.Limits)
+	}
+	if r.Root && !strings.Contains(r.RootCost, "no process limit") {
+		t.Errorf("root cost = %q, want no process limit said", r.RootCost)
+	}
+}

@@ -131,8 +131,10 @@ func CheckSandbox(ctx context.Context, cfg Config, off bool, secret func(string)
 		if strings.Contains(inForce, "memory") {
 			parts = append(parts, "memory "+size(l.MemoryTotal))
 		}
-		if strings.Contains(inForce, "pids") {
+		if strings.Contains(inForce, "pids") && l.ProcessesTotal > 0 {
 			parts = append(parts, fmt.Sprintf("%d processes", l.ProcessesTotal))
+		} else if strings.Contains(inForce, "pids") {
+			parts = append(parts, "processes: unlimited")
 		}
 		if strings.Contains(inForce, "cpu") && !strings.Contains(inForce, "no controllers") {
 			parts = append(parts, cpus(l.CPUs)+" CPU")
@@ -160,9 +162,12 @@ func CheckSandbox(ctx context.Context, cfg Config, off bool, secret func(string)
 	if r.Root {
 		r.RootCost = "read-only commands run as " + ro.User + " with no capabilities: they read what that user and its groups may (not /etc/shadow, /root, 0600 files; ss -p and lsof show only its own processes); " +
 			"approved commands run as root without CAP_SYS_PTRACE, with the kernel's usermode-helper knobs read-only; "
-		if grouped && strings.Contains(rw.LimitsBy, "pids") {
+		switch {
+		case grouped && strings.Contains(rw.LimitsBy, "pids") && l.ProcessesTotal <= 0:
+			r.RootCost += "RLIMIT_NPROC does not bind root and processes_total turns their cgroup's off, so approved commands have no process limit"
+		case grouped && strings.Contains(rw.LimitsBy, "pids"):
 			r.RootCost += fmt.Sprintf("RLIMIT_NPROC does not bind root, so their process limit is their cgroup's (%d), and /sys/fs/cgroup is read-only to them so that they cannot leave it", l.ProcessesTotal)
-		} else {
+		default:
 			r.RootCost += "RLIMIT_NPROC does not bind root and no cgroup caps them (" + rw.LimitsBy + "), so approved commands have no process limit"
 		}
 	}
