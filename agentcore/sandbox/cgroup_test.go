@@ -746,3 +746,55 @@ func TestCheckSaysNoLimit(t *testing.T) {
 		t.Errorf("root cost = %q, want no process limit said", r.RootCost)
 	}
 }
+
+// TestCgroupTwoDaemons: two daemons on one host (two configs) put their
+// groups in the same parent directories. A daemon that starts sweeps the
+// groups of helpers that are gone, never those of the other daemon's
+// running helpers: the other's running command and its kept groups stay.
+func TestCgroupTwoDaemons(t *testing.T) {
+	newCgroupRig(t)
+	a, err := Start(t.Context(), Config{Limits: cgroupLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if a.cfg.cgroups.Version == 0 {
+		t.Skip(a.Info(Approved).LimitsBy)
+	}
+	var out syncBuf
+	done := make(chan error, 1)
+	go func() {
+		res, err := a.Run(t.Context(), Approved, Cmd{Args: []string{"/bin/sh", "-c", "echo started; sleep 1; echo still; exit 3"}, Dir: "/", Env: []string{testPath}}, &out)
+		if err == nil && res.ExitCode != 3 {
+			err = fmt.Errorf("exit %d, signal %d", res.ExitCode, res.Signal)
+		}
+		done <- err
+	}()
+	for i := 0; i < 2000 && !strings.Contains(out.String(), "started"); i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// A group of a helper that is gone, in every parent directory.
+	stale := fmt.Sprintf("thinbot-%d-1", 1<<22+7)
+	for _, d := range a.cfg.cgroups.Dirs {
+		if err := os.Mkdir(filepath.Join(d.Path, stale), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := Start(t.Context(), Config{Limits: cgroupLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := <-done; err != nil || !strings.Contains(out.String(), "still") {
+		t.Errorf("the first daemon's command, running while the second started: %v, %q", err, out.String())
+	}
+	for _, d := range a.cfg.cgroups.Dirs {
+		if _, err := os.Stat(filepath.Join(d.Path, stale)); err == nil {
+			os.Remove(filepath.Join(d.Path, stale))
+			t.Errorf("the stale group %s/%s was not swept", d.Path, stale)
+		}
+	}
+	if _, res := (&cgroupRig{sb: a}).run(t, Approved, "true"); res.ExitCode != 0 {
+		t.Errorf("the first daemon after the second started: %+v", res)
+	}
+}
