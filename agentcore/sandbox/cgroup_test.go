@@ -798,3 +798,21 @@ func TestCgroupTwoDaemons(t *testing.T) {
 		t.Errorf("the first daemon after the second started: %+v", res)
 	}
 }
+
+// TestCgroupFDsUnreachable: the helper holds descriptors of the daemon's
+// writable cgroup mounts (the parent directories, each group's tasks or
+// cgroup.procs, its own tasks files). None reaches a command: none is
+// inherited, and the helper's /proc/<pid>/fd/N cannot be followed (a
+// descriptor reopened there would write through the daemon's mount).
+func TestCgroupFDsUnreachable(t *testing.T) {
+	r := newCgroupRig(t)
+	for _, m := range []Mode{ReadOnly, Approved} {
+		out, _ := r.run(t, m, `for f in /proc/self/fd/*; do readlink $f; done; h=$PPID; grep -q sandbox-helper /proc/$h/cmdline && echo helper-is-parent; for f in /proc/$h/fd/*; do readlink $f && cat $f >/dev/null 2>&1 && echo opened $f; done 2>/dev/null; exit 0`)
+		if !strings.Contains(out, "helper-is-parent") {
+			t.Fatalf("%s: the command's parent is not its helper: %q", m, out)
+		}
+		if strings.Contains(out, "/sys/fs/cgroup") || strings.Contains(out, "opened") {
+			t.Errorf("%s: a command reaches the helper's cgroup descriptors: %q", m, out)
+		}
+	}
+}
