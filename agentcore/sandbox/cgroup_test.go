@@ -816,3 +816,44 @@ func TestCgroupFDsUnreachable(t *testing.T) {
 		}
 	}
 }
+
+// TestCgroupHelperDeathKillsAtOnce: when a helper dies, what its running
+// command left in its group (here a child in a session of its own) is
+// killed when the command fails, not only when a later command of that
+// mode starts a new helper, which may be hours later: until then it would
+// run on past its time limit, with no one to kill it.
+func TestCgroupHelperDeathKillsAtOnce(t *testing.T) {
+	newCgroupRig(t)
+	sb, err := Start(t.Context(), Config{Limits: cgroupLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	for _, m := range []Mode{Approved, ReadOnly} {
+		h, _ := sb.helper(t.Context(), m)
+		var out syncBuf
+		done := make(chan error, 1)
+		go func() {
+			_, err := sb.Run(t.Context(), m, Cmd{Args: []string{"/bin/sh", "-c", "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!; exec sleep 300"}, Dir: "/", Env: []string{testPath}}, &out)
+			done <- err
+		}()
+		pid := 0
+		for i := 0; i < 2000 && pid == 0; i++ {
+			pid, _ = strconv.Atoi(strings.TrimSpace(out.String()))
+			time.Sleep(5 * time.Millisecond)
+		}
+		if pid == 0 {
+			t.Fatalf("%s: no child started: %q", m, out.String())
+		}
+		if err := h.proc.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; !errors.Is(err, ErrUnavailable) {
+			t.Errorf("%s: the running command: %v, want ErrUnavailable", m, err)
+		}
+		if b, alive := outlives(pid); alive {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("%s: the child %d left by a command whose helper died runs on: %s", m, pid, b)
+		}
+	}
+}

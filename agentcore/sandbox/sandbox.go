@@ -393,7 +393,15 @@ func (s *Sandbox) Run(ctx context.Context, m Mode, c Cmd, out io.Writer) (Result
 	if err != nil {
 		return Result{}, err
 	}
-	return h.run(ctx, c, out)
+	res, err := h.run(ctx, c, out)
+	if err != nil && h.failed() != nil {
+		// The helper is gone: what its commands left in their groups
+		// dies now, not when a later command of this mode starts a new
+		// helper, which may be hours later (until then it would run on
+		// past its time limit).
+		s.cfg.cgroups.sweep(h.proc.Pid)
+	}
+	return res, err
 }
 
 // message is one datagram on the helper's socket, in both directions.
