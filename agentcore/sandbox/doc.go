@@ -65,8 +65,8 @@
 // its CLONE_INTO_CGROUP starts a child in any group whose directory the
 // caller can open, read-only mount or not. The read-only helper is a child
 // subreaper and reaps every orphan at once. A helper that dies fails the
-// command it was running; the next command starts a new one, and the dead
-// helper's groups are killed and removed.
+// command it was running, whose failure kills and removes the dead
+// helper's groups; the next command starts a new helper.
 //
 // In both, the bot's own secrets and state (the state dir with the chain and
 // audit file, the config file, token and key files) are covered: directories
