@@ -842,7 +842,12 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 					// from the start to the detach.
 					runtime.LockOSThread()
 					err = startLimited(cmd, hc.Limits, grp)
-					runtime.UnlockOSThread()
+					if !errors.Is(err, errStranded) {
+						// A stranded thread is never handed back: no
+						// other command may start from it (the helper
+						// exits below).
+						runtime.UnlockOSThread()
+					}
 				}
 				if err == nil {
 					exited = rp.registerLocked(cmd.Process.Pid)
