@@ -436,6 +436,9 @@ func (p *cgroupPlan) summary() string {
 	if len(p.Missing) > 0 {
 		s += "; not available, so not in force: " + strings.Join(p.Missing, ", ")
 	}
+	if p.Version == 2 {
+		s += "; clone3 refused (ENOSYS) so that no command forks outside its group"
+	}
 	return s + "; rlimits per process as well"
 }
 

@@ -719,6 +719,9 @@ func TestCgroupV2NoCloneOut(t *testing.T) {
 	} else if !strings.Contains(out, "function not implemented") {
 		t.Errorf("clone3 refused otherwise than as absent (ENOSYS): %q", out)
 	}
+	if by := sb.Info(Approved).LimitsBy; !strings.Contains(by, "clone3 refused") {
+		t.Errorf("LimitsBy = %q does not say that clone3 is refused", by)
+	}
 	// Commands still start (each moved into its group) and fork.
 	if out, _ := r.run(t, Approved, "grep '^0::' /proc/self/cgroup; sh -c 'echo child'"); !strings.Contains(out, "/thinbot-") || !strings.Contains(out, "child") {
 		t.Errorf("a command after: %q", out)
