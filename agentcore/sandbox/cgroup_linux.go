@@ -47,6 +47,10 @@ type cgroupPlan struct {
 	// Missing are the wanted controllers this hierarchy does not offer;
 	// their limits are not in force (said, not faked).
 	Missing []string `json:"missing,omitempty"`
+	// FailLeave makes every leave fail, as a failed write to the
+	// helper's own tasks file would: a fault for tests, never set by
+	// planCgroups.
+	FailLeave bool `json:"fail_leave,omitempty"`
 
 	seq atomic.Uint64 // names groups, in the helper
 	// home are the helper's own groups' tasks files (v1), open for
@@ -354,7 +358,7 @@ func probeGroup(dir string) error {
 // open returns the directories of p for a helper, whose descriptors are
 // numbered from first on, and the plan that names them.
 func (p *cgroupPlan) open(first int) ([]*os.File, *cgroupPlan, error) {
-	out := &cgroupPlan{Version: p.Version, Why: p.Why, Required: p.Required, Missing: p.Missing}
+	out := &cgroupPlan{Version: p.Version, Why: p.Why, Required: p.Required, Missing: p.Missing, FailLeave: p.FailLeave}
 	var files []*os.File
 	for i, d := range p.Dirs {
 		f, err := os.OpenFile(d.Path, os.O_RDONLY|unix.O_DIRECTORY, 0)
@@ -432,6 +436,9 @@ func (p *cgroupPlan) summary() string {
 	if len(p.Missing) > 0 {
 		s += "; not available, so not in force: " + strings.Join(p.Missing, ", ")
 	}
+	if p.Version == 2 {
+		s += "; clone3 refused (ENOSYS) so that no command forks outside its group"
+	}
 	return s + "; rlimits per process as well"
 }
 
@@ -450,7 +457,7 @@ type cgroup struct {
 	name string
 	made int // directories created, in plan order
 	// fds are, on v1, each directory's tasks file, open for writing; on
-	// v2, the group's directory.
+	// v2, the group's cgroup.procs.
 	fds []int
 	// seen are the event counters (OOM kills, forks refused) already
 	// reported: a group is reused, its counters are not reset.
@@ -490,13 +497,44 @@ func (g *cgroup) release() {
 		return
 	}
 	p := g.plan
+	keep := !g.dirty && g.uncharged()
 	p.mu.Lock()
-	if !g.dirty && len(p.free) < maxFree && !p.draining {
+	if keep && len(p.free) < maxFree && !p.draining {
 		p.free = append(p.free, g)
 		g = nil
 	}
 	p.mu.Unlock()
 	g.remove()
+}
+
+// carryMax is how much memory that no reclaim frees an emptied group may
+// still have charged and serve another command.
+const carryMax = 8 << 20
+
+// uncharged reports whether the emptied group holds at most carryMax of
+// memory that reclaim cannot free. What a command leaves charged stays
+// with its group: page cache, which the next command's reclaim frees at
+// its limit (and which stays cached for it), but also files it wrote to a
+// tmpfs of the host and locked pages, which no reclaim frees without swap.
+// Counted against the next command's limit, those could get a command
+// killed for memory it never used; such a group is removed instead (its
+// charges then limit no one).
+func (g *cgroup) uncharged() bool {
+	for _, d := range g.plan.Dirs[:g.made] {
+		if !slices.Contains(d.Controllers, "memory") {
+			continue
+		}
+		b, err := readAt(d.FD, g.name+"/memory.stat")
+		if err != nil {
+			return false
+		}
+		anon := "rss" // v1; its "shmem" is counted in "cache"
+		if g.plan.Version == 2 {
+			anon = "anon"
+		}
+		return flatKey(b, anon)+flatKey(b, "shmem")+flatKey(b, "unevictable") <= carryMax
+	}
+	return true
 }
 
 // drain removes the groups kept for later commands; the helper calls it
@@ -528,11 +566,14 @@ func (p *cgroupPlan) create(l Limits, name string) (*cgroup, error) {
 				return nil, fmt.Errorf("cgroup: %s/%s/%s: %w", d.Path, name, w.file, err)
 			}
 		}
-		f, flags := name+"/tasks", unix.O_WRONLY|unix.O_CLOEXEC
+		// Opened here, by a thread in no Landlock domain: a read-only
+		// command's thread writes it later, and the kernel checks the
+		// opener's rights.
+		f := name + "/tasks"
 		if p.Version == 2 {
-			f, flags = name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC
+			f = name + "/cgroup.procs"
 		}
-		fd, err := unix.Openat(d.FD, f, flags, 0)
+		fd, err := unix.Openat(d.FD, f, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			g.remove()
 			return nil, fmt.Errorf("cgroup: %s/%s: %w", d.Path, f, err)
@@ -609,25 +650,34 @@ func readAt(dir int, name string) ([]byte, error) {
 	}
 }
 
-// enter makes cmd start in the group, so that the command and all it
-// starts are in it from their first instruction. On v2 the kernel forks
-// it there (CLONE_INTO_CGROUP). On v1 the calling thread, which must be
-// locked to its goroutine and start cmd, moves itself into the group
-// (writing "0" to tasks moves the writing thread alone, which the kernel
-// does without the global lock that moving a whole process takes: that
-// costs a grace period of RCU, about a millisecond); the fork then starts
-// cmd there, and leave moves the thread back. No process of the command
-// is ever moved.
+// enter makes cmd start in the group (v1), so that the command and all
+// it starts are in it from their first instruction: the calling thread,
+// which must be locked to its goroutine and start cmd, moves itself into
+// the group (writing "0" to tasks moves the writing thread alone, which
+// the kernel does without the global lock that moving a whole process
+// takes: that costs a grace period of RCU, about a millisecond); the fork
+// then starts cmd there, and leave moves the thread back. On v2 a thread
+// cannot join a group alone, and the helper does not fork into it
+// (CLONE_INTO_CGROUP): commands get no clone3 (denyClone3AllThreads),
+// which would let them fork out of it too; join moves the command, still
+// stopped at its exec, before its first instruction.
 func (g *cgroup) enter(cmd *exec.Cmd) error {
-	if g == nil {
-		return nil
-	}
-	if g.plan.Version == 2 {
-		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = g.fds[0]
+	if g == nil || g.plan.Version == 2 {
 		return nil
 	}
 	return g.enterThread()
+}
+
+// join moves the process pid, stopped before its first instruction, into
+// the group (v2).
+func (g *cgroup) join(pid int) error {
+	if g == nil || g.plan.Version != 2 {
+		return nil
+	}
+	if _, err := unix.Write(g.fds[0], []byte(strconv.Itoa(pid))); err != nil {
+		return fmt.Errorf("cgroup: join %s/%s: %w", g.plan.Dirs[0].Path, g.name, err)
+	}
+	return nil
 }
 
 func (g *cgroup) enterThread() error {
@@ -639,15 +689,27 @@ func (g *cgroup) enterThread() error {
 	return nil
 }
 
+// errStranded: a thread of the helper could not leave a command's group.
+// It is not safe to go on: the group kill skips the helper's pid, so the
+// group can never be emptied and removed, and the thread would start
+// later commands from inside it (their forks counted against it). The
+// helper exits instead, after failing the one command, and the daemon
+// starts a new one (serve).
+var errStranded = errors.New("a helper thread is stranded in a command's group")
+
 // leave moves the calling thread back into the helper's own groups after
-// enter (v1).
+// enter (v1). An error wraps errStranded.
 func (g *cgroup) leave() error {
 	if g == nil || g.plan.Version == 2 {
 		return nil
 	}
 	for i, fd := range g.plan.home {
-		if _, err := unix.Write(fd, []byte("0")); err != nil {
-			return fmt.Errorf("cgroup: back to %s: %w", g.plan.Dirs[i].Path, err)
+		_, err := unix.Write(fd, []byte("0"))
+		if g.plan.FailLeave {
+			err = unix.EIO
+		}
+		if err != nil {
+			return fmt.Errorf("cgroup: back to %s: %w (%w)", g.plan.Dirs[i].Path, err, errStranded)
 		}
 	}
 	return nil
@@ -679,7 +741,7 @@ func (g *cgroup) stop(l Limits) string {
 // reports whether the group is empty and may serve another command: on
 // Linux 6.18 a process forked into a v2 group (CLONE_INTO_CGROUP) after a
 // write to its cgroup.kill is killed at birth, so such a group is not
-// reused.
+// reused (kept although commands now join by a move).
 func (g *cgroup) kill() (reusable bool) {
 	if g.made == 0 {
 		return true

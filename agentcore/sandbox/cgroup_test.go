@@ -3,16 +3,21 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // cgroupRig is a sandbox with small group limits, started once for the
@@ -193,53 +198,77 @@ func TestCgroupCPUShare(t *testing.T) {
 
 // TestCgroupCreateFailsClosed: a command whose group is gone, or cannot be
 // made, does not run (it would run without its caps); it fails with the
-// reason, and the next command runs. Both are done from outside: the
-// group a command used (kept for the next one) is removed, then the names
-// of the next new groups are taken.
+// reason, and the next command runs. Both are done from outside. A group
+// a command used is removed: the helper keeps it for the next command
+// unless it saw it gone first (it reads its memory.stat when it releases
+// it, just after the exit is reported), so the next command either fails
+// or runs in another group, never without one; tried until it fails once.
+// Then, in a new sandbox, the names of its first groups are taken.
 func TestCgroupCreateFailsClosed(t *testing.T) {
 	r := newCgroupRig(t)
-	h := r.sb.helperLocked(Approved)
-	out, _ := r.run(t, Approved, `awk -F: '$2 ~ /pids/ {print $3}' /proc/self/cgroup`)
-	name := filepath.Base(strings.TrimSpace(out))
-	seq := 0
-	if _, err := fmt.Sscanf(name, fmt.Sprintf("thinbot-%d-%%d", h.proc.Pid), &seq); err != nil {
-		t.Fatalf("own group %q: %v", out, err)
-	}
 	var dirs []string
 	for _, p := range r.sb.Info(Approved).Cgroups {
 		dirs = append(dirs, filepath.Dir(p))
 	}
-	mustFail := func(what string) {
-		t.Helper()
+	const ownGroup = `awk -F: '$2 ~ /pids/ {print $3}' /proc/self/cgroup`
+	try := func(sb *Sandbox) (group string, err error) {
 		var buf syncBuf
-		_, err := r.sb.Run(t.Context(), Approved, Cmd{Args: []string{"/bin/sh", "-c", "echo ran"}, Dir: r.ws, Env: []string{testPath}}, &buf)
-		if err == nil || !strings.Contains(err.Error(), "cgroup") || strings.Contains(buf.String(), "ran") {
-			t.Errorf("Run with %s = %v, output %q; want a cgroup error and no run", what, err, buf.String())
+		_, err = sb.Run(t.Context(), Approved, Cmd{Args: []string{"/bin/sh", "-c", "echo ran; " + ownGroup}, Dir: "/", Env: []string{testPath}}, &buf)
+		out := buf.String()
+		if err == nil && !strings.Contains(out, "ran") || err != nil && (!strings.Contains(err.Error(), "cgroup") || strings.Contains(out, "ran")) {
+			t.Fatalf("Run = %v, output %q; want a run or a cgroup error and no run", err, out)
 		}
+		return filepath.Base(strings.TrimSpace(strings.TrimPrefix(out, "ran\n"))), err
 	}
-	for _, d := range dirs {
-		if err := os.Remove(filepath.Join(d, name)); err != nil {
-			t.Fatal(err)
+	failed := false
+	for i := 0; i < 20 && !failed; i++ {
+		out, _ := r.run(t, Approved, ownGroup)
+		name := filepath.Base(strings.TrimSpace(out))
+		if !strings.HasPrefix(name, "thinbot-") {
+			t.Fatalf("own group %q", out)
 		}
-	}
-	mustFail("its group removed")
-	// The next group is a new one: its number is above seq, and below
-	// seq + maxFree + 2 (the helper keeps at most maxFree).
-	var taken []string
-	for n := seq + 1; n <= seq+maxFree+2; n++ {
 		for _, d := range dirs {
-			p := filepath.Join(d, fmt.Sprintf("thinbot-%d-%d", h.proc.Pid, n))
-			if err := os.Mkdir(p, 0o755); err == nil {
-				taken = append(taken, p)
+			if err := os.Remove(filepath.Join(d, name)); err != nil {
+				t.Fatal(err)
 			}
 		}
+		g, err := try(r.sb)
+		if err == nil && g == name {
+			t.Fatalf("a command ran in the removed group %s", name)
+		}
+		failed = err != nil
 	}
-	mustFail("its group's name taken")
-	for _, p := range taken {
-		os.Remove(p)
+	if !failed {
+		t.Error("in 20 tries no command found its kept group removed")
 	}
 	if out, _ := r.run(t, Approved, "echo next"); !strings.Contains(out, "next") {
 		t.Errorf("the next command: %q", out)
+	}
+
+	sb, err := Start(t.Context(), Config{Limits: cgroupLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	h := sb.helperLocked(Approved)
+	var taken []string
+	for n := 1; n <= maxFree+2; n++ {
+		for _, d := range dirs {
+			p := filepath.Join(d, fmt.Sprintf("thinbot-%d-%d", h.proc.Pid, n))
+			if err := os.Mkdir(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			taken = append(taken, p)
+		}
+	}
+	if _, err := try(sb); err == nil {
+		t.Error("a command ran although its group's name was taken")
+	}
+	for _, p := range taken {
+		os.Remove(p)
+	}
+	if _, err := try(sb); err != nil {
+		t.Errorf("the next command: %v", err)
 	}
 }
 
@@ -456,5 +485,378 @@ func TestCgroupV2Leaf(t *testing.T) {
 	p, err := planV2([]cgroupLine{{Path: "/" + name + "/" + v2Leaf}}, []cgroupMount{{Root: "/", Point: unified, V2: true}})
 	if err != nil || len(p.Dirs) != 1 || p.Dirs[0].Path != g {
 		t.Errorf("planV2 from the leaf = %+v, %v; want %s", p, err, g)
+	}
+}
+
+// TestCgroupStrandedHelperStops: a helper thread that cannot move back
+// out of a command's group (v1; the write to its own tasks file fails,
+// here by the FailLeave fault) would stay in it, so the group could never
+// be emptied and later commands would start from inside it. The command
+// fails with the reason, the helper exits, its groups are swept, and the
+// next command runs in a new helper.
+func TestCgroupStrandedHelperStops(t *testing.T) {
+	newCgroupRig(t)
+	sb, err := Start(t.Context(), Config{Limits: cgroupLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if sb.cfg.cgroups.Version != 1 {
+		t.Skipf("threads move between groups on v1 only; here %s", sb.Info(Approved).LimitsBy)
+	}
+	run := func(m Mode) (string, error) {
+		var out syncBuf
+		_, err := sb.Run(t.Context(), m, Cmd{Args: []string{"/bin/sh", "-c", "echo ran"}, Dir: "/", Env: []string{testPath}}, &out)
+		return out.String(), err
+	}
+	for i, m := range []Mode{Approved, ReadOnly} {
+		// A helper with the fault: the running one is killed, the next
+		// command starts one from the plan.
+		sb.mu.Lock()
+		sb.cfg.cgroups.FailLeave = true
+		old := sb.helperLocked(m)
+		sb.mu.Unlock()
+		_ = old.proc.Kill()
+		<-old.done
+		out, err := run(m)
+		if err == nil || !strings.Contains(err.Error(), "back to") || !strings.Contains(err.Error(), "helper stopped") || strings.Contains(out, "ran") {
+			t.Errorf("%s: a command whose helper thread is stranded in its group: %v, output %q; want its error and no run", m, err, out)
+		}
+		sb.mu.Lock()
+		sb.cfg.cgroups.FailLeave = false
+		faulty := sb.helperLocked(m)
+		sb.mu.Unlock()
+		if out, err := run(m); err != nil || !strings.Contains(out, "ran") {
+			t.Errorf("%s: the next command: %v, %q", m, err, out)
+		}
+		if n := sb.Restarts(); n != 2*(i+1) {
+			t.Errorf("%s: Restarts = %d, want %d (the stranded helper started again)", m, n, 2*(i+1))
+		}
+		for _, d := range sb.cfg.cgroups.Dirs {
+			if g, _ := filepath.Glob(filepath.Join(d.Path, fmt.Sprintf("thinbot-%d-*", faulty.proc.Pid))); len(g) != 0 {
+				t.Errorf("%s: groups of the stopped helper left: %v", m, g)
+			}
+		}
+	}
+}
+
+// TestCgroupReuseCarriesNoCharge: memory a command leaves charged to its
+// group after it is gone (a file it wrote to a tmpfs of the host, which
+// no reclaim can free without swap) must not count against the next
+// command that gets the group: that one would be killed at the limit
+// for memory it never used. Run in this process, on the daemon's plan:
+// a command in a group writes 64 MiB to /dev/shm, its group is emptied
+// and released, and the next group taken must carry far less; a group
+// holding page cache only is reused.
+func TestCgroupReuseCarriesNoCharge(t *testing.T) {
+	newCgroupRig(t)
+	p, err := planCgroups("", cgroupLimits)
+	if err != nil || p.Version == 0 {
+		t.Fatalf("plan: %+v, %v", p, err)
+	}
+	if !slices.ContainsFunc(p.Dirs, func(d cgroupDir) bool { return slices.Contains(d.Controllers, "memory") }) {
+		t.Skipf("no memory controller: %s", p.summary())
+	}
+	files, hp, err := p.open(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	for i := range hp.Dirs {
+		hp.Dirs[i].FD = int(files[i].Fd())
+	}
+	if hp.Version == 1 {
+		for _, d := range hp.Dirs {
+			f, err := os.OpenFile(filepath.Join(d.Path, "tasks"), os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			hp.home = append(hp.home, int(f.Fd()))
+		}
+	}
+	defer hp.drain()
+	shm := fmt.Sprintf("/dev/shm/thinbot-carry-%d", os.Getpid())
+	defer os.Remove(shm)
+	runIn := func(g *cgroup, script string) {
+		t.Helper()
+		cmd := exec.Command("/bin/sh", "-c", script)
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+		runtime.LockOSThread()
+		err := g.enter(cmd)
+		if err == nil {
+			err = cmd.Start()
+			err = errors.Join(err, g.leave())
+		}
+		runtime.UnlockOSThread()
+		if err == nil {
+			err = cmd.Wait()
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", script, err)
+		}
+	}
+	usage := func(g *cgroup) int64 {
+		for _, d := range hp.Dirs {
+			if slices.Contains(d.Controllers, "memory") {
+				f := "memory.usage_in_bytes"
+				if hp.Version == 2 {
+					f = "memory.current"
+				}
+				b, err := readAt(d.FD, g.name+"/"+f)
+				n, err2 := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+				if err != nil || err2 != nil {
+					t.Fatalf("%s/%s: %v %v", g.name, f, err, err2)
+				}
+				return n
+			}
+		}
+		return 0
+	}
+	g, err := hp.take(cgroupLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runIn(g, "head -c 64m /dev/zero > "+shm)
+	if n := usage(g); n < 60<<20 {
+		t.Fatalf("the writer's group holds %d bytes; the probe does not charge what it should", n)
+	}
+	g.stop(cgroupLimits)
+	g.release()
+	g2, err := hp.take(cgroupLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := usage(g2); n > 16<<20 {
+		t.Errorf("the next command's group (%s, the writer's was %s) starts with %d MiB charged", g2.name, g.name, n>>20)
+	}
+	// Page cache alone (a file written to disk) is freed by reclaim at
+	// the next command's limit: that group is still reused.
+	disk, err := os.CreateTemp("", "thinbot-carry-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk.Close()
+	defer os.Remove(disk.Name())
+	runIn(g2, "head -c 32m /dev/zero > "+disk.Name())
+	g2.stop(cgroupLimits)
+	g2.release()
+	g3, err := hp.take(cgroupLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g3.end(cgroupLimits)
+	if g3.name != g2.name {
+		t.Errorf("a group holding page cache only was not reused: %s after %s", g3.name, g2.name)
+	}
+}
+
+// intoCgroupArg makes the test binary, run as a command, start a child in
+// the cgroup v2 group at a path (CLONE_INTO_CGROUP, by an O_PATH
+// descriptor, which a read-only mount does not refuse) and print its pid.
+const intoCgroupArg = "__test-into-cgroup"
+
+func intoCgroup(dir string, args []string) int {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		fmt.Println("open:", err)
+		return 1
+	}
+	p, err := os.StartProcess(args[0], args, &os.ProcAttr{Sys: &syscall.SysProcAttr{Setsid: true, UseCgroupFD: true, CgroupFD: fd}})
+	if err != nil {
+		fmt.Println("start:", err)
+		return 1
+	}
+	fmt.Println(p.Pid)
+	return 0
+}
+
+// TestCgroupV2NoCloneOut: the kernel lets a process start a child in any
+// v2 group whose cgroup.procs it may write (clone3 with
+// CLONE_INTO_CGROUP), by a descriptor of the group's directory, even of a
+// read-only mount: an approved command of a root daemon could put a child
+// outside its group, past its limits and the kill. Commands get no
+// clone3: the child is not started, and nothing outlives the command.
+func TestCgroupV2NoCloneOut(t *testing.T) {
+	newRig(t)
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI=1: must run as root")
+		}
+		t.Skip("needs root")
+	}
+	unified := "/sys/fs/cgroup/unified"
+	if _, err := os.Stat(unified + "/cgroup.procs"); err != nil {
+		unified = "/sys/fs/cgroup"
+	}
+	ws := t.TempDir()
+	os.Chmod(ws, 0o755)
+	sb, err := Start(t.Context(), Config{Workspaces: []string{ws}, Cgroup: "v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &cgroupRig{sb: sb, ws: ws}
+	out, _ := r.run(t, Approved, fmt.Sprintf("grep '^0::' /proc/self/cgroup; %s %s %s /bin/sleep 300", exe, intoCgroupArg, unified))
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 2 || !strings.Contains(lines[0], "/thinbot-") {
+		t.Fatalf("not in a command group: %q", out)
+	}
+	if pid, err := strconv.Atoi(lines[len(lines)-1]); err == nil {
+		b, alive := outlives(pid)
+		if alive {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		t.Errorf("an approved command started a child in %s (alive after the command: %v): %q %s", unified, alive, out, b)
+	} else if !strings.Contains(out, "function not implemented") {
+		t.Errorf("clone3 refused otherwise than as absent (ENOSYS): %q", out)
+	}
+	if by := sb.Info(Approved).LimitsBy; !strings.Contains(by, "clone3 refused") {
+		t.Errorf("LimitsBy = %q does not say that clone3 is refused", by)
+	}
+	// Commands still start (each moved into its group) and fork.
+	if out, _ := r.run(t, Approved, "grep '^0::' /proc/self/cgroup; sh -c 'echo child'"); !strings.Contains(out, "/thinbot-") || !strings.Contains(out, "child") {
+		t.Errorf("a command after: %q", out)
+	}
+}
+
+// TestCheckSaysNoLimit: -1 turns a group limit off (Limits), and sandbox
+// check says so, in its limits line and in what root costs, rather than
+// "-1 processes".
+func TestCheckSaysNoLimit(t *testing.T) {
+	newCgroupRig(t)
+	r := CheckSandbox(t.Context(), Config{Limits: Limits{MemoryTotal: -1, ProcessesTotal: -1, CPUs: -1}}, false, nil)
+	if !strings.Contains(r.Cgroup, "cgroup v") {
+		t.Fatalf("no groups: %s", r.Cgroup)
+	}
+	for _, s := range []string{r.Limits, r.RootCost} {
+		if strings.Contains(s, "-1") {
+			t.Errorf("says -1 for no limit: %q", s)
+		}
+	}
+	if !strings.Contains(r.Limits, "processes: unlimited") {
+		t.Errorf("limits = %q, want the group's processes said unlimited", r.Limits)
+	}
+	if r.Root && !strings.Contains(r.RootCost, "no process limit") {
+		t.Errorf("root cost = %q, want no process limit said", r.RootCost)
+	}
+}
+
+// TestCgroupTwoDaemons: two daemons on one host (two configs) put their
+// groups in the same parent directories. A daemon that starts sweeps the
+// groups of helpers that are gone, never those of the other daemon's
+// running helpers: the other's running command and its kept groups stay.
+func TestCgroupTwoDaemons(t *testing.T) {
+	newCgroupRig(t)
+	a, err := Start(t.Context(), Config{Limits: cgroupLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if a.cfg.cgroups.Version == 0 {
+		t.Skip(a.Info(Approved).LimitsBy)
+	}
+	var out syncBuf
+	done := make(chan error, 1)
+	go func() {
+		res, err := a.Run(t.Context(), Approved, Cmd{Args: []string{"/bin/sh", "-c", "echo started; sleep 1; echo still; exit 3"}, Dir: "/", Env: []string{testPath}}, &out)
+		if err == nil && res.ExitCode != 3 {
+			err = fmt.Errorf("exit %d, signal %d", res.ExitCode, res.Signal)
+		}
+		done <- err
+	}()
+	for i := 0; i < 2000 && !strings.Contains(out.String(), "started"); i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// A group of a helper that is gone, in every parent directory.
+	stale := fmt.Sprintf("thinbot-%d-1", 1<<22+7)
+	for _, d := range a.cfg.cgroups.Dirs {
+		if err := os.Mkdir(filepath.Join(d.Path, stale), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := Start(t.Context(), Config{Limits: cgroupLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := <-done; err != nil || !strings.Contains(out.String(), "still") {
+		t.Errorf("the first daemon's command, running while the second started: %v, %q", err, out.String())
+	}
+	for _, d := range a.cfg.cgroups.Dirs {
+		if _, err := os.Stat(filepath.Join(d.Path, stale)); err == nil {
+			os.Remove(filepath.Join(d.Path, stale))
+			t.Errorf("the stale group %s/%s was not swept", d.Path, stale)
+		}
+	}
+	if _, res := (&cgroupRig{sb: a}).run(t, Approved, "true"); res.ExitCode != 0 {
+		t.Errorf("the first daemon after the second started: %+v", res)
+	}
+}
+
+// TestCgroupFDsUnreachable: the helper holds descriptors of the daemon's
+// writable cgroup mounts (the parent directories, each group's tasks or
+// cgroup.procs, its own tasks files). None reaches a command: none is
+// inherited, and the helper's /proc/<pid>/fd/N cannot be followed (a
+// descriptor reopened there would write through the daemon's mount).
+func TestCgroupFDsUnreachable(t *testing.T) {
+	r := newCgroupRig(t)
+	for _, m := range []Mode{ReadOnly, Approved} {
+		out, _ := r.run(t, m, `for f in /proc/self/fd/*; do readlink $f; done; h=$PPID; grep -q sandbox-helper /proc/$h/cmdline && echo helper-is-parent; for f in /proc/$h/fd/*; do readlink $f && cat $f >/dev/null 2>&1 && echo opened $f; done 2>/dev/null; exit 0`)
+		if !strings.Contains(out, "helper-is-parent") {
+			t.Fatalf("%s: the command's parent is not its helper: %q", m, out)
+		}
+		if strings.Contains(out, "/sys/fs/cgroup") || strings.Contains(out, "opened") {
+			t.Errorf("%s: a command reaches the helper's cgroup descriptors: %q", m, out)
+		}
+	}
+}
+
+// TestCgroupHelperDeathKillsAtOnce: when a helper dies, what its running
+// command left in its group (here a child in a session of its own) is
+// killed when the command fails, not only when a later command of that
+// mode starts a new helper, which may be hours later: until then it would
+// run on past its time limit, with no one to kill it.
+func TestCgroupHelperDeathKillsAtOnce(t *testing.T) {
+	newCgroupRig(t)
+	sb, err := Start(t.Context(), Config{Limits: cgroupLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	for _, m := range []Mode{Approved, ReadOnly} {
+		h, _ := sb.helper(t.Context(), m)
+		var out syncBuf
+		done := make(chan error, 1)
+		go func() {
+			_, err := sb.Run(t.Context(), m, Cmd{Args: []string{"/bin/sh", "-c", "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!; exec sleep 300"}, Dir: "/", Env: []string{testPath}}, &out)
+			done <- err
+		}()
+		pid := 0
+		for i := 0; i < 2000 && pid == 0; i++ {
+			pid, _ = strconv.Atoi(strings.TrimSpace(out.String()))
+			time.Sleep(5 * time.Millisecond)
+		}
+		if pid == 0 {
+			t.Fatalf("%s: no child started: %q", m, out.String())
+		}
+		if err := h.proc.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; !errors.Is(err, ErrUnavailable) {
+			t.Errorf("%s: the running command: %v, want ErrUnavailable", m, err)
+		}
+		if b, alive := outlives(pid); alive {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("%s: the child %d left by a command whose helper died runs on: %s", m, pid, b)
+		}
 	}
 }

@@ -131,8 +131,10 @@ func CheckSandbox(ctx context.Context, cfg Config, off bool, secret func(string)
 		if strings.Contains(inForce, "memory") {
 			parts = append(parts, "memory "+size(l.MemoryTotal))
 		}
-		if strings.Contains(inForce, "pids") {
+		if strings.Contains(inForce, "pids") && l.ProcessesTotal > 0 {
 			parts = append(parts, fmt.Sprintf("%d processes", l.ProcessesTotal))
+		} else if strings.Contains(inForce, "pids") {
+			parts = append(parts, "processes: unlimited")
 		}
 		if strings.Contains(inForce, "cpu") && !strings.Contains(inForce, "no controllers") {
 			parts = append(parts, cpus(l.CPUs)+" CPU")
@@ -160,9 +162,12 @@ func CheckSandbox(ctx context.Context, cfg Config, off bool, secret func(string)
 	if r.Root {
 		r.RootCost = "read-only commands run as " + ro.User + " with no capabilities: they read what that user and its groups may (not /etc/shadow, /root, 0600 files; ss -p and lsof show only its own processes); " +
 			"approved commands run as root without CAP_SYS_PTRACE, with the kernel's usermode-helper knobs read-only; "
-		if grouped && strings.Contains(rw.LimitsBy, "pids") {
+		switch {
+		case grouped && strings.Contains(rw.LimitsBy, "pids") && l.ProcessesTotal <= 0:
+			r.RootCost += "RLIMIT_NPROC does not bind root and processes_total turns their cgroup's off, so approved commands have no process limit"
+		case grouped && strings.Contains(rw.LimitsBy, "pids"):
 			r.RootCost += fmt.Sprintf("RLIMIT_NPROC does not bind root, so their process limit is their cgroup's (%d), and /sys/fs/cgroup is read-only to them so that they cannot leave it", l.ProcessesTotal)
-		} else {
+		default:
 			r.RootCost += "RLIMIT_NPROC does not bind root and no cgroup caps them (" + rw.LimitsBy + "), so approved commands have no process limit"
 		}
 	}
@@ -242,16 +247,26 @@ func CheckSandbox(ctx context.Context, cfg Config, off bool, secret func(string)
 			var left string
 			try(m.String()+": what a command leaves behind (setsid) is killed with its group", m, "setsid sleep 60 </dev/null >/dev/null 2>&1 & echo $!",
 				func(out string, code int) bool { left = strings.TrimSpace(out); return code == 0 && left != "" })
-			if b, err := os.ReadFile("/proc/" + left + "/stat"); left != "" && err == nil && !strings.Contains(string(b), ") Z ") {
+			if left != "" && outlived(left) {
 				c := &r.Checks[len(r.Checks)-1]
 				c.OK, c.Detail = false, "pid "+left+" outlived its command"
 			}
 		}
 	}
 	if grouped {
-		try("approved: cannot move itself out of its cgroup", Approved,
-			"for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/*/cgroup.procs /sys/fs/cgroup/*/*/cgroup.procs; do [ -e $f ] && echo $$ > $f 2>/dev/null && echo moved $f; done; exit 0",
-			func(out string, code int) bool { return code == 0 && !strings.Contains(out, "moved") })
+		// Every cgroup file system, and the command's own groups and
+		// their parents found through /proc/self/cgroup (at any depth).
+		const leave = `for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/*/cgroup.procs /sys/fs/cgroup/*/*/cgroup.procs; do [ -e $f ] && echo $$ > $f 2>/dev/null && echo moved $f; done
+while IFS=: read -r id ctl g; do for m in /sys/fs/cgroup/$ctl /sys/fs/cgroup/${ctl#name=} /sys/fs/cgroup/unified /sys/fs/cgroup; do [ -d "$m$g" ] || continue
+  for f in "$m$g/../cgroup.procs" "$m$g/../tasks"; do [ -e "$f" ] && echo $$ > "$f" 2>/dev/null && echo moved "$f"; done
+  for f in memory.limit_in_bytes memory.max pids.max cpu.cfs_quota_us cpu.max; do [ -e "$m$g/$f" ] && echo max > "$m$g/$f" 2>/dev/null && echo raised "$m$g/$f"; [ -e "$m$g/$f" ] && echo -1 > "$m$g/$f" 2>/dev/null && echo raised "$m$g/$f"; done
+done; done < /proc/self/cgroup; exit 0`
+		for _, m := range []Mode{ReadOnly, Approved} {
+			try(m.String()+": cannot move itself out of its cgroup or raise its limits", m, leave,
+				func(out string, code int) bool {
+					return code == 0 && !strings.Contains(out, "moved") && !strings.Contains(out, "raised")
+				})
+		}
 	}
 	if r.Root {
 		try("approved: kernel.core_pattern is read-only", Approved, "cat /proc/sys/kernel/core_pattern > /proc/sys/kernel/core_pattern",
@@ -344,6 +359,23 @@ func readTrim(p string) string {
 		return "?"
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// outlived reports whether pid still runs (and is not a zombie) after up
+// to 5 s: a killed process leaves its group's cgroup.procs before it has
+// finished exiting, so a look right after the command ended can still
+// find it running.
+func outlived(pid string) bool {
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		b, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil || strings.Contains(string(b), ") Z ") || strings.Contains(string(b), ") X ") {
+			return false
+		}
+		if time.Now().After(deadline) {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func firstLines(s string, n int) string {

@@ -43,8 +43,9 @@
 // the daemon's delegated group (systemd Delegate=yes; the daemon moves
 // itself into a leaf, "daemon", and command groups are its siblings), else
 // v1 where the memory, pids and cpu hierarchies are writable (root). The
-// command starts in its group (v2: CLONE_INTO_CGROUP; v1: the starting
-// thread moves itself in before the fork and back after it), and when it
+// command starts in its group (v2: moved in while stopped at its exec,
+// before its first instruction; v1: the starting thread moves itself in
+// before the fork and back after it), and when it
 // exits whatever is left in the group is killed (cgroup.kill, or every pid
 // of cgroup.procs until none is left), so a child it left behind, even in a
 // session of its own, does not outlive it. The emptied group is kept for a
@@ -59,10 +60,13 @@
 // cannot be made for one command fails that command (closed): it would
 // otherwise run without the caps the operator was told are in force.
 // Approved commands see the cgroup file systems read-only, so that root
-// cannot move itself out of its group. The read-only helper is a child
+// cannot move itself out of its group, and on v2 commands get no clone3
+// (ENOSYS, as on a kernel without it; the C library falls back to clone):
+// its CLONE_INTO_CGROUP starts a child in any group whose directory the
+// caller can open, read-only mount or not. The read-only helper is a child
 // subreaper and reaps every orphan at once. A helper that dies fails the
-// command it was running; the next command starts a new one, and the dead
-// helper's groups are killed and removed.
+// command it was running, whose failure kills and removes the dead
+// helper's groups; the next command starts a new helper.
 //
 // In both, the bot's own secrets and state (the state dir with the chain and
 // audit file, the config file, token and key files) are covered: directories

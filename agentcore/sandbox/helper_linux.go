@@ -122,6 +122,11 @@ func setUp(hc helperConfig) (Info, []string, error) {
 			return info, nil, fmt.Errorf("seccomp: %w", err)
 		}
 	}
+	if hc.Cgroup.Version == 2 {
+		if err := denyClone3AllThreads(); err != nil {
+			return info, nil, fmt.Errorf("seccomp: %w", err)
+		}
+	}
 	if hc.Mode == Approved {
 		// The approved helper is confined as a whole. The read-only helper
 		// is not: each command gets its own mount namespace and Landlock
@@ -173,6 +178,9 @@ func startLimited(cmd *exec.Cmd, l Limits, g *cgroup) error {
 	}
 	if !ws.Stopped() {
 		return fail(fmt.Errorf("the command did not stop at its exec (status %#x)", ws))
+	}
+	if err := g.join(pid); err != nil {
+		return fail(err)
 	}
 	set := func(name string, res int, v int64) error {
 		if v < 0 {
@@ -834,13 +842,25 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 					// from the start to the detach.
 					runtime.LockOSThread()
 					err = startLimited(cmd, hc.Limits, grp)
-					runtime.UnlockOSThread()
+					if !errors.Is(err, errStranded) {
+						// A stranded thread is never handed back: no
+						// other command may start from it (the helper
+						// exits below).
+						runtime.UnlockOSThread()
+					}
 				}
 				if err == nil {
 					exited = rp.registerLocked(cmd.Process.Pid)
 				}
 				rp.mu.Unlock()
 				out.Close()
+				if errors.Is(err, errStranded) {
+					// Fail closed: this command fails, the helper exits,
+					// and the daemon sweeps its groups and starts a new
+					// one; what other commands still run dies with it.
+					reply(message{ID: m.ID, Op: "error", Err: "start: " + err.Error(), Stop: true})
+					os.Exit(3)
+				}
 				if err != nil {
 					grp.end(hc.Limits)
 					reply(message{ID: m.ID, Op: "error", Err: "start: " + err.Error()})
@@ -862,6 +882,12 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 					r.Sig = int(ws.Signal())
 				}
 				reply(r)
+				// The command's private tmp dirs go with its namespace:
+				// their files must not stay charged to the group.
+				if ns >= 0 {
+					unix.Close(ns)
+					ns = -1
+				}
 				// Emptied above; keeping or removing it need not hold
 				// the reply.
 				grp.release()

@@ -393,7 +393,15 @@ func (s *Sandbox) Run(ctx context.Context, m Mode, c Cmd, out io.Writer) (Result
 	if err != nil {
 		return Result{}, err
 	}
-	return h.run(ctx, c, out)
+	res, err := h.run(ctx, c, out)
+	if err != nil && h.failed() != nil {
+		// The helper is gone: what its commands left in their groups
+		// dies now, not when a later command of this mode starts a new
+		// helper, which may be hours later (until then it would run on
+		// past its time limit).
+		s.cfg.cgroups.sweep(h.proc.Pid)
+	}
+	return res, err
 }
 
 // message is one datagram on the helper's socket, in both directions.
@@ -410,6 +418,9 @@ type message struct {
 	Info *Info    `json:"info,omitempty"`
 	// Limit is Result.Limit, on exited.
 	Limit string `json:"limit,omitempty"`
+	// Stop, on error: the helper exits after this reply (it could not
+	// go on safely), and the next command starts a new one.
+	Stop bool `json:"stop,omitempty"`
 }
 
 // maxMessage bounds one datagram; a command line plus environment beyond it
@@ -630,6 +641,18 @@ func (h *helper) run(ctx context.Context, c Cmd, out io.Writer) (Result, error) 
 			<-copied
 			if err := h.failed(); err != nil {
 				return Result{}, fmt.Errorf("sandbox: %w; the command was cut off with it (the next command starts a new helper)", err)
+			}
+			if m.Stop {
+				// Wait until it is gone, so that the next command
+				// starts a new helper rather than finding this one
+				// still there and failing too.
+				select {
+				case <-h.done:
+				case <-time.After(5 * time.Second):
+					_ = h.proc.Kill()
+					<-h.done
+				}
+				return Result{}, fmt.Errorf("sandbox: %s; the %s helper stopped (the next command starts a new one)", m.Err, h.mode)
 			}
 			return Result{}, fmt.Errorf("sandbox: %s", m.Err)
 		case "exited":

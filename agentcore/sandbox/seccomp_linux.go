@@ -94,3 +94,46 @@ func installNonTCP(flags uintptr) error {
 	}
 	return nil
 }
+
+// denyClone3AllThreads makes clone3 fail with ENOSYS on every thread of
+// the process, and so for every command it starts: clone3 can start a
+// child in any cgroup v2 group whose directory the caller can name
+// (CLONE_INTO_CGROUP), by a descriptor, even an O_PATH one, of a
+// read-only mount or of a cgroup2 file system it mounts detached; the
+// kernel checks only write permission on cgroup.procs, which root (or the
+// owner of a delegated group) has, so a command could put a child outside
+// its group, past its limits and the kill. ENOSYS is what a kernel
+// without clone3 answers: the C library falls back to clone, and the Go
+// runtime uses clone. The helpers themselves start commands with clone
+// (they move each one into its group before it runs, cgroup.join).
+func denyClone3AllThreads() error {
+	if err := llsys.AllThreadsPrctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	const (
+		ldW   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		ret   = unix.BPF_RET | unix.BPF_K
+		allow = unix.SECCOMP_RET_ALLOW
+		enosy = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+	)
+	// clone3 has the same number on amd64 and arm64 (435) and on i386;
+	// a call of another architecture is left to installNonTCP's arch
+	// check where that filter is in force.
+	f := []unix.SockFilter{
+		{Code: ldW, K: 0},
+		{Code: jeq, K: unix.SYS_CLONE3, Jt: 0, Jf: 1},
+		{Code: ret, K: enosy},
+		{Code: ret, K: allow},
+	}
+	prog := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
+	r, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog)))
+	runtime.KeepAlive(f)
+	if errno != 0 {
+		return errno
+	}
+	if r != 0 {
+		return fmt.Errorf("thread %d could not take the filter", r)
+	}
+	return nil
+}
