@@ -68,7 +68,8 @@ type Config struct {
 	ReadOnlyGroups []string
 	// Cgroup says whether each command gets a cgroup of its own (see
 	// Limits): "" or "auto" means v2 where the daemon's own group is
-	// delegated to it, else v1 where the memory, pids and cpu hierarchies
+	// delegated to it (marked by systemd's Delegate=yes, or owned by a
+	// daemon that is not root: writable to root is not enough), else v1 where the memory, pids and cpu hierarchies
 	// are writable (root), else rlimits only, with the reason in
 	// Info.LimitsBy; "v1" or "v2" requires that version (Start fails
 	// without it); "off" means rlimits only.
