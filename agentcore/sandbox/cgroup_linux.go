@@ -484,6 +484,28 @@ func (p *cgroupPlan) summary() string {
 	return s + "; rlimits per process as well"
 }
 
+// notInForce are the group limits of l, by their config names, that p puts
+// in no force (Info.NotInForce): all of them without groups, else those
+// whose controller the hierarchy lacks. A limit turned off (-1) is not
+// missed.
+func (p *cgroupPlan) notInForce(l Limits) []string {
+	var out []string
+	for _, c := range wantControllers() {
+		if p.Version != 0 && !slices.Contains(p.Missing, c) {
+			continue
+		}
+		switch {
+		case c == "memory" && l.MemoryTotal >= 0:
+			out = append(out, "memory_total_mib")
+		case c == "pids" && l.ProcessesTotal >= 0:
+			out = append(out, "processes_total")
+		case c == "cpu" && l.CPUs >= 0:
+			out = append(out, "cpus")
+		}
+	}
+	return out
+}
+
 // patterns are where command groups of this helper appear, for Info.
 func (p *cgroupPlan) patterns() []string {
 	var out []string

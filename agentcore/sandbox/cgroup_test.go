@@ -309,6 +309,8 @@ func TestCgroupV2Unified(t *testing.T) {
 	// Controllers the hierarchy does not offer are said, not faked.
 	if b, _ := os.ReadFile(unified + "/cgroup.controllers"); !strings.Contains(string(b), "memory") && !strings.Contains(by, "not in force: memory") {
 		t.Errorf("LimitsBy = %q, but %s offers no memory controller (%q)", by, unified, b)
+	} else if !strings.Contains(string(b), "memory") && !slices.Contains(sb.Info(Approved).NotInForce, "memory_total_mib") {
+		t.Errorf("NotInForce = %q, but %s offers no memory controller (%q)", sb.Info(Approved).NotInForce, unified, b)
 	}
 	r := &cgroupRig{sb: sb, ws: ws}
 	for _, m := range []Mode{Approved, ReadOnly} {
@@ -948,5 +950,30 @@ func TestCgroupV2Delegated(t *testing.T) {
 	}
 	if err := plan(own, true); err == nil {
 		t.Error("auto, mark removed: used")
+	}
+}
+
+// TestCheckV2SaysNotInForce: "cgroup: v2" on a hierarchy without the
+// memory controller (this host's unified one) still starts (commands get
+// a group each, killed and removed with them), and sandbox check's limits
+// line says which group limits are NOT in force, by their config names.
+func TestCheckV2SaysNotInForce(t *testing.T) {
+	unified := "/sys/fs/cgroup/unified"
+	b, err := os.ReadFile(unified + "/cgroup.controllers")
+	if err != nil || os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI=1: needs root and %s: %v", unified, err)
+		}
+		t.Skip("needs root and a unified hierarchy beside v1")
+	}
+	if strings.Contains(string(b), "memory") {
+		t.Skipf("%s offers memory (%q): nothing is missing", unified, b)
+	}
+	r := CheckSandbox(t.Context(), Config{Cgroup: "v2"}, false, nil)
+	if !strings.Contains(r.Cgroup, "cgroup v2") {
+		t.Fatalf("cgroup: %s", r.Cgroup)
+	}
+	if !strings.Contains(r.Limits, "NOT in force") || !strings.Contains(r.Limits, "memory_total_mib") {
+		t.Errorf("limits = %q, want memory_total_mib said NOT in force", r.Limits)
 	}
 }
