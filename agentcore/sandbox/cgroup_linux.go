@@ -198,14 +198,14 @@ func planCgroups(want string, l Limits) (*cgroupPlan, error) {
 	var err error
 	switch {
 	case want == "v2" || (want != "v1" && !v1):
-		p, err = planV2(lines, mounts)
+		p, err = planV2(lines, mounts, want != "v2")
 	default:
 		p, err = planV1(lines, mounts, l)
 		if err != nil && want != "v1" {
 			// A hybrid host whose v1 hierarchies are root's: a delegated
 			// unified group still gives each command a group that is
 			// killed and removed with it.
-			if p2, err2 := planV2(lines, mounts); err2 == nil {
+			if p2, err2 := planV2(lines, mounts, true); err2 == nil {
 				p, err = p2, nil
 			} else {
 				err = fmt.Errorf("%w; %w", err, err2)
@@ -269,8 +269,10 @@ const v2Leaf = "daemon"
 // planV2 uses the daemon's own v2 group: under systemd, the unit's group
 // with Delegate=yes. It moves every process of that group into a leaf
 // (v2Leaf) and enables the wanted controllers the group offers for its
-// children; command groups are the leaf's siblings.
-func planV2(lines []cgroupLine, mounts []cgroupMount) (*cgroupPlan, error) {
+// children; command groups are the leaf's siblings. With auto (Config.Cgroup
+// "" or "auto") it does so only where the group is delegated to this
+// process (delegated); "v2" by name takes the operator's word for it.
+func planV2(lines []cgroupLine, mounts []cgroupMount, auto bool) (*cgroupPlan, error) {
 	own := ""
 	for _, l := range lines {
 		if len(l.Controllers) == 0 {
@@ -292,6 +294,11 @@ func planV2(lines []cgroupLine, mounts []cgroupMount) (*cgroupPlan, error) {
 	}
 	if path.Base(own) == v2Leaf {
 		dir = filepath.Dir(dir)
+	}
+	if auto {
+		if err := delegated(dir); err != nil {
+			return nil, fmt.Errorf("cgroup v2 %s: not delegated to this process (systemd: Delegate=yes): %w", dir, err)
+		}
 	}
 	p := &cgroupPlan{Version: 2}
 	offered := strings.Fields(readTrim(filepath.Join(dir, "cgroup.controllers")))
@@ -324,6 +331,41 @@ func planV2(lines []cgroupLine, mounts []cgroupMount) (*cgroupPlan, error) {
 	}
 	p.Dirs = []cgroupDir{{Path: dir, Controllers: ctl}}
 	return p, nil
+}
+
+// delegated says whether v2 group dir (the daemon's own, or the parent of
+// its leaf v2Leaf after a restart) is delegated to this process, or why
+// not. Writable is not enough: root may write anywhere, and a root process
+// in a session scope, or in a unit without Delegate=yes, that moved its
+// group into a leaf and enabled controllers would rearrange a tree whose
+// single writer is systemd (which may undo it). Delegated means: systemd
+// (251 and later) marked the group with the xattr trusted.delegate (the
+// system manager) or user.delegate (a user manager) "1", as it does for a
+// unit with Delegate=yes; or, for a process other than root, the group is
+// its user's (systemd chowns a delegated group to the unit's User=, and an
+// ordinary user may write nowhere else anyway). Only dir itself counts,
+// not a delegated ancestor: that one is delegated to the manager running
+// there (a user manager, a container's init), the single writer of its
+// subtree, which would have marked dir had it delegated it further.
+func delegated(dir string) error {
+	for _, name := range []string{"trusted.delegate", "user.delegate"} {
+		buf := make([]byte, 16)
+		n, err := unix.Getxattr(dir, name, buf)
+		if err == nil && strings.TrimSpace(string(buf[:n])) == "1" {
+			return nil
+		}
+	}
+	if uid := os.Geteuid(); uid != 0 {
+		var st unix.Stat_t
+		if err := unix.Stat(dir, &st); err != nil {
+			return err
+		}
+		if int(st.Uid) == uid {
+			return nil
+		}
+		return fmt.Errorf("owned by uid %d, not %d, and not marked trusted.delegate or user.delegate", st.Uid, uid)
+	}
+	return errors.New("not marked trusted.delegate (root may write there, but the group is systemd's)")
 }
 
 // intoLeaf moves every process of group dir into its child v2Leaf.
@@ -440,6 +482,28 @@ func (p *cgroupPlan) summary() string {
 		s += "; clone3 refused (ENOSYS) so that no command forks outside its group"
 	}
 	return s + "; rlimits per process as well"
+}
+
+// notInForce are the group limits of l, by their config names, that p puts
+// in no force (Info.NotInForce): all of them without groups, else those
+// whose controller the hierarchy lacks. A limit turned off (-1) is not
+// missed.
+func (p *cgroupPlan) notInForce(l Limits) []string {
+	var out []string
+	for _, c := range wantControllers() {
+		if p.Version != 0 && !slices.Contains(p.Missing, c) {
+			continue
+		}
+		switch {
+		case c == "memory" && l.MemoryTotal >= 0:
+			out = append(out, "memory_total_mib")
+		case c == "pids" && l.ProcessesTotal >= 0:
+			out = append(out, "processes_total")
+		case c == "cpu" && l.CPUs >= 0:
+			out = append(out, "cpus")
+		}
+	}
+	return out
 }
 
 // patterns are where command groups of this helper appear, for Info.

@@ -309,6 +309,8 @@ func TestCgroupV2Unified(t *testing.T) {
 	// Controllers the hierarchy does not offer are said, not faked.
 	if b, _ := os.ReadFile(unified + "/cgroup.controllers"); !strings.Contains(string(b), "memory") && !strings.Contains(by, "not in force: memory") {
 		t.Errorf("LimitsBy = %q, but %s offers no memory controller (%q)", by, unified, b)
+	} else if !strings.Contains(string(b), "memory") && !slices.Contains(sb.Info(Approved).NotInForce, "memory_total_mib") {
+		t.Errorf("NotInForce = %q, but %s offers no memory controller (%q)", sb.Info(Approved).NotInForce, unified, b)
 	}
 	r := &cgroupRig{sb: sb, ws: ws}
 	for _, m := range []Mode{Approved, ReadOnly} {
@@ -482,7 +484,7 @@ func TestCgroupV2Leaf(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(g, "cgroup.procs")); len(b) != 0 {
 		t.Errorf("%s still holds %q", g, b)
 	}
-	p, err := planV2([]cgroupLine{{Path: "/" + name + "/" + v2Leaf}}, []cgroupMount{{Root: "/", Point: unified, V2: true}})
+	p, err := planV2([]cgroupLine{{Path: "/" + name + "/" + v2Leaf}}, []cgroupMount{{Root: "/", Point: unified, V2: true}}, false)
 	if err != nil || len(p.Dirs) != 1 || p.Dirs[0].Path != g {
 		t.Errorf("planV2 from the leaf = %+v, %v; want %s", p, err, g)
 	}
@@ -858,5 +860,120 @@ func TestCgroupHelperDeathKillsAtOnce(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGKILL)
 			t.Errorf("%s: the child %d left by a command whose helper died runs on: %s", m, pid, b)
 		}
+	}
+}
+
+// TestCgroupV2Delegated: in auto mode a v2 group is used only where it is
+// delegated to the daemon (the xattr systemd sets with Delegate=yes), not
+// merely because root may write there: a group without the mark is left
+// as it is (its processes not moved into a leaf) and the reason says
+// Delegate=yes; with trusted.delegate "1" it is used, also from the leaf
+// a restarted daemon is already in (the mark is on the parent); "v2" by
+// name does not ask. Tried on a group of the unified hierarchy with a
+// sleeping child. (A user other than root is judged by the group's owner,
+// which this root test does not reach.)
+func TestCgroupV2Delegated(t *testing.T) {
+	unified := "/sys/fs/cgroup/unified"
+	if _, err := os.Stat(unified + "/cgroup.procs"); err != nil || os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI=1: needs root and %s: %v", unified, err)
+		}
+		t.Skip("needs root and a unified hierarchy beside v1")
+	}
+	name := fmt.Sprintf("thinbot-delegtest-%d", os.Getpid())
+	g := filepath.Join(unified, name)
+	if err := os.Mkdir(g, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := os.Open(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	cmd := exec.Command("/bin/sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd())}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		os.Remove(filepath.Join(g, v2Leaf))
+		os.Remove(g)
+	})
+	mounts := []cgroupMount{{Root: "/", Point: unified, V2: true}}
+	own := []cgroupLine{{Path: "/" + name}}
+	leaf := []cgroupLine{{Path: "/" + name + "/" + v2Leaf}}
+	plan := func(lines []cgroupLine, auto bool) error {
+		t.Helper()
+		p, err := planV2(lines, mounts, auto)
+		if err == nil && (len(p.Dirs) != 1 || p.Dirs[0].Path != g) {
+			t.Errorf("planV2 = %+v; want %s", p, g)
+		}
+		return err
+	}
+	mark := func(v string) {
+		t.Helper()
+		if err := unix.Setxattr(g, "trusted.delegate", []byte(v), 0); err != nil {
+			t.Fatalf("set trusted.delegate on %s: %v", g, err)
+		}
+	}
+
+	if err := plan(own, true); err == nil || !strings.Contains(err.Error(), "Delegate=yes") || !strings.Contains(err.Error(), "not delegated") {
+		t.Errorf("auto, unmarked group: %v; want not delegated (Delegate=yes)", err)
+	}
+	if err := plan(leaf, true); err == nil {
+		t.Error("auto, restarted in the leaf of an unmarked group: used")
+	}
+	if _, err := os.Stat(filepath.Join(g, v2Leaf)); err == nil {
+		t.Errorf("auto moved the processes of an undelegated group into %s", v2Leaf)
+	}
+	if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cmd.Process.Pid)); !strings.Contains(string(b), "0::/"+name+"\n") {
+		t.Errorf("the group's process moved: %q", b)
+	}
+	if err := plan(own, false); err != nil {
+		t.Errorf("v2 by name, unmarked group: %v", err)
+	}
+	mark("0")
+	if err := plan(own, true); err == nil {
+		t.Error(`auto, trusted.delegate "0": used`)
+	}
+	mark("1")
+	if err := plan(own, true); err != nil {
+		t.Errorf(`auto, trusted.delegate "1": %v`, err)
+	}
+	if err := plan(leaf, true); err != nil {
+		t.Errorf(`auto, restarted in the leaf of a group marked "1": %v`, err)
+	}
+	if err := unix.Removexattr(g, "trusted.delegate"); err != nil {
+		t.Fatal(err)
+	}
+	if err := plan(own, true); err == nil {
+		t.Error("auto, mark removed: used")
+	}
+}
+
+// TestCheckV2SaysNotInForce: "cgroup: v2" on a hierarchy without the
+// memory controller (this host's unified one) still starts (commands get
+// a group each, killed and removed with them), and sandbox check's limits
+// line says which group limits are NOT in force, by their config names.
+func TestCheckV2SaysNotInForce(t *testing.T) {
+	unified := "/sys/fs/cgroup/unified"
+	b, err := os.ReadFile(unified + "/cgroup.controllers")
+	if err != nil || os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI=1: needs root and %s: %v", unified, err)
+		}
+		t.Skip("needs root and a unified hierarchy beside v1")
+	}
+	if strings.Contains(string(b), "memory") {
+		t.Skipf("%s offers memory (%q): nothing is missing", unified, b)
+	}
+	r := CheckSandbox(t.Context(), Config{Cgroup: "v2"}, false, nil)
+	if !strings.Contains(r.Cgroup, "cgroup v2") {
+		t.Fatalf("cgroup: %s", r.Cgroup)
+	}
+	if !strings.Contains(r.Limits, "NOT in force") || !strings.Contains(r.Limits, "memory_total_mib") {
+		t.Errorf("limits = %q, want memory_total_mib said NOT in force", r.Limits)
 	}
 }

@@ -144,6 +144,9 @@ func CheckSandbox(ctx context.Context, cfg Config, off bool, secret func(string)
 		}
 		r.Limits += "; per command, all its processes together (cgroup): " + strings.Join(parts, ", ")
 	}
+	if len(rw.NotInForce) > 0 {
+		r.Limits += "; NOT in force (see cgroup): " + strings.Join(rw.NotInForce, ", ")
+	}
 	r.Cgroup = "read-only commands: " + ro.LimitsBy
 	if rw.LimitsBy != ro.LimitsBy {
 		r.Cgroup += "; approved commands: " + rw.LimitsBy

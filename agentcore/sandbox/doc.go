@@ -41,7 +41,11 @@
 // gets a group of its own, which caps its processes together (memory and
 // swap, processes and threads, a share of a CPU) and binds root too: v2 in
 // the daemon's delegated group (systemd Delegate=yes; the daemon moves
-// itself into a leaf, "daemon", and command groups are its siblings), else
+// itself into a leaf, "daemon", and command groups are its siblings; in
+// auto mode only a group systemd marked delegated, xattr trusted.delegate
+// or user.delegate, or for a user other than root one it owns: a root
+// shell's session scope or a unit without Delegate=yes is systemd's, however
+// writable to root), else
 // v1 where the memory, pids and cpu hierarchies are writable (root). The
 // command starts in its group (v2: moved in while stopped at its exec,
 // before its first instruction; v1: the starting thread moves itself in

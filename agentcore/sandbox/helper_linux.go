@@ -78,7 +78,7 @@ func helperMain(args []string) int {
 // bound into its private tmp dirs.
 func setUp(hc helperConfig) (Info, []string, error) {
 	info := Info{Mode: hc.Mode.String(), UserNS: hc.Mode == ReadOnly || !hc.Root, Root: hc.Root, Limits: hc.Limits,
-		LimitsBy: hc.Cgroup.summary(), Cgroups: hc.Cgroup.patterns()}
+		LimitsBy: hc.Cgroup.summary(), NotInForce: hc.Cgroup.notInForce(hc.Limits), Cgroups: hc.Cgroup.patterns()}
 	if hc.User != nil {
 		info.User = fmt.Sprintf("%s (%d)", hc.User.Name, hc.User.UID)
 	}

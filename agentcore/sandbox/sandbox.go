@@ -68,10 +68,17 @@ type Config struct {
 	ReadOnlyGroups []string
 	// Cgroup says whether each command gets a cgroup of its own (see
 	// Limits): "" or "auto" means v2 where the daemon's own group is
-	// delegated to it, else v1 where the memory, pids and cpu hierarchies
+	// delegated to it (marked by systemd's Delegate=yes, or owned by a
+	// daemon that is not root: writable to root is not enough), else v1 where the memory, pids and cpu hierarchies
 	// are writable (root), else rlimits only, with the reason in
 	// Info.LimitsBy; "v1" or "v2" requires that version (Start fails
-	// without it); "off" means rlimits only.
+	// without it); "off" means rlimits only. A required version whose
+	// hierarchy lacks controllers still starts, with groups for kill and
+	// clean-up only, and Info.NotInForce names the limits it leaves out
+	// (sandbox check says them, the daemon warns at start): refusing would
+	// leave every command needing an approval for want of limits the
+	// rlimits partly cover, while the groups still guarantee that nothing
+	// outlives a command.
 	Cgroup string
 
 	// cgroups is where command groups go, found by Start.
@@ -210,6 +217,10 @@ type Info struct {
 	// process as well", or "rlimit per process, no cgroup: why".
 	Limits   Limits `json:"limits"`
 	LimitsBy string `json:"limits_by"`
+	// NotInForce are the group limits asked for (by their config names,
+	// memory_total_mib, processes_total, cpus) that no cgroup puts in
+	// force: no group at all, or a hierarchy without the controller.
+	NotInForce []string `json:"not_in_force,omitempty"`
 	// Cgroups are where this helper's command groups appear (glob
 	// patterns), none without cgroups.
 	Cgroups []string `json:"cgroups,omitempty"`

@@ -198,6 +198,9 @@ func startSandboxWith(ctx context.Context, want string, cfg sandbox.Config, outp
 			ro, rw := sb.Info(sandbox.ReadOnly), sb.Info(sandbox.Approved)
 			logger.Info("kernel sandbox enforced", "landlock_abi", ro.LandlockABI, "root", ro.Root, "hidden", rw.Hidden,
 				"readonly_user", ro.User, "limits", ro.Limits, "limits_by", ro.LimitsBy, "net", ro.Net, "covered", ro.Covered)
+			if len(rw.NotInForce) > 0 {
+				logger.Warn("sandbox group limits not in force (limits_by says why)", "not_in_force", rw.NotInForce, "limits_by", rw.LimitsBy)
+			}
 			if ro.User != "" {
 				warnUnreadableWorkspaces(ctx, sb, ro.User, cfg.Workspaces, logger)
 			}
