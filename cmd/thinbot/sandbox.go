@@ -198,7 +198,7 @@ func startSandboxWith(ctx context.Context, want string, cfg sandbox.Config, outp
 			ro, rw := sb.Info(sandbox.ReadOnly), sb.Info(sandbox.Approved)
 			logger.Info("kernel sandbox enforced", "landlock_abi", ro.LandlockABI, "root", ro.Root, "hidden", rw.Hidden,
 				"readonly_user", ro.User, "limits", ro.Limits, "limits_by", ro.LimitsBy, "net", ro.Net, "covered", ro.Covered)
-			if len(rw.NotInForce) > 0 {
+			if len(rw.NotInForce) > 0 && cfg.Cgroup != "off" { // off: the operator chose rlimits alone
 				logger.Warn("sandbox group limits not in force (limits_by says why)", "not_in_force", rw.NotInForce, "limits_by", rw.LimitsBy)
 			}
 			if ro.User != "" {
