@@ -446,38 +446,11 @@ func TestCgroupModes(t *testing.T) {
 // command groups), and a daemon already in that leaf plans with its
 // parent. Tried on the unified hierarchy with a sleeping child.
 func TestCgroupV2Leaf(t *testing.T) {
-	unified := "/sys/fs/cgroup/unified"
-	if _, err := os.Stat(unified + "/cgroup.procs"); err != nil || os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI=1: needs root and %s: %v", unified, err)
-		}
-		t.Skip("needs root and a unified hierarchy beside v1")
-	}
-	name := fmt.Sprintf("thinbot-leaftest-%d", os.Getpid())
-	g := filepath.Join(unified, name)
-	if err := os.Mkdir(g, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	fd, err := os.Open(g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fd.Close()
-	cmd := exec.Command("/bin/sleep", "30")
-	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd())}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		os.Remove(filepath.Join(g, v2Leaf))
-		os.Remove(g)
-	})
+	unified, name, g, child := unifiedTestGroup(t, "thinbot-leaftest")
 	if err := intoLeaf(g); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cmd.Process.Pid))
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", child))
 	if !strings.Contains(string(b), "0::/"+name+"/"+v2Leaf+"\n") {
 		t.Errorf("after intoLeaf the child is in %q", b)
 	}
@@ -873,34 +846,7 @@ func TestCgroupHelperDeathKillsAtOnce(t *testing.T) {
 // sleeping child. (A user other than root is judged by the group's owner,
 // which this root test does not reach.)
 func TestCgroupV2Delegated(t *testing.T) {
-	unified := "/sys/fs/cgroup/unified"
-	if _, err := os.Stat(unified + "/cgroup.procs"); err != nil || os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI=1: needs root and %s: %v", unified, err)
-		}
-		t.Skip("needs root and a unified hierarchy beside v1")
-	}
-	name := fmt.Sprintf("thinbot-delegtest-%d", os.Getpid())
-	g := filepath.Join(unified, name)
-	if err := os.Mkdir(g, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	fd, err := os.Open(g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fd.Close()
-	cmd := exec.Command("/bin/sleep", "30")
-	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd())}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		os.Remove(filepath.Join(g, v2Leaf))
-		os.Remove(g)
-	})
+	unified, name, g, child := unifiedTestGroup(t, "thinbot-delegtest")
 	mounts := []cgroupMount{{Root: "/", Point: unified, V2: true}}
 	own := []cgroupLine{{Path: "/" + name}}
 	leaf := []cgroupLine{{Path: "/" + name + "/" + v2Leaf}}
@@ -928,7 +874,7 @@ func TestCgroupV2Delegated(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(g, v2Leaf)); err == nil {
 		t.Errorf("auto moved the processes of an undelegated group into %s", v2Leaf)
 	}
-	if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cmd.Process.Pid)); !strings.Contains(string(b), "0::/"+name+"\n") {
+	if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", child)); !strings.Contains(string(b), "0::/"+name+"\n") {
 		t.Errorf("the group's process moved: %q", b)
 	}
 	if err := plan(own, false); err != nil {
@@ -976,4 +922,41 @@ func TestCheckV2SaysNotInForce(t *testing.T) {
 	if !strings.Contains(r.Limits, "NOT in force") || !strings.Contains(r.Limits, "memory_total_mib") {
 		t.Errorf("limits = %q, want memory_total_mib said NOT in force", r.Limits)
 	}
+}
+
+// unifiedTestGroup makes the group prefix-PID on the unified hierarchy
+// with a sleeping child in it (a populated group, as a daemon's is),
+// removed with its leaf when the test ends; child is the sleeper's pid. It needs root; under CI=1 a
+// missing unified hierarchy fails the test.
+func unifiedTestGroup(t *testing.T, prefix string) (unified, name, g string, child int) {
+	t.Helper()
+	unified = "/sys/fs/cgroup/unified"
+	if _, err := os.Stat(unified + "/cgroup.procs"); err != nil || os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI=1: needs root and %s: %v", unified, err)
+		}
+		t.Skip("needs root and a unified hierarchy beside v1")
+	}
+	name = fmt.Sprintf("%s-%d", prefix, os.Getpid())
+	g = filepath.Join(unified, name)
+	if err := os.Mkdir(g, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := os.Open(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	cmd := exec.Command("/bin/sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd())}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		os.Remove(filepath.Join(g, v2Leaf))
+		os.Remove(g)
+	})
+	return unified, name, g, cmd.Process.Pid
 }
