@@ -278,22 +278,7 @@ func TestCgroupCreateFailsClosed(t *testing.T) {
 // moved into its own group, what it leaves behind is killed, and the
 // group is removed.
 func TestCgroupV2Unified(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI=1: must run as root")
-		}
-		t.Skip("needs root")
-	}
-	unified := "/sys/fs/cgroup/unified"
-	if _, err := os.Stat(unified + "/cgroup.procs"); err != nil {
-		unified = "/sys/fs/cgroup"
-		if _, err := os.Stat(unified + "/cgroup.procs"); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatal("CI=1: no cgroup v2 hierarchy")
-			}
-			t.Skip("no cgroup v2 hierarchy")
-		}
-	}
+	unified := v2Hierarchy(t)
 	ws := t.TempDir()
 	os.Chmod(ws, 0o755)
 	sb, err := Start(t.Context(), Config{Workspaces: []string{ws}, Cgroup: "v2"})
@@ -658,16 +643,7 @@ func intoCgroup(dir string, args []string) int {
 // clone3: the child is not started, and nothing outlives the command.
 func TestCgroupV2NoCloneOut(t *testing.T) {
 	newRig(t)
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI=1: must run as root")
-		}
-		t.Skip("needs root")
-	}
-	unified := "/sys/fs/cgroup/unified"
-	if _, err := os.Stat(unified + "/cgroup.procs"); err != nil {
-		unified = "/sys/fs/cgroup"
-	}
+	unified := v2Hierarchy(t)
 	ws := t.TempDir()
 	os.Chmod(ws, 0o755)
 	sb, err := Start(t.Context(), Config{Workspaces: []string{ws}, Cgroup: "v2"})
@@ -959,4 +935,27 @@ func unifiedTestGroup(t *testing.T, prefix string) (unified, name, g string, chi
 		os.Remove(g)
 	})
 	return unified, name, g, cmd.Process.Pid
+}
+
+// v2Hierarchy returns the cgroup v2 mount the v2 tests run on: the
+// unified tree beside v1 on a hybrid host, else /sys/fs/cgroup. The tests
+// need root; under CI=1 a missing hierarchy or root fails them.
+func v2Hierarchy(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI=1: must run as root")
+		}
+		t.Skip("needs root")
+	}
+	for _, dir := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
+		if _, err := os.Stat(dir + "/cgroup.procs"); err == nil {
+			return dir
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("CI=1: no cgroup v2 hierarchy")
+	}
+	t.Skip("no cgroup v2 hierarchy")
+	return ""
 }
