@@ -536,7 +536,13 @@ func (p *cgroupPlan) newGroup(l Limits) (*cgroup, error) {
 }
 
 // maxFree is how many emptied groups a helper keeps for later commands.
-const maxFree = 4
+// A helper keeps no more than it once needed at the same time (groups are
+// kept as commands end), so the pool follows the load the daemon really
+// sees: four kept groups left a burst of 200 concurrent commands (the load
+// test) making and removing a group per command per hierarchy, about a
+// third of the helper's CPU. An empty group costs the kernel a few KiB
+// per CPU (a v1 memory cgroup); the helper removes them all when it stops.
+const maxFree = 256
 
 // take returns a group for the next command: one an earlier command
 // used, emptied, or else a new one. Reusing groups spares each command a
@@ -587,6 +593,17 @@ func (g *cgroup) uncharged() bool {
 	for _, d := range g.plan.Dirs[:g.made] {
 		if !slices.Contains(d.Controllers, "memory") {
 			continue
+		}
+		// Usually the whole charge is below carryMax: one short read
+		// instead of memory.stat's forty lines, formatted per read.
+		usage := "memory.usage_in_bytes"
+		if g.plan.Version == 2 {
+			usage = "memory.current"
+		}
+		if b, err := readAt(d.FD, g.name+"/"+usage); err == nil {
+			if n, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64); err == nil && n <= carryMax {
+				return true
+			}
 		}
 		b, err := readAt(d.FD, g.name+"/memory.stat")
 		if err != nil {

@@ -56,6 +56,10 @@ type Config struct {
 	// MaxConcurrent is the daemon's max_concurrent_runs; 0 means
 	// max(256, Threads), so that the global limit does not queue the load.
 	MaxConcurrent int
+	// Cgroup is the daemon's limits.cgroup (auto, v1, v2, off); "" keeps
+	// the daemon's default. With off, a run shows what the cgroup per
+	// command costs.
+	Cgroup string
 	// Dir is the work directory (state, workspace, config, daemon log);
 	// "" means a temporary directory, removed at the end unless Keep.
 	Dir string
@@ -415,6 +419,9 @@ func startDaemon(dir, bin string, f *fakes, cfg Config) (*daemon, error) {
 		"max_concurrent_runs": cfg.MaxConcurrent,
 		"log_level":           "info",
 		"channels":            []any{map[string]any{"id": channel, "workspace": ws, "approvers": []string{approver}}},
+	}
+	if cfg.Cgroup != "" {
+		conf["limits"] = map[string]any{"cgroup": cfg.Cgroup}
 	}
 	b, err := yaml.Marshal(conf)
 	if err != nil {
