@@ -408,12 +408,19 @@ type duration struct {
 // errDuration is parseDuration's error; check words it for the key.
 var errDuration = errors.New("want a positive duration")
 
+// errNotPositive is errDuration for a Go duration of zero or below, which
+// some keys take as unset (checkOrUnset).
+var errNotPositive = fmt.Errorf("%w", errDuration)
+
 // parseDuration parses a config duration: what time.ParseDuration
 // accepts, above zero.
 func parseDuration(s string) (time.Duration, error) {
 	v, err := time.ParseDuration(s)
-	if err != nil || v <= 0 {
+	switch {
+	case err != nil:
 		return 0, errDuration
+	case v <= 0:
+		return 0, errNotPositive
 	}
 	return v, nil
 }
@@ -435,6 +442,15 @@ func (d *duration) UnmarshalYAML(n *yaml.Node) error {
 func (d duration) check(bad func(string, ...any), key, example string) {
 	if d.err != nil {
 		bad("%s %q: %v like %s", key, d.text, d.err, example)
+	}
+}
+
+// checkOrUnset is check for a key that has always taken a Go duration of
+// zero or below as unset (the fleet's timeouts): only text that is no
+// duration is a problem.
+func (d duration) checkOrUnset(bad func(string, ...any), key, example string) {
+	if d.err != errNotPositive {
+		d.check(bad, key, example)
 	}
 }
 

@@ -34,21 +34,80 @@ type fleetConfig struct {
 	// Groups give groups their members and their two identities; the
 	// first group (in this order) that holds a host gives it its
 	// identities. A group named "all" holds every host.
-	Groups         []fleetGroup `yaml:"groups"`
-	Concurrency    int          `yaml:"concurrency"`
-	Timeout        string       `yaml:"timeout"`
-	ConnectTimeout string       `yaml:"connect_timeout"`
+	Groups      []fleetGroup `yaml:"groups"`
+	Concurrency int          `yaml:"concurrency"`
+	// Timeout is per host, connection included, and ConnectTimeout is
+	// ssh's; unset (or, as they always took it, zero or below) means
+	// fleet.Config's default.
+	Timeout        duration `yaml:"timeout"`
+	ConnectTimeout duration `yaml:"connect_timeout"`
 	// ControlPersist is how long idle ControlMaster connections stay
 	// ("60s" by default); "off" disables multiplexing.
-	ControlPersist string `yaml:"control_persist"`
-	SSH            string `yaml:"ssh"`
-	SSHConfig      string `yaml:"ssh_config"`
-	KnownHosts     string `yaml:"known_hosts"`
+	ControlPersist controlPersist `yaml:"control_persist"`
+	SSH            string         `yaml:"ssh"`
+	SSHConfig      string         `yaml:"ssh_config"`
+	KnownHosts     string         `yaml:"known_hosts"`
 	// NoTTY is accepted and has no effect: remote commands never get a
 	// terminal now (a pager or prompt would wait on it), and /stop ends
 	// them through the session's end instead (fleet.RemoteCommand). Kept
 	// so that configs that set it still load.
 	NoTTY bool `yaml:"no_tty"`
+}
+
+// controlPersist is fleet.control_persist: a Go duration, or "off" (off:
+// no multiplexing). Unset or zero is fleet.Config's default (60s); a
+// negative duration is off too, as it always was (fleet.Config's
+// ControlPersist below zero). Like duration, a value that is neither does
+// not fail the decoding: it is kept with its text for check to report.
+type controlPersist struct {
+	time.Duration
+	off  bool
+	text string
+	err  error
+}
+
+// errControlPersist is controlPersist's error; check words it for the key.
+var errControlPersist = errors.New(`want a duration like 60s or "off"`)
+
+// UnmarshalYAML takes any scalar, as a string field does.
+func (p *controlPersist) UnmarshalYAML(n *yaml.Node) error {
+	var text string
+	if err := n.Decode(&text); err != nil {
+		return err
+	}
+	*p = controlPersist{text: text}
+	switch text {
+	case "":
+	case "off":
+		p.off = true
+	default:
+		v, err := time.ParseDuration(text)
+		switch {
+		case err != nil:
+			p.err = errControlPersist
+		case v < 0:
+			p.off = true
+		default:
+			p.Duration = v
+		}
+	}
+	return nil
+}
+
+// check reports a value that did not parse, as "fleet.control_persist
+// "TEXT": want a duration like 60s or "off"".
+func (p controlPersist) check(bad func(string, ...any)) {
+	if p.err != nil {
+		bad("fleet.control_persist %q: %v", p.text, p.err)
+	}
+}
+
+// value is fleet.Config.ControlPersist: below zero when off.
+func (p controlPersist) value() time.Duration {
+	if p.off {
+		return -1
+	}
+	return p.Duration
 }
 
 type fleetHost struct {
@@ -124,6 +183,7 @@ func (fc fleetConfig) inventory(base string) (*fleet.Inventory, error) {
 // check returns every problem of the section.
 func (fc fleetConfig) check(base string) []error {
 	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if _, err := fc.inventory(base); err != nil {
 		errs = append(errs, fmt.Errorf("fleet: %w", err))
 	}
@@ -155,18 +215,9 @@ func (fc fleetConfig) check(base string) []error {
 	if withIDs == 0 {
 		errs = append(errs, errors.New("fleet: no group has read_only and privileged identities, so no host can be reached"))
 	}
-	for _, d := range []struct{ name, v string }{{"timeout", fc.Timeout}, {"connect_timeout", fc.ConnectTimeout}} {
-		if d.v != "" {
-			if _, err := time.ParseDuration(d.v); err != nil {
-				errs = append(errs, fmt.Errorf("fleet.%s: %w", d.name, err))
-			}
-		}
-	}
-	if fc.ControlPersist != "" && fc.ControlPersist != "off" {
-		if _, err := time.ParseDuration(fc.ControlPersist); err != nil {
-			errs = append(errs, fmt.Errorf("fleet.control_persist: %w (or \"off\")", err))
-		}
-	}
+	fc.Timeout.checkOrUnset(bad, "fleet.timeout", "120s")
+	fc.ConnectTimeout.checkOrUnset(bad, "fleet.connect_timeout", "10s")
+	fc.ControlPersist.check(bad)
 	if fc.Concurrency < 0 {
 		errs = append(errs, errors.New("fleet.concurrency: must not be negative"))
 	}
@@ -293,29 +344,30 @@ func (fc fleetConfig) open(base string, environ []string, path string) (*fleet.F
 // read-only masters outlive the process ("" means a private directory,
 // every master ended at Close).
 func (fc fleetConfig) openIn(base string, environ []string, path, controlDir string) (*fleet.Fleet, error) {
-	if errs := fc.check(base); len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	inv, err := fc.inventory(base)
+	cfg, err := fc.config(base, environ, path, controlDir)
 	if err != nil {
 		return nil, err
 	}
+	return fleet.New(cfg)
+}
+
+// config checks the section and builds openIn's fleet.Config.
+func (fc fleetConfig) config(base string, environ []string, path, controlDir string) (fleet.Config, error) {
+	if errs := fc.check(base); len(errs) > 0 {
+		return fleet.Config{}, errors.Join(errs...)
+	}
+	inv, err := fc.inventory(base)
+	if err != nil {
+		return fleet.Config{}, err
+	}
 	cfg := fleet.Config{Inventory: inv, Concurrency: fc.Concurrency,
+		Timeout: fc.Timeout.Duration, ConnectTimeout: fc.ConnectTimeout.Duration, ControlPersist: fc.ControlPersist.value(),
 		SSH: fc.SSH, SSHConfig: relOpt(base, fc.SSHConfig), KnownHosts: relOpt(base, fc.KnownHosts)}
 	if path == "" {
 		path = agentcore.DefaultPath
 	}
 	cfg.Env = agentcore.ChildEnv(environ, []string{"SSH_AUTH_SOCK"}, path)
 	cfg.ControlDir, cfg.KeepReadOnly = controlDir, controlDir != ""
-	cfg.Timeout, _ = time.ParseDuration(fc.Timeout)
-	cfg.ConnectTimeout, _ = time.ParseDuration(fc.ConnectTimeout)
-	switch fc.ControlPersist {
-	case "off":
-		cfg.ControlPersist = -1
-	case "":
-	default:
-		cfg.ControlPersist, _ = time.ParseDuration(fc.ControlPersist)
-	}
 	for _, g := range fc.Groups {
 		if g.ReadOnly == (fleet.Identity{}) && g.Privileged == (fleet.Identity{}) {
 			continue
@@ -324,7 +376,7 @@ func (fc fleetConfig) openIn(base string, environ []string, path, controlDir str
 		ro.Key, rw.Key = relOpt(base, ro.Key), relOpt(base, rw.Key)
 		cfg.Access = append(cfg.Access, fleet.Access{Group: g.Name, ReadOnly: ro, Privileged: rw})
 	}
-	return fleet.New(cfg)
+	return cfg, nil
 }
 
 func rel(base, p string) string {

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -93,4 +95,125 @@ func TestFleetGuideConfig(t *testing.T) {
 	if c.Fleet.Inventory == "" || len(c.Fleet.Groups) != 2 || c.Fleet.Groups[0].ReadOnly.User != "thinbot-ro" || len(c.Channels[0].FleetGroups) != 1 {
 		t.Errorf("decoded %+v", c.Fleet)
 	}
+}
+
+// The fleet's durations: each value the string fields took is taken, and
+// lands in fleet.Config as it did (zero and below: the default, which for
+// control_persist a negative value turns off); each one they refused is
+// refused, naming the key.
+func TestFleetDurations(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "kh"), []byte("[127.0.0.1]:2201 ssh-ed25519 AAAA\n"), 0o644)
+	const base = "known_hosts: kh\nhosts: [{name: web-1, groups: [web]}]\ngroups:\n  - {name: web, read_only: {user: v}, privileged: {user: d}}\n"
+	type want struct {
+		timeout, connect, persist time.Duration
+		err                       string
+	}
+	for _, tc := range []struct {
+		key, value string
+		want
+	}{
+		{"timeout", "30s", want{timeout: 30 * time.Second}},
+		{"timeout", "off", want{err: `fleet.timeout "off": want a positive duration like 120s`}},
+		{"timeout", "", want{}},
+		{"timeout", "bogus", want{err: `fleet.timeout "bogus": want a positive duration like 120s`}},
+		{"timeout", "-5s", want{}},
+		{"timeout", "0s", want{}},
+		{"connect_timeout", "30s", want{connect: 30 * time.Second}},
+		{"connect_timeout", "off", want{err: `fleet.connect_timeout "off": want a positive duration like 10s`}},
+		{"connect_timeout", "", want{}},
+		{"connect_timeout", "bogus", want{err: `fleet.connect_timeout "bogus": want a positive duration like 10s`}},
+		{"connect_timeout", "-5s", want{}},
+		{"connect_timeout", "0s", want{}},
+		{"control_persist", "30s", want{persist: 30 * time.Second}},
+		{"control_persist", "off", want{persist: -1}},
+		{"control_persist", "", want{}},
+		{"control_persist", "bogus", want{err: `fleet.control_persist "bogus": want a duration like 60s or "off"`}},
+		{"control_persist", "-5s", want{persist: -1}},
+		{"control_persist", "0s", want{}},
+	} {
+		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
+			p := filepath.Join(dir, "fleet.yaml")
+			os.WriteFile(p, []byte(fmt.Sprintf("%s%s: %q\n", base, tc.key, tc.value)), 0o644)
+			fc, err := loadFleetFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := fc.config(dir, nil, "", "")
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Fatalf("error = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := (want{cfg.Timeout, cfg.ConnectTimeout, cfg.ControlPersist, ""}); got != tc.want {
+				t.Errorf("fleet.Config timeout, connect, persist = %v, %v, %v; want %v, %v, %v",
+					got.timeout, got.connect, got.persist, tc.timeout, tc.connect, tc.persist)
+			}
+		})
+	}
+}
+
+// control_persist decodes as the string field did: any scalar, and a
+// value that is none fails the decoding with the same error.
+func TestControlPersistAsTheStringFieldWas(t *testing.T) {
+	for _, doc := range []string{"p: off", `p: "off"`, "p: 60s", "p:", "p: ~", "p: 30", "p: true", "p: [1m]", "p: {a: 1}"} {
+		var old struct {
+			P string `yaml:"p"`
+		}
+		var c struct {
+			P controlPersist `yaml:"p"`
+		}
+		oerr := yaml.Unmarshal([]byte(doc), &old)
+		err := yaml.Unmarshal([]byte(doc), &c)
+		if (oerr == nil) != (err == nil) || err != nil && err.Error() != oerr.Error() {
+			t.Errorf("%q: decode error %v, the string field's %v", doc, err, oerr)
+		} else if err == nil && c.P.text != old.P {
+			t.Errorf("%q: text %q, the string field's %q", doc, c.P.text, old.P)
+		}
+	}
+}
+
+// The fleet's duration keys take what the string fields took, checked in
+// check with time.ParseDuration, and give fleet.Config what openIn parsed
+// from them: a timeout of zero or below is unset (fleet.Config's default
+// either way), a negative control_persist is off either way.
+func FuzzFleetDurations(f *testing.F) {
+	for _, s := range []string{"30s", "off", "", "bogus", "-5s", "0s", "0", "-0s", "+3s", "1.5h", "9223372036854775807ns", "-9223372036854775808ns"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var c struct {
+			T duration       `yaml:"t"`
+			P controlPersist `yaml:"p"`
+		}
+		if err := yaml.Unmarshal([]byte(fmt.Sprintf("t: %q\np: %q\n", s, s)), &c); err != nil || c.T.text != s {
+			return // not a string YAML reads back as itself
+		}
+		var tBad, pBad bool
+		c.T.checkOrUnset(func(string, ...any) { tBad = true }, "t", "1s")
+		c.P.check(func(string, ...any) { pBad = true })
+		old, oerr := time.ParseDuration(s)
+		if s == "" {
+			old, oerr = 0, nil
+		}
+		if tBad != (oerr != nil) {
+			t.Fatalf("timeout %q: refused %v, time.ParseDuration says %v", s, tBad, oerr)
+		}
+		if oerr == nil && c.T.Duration != max(old, 0) {
+			t.Fatalf("timeout %q: %v, want %v", s, c.T.Duration, max(old, 0))
+		}
+		if s == "off" {
+			old, oerr = -1, nil
+		}
+		if pBad != (oerr != nil) {
+			t.Fatalf("control_persist %q: refused %v, time.ParseDuration says %v", s, pBad, oerr)
+		}
+		if got := c.P.value(); oerr == nil && got != old && (got >= 0 || old >= 0) {
+			t.Fatalf("control_persist %q: %v, want %v", s, got, old)
+		}
+	})
 }
