@@ -12,7 +12,9 @@ import (
 // BenchmarkCommitCost has 8 goroutines, each its own session, append
 // buffered events (a command's result) and every third one durably (a
 // decision), as the daemon's runs do; it reports the committer's CPU per
-// commit and events per commit (issue #20).
+// commit, events per commit, and bbolt's pages allocated and writes per
+// commit (a write is a page or a run of overflow pages, the meta page
+// included; issue #20).
 func BenchmarkCommitCost(b *testing.B) {
 	db := openTest(b, b.TempDir(), nil)
 	ctx := context.Background()
@@ -25,6 +27,7 @@ func BenchmarkCommitCost(b *testing.B) {
 		}
 	}
 	c0 := db.commits.Load()
+	st0 := db.bolt.Stats()
 	cpu0 := cpuTime()
 	b.ResetTimer()
 	var wg sync.WaitGroup
@@ -52,6 +55,9 @@ func BenchmarkCommitCost(b *testing.B) {
 	commits := db.commits.Load() - c0
 	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(commits), "cpu-µs/commit")
 	b.ReportMetric(float64(8*per)/float64(commits), "events/commit")
+	st := db.bolt.Stats()
+	b.ReportMetric(float64(st.TxStats.GetPageCount()-st0.TxStats.GetPageCount())/float64(commits), "pages/commit")
+	b.ReportMetric(float64(st.TxStats.GetWrite()-st0.TxStats.GetWrite())/float64(commits), "writes/commit")
 }
 
 func cpuTime() time.Duration {
