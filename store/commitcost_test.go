@@ -65,3 +65,37 @@ func cpuTime() time.Duration {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkCommitSerial commits a decision's worth of events (4, one
+// session, buffered: no sync) per op from one goroutine, on a store with
+// some history: the commit path's own cost without the scheduling and
+// syncs of BenchmarkCommitCost.
+func BenchmarkCommitSerial(b *testing.B) {
+	db := openTest(b, b.TempDir(), nil)
+	ctx := context.Background()
+	for i := range 2000 {
+		ev := benchEvent()
+		ev.Session = fmt.Sprintf("mm:c:%d", i%300)
+		if _, err := db.AppendBuffered(ctx, ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+	st0 := db.bolt.Stats()
+	cpu0 := cpuTime()
+	evs := make([]Event, 4)
+	i := 0
+	for b.Loop() {
+		for j := range evs {
+			evs[j] = benchEvent()
+			evs[j].Session = fmt.Sprintf("mm:c:%d", i%50)
+		}
+		i++
+		if _, err := db.AppendBuffered(ctx, evs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/commit")
+	st := db.bolt.Stats()
+	b.ReportMetric(float64(st.TxStats.GetPageCount()-st0.TxStats.GetPageCount())/float64(b.N), "pages/commit")
+	b.ReportMetric(float64(st.TxStats.GetWrite()-st0.TxStats.GetWrite())/float64(b.N), "writes/commit")
+}
