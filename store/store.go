@@ -299,9 +299,16 @@ func openBolt(path string, o Options) (bdb *bolt.DB, err error) {
 		}
 	}()
 	bdb, err = bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:      o.Timeout,
-		ReadOnly:     o.ReadOnly,
-		FreelistType: bolt.FreelistMapType,
+		Timeout:  o.Timeout,
+		ReadOnly: o.ReadOnly,
+		// Every commit writes the freelist: the array keeps it sorted
+		// and merges each commit's freed pages in (O(n)), where the map
+		// sorts all of it again (O(n log n)): about 5% less CPU per
+		// commit (issue #20, BenchmarkCommitSerial). An append-only store
+		// frees only the pages its commits copy, so the list stays short,
+		// and the array's linear search for a run of pages (an event
+		// longer than a page) stays cheap.
+		FreelistType: bolt.FreelistArrayType,
 		// Address space only: readers do not wait for a remap while the
 		// file grows to this size.
 		InitialMmapSize: initialMmap(o.ReadOnly),
