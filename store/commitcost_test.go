@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // BenchmarkCommitCost has 8 goroutines, each its own session, append
@@ -16,16 +18,8 @@ import (
 // commit (a write is a page or a run of overflow pages, the meta page
 // included; issue #20).
 func BenchmarkCommitCost(b *testing.B) {
-	db := openTest(b, b.TempDir(), nil)
+	db := historyStore(b)
 	ctx := context.Background()
-	// A store that has some history: pages to split and a freelist.
-	for i := range 2000 {
-		ev := benchEvent()
-		ev.Session = fmt.Sprintf("mm:c:%d", i%300)
-		if _, err := db.AppendBuffered(ctx, ev); err != nil {
-			b.Fatal(err)
-		}
-	}
 	c0 := db.commits.Load()
 	st0 := db.bolt.Stats()
 	cpu0 := cpuTime()
@@ -55,6 +49,26 @@ func BenchmarkCommitCost(b *testing.B) {
 	commits := db.commits.Load() - c0
 	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(commits), "cpu-µs/commit")
 	b.ReportMetric(float64(8*per)/float64(commits), "events/commit")
+	reportPages(b, db, st0, commits)
+}
+
+// historyStore opens a store with some history for the commit benchmarks:
+// 2000 events in 300 sessions, so pages to split and a freelist.
+func historyStore(b *testing.B) *DB {
+	db := openTest(b, b.TempDir(), nil)
+	for i := range 2000 {
+		ev := benchEvent()
+		ev.Session = fmt.Sprintf("mm:c:%d", i%300)
+		if _, err := db.AppendBuffered(context.Background(), ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return db
+}
+
+// reportPages reports bbolt's pages allocated and written per commit since
+// st0.
+func reportPages(b *testing.B, db *DB, st0 bolt.Stats, commits uint64) {
 	st := db.bolt.Stats()
 	b.ReportMetric(float64(st.TxStats.GetPageCount()-st0.TxStats.GetPageCount())/float64(commits), "pages/commit")
 	b.ReportMetric(float64(st.TxStats.GetWrite()-st0.TxStats.GetWrite())/float64(commits), "writes/commit")
@@ -71,15 +85,8 @@ func cpuTime() time.Duration {
 // some history: the commit path's own cost without the scheduling and
 // syncs of BenchmarkCommitCost.
 func BenchmarkCommitSerial(b *testing.B) {
-	db := openTest(b, b.TempDir(), nil)
+	db := historyStore(b)
 	ctx := context.Background()
-	for i := range 2000 {
-		ev := benchEvent()
-		ev.Session = fmt.Sprintf("mm:c:%d", i%300)
-		if _, err := db.AppendBuffered(ctx, ev); err != nil {
-			b.Fatal(err)
-		}
-	}
 	st0 := db.bolt.Stats()
 	cpu0 := cpuTime()
 	evs := make([]Event, 4)
@@ -95,7 +102,5 @@ func BenchmarkCommitSerial(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/commit")
-	st := db.bolt.Stats()
-	b.ReportMetric(float64(st.TxStats.GetPageCount()-st0.TxStats.GetPageCount())/float64(b.N), "pages/commit")
-	b.ReportMetric(float64(st.TxStats.GetWrite()-st0.TxStats.GetWrite())/float64(b.N), "writes/commit")
+	reportPages(b, db, st0, uint64(b.N))
 }
