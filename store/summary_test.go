@@ -195,3 +195,74 @@ func TestFormat1Migrates(t *testing.T) {
 		t.Errorf("Verify after reopening = %+v, %v", rep, err)
 	}
 }
+
+// FuzzSummaries: walking the summaries of a format 2 index (one seek past
+// each session's entries) yields what a scan of every key would: each key
+// without a NUL, in order, as the id it ends in 0x01 after, and an error
+// at the first such key that does not end so. Keys are the input split at
+// 0xff bytes.
+func FuzzSummaries(f *testing.F) {
+	f.Add([]byte("a\x00\x00\x00\x00\x00\x00\x00\x00\x01\xffa\x01\xffa\x01b\x00\x00\x00\x00\x00\x00\x00\x00\x02\xffa\x01b\x01"))
+	f.Add([]byte("\x00\x00\x00\x00\x00\x00\x00\x00\x07\xffweb:x\x01\xffweb:x\x01\x01\xffjunk"))
+	b, err := bolt.Open(filepath.Join(f.TempDir(), "walk.db"), 0o600, &bolt.Options{NoSync: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer b.Close()
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var keys [][]byte
+		for _, k := range bytes.Split(in, []byte{0xff}) {
+			if len(k) > 0 {
+				keys = append(keys, k)
+			}
+		}
+		err := b.Update(func(tx *bolt.Tx) error {
+			_ = tx.DeleteBucket(bucketIndex)
+			_ = tx.DeleteBucket(bucketMeta)
+			index, err := tx.CreateBucket(bucketIndex)
+			if err != nil {
+				return err
+			}
+			meta, err := tx.CreateBucket(bucketMeta)
+			if err != nil {
+				return err
+			}
+			if err := meta.Put(keyFormat, []byte(formatVersion)); err != nil {
+				return err
+			}
+			for _, k := range keys {
+				if err := index.Put(k, []byte("v")); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		wantErr := false
+		slices.SortFunc(keys, bytes.Compare)
+		for _, k := range slices.CompactFunc(keys, bytes.Equal) {
+			if bytes.IndexByte(k, 0) >= 0 {
+				continue
+			}
+			if len(k) < 2 || k[len(k)-1] != 1 {
+				wantErr = true
+				break
+			}
+			want = append(want, string(k[:len(k)-1]))
+		}
+		var got []string
+		_ = b.View(func(tx *bolt.Tx) error {
+			err = summariesOf(tx).forEach(func(id, v []byte) error {
+				got = append(got, string(id))
+				return nil
+			})
+			return nil
+		})
+		if !slices.Equal(got, want) || (err != nil) != wantErr {
+			t.Fatalf("keys %q: walk gave %q, %v; a scan gives %q, error %v", keys, got, err, want, wantErr)
+		}
+	})
+}
