@@ -64,8 +64,8 @@ var (
 	// summary (summaryKey).
 	bucketIndex = []byte("index")
 	// bucketRecent orders the sessions by activity: key the 8-byte seq of
-	// a session's last event, value its id. Derived from the sessions
-	// bucket (Verify checks that it agrees); stores of an older thinbot
+	// a session's last event, value its id. Derived from the session
+	// summaries (Verify checks that it agrees); stores of an older thinbot
 	// get it at their first writable open.
 	bucketRecent = []byte("recent")
 	bucketMeta   = []byte("meta")

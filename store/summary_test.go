@@ -63,10 +63,24 @@ func storeFormat(t *testing.T, path string) (string, bool) {
 	var format string
 	var sessions bool
 	_ = b.View(func(tx *bolt.Tx) error {
-		format, sessions = string(tx.Bucket(bucketMeta).Get(keyFormat)), tx.Bucket(bucketSessions) != nil
+		format, sessions = formatIn(tx)
 		return nil
 	})
 	return format, sessions
+}
+
+// storeFormatOf is storeFormat of an open store.
+func storeFormatOf(t *testing.T, db *DB) (format string, sessions bool) {
+	t.Helper()
+	_ = db.view(func(tx *bolt.Tx) error {
+		format, sessions = formatIn(tx)
+		return nil
+	})
+	return format, sessions
+}
+
+func formatIn(tx *bolt.Tx) (string, bool) {
+	return string(tx.Bucket(bucketMeta).Get(keyFormat)), tx.Bucket(bucketSessions) != nil
 }
 
 // checkSummaries checks db's session list, summaries and recent list
@@ -193,6 +207,26 @@ func TestFormat1Migrates(t *testing.T) {
 	}
 	if rep, err := db.Verify(t.Context()); err != nil || !rep.OK || rep.Events != 44 {
 		t.Errorf("Verify after reopening = %+v, %v", rep, err)
+	}
+}
+
+// TestFormat1MigratesDamageAsItIs: a damaged session record of a store an
+// older thinbot wrote does not stop it from opening; it is moved as it is,
+// and Verify reports it as before.
+func TestFormat1MigratesDamageAsItIs(t *testing.T) {
+	path := format1Store(t)
+	withBolt(t, path, func(tx *bolt.Tx) error { return tx.Bucket(bucketSessions).Put([]byte("web:x"), []byte("bad")) })
+	db, err := Open(path, nil)
+	if err != nil {
+		t.Fatalf("Open of a format 1 store with a damaged session record: %v", err)
+	}
+	defer db.Close()
+	if format, _ := storeFormatOf(t, db); format != formatVersion {
+		t.Fatalf("format %q after a writable open", format)
+	}
+	rep, err := db.Verify(t.Context())
+	if err != nil || rep.OK || !strings.Contains(rep.Problem, `session "web:x": damaged session record`) {
+		t.Fatalf("Verify = %+v, %v", rep, err)
 	}
 }
 
