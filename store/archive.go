@@ -436,7 +436,7 @@ func (db *DB) archiveCut(ao ArchiveOptions, keep []string, base uint64) (uint64,
 	type span struct{ lo, hi uint64 } // a cut in [lo, hi] splits a session
 	var spans []span
 	err := db.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketSessions).ForEach(func(k, v []byte) error {
+		return summariesOf(tx).forEach(func(k, v []byte) error {
 			si, ok := decodeSessionInfo(v)
 			if !ok {
 				return fmt.Errorf("session %q: damaged session record", k)

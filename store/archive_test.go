@@ -858,7 +858,7 @@ func TestArchiveRecordOutsideItsSession(t *testing.T) {
 			if err := tx.Bucket(bucketIndex).Delete(indexKey(ev.Session, ev.Seq)); err != nil {
 				return err
 			}
-			if err := tx.Bucket(bucketSessions).Delete([]byte(ev.Session)); err != nil {
+			if err := tx.Bucket(bucketIndex).Delete(summaryKey(ev.Session)); err != nil {
 				return err
 			}
 		}

@@ -74,10 +74,12 @@
 //
 //   - bucket "events": key 8-byte big-endian seq, value the line above.
 //   - bucket "index": key session id + 0x00 + 8-byte big-endian seq, empty
-//     value; one session's events are a contiguous key range.
-//   - bucket "sessions": key session id, value five big-endian uint64s:
-//     event count, first seq, last seq, first and last time (Unix ns).
-//   - bucket "meta": "format" = "thinbot-events-1"; "last" = 8-byte seq +
+//     value; one session's events are a contiguous key range. Right after
+//     it, key session id + 0x01 (no NUL: never an event's key), the
+//     session's summary: five big-endian uint64s, event count, first seq,
+//     last seq, first and last time (Unix ns). A commit rewrites the
+//     summary in the leaf page it writes the session's new entries to.
+//   - bucket "meta": "format" = "thinbot-events-2"; "last" = 8-byte seq +
 //     32-byte hash of the chain head (so a deleted tail is detected);
 //     "audit" = the journal checkpoint: 8-byte seq + 8-byte offset of the
 //     journal's end when the events up to seq were indexed, the same two
@@ -88,8 +90,13 @@
 //     is kept.
 //   - bucket "recent": key 8-byte seq of a session's last event, value the
 //     session id: the sessions by last activity (RecentSessions). Written
-//     with the events; Verify checks it against "sessions"; a store an
+//     with the events; Verify checks it against the summaries; a store an
 //     older thinbot wrote gets it rebuilt at its next writable open.
+//   - format "thinbot-events-1" (thinbot before issue #20's commit work)
+//     kept the summaries in a bucket "sessions" of their own, key session
+//     id. A read-only open reads them there; the first writable open moves
+//     them into "index" in one transaction (logged) and sets format 2,
+//     which older thinbots refuse to open.
 //   - bucket "archived" (after an archive): key session id, value an
 //     ArchivedSession (JSON): which archive files hold its events.
 //   - bucket "state": the state index (UseIndex): records a layer above

@@ -154,7 +154,7 @@ func (db *DB) sessionLines(session string, fromSeq uint64) iter.Seq2[[][]byte, e
 func (db *DB) Sessions() ([]SessionInfo, error) {
 	var out []SessionInfo
 	err := db.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketSessions).ForEach(func(k, v []byte) error {
+		return summariesOf(tx).forEach(func(k, v []byte) error {
 			si, ok := decodeSessionInfo(v)
 			if !ok {
 				return fmt.Errorf("session %q: damaged session record", k)
@@ -207,7 +207,7 @@ func (db *DB) Export(ctx context.Context, w io.Writer, session string, sinceSeq 
 // the chain has no such session.
 func (db *DB) Session(id string) (info SessionInfo, ok bool, err error) {
 	err = db.view(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketSessions).Get([]byte(id))
+		v := summariesOf(tx).get([]byte(id))
 		if v == nil {
 			return nil
 		}
@@ -242,7 +242,7 @@ func (db *DB) RecentSessions(beforeSeq uint64) iter.Seq2[SessionInfo, error] {
 			var out []SessionInfo
 			missing := false
 			err := db.view(func(tx *bolt.Tx) error {
-				recent, sessions := tx.Bucket(bucketRecent), tx.Bucket(bucketSessions)
+				recent := tx.Bucket(bucketRecent)
 				if recent == nil || !recentCurrent(tx) {
 					missing = true
 					return nil
@@ -255,8 +255,9 @@ func (db *DB) RecentSessions(beforeSeq uint64) iter.Seq2[SessionInfo, error] {
 				for k != nil && binary.BigEndian.Uint64(k) >= beforeSeq {
 					k, v = c.Prev()
 				}
+				sums := summariesOf(tx)
 				for ; k != nil && len(out) < readChunk; k, v = c.Prev() {
-					si, ok := decodeSessionInfo(sessions.Get(v))
+					si, ok := decodeSessionInfo(sums.get(v))
 					if !ok {
 						return fmt.Errorf("session %q: damaged or missing session record", v)
 					}

@@ -174,6 +174,10 @@ func applyIndex(tx *bolt.Tx, ix *Indexer, evs []*Event) error {
 			case op.Delete:
 				err = b.Delete(op.Key)
 			case op.IfAbsent && b.Get(op.Key) != nil:
+			case unchanged(b, op):
+				// Rewriting an equal value would still rewrite its page
+				// (agentcore puts a session's branch at each of its
+				// events).
 			default:
 				err = b.Put(op.Key, op.Value)
 			}
@@ -183,6 +187,12 @@ func applyIndex(tx *bolt.Tx, ix *Indexer, evs []*Event) error {
 		}
 	}
 	return meta.Put(keyIxSeq, seqKey(evs[len(evs)-1].Seq))
+}
+
+// unchanged reports whether op puts the value b already holds.
+func unchanged(b *bolt.Bucket, op IndexOp) bool {
+	v := b.Get(op.Key)
+	return v != nil && bytes.Equal(v, op.Value)
 }
 
 // scanChunk is how many index records IndexScan reads per transaction.

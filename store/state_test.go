@@ -212,3 +212,43 @@ func slicesContains(s []string, v string) bool {
 	}
 	return false
 }
+
+// TestStateIndexEqualPutWritesNothing: an op that puts the value the index
+// already holds (agentcore's branch of a session, at each of its events)
+// does not rewrite the index's pages: a commit writes as many pages as one
+// whose events have no ops.
+func TestStateIndexEqualPutWritesNothing(t *testing.T) {
+	writes := func(ops func(*Event) []IndexOp) int64 {
+		db := openTest(t, t.TempDir(), nil)
+		if err := db.UseIndex(t.Context(), Indexer{Name: "eq", Ops: ops}); err != nil {
+			t.Fatal(err)
+		}
+		// Pages of index records, so that a put has a leaf and a branch
+		// to rewrite.
+		evs := make([]Event, 300)
+		for i := range evs {
+			evs[i] = Event{Session: fmt.Sprintf("s%03d", i), Type: "note"}
+		}
+		if _, err := db.Append(t.Context(), evs...); err != nil {
+			t.Fatal(err)
+		}
+		before := db.bolt.Stats().TxStats
+		if _, err := db.Append(t.Context(), Event{Session: "s007", Type: "note"}); err != nil {
+			t.Fatal(err)
+		}
+		after := db.bolt.Stats().TxStats
+		return after.GetWrite() - before.GetWrite()
+	}
+	branch := func(ev *Event) []IndexOp {
+		return []IndexOp{{Key: []byte("b/" + ev.Session), Value: []byte("1")}, {Key: []byte("x/" + ev.Session), Value: []byte("padding to fill a few pages")}}
+	}
+	none := func(ev *Event) []IndexOp {
+		if ev.Seq > 300 {
+			return nil
+		}
+		return branch(ev)
+	}
+	if got, want := writes(branch), writes(none); got != want {
+		t.Errorf("a commit whose ops put equal values wrote %d pages, one without ops %d", got, want)
+	}
+}

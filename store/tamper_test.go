@@ -126,7 +126,7 @@ func TestVerifyDetectsTamperingInBolt(t *testing.T) {
 					return err
 				}
 			}
-			return tx.Bucket(bucketSessions).Delete([]byte("b"))
+			return tx.Bucket(bucketIndex).Delete(summaryKey("b"))
 		}, 13},
 		{"deleted session index", func(tx *bolt.Tx) error {
 			for _, s := range []uint64{13, 16, 19} {
@@ -136,11 +136,18 @@ func TestVerifyDetectsTamperingInBolt(t *testing.T) {
 			}
 			return nil
 		}, 13},
-		{"deleted session record", func(tx *bolt.Tx) error { return tx.Bucket(bucketSessions).Delete([]byte("b")) }, 13},
+		{"deleted session record", func(tx *bolt.Tx) error { return tx.Bucket(bucketIndex).Delete(summaryKey("b")) }, 13},
 		{"session record of a deleted session", func(tx *bolt.Tx) error {
 			si := sessionInfo{events: 2, firstSeq: 31, lastSeq: 32}
-			return tx.Bucket(bucketSessions).Put([]byte("gone"), si.encode())
+			return tx.Bucket(bucketIndex).Put(summaryKey("gone"), si.encode())
 		}, 31},
+		{"malformed key in the session index", func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketIndex).Put([]byte("junk"), nil)
+		}, 0},
+		{"session record changed", func(tx *bolt.Tx) error {
+			si := sessionInfo{events: 2, firstSeq: 13, lastSeq: 16}
+			return tx.Bucket(bucketIndex).Put(summaryKey("b"), si.encode())
+		}, 13},
 		{"index entry pointing at nothing", func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketIndex).Put(indexKey("ghost", 99), nil)
 		}, 99},

@@ -315,16 +315,25 @@ func archiveRecordIn(tx *bolt.Tx, seq uint64, head string) (file string, ok bool
 }
 
 // checkIndex looks for index entries that point at nothing. Every event was
-// found in the index, so if the counts agree there are none.
+// found in the index, so if the counts agree there are none: the index
+// holds an entry per event and (format 2) a summary per session, which
+// checkSessions then checks one for one.
 func checkIndex(tx *bolt.Tx, sums map[string]*sessionInfo, events uint64) (string, uint64) {
-	index := tx.Bucket(bucketIndex)
-	if n := uint64(index.Stats().KeyN); n == events {
+	index, v1 := tx.Bucket(bucketIndex), summariesOf(tx).v1
+	want := events
+	if !v1 {
+		want += uint64(len(sums))
+	}
+	if n := uint64(index.Stats().KeyN); n == want {
 		return "", 0
 	}
 	evb := tx.Bucket(bucketEvents)
 	c := index.Cursor()
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
 		i := bytes.IndexByte(k, 0)
+		if i < 0 && !v1 && len(k) > 1 && k[len(k)-1] == 1 {
+			continue // a summary: checkSessions checks them
+		}
 		if i < 0 || len(k) != i+9 {
 			return fmt.Sprintf("malformed session index key %q", k), 0
 		}
@@ -337,15 +346,23 @@ func checkIndex(tx *bolt.Tx, sums map[string]*sessionInfo, events uint64) (strin
 			return fmt.Sprintf("session %q's index points at event %d of another session", session, seq), seq
 		}
 	}
+	if !v1 {
+		// Every entry is an event's: the extra keys are summaries.
+		return "", 0
+	}
 	return "the session index has more entries than the chain has events", 0
 }
+
+// errStop ends a ForEach early.
+var errStop = errors.New("stop")
 
 // checkSessions compares the stored session summaries with the chain.
 func checkSessions(tx *bolt.Tx, sums map[string]*sessionInfo) (string, uint64) {
 	seen := 0
 	var problem string
 	var bad uint64
-	_ = tx.Bucket(bucketSessions).ForEach(func(k, v []byte) error {
+	stored := summariesOf(tx)
+	err := stored.forEach(func(k, v []byte) error {
 		si, ok := decodeSessionInfo(v)
 		want := sums[string(k)]
 		switch {
@@ -360,8 +377,11 @@ func checkSessions(tx *bolt.Tx, sums map[string]*sessionInfo) (string, uint64) {
 			seen++
 			return nil
 		}
-		return errors.New("stop")
+		return errStop
 	})
+	if err != nil && err != errStop {
+		return err.Error(), 0
+	}
 	// The recent index is checked where it is used: when kept up to the head
 	// (a stale one is rebuilt before use).
 	if recent := tx.Bucket(bucketRecent); problem == "" && recent != nil && recentCurrent(tx) {
@@ -371,7 +391,7 @@ func checkSessions(tx *bolt.Tx, sums map[string]*sessionInfo) (string, uint64) {
 			want := sums[string(v)]
 			if len(k) != 8 || want == nil || want.lastSeq != binary.BigEndian.Uint64(k) {
 				problem, bad = fmt.Sprintf("the recent-sessions index lists %q at %x, which is not that session's last event", v, k), 0
-				return errors.New("stop")
+				return errStop
 			}
 			return nil
 		})
@@ -381,7 +401,7 @@ func checkSessions(tx *bolt.Tx, sums map[string]*sessionInfo) (string, uint64) {
 	}
 	if problem == "" && seen != len(sums) {
 		for id, si := range sums {
-			if tx.Bucket(bucketSessions).Get([]byte(id)) == nil {
+			if stored.get([]byte(id)) == nil {
 				return fmt.Sprintf("session %q has events but no session record", id), si.firstSeq
 			}
 		}
