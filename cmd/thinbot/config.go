@@ -520,14 +520,6 @@ func (z zone) check(bad func(string, ...any), key string) {
 	}
 }
 
-// or is the zone, or def when it is unset.
-func (z zone) or(def *time.Location) *time.Location {
-	if z.loc == nil {
-		return def
-	}
-	return z.loc
-}
-
 // defaultListen is thinbot's listener when the config names none. Not
 // 8065 (Mattermost's own port, so the default failed on the Mattermost
 // host) and not 8080 (the web console's default, and half the world's
