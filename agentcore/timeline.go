@@ -66,7 +66,7 @@ func WriteTimeline(w io.Writer, session string, events iter.Seq2[store.Event, er
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "# Incident timeline: %s\n\n", textfmt.CodeSpan(session, 200))
 	if rep.OK {
-		fmt.Fprintf(bw, "**Chain verified:** %d events, head #%d `%s` (at %s).\n", rep.Events, rep.LastSeq, rep.LastHash, opt.Now.In(loc).Format(time.RFC3339))
+		fmt.Fprintf(bw, "**Chain verified:** %d events, head #%d `%s` (at %s).\n", rep.Events, rep.LastSeq, rep.LastHash, opt.Now.UTC().Format(time.RFC3339))
 	} else {
 		fmt.Fprintf(bw, "**CHAIN VERIFICATION FAILED** at #%d: %s. Good events up to #%d `%s`. Do not rely on the lines below without an auditor.\n",
 			rep.BadSeq, textfmt.CodeSpan(rep.Problem, 300), rep.LastSeq, rep.LastHash)

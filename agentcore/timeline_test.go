@@ -159,7 +159,8 @@ func TestFileReadNamed(t *testing.T) {
 // TestTimelineZone: TimelineOptions.Location sets the times; outside UTC
 // each day's heading names the zone's abbreviation and offset, and a new
 // heading starts where daylight saving changes them, so that New York's
-// 01:30 of the fall-back night reads one way each time. UTC is as it was.
+// 01:30 of the fall-back night reads one way each time. UTC is as it was,
+// and the verification's RFC 3339 stamp stays UTC in every zone.
 func TestTimelineZone(t *testing.T) {
 	zone := func(name string) *time.Location {
 		loc, err := time.LoadLocation(name)
@@ -191,10 +192,10 @@ func TestTimelineZone(t *testing.T) {
 	}{
 		{nil, "(at 2026-11-01T21:00:00Z)", "Times are UTC.", []string{
 			"**2026-11-01**", "- 05:30:00 #1 `111111111111`", "- 06:30:00 #2 `222222222222`", "- 20:00:00 #3 `333333333333`"}},
-		{zone("America/New_York"), "(at 2026-11-01T16:00:00-05:00)", "Times are `America/New_York` time", []string{
+		{zone("America/New_York"), "(at 2026-11-01T21:00:00Z)", "Times are `America/New_York` time", []string{
 			"**2026-11-01** (EDT, UTC-04:00)", "- 01:30:00 #1 `111111111111`",
 			"**2026-11-01** (EST, UTC-05:00)", "- 01:30:00 #2 `222222222222`", "- 15:00:00 #3 `333333333333`"}},
-		{zone("Asia/Kolkata"), "(at 2026-11-02T02:30:00+05:30)", "Times are `Asia/Kolkata` time", []string{
+		{zone("Asia/Kolkata"), "(at 2026-11-01T21:00:00Z)", "Times are `Asia/Kolkata` time", []string{
 			"**2026-11-01** (IST, UTC+05:30)", "- 11:00:00 #1 `111111111111`", "- 12:00:00 #2 `222222222222`",
 			"**2026-11-02** (IST, UTC+05:30)", "- 01:30:00 #3 `333333333333`"}},
 	} {
