@@ -22,6 +22,12 @@ type TimelineOptions struct {
 	Summary string
 	// Now is when the timeline was made; zero means time.Now.
 	Now time.Time
+	// Location is the time zone of the timeline's times; nil means UTC.
+	// Outside UTC each day's heading names the zone's abbreviation and
+	// offset, and a new heading starts where they change (daylight
+	// saving), so that every line's time reads one way; the lines keep
+	// their shape (time, seq, hash) for tools that parse them.
+	Location *time.Location
 }
 
 // Timeline writes the session's postmortem timeline in Markdown: the whole
@@ -53,6 +59,10 @@ func WriteTimeline(w io.Writer, session string, events iter.Seq2[store.Event, er
 	if opt.Now.IsZero() {
 		opt.Now = time.Now()
 	}
+	loc := opt.Location
+	if loc == nil {
+		loc = time.UTC
+	}
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "# Incident timeline: %s\n\n", textfmt.CodeSpan(session, 200))
 	if rep.OK {
@@ -61,9 +71,14 @@ func WriteTimeline(w io.Writer, session string, events iter.Seq2[store.Event, er
 		fmt.Fprintf(bw, "**CHAIN VERIFICATION FAILED** at #%d: %s. Good events up to #%d `%s`. Do not rely on the lines below without an auditor.\n",
 			rep.BadSeq, textfmt.CodeSpan(rep.Problem, 300), rep.LastSeq, rep.LastHash)
 	}
-	bw.WriteString("Times are UTC. Each line: time, the event's sequence number, the first 12 hex digits of its hash " +
+	if loc == time.UTC {
+		bw.WriteString("Times are UTC.")
+	} else {
+		fmt.Fprintf(bw, "Times are %s time (zone and offset in each day's heading).", textfmt.CodeSpan(loc.String(), 80))
+	}
+	bw.WriteString(" Each line: time, the event's sequence number, the first 12 hex digits of its hash " +
 		"(`thinbot audit export --session` shows the whole event).\n\n## Events\n\n")
-	t := &timeline{w: bw, calls: map[string]string{}, requests: map[string]string{}}
+	t := &timeline{w: bw, loc: loc, calls: map[string]string{}, requests: map[string]string{}}
 	n := 0
 	for e, err := range events {
 		if err != nil {
@@ -87,23 +102,28 @@ func WriteTimeline(w io.Writer, session string, events iter.Seq2[store.Event, er
 
 type timeline struct {
 	w        *bufio.Writer
-	day      string
+	loc      *time.Location
+	day      string // the last day's heading
 	lines    int
 	calls    map[string]string // call id -> command, for results
 	requests map[string]string // request id -> command, for decisions
 }
 
 func (t *timeline) line(e store.Event, text string) {
-	day := e.Time.UTC().Format("2006-01-02")
+	at := e.Time.In(t.loc)
+	day := at.Format("**2006-01-02**")
+	if t.loc != time.UTC {
+		day += at.Format(" (MST, UTC-07:00)")
+	}
 	if day != t.day {
-		fmt.Fprintf(t.w, "**%s**\n\n", day)
+		fmt.Fprintf(t.w, "%s\n\n", day)
 		t.day = day
 	}
 	h := e.Hash
 	if len(h) > 12 {
 		h = h[:12]
 	}
-	fmt.Fprintf(t.w, "- %s #%d `%s` %s\n", e.Time.UTC().Format("15:04:05"), e.Seq, h, text)
+	fmt.Fprintf(t.w, "- %s #%d `%s` %s\n", at.Format("15:04:05"), e.Seq, h, text)
 	t.lines++
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	_ "time/tzdata" // the zones without /usr/share/zoneinfo
 
 	"github.com/thinbot/thinbot/gate"
 	"github.com/thinbot/thinbot/store"
@@ -152,5 +153,67 @@ func TestFileReadNamed(t *testing.T) {
 	out, err := ag.Timeline(t.Context(), s, TimelineOptions{})
 	if err != nil || !strings.Contains(out, "**command** `read_file /etc/hosts`: verdict pass") || !strings.Contains(out, "**command** `uptime`: verdict pass") {
 		t.Fatalf("Timeline = %q, %v; want both named", out, err)
+	}
+}
+
+// TestTimelineZone: TimelineOptions.Location sets the times; outside UTC
+// each day's heading names the zone's abbreviation and offset, and a new
+// heading starts where daylight saving changes them, so that New York's
+// 01:30 of the fall-back night reads one way each time. UTC is as it was,
+// and the verification's RFC 3339 stamp stays UTC in every zone.
+func TestTimelineZone(t *testing.T) {
+	zone := func(name string) *time.Location {
+		loc, err := time.LoadLocation(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return loc
+	}
+	at := []time.Time{
+		time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC), // 01:30 EDT, 11:00 IST
+		time.Date(2026, 11, 1, 6, 30, 0, 0, time.UTC), // 01:30 EST, 12:00 IST
+		time.Date(2026, 11, 1, 20, 0, 0, 0, time.UTC), // 15:00 EST, 01:30 IST the next day
+	}
+	events := func(yield func(store.Event, error) bool) {
+		for i, ts := range at {
+			e := store.Event{Seq: uint64(i + 1), Time: ts, Session: "s", Type: EvUserMessage, Actor: "user:U1 (alice)",
+				Hash: strings.Repeat(fmt.Sprint(i+1), 64), Payload: mustJSON(userMessagePayload{Text: "hi"})}
+			if !yield(e, nil) {
+				return
+			}
+		}
+	}
+	rep := store.Report{OK: true, Events: 3, LastSeq: 3, LastHash: "h"}
+	now := time.Date(2026, 11, 1, 21, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		loc           *time.Location
+		verified, say string
+		lines         []string
+	}{
+		{nil, "(at 2026-11-01T21:00:00Z)", "Times are UTC.", []string{
+			"**2026-11-01**", "- 05:30:00 #1 `111111111111`", "- 06:30:00 #2 `222222222222`", "- 20:00:00 #3 `333333333333`"}},
+		{zone("America/New_York"), "(at 2026-11-01T21:00:00Z)", "Times are `America/New_York` time", []string{
+			"**2026-11-01** (EDT, UTC-04:00)", "- 01:30:00 #1 `111111111111`",
+			"**2026-11-01** (EST, UTC-05:00)", "- 01:30:00 #2 `222222222222`", "- 15:00:00 #3 `333333333333`"}},
+		{zone("Asia/Kolkata"), "(at 2026-11-01T21:00:00Z)", "Times are `Asia/Kolkata` time", []string{
+			"**2026-11-01** (IST, UTC+05:30)", "- 11:00:00 #1 `111111111111`", "- 12:00:00 #2 `222222222222`",
+			"**2026-11-02** (IST, UTC+05:30)", "- 01:30:00 #3 `333333333333`"}},
+	} {
+		var b strings.Builder
+		if err := WriteTimeline(&b, "s", events, rep, TimelineOptions{Now: now, Location: tc.loc}); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		var got []string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "**20") {
+				got = append(got, l)
+			} else if m := lineRe.FindString(l); m != "" {
+				got = append(got, strings.TrimSuffix(m, " "))
+			}
+		}
+		if strings.Join(got, "\n") != strings.Join(tc.lines, "\n") || !strings.Contains(out, tc.verified) || !strings.Contains(out, tc.say) {
+			t.Errorf("timeline in %v: days and lines\n%s\nwant\n%s\nand %q, %q in:\n%s", tc.loc, strings.Join(got, "\n"), strings.Join(tc.lines, "\n"), tc.verified, tc.say, out)
+		}
 	}
 }

@@ -467,9 +467,9 @@ func (a *alerts) deliver(ctx context.Context, wh Webhook, digest string) (int, s
 	a.mu.Unlock()
 	p := agentcore.AlertPayload{GroupKey: wh.GroupKey, Status: wh.Status, Receiver: wh.Receiver, Route: rt.Name,
 		Delivery: digest, Truncated: wh.TruncatedAlerts, Alerts: records(wh)}
-	now := b.cfg.Now()
+	now, loc := b.cfg.Now(), b.zone(ch)
 	if !known {
-		card := alertCard(wh, p, now, time.Time{})
+		card := alertCard(wh, p, now, time.Time{}, loc)
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		id, err := b.cfg.Adapter.Post(pctx, Thread{Platform: rt.Platform, Channel: rt.Channel}, Post{Text: card})
 		cancel()
@@ -517,8 +517,8 @@ func (a *alerts) deliver(ctx context.Context, wh Webhook, digest string) (int, s
 	if e := earliest(p.Alerts); !e.IsZero() && (starts.IsZero() || e.Before(starts)) {
 		starts = e
 	}
-	b.update(ctx, t, g.PostID, Post{Text: alertCard(wh, p, now, starts)})
-	b.post(ctx, t, Post{Text: alertLine(g, wh, p, now, starts)})
+	b.update(ctx, t, g.PostID, Post{Text: alertCard(wh, p, now, starts, loc)})
+	b.post(ctx, t, Post{Text: alertLine(g, wh, p, now, starts, loc)})
 	a.count("update")
 	refired := g.Status == "resolved" && wh.Status == "firing"
 	g.Status, g.Last, g.StartsAt = wh.Status, p, starts
@@ -564,8 +564,9 @@ func latest(rs []agentcore.AlertRecord) time.Time {
 	return t
 }
 
-// alertLine is the short message a later notification posts in the thread.
-func alertLine(g agentcore.AlertGroup, wh Webhook, p agentcore.AlertPayload, now, starts time.Time) string {
+// alertLine is the short message a later notification posts in the thread;
+// times are in loc.
+func alertLine(g agentcore.AlertGroup, wh Webhook, p agentcore.AlertPayload, now, starts time.Time, loc *time.Location) string {
 	firing := 0
 	for _, r := range p.Alerts {
 		if r.Status == "firing" {
@@ -578,7 +579,7 @@ func alertLine(g agentcore.AlertGroup, wh Webhook, p agentcore.AlertPayload, now
 		if end.IsZero() {
 			end = now
 		}
-		return fmt.Sprintf("✅ **Resolved** at %s: fired for %s.", end.UTC().Format("2006-01-02 15:04:05 UTC"), roundDur(end.Sub(starts)))
+		return fmt.Sprintf("✅ **Resolved** at %s: fired for %s.", textfmt.Clock(end, loc, "2006-01-02 15:04:05"), roundDur(end.Sub(starts)))
 	case g.Status == "resolved":
 		return fmt.Sprintf("🔥 **Firing again**: %d alert(s).", firing)
 	}
@@ -614,8 +615,8 @@ func roundDur(d time.Duration) string {
 // alertCard is the thread's root post: status, severity, summary, labels,
 // links and start. Every alert field is quoted in a code span (backticks
 // replaced, one line, bounded), so it cannot format, link or mention;
-// links are shown only for http(s) URLs, percent-encoded.
-func alertCard(wh Webhook, p agentcore.AlertPayload, now, starts time.Time) string {
+// links are shown only for http(s) URLs, percent-encoded. Times are in loc.
+func alertCard(wh Webhook, p agentcore.AlertPayload, now, starts time.Time, loc *time.Location) string {
 	labels := map[string]string{}
 	for k, v := range wh.CommonLabels {
 		labels[k] = v
@@ -670,13 +671,13 @@ func alertCard(wh Webhook, p agentcore.AlertPayload, now, starts time.Time) stri
 		fmt.Fprintf(&b, "**Labels:** %s\n", strings.Join(ls, " "))
 	}
 	if !starts.IsZero() {
-		fmt.Fprintf(&b, "**Started:** %s", starts.UTC().Format("2006-01-02 15:04:05 UTC"))
+		fmt.Fprintf(&b, "**Started:** %s", textfmt.Clock(starts, loc, "2006-01-02 15:04:05"))
 		if wh.Status == "resolved" {
 			end := latest(p.Alerts)
 			if end.IsZero() {
 				end = now
 			}
-			fmt.Fprintf(&b, " · **Resolved:** %s after %s", end.UTC().Format("2006-01-02 15:04:05 UTC"), roundDur(end.Sub(starts)))
+			fmt.Fprintf(&b, " · **Resolved:** %s after %s", textfmt.Clock(end, loc, "2006-01-02 15:04:05"), roundDur(end.Sub(starts)))
 		}
 		b.WriteString("\n")
 	}

@@ -316,7 +316,7 @@ func FuzzAlertCard(f *testing.F) {
 		if err != nil {
 			return
 		}
-		card := alertCard(wh, agentcore.AlertPayload{Alerts: records(wh)}, time.Now(), time.Time{})
+		card := alertCard(wh, agentcore.AlertPayload{Alerts: records(wh)}, time.Now(), time.Time{}, nil)
 		for _, line := range strings.Split(card, "\n") {
 			if strings.Count(line, "`")%2 != 0 {
 				t.Fatalf("unbalanced code span in %q", line)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/agentcore/textfmt"
 )
 
 // Button ids of an approval request.
@@ -63,7 +64,7 @@ func (a *threadApprover) Ask(ctx context.Context, ap agentcore.Approval) (string
 	b.pending[ap.RequestID] = req
 	b.mu.Unlock()
 	postID, err := b.cfg.Adapter.Post(ctx, a.th.t, Post{
-		Text:      approvalText(req),
+		Text:      approvalText(req, b.zone(req.th.ch)),
 		Buttons:   []Button{{ID: ActionApprove, Label: "Approve", Style: "primary"}, {ID: ActionDeny, Label: "Deny", Style: "danger"}},
 		Value:     ap.RequestID,
 		Expires:   req.expires,
@@ -194,7 +195,7 @@ func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
 		return ClickResult{Ephemeral: "This request was already decided. Nothing was changed."}
 	}
 	d := agentcore.ApprovalDecision{Approved: c.ActionID == ActionApprove, By: actor(c.User)}
-	outcome := DecisionOutcome(d.Approved, d.By, "", b.cfg.Now())
+	outcome := DecisionOutcome(d.Approved, d.By, "", b.cfg.Now(), b.zone(req.th.ch))
 	if d.Approved {
 		b.cfg.Metrics.approval("approved")
 	} else {
@@ -240,7 +241,8 @@ func (b *Bot) authorize(ctx context.Context, req *request, u User) string {
 	return "you are not an approver for this channel"
 }
 
-func approvalText(req *request) string {
+// approvalText is the approval card; its expiry is in loc.
+func approvalText(req *request, loc *time.Location) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "**Approval needed** — @%s's request wants to run:\n```\n%s\n```\n", displayName(req.requester), req.ap.Command)
 	if len(req.ap.Targets) > 0 {
@@ -250,7 +252,7 @@ func approvalText(req *request) string {
 		fmt.Fprintf(&b, "Reason: %s\n", req.ap.Reason)
 	}
 	fmt.Fprintf(&b, "Gate rule: `%s` · expires %s · request `%s` · sha256 `%s`", req.ap.Rule,
-		req.expires.UTC().Format("15:04 UTC"), req.ap.RequestID, req.ap.SHA256[:12])
+		textfmt.Clock(req.expires, loc, "15:04"), req.ap.RequestID, req.ap.SHA256[:12])
 	return b.String()
 }
 

@@ -39,6 +39,10 @@ type Channel struct {
 	// Tokens bounds the model tokens of a run, a thread and the channel
 	// per UTC day (budget.go).
 	Tokens TokenBudgets
+	// Location is the time zone of the times the bot writes into the
+	// channel's threads (alert cards, approval expiry, approvers, the
+	// timeline); nil means Config.Location.
+	Location *time.Location
 }
 
 // Config configures a Bot. Adapter and Channel are required.
@@ -76,6 +80,11 @@ type Config struct {
 	Logger  *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Location is the time zone of the times the bot writes into chat,
+	// each shown with the zone's abbreviation ("03:12 CET"), for a channel
+	// that has none of its own; nil means UTC. Times in logs and in the
+	// chain stay UTC.
+	Location *time.Location
 }
 
 // Bot is the chat daemon: it implements Handler for an Adapter.
@@ -154,6 +163,18 @@ func New(cfg Config) (*Bot, error) {
 		b.markSeen(id)
 	}
 	return b, nil
+}
+
+// zone is the time zone of ch's chat texts: its own, else the Bot's,
+// else UTC.
+func (b *Bot) zone(ch Channel) *time.Location {
+	switch {
+	case ch.Location != nil:
+		return ch.Location
+	case b.cfg.Location != nil:
+		return b.cfg.Location
+	}
+	return time.UTC
 }
 
 // lookupKnown asks Config.Known whether the chain has a session for key,

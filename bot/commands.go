@@ -173,7 +173,7 @@ func (b *Bot) status(key string, ch Channel) string {
 	}
 	for _, r := range b.pending {
 		if r.ap.Session == key {
-			fmt.Fprintf(&s, "Waiting for approval: `%s` (request `%s`, expires %s)\n", oneLineMD(r.ap.Command), r.ap.RequestID, r.expires.UTC().Format("15:04 UTC"))
+			fmt.Fprintf(&s, "Waiting for approval: `%s` (request `%s`, expires %s)\n", oneLineMD(r.ap.Command), r.ap.RequestID, textfmt.Clock(r.expires, b.zone(ch), "15:04"))
 		}
 	}
 	b.mu.Unlock()

@@ -404,11 +404,12 @@ const (
 
 // DecisionOutcome is the first line of a decided approval card: who
 // approved (and when) or denied it, or that it expired. by is the
-// decision's actor ("user:U2 (bob)", "expiry"), why its reason.
-func DecisionOutcome(approved bool, by, why string, at time.Time) string {
+// decision's actor ("user:U2 (bob)", "expiry"), why its reason, at its
+// time, shown in loc (nil means UTC).
+func DecisionOutcome(approved bool, by, why string, at time.Time, loc *time.Location) string {
 	switch {
 	case approved:
-		return "**Approved** by @" + deciderName(by) + " at " + at.UTC().Format("15:04:05 UTC") + " — running."
+		return "**Approved** by @" + deciderName(by) + " at " + textfmt.Clock(at, loc, "15:04:05") + " — running."
 	case by == "expiry":
 		return "**Expired** — nobody decided within " + strings.TrimPrefix(why, "expired after ") + ". Nothing was run."
 	}

@@ -16,7 +16,7 @@ const maxInlineTimeline = 3500
 // chain, in the message (cut at a line when long) and as a Markdown file.
 func (b *Bot) timeline(ctx context.Context, m Message, ch Channel) {
 	key := m.Thread.Key()
-	var opt agentcore.TimelineOptions
+	opt := agentcore.TimelineOptions{Location: b.zone(ch)}
 	if f := strings.Fields(m.Text); len(f) > 1 && strings.EqualFold(f[1], "summary") {
 		sum, err := ch.Agent.IncidentSummary(ctx, key)
 		if err != nil {

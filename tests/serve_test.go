@@ -269,15 +269,19 @@ func scApprovalRules(t *testing.T, newChat func(*testing.T) chatSide) {
 	}
 }
 
-// 4. An unanswered request expires as a deny.
+// 4. An unanswered request expires as a deny. The card says when in the
+// config's timezone.
 func scApprovalExpires(t *testing.T, newChat func(*testing.T) chatSide) {
 	chat := newChat(t)
 	m := fakemodel.Start(t, run("touch expired.txt"), fakemodel.Reply{Content: "Nobody approved, so nothing changed."})
-	r := newRig(t, chat, m.URL, rigOpts{ApprovalTimeout: "2s"})
+	r := newRig(t, chat, m.URL, rigOpts{ApprovalTimeout: "2s", Extra: "timezone: Asia/Kolkata\n"})
 	ops := chat.Ops()
 
 	root := chat.Mention("alice", ops, "", "please create expired.txt")
 	req := r.waitButtons(ops, root)
+	if !regexp.MustCompile(`expires \d\d:\d\d IST\b`).MatchString(req.Text) {
+		t.Errorf("the card's expiry is not in the config's timezone (Asia/Kolkata, IST): %q", req.Text)
+	}
 	r.waitPost(ops, root, "Nobody approved")
 	p := r.post(ops, root, req.ID)
 	if !strings.Contains(p.Text, "Expired") || len(p.Buttons) != 0 {

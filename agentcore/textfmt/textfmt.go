@@ -11,6 +11,7 @@ package textfmt
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -88,4 +89,15 @@ func LowerASCII(s string) string {
 // each ' written as '\”.
 func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Clock formats t in loc (nil means UTC) by layout, followed by a space
+// and the zone's abbreviation at t ("03:12 CET", "15:04 UTC"), so that a
+// time in chat is never read in the wrong zone. Where the zone database
+// has no abbreviation for a zone, Go's is its offset ("-03").
+func Clock(t time.Time, loc *time.Location, layout string) string {
+	if loc == nil {
+		loc = time.UTC
+	}
+	return t.In(loc).Format(layout + " MST")
 }

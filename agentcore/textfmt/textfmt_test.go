@@ -3,6 +3,8 @@ package textfmt
 import (
 	"strings"
 	"testing"
+	"time"
+	_ "time/tzdata" // the zones without /usr/share/zoneinfo
 	"unicode/utf8"
 )
 
@@ -169,4 +171,41 @@ func abs(n int) int {
 		return -n
 	}
 	return n
+}
+
+func TestClock(t *testing.T) {
+	zone := func(name string) *time.Location {
+		t.Helper()
+		loc, err := time.LoadLocation(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return loc
+	}
+	kolkata, newYork, berlin := zone("Asia/Kolkata"), zone("America/New_York"), zone("Europe/Berlin")
+	for _, tc := range []struct {
+		t      time.Time
+		loc    *time.Location
+		layout string
+		want   string
+	}{
+		{time.Date(2026, 12, 1, 2, 12, 0, 0, time.UTC), nil, "2006-01-02 15:04:05", "2026-12-01 02:12:00 UTC"},
+		{time.Date(2026, 12, 1, 2, 12, 0, 0, time.UTC), time.UTC, "15:04", "02:12 UTC"},
+		{time.Date(2026, 12, 1, 2, 12, 0, 0, time.UTC), berlin, "15:04", "03:12 CET"},
+		{time.Date(2026, 7, 1, 2, 12, 0, 0, time.UTC), berlin, "15:04", "04:12 CEST"},
+		// +05:30, and past midnight: the date is Kolkata's.
+		{time.Date(2026, 12, 1, 20, 0, 5, 0, time.UTC), kolkata, "2006-01-02 15:04:05", "2026-12-02 01:30:05 IST"},
+		// New York across the 2026 spring-forward (8 March, 07:00 UTC)...
+		{time.Date(2026, 3, 8, 6, 59, 0, 0, time.UTC), newYork, "15:04", "01:59 EST"},
+		{time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC), newYork, "15:04", "03:00 EDT"},
+		// ...and the fall-back (1 November, 06:00 UTC): 01:30 twice, told apart.
+		{time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC), newYork, "15:04", "01:30 EDT"},
+		{time.Date(2026, 11, 1, 6, 30, 0, 0, time.UTC), newYork, "15:04", "01:30 EST"},
+		// A time in another zone is shown in loc, not its own.
+		{time.Date(2026, 12, 1, 3, 12, 0, 0, berlin), time.UTC, "15:04", "02:12 UTC"},
+	} {
+		if got := Clock(tc.t, tc.loc, tc.layout); got != tc.want {
+			t.Errorf("Clock(%v, %v, %q) = %q, want %q", tc.t, tc.loc, tc.layout, got, tc.want)
+		}
+	}
 }

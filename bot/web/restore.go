@@ -251,7 +251,7 @@ func (rp *replay) event(ev store.Event) {
 			return
 		}
 		if c := rp.cards[p.RequestID]; c != nil {
-			c.post.Text = bot.DecidedCard(bot.DecisionOutcome(p.Approved, p.By, p.Why, ev.Time), c.command, c.targets, c.requester, p.RequestID)
+			c.post.Text = bot.DecidedCard(bot.DecisionOutcome(p.Approved, p.By, p.Why, ev.Time, rp.s.cfg.Location), c.command, c.targets, c.requester, p.RequestID)
 			c.decided = true
 		}
 		if rp.prog.Decided(p.Approved, p.By, p.Why) {

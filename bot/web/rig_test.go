@@ -109,6 +109,8 @@ type rigOpts struct {
 	ApprovalTimeout time.Duration
 	// UpdateInterval is the bot's; 0 means 40 ms.
 	UpdateInterval time.Duration
+	// Location is the bot's and the console's time zone; nil means UTC.
+	Location *time.Location
 }
 
 type rig struct {
@@ -121,6 +123,7 @@ type rig struct {
 	// interval is the bot's UpdateInterval.
 	interval time.Duration
 	ch       bot.Channel
+	loc      *time.Location
 
 	// The running console; start replaces them.
 	srv    *Server
@@ -183,7 +186,7 @@ func newRig(t testing.TB, o rigOpts) *rig {
 	if auth.open() {
 		approvers = []string{"local"}
 	}
-	r := &rig{t: tt, dir: dir, db: db, auth: auth, problem: problem, timeout: o.ApprovalTimeout, interval: o.UpdateInterval,
+	r := &rig{t: tt, dir: dir, db: db, auth: auth, problem: problem, timeout: o.ApprovalTimeout, interval: o.UpdateInterval, loc: o.Location,
 		ch: bot.Channel{Agent: ag, Workspace: dir, Approvers: approvers, TwoPerson: !auth.open()}}
 	r.start(t)
 	t.Cleanup(func() {
@@ -197,7 +200,7 @@ func newRig(t testing.TB, o rigOpts) *rig {
 // the chain's sessions and message ids.
 func (r *rig) start(t testing.TB) {
 	t.Helper()
-	srv, err := New(Config{Listen: "127.0.0.1:0", Auth: r.auth, Chain: r.db, Chat: true, ModelProblem: r.problem})
+	srv, err := New(Config{Listen: "127.0.0.1:0", Auth: r.auth, Chain: r.db, Chat: true, ModelProblem: r.problem, Location: r.loc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +209,7 @@ func (r *rig) start(t testing.TB) {
 		t.Fatal(err)
 	}
 	b, err := bot.New(bot.Config{Adapter: srv, Channel: func(id string) (bot.Channel, bool) { return r.ch, id == "console" },
-		UpdateInterval: r.interval, ApprovalTimeout: r.timeout, Sessions: sessions, Seen: seen})
+		UpdateInterval: r.interval, ApprovalTimeout: r.timeout, Sessions: sessions, Seen: seen, Location: r.loc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,6 +103,11 @@ type Config struct {
 	Logger   *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Location is the time zone of times in the bot's texts that the
+	// console rebuilds from the chain (an approval card's "Approved by
+	// @x at 03:12:05 CET"), as the console's bot.Config.Location writes
+	// them live; nil means UTC. The page's own times are the browser's.
+	Location *time.Location
 }
 
 // Server is the web console and audit viewer. Its methods may be called

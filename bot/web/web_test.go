@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	_ "time/tzdata" // the zones without /usr/share/zoneinfo
 
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/store"
@@ -566,9 +567,10 @@ func TestIntentTextIsShown(t *testing.T) {
 // shownPosts is a thread's posts as a person sees them: author, text,
 // attachment; the time of day in an approval card is masked (the live card
 // takes it from the click, a rebuilt one from the recorded decision, which
-// may fall in the next second).
-func shownPosts(ps []wpost) []string {
-	at := regexp.MustCompile(` at \d\d:\d\d:\d\d UTC`)
+// may fall in the next second), where it is written in the zone abbr
+// names ("UTC", "IST").
+func shownPosts(ps []wpost, abbr string) []string {
+	at := regexp.MustCompile(` at \d\d:\d\d:\d\d ` + abbr)
 	var out []string
 	for _, p := range ps {
 		out = append(out, fmt.Sprintf("%s|%v|%s|%s|%x", p.Author, p.Bot, at.ReplaceAllString(p.Text, " at T"), p.FileName, sha256.Sum256(p.data)))
@@ -579,9 +581,23 @@ func shownPosts(ps []wpost) []string {
 // TestRestartRestoresTheWholeThread: after a restart the thread shows
 // what it showed before: the messages, the status with the intent and
 // who approved, the approval card, the long output's post, the answers
-// and the /audit reply (the field report's B7: 12 posts became 4).
+// and the /audit reply (the field report's B7: 12 posts became 4). The
+// approver's time is in the configured zone, live and rebuilt alike.
 func TestRestartRestoresTheWholeThread(t *testing.T) {
-	r := newRig(t, rigOpts{})
+	kolkata, err := time.LoadLocation("Asia/Kolkata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		loc  *time.Location
+		abbr string
+	}{{nil, "UTC"}, {kolkata, "IST"}} {
+		t.Run(tc.abbr, func(t *testing.T) { restartRestoresTheWholeThread(t, tc.loc, tc.abbr) })
+	}
+}
+
+func restartRestoresTheWholeThread(t *testing.T, loc *time.Location, abbr string) {
+	r := newRig(t, rigOpts{Location: loc})
 	tid := r.newThread("alice", "please create the marker")
 	ask := r.waitPost(tid, "Approval needed")
 	r.do("bob", "POST", "/api/threads/"+tid+"/posts/"+ask.ID+"/click", `{"action":"approve"}`)
@@ -601,17 +617,17 @@ func TestRestartRestoresTheWholeThread(t *testing.T) {
 		}
 		return n == 2
 	})
-	before := shownPosts(r.posts(tid))
+	before := shownPosts(r.posts(tid), abbr)
 	if len(before) < 10 {
 		t.Fatalf("the live thread has only %d posts:\n%s", len(before), strings.Join(before, "\n"))
 	}
 	r.restart(t)
-	after := shownPosts(r.posts(tid))
+	after := shownPosts(r.posts(tid), abbr)
 	if strings.Join(before, "\n---\n") != strings.Join(after, "\n---\n") {
 		t.Errorf("the thread after a restart differs.\nbefore (%d posts):\n%s\n\nafter (%d posts):\n%s", len(before),
 			strings.Join(before, "\n---\n"), len(after), strings.Join(after, "\n---\n"))
 	}
-	for _, want := range []string{"💬 Let me do that.", "**Approved** by @bob", "Full output of `seq 1 2000` attached", "approved by user:bob, exit 0"} {
+	for _, want := range []string{"💬 Let me do that.", "**Approved** by @bob at T — running.", "Full output of `seq 1 2000` attached", "approved by user:bob, exit 0"} {
 		if !strings.Contains(strings.Join(after, "\n"), want) {
 			t.Errorf("the restored thread lacks %q", want)
 		}

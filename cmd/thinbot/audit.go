@@ -66,7 +66,7 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 	var jsonl, session *string
 	var since *uint64
 	var asJSON *bool
-	var from *string
+	var from, timezone *string
 	var archives stringsFlag
 	switch args[0] {
 	case "verify":
@@ -84,6 +84,7 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 	case "rebuild":
 	case "timeline":
 		jsonl = fs.String("jsonl", "", "read this JSONL export `FILE` (default with --config: audit.jsonl when the daemon holds the store)")
+		timezone = fs.String("timezone", "", "show times in this IANA `ZONE` (Europe/Berlin; default: with --config the session's channel's timezone, else UTC)")
 	default:
 		return fmt.Errorf("%w: unknown audit command %q (want verify, export, tail, rebuild, timeline, archive or restore)", errUsage, args[0])
 	}
@@ -99,17 +100,26 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 	} else if fs.NArg() != 0 {
 		return fmt.Errorf("%w: audit %s takes no arguments, got %q", errUsage, args[0], fs.Args())
 	}
+	zoneOf := func(string) *time.Location { return nil }
 	if *config != "" {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if set["db"] || set["jsonl"] {
 			return fmt.Errorf("%w: audit %s: --config names the store; give it or --db/--jsonl, not both", errUsage, args[0])
 		}
-		dir, err := configStateDir(*config, e.getenv)
+		c, err := stateConfig(*config, e.getenv)
 		if err != nil {
 			return err
 		}
-		*db = filepath.Join(dir, "events.db")
+		*db = filepath.Join(c.StateDir, "events.db")
+		zoneOf = configZones(c)
+	}
+	if timezone != nil && *timezone != "" {
+		loc, err := loadZone(*timezone)
+		if err != nil {
+			return fmt.Errorf("%w: audit timeline --timezone %q: %w", errUsage, *timezone, err)
+		}
+		zoneOf = func(string) *time.Location { return loc }
 	}
 	switch args[0] {
 	case "verify":
@@ -157,7 +167,7 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 		}
 		return tailJSONL(ctx, e.stdout, path, *session, *since, *asJSON)
 	case "timeline":
-		return auditTimeline(ctx, e, *db, *jsonl, timelineSession)
+		return auditTimeline(ctx, e, *db, *jsonl, timelineSession, zoneOf(timelineSession))
 	default:
 		return rebuildAudit(ctx, e, *db)
 	}
@@ -167,14 +177,24 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 // config need not be valid (an auditor may not read the daemon's secrets);
 // `thinbot config check` is for that.
 func configStateDir(path string, getenv func(string) string) (string, error) {
-	c, err := loadConfig(path, getenv)
-	if c == nil {
+	c, err := stateConfig(path, getenv)
+	if err != nil {
 		return "", err
 	}
-	if c.StateDir == "" {
-		return "", fmt.Errorf("config %s has no state_dir", path)
-	}
 	return c.StateDir, nil
+}
+
+// stateConfig is a daemon config read for its state_dir (and what else
+// an audit command takes from it: the timezones), valid or not.
+func stateConfig(path string, getenv func(string) string) (*daemonConfig, error) {
+	c, err := loadConfig(path, getenv)
+	if c == nil {
+		return nil, err
+	}
+	if c.StateDir == "" {
+		return nil, fmt.Errorf("config %s has no state_dir", path)
+	}
+	return c, nil
 }
 
 // openReadOnly opens an existing store for reading.

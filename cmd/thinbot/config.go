@@ -69,7 +69,10 @@ type daemonConfig struct {
 	MentionInThread bool     `yaml:"mention_in_thread"`
 	MaxConcurrent   int      `yaml:"max_concurrent_runs"`
 	ApprovalTimeout duration `yaml:"approval_timeout"`
-	EnvAllow        []string `yaml:"env_allow"`
+	// Timezone is the zone of the times thinbot writes into chat and
+	// timelines; unset is UTC. channels[].timezone overrides it.
+	Timezone zone     `yaml:"timezone"`
+	EnvAllow []string `yaml:"env_allow"`
 	// Sandbox is "on" (the default: the kernel sandbox confines every
 	// command, or, where the kernel refuses it, every command needs an
 	// approval) or "off" (commands run unconfined).
@@ -124,6 +127,9 @@ type channelConfig struct {
 	// FleetGroups limits the channel's remote targets to these fleet
 	// groups; empty means every host of the fleet.
 	FleetGroups []string `yaml:"fleet_groups"`
+	// Timezone is the zone of the times in the channel's threads; unset
+	// is the top-level timezone.
+	Timezone zone `yaml:"timezone"`
 	// Tokens bounds the channel's model tokens (bot.TokenBudgets).
 	Tokens struct {
 		PerRun    int `yaml:"per_run"`
@@ -319,6 +325,7 @@ func (c *daemonConfig) checkDaemon(bad func(string, ...any)) {
 		}
 	}
 	c.ApprovalTimeout.check(bad, "approval_timeout", "15m")
+	c.Timezone.check(bad, "timezone")
 	c.Budgets.MaxWall.check(bad, "budgets.max_wall", "15m")
 	c.Budgets.CommandTimeout.check(bad, "budgets.command_timeout", "15m")
 }
@@ -360,6 +367,7 @@ func (c *daemonConfig) checkChannels(bad func(string, ...any)) {
 				bad("%s.approvers: %q is not %s; approvers are matched by id, so that an account renamed to an approver's name cannot approve", where, a, why)
 			}
 		}
+		ch.Timezone.check(bad, where+".timezone")
 		if ch.Tokens.PerRun < 0 || ch.Tokens.PerThread < 0 || ch.Tokens.PerDay < 0 {
 			bad("%s.tokens: budgets must not be negative (0 means none)", where)
 		}
@@ -460,6 +468,56 @@ func (d duration) or(def time.Duration) time.Duration {
 		return def
 	}
 	return d.Duration
+}
+
+// zone is a config time zone, written as an IANA name ("Europe/Berlin",
+// "America/New_York", "UTC") and loaded once when decoded: from the
+// system's zone database, else the copy compiled into thinbot (main.go
+// imports time/tzdata), so that a container without /usr/share/zoneinfo
+// works too. Unset (or "") is nil, the caller's default. A name that does
+// not load does not fail the decoding, which would hide every other
+// problem: it is kept with its text for check to report.
+type zone struct {
+	loc  *time.Location
+	text string
+	err  error
+}
+
+// errZone is loadZone's error; check words it for the key.
+var errZone = errors.New("not a time zone name; want an IANA name like Europe/Berlin, America/New_York or UTC")
+
+// loadZone loads an IANA zone name. "Local" is refused: it would be
+// whatever zone the host is set to, and the config should say the zone
+// its readers get.
+func loadZone(name string) (*time.Location, error) {
+	if name == "Local" {
+		return nil, errZone
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, errZone
+	}
+	return loc, nil
+}
+
+// UnmarshalYAML takes any scalar, as a string field does.
+func (z *zone) UnmarshalYAML(n *yaml.Node) error {
+	if err := n.Decode(&z.text); err != nil {
+		return err
+	}
+	z.loc, z.err = nil, nil
+	if z.text != "" {
+		z.loc, z.err = loadZone(z.text)
+	}
+	return nil
+}
+
+// check reports a name that did not load, as "KEY "TEXT": not a time
+// zone name; want ...".
+func (z zone) check(bad func(string, ...any), key string) {
+	if z.err != nil {
+		bad("%s %q: %v", key, z.text, z.err)
+	}
 }
 
 // defaultListen is thinbot's listener when the config names none. Not

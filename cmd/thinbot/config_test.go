@@ -363,3 +363,59 @@ limits: `+limits+`
 		}
 	}
 }
+
+// TestConfigTimezone: timezone and channels[].timezone load IANA names
+// (unset is nil: the bot's UTC, as before the keys existed); a name that is
+// no zone, or Local, fails the config with the key named.
+func TestConfigTimezone(t *testing.T) {
+	const base = "model: {base_url: \"http://127.0.0.1:9/v1\", model: m}\nplatform: mattermost\n" +
+		"mattermost: {url: \"https://mm.example.com\", token_file: TOKEN, callback_url: \"http://127.0.0.1:8065/hooks/mm\"}\nstate_dir: STATE\n"
+	for _, tc := range []struct {
+		top, channel string
+		want, wantCh string // the loaded zones' names; "" is unset
+		err          string
+	}{
+		{"", "", "", "", ""},
+		{"timezone: Europe/Berlin\n", "", "Europe/Berlin", "", ""},
+		{"timezone: UTC\n", ", timezone: Asia/Kolkata", "UTC", "Asia/Kolkata", ""},
+		{"", ", timezone: America/New_York", "", "America/New_York", ""},
+		{"timezone: Europe/Berln\n", "", "", "", `timezone "Europe/Berln": not a time zone name; want an IANA name like Europe/Berlin, America/New_York or UTC`},
+		{"timezone: Local\n", "", "", "", `timezone "Local": not a time zone name`},
+		{"timezone: ../../etc/passwd\n", "", "", "", `timezone "../../etc/passwd": not a time zone name`},
+		{"", ", timezone: CEST", "", "", `channels[0].timezone "CEST": not a time zone name`},
+	} {
+		dir := t.TempDir()
+		token := filepath.Join(dir, "token")
+		os.WriteFile(token, []byte("secret"), 0o600)
+		p := filepath.Join(dir, "c.yaml")
+		body := base + tc.top + "listen: " + freeAddr(t) + "\nchannels:\n  - {id: \"*\", workspace: WS, approvers: [k9xq3bobbobbobbobbobbobbob]" + tc.channel + "}\n"
+		os.WriteFile(p, []byte(strings.NewReplacer("TOKEN", token, "WS", dir, "STATE", filepath.Join(dir, "state")).Replace(body)), 0o600)
+		c, err := loadConfig(p, func(string) string { return "" })
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q%q: err = %v, want %q", tc.top, tc.channel, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q%q: %v", tc.top, tc.channel, err)
+		}
+		name := func(z zone) string {
+			if z.loc == nil {
+				return ""
+			}
+			return z.loc.String()
+		}
+		if got, gotCh := name(c.Timezone), name(c.Channels[0].Timezone); got != tc.want || gotCh != tc.wantCh {
+			t.Errorf("%q%q: zones %q, %q; want %q, %q", tc.top, tc.channel, got, gotCh, tc.want, tc.wantCh)
+		}
+	}
+	// config check reports it with the other problems, and passes a good one.
+	out, err := writeCheckConfig(t, base+"timezone: Europe/Berlim\nlisten: "+freeAddr(t)+"\nchannels:\n  - {id: \"*\", workspace: WS, approvers: [k9xq3bobbobbobbobbobbobbob], timezone: Mars/Olympus}\n")
+	if err == nil || !strings.Contains(out, `problem: timezone "Europe/Berlim": not a time zone name`) || !strings.Contains(out, `problem: channels[0].timezone "Mars/Olympus": not a time zone name`) {
+		t.Errorf("config check: %v\n%s", err, out)
+	}
+	if out, err := writeCheckConfig(t, base+"timezone: Europe/Berlin\nlisten: "+freeAddr(t)+"\nchannels:\n  - {id: \"*\", workspace: WS, approvers: [k9xq3bobbobbobbobbobbobbob], timezone: Asia/Kolkata}\n"); err != nil {
+		t.Errorf("config check of a good config: %v\n%s", err, out)
+	}
+}

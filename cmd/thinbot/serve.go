@@ -99,6 +99,8 @@ type daemon struct {
 	// start with (recoverChain).
 	unfinished     agentcore.Unfinished
 	sessions, seen []string
+	// zoneOf is the time zone of a session's timeline (sessionZones).
+	zoneOf func(session string) *time.Location
 }
 
 // open builds the daemon from d.c; configPath is the config file's path.
@@ -142,6 +144,11 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 	if err := resolveChannels(ctx, d.adapter, named, channels); err != nil {
 		return err
 	}
+	zones := map[string]*time.Location{}
+	for id, ch := range channels {
+		zones[id] = ch.Location
+	}
+	d.zoneOf = sessionZones(c.Platform, zones, c.Timezone.loc)
 	d.reg = newRegistry(d.db, d.adapter)
 	d.bot, err = bot.New(bot.Config{
 		Adapter: d.adapter,
@@ -153,7 +160,7 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 			return ch, ok
 		},
 		Users: c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread,
-		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout.Duration,
+		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout.Duration, Location: c.Timezone.loc,
 		Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db), Metrics: bot.NewMetrics(d.reg), Logger: logger,
 	})
 	return err
@@ -169,8 +176,9 @@ func (d *daemon) run(ctx context.Context) error {
 	webCtx, stopWeb := context.WithCancel(ctx)
 	defer stopWeb()
 	var webBot *bot.Bot
-	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, d.agents, d.unfinished, bot.Config{MaxConcurrent: c.MaxConcurrent,
-		ApprovalTimeout: c.ApprovalTimeout.Duration, Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db)}, d.db, c.StateDir, logger, &webBot)
+	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, d.agents, d.unfinished, d.zoneOf, bot.Config{MaxConcurrent: c.MaxConcurrent,
+		ApprovalTimeout: c.ApprovalTimeout.Duration, Location: c.Timezone.loc, Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db)},
+		d.db, c.StateDir, logger, &webBot)
 	if err != nil {
 		return err
 	}
@@ -345,7 +353,7 @@ func buildAgents(e *env, c *daemonConfig, base daemonBase, logger *slog.Logger) 
 			}
 		}
 		ch := bot.Channel{Agent: ag, Workspace: ws, Approvers: cc.Approvers, AnyMember: cc.AnyMember,
-			TwoPerson: cc.TwoPerson, AllowAll: cc.AllowAll, FleetGroups: cc.FleetGroups,
+			TwoPerson: cc.TwoPerson, AllowAll: cc.AllowAll, FleetGroups: cc.FleetGroups, Location: cc.Timezone.loc,
 			Tokens: bot.TokenBudgets{PerRun: cc.Tokens.PerRun, PerThread: cc.Tokens.PerThread, PerDay: cc.Tokens.PerDay}}
 		if cc.InstructionsFile != "" {
 			ch.Instructions = readText(cc.InstructionsFile)

@@ -10,15 +10,53 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/bot"
 	"github.com/thinbot/thinbot/store"
 )
 
+// sessionZones returns the time zone of a session's timeline: the zone of
+// its channel on the chat platform, zones[channel id] or else zones["*"]
+// (a channel listed without a timezone of its own has none there), else
+// def. A console or schedule session has def.
+func sessionZones(platform string, zones map[string]*time.Location, def *time.Location) func(session string) *time.Location {
+	return func(session string) *time.Location {
+		t, ok := bot.ThreadOf(session)
+		if !ok || t.Platform != platform {
+			return def
+		}
+		loc, ok := zones[t.Channel]
+		if !ok {
+			loc = zones["*"]
+		}
+		if loc == nil {
+			return def
+		}
+		return loc
+	}
+}
+
+// configZones is sessionZones for a config read offline (thinbot audit
+// timeline --config): channels listed by id. A channel listed by name is
+// resolved only by the daemon, against the chat server, so its sessions
+// here get the top-level timezone; --timezone sets another.
+func configZones(c *daemonConfig) func(session string) *time.Location {
+	zones := map[string]*time.Location{}
+	for _, cc := range c.Channels {
+		if cc.ID != "" {
+			zones[cc.ID] = cc.Timezone.loc
+		}
+	}
+	return sessionZones(c.Platform, zones, c.Timezone.loc)
+}
+
 // auditTimeline prints a session's postmortem timeline in Markdown. It
 // reads the store, or, when a running daemon holds the store's lock (or
-// --jsonl names one), the JSONL export, which it verifies first.
-func auditTimeline(ctx context.Context, e *env, dbPath, jsonl, session string) error {
+// --jsonl names one), the JSONL export, which it verifies first. Its times
+// are in loc (nil: UTC).
+func auditTimeline(ctx context.Context, e *env, dbPath, jsonl, session string, loc *time.Location) error {
 	if jsonl == "" {
 		db, err := openReadOnly(dbPath)
 		if err == nil {
@@ -37,7 +75,7 @@ func auditTimeline(ctx context.Context, e *env, dbPath, jsonl, session string) e
 					return err
 				}
 			}
-			return agentcore.WriteTimeline(e.stdout, session, db.Events(session, 1), rep, agentcore.TimelineOptions{})
+			return agentcore.WriteTimeline(e.stdout, session, db.Events(session, 1), rep, agentcore.TimelineOptions{Location: loc})
 		}
 		if !errors.Is(err, store.ErrLocked) {
 			return err
@@ -56,7 +94,7 @@ func auditTimeline(ctx context.Context, e *env, dbPath, jsonl, session string) e
 	if _, err := f.Seek(0, 0); err != nil {
 		return err
 	}
-	return agentcore.WriteTimeline(e.stdout, session, jsonlEvents(f, session, rep.LastSeq), rep, agentcore.TimelineOptions{})
+	return agentcore.WriteTimeline(e.stdout, session, jsonlEvents(f, session, rep.LastSeq), rep, agentcore.TimelineOptions{Location: loc})
 }
 
 // jsonlEvents are the session's events of a JSONL export up to seq last
@@ -84,15 +122,16 @@ func jsonlEvents(f *os.File, session string, last uint64) iter.Seq2[store.Event,
 }
 
 // chainTimeline is the web console's Timeline: a session's timeline from
-// the daemon's store, with the whole chain verified.
-func chainTimeline(db *store.DB) func(ctx context.Context, session string) (string, error) {
+// the daemon's store, with the whole chain verified, its times in the zone
+// zoneOf gives for the session.
+func chainTimeline(db *store.DB, zoneOf func(session string) *time.Location) func(ctx context.Context, session string) (string, error) {
 	return func(ctx context.Context, session string) (string, error) {
 		rep, err := db.Verify(ctx)
 		if err != nil {
 			return "", err
 		}
 		var b strings.Builder
-		if err := agentcore.WriteTimeline(&b, session, db.Events(session, 1), rep, agentcore.TimelineOptions{}); err != nil {
+		if err := agentcore.WriteTimeline(&b, session, db.Events(session, 1), rep, agentcore.TimelineOptions{Location: zoneOf(session)}); err != nil {
 			return "", err
 		}
 		return b.String(), nil

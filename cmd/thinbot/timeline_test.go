@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/store"
@@ -54,5 +57,59 @@ func TestAuditTimeline(t *testing.T) {
 	e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
 	if err := run(t.Context(), e, []string{"audit", "timeline", "--db", path}); err == nil {
 		t.Error("a timeline without a session")
+	}
+}
+
+// TestAuditTimelineZone: `audit timeline --config` shows times in the
+// session's channel's timezone, else the config's, else UTC as before;
+// --timezone sets one, and a name that is no zone is a usage error.
+func TestAuditTimelineZone(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Date(2026, 12, 1, 2, 12, 0, 0, time.UTC)
+	db, err := store.Open(filepath.Join(dir, "events.db"), &store.Options{Now: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := json.Marshal(map[string]string{"text": "what now?"})
+	for _, s := range []string{"mattermost/C1/R1", "mattermost/C2/R1", "web/console/T1"} {
+		if _, err := db.Append(context.Background(), store.Event{Session: s, Type: agentcore.EvUserMessage, Actor: "user:U1 (alice)", Payload: u}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	config := func(top string) string {
+		p := filepath.Join(t.TempDir(), "c.yaml")
+		os.WriteFile(p, []byte("platform: mattermost\nstate_dir: "+dir+"\n"+top+
+			"channels:\n  - {id: C1, workspace: "+dir+"}\n  - {id: C2, workspace: "+dir+", timezone: Asia/Kolkata}\n"), 0o600)
+		return p
+	}
+	plain, berlin := config(""), config("timezone: Europe/Berlin\n")
+	for _, tc := range []struct {
+		args       []string
+		say, lines string
+	}{
+		{[]string{"mattermost/C1/R1", "--config", plain}, "Times are UTC.", "**2026-12-01**\n\n- 02:12:00 #1 `"},
+		{[]string{"mattermost/C2/R1", "--config", plain}, "Times are `Asia/Kolkata` time", "**2026-12-01** (IST, UTC+05:30)\n\n- 07:42:00 #2 `"},
+		{[]string{"mattermost/C1/R1", "--config", berlin}, "Times are `Europe/Berlin` time", "**2026-12-01** (CET, UTC+01:00)\n\n- 03:12:00 #1 `"},
+		{[]string{"mattermost/C2/R1", "--config", berlin}, "Times are `Asia/Kolkata` time", "**2026-12-01** (IST, UTC+05:30)\n\n- 07:42:00 #2 `"},
+		{[]string{"web/console/T1", "--config", berlin}, "Times are `Europe/Berlin` time", "**2026-12-01** (CET, UTC+01:00)\n\n- 03:12:00 #3 `"},
+		{[]string{"mattermost/C2/R1", "--config", berlin, "--timezone", "America/New_York"}, "Times are `America/New_York` time",
+			"**2026-11-30** (EST, UTC-05:00)\n\n- 21:12:00 #2 `"},
+		{[]string{"mattermost/C1/R1", "--db", filepath.Join(dir, "events.db")}, "Times are UTC.", "**2026-12-01**\n\n- 02:12:00 #1 `"},
+	} {
+		var out bytes.Buffer
+		e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+		if err := run(t.Context(), e, append([]string{"audit", "timeline"}, tc.args...)); err != nil {
+			t.Fatalf("%v: %v\n%s", tc.args, err, out.String())
+		}
+		if s := out.String(); !strings.Contains(s, tc.say) || !strings.Contains(s, tc.lines) {
+			t.Errorf("%v: output lacks %q or %q:\n%s", tc.args, tc.say, tc.lines, s)
+		}
+	}
+	var out bytes.Buffer
+	e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+	err = run(t.Context(), e, []string{"audit", "timeline", "mattermost/C1/R1", "--config", plain, "--timezone", "Mars/Olympus"})
+	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), `--timezone "Mars/Olympus": not a time zone name`) {
+		t.Errorf("--timezone Mars/Olympus: %v", err)
 	}
 }

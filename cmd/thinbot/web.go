@@ -221,8 +221,10 @@ func sessionStore(stateDir string) (saved []byte, save func([]byte) error) {
 // the workspace's Agent under a bot of their own. It returns what of u the
 // chat platform's bot still has to recover, and a function that waits until
 // everything it started has stopped. The console's bot, if any, is put in
-// *webBot (alert routes to the console open threads through it).
-func serveWeb(ctx context.Context, w webConfig, agents map[string]*agentcore.Agent, u agentcore.Unfinished, bc bot.Config,
+// *webBot (alert routes to the console open threads through it). The
+// audit viewer's timelines take their zone from zoneOf, the console's
+// texts from bc.Location.
+func serveWeb(ctx context.Context, w webConfig, agents map[string]*agentcore.Agent, u agentcore.Unfinished, zoneOf func(string) *time.Location, bc bot.Config,
 	db *store.DB, stateDir string, logger *slog.Logger, webBot **bot.Bot) (agentcore.Unfinished, func(), error) {
 	if w.Listen == "" {
 		return u, func() {}, nil
@@ -238,8 +240,8 @@ func serveWeb(ctx context.Context, w webConfig, agents map[string]*agentcore.Age
 	logger = logger.With("component", "web")
 	chat := len(w.Users) > 0
 	saved, save := sessionStore(stateDir)
-	srv, err := web.New(web.Config{Listen: w.Listen, Auth: auth, Chain: db, Timeline: chainTimeline(db), Chat: chat, PublicOrigin: w.PublicOrigin,
-		Secret: secret, Sessions: saved, SaveSessions: save, Logger: logger})
+	srv, err := web.New(web.Config{Listen: w.Listen, Auth: auth, Chain: db, Timeline: chainTimeline(db, zoneOf), Chat: chat, PublicOrigin: w.PublicOrigin,
+		Secret: secret, Sessions: saved, SaveSessions: save, Logger: logger, Location: bc.Location})
 	if err != nil {
 		return u, nil, err
 	}
@@ -420,7 +422,7 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := web.New(web.Config{Listen: listen, LocalUser: user, Chain: db, Timeline: chainTimeline(db), Chat: true, ModelProblem: problem,
+	srv, err := web.New(web.Config{Listen: listen, LocalUser: user, Chain: db, Timeline: chainTimeline(db, func(string) *time.Location { return nil }), Chat: true, ModelProblem: problem,
 		Secret: secret, Logger: logger})
 	if err != nil {
 		return fmt.Errorf("%w\n(thinbot serve without --config is the local operator's console; a shared console goes behind a login: see the web section of deploy/thinbot.example.yaml)", err)
