@@ -148,6 +148,19 @@ func TestBrowserInbox(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(item+" button[data-action=approve]")), chromedp.Click(chromedp.CSS(item+" button[data-action=approve]")))
 	waitText(t, alice, "#inbox-note", "two-person rule")
 	waitText(t, alice, "#inbox-count", "1")
+	// A refresh (every 4 s, and at each event) keeps the item's elements:
+	// a button replaced between its press and release would lose the
+	// click, and the keyboard focus would drop.
+	approve := fmt.Sprintf("document.querySelector(%q)", item+" button[data-action=approve]")
+	age := fmt.Sprintf("document.querySelector(%q).textContent", item+" .age")
+	eval[bool](t, bob, "window.keptAge = "+age+"; window.kept = "+approve+"; window.kept.focus(); true")
+	waitFor(t, "an inbox refresh", func() bool { return eval[bool](t, bob, age+" !== window.keptAge") })
+	if !eval[bool](t, bob, "window.kept.isConnected && window.kept === "+approve) {
+		t.Error("an inbox refresh replaced the Approve button")
+	}
+	if !eval[bool](t, bob, "document.activeElement === window.kept") {
+		t.Error("an inbox refresh took the keyboard focus off the Approve button")
+	}
 	// bob approves from the inbox, without opening the thread.
 	do(t, bob, "bob approves from the inbox", chromedp.Click(chromedp.CSS(item+" button[data-action=approve]")))
 	waitText(t, bob, "#inbox-count", "0")

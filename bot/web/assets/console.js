@@ -281,47 +281,73 @@
     n.onclick = () => { window.focus(); location.hash = it.thread; };
   }
 
+  // renderInbox updates the list in place: an item whose request did not
+  // change keeps its element (only its "waiting" and "expires" texts are
+  // rewritten), so a refresh (every 4 s, and at each event) never replaces
+  // a button under the pointer or the keyboard focus. Replaced between a
+  // press and its release, an Approve click would be lost.
   function renderInbox(items) {
     inboxCount.textContent = String(items.length);
     inboxOpen.classList.toggle("has", items.length > 0);
     inboxOpen.setAttribute("aria-label", items.length + " approval request(s) pending");
     document.title = (items.length ? "(" + items.length + ") " : "") + baseTitle;
-    inboxList.replaceChildren();
-    if (!items.length) inboxList.appendChild(el("li", "muted empty", "Nothing waits for a decision."));
+    const old = new Map();
+    for (const li of inboxList.children) if (li.dataset.key) old.set(li.dataset.key, li);
+    const want = [];
     for (const it of items) {
-      const li = el("li", "item");
-      li.dataset.thread = it.thread; li.dataset.post = it.post;
-      const meta = el("div", "i-meta");
-      const a = el("a", "", it.title);
-      a.href = "#" + it.thread;
-      a.addEventListener("click", () => { inboxEl.hidden = true; });
-      meta.appendChild(a);
-      if (it.requester) meta.appendChild(el("span", "", "asked by " + it.requester + (it.mine ? " (you)" : "")));
-      const age = el("span", "age", "waiting " + ago(it.asked));
-      age.title = "asked " + utc(it.asked);
-      meta.appendChild(age);
-      if (it.expires) {
-        const left = new Date(it.expires) - Date.now();
-        const x = el("span", "expires" + (left < 5 * 60000 ? " late" : ""), "expires " + clock(it.expires) + " (in " + ago(Date.now() - Math.max(0, left)) + ")");
-        x.title = utc(it.expires);
-        meta.appendChild(x);
-      }
-      li.appendChild(meta);
-      li.appendChild(markdown(it.text));
-      if (mayDecide) {
-        const acts = el("div", "actions");
-        for (const btn of it.buttons) {
-          const x = el("button", btn.style || "", btn.label);
-          x.dataset.action = btn.id;
-          x.addEventListener("click", () => click(it.post, btn.id, acts, it.thread));
-          acts.appendChild(x);
-        }
-        li.appendChild(acts);
-      } else {
-        li.appendChild(el("div", "muted", "Deciding needs the approver role."));
-      }
-      inboxList.appendChild(li);
+      const key = it.thread + "/" + it.post;
+      const sig = JSON.stringify([it.title, it.requester, it.mine, it.text, it.buttons, it.expires, mayDecide]);
+      let li = old.get(key);
+      if (!li || li.dataset.sig !== sig) li = inboxItem(it, key, sig);
+      inboxTimes(li, it);
+      want.push(li);
     }
+    if (!want.length) want.push(inboxList.querySelector("li.empty") || el("li", "muted empty", "Nothing waits for a decision."));
+    want.forEach((li, i) => { if (inboxList.children[i] !== li) inboxList.insertBefore(li, inboxList.children[i] || null); });
+    while (inboxList.children.length > want.length) inboxList.lastElementChild.remove();
+  }
+
+  // inboxTimes writes an item's age and time left.
+  function inboxTimes(li, it) {
+    const age = li.querySelector(".age");
+    age.textContent = "waiting " + ago(it.asked);
+    age.title = "asked " + utc(it.asked);
+    const x = li.querySelector(".expires");
+    if (x && it.expires) {
+      const left = new Date(it.expires) - Date.now();
+      x.className = "expires" + (left < 5 * 60000 ? " late" : "");
+      x.textContent = "expires " + clock(it.expires) + " (in " + ago(Date.now() - Math.max(0, left)) + ")";
+      x.title = utc(it.expires);
+    }
+  }
+
+  function inboxItem(it, key, sig) {
+    const li = el("li", "item");
+    li.dataset.thread = it.thread; li.dataset.post = it.post;
+    li.dataset.key = key; li.dataset.sig = sig;
+    const meta = el("div", "i-meta");
+    const a = el("a", "", it.title);
+    a.href = "#" + it.thread;
+    a.addEventListener("click", () => { inboxEl.hidden = true; });
+    meta.appendChild(a);
+    if (it.requester) meta.appendChild(el("span", "", "asked by " + it.requester + (it.mine ? " (you)" : "")));
+    meta.appendChild(el("span", "age", ""));
+    if (it.expires) meta.appendChild(el("span", "expires", ""));
+    li.appendChild(meta);
+    li.appendChild(markdown(it.text));
+    if (mayDecide) {
+      const acts = el("div", "actions");
+      for (const btn of it.buttons) {
+        const x = el("button", btn.style || "", btn.label);
+        x.dataset.action = btn.id;
+        x.addEventListener("click", () => click(it.post, btn.id, acts, it.thread));
+        acts.appendChild(x);
+      }
+      li.appendChild(acts);
+    } else {
+      li.appendChild(el("div", "muted", "Deciding needs the approver role."));
+    }
+    return li;
   }
 
   let inboxBusy = false;
