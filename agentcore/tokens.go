@@ -1,0 +1,141 @@
+package agentcore
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"strconv"
+	"time"
+
+	"github.com/thinbot/thinbot/store"
+)
+
+// Token tallies from the chain. Every model call of a run is an assistant
+// event with the usage the server reported and, where it reported none,
+// the kernel's estimate (assistantPayload.Estimated): together they are
+// what the run counted against its budgets. The state index keeps two
+// small records per call that counted tokens, in the commit of the event,
+// so that a front end's per-thread and per-day tallies survive a restart
+// without a second state file and without reading the chain:
+//
+//	U/SEQ              -> indexedTokens (JSON): newest first, the calls of a day
+//	u/SESSION\0SEQ     -> tokens (decimal): the calls of one session
+//
+// Assistant events recorded before the estimate was (thinbot before
+// agentcore-state-3) carry no estimate: a call whose server reported no
+// usage then counts nothing. Guessing it now would need the call's prompt,
+// the session's projection at that point, which the index cannot afford
+// to rebuild; the upgrade is a restart, which used to forget every tally
+// anyway.
+
+type indexedTokens struct {
+	Session string `json:"session"`
+	Tokens  int    `json:"tokens"`
+	Time    int64  `json:"time"`
+}
+
+// usageFields are the parts of an assistant event the tallies read.
+type usageFields struct {
+	Usage     Usage  `json:"usage"`
+	Estimated *Usage `json:"estimated_usage"`
+}
+
+// tokens is what the call counted: the server's usage, or the estimate.
+func (u usageFields) tokens() int {
+	n := u.Usage.PromptTokens + u.Usage.CompletionTokens
+	if n == 0 && u.Estimated != nil {
+		n = u.Estimated.PromptTokens + u.Estimated.CompletionTokens
+	}
+	return n
+}
+
+// tokenOps are the index records of an assistant event.
+func tokenOps(e *store.Event) []store.IndexOp {
+	var u usageFields
+	if json.Unmarshal(e.Payload, &u) != nil {
+		return nil
+	}
+	n := u.tokens()
+	if n <= 0 {
+		return nil
+	}
+	v, _ := json.Marshal(indexedTokens{Session: e.Session, Tokens: n, Time: e.Time.UnixNano()})
+	return []store.IndexOp{
+		{Key: append([]byte("U/"), seqBytes(e.Seq)...), Value: v},
+		{Key: append(ixKey("u/", e.Session+"\x00"), seqBytes(e.Seq)...), Value: []byte(strconv.Itoa(n))},
+	}
+}
+
+// TokenUse is one model call's tokens as the chain records them.
+type TokenUse struct {
+	Seq     uint64
+	Time    time.Time
+	Session string
+	// Tokens is prompt plus completion: the server's usage, or the
+	// kernel's estimate where the server reported none.
+	Tokens int
+}
+
+// TokenUses yields the model calls of the agent's store that counted
+// tokens, newest first (in seq order, which is time order), from the state
+// index: a caller reads as far back as it needs (today's calls, the calls
+// since it last looked) and stops. The first call brings the index up to
+// date and has every later commit keep it (see Recover).
+func (a *Agent) TokenUses() (iter.Seq[TokenUse], error) {
+	if err := a.useStateIndex(); err != nil {
+		return nil, err
+	}
+	db := a.cfg.Store
+	return func(yield func(TokenUse) bool) {
+		for k, v := range db.IndexScanBack([]byte("U/"), nil) {
+			var r indexedTokens
+			if len(k) != 10 || json.Unmarshal(v, &r) != nil {
+				continue
+			}
+			if !yield(TokenUse{Seq: binary.BigEndian.Uint64(k[2:]), Time: time.Unix(0, r.Time).UTC(), Session: r.Session, Tokens: r.Tokens}) {
+				return
+			}
+		}
+	}, nil
+}
+
+// SessionTokens returns the tokens of session's model calls recorded at
+// or before seq upTo, from the state index (one record per call).
+func (a *Agent) SessionTokens(session string, upTo uint64) (int, error) {
+	if err := a.useStateIndex(); err != nil {
+		return 0, err
+	}
+	prefix := ixKey("u/", session+"\x00")
+	n := 0
+	for k, v := range a.cfg.Store.IndexScan(prefix) {
+		if len(k) != len(prefix)+8 {
+			continue // another session's, whose id has this one's as a prefix and a NUL
+		}
+		if binary.BigEndian.Uint64(k[len(prefix):]) > upTo {
+			break
+		}
+		t, err := strconv.Atoi(string(v))
+		if err != nil {
+			return 0, fmt.Errorf("state index: bad record %q", k)
+		}
+		n += t
+	}
+	return n, nil
+}
+
+// useStateIndex makes sure the store keeps the state index: once per
+// Agent (UseIndex waits for the committer, which holds its lock through a
+// sync).
+func (a *Agent) useStateIndex() error {
+	a.imu.Lock()
+	defer a.imu.Unlock()
+	if a.indexed {
+		return nil
+	}
+	if err := useIndex(a.cfg.Store); err != nil {
+		return err
+	}
+	a.indexed = true
+	return nil
+}
