@@ -32,7 +32,7 @@ import (
 //	A/SEQ      -> every approval request (indexedRequest, JSON), for the audit viewer
 //	D/SESSION\0REQUEST -> its decision (indexedDecision, JSON)
 //	C/SESSION\0REQUEST\0SEQ -> a refused click on it (indexedClick, JSON)
-//	U/SEQ      -> a model call's tokens (indexedTokens, JSON; tokens.go)
+//	U/SEQ      -> a model call's time, tokens and session (tokensValue; tokens.go)
 //	u/SESSION\0SEQ -> the same call's tokens, by session (decimal)
 //
 // Change stateIndexName whenever the ops change: the store then rebuilds

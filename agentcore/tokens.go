@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"math"
 	"strconv"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 // so that a front end's per-thread and per-day tallies survive a restart
 // without a second state file and without reading the chain:
 //
-//	U/SEQ              -> indexedTokens (JSON): newest first, the calls of a day
+//	U/SEQ              -> time, tokens, session (tokensValue): newest first, the calls of a day
 //	u/SESSION\0SEQ     -> tokens (decimal): the calls of one session
 //
 // Assistant events recorded before the estimate was (thinbot before
@@ -29,10 +30,26 @@ import (
 // to rebuild; the upgrade is a restart, which used to forget every tally
 // anyway.
 
-type indexedTokens struct {
-	Session string `json:"session"`
-	Tokens  int    `json:"tokens"`
-	Time    int64  `json:"time"`
+// tokensValue is a U/ record's value: the event's time (unix nanoseconds,
+// 8 bytes big-endian), the tokens (uvarint), the session (the rest).
+// Binary, not JSON: the index is rebuilt from every assistant event of the
+// chain at an upgrade, and encoding it is part of that cost.
+func tokensValue(e *store.Event, n int) []byte {
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+binary.MaxVarintLen64+len(e.Session)), uint64(e.Time.UnixNano()))
+	v = binary.AppendUvarint(v, uint64(n))
+	return append(v, e.Session...)
+}
+
+// readTokensValue reads what tokensValue wrote.
+func readTokensValue(seq uint64, v []byte) (TokenUse, bool) {
+	if len(v) < 9 {
+		return TokenUse{}, false
+	}
+	n, w := binary.Uvarint(v[8:])
+	if w <= 0 || n > math.MaxInt32 {
+		return TokenUse{}, false
+	}
+	return TokenUse{Seq: seq, Time: time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC(), Tokens: int(n), Session: string(v[8+w:])}, true
 }
 
 // usageFields are the parts of an assistant event the tallies read.
@@ -60,9 +77,8 @@ func tokenOps(e *store.Event) []store.IndexOp {
 	if n <= 0 {
 		return nil
 	}
-	v, _ := json.Marshal(indexedTokens{Session: e.Session, Tokens: n, Time: e.Time.UnixNano()})
 	return []store.IndexOp{
-		{Key: append([]byte("U/"), seqBytes(e.Seq)...), Value: v},
+		{Key: append([]byte("U/"), seqBytes(e.Seq)...), Value: tokensValue(e, n)},
 		{Key: append(ixKey("u/", e.Session+"\x00"), seqBytes(e.Seq)...), Value: []byte(strconv.Itoa(n))},
 	}
 }
@@ -89,11 +105,11 @@ func (a *Agent) TokenUses() (iter.Seq[TokenUse], error) {
 	db := a.cfg.Store
 	return func(yield func(TokenUse) bool) {
 		for k, v := range db.IndexScanBack([]byte("U/"), nil) {
-			var r indexedTokens
-			if len(k) != 10 || json.Unmarshal(v, &r) != nil {
+			if len(k) != 10 {
 				continue
 			}
-			if !yield(TokenUse{Seq: binary.BigEndian.Uint64(k[2:]), Time: time.Unix(0, r.Time).UTC(), Session: r.Session, Tokens: r.Tokens}) {
+			u, ok := readTokensValue(binary.BigEndian.Uint64(k[2:]), v)
+			if ok && !yield(u) {
 				return
 			}
 		}
