@@ -116,6 +116,37 @@ func (a *Agent) TokenUses() (iter.Seq[TokenUse], error) {
 	}, nil
 }
 
+// TokenUsesAfter yields the model calls after seq, oldest first, from the
+// state index. It reads the index in blocks of 256 seqs (U/ keys sharing
+// all but their last byte), so a caller that looks often reads a block or
+// two; TokenUses's newest-first scan reads thousands of records a time.
+// Calls committed while it runs may or may not be yielded: a caller goes on
+// from the last seq it got.
+func (a *Agent) TokenUsesAfter(seq uint64) (iter.Seq[TokenUse], error) {
+	if err := a.useStateIndex(); err != nil {
+		return nil, err
+	}
+	db := a.cfg.Store
+	last := db.LastSeq() // committed, so indexed
+	return func(yield func(TokenUse) bool) {
+		for blk := (seq + 1) >> 8; blk <= last>>8; blk++ {
+			prefix := append([]byte("U/"), seqBytes(blk << 8)[:7]...)
+			for k, v := range db.IndexScan(prefix) {
+				if len(k) != 10 {
+					continue
+				}
+				s := binary.BigEndian.Uint64(k[2:])
+				if s <= seq {
+					continue
+				}
+				if u, ok := readTokensValue(s, v); ok && !yield(u) {
+					return
+				}
+			}
+		}
+	}, nil
+}
+
 // SessionTokens returns the tokens of session's model calls recorded at
 // or before seq upTo, from the state index (one record per call).
 func (a *Agent) SessionTokens(session string, upTo uint64) (int, error) {

@@ -72,6 +72,36 @@ func TestTokenUsesFromTheChain(t *testing.T) {
 			t.Errorf("SessionTokens(%q, %d) = %d, %v; want %d", c.session, c.upTo, n, err, c.want)
 		}
 	}
+	// Oldest first after a seq, across blocks of 256 seqs.
+	var many []store.Event
+	for i := range 700 {
+		many = append(many, store.Event{Session: "s3", Type: EvAssistantMessage, Actor: "model",
+			Payload: mustJSON(assistantPayload{Content: "x", Usage: Usage{PromptTokens: i + 1}})})
+		if i%3 == 0 {
+			many = append(many, store.Event{Session: "s3", Type: EvNote, Actor: "test", Payload: mustJSON(NotePayload{Kind: "x"})})
+		}
+	}
+	if _, err := f.db.Append(t.Context(), many...); err != nil {
+		t.Fatal(err)
+	}
+	got = uses(f.a)
+	slices.Reverse(got) // oldest first
+	for _, after := range []uint64{0, 1, got[0].Seq, 255, 256, 257, 511, got[len(got)-2].Seq, got[len(got)-1].Seq, f.db.LastSeq() + 1000} {
+		var want []TokenUse
+		for _, u := range got {
+			if u.Seq > after {
+				want = append(want, u)
+			}
+		}
+		it, err := f.a.TokenUsesAfter(after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after := slices.Collect(it); !slices.Equal(after, want) {
+			t.Errorf("TokenUsesAfter: %d uses, want %d", len(after), len(want))
+		}
+	}
+	slices.Reverse(got)
 	// Another index in between, then this one again: rebuilt from the chain.
 	if err := f.db.UseIndex(t.Context(), store.Indexer{Name: "other", Ops: func(*store.Event) []store.IndexOp { return nil }}); err != nil {
 		t.Fatal(err)

@@ -99,11 +99,9 @@ func (b *Bot) spent(th *thread, u agentcore.Usage) {
 func (tt *tokenTally) used(ag *agentcore.Agent, th Thread, now time.Time) (thread, day int, err error) {
 	tt.mu.Lock()
 	defer tt.mu.Unlock()
-	uses, err := ag.TokenUses()
-	if err != nil {
+	if err := tt.catchUp(ag, now); err != nil {
 		return 0, 0, err
 	}
-	tt.catchUp(uses, now)
 	key := th.Key()
 	n, ok := tt.threads[key]
 	if !ok {
@@ -122,15 +120,26 @@ func (tt *tokenTally) used(ag *agentcore.Agent, th Thread, now time.Time) (threa
 	return n, tt.days[th.Platform+"/"+th.Channel], nil
 }
 
-// catchUp adds the model calls after mark (newest first in uses) to the
-// threads whose tallies are kept and, when they are of today, to their
-// channel's; on a new UTC day (and at the first call) it counts the day's
-// channel tallies afresh from the day's calls. It reads no further back
-// than mark or the day's start, whichever is earlier, so a start-up reads
-// one day of calls, not the chain. The caller holds mu.
-func (tt *tokenTally) catchUp(uses iter.Seq[agentcore.TokenUse], now time.Time) {
+// catchUp adds the model calls after mark to the threads whose tallies are
+// kept and, when they are of today, to their channel's. On a new UTC day
+// (and at the first call) it counts the day's channel tallies afresh,
+// reading the calls newest first back to mark or the day's start,
+// whichever is earlier: a start-up reads one day of calls, not the chain.
+// Otherwise it reads the calls after mark, oldest first, a block at a time.
+// The caller holds mu.
+func (tt *tokenTally) catchUp(ag *agentcore.Agent, now time.Time) error {
 	day := now.UTC().Truncate(24 * time.Hour)
-	fresh := !day.Equal(tt.day)
+	fresh := !tt.ready || !day.Equal(tt.day)
+	var uses iter.Seq[agentcore.TokenUse]
+	var err error
+	if fresh {
+		uses, err = ag.TokenUses()
+	} else {
+		uses, err = ag.TokenUsesAfter(tt.mark)
+	}
+	if err != nil {
+		return err
+	}
 	if fresh {
 		tt.day, tt.days = day, map[string]int{}
 	}
@@ -139,7 +148,7 @@ func (tt *tokenTally) catchUp(uses iter.Seq[agentcore.TokenUse], now time.Time) 
 	}
 	top := tt.mark
 	for u := range uses {
-		top = max(top, u.Seq) // the newest call: the first
+		top = max(top, u.Seq) // newest first: the first; oldest first: each
 		newer := tt.ready && u.Seq > tt.mark
 		today := !u.Time.Before(day)
 		if !newer && (!fresh || !today) {
@@ -155,6 +164,7 @@ func (tt *tokenTally) catchUp(uses iter.Seq[agentcore.TokenUse], now time.Time) 
 		}
 	}
 	tt.mark, tt.ready = top, true
+	return nil
 }
 
 // channelOf is the "platform/channel" of a thread's session key
