@@ -32,6 +32,8 @@ const maxThreadTallies = 100000
 // brought forward from the chain, never added to by a run: a run's calls
 // are in the chain, and counting them twice (once at the run's end, once
 // when read back) is what an in-memory sum beside the chain would risk.
+// It reads through the running thread's channel Agent: the channels of one
+// Bot keep their sessions in one store (as cmd/thinbot wires them).
 type tokenTally struct {
 	mu sync.Mutex
 	// ready: mark is set, and days and threads count every call up to it.
