@@ -183,22 +183,29 @@ func TestTokenBudgetsHoldAcrossARestart(t *testing.T) {
 }
 
 // Yesterday's spending does not count today, across a midnight in one
-// process and across a restart after it.
+// process and across a restart after it; a thread's does, across both.
 func TestTokenBudgetDayIsTheUTCDay(t *testing.T) {
-	rr := newRestartRig(t, usageModel{}, Channel{Tokens: TokenBudgets{PerDay: 1000}}, time.Date(2026, 12, 1, 22, 0, 0, 0, time.UTC))
+	rr := newRestartRig(t, usageModel{}, Channel{Tokens: TokenBudgets{PerThread: 1400, PerDay: 1000}}, time.Date(2026, 12, 1, 22, 0, 0, 0, time.UTC))
 	th := func(root string) Thread { return Thread{Platform: "fake", Channel: "C1", Root: root} }
-	if got := rr.ask(th("R1"), "m1"); got != "answered" { // 700 yesterday
+	if got := rr.ask(th1, "m1"); got != "answered" { // 700 yesterday
 		t.Fatalf("day one: %q", got)
 	}
 	rr.now.Store(time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC).UnixNano())
-	if got := rr.ask(th("R2"), "m2"); got != "answered" { // 700 today
+	if got := rr.ask(th1, "m2"); got != "answered" { // 700 today, 1400 in the thread
 		t.Fatalf("day two, same process: %q", got)
 	}
+	threadOver := rr.ask(th1, "m3")
+	if !strings.Contains(threadOver, "this thread has used its budget of 1400 model tokens (1400 used)") {
+		t.Fatalf("the thread on day two, same process: %q", threadOver)
+	}
 	rr.reopen()
-	if got := rr.ask(th("R3"), "m3"); got != "answered" { // 1400 today
+	if got := rr.ask(th1, "m4"); got != threadOver {
+		t.Fatalf("the thread on day two after a restart: %q", got)
+	}
+	if got := rr.ask(th("R3"), "m5"); got != "answered" { // 1400 today
 		t.Fatalf("day two after a restart (700 used today): %q", got)
 	}
-	if got := rr.ask(th("R4"), "m4"); !strings.Contains(got, "this channel has used its budget of 1000 model tokens for today") {
+	if got := rr.ask(th("R4"), "m6"); !strings.Contains(got, "this channel has used its budget of 1000 model tokens for today") {
 		t.Fatalf("day two after a restart (1400 used today): %q", got)
 	}
 }
