@@ -251,3 +251,44 @@ func TestTokenBudgetEstimatesAcrossARestart(t *testing.T) {
 		t.Errorf("after a restart: %q\nbefore: %q", got, over)
 	}
 }
+
+// A thread whose tally the process forgot (beyond maxThreadTallies) is
+// read from the chain again, not started afresh.
+func TestTokenBudgetForgottenThreadIsReadAgain(t *testing.T) {
+	rr := newRestartRig(t, usageModel{}, Channel{Tokens: TokenBudgets{PerThread: 700}}, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	if got := rr.ask(th1, "m1"); got != "answered" {
+		t.Fatalf("first run: %q", got)
+	}
+	over := rr.ask(th1, "m2")
+	if !strings.Contains(over, "(700 used)") {
+		t.Fatalf("second run: %q", over)
+	}
+	tt := &rr.r.b.tokens
+	tt.mu.Lock()
+	clear(tt.threads)
+	tt.mu.Unlock()
+	if got := rr.ask(th1, "m3"); got != over {
+		t.Errorf("after the tally was forgotten: %q", got)
+	}
+}
+
+// A store the tallies cannot be read from refuses the run: the budget is
+// a cost control.
+func TestTokenBudgetUnreadableRefuses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.db")
+	db, err := store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := store.Open(path, &store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ro.Close() })
+	r := newRigOn(t, ro, usageModel{}, Channel{Tokens: TokenBudgets{PerDay: 1000}}, Config{})
+	r.say(alice, th1, "m1", "go", true)
+	r.ad.waitPost(t, th1, contains("Not started: this channel's token budget could not be checked"))
+}
