@@ -95,9 +95,10 @@ type TokenUse struct {
 
 // TokenUses yields the model calls of the agent's store that counted
 // tokens, newest first (in seq order, which is time order), from the state
-// index: a caller reads as far back as it needs (today's calls, the calls
-// since it last looked) and stops. The first call brings the index up to
-// date and has every later commit keep it (see Recover).
+// index: a caller reads as far back as it needs (today's calls) and stops.
+// It reads 4,096 records a time, about a millisecond; to follow the calls
+// as they come, use TokenUsesAfter. The first call of either brings the
+// index up to date and has every later commit keep it (see Recover).
 func (a *Agent) TokenUses() (iter.Seq[TokenUse], error) {
 	if err := a.useStateIndex(); err != nil {
 		return nil, err

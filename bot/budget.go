@@ -28,7 +28,8 @@ type TokenBudgets struct {
 const maxThreadTallies = 100000
 
 // tokenTally is what threads and channels used, as far as the chain's
-// model calls up to mark say (agentcore.Agent.TokenUses). It is only ever
+// model calls up to mark say (agentcore.Agent.TokenUses, TokenUsesAfter,
+// SessionTokens). It is only ever
 // brought forward from the chain, never added to by a run: a run's calls
 // are in the chain, and counting them twice (once at the run's end, once
 // when read back) is what an in-memory sum beside the chain would risk.
@@ -60,7 +61,7 @@ func (b *Bot) tokenBudget(th *thread, t *agentcore.Turn) string {
 		// read would fail the run anyway.
 		b.cfg.Metrics.error("store")
 		b.log.Error("token budget: reading the tallies", "conv", th.t.Key(), "err", err)
-		return "Not started: this channel's token budget could not be checked (the event store failed); the operators find the details in the log."
+		return "Not started: this channel's token budget could not be checked (the event store failed). Operators can see the details in the log."
 	}
 	limit := tb.PerRun
 	lower := func(n int) {
