@@ -96,14 +96,17 @@ type TokenUse struct {
 // TokenUses yields the model calls of the agent's store that counted
 // tokens, newest first (in seq order, which is time order), from the state
 // index: a caller reads as far back as it needs (today's calls) and stops.
-// It reads 4,096 records a time, about a millisecond; to follow the calls
-// as they come, use TokenUsesAfter. The first call of either brings the
-// index up to date and has every later commit keep it (see Recover).
-func (a *Agent) TokenUses() (iter.Seq[TokenUse], error) {
+// Every call up to seq upTo (the chain's last event when it was called) is
+// among them, and perhaps calls committed since. It reads 4,096 records a
+// time, about a millisecond; to follow the calls as they come, use
+// TokenUsesAfter. The first call of either brings the index up to date
+// and has every later commit keep it (see Recover).
+func (a *Agent) TokenUses() (uses iter.Seq[TokenUse], upTo uint64, err error) {
 	if err := a.useStateIndex(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	db := a.cfg.Store
+	upTo = db.LastSeq() // committed, so indexed
 	return func(yield func(TokenUse) bool) {
 		for k, v := range db.IndexScanBack([]byte("U/"), nil) {
 			if len(k) != 10 {
@@ -114,23 +117,25 @@ func (a *Agent) TokenUses() (iter.Seq[TokenUse], error) {
 				return
 			}
 		}
-	}, nil
+	}, upTo, nil
 }
 
 // TokenUsesAfter yields the model calls after seq, oldest first, from the
 // state index. It reads the index in blocks of 256 seqs (U/ keys sharing
 // all but their last byte), so a caller that looks often reads a block or
 // two; TokenUses's newest-first scan reads thousands of records a time.
-// Calls committed while it runs may or may not be yielded: a caller goes on
-// from the last seq it got.
-func (a *Agent) TokenUsesAfter(seq uint64) (iter.Seq[TokenUse], error) {
+// Every call up to seq upTo (the chain's last event when it was called) is
+// among them, and perhaps calls committed since: a caller that read them
+// all goes on from upTo or the last seq it got, whichever is later, and
+// so never reads a stretch of the chain without calls twice.
+func (a *Agent) TokenUsesAfter(seq uint64) (uses iter.Seq[TokenUse], upTo uint64, err error) {
 	if err := a.useStateIndex(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	db := a.cfg.Store
-	last := db.LastSeq() // committed, so indexed
+	upTo = db.LastSeq() // committed, so indexed
 	return func(yield func(TokenUse) bool) {
-		for blk := (seq + 1) >> 8; blk <= last>>8; blk++ {
+		for blk := (seq + 1) >> 8; blk <= upTo>>8; blk++ {
 			prefix := append([]byte("U/"), seqBytes(blk << 8)[:7]...)
 			for k, v := range db.IndexScan(prefix) {
 				if len(k) != 10 {
@@ -145,7 +150,7 @@ func (a *Agent) TokenUsesAfter(seq uint64) (iter.Seq[TokenUse], error) {
 				}
 			}
 		}
-	}, nil
+	}, upTo, nil
 }
 
 // SessionTokens returns the tokens of session's model calls recorded at

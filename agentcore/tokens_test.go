@@ -36,9 +36,9 @@ func TestTokenUsesFromTheChain(t *testing.T) {
 	}
 	uses := func(a *Agent) []TokenUse {
 		t.Helper()
-		it, err := a.TokenUses()
-		if err != nil {
-			t.Fatal(err)
+		it, upTo, err := a.TokenUses()
+		if err != nil || upTo != f.db.LastSeq() {
+			t.Fatalf("TokenUses: upTo %d (last %d), %v", upTo, f.db.LastSeq(), err)
 		}
 		return slices.Collect(it)
 	}
@@ -93,9 +93,9 @@ func TestTokenUsesFromTheChain(t *testing.T) {
 				want = append(want, u)
 			}
 		}
-		it, err := f.a.TokenUsesAfter(after)
-		if err != nil {
-			t.Fatal(err)
+		it, upTo, err := f.a.TokenUsesAfter(after)
+		if err != nil || upTo != f.db.LastSeq() {
+			t.Fatalf("TokenUsesAfter: upTo %d (last %d), %v", upTo, f.db.LastSeq(), err)
 		}
 		if after := slices.Collect(it); !slices.Equal(after, want) {
 			t.Errorf("TokenUsesAfter: %d uses, want %d", len(after), len(want))

@@ -134,11 +134,12 @@ func (tt *tokenTally) catchUp(ag *agentcore.Agent, now time.Time) error {
 	day := now.UTC().Truncate(24 * time.Hour)
 	fresh := !tt.ready || !day.Equal(tt.day)
 	var uses iter.Seq[agentcore.TokenUse]
+	var upTo uint64 // every call up to it is in uses (that catchUp reads)
 	var err error
 	if fresh {
-		uses, err = ag.TokenUses()
+		uses, upTo, err = ag.TokenUses()
 	} else {
-		uses, err = ag.TokenUsesAfter(tt.mark)
+		uses, upTo, err = ag.TokenUsesAfter(tt.mark)
 	}
 	if err != nil {
 		return err
@@ -166,7 +167,8 @@ func (tt *tokenTally) catchUp(ag *agentcore.Agent, now time.Time) error {
 			}
 		}
 	}
-	tt.mark, tt.ready = top, true
+	// Past upTo even where it has no calls: the next look starts there.
+	tt.mark, tt.ready = max(top, upTo), true
 	return nil
 }
 

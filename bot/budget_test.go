@@ -292,3 +292,30 @@ func TestTokenBudgetUnreadableRefuses(t *testing.T) {
 	r.say(alice, th1, "m1", "go", true)
 	r.ad.waitPost(t, th1, contains("Not started: this channel's token budget could not be checked"))
 }
+
+// A check reads the chain's calls after the last it read, and that mark
+// moves past stretches without calls: a store whose calls counted nothing
+// is not read again from its first event at every run.
+func TestTokenBudgetMarkPassesEventsWithoutCalls(t *testing.T) {
+	rr := newRestartRig(t, usageModel{}, Channel{Tokens: TokenBudgets{PerDay: 100000}}, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	var notes []store.Event
+	for range 600 {
+		notes = append(notes, store.Event{Session: "other", Type: agentcore.EvNote, Actor: "test", Payload: json.RawMessage(`{"kind":"x"}`)})
+	}
+	for i, th := range []Thread{th1, {Platform: "fake", Channel: "C1", Root: "R2"}} {
+		if _, err := rr.db.Append(t.Context(), notes...); err != nil {
+			t.Fatal(err)
+		}
+		last := rr.db.LastSeq()
+		if got := rr.ask(th, fmt.Sprintf("m%d", i)); got != "answered" {
+			t.Fatalf("run %d: %q", i, got)
+		}
+		tt := &rr.r.b.tokens
+		tt.mu.Lock()
+		mark := tt.mark
+		tt.mu.Unlock()
+		if mark < last {
+			t.Errorf("check %d: mark %d, before the run the chain was at %d", i, mark, last)
+		}
+	}
+}
