@@ -93,6 +93,10 @@ type Agent struct {
 	limits serverLimits
 	// mask masks secret shapes in output; nil with Config.NoMask.
 	mask *Masker
+	// indexed: the store keeps the state index (useStateIndex); imu
+	// guards it.
+	imu     sync.Mutex
+	indexed bool
 }
 
 // session is the cached projection of one session.

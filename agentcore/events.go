@@ -46,8 +46,14 @@ type assistantPayload struct {
 	Reasoning    string     `json:"reasoning,omitempty"`
 	ToolCalls    []ToolCall `json:"tool_calls,omitempty"`
 	FinishReason string     `json:"finish_reason,omitempty"`
-	Usage        Usage      `json:"usage"`
-	Model        string     `json:"model,omitempty"`
+	// Usage is what the server reported, zeros when it reported none.
+	Usage Usage `json:"usage"`
+	// Estimated is the kernel's estimate (EstimateTokens) of a call the
+	// server reported no usage for: what the run counted against its
+	// budgets, recorded beside the server's zeros (never instead of
+	// them) so that the tallies rebuilt from the chain count it too.
+	Estimated *Usage `json:"estimated_usage,omitempty"`
+	Model     string `json:"model,omitempty"`
 	// Protocol is "tools" or "text": how this reply's commands were read.
 	Protocol  string `json:"protocol"`
 	LatencyMS int64  `json:"latency_ms"`

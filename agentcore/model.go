@@ -84,6 +84,8 @@ type Response struct {
 	// text is set on a reply read by the text protocol (textModel); its
 	// tool calls are then in Content, and ToolCalls holds what was read.
 	text *textReply
+	// estimate is the run's estimate of a reply without usage (run.count).
+	estimate *Usage
 }
 
 // Usage is the token accounting the server reported for one call.

@@ -255,7 +255,7 @@ func (r *run) ask(ctx context.Context) (Response, time.Duration, error) {
 			return Response{}, 0, fmt.Errorf("%w: %w", ErrModel, err)
 		}
 		r.compacted = false
-		r.count(req, resp)
+		resp.estimate = r.count(req, resp)
 		return resp, latency, nil
 	}
 }
@@ -277,17 +277,20 @@ func (r *run) request(maxTokens int) (Request, *redactStream) {
 }
 
 // count adds a call's usage to the run's: the server's, or when it
-// reported none the kernel's estimate.
-func (r *run) count(req Request, resp Response) {
-	u := resp.Usage
+// reported none the kernel's estimate, which it returns (nil otherwise)
+// for the call's assistant event.
+func (r *run) count(req Request, resp Response) *Usage {
+	u, est := resp.Usage, (*Usage)(nil)
 	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
 		u.PromptTokens = EstimateTokens(req.Messages)
 		u.CompletionTokens = EstimateTokens([]Message{{Content: resp.Content, Reasoning: resp.Reasoning, ToolCalls: resp.recorded()}})
+		est = &Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
 	}
 	r.usage.PromptTokens += u.PromptTokens
 	r.usage.CompletionTokens += u.CompletionTokens
 	r.usage.CachedTokens += u.CachedTokens
 	r.s.setStatus(func(st *Status) { st.Usage = r.usage })
+	return est
 }
 
 // stage adds the model's reply to run.pending: it commits with what
@@ -306,7 +309,7 @@ func (r *run) stage(resp Response, latency time.Duration) {
 	}
 	r.pending = append(r.pending, store.Event{Type: EvAssistantMessage, Actor: "model", Payload: mustJSON(assistantPayload{
 		Content: r.redact(resp.Content), Reasoning: r.redact(resp.Reasoning), ToolCalls: rcalls, FinishReason: resp.FinishReason,
-		Usage: resp.Usage, Model: resp.Model, Protocol: proto, LatencyMS: latency.Milliseconds()})})
+		Usage: resp.Usage, Estimated: resp.estimate, Model: resp.Model, Protocol: proto, LatencyMS: latency.Milliseconds()})})
 }
 
 // toolCall decides, runs and records one tool call, structured or read

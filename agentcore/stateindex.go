@@ -32,10 +32,12 @@ import (
 //	A/SEQ      -> every approval request (indexedRequest, JSON), for the audit viewer
 //	D/SESSION\0REQUEST -> its decision (indexedDecision, JSON)
 //	C/SESSION\0REQUEST\0SEQ -> a refused click on it (indexedClick, JSON)
+//	U/SEQ      -> a model call's time, tokens and session (tokensValue; tokens.go)
+//	u/SESSION\0SEQ -> the same call's tokens, by session (decimal)
 //
 // Change stateIndexName whenever the ops change: the store then rebuilds
 // the index from the chain once.
-const stateIndexName = "agentcore-state-2"
+const stateIndexName = "agentcore-state-3"
 
 // StateIndex is the store.Indexer Recover and Sessions use.
 var StateIndex = store.Indexer{Name: stateIndexName, Ops: stateOps}
@@ -126,6 +128,8 @@ func stateOps(e *store.Event) []store.IndexOp {
 				ops = append(ops, store.IndexOp{Key: ixKey("q/", p.PostID), Value: v, IfAbsent: true})
 			}
 		}
+	case EvAssistantMessage:
+		ops = append(ops, tokenOps(e)...)
 	case EvUserMessage:
 		ops = append(ops, store.IndexOp{Key: ixKey("s/", e.Session), Value: seqBytes(e.Seq), IfAbsent: true})
 		var p userMessagePayload

@@ -2,7 +2,10 @@ package bot
 
 import (
 	"fmt"
+	"iter"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
 )
@@ -10,20 +13,39 @@ import (
 // TokenBudgets bound a channel's model tokens (prompt plus completion, as
 // the server reports them, estimated where it reports none); 0 means no
 // bound. A run stops when it reaches the smallest that applies; a run
-// that would start over one does not start. The tallies are the
-// process's: a restart starts them afresh.
+// that would start over one does not start. The tallies come from the
+// chain (each model call's assistant event, through the state index), so
+// a restart keeps them: a crash loop does not hand a channel a fresh day.
 type TokenBudgets struct {
 	PerRun    int
 	PerThread int
 	PerDay    int // the channel's, per UTC day
 }
 
-// tokenTally is what threads and channels used.
+// maxThreadTallies bounds the threads whose tallies are kept in memory; a
+// thread forgotten beyond it is read from the chain again when it next
+// runs.
+const maxThreadTallies = 100000
+
+// tokenTally is what threads and channels used, as far as the chain's
+// model calls up to mark say (agentcore.Agent.TokenUses, TokenUsesAfter,
+// SessionTokens). It is only ever
+// brought forward from the chain, never added to by a run: a run's calls
+// are in the chain, and counting them twice (once at the run's end, once
+// when read back) is what an in-memory sum beside the chain would risk.
+// It reads through the running thread's channel Agent: the channels of one
+// Bot keep their sessions in one store (as cmd/thinbot wires them).
 type tokenTally struct {
-	mu      sync.Mutex
-	day     string
+	mu sync.Mutex
+	// ready: mark is set, and days and threads count every call up to it.
+	ready bool
+	mark  uint64
+	day   time.Time      // the UTC midnight days counts from
+	days  map[string]int // "platform/channel" -> tokens since day
+	// threads are the tallies of the threads that ran since the process
+	// started (thread key -> tokens), each read from the chain when first
+	// needed.
 	threads map[string]int
-	days    map[string]int // channel -> tokens today
 }
 
 // tokenBudget puts the thread's remaining budget into t, or says why the
@@ -33,11 +55,14 @@ func (b *Bot) tokenBudget(th *thread, t *agentcore.Turn) string {
 	if tb == (TokenBudgets{}) {
 		return ""
 	}
-	tt := &b.tokens
-	tt.mu.Lock()
-	tt.roll(b.cfg.Now().UTC().Format("2006-01-02"))
-	usedThread, usedDay := tt.threads[th.t.Key()], tt.days[th.t.Channel]
-	tt.mu.Unlock()
+	usedThread, usedDay, err := b.tokens.used(th.ch.Agent, th.t, b.cfg.Now())
+	if err != nil {
+		// Closed: the budget is a cost control, and a store that cannot be
+		// read would fail the run anyway.
+		b.cfg.Metrics.error("store")
+		b.log.Error("token budget: reading the tallies", "conv", th.t.Key(), "err", err)
+		return "Not started: this channel's token budget could not be checked (the event store failed). Operators can see the details in the log."
+	}
 	limit := tb.PerRun
 	lower := func(n int) {
 		if limit == 0 || n < limit {
@@ -62,31 +87,98 @@ func (b *Bot) tokenBudget(th *thread, t *agentcore.Turn) string {
 	return ""
 }
 
-// spent adds a run's usage to its thread's and channel's tallies and
-// counts it in the metrics.
+// spent counts a run's usage in the metrics. The tallies read it from the
+// chain (tokenTally).
 func (b *Bot) spent(th *thread, u agentcore.Usage) {
-	n := u.PromptTokens + u.CompletionTokens
-	if n == 0 {
+	if u.PromptTokens+u.CompletionTokens == 0 {
 		return
 	}
 	b.cfg.Metrics.tokensUsed(th.t.Channel, u)
-	tt := &b.tokens
-	tt.mu.Lock()
-	defer tt.mu.Unlock()
-	tt.roll(b.cfg.Now().UTC().Format("2006-01-02"))
-	tt.threads[th.t.Key()] += n
-	tt.days[th.t.Channel] += n
 }
 
-// roll starts a new day's channel tallies; the caller holds mu.
-func (tt *tokenTally) roll(day string) {
+// used returns what thread th and its channel today have used: it brings
+// the tallies forward from the chain and reads a thread's tally the first
+// time the thread asks.
+func (tt *tokenTally) used(ag *agentcore.Agent, th Thread, now time.Time) (thread, day int, err error) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	if err := tt.catchUp(ag, now); err != nil {
+		return 0, 0, err
+	}
+	key := th.Key()
+	n, ok := tt.threads[key]
+	if !ok {
+		// Up to mark: catchUp adds the calls after it.
+		if n, err = ag.SessionTokens(key, tt.mark); err != nil {
+			return 0, 0, err
+		}
+		if len(tt.threads) >= maxThreadTallies {
+			for k := range tt.threads {
+				delete(tt.threads, k) // any one: it is read again when needed
+				break
+			}
+		}
+		tt.threads[key] = n
+	}
+	return n, tt.days[th.Platform+"/"+th.Channel], nil
+}
+
+// catchUp adds the model calls after mark to the threads whose tallies are
+// kept and, when they are of today, to their channel's. On a new UTC day
+// (and at the first call) it counts the day's channel tallies afresh,
+// reading the calls newest first back to mark or the day's start,
+// whichever is earlier: a start-up reads one day of calls, not the chain.
+// Otherwise it reads the calls after mark, oldest first, a block at a time.
+// The caller holds mu.
+func (tt *tokenTally) catchUp(ag *agentcore.Agent, now time.Time) error {
+	day := now.UTC().Truncate(24 * time.Hour)
+	fresh := !tt.ready || !day.Equal(tt.day)
+	var uses iter.Seq[agentcore.TokenUse]
+	var upTo uint64 // every call up to it is in uses (that catchUp reads)
+	var err error
+	if fresh {
+		uses, upTo, err = ag.TokenUses()
+	} else {
+		uses, upTo, err = ag.TokenUsesAfter(tt.mark)
+	}
+	if err != nil {
+		return err
+	}
+	if fresh {
+		tt.day, tt.days = day, map[string]int{}
+	}
 	if tt.threads == nil {
 		tt.threads = map[string]int{}
 	}
-	if tt.day != day || tt.days == nil {
-		tt.day, tt.days = day, map[string]int{}
+	top := tt.mark
+	for u := range uses {
+		top = max(top, u.Seq) // newest first: the first; oldest first: each
+		newer := tt.ready && u.Seq > tt.mark
+		today := !u.Time.Before(day)
+		if !newer && (!fresh || !today) {
+			break
+		}
+		if n, ok := tt.threads[u.Session]; ok && newer {
+			tt.threads[u.Session] = n + u.Tokens
+		}
+		if today {
+			if ch, ok := channelOf(u.Session); ok {
+				tt.days[ch] += u.Tokens
+			}
+		}
 	}
-	if len(tt.threads) > 100000 {
-		clear(tt.threads) // bounded: the oldest threads' tallies are forgotten
+	// Past upTo even where it has no calls: the next look starts there.
+	tt.mark, tt.ready = max(top, upTo), true
+	return nil
+}
+
+// channelOf is the "platform/channel" of a thread's session key
+// (Thread.Key); ok is false for other sessions (a schedule's).
+func channelOf(session string) (string, bool) {
+	p, rest, ok := strings.Cut(session, "/")
+	if !ok {
+		return "", false
 	}
+	ch, _, ok := strings.Cut(rest, "/")
+	return p + "/" + ch, ok
 }

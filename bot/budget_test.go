@@ -2,12 +2,18 @@ package bot
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/store"
 )
 
 // usageModel answers with a fixed usage.
@@ -55,5 +61,261 @@ func TestTokenBudgets(t *testing.T) {
 	}
 	if got != 1800 {
 		t.Errorf("prompt tokens counted: %v", got)
+	}
+}
+
+// A store and a clock that outlive the bots over it: reopen is a restart
+// of the daemon (the store closed and opened again, a new Bot and Agent).
+type restartRig struct {
+	t    *testing.T
+	path string
+	now  atomic.Int64 // unix nanos
+	db   *store.DB
+	r    *rig
+	ch   Channel
+	m    agentcore.Model
+}
+
+func newRestartRig(t *testing.T, m agentcore.Model, ch Channel, at time.Time) *restartRig {
+	rr := &restartRig{t: t, path: filepath.Join(t.TempDir(), "events.db"), ch: ch, m: m}
+	rr.now.Store(at.UnixNano())
+	t.Cleanup(func() {
+		if rr.r != nil {
+			rr.r.stop()
+		}
+		if rr.db != nil {
+			rr.db.Close()
+		}
+	})
+	rr.reopen()
+	return rr
+}
+
+func (rr *restartRig) clock() time.Time { return time.Unix(0, rr.now.Load()).UTC() }
+
+// reopen stops the bot and closes the store, if open, then opens both
+// again, as `thinbot serve` starts: Recover first.
+func (rr *restartRig) reopen() {
+	t := rr.t
+	t.Helper()
+	if rr.r != nil {
+		rr.r.stop()
+		rr.r = nil
+	}
+	if rr.db != nil {
+		if err := rr.db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		rr.db = nil
+	}
+	db, err := store.Open(rr.path, &store.Options{Now: rr.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr.db = db
+	if _, err := agentcore.Recover(db); err != nil {
+		t.Fatal(err)
+	}
+	rr.r = newRigOn(t, db, rr.m, rr.ch, Config{Now: rr.clock})
+}
+
+// ask says text in th and returns the thread's answer or refusal.
+func (rr *restartRig) ask(th Thread, id string) string {
+	rr.t.Helper()
+	ends := func() []string {
+		var out []string
+		rr.r.ad.mu.Lock()
+		defer rr.r.ad.mu.Unlock()
+		for _, p := range rr.r.ad.posts {
+			if p.thread == th && (strings.Contains(p.post.Text, "answered") || strings.HasPrefix(p.post.Text, "Not started") || strings.HasPrefix(p.post.Text, "Stopped")) {
+				out = append(out, p.post.Text)
+			}
+		}
+		return out
+	}
+	before := len(ends())
+	rr.r.say(alice, th, id, "go", true)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if e := ends(); len(e) > before {
+			return e[len(e)-1]
+		}
+		if time.Now().After(deadline) {
+			rr.t.Fatalf("no answer to %s in %v", id, th)
+		}
+	}
+}
+
+// A channel that spent its day and a thread that spent its budget stay
+// refused after a restart, with the same words: the tallies are the
+// chain's, not the process's.
+func TestTokenBudgetsHoldAcrossARestart(t *testing.T) {
+	rr := newRestartRig(t, usageModel{}, Channel{Tokens: TokenBudgets{PerThread: 1000, PerDay: 2000}}, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	th := func(root string) Thread { return Thread{Platform: "fake", Channel: "C1", Root: root} }
+	for i, want := range []string{"answered", "answered"} { // 700 each
+		if got := rr.ask(th1, fmt.Sprintf("a%d", i)); got != want {
+			t.Fatalf("run %d: %q", i, got)
+		}
+	}
+	threadOver := rr.ask(th1, "a3")
+	if !strings.Contains(threadOver, "this thread has used its budget of 1000 model tokens (1400 used)") {
+		t.Fatalf("thread over budget: %q", threadOver)
+	}
+	if got := rr.ask(th("R2"), "b1"); got != "answered" { // the channel's day: 2100
+		t.Fatalf("second thread: %q", got)
+	}
+	dayOver := rr.ask(th("R3"), "c1")
+	if !strings.Contains(dayOver, "this channel has used its budget of 2000 model tokens for today") {
+		t.Fatalf("channel over budget: %q", dayOver)
+	}
+
+	rr.reopen()
+	if got := rr.ask(th1, "a4"); got != threadOver {
+		t.Errorf("the thread after a restart: %q\nbefore: %q", got, threadOver)
+	}
+	if got := rr.ask(th("R4"), "d1"); got != dayOver {
+		t.Errorf("a new thread after a restart: %q\nbefore: %q", got, dayOver)
+	}
+	// And after a second restart, whose index the first one kept.
+	rr.reopen()
+	if got := rr.ask(th("R5"), "e1"); got != dayOver {
+		t.Errorf("after a second restart: %q", got)
+	}
+}
+
+// Yesterday's spending does not count today, across a midnight in one
+// process and across a restart after it; a thread's does, across both.
+func TestTokenBudgetDayIsTheUTCDay(t *testing.T) {
+	rr := newRestartRig(t, usageModel{}, Channel{Tokens: TokenBudgets{PerThread: 1400, PerDay: 1000}}, time.Date(2026, 12, 1, 22, 0, 0, 0, time.UTC))
+	th := func(root string) Thread { return Thread{Platform: "fake", Channel: "C1", Root: root} }
+	if got := rr.ask(th1, "m1"); got != "answered" { // 700 yesterday
+		t.Fatalf("day one: %q", got)
+	}
+	rr.now.Store(time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC).UnixNano())
+	if got := rr.ask(th1, "m2"); got != "answered" { // 700 today, 1400 in the thread
+		t.Fatalf("day two, same process: %q", got)
+	}
+	threadOver := rr.ask(th1, "m3")
+	if !strings.Contains(threadOver, "this thread has used its budget of 1400 model tokens (1400 used)") {
+		t.Fatalf("the thread on day two, same process: %q", threadOver)
+	}
+	rr.reopen()
+	if got := rr.ask(th1, "m4"); got != threadOver {
+		t.Fatalf("the thread on day two after a restart: %q", got)
+	}
+	if got := rr.ask(th("R3"), "m5"); got != "answered" { // 1400 today
+		t.Fatalf("day two after a restart (700 used today): %q", got)
+	}
+	if got := rr.ask(th("R4"), "m6"); !strings.Contains(got, "this channel has used its budget of 1000 model tokens for today") {
+		t.Fatalf("day two after a restart (1400 used today): %q", got)
+	}
+}
+
+// silentModel reports no usage: the run counts its estimate.
+type silentModel struct{}
+
+func (silentModel) Complete(context.Context, agentcore.Request) (agentcore.Response, error) {
+	return agentcore.Response{Content: "answered"}, nil
+}
+
+// A server that reports no usage is counted by the kernel's estimate, and
+// the estimate is in the chain beside the server's zeros, so a restart
+// counts it too.
+func TestTokenBudgetEstimatesAcrossARestart(t *testing.T) {
+	rr := newRestartRig(t, silentModel{}, Channel{Tokens: TokenBudgets{PerThread: 100}}, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	if got := rr.ask(th1, "m1"); got != "answered" {
+		t.Fatalf("first run: %q", got)
+	}
+	over := rr.ask(th1, "m2")
+	if !strings.Contains(over, "this thread has used its budget of 100 model tokens (") {
+		t.Fatalf("second run: %q", over)
+	}
+	var p struct {
+		Usage     agentcore.Usage  `json:"usage"`
+		Estimated *agentcore.Usage `json:"estimated_usage"`
+	}
+	for e := range rr.db.Events(th1.Key(), 1) {
+		if e.Type == agentcore.EvAssistantMessage {
+			if err := json.Unmarshal(e.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if p.Usage != (agentcore.Usage{}) || p.Estimated == nil || p.Estimated.PromptTokens == 0 || p.Estimated.CompletionTokens == 0 {
+		t.Fatalf("assistant event: usage %+v, estimate %+v", p.Usage, p.Estimated)
+	}
+	if want := fmt.Sprintf("(%d used)", p.Estimated.PromptTokens+p.Estimated.CompletionTokens); !strings.Contains(over, want) {
+		t.Errorf("refusal %q, want %s", over, want)
+	}
+	rr.reopen()
+	if got := rr.ask(th1, "m3"); got != over {
+		t.Errorf("after a restart: %q\nbefore: %q", got, over)
+	}
+}
+
+// A thread whose tally the process forgot (beyond maxThreadTallies) is
+// read from the chain again, not started afresh.
+func TestTokenBudgetForgottenThreadIsReadAgain(t *testing.T) {
+	rr := newRestartRig(t, usageModel{}, Channel{Tokens: TokenBudgets{PerThread: 700}}, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	if got := rr.ask(th1, "m1"); got != "answered" {
+		t.Fatalf("first run: %q", got)
+	}
+	over := rr.ask(th1, "m2")
+	if !strings.Contains(over, "(700 used)") {
+		t.Fatalf("second run: %q", over)
+	}
+	tt := &rr.r.b.tokens
+	tt.mu.Lock()
+	clear(tt.threads)
+	tt.mu.Unlock()
+	if got := rr.ask(th1, "m3"); got != over {
+		t.Errorf("after the tally was forgotten: %q", got)
+	}
+}
+
+// A store the tallies cannot be read from refuses the run: the budget is
+// a cost control.
+func TestTokenBudgetUnreadableRefuses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.db")
+	db, err := store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := store.Open(path, &store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ro.Close() })
+	r := newRigOn(t, ro, usageModel{}, Channel{Tokens: TokenBudgets{PerDay: 1000}}, Config{})
+	r.say(alice, th1, "m1", "go", true)
+	r.ad.waitPost(t, th1, contains("Not started: this channel's token budget could not be checked"))
+}
+
+// A check reads the chain's calls after the last it read, and that mark
+// moves past stretches without calls: a store whose calls counted nothing
+// is not read again from its first event at every run.
+func TestTokenBudgetMarkPassesEventsWithoutCalls(t *testing.T) {
+	rr := newRestartRig(t, usageModel{}, Channel{Tokens: TokenBudgets{PerDay: 100000}}, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	var notes []store.Event
+	for range 600 {
+		notes = append(notes, store.Event{Session: "other", Type: agentcore.EvNote, Actor: "test", Payload: json.RawMessage(`{"kind":"x"}`)})
+	}
+	for i, th := range []Thread{th1, {Platform: "fake", Channel: "C1", Root: "R2"}} {
+		if _, err := rr.db.Append(t.Context(), notes...); err != nil {
+			t.Fatal(err)
+		}
+		last := rr.db.LastSeq()
+		if got := rr.ask(th, fmt.Sprintf("m%d", i)); got != "answered" {
+			t.Fatalf("run %d: %q", i, got)
+		}
+		tt := &rr.r.b.tokens
+		tt.mu.Lock()
+		mark := tt.mark
+		tt.mu.Unlock()
+		if mark < last {
+			t.Errorf("check %d: mark %d, before the run the chain was at %d", i, mark, last)
+		}
 	}
 }

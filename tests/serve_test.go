@@ -44,6 +44,7 @@ var serveScenarios = []struct {
 	{"NotEnabledHere", scNotEnabledHere},
 	{"StatusShowsSandbox", scStatusShowsSandbox},
 	{"SkillCommandModelDown", scSkillCommandModelDown},
+	{"TokenBudgetsAfterACrash", scTokenBudgetsAfterACrash},
 }
 
 // A reply without a mention in a session's thread continues it after a

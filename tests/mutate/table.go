@@ -70,6 +70,12 @@ var table = []mutation{
 	{ID: "B2", File: "bot/approval.go", What: "any_member: a non-member may approve",
 		Old: "\t\tif ok {\n\t\t\treturn \"\"\n\t\t}\n\t\treturn \"only members", New: "\t\tif ok || true {\n\t\t\treturn \"\"\n\t\t}\n\t\treturn \"only members",
 		Pkgs: []string{"./bot"}, Run: "TestAnyMemberMayApprove"},
+	{ID: "B4", File: "bot/budget.go", What: "a thread's token tally starts afresh after a restart (a crash loop hands out fresh budgets)",
+		Old: "if n, err = ag.SessionTokens(key, tt.mark); err != nil {", New: "if false {",
+		Pkgs: []string{"./bot"}, Run: "TestTokenBudgetsHoldAcrossARestart"},
+	{ID: "B5", File: "bot/budget.go", What: "yesterday's tokens count against today's channel budget",
+		Old: "today := !u.Time.Before(day)", New: "today := true",
+		Pkgs: []string{"./bot"}, Run: "TestTokenBudgetDayIsTheUTCDay"},
 	{ID: "B3", File: "bot/approval.go", What: "a click on another post decides the request",
 		Old: "c.PostID != postID)", New: "c.PostID != postID && false)",
 		// The bot's own test, and both chat adapters end to end through
