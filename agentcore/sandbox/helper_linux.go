@@ -149,8 +149,8 @@ func setUp(hc helperConfig) (Info, []string, error) {
 // helper that lived under them would count its own threads against the
 // process limit, and its own CPU time over its life). With a cgroup g
 // (nil for none), the command is started in it (see cgroup.enter). The
-// caller holds the reaper's lock (reaper.start), so no one else waits for
-// the stopped child.
+// caller holds the reaper's lock, so no one else waits for the stopped
+// child.
 func startLimited(cmd *exec.Cmd, l Limits, g *cgroup) error {
 	cmd.SysProcAttr.Ptrace = true
 	if err := g.enter(cmd); err != nil {
@@ -478,14 +478,12 @@ type spareJob struct {
 	null *os.File
 	out  *os.File
 	grp  *cgroup
-	rp   *reaper
 	done chan<- startResult
 }
 
 type startResult struct {
-	cmd    *exec.Cmd
-	exited <-chan unix.WaitStatus // the command's exit status, from the reaper
-	err    error
+	cmd *exec.Cmd
+	err error
 	// ns holds the command's mount namespace (a descriptor, -1 for
 	// none): closed after the exit is reported, so that tearing the
 	// namespace down (unmounting its tmpfs, waiting for RCU) is not on the
@@ -519,11 +517,10 @@ func newSpare(hc helperConfig, keeps []string) spare {
 		if err == nil {
 			err = enter(hc, cmd)
 		}
-		var exited <-chan unix.WaitStatus
 		if err == nil {
-			exited, err = j.rp.start(cmd, func() error { return startLimited(cmd, hc.Limits, j.grp) })
+			err = startLimited(cmd, hc.Limits, j.grp)
 		}
-		j.done <- startResult{cmd, exited, err, ns}
+		j.done <- startResult{cmd, err, ns}
 	}()
 	return ch
 }
@@ -540,10 +537,11 @@ func newSpare(hc helperConfig, keeps []string) spare {
 // process signal or ptrace only processes in its own domain or one nested
 // below it, and every command's domain is nested below none of the
 // helper's threads.
-func startReadOnly(s spare, rp *reaper, m message, null, out *os.File, g *cgroup) startResult {
+func startReadOnly(s spare, m message, null, out *os.File, g *cgroup) (*exec.Cmd, int, error) {
 	done := make(chan startResult, 1)
-	s <- spareJob{m: m, null: null, out: out, grp: g, rp: rp, done: done}
-	return <-done
+	s <- spareJob{m: m, null: null, out: out, grp: g, done: done}
+	r := <-done
+	return r.cmd, r.ns, r.err
 }
 
 // enter makes the command start in its working directory as the
@@ -852,19 +850,19 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 					reply(message{ID: m.ID, Op: "error", Err: "start: " + err.Error()})
 					return
 				}
+				rp.mu.Lock() // the reaper must not take the command's status before it is registered
 				if hc.Mode == ReadOnly {
 					spareMu.Lock()
 					s := next
 					next = newSpare(hc, keeps)
 					spareMu.Unlock()
-					r := startReadOnly(s, rp, m, null, out, grp)
-					cmd, exited, ns, err = r.cmd, r.exited, r.ns, r.err
+					cmd, ns, err = startReadOnly(s, m, null, out, grp)
 				} else {
 					cmd = command(m, null, out)
 					// The tracer is this thread: it must stay the same
 					// from the start to the detach.
 					runtime.LockOSThread()
-					exited, err = rp.start(cmd, func() error { return startLimited(cmd, hc.Limits, grp) })
+					err = startLimited(cmd, hc.Limits, grp)
 					if !errors.Is(err, errStranded) {
 						// A stranded thread is never handed back: no
 						// other command may start from it (the helper
@@ -872,6 +870,10 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 						runtime.UnlockOSThread()
 					}
 				}
+				if err == nil {
+					exited = rp.registerLocked(cmd.Process.Pid)
+				}
+				rp.mu.Unlock()
 				out.Close()
 				if errors.Is(err, errStranded) {
 					// Fail closed: this command fails, the helper exits,
@@ -936,7 +938,7 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 // containers), their zombies would count against the read-only user's
 // process limit and stop every later command from starting.
 type reaper struct {
-	mu      sync.Mutex // held while a command starts and registers (start), and while a status is taken
+	mu      sync.Mutex // held while a command starts and registers, and while a status is taken
 	waiting map[int]chan unix.WaitStatus
 }
 
@@ -945,20 +947,12 @@ func newReaper() *reaper {
 	return &reaper{waiting: map[int]chan unix.WaitStatus{}}
 }
 
-// start runs start, which starts cmd, and registers the command: the
-// channel returned gets its exit status. It holds mu from before the fork
-// until the command is registered, and no longer: the reaper must not take
-// the command's exec stop or its exit before then, and a read-only
-// command's thread sets itself up (confineThread) before, without it.
-func (r *reaper) start(cmd *exec.Cmd, start func() error) (<-chan unix.WaitStatus, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := start(); err != nil {
-		return nil, err
-	}
+// registerLocked returns the channel that gets pid's exit status; the
+// caller holds mu.
+func (r *reaper) registerLocked(pid int) <-chan unix.WaitStatus {
 	ch := make(chan unix.WaitStatus, 1)
-	r.waiting[cmd.Process.Pid] = ch
-	return ch, nil
+	r.waiting[pid] = ch
+	return ch
 }
 
 func (r *reaper) loop(stop <-chan struct{}) {
