@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -61,7 +60,7 @@ func helperMain(args []string) int {
 		info, keeps, err = setUp(hc)
 		if err == nil {
 			if hc.Mode == ReadOnly {
-				hc.private = privateDirs(hc.Limits, keeps)
+				hc.private = privateDirs(hc.Limits)
 			}
 			if err := send(conn, message{Op: "ready", Info: &info}); err != nil {
 				return 2
@@ -587,12 +586,10 @@ func confineThread(hc helperConfig, keeps []string) error {
 			return fmt.Errorf("private %s: %w", t, err)
 		}
 	}
-	for _, d := range hc.private.mkdirs {
-		if err := unix.Mkdir(d, 0o755); err != nil && err != unix.EEXIST {
-			return fmt.Errorf("workspace dir %s: %w", d, err)
-		}
-	}
 	for i, k := range keeps {
+		if err := os.MkdirAll(k, 0o755); err != nil {
+			return fmt.Errorf("workspace %s: %w", k, err)
+		}
 		if err := unix.MoveMount(trees[i], "", unix.AT_FDCWD, k, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 			return fmt.Errorf("workspace %s: %w", k, err)
 		}
@@ -634,22 +631,15 @@ func confineThread(hc helperConfig, keeps []string) error {
 type private struct {
 	dirs []string
 	opts string
-	// mkdirs are the directories a workspace below a private dir is
-	// bound onto, and their parents below it, parents first: made in
-	// each command's empty tmpfs with one mkdir each (os.MkdirAll would
-	// first stat every one).
-	mkdirs []string
 }
 
 // privateDirs finds the private dirs once, in the read-only helper's set-up
 // namespace, where they cannot come or go: its root is read-only, /tmp and
 // /var/tmp are its own tmpfs mounts where they exist, and /dev/shm is made
-// by minimalDev (three stat calls fewer for each command); and, for keeps
-// (the workspaces below them), the directories each command's tmpfs needs
-// to bind them onto. One that appeared on the host
+// by minimalDev (three stat calls fewer for each command). One that appeared on the host
 // later would be read-only to commands: Landlock grants writes only below
 // the dirs listed here.
-func privateDirs(l Limits, keeps []string) private {
+func privateDirs(l Limits) private {
 	var p private
 	for _, t := range append(append([]string(nil), tmpDirs...), "/dev/shm") {
 		if isDir(t) {
@@ -657,17 +647,6 @@ func privateDirs(l Limits, keeps []string) private {
 		}
 	}
 	p.opts = fmt.Sprintf("mode=1777,size=%d", l.Tmp)
-	for _, k := range keeps {
-		var chain []string
-		for d := k; !slices.Contains(p.dirs, d) && d != "/"; d = filepath.Dir(d) {
-			chain = append(chain, d)
-		}
-		for i := len(chain) - 1; i >= 0; i-- {
-			if !slices.Contains(p.mkdirs, chain[i]) {
-				p.mkdirs = append(p.mkdirs, chain[i])
-			}
-		}
-	}
 	return p
 }
 
