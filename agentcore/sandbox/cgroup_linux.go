@@ -528,45 +528,6 @@ type cgroup struct {
 	seen struct{ oom, fork int64 }
 	// dirty: stop could not empty the group; it is not reused.
 	dirty bool
-	// counters are the group's counter files that stop and release read
-	// for each command, open (see counter).
-	counters map[counterFile]int
-	buf      [512]byte
-}
-
-// counterFile is a file name in the group's directory Dirs[dir].
-type counterFile struct {
-	dir  int
-	name string
-}
-
-// counter returns the contents of a short counter file of the group in
-// Dirs[dir]. The file is opened once and kept while the group is (groups
-// are reused), and read with pread at offset 0, which makes the kernel
-// format it anew: one system call for each read instead of three. The
-// bytes are valid until the next call.
-func (g *cgroup) counter(dir int, name string) ([]byte, error) {
-	k := counterFile{dir, name}
-	fd, ok := g.counters[k]
-	if !ok {
-		var err error
-		fd, err = unix.Openat(g.plan.Dirs[dir].FD, g.name+"/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, err
-		}
-		if g.counters == nil {
-			g.counters = map[counterFile]int{}
-		}
-		g.counters[k] = fd
-	}
-	n, err := unix.Pread(fd, g.buf[:], 0)
-	if err != nil {
-		return nil, err
-	}
-	if n == len(g.buf) {
-		return nil, fmt.Errorf("cgroup: %s/%s: longer than %d bytes", g.name, name, len(g.buf))
-	}
-	return g.buf[:n], nil
 }
 
 // newGroup creates the group for the next command of this helper.
@@ -629,7 +590,7 @@ const carryMax = 8 << 20
 // killed for memory it never used; such a group is removed instead (its
 // charges then limit no one).
 func (g *cgroup) uncharged() bool {
-	for i, d := range g.plan.Dirs[:g.made] {
+	for _, d := range g.plan.Dirs[:g.made] {
 		if !slices.Contains(d.Controllers, "memory") {
 			continue
 		}
@@ -639,7 +600,7 @@ func (g *cgroup) uncharged() bool {
 		if g.plan.Version == 2 {
 			usage = "memory.current"
 		}
-		if b, err := g.counter(i, usage); err == nil {
+		if b, err := readAt(d.FD, g.name+"/"+usage); err == nil {
 			if n, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64); err == nil && n <= carryMax {
 				return true
 			}
@@ -857,17 +818,13 @@ func (g *cgroup) stop(l Limits) string {
 // kill kills every process in the group and waits until none is left:
 // by reading cgroup.procs and killing each, until a read finds none (a
 // process that gets SIGKILL cannot complete a fork, so each round leaves
-// fewer); on v2 with cgroup.kill. Usually the group is empty by its pids
-// counter (empty) and nothing is read the long way. It
+// fewer); on v2 with cgroup.kill. Usually the first read is empty. It
 // reports whether the group is empty and may serve another command: on
 // Linux 6.18 a process forked into a v2 group (CLONE_INTO_CGROUP) after a
 // write to its cgroup.kill is killed at birth, so such a group is not
 // reused (kept although commands now join by a move).
 func (g *cgroup) kill() (reusable bool) {
 	if g.made == 0 {
-		return true
-	}
-	if g.empty() {
 		return true
 	}
 	d := g.plan.Dirs[0]
@@ -900,26 +857,11 @@ func (g *cgroup) kill() (reusable bool) {
 	return false
 }
 
-// empty reports whether the group's pids counter (where the hierarchy has
-// the pids controller) is 0: no task in it, and none that died unreaped,
-// so there is nothing to kill. A short counter read instead of
-// cgroup.procs, which the kernel builds a sorted pid list for; a group
-// that is not empty by it is read the long way.
-func (g *cgroup) empty() bool {
-	for i, d := range g.plan.Dirs[:g.made] {
-		if slices.Contains(d.Controllers, "pids") {
-			b, err := g.counter(i, "pids.current")
-			return err == nil && string(bytes.TrimSpace(b)) == "0"
-		}
-	}
-	return false
-}
-
 // hits reads the group's event counters: an OOM kill, a fork refused at
 // pids.max.
 func (g *cgroup) hits(l Limits) string {
 	var out []string
-	for i, d := range g.plan.Dirs[:g.made] {
+	for _, d := range g.plan.Dirs[:g.made] {
 		for _, c := range d.Controllers {
 			switch c {
 			case "memory":
@@ -927,14 +869,14 @@ func (g *cgroup) hits(l Limits) string {
 				if g.plan.Version == 1 {
 					f = "memory.oom_control"
 				}
-				if b, err := g.counter(i, f); err == nil {
+				if b, err := readAt(d.FD, g.name+"/"+f); err == nil {
 					if n := flatKey(b, "oom_kill"); n > g.seen.oom {
 						g.seen.oom = n
 						out = append(out, "killed: memory limit "+size(l.MemoryTotal))
 					}
 				}
 			case "pids":
-				if b, err := g.counter(i, "pids.events"); err == nil {
+				if b, err := readAt(d.FD, g.name+"/pids.events"); err == nil {
 					if n := flatKey(b, "max"); n > g.seen.fork {
 						g.seen.fork = n
 						out = append(out, fmt.Sprintf("process limit %d reached: a fork failed", l.ProcessesTotal))
@@ -981,10 +923,6 @@ func (g *cgroup) remove() {
 	g.made = 0
 	closeAll(g.fds)
 	g.fds = nil
-	for _, fd := range g.counters {
-		unix.Close(fd)
-	}
-	g.counters = nil
 }
 
 // newCommandGroup creates the cgroup of the next command, nil without
