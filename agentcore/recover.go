@@ -32,6 +32,12 @@ const (
 	// event holds, so that a front end can rebuild the thread from the
 	// chain.
 	NoteCommandReply = "command_reply"
+	// NoteRunRefused records a chat message no run was started for (a
+	// token budget spent): PostID is the message's id, User and Name its
+	// author, Detail the bot's reply. The message counts as handled: a
+	// restart neither requeues it nor takes it again when the platform
+	// delivers it again, so it is not refused twice.
+	NoteRunRefused = "run_refused"
 )
 
 // NotePayload is the payload of EvNote events that front ends record.

@@ -26,7 +26,8 @@ import (
 //	p/REQUEST  -> the chat post that carries its buttons
 //	q/POST     -> a queued message no user_message handled (indexedQueued, JSON)
 //	s/SESSION  -> seq of the session's first user message
-//	m/SEQ      -> the chat message id of the user message at SEQ
+//	m/SEQ      -> the chat message id of the user message (or the
+//	              run_refused note) at SEQ
 //	b/SESSION  -> the session's branch, when not 0
 //	t/SESSION  -> the session's first user message, shortened (its topic)
 //	A/SEQ      -> every approval request (indexedRequest, JSON), for the audit viewer
@@ -37,7 +38,7 @@ import (
 //
 // Change stateIndexName whenever the ops change: the store then rebuilds
 // the index from the chain once.
-const stateIndexName = "agentcore-state-3"
+const stateIndexName = "agentcore-state-4"
 
 // StateIndex is the store.Indexer Recover and Sessions use.
 var StateIndex = store.Indexer{Name: stateIndexName, Ops: stateOps}
@@ -126,6 +127,11 @@ func stateOps(e *store.Event) []store.IndexOp {
 			if p.PostID != "" {
 				v, _ := json.Marshal(indexedQueued{Seq: e.Seq, Session: e.Session, User: p.User, UserName: p.Name, Text: p.Detail})
 				ops = append(ops, store.IndexOp{Key: ixKey("q/", p.PostID), Value: v, IfAbsent: true})
+			}
+		case NoteRunRefused:
+			if p.PostID != "" {
+				ops = append(ops, store.IndexOp{Key: ixKey("q/", p.PostID), Delete: true},
+					store.IndexOp{Key: append([]byte("m/"), seqBytes(e.Seq)...), Value: []byte(p.PostID)})
 			}
 		}
 	case EvAssistantMessage:

@@ -24,7 +24,7 @@ import (
 //	u/SESSION\0SEQ     -> tokens (decimal): the calls of one session
 //
 // Assistant events recorded before the estimate was (thinbot before
-// agentcore-state-3) carry no estimate: a call whose server reported no
+// agentcore-state-3, the index that brought these records) carry no estimate: a call whose server reported no
 // usage then counts nothing. Guessing it now would need the call's prompt,
 // the session's projection at that point, which the index cannot afford
 // to rebuild; the upgrade is a restart, which used to forget every tally

@@ -338,6 +338,16 @@ func (b *Bot) noteQueued(th *thread, m Message) {
 	}
 }
 
+// noteRefused records a message no run was started for (why: the reply),
+// so that the chain shows the refusal and a restart does not take the
+// message again (agentcore.NoteRunRefused).
+func (b *Bot) noteRefused(th *thread, m Message, why string) {
+	if _, err := th.ch.Agent.Note(th.t.Key(), agentcore.EvNote, actor(m.User), agentcore.NotePayload{
+		Kind: agentcore.NoteRunRefused, PostID: m.ID, User: m.User.ID, Name: m.User.Name, Detail: why}); err != nil {
+		b.log.Error("record refused message", "conv", th.t.Key(), "err", err)
+	}
+}
+
 // requeue queues the messages a previous process left waiting.
 func (b *Bot) requeue(ctx context.Context) {
 	b.mu.Lock()
@@ -468,6 +478,7 @@ func (b *Bot) turn(ctx context.Context, th *thread, it item) {
 	}
 	if why := b.tokenBudget(th, &t); why != "" {
 		r.finish(context.WithoutCancel(ctx), why)
+		b.noteRefused(th, m, why)
 		return
 	}
 	res, err := run(runCtx, t)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -317,5 +318,45 @@ func TestTokenBudgetMarkPassesEventsWithoutCalls(t *testing.T) {
 		if mark < last {
 			t.Errorf("check %d: mark %d, before the run the chain was at %d", i, mark, last)
 		}
+	}
+}
+
+// A refused message is recorded in the chain (a run_refused note with the
+// reply) and counts as handled: after a restart it is among the seen
+// message ids, so a platform's redelivery is not refused a second time, and
+// it is not reported as waiting.
+func TestTokenBudgetRefusalIsRecorded(t *testing.T) {
+	rr := newRestartRig(t, usageModel{}, Channel{Tokens: TokenBudgets{PerThread: 500}}, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	if got := rr.ask(th1, "m1"); got != "answered" {
+		t.Fatalf("first run: %q", got)
+	}
+	over := rr.ask(th1, "m2")
+	if !strings.HasPrefix(over, "Not started") {
+		t.Fatalf("second run: %q", over)
+	}
+	var refused []agentcore.NotePayload
+	for e := range rr.db.Events(th1.Key(), 1) {
+		var p agentcore.NotePayload
+		if e.Type == agentcore.EvNote && json.Unmarshal(e.Payload, &p) == nil && p.Kind == agentcore.NoteRunRefused {
+			refused = append(refused, p)
+		}
+	}
+	if len(refused) != 1 || refused[0].PostID != "m2" || refused[0].Detail != over {
+		t.Fatalf("run_refused notes: %+v", refused)
+	}
+	rr.reopen()
+	seen, err := agentcore.SeenMessages(rr.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(seen, "m2") {
+		t.Errorf("seen message ids after a restart: %q, want m2 among them", seen)
+	}
+	u, err := agentcore.Recover(rr.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(u.Queued) != 0 {
+		t.Errorf("waiting after a restart: %+v", u.Queued)
 	}
 }
