@@ -130,8 +130,7 @@ func stateOps(e *store.Event) []store.IndexOp {
 			}
 		case NoteRunRefused:
 			if p.PostID != "" {
-				ops = append(ops, store.IndexOp{Key: ixKey("q/", p.PostID), Delete: true},
-					store.IndexOp{Key: append([]byte("m/"), seqBytes(e.Seq)...), Value: []byte(p.PostID)})
+				ops = append(ops, handledOps(e.Seq, p.PostID)...)
 			}
 		}
 	case EvAssistantMessage:
@@ -143,11 +142,17 @@ func stateOps(e *store.Event) []store.IndexOp {
 			ops = append(ops, store.IndexOp{Key: ixKey("t/", e.Session), Value: []byte(shortTopic(p.Text)), IfAbsent: true})
 		}
 		if p.MessageID != "" {
-			ops = append(ops, store.IndexOp{Key: ixKey("q/", p.MessageID), Delete: true},
-				store.IndexOp{Key: append([]byte("m/"), seqBytes(e.Seq)...), Value: []byte(p.MessageID)})
+			ops = append(ops, handledOps(e.Seq, p.MessageID)...)
 		}
 	}
 	return ops
+}
+
+// handledOps mark the chat message id as handled at seq (a user message,
+// or a refusal): no longer waiting, and among the seen ids.
+func handledOps(seq uint64, id string) []store.IndexOp {
+	return []store.IndexOp{{Key: ixKey("q/", id), Delete: true},
+		{Key: append([]byte("m/"), seqBytes(seq)...), Value: []byte(id)}}
 }
 
 // unfinished reads what the index says is open.

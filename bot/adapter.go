@@ -20,6 +20,9 @@ type Thread struct {
 // Key is the session key of the thread: "platform/channel/root".
 func (t Thread) Key() string { return t.Platform + "/" + t.Channel + "/" + t.Root }
 
+// channelKey is "platform/channel": what the threads of one channel share.
+func (t Thread) channelKey() string { return t.Platform + "/" + t.Channel }
+
 // User is a chat user as the platform reports them.
 type User struct {
 	ID   string

@@ -3,7 +3,6 @@ package bot
 import (
 	"fmt"
 	"iter"
-	"strings"
 	"sync"
 	"time"
 
@@ -41,7 +40,7 @@ type tokenTally struct {
 	ready bool
 	mark  uint64
 	day   time.Time      // the UTC midnight days counts from
-	days  map[string]int // "platform/channel" -> tokens since day
+	days  map[string]int // Thread.channelKey -> tokens since day
 	// threads are the tallies of the threads that ran since the process
 	// started (thread key -> tokens), each read from the chain when first
 	// needed.
@@ -120,7 +119,7 @@ func (tt *tokenTally) used(ag *agentcore.Agent, th Thread, now time.Time) (threa
 		}
 		tt.threads[key] = n
 	}
-	return n, tt.days[th.Platform+"/"+th.Channel], nil
+	return n, tt.days[th.channelKey()], nil
 }
 
 // catchUp adds the model calls after mark to the threads whose tallies are
@@ -162,23 +161,12 @@ func (tt *tokenTally) catchUp(ag *agentcore.Agent, now time.Time) error {
 			tt.threads[u.Session] = n + u.Tokens
 		}
 		if today {
-			if ch, ok := channelOf(u.Session); ok {
-				tt.days[ch] += u.Tokens
+			if t, ok := ThreadOf(u.Session); ok { // not a schedule's session
+				tt.days[t.channelKey()] += u.Tokens
 			}
 		}
 	}
 	// Past upTo even where it has no calls: the next look starts there.
 	tt.mark, tt.ready = max(top, upTo), true
 	return nil
-}
-
-// channelOf is the "platform/channel" of a thread's session key
-// (Thread.Key); ok is false for other sessions (a schedule's).
-func channelOf(session string) (string, bool) {
-	p, rest, ok := strings.Cut(session, "/")
-	if !ok {
-		return "", false
-	}
-	ch, _, ok := strings.Cut(rest, "/")
-	return p + "/" + ch, ok
 }

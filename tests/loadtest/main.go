@@ -14,6 +14,7 @@
 //	go run ./tests/loadtest -threads 200 -latency 200ms
 //	go run ./tests/loadtest -threads 200 -latency 200ms -steps 1 -messages 3
 //	go run ./tests/loadtest -threads 200 -latency 200ms -ramp 1s
+//	go run ./tests/loadtest -threads 200 -latency 200ms -steps 3 -cgroup off
 //	go run ./tests/loadtest -threads 200 -latency 200ms -profile /tmp/prof [-trace]
 //
 // With -profile the daemon writes its CPU profile and its heap, allocation
