@@ -477,8 +477,8 @@ func (b *Bot) turn(ctx context.Context, th *thread, it item) {
 		defer it.alert.after(context.WithoutCancel(ctx), b, th.t)
 	}
 	if why := b.tokenBudget(th, &t); why != "" {
+		b.noteRefused(th, m, why) // in the chain before the thread shows it
 		r.finish(context.WithoutCancel(ctx), why)
-		b.noteRefused(th, m, why)
 		return
 	}
 	res, err := run(runCtx, t)

@@ -432,6 +432,10 @@ type message struct {
 	// Stop, on error: the helper exits after this reply (it could not
 	// go on safely), and the next command starts a new one.
 	Stop bool `json:"stop,omitempty"`
+	// lost marks the error reply readLoop gives a command whose helper
+	// went away (never on the wire): a reply the helper sent itself, even
+	// one read just before the helper exited, keeps its own error.
+	lost bool
 }
 
 // maxMessage bounds one datagram; a command line plus environment beyond it
@@ -535,7 +539,7 @@ func (h *helper) readLoop() {
 				}
 			}
 			for id, ch := range h.waiting {
-				ch <- message{ID: id, Op: "error", Err: h.err.Error()}
+				ch <- message{ID: id, Op: "error", Err: h.err.Error(), lost: true}
 				delete(h.waiting, id)
 			}
 			h.mu.Unlock()
@@ -650,8 +654,8 @@ func (h *helper) run(ctx context.Context, c Cmd, out io.Writer) (Result, error) 
 			// Unblock the copy: nothing more will be written.
 			r.Close()
 			<-copied
-			if err := h.failed(); err != nil {
-				return Result{}, fmt.Errorf("sandbox: %w; the command was cut off with it (the next command starts a new helper)", err)
+			if m.lost {
+				return Result{}, fmt.Errorf("sandbox: %w; the command was cut off with it (the next command starts a new helper)", h.failed())
 			}
 			if m.Stop {
 				// Wait until it is gone, so that the next command
