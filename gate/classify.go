@@ -54,11 +54,25 @@ func (p *Policy) ClassifyIn(dir, command string) Decision {
 	if strings.TrimSpace(command) == "" {
 		return confirm("input.empty", "the command is empty")
 	}
+	if danglingBackslash(command) {
+		return confirm("input.trailing-backslash", "the command ends in a lone backslash, which joins it to whatever text a shell reads next")
+	}
 	k := checker{p: p, c: c, dirs: []string{dir}}
 	if d := k.stmts(f.Stmts); d != nil {
 		return *d
 	}
 	return passDecision
+}
+
+// danglingBackslash reports whether s ends in an odd run of backslashes.
+// bash -c keeps such a backslash as a literal, but wherever the text is
+// followed by more (a newline and a wrapper's next line, a remote shell's
+// own framing) it becomes a line continuation and changes what the last
+// word is: `cat <\` reads a file named \ on its own and fails to parse
+// once anything follows.
+func danglingBackslash(s string) bool {
+	n := len(s) - len(strings.TrimRight(s, `\`))
+	return n%2 == 1
 }
 
 func parse(src string) (*syntax.File, error) {

@@ -453,10 +453,15 @@ var confirmCases = []gateCase{
 	{cmd: "ls \xff\xfe", want: Confirm, rule: "input.invalid-utf8"},
 	{cmd: "ls " + strings.Repeat(" ", 4096), want: Confirm, rule: "input.too-long"},
 	{cmd: "", want: Confirm, rule: "input.empty"},
+	{cmd: `<\`, want: Confirm, rule: "input.trailing-backslash"},
+	{cmd: `cat <\`, want: Confirm, rule: "input.trailing-backslash"},
+	{cmd: `ls -l \`, want: Confirm, rule: "input.trailing-backslash"},
+	{cmd: `ls \\\`, want: Confirm, rule: "input.trailing-backslash"},
 	{cmd: "   \n", want: Confirm},
 }
 
 var passCases = []gateCase{
+	{cmd: `ls \\`, want: Pass},
 	{cmd: "ls"},
 	{cmd: "ls -la"},
 	{cmd: "ls -la /var/log"},
