@@ -134,6 +134,9 @@ var table = []mutation{
 	{ID: "G6", File: "gate/classify.go", What: "the deny scan is skipped",
 		Old: "if d, hit := s.file(f, 0); hit {", New: "if d, hit := s.file(f, 0); false && hit {",
 		Pkgs: []string{"./gate"}, Run: "TestClassify$|TestClassifyHoles"},
+	{ID: "G7", File: "gate/classify.go", What: "a command ending in a lone backslash passes, and becomes another command once text follows it",
+		Old: "return n%2 == 1", New: "return n < 0",
+		Pkgs: []string{"./gate"}, Run: "TestClassify$"},
 
 	// bot/web: who the console lets in, and from where.
 	{ID: "W1", File: "bot/web/server.go", What: "a cross-site POST (Sec-Fetch-Site) is accepted",
