@@ -52,6 +52,9 @@ type NotePayload struct {
 	Detail string `json:"detail,omitempty"`
 	// Command is the in-thread command a NoteCommandReply answers.
 	Command string `json:"command,omitempty"`
+	// Text is the chat message a NoteRunRefused started no run for, as
+	// the person wrote it (a user_message keeps it so for a run).
+	Text string `json:"text,omitempty"`
 }
 
 // QueuedMessage is a chat message that waited behind a run and was never

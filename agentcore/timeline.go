@@ -245,6 +245,8 @@ func (t *timeline) event(e store.Event) {
 		switch p.Kind {
 		case NoteClickRefused:
 			t.line(e, fmt.Sprintf("**click refused**: %s (%s)", textfmt.CodeSpan(p.User+" "+p.Name, 80), textfmt.CodeSpan(p.Detail, 120)))
+		case NoteRunRefused:
+			t.line(e, fmt.Sprintf("**message not run** from %s: %s (%s)", textfmt.CodeSpan(e.Actor, 80), textfmt.CodeSpan(p.Text, 200), textfmt.CodeSpan(p.Detail, 200)))
 		case NoteIncidentSummary:
 			t.line(e, fmt.Sprintf("the model wrote a summary (%d characters; shown apart, as the model's words)", len(p.Detail)))
 		}

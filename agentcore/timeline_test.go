@@ -104,6 +104,27 @@ func TestTimeline(t *testing.T) {
 	}
 }
 
+// TestTimelineRefusedMessage: a message no run was started for (a token
+// budget's refusal) is a line of the timeline, with its text and why.
+func TestTimelineRefusedMessage(t *testing.T) {
+	db := incident(t, 1)
+	if _, err := db.Append(t.Context(), store.Event{Session: "mattermost/C1/R1", Type: EvNote, Actor: "user:U1 (alice)",
+		Payload: mustJSON(NotePayload{Kind: NoteRunRefused, PostID: "p9", User: "U1", Name: "alice", Text: "and the load?", Detail: "Not started: this thread has used its budget"})}); err != nil {
+		t.Fatal(err)
+	}
+	ag, err := New(Config{Store: db, Model: noModel{}, Policy: gate.DefaultPolicy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ag.Timeline(t.Context(), "mattermost/C1/R1", TimelineOptions{Now: time.Unix(0, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "**message not run** from `user:U1 (alice)`: `and the load?` (`Not started: this thread has used its budget`)"; !strings.Contains(out, want) {
+		t.Errorf("timeline lacks %q:\n%s", want, out)
+	}
+}
+
 // BenchmarkTimeline10k is the timeline of a 10,000-event session (with
 // the whole chain verified): go test -run XXX -bench Timeline10k ./agentcore/
 func BenchmarkTimeline10k(b *testing.B) {

@@ -343,7 +343,7 @@ func (b *Bot) noteQueued(th *thread, m Message) {
 // message again (agentcore.NoteRunRefused).
 func (b *Bot) noteRefused(th *thread, m Message, why string) {
 	if _, err := th.ch.Agent.Note(th.t.Key(), agentcore.EvNote, actor(m.User), agentcore.NotePayload{
-		Kind: agentcore.NoteRunRefused, PostID: m.ID, User: m.User.ID, Name: m.User.Name, Detail: why}); err != nil {
+		Kind: agentcore.NoteRunRefused, PostID: m.ID, User: m.User.ID, Name: m.User.Name, Detail: why, Text: m.Text}); err != nil {
 		b.log.Error("record refused message", "conv", th.t.Key(), "err", err)
 	}
 }

@@ -106,6 +106,7 @@ type (
 		Kind    string `json:"kind"`
 		Detail  string `json:"detail"`
 		Command string `json:"command"`
+		Text    string `json:"text"`
 	}
 	userPayload struct {
 		Text string `json:"text"`
@@ -283,7 +284,17 @@ func (rp *replay) event(ev store.Event) {
 		}
 	case "note":
 		var p notePayload
-		if json.Unmarshal(ev.Payload, &p) != nil || p.Kind != "command_reply" {
+		if json.Unmarshal(ev.Payload, &p) != nil {
+			return
+		}
+		if p.Kind == "run_refused" { // a message no run was started for, and the reply saying why
+			if p.Text != "" { // recorded since the note has it
+				rp.post(&wpost{Author: userName(ev.Actor), Text: p.Text, Time: ev.Time})
+			}
+			rp.bot(p.Detail, ev.Time)
+			return
+		}
+		if p.Kind != "command_reply" {
 			return
 		}
 		rp.post(&wpost{Author: userName(ev.Actor), Text: p.Command, Time: ev.Time})

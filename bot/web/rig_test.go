@@ -111,6 +111,8 @@ type rigOpts struct {
 	UpdateInterval time.Duration
 	// Location is the bot's and the console's time zone; nil means UTC.
 	Location *time.Location
+	// Tokens are the console channel's token budgets.
+	Tokens bot.TokenBudgets
 }
 
 type rig struct {
@@ -187,7 +189,7 @@ func newRig(t testing.TB, o rigOpts) *rig {
 		approvers = []string{"local"}
 	}
 	r := &rig{t: tt, dir: dir, db: db, auth: auth, problem: problem, timeout: o.ApprovalTimeout, interval: o.UpdateInterval, loc: o.Location,
-		ch: bot.Channel{Agent: ag, Workspace: dir, Approvers: approvers, TwoPerson: !auth.open()}}
+		ch: bot.Channel{Agent: ag, Workspace: dir, Approvers: approvers, TwoPerson: !auth.open(), Tokens: o.Tokens}}
 	r.start(t)
 	t.Cleanup(func() {
 		r.stop()

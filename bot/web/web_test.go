@@ -17,6 +17,7 @@ import (
 	_ "time/tzdata" // the zones without /usr/share/zoneinfo
 
 	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/bot"
 	"github.com/thinbot/thinbot/store"
 )
 
@@ -634,6 +635,29 @@ func restartRestoresTheWholeThread(t *testing.T, loc *time.Location, abbr string
 	}
 }
 
+// TestRestartRestoresARefusedMessage: a message the token budget refused
+// shows after a restart as it did live, the person's text and the reply
+// saying why, from the run_refused note.
+func TestRestartRestoresARefusedMessage(t *testing.T) {
+	r := newRig(t, rigOpts{Tokens: bot.TokenBudgets{PerThread: 1}}) // any call uses it up
+	tid := r.newThread("alice", "what is the uptime?")
+	waitFor(t, "the first run to end", func() bool { return runEnded(r, tid) })
+	r.do("alice", "POST", "/api/threads/"+tid+"/messages", `{"text":"and the load?"}`)
+	r.waitPost(tid, "Not started: this thread has used its budget")
+	before := shownPosts(r.posts(tid), "UTC")
+	r.restart(t)
+	after := shownPosts(r.posts(tid), "UTC")
+	if strings.Join(before, "\n---\n") != strings.Join(after, "\n---\n") {
+		t.Errorf("the thread after a restart differs.\nbefore (%d posts):\n%s\n\nafter (%d posts):\n%s", len(before),
+			strings.Join(before, "\n---\n"), len(after), strings.Join(after, "\n---\n"))
+	}
+	for _, want := range []string{"and the load?", "Not started: this thread has used its budget"} {
+		if !strings.Contains(strings.Join(after, "\n"), want) {
+			t.Errorf("the restored thread lacks %q", want)
+		}
+	}
+}
+
 // TestEmptyChainVerificationIsNotReused: a verification made while the
 // chain was empty is not shown once events exist, however slow it was
 // (the busy-chain reuse keeps a result for 20 times as long as it took).
@@ -670,7 +694,7 @@ func TestRestoreNamesMatchAgentcore(t *testing.T) {
 		"run_started": agentcore.EvRunStarted, "user_message": agentcore.EvUserMessage, "assistant_message": agentcore.EvAssistantMessage,
 		"gate_decision": agentcore.EvGateDecision, "approval_requested": agentcore.EvApprovalAsked, "approval_decision": agentcore.EvApprovalDecided,
 		"tool_result": agentcore.EvToolResult, "note": agentcore.EvNote, "clear": agentcore.EvClear, "compacted": agentcore.EvCompacted,
-		"run_finished": agentcore.EvRunFinished, "command_reply": agentcore.NoteCommandReply, "answered": agentcore.StatusAnswered,
+		"run_finished": agentcore.EvRunFinished, "command_reply": agentcore.NoteCommandReply, "run_refused": agentcore.NoteRunRefused, "answered": agentcore.StatusAnswered,
 		"done": agentcore.StatusDone, "cancelled": agentcore.StatusCancelled, "budget": agentcore.StatusBudget,
 		"interrupted": agentcore.StatusInterrupted, toolSkill: agentcore.ToolSkill,
 	} {
