@@ -310,6 +310,14 @@ func TestTokenBudgetFailedReadRefuses(t *testing.T) {
 	if n := r.ad.count("answered"); n != 1 {
 		t.Errorf("%d answers, want 1", n)
 	}
+	// A tally read in part is not kept: the next look reads afresh rather
+	// than adding the same calls again after the old mark.
+	tt := &r.b.tokens
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	if tt.ready || tt.threads != nil {
+		t.Errorf("after a failed read the tally is kept: ready %v, threads %v", tt.ready, tt.threads)
+	}
 }
 
 // A check reads the chain's calls after the last it read, and that mark
