@@ -92,7 +92,10 @@ func TestArchiveKeepsOpenSessions(t *testing.T) {
 		t.Fatal("the state index is not current after Recover")
 	}
 	var reqs []string
-	for a := range entries {
+	for a, err := range entries {
+		if err != nil {
+			t.Fatal(err)
+		}
 		reqs = append(reqs, a.RequestID)
 	}
 	if !slices.Equal(reqs, []string{"rp"}) {

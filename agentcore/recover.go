@@ -136,9 +136,15 @@ const maxSeenIDs = 10000
 // that id with a user message, from the state index (one read): what
 // bot.Config.Known wants, instead of the list Sessions builds. Call it
 // after Recover or Sessions (which bring the index up to date); every
-// commit keeps the index after that.
-func KnownSession(db *store.DB) func(id string) bool {
-	return func(id string) bool { return db.IndexGet(ixKey("s/", id)) != nil }
+// commit keeps the index after that. err is a read that failed.
+func KnownSession(db *store.DB) func(id string) (bool, error) {
+	return func(id string) (bool, error) {
+		v, err := db.IndexGet(ixKey("s/", id))
+		if err != nil {
+			return false, fmt.Errorf("state index: %w", err)
+		}
+		return v != nil, nil
+	}
 }
 
 // SeenMessages returns the newest maxSeenIDs (10,000) chat message ids
@@ -148,19 +154,25 @@ func SeenMessages(db *store.DB) ([]string, error) {
 	if err := useIndex(db); err != nil {
 		return nil, err
 	}
-	return seenMessages(db), nil
+	return seenMessages(db)
 }
 
-func seenMessages(db *store.DB) []string {
+// seenMessages reads the newest maxSeenIDs handled message ids. A read
+// that fails is an error, not fewer ids: a front end would run a
+// redelivered message a second time.
+func seenMessages(db *store.DB) ([]string, error) {
 	var ids []string
-	for _, v := range db.IndexScanBack([]byte("m/"), nil) {
+	for r, err := range db.IndexScanBack([]byte("m/"), nil) {
+		if err != nil {
+			return nil, fmt.Errorf("state index: %w", err)
+		}
 		if len(ids) == maxSeenIDs {
 			break
 		}
-		ids = append(ids, string(v))
+		ids = append(ids, string(r.Value))
 	}
 	slices.Reverse(ids) // chain order
-	return ids
+	return ids, nil
 }
 
 // Sessions lists the ids of sessions in db that have a user message, in
@@ -176,16 +188,22 @@ func Sessions(db *store.DB) (sessions []string, messageIDs []string, err error) 
 		id  string
 	}
 	var fs []first
-	for k, v := range db.IndexScan([]byte("s/")) {
-		if len(v) == 8 {
-			fs = append(fs, first{binary.BigEndian.Uint64(v), string(k[2:])})
+	for r, err := range db.IndexScan([]byte("s/")) {
+		if err != nil {
+			return nil, nil, fmt.Errorf("state index: %w", err)
+		}
+		if len(r.Value) == 8 {
+			fs = append(fs, first{binary.BigEndian.Uint64(r.Value), string(r.Key[2:])})
 		}
 	}
 	slices.SortFunc(fs, func(a, b first) int { return cmp.Compare(a.seq, b.seq) })
 	for _, f := range fs {
 		sessions = append(sessions, f.id)
 	}
-	return sessions, seenMessages(db), nil
+	if messageIDs, err = seenMessages(db); err != nil {
+		return nil, nil, err
+	}
+	return sessions, messageIDs, nil
 }
 
 // AuditRow is one command or file read of a session as the chain recorded

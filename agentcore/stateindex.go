@@ -155,16 +155,24 @@ func handledOps(seq uint64, id string) []store.IndexOp {
 		{Key: append([]byte("m/"), seqBytes(seq)...), Value: []byte(id)}}
 }
 
-// unfinished reads what the index says is open.
+// unfinished reads what the index says is open. A read that fails is an
+// error, not an index with less open: Recover would leave a run open and
+// an archive would cut a session that is not done.
 func unfinished(db *store.DB) (u Unfinished, pend []indexedApproval, branch map[string]int, err error) {
 	type seqd[T any] struct {
 		seq uint64
 		v   T
 	}
+	fail := func(err error) (Unfinished, []indexedApproval, map[string]int, error) {
+		return Unfinished{}, nil, nil, fmt.Errorf("state index: %w", err)
+	}
 	var runs []seqd[string]
-	for k, v := range db.IndexScan([]byte("r/")) {
-		if len(v) == 8 {
-			runs = append(runs, seqd[string]{binary.BigEndian.Uint64(v), string(k[2:])})
+	for r, err := range db.IndexScan([]byte("r/")) {
+		if err != nil {
+			return fail(err)
+		}
+		if len(r.Value) == 8 {
+			runs = append(runs, seqd[string]{binary.BigEndian.Uint64(r.Value), string(r.Key[2:])})
 		}
 	}
 	slices.SortFunc(runs, func(a, b seqd[string]) int { return cmp.Compare(a.seq, b.seq) })
@@ -172,31 +180,40 @@ func unfinished(db *store.DB) (u Unfinished, pend []indexedApproval, branch map[
 		u.Runs = append(u.Runs, r.v)
 	}
 	var pa []seqd[PendingApproval]
-	for k, v := range db.IndexScan([]byte("a/")) {
+	for r, err := range db.IndexScan([]byte("a/")) {
+		if err != nil {
+			return fail(err)
+		}
 		var a indexedApproval
-		if json.Unmarshal(v, &a) != nil {
-			return u, nil, nil, fmt.Errorf("state index: bad record %q", k)
+		if json.Unmarshal(r.Value, &a) != nil {
+			return u, nil, nil, fmt.Errorf("state index: bad record %q", r.Key)
 		}
 		pend = append(pend, a)
-		pa = append(pa, seqd[PendingApproval]{a.Seq, PendingApproval{Session: a.Session, RequestID: string(k[2:]), Command: a.Command}})
+		pa = append(pa, seqd[PendingApproval]{a.Seq, PendingApproval{Session: a.Session, RequestID: string(r.Key[2:]), Command: a.Command}})
 	}
 	slices.SortFunc(pa, func(a, b seqd[PendingApproval]) int { return cmp.Compare(a.seq, b.seq) })
 	slices.SortFunc(pend, func(a, b indexedApproval) int { return cmp.Compare(a.Seq, b.Seq) })
 	for _, a := range pa {
-		for k, v := range db.IndexScan(ixKey("p/", a.v.RequestID)) {
-			if string(k[2:]) == a.v.RequestID {
-				a.v.PostID = string(v)
+		for r, err := range db.IndexScan(ixKey("p/", a.v.RequestID)) {
+			if err != nil {
+				return fail(err)
+			}
+			if string(r.Key[2:]) == a.v.RequestID {
+				a.v.PostID = string(r.Value)
 			}
 		}
 		u.Approvals = append(u.Approvals, a.v)
 	}
 	var qs []seqd[QueuedMessage]
-	for k, v := range db.IndexScan([]byte("q/")) {
-		var q indexedQueued
-		if json.Unmarshal(v, &q) != nil {
-			return u, nil, nil, fmt.Errorf("state index: bad record %q", k)
+	for r, err := range db.IndexScan([]byte("q/")) {
+		if err != nil {
+			return fail(err)
 		}
-		qs = append(qs, seqd[QueuedMessage]{q.Seq, QueuedMessage{Session: q.Session, MessageID: string(k[2:]), UserID: q.User, UserName: q.UserName, Text: q.Text}})
+		var q indexedQueued
+		if json.Unmarshal(r.Value, &q) != nil {
+			return u, nil, nil, fmt.Errorf("state index: bad record %q", r.Key)
+		}
+		qs = append(qs, seqd[QueuedMessage]{q.Seq, QueuedMessage{Session: q.Session, MessageID: string(r.Key[2:]), UserID: q.User, UserName: q.UserName, Text: q.Text}})
 	}
 	slices.SortFunc(qs, func(a, b seqd[QueuedMessage]) int { return cmp.Compare(a.seq, b.seq) })
 	for _, q := range qs {
@@ -204,9 +221,12 @@ func unfinished(db *store.DB) (u Unfinished, pend []indexedApproval, branch map[
 	}
 	branch = map[string]int{}
 	for _, s := range append(append([]string{}, u.Runs...), sessionsOf(u.Approvals)...) {
-		for k, v := range db.IndexScan(ixKey("b/", s)) {
-			if string(k[2:]) == s {
-				branch[s], _ = strconv.Atoi(string(v))
+		for r, err := range db.IndexScan(ixKey("b/", s)) {
+			if err != nil {
+				return fail(err)
+			}
+			if string(r.Key[2:]) == s {
+				branch[s], _ = strconv.Atoi(string(r.Value))
 			}
 		}
 	}
@@ -250,8 +270,10 @@ type ApprovalEntry struct {
 // IndexedApprovals yields the approval requests with seq < before (all if
 // before is 0), newest first, with their outcomes, from the state index.
 // ok is false when db's index is not current (a store no daemon has opened
-// since it was written without one): the caller then reads the chain.
-func IndexedApprovals(db *store.DB, before uint64) (entries iter.Seq[ApprovalEntry], ok bool) {
+// since it was written without one): the caller then reads the chain. A
+// read that fails is yielded as the last element: an auditor is not shown
+// a decided request as open, nor a page that ends early as the last.
+func IndexedApprovals(db *store.DB, before uint64) (entries iter.Seq2[ApprovalEntry, error], ok bool) {
 	if !db.IndexCurrent(stateIndexName) {
 		return nil, false
 	}
@@ -259,25 +281,39 @@ func IndexedApprovals(db *store.DB, before uint64) (entries iter.Seq[ApprovalEnt
 	if before > 0 {
 		end = append([]byte("A/"), seqBytes(before)...)
 	}
-	return func(yield func(ApprovalEntry) bool) {
-		for k, v := range db.IndexScanBack([]byte("A/"), end) {
+	return func(yield func(ApprovalEntry, error) bool) {
+		fail := func(err error) { yield(ApprovalEntry{}, fmt.Errorf("approvals index: %w", err)) }
+		for rec, err := range db.IndexScanBack([]byte("A/"), end) {
+			if err != nil {
+				fail(err)
+				return
+			}
 			var r indexedRequest
-			if len(k) != 10 || json.Unmarshal(v, &r) != nil {
+			if len(rec.Key) != 10 || json.Unmarshal(rec.Value, &r) != nil {
 				continue
 			}
-			a := ApprovalEntry{Seq: binary.BigEndian.Uint64(k[2:]), Time: time.Unix(0, r.Time).UTC(), Session: r.Session,
+			a := ApprovalEntry{Seq: binary.BigEndian.Uint64(rec.Key[2:]), Time: time.Unix(0, r.Time).UTC(), Session: r.Session,
 				RequestID: r.RequestID, Command: r.Command, Requester: r.Requester}
+			dv, err := db.IndexGet(ixKey("D/", r.Session+"\x00"+r.RequestID))
+			if err != nil {
+				fail(err)
+				return
+			}
 			var d indexedDecision
-			if dv := db.IndexGet(ixKey("D/", r.Session+"\x00"+r.RequestID)); dv != nil && json.Unmarshal(dv, &d) == nil {
+			if dv != nil && json.Unmarshal(dv, &d) == nil {
 				a.Decided, a.Approved, a.By, a.Why, a.DecidedAt = true, d.Approved, d.By, d.Why, time.Unix(0, d.Time).UTC()
 			}
-			for _, cv := range db.IndexScan(ixKey("C/", r.Session+"\x00"+r.RequestID+"\x00")) {
+			for cr, err := range db.IndexScan(ixKey("C/", r.Session+"\x00"+r.RequestID+"\x00")) {
+				if err != nil {
+					fail(err)
+					return
+				}
 				var c indexedClick
-				if json.Unmarshal(cv, &c) == nil {
+				if json.Unmarshal(cr.Value, &c) == nil {
 					a.Refused = append(a.Refused, strings.TrimPrefix(c.Actor, "user:")+": "+c.Detail)
 				}
 			}
-			if !yield(a) {
+			if !yield(a, nil) {
 				return
 			}
 		}
@@ -294,13 +330,17 @@ func shortTopic(text string) string {
 }
 
 // IndexedTopic returns a session's first user message (shortened) from the
-// state index; ok is false when the index is not current (read the chain).
-// A session without a user message has "", true.
+// state index; ok is false when the index is not current or cannot be
+// read (read the chain). A session without a user message has "", true.
 func IndexedTopic(db *store.DB, session string, current bool) (topic string, ok bool) {
 	if !current {
 		return "", false
 	}
-	return string(db.IndexGet(ixKey("t/", session))), true
+	t, err := db.IndexGet(ixKey("t/", session))
+	if err != nil {
+		return "", false
+	}
+	return string(t), true
 }
 
 // IndexIsCurrent reports whether db's state index is kept up to its last

@@ -100,20 +100,26 @@ type TokenUse struct {
 // among them, and perhaps calls committed since. It reads 4,096 records a
 // time, about a millisecond; to follow the calls as they come, use
 // TokenUsesAfter. The first call of either brings the index up to date
-// and has every later commit keep it (see Recover).
-func (a *Agent) TokenUses() (uses iter.Seq[TokenUse], upTo uint64, err error) {
+// and has every later commit keep it (see Recover). A read of the index
+// that fails is yielded as the last element: the calls before it are not
+// all there are.
+func (a *Agent) TokenUses() (uses iter.Seq2[TokenUse, error], upTo uint64, err error) {
 	if err := a.useStateIndex(); err != nil {
 		return nil, 0, err
 	}
 	db := a.cfg.Store
 	upTo = db.LastSeq() // committed, so indexed
-	return func(yield func(TokenUse) bool) {
-		for k, v := range db.IndexScanBack([]byte("U/"), nil) {
-			if len(k) != 10 {
+	return func(yield func(TokenUse, error) bool) {
+		for r, err := range db.IndexScanBack([]byte("U/"), nil) {
+			if err != nil {
+				yield(TokenUse{}, fmt.Errorf("token tally: %w", err))
+				return
+			}
+			if len(r.Key) != 10 {
 				continue
 			}
-			u, ok := readTokensValue(binary.BigEndian.Uint64(k[2:]), v)
-			if ok && !yield(u) {
+			u, ok := readTokensValue(binary.BigEndian.Uint64(r.Key[2:]), r.Value)
+			if ok && !yield(u, nil) {
 				return
 			}
 		}
@@ -127,25 +133,30 @@ func (a *Agent) TokenUses() (uses iter.Seq[TokenUse], upTo uint64, err error) {
 // Every call up to seq upTo (the chain's last event when it was called) is
 // among them, and perhaps calls committed since: a caller that read them
 // all goes on from upTo or the last seq it got, whichever is later, and
-// so never reads a stretch of the chain without calls twice.
-func (a *Agent) TokenUsesAfter(seq uint64) (uses iter.Seq[TokenUse], upTo uint64, err error) {
+// so never reads a stretch of the chain without calls twice. A read that
+// fails is yielded as for TokenUses.
+func (a *Agent) TokenUsesAfter(seq uint64) (uses iter.Seq2[TokenUse, error], upTo uint64, err error) {
 	if err := a.useStateIndex(); err != nil {
 		return nil, 0, err
 	}
 	db := a.cfg.Store
 	upTo = db.LastSeq() // committed, so indexed
-	return func(yield func(TokenUse) bool) {
+	return func(yield func(TokenUse, error) bool) {
 		for blk := (seq + 1) >> 8; blk <= upTo>>8; blk++ {
 			prefix := append([]byte("U/"), seqBytes(blk << 8)[:7]...)
-			for k, v := range db.IndexScan(prefix) {
-				if len(k) != 10 {
+			for r, err := range db.IndexScan(prefix) {
+				if err != nil {
+					yield(TokenUse{}, fmt.Errorf("token tally: %w", err))
+					return
+				}
+				if len(r.Key) != 10 {
 					continue
 				}
-				s := binary.BigEndian.Uint64(k[2:])
+				s := binary.BigEndian.Uint64(r.Key[2:])
 				if s <= seq {
 					continue
 				}
-				if u, ok := readTokensValue(s, v); ok && !yield(u) {
+				if u, ok := readTokensValue(s, r.Value); ok && !yield(u, nil) {
 					return
 				}
 			}
@@ -161,16 +172,19 @@ func (a *Agent) SessionTokens(session string, upTo uint64) (int, error) {
 	}
 	prefix := ixKey("u/", session+"\x00")
 	n := 0
-	for k, v := range a.cfg.Store.IndexScan(prefix) {
-		if len(k) != len(prefix)+8 {
+	for r, err := range a.cfg.Store.IndexScan(prefix) {
+		if err != nil {
+			return 0, fmt.Errorf("token tally of %s: %w", session, err)
+		}
+		if len(r.Key) != len(prefix)+8 {
 			continue // another session's, whose id has this one's as a prefix and a NUL
 		}
-		if binary.BigEndian.Uint64(k[len(prefix):]) > upTo {
+		if binary.BigEndian.Uint64(r.Key[len(prefix):]) > upTo {
 			break
 		}
-		t, err := strconv.Atoi(string(v))
+		t, err := strconv.Atoi(string(r.Value))
 		if err != nil {
-			return 0, fmt.Errorf("state index: bad record %q", k)
+			return 0, fmt.Errorf("state index: bad record %q", r.Key)
 		}
 		n += t
 	}

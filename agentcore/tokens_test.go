@@ -2,6 +2,7 @@ package agentcore
 
 import (
 	"context"
+	"iter"
 	"slices"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func TestTokenUsesFromTheChain(t *testing.T) {
 		if err != nil || upTo != f.db.LastSeq() {
 			t.Fatalf("TokenUses: upTo %d (last %d), %v", upTo, f.db.LastSeq(), err)
 		}
-		return slices.Collect(it)
+		return collectUses(t, it)
 	}
 	got := uses(f.a)
 	type use struct {
@@ -97,7 +98,7 @@ func TestTokenUsesFromTheChain(t *testing.T) {
 		if err != nil || upTo != f.db.LastSeq() {
 			t.Fatalf("TokenUsesAfter: upTo %d (last %d), %v", upTo, f.db.LastSeq(), err)
 		}
-		if after := slices.Collect(it); !slices.Equal(after, want) {
+		if after := collectUses(t, it); !slices.Equal(after, want) {
 			t.Errorf("TokenUsesAfter: %d uses, want %d", len(after), len(want))
 		}
 	}
@@ -112,6 +113,19 @@ func TestTokenUsesFromTheChain(t *testing.T) {
 	if again := uses(f.a); !slices.Equal(again, got) {
 		t.Errorf("rebuilt: %+v\nwas: %+v", again, got)
 	}
+}
+
+// collectUses collects uses, failing t on an error.
+func collectUses(t *testing.T, uses iter.Seq2[TokenUse, error]) []TokenUse {
+	t.Helper()
+	var out []TokenUse
+	for u, err := range uses {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, u)
+	}
+	return out
 }
 
 func FuzzTokensValue(f *testing.F) {

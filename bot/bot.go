@@ -74,8 +74,11 @@ type Config struct {
 	// key that is not in Sessions, read when a message arrives in a thread
 	// the Bot has not seen yet (agentcore.KnownSession reads the state
 	// index): start-up then lists no sessions, where a year of them was
-	// 20,000 keys read and kept (issue #23).
-	Known   func(key string) bool
+	// 20,000 keys read and kept (issue #23). An error (the store could not
+	// be read) is logged and counts as not known: the Bot answers only a
+	// message that mentions it, rather than every message of a thread
+	// that may not be its own.
+	Known   func(key string) (bool, error)
 	Metrics *Metrics
 	Logger  *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -180,7 +183,15 @@ func (b *Bot) zone(ch Channel) *time.Location {
 // lookupKnown asks Config.Known whether the chain has a session for key,
 // and remembers a yes.
 func (b *Bot) lookupKnown(key string) bool {
-	if b.cfg.Known == nil || !b.cfg.Known(key) {
+	if b.cfg.Known == nil {
+		return false
+	}
+	known, err := b.cfg.Known(key)
+	if err != nil {
+		b.cfg.Metrics.error("store")
+		b.log.Error("looking up a thread's session", "conv", key, "err", err)
+	}
+	if !known {
 		return false
 	}
 	b.mu.Lock()

@@ -611,11 +611,11 @@ func TestKnownSessionIsLookedUp(t *testing.T) {
 	})
 	var asked []string
 	var mu sync.Mutex
-	r := newRig(t, model, Channel{}, Config{Known: func(key string) bool {
+	r := newRig(t, model, Channel{}, Config{Known: func(key string) (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		asked = append(asked, key)
-		return key == th1.Key()
+		return key == th1.Key(), nil
 	}})
 	other := Thread{Platform: "fake", Channel: "C1", Root: "R9"}
 	r.say(alice, other, "m1", "no mention, unknown thread", false)

@@ -132,7 +132,7 @@ func (tt *tokenTally) used(ag *agentcore.Agent, th Thread, now time.Time) (threa
 func (tt *tokenTally) catchUp(ag *agentcore.Agent, now time.Time) error {
 	day := now.UTC().Truncate(24 * time.Hour)
 	fresh := !tt.ready || !day.Equal(tt.day)
-	var uses iter.Seq[agentcore.TokenUse]
+	var uses iter.Seq2[agentcore.TokenUse, error]
 	var upTo uint64 // every call up to it is in uses (that catchUp reads)
 	var err error
 	if fresh {
@@ -150,7 +150,14 @@ func (tt *tokenTally) catchUp(ag *agentcore.Agent, now time.Time) error {
 		tt.threads = map[string]int{}
 	}
 	top := tt.mark
-	for u := range uses {
+	for u, err := range uses {
+		if err != nil {
+			// A tally read in part counts too few tokens: tokenBudget
+			// refuses the run, and the tallies, some calls already
+			// added, are read afresh at the next look, as at start-up.
+			tt.ready, tt.threads = false, nil
+			return err
+		}
 		top = max(top, u.Seq) // newest first: the first; oldest first: each
 		newer := tt.ready && u.Seq > tt.mark
 		today := !u.Time.Before(day)

@@ -294,6 +294,32 @@ func TestTokenBudgetUnreadableRefuses(t *testing.T) {
 	r.ad.waitPost(t, th1, contains("Not started: this channel's token budget could not be checked"))
 }
 
+// A tally whose read fails once the store is in use refuses the run too:
+// the failed read of the state index is an error, not the end of the
+// calls, which counted nothing new and let a thread past its budget (the
+// store closed here, after a first run read the tallies).
+func TestTokenBudgetFailedReadRefuses(t *testing.T) {
+	r := newRig(t, usageModel{}, Channel{Tokens: TokenBudgets{PerThread: 1000, PerDay: 100000}}, Config{})
+	r.say(alice, th1, "m1", "one", true)
+	r.ad.waitPost(t, th1, contains("answered"))
+	if err := r.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r.say(alice, th1, "m2", "two", true)
+	r.ad.waitPost(t, th1, contains("Not started: this channel's token budget could not be checked (the event store failed)"))
+	if n := r.ad.count("answered"); n != 1 {
+		t.Errorf("%d answers, want 1", n)
+	}
+	// A tally read in part is not kept: the next look reads afresh rather
+	// than adding the same calls again after the old mark.
+	tt := &r.b.tokens
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	if tt.ready || tt.threads != nil {
+		t.Errorf("after a failed read the tally is kept: ready %v, threads %v", tt.ready, tt.threads)
+	}
+}
+
 // A check reads the chain's calls after the last it read, and that mark
 // moves past stretches without calls: a store whose calls counted nothing
 // is not read again from its first event at every run.

@@ -500,13 +500,18 @@ func TestArchiveIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seqs []uint64
-	for k := range db.IndexScan([]byte("k/")) {
-		seqs = append(seqs, binary.BigEndian.Uint64(k[2:]))
+	for r, err := range db.IndexScan([]byte("k/")) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, binary.BigEndian.Uint64(r.Key[2:]))
 	}
 	if len(seqs) != 21 || seqs[0] != 31 || seqs[20] != 51 {
 		t.Fatalf("state index after the archive: %v", seqs)
 	}
-	if db.IndexGet([]byte("n/s1")) != nil || string(db.IndexGet([]byte("n/s4"))) != "40" {
+	s1, err1 := db.IndexGet([]byte("n/s1"))
+	s4, err4 := db.IndexGet([]byte("n/s4"))
+	if s1 != nil || string(s4) != "40" || err1 != nil || err4 != nil {
 		t.Fatal("state index holds archived sessions")
 	}
 	var recent []string

@@ -62,8 +62,11 @@ func TestIndexBuildMatchesIncremental(t *testing.T) {
 			}
 		}
 		out := map[string]string{}
-		for k, v := range db.IndexScan([]byte("k/")) {
-			out[string(k)] = string(v)
+		for r, err := range db.IndexScan([]byte("k/")) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[string(r.Key)] = string(r.Value)
 		}
 		return out
 	}

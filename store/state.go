@@ -198,10 +198,20 @@ func unchanged(b *bolt.Bucket, op IndexOp) bool {
 // scanChunk is how many index records IndexScan reads per transaction.
 const scanChunk = 4096
 
+// IndexRecord is one record of the state index: copies, the caller's to
+// keep.
+type IndexRecord struct {
+	Key, Value []byte
+}
+
 // IndexScan yields the state index's records whose keys start with prefix,
 // in key order (copies; no transaction is held while yielding). On a store
-// without an index it yields nothing.
-func (db *DB) IndexScan(prefix []byte) iter.Seq2[[]byte, []byte] {
+// without an index it yields nothing. A read that fails (the store closed,
+// an I/O error) is yielded as the last element, with a zero record, as All
+// yields its errors: a scan that ends without one has seen every record,
+// so a caller that counts (a token budget) or collects what is open
+// (Recover) never takes a failed read for the end of the records.
+func (db *DB) IndexScan(prefix []byte) iter.Seq2[IndexRecord, error] {
 	return db.scanState(prefix, func(c *bolt.Cursor, after []byte) ([]byte, []byte) {
 		k, v := c.Seek(prefix)
 		if after != nil {
@@ -217,39 +227,46 @@ func (db *DB) IndexScan(prefix []byte) iter.Seq2[[]byte, []byte] {
 // in the order a cursor walks them: start puts the cursor on the first
 // record after last, the last key yielded (nil at first), and step moves it
 // on. It reads scanChunk records in a short read transaction of their own,
-// yields them with no transaction held, and reads on from the last one.
-func (db *DB) scanState(prefix []byte, start func(c *bolt.Cursor, last []byte) ([]byte, []byte), step func(*bolt.Cursor) ([]byte, []byte)) iter.Seq2[[]byte, []byte] {
-	return func(yield func([]byte, []byte) bool) {
+// yields them with no transaction held, and reads on from the last one. A
+// read that fails ends the scan with its error.
+func (db *DB) scanState(prefix []byte, start func(c *bolt.Cursor, last []byte) ([]byte, []byte), step func(*bolt.Cursor) ([]byte, []byte)) iter.Seq2[IndexRecord, error] {
+	return func(yield func(IndexRecord, error) bool) {
 		var last []byte
 		for {
-			var ks, vs [][]byte
-			_ = db.view(func(tx *bolt.Tx) error {
+			var recs []IndexRecord
+			err := db.view(func(tx *bolt.Tx) error {
 				b := tx.Bucket(bucketState)
 				if b == nil {
 					return nil
 				}
 				c := b.Cursor()
-				for k, v := start(c, last); k != nil && bytes.HasPrefix(k, prefix) && len(ks) < scanChunk; k, v = step(c) {
-					ks, vs = append(ks, bytes.Clone(k)), append(vs, bytes.Clone(v))
+				for k, v := start(c, last); k != nil && bytes.HasPrefix(k, prefix) && len(recs) < scanChunk; k, v = step(c) {
+					recs = append(recs, IndexRecord{Key: bytes.Clone(k), Value: bytes.Clone(v)})
 				}
 				return nil
 			})
-			for i := range ks {
-				if !yield(ks[i], vs[i]) {
+			if err != nil {
+				yield(IndexRecord{}, fmt.Errorf("store: index scan: %w", err))
+				return
+			}
+			for _, r := range recs {
+				if !yield(r, nil) {
 					return
 				}
 			}
-			if len(ks) < scanChunk {
+			if len(recs) < scanChunk {
 				return
 			}
-			last = ks[len(ks)-1]
+			last = recs[len(recs)-1].Key
 		}
 	}
 }
 
 // IndexCurrent reports whether the store holds the state index of that name
 // up to its last event: kept by every commit so far, so a reader may trust
-// it instead of the chain.
+// it instead of the chain. A store that cannot be read has no current
+// index: false sends the caller to the chain, whose read reports the
+// failure.
 func (db *DB) IndexCurrent(name string) bool {
 	ok := false
 	_ = db.view(func(tx *bolt.Tx) error {
@@ -262,23 +279,27 @@ func (db *DB) IndexCurrent(name string) bool {
 	return ok
 }
 
-// IndexGet returns a copy of the state index's value for key, or nil.
-func (db *DB) IndexGet(key []byte) []byte {
-	var out []byte
-	_ = db.view(func(tx *bolt.Tx) error {
+// IndexGet returns a copy of the state index's value for key, or nil if
+// it has none; err is a read that failed.
+func (db *DB) IndexGet(key []byte) (value []byte, err error) {
+	err = db.view(func(tx *bolt.Tx) error {
 		if b := tx.Bucket(bucketState); b != nil {
-			out = bytes.Clone(b.Get(key))
+			value = bytes.Clone(b.Get(key))
 		}
 		return nil
 	})
-	return out
+	if err != nil {
+		return nil, fmt.Errorf("store: index get: %w", err)
+	}
+	return value, nil
 }
 
 // IndexScanBack yields the state index's records whose keys start with
 // prefix and sort before before (all of them if before is nil), in
 // descending key order: newest first for keys that end in a big-endian
-// seq. Like IndexScan it holds no transaction while yielding.
-func (db *DB) IndexScanBack(prefix, before []byte) iter.Seq2[[]byte, []byte] {
+// seq. Like IndexScan it holds no transaction while yielding and ends with
+// the error of a read that fails.
+func (db *DB) IndexScanBack(prefix, before []byte) iter.Seq2[IndexRecord, error] {
 	end := before
 	if end == nil || !bytes.HasPrefix(end, prefix) {
 		// Just past the prefix's range.

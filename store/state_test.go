@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"iter"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,15 +50,21 @@ func TestStateIndex(t *testing.T) {
 		t.Fatal("IndexCurrent")
 	}
 	var seqs []uint64
-	for k := range db.IndexScan([]byte("k/")) {
-		seqs = append(seqs, binary.BigEndian.Uint64(k[2:]))
+	for r, err := range db.IndexScan([]byte("k/")) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, binary.BigEndian.Uint64(r.Key[2:]))
 	}
 	if len(seqs) != n || seqs[0] != 1 || seqs[n-1] != uint64(n) {
 		t.Fatalf("IndexScan: %d keys, %v…", len(seqs), seqs[:3])
 	}
 	seqs = seqs[:0]
-	for k := range db.IndexScanBack([]byte("k/"), binary.BigEndian.AppendUint64([]byte("k/"), uint64(n-5))) {
-		seqs = append(seqs, binary.BigEndian.Uint64(k[2:]))
+	for r, err := range db.IndexScanBack([]byte("k/"), binary.BigEndian.AppendUint64([]byte("k/"), uint64(n-5))) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, binary.BigEndian.Uint64(r.Key[2:]))
 	}
 	if len(seqs) != n-6 || seqs[0] != uint64(n-6) || seqs[len(seqs)-1] != 1 {
 		t.Fatalf("IndexScanBack: %d keys, first %d last %d", len(seqs), seqs[0], seqs[len(seqs)-1])
@@ -70,15 +78,18 @@ func TestStateIndex(t *testing.T) {
 	back := db.IndexScanBack([]byte("k/"), nil)
 	for i := range 2 {
 		count := 0
-		for range back {
+		for _, err := range back {
+			if err != nil {
+				t.Fatal(err)
+			}
 			count++
 		}
 		if count != n {
 			t.Fatalf("IndexScanBack, range %d of the same value: %d keys, want %d", i+1, count, n)
 		}
 	}
-	if got := string(db.IndexGet([]byte("n/s0"))); got == "" {
-		t.Error("IndexGet n/s0 is empty")
+	if got, err := db.IndexGet([]byte("n/s0")); len(got) == 0 || err != nil {
+		t.Errorf("IndexGet n/s0: %q, %v", got, err)
 	}
 	db.Close()
 
@@ -96,7 +107,10 @@ func TestStateIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	count := 0
-	for range db.IndexScan([]byte("k/")) {
+	for _, err := range db.IndexScan([]byte("k/")) {
+		if err != nil {
+			t.Fatal(err)
+		}
 		count++
 	}
 	if count != n+3 || !db.IndexCurrent("t2") {
@@ -250,5 +264,87 @@ func TestStateIndexEqualPutWritesNothing(t *testing.T) {
 	}
 	if got, want := writes(branch), writes(none); got != want {
 		t.Errorf("a commit whose ops put equal values wrote %d pages, one without ops %d", got, want)
+	}
+}
+
+// TestIndexScanReportsAFailedRead: a read of the state index that fails
+// (here the store closed between two chunks of a scan, and then before
+// one) ends the scan with the error, never as if the records had ended:
+// a caller counting tokens or collecting open runs would otherwise take
+// the first chunk, or nothing, for all there is. IndexGet reports it too.
+func TestIndexScanReportsAFailedRead(t *testing.T) {
+	n := scanChunk + 100
+	open := func(t *testing.T) *DB {
+		db, err := Open(filepath.Join(t.TempDir(), "events.db"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		if err := db.UseIndex(t.Context(), testIndexer("t1")); err != nil {
+			t.Fatal(err)
+		}
+		evs := make([]Event, n)
+		for i := range evs {
+			evs[i] = Event{Session: "s0", Type: "note"}
+		}
+		if _, err := db.Append(t.Context(), evs...); err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	scans := map[string]func(db *DB) iter.Seq2[IndexRecord, error]{
+		"forward":  func(db *DB) iter.Seq2[IndexRecord, error] { return db.IndexScan([]byte("k/")) },
+		"backward": func(db *DB) iter.Seq2[IndexRecord, error] { return db.IndexScanBack([]byte("k/"), nil) },
+	}
+	for name, scan := range scans {
+		t.Run(name, func(t *testing.T) {
+			db := open(t)
+			records, closed := 0, false
+			var got error
+			for r, err := range scan(db) {
+				if err != nil {
+					if r.Key != nil || r.Value != nil {
+						t.Errorf("error with a record %q", r.Key)
+					}
+					got = err
+					continue // the error must be the last element
+				}
+				if got != nil {
+					t.Fatal("a record after the error")
+				}
+				records++
+				if !closed {
+					// The scan holds no transaction while yielding: the
+					// store closes under it, between two chunks.
+					if err := db.Close(); err != nil {
+						t.Fatal(err)
+					}
+					closed = true
+				}
+			}
+			if !errors.Is(got, ErrClosed) || records != scanChunk {
+				t.Fatalf("scan over a store closed after the first chunk: %d records, error %v; want %d records and ErrClosed", records, got, scanChunk)
+			}
+			// Closed before it starts: the error is all it yields.
+			records, got = 0, nil
+			for _, err := range scan(db) {
+				if err != nil {
+					got = err
+				} else {
+					records++
+				}
+			}
+			if !errors.Is(got, ErrClosed) || records != 0 {
+				t.Fatalf("scan of a closed store: %d records, error %v", records, got)
+			}
+		})
+	}
+	db := open(t)
+	db.Close()
+	if v, err := db.IndexGet([]byte("n/s0")); !errors.Is(err, ErrClosed) || v != nil {
+		t.Fatalf("IndexGet on a closed store: %q, %v", v, err)
+	}
+	if db.IndexCurrent("t1") {
+		t.Fatal("IndexCurrent on a closed store: a reader would trust an index it cannot read")
 	}
 }

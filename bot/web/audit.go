@@ -900,7 +900,12 @@ func (s *Server) indexedApprovals(w http.ResponseWriter, r *http.Request) {
 	scanned := 0
 	var last uint64
 	more := false
-	for a := range entries {
+	for a, err := range entries {
+		if err != nil {
+			s.log.Error("audit: read the approvals index", "err", err)
+			http.Error(w, "could not read the approvals; operators can see the details in the log", http.StatusInternalServerError)
+			return
+		}
 		if len(rows) == approvalsPerPage || scanned == approvalScan {
 			more = true
 			break
