@@ -1,8 +1,11 @@
 package agentcore
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"iter"
 	"time"
 
 	"github.com/thinbot/thinbot/store"
@@ -156,18 +159,120 @@ func LastChainCheckpoint(db *store.DB) (cp ChainCheckpoint, ok bool, err error) 
 // audit archive): for the archive's last event it is compared with the head
 // the live chain's archive event recorded; earlier ones are the archive
 // file's to prove (audit verify --archive), since their events are no
-// longer in db.
+// longer in db. VerifyJSONL applies the same rule to a JSONL export.
 func CheckChainCheckpoints(db *store.DB) (problem string, bad uint64, err error) {
-	arch, _, archived, err := db.ArchivedBefore()
+	rec, _, archived, err := db.ArchivedBefore()
 	if err != nil {
 		return "", 0, err
 	}
-	for ev, err := range db.Events(CheckpointSession, 1) {
+	var arch archivedHead
+	if archived {
+		arch = archivedHead{Last: rec.Last, Head: rec.Head, File: rec.File}
+	}
+	return checkCheckpoints(db.Events(CheckpointSession, 1), arch, func(seq uint64) (string, bool, error) {
+		ev, found, err := db.Event(seq)
+		return ev.Hash, found, err
+	})
+}
+
+// VerifyJSONL is store.VerifyJSONL of a JSONL export (a daemon's
+// audit.jsonl, or a file an auditor was sent) with the check
+// CheckChainCheckpoints makes of a store: every checkpoint recorded in the
+// part of the file that verified must vouch for an event the file holds
+// with that hash. A mismatch is reported as the chain's break (rep.OK
+// false, BadSeq the seq found rewritten), as Verify's caller does for a
+// store.
+//
+// The file is read once for the chain, which collects the checkpoints (a
+// few: one a day), and, when they vouch for events in it, a second time
+// from the start for those events' hashes only: a chain of a million events
+// is not held in memory. So r is read from its start and, when there is a
+// second read, seeked back there: an r that cannot seek (a pipe) is then an
+// error, not an unchecked report. The error is non-nil only when it could
+// not check.
+func VerifyJSONL(ctx context.Context, r io.ReadSeeker) (store.Report, error) {
+	start, err := r.Seek(0, io.SeekCurrent)
+	if err != nil {
+		start = -1 // a pipe: fine unless a second read is needed
+	}
+	var cps []store.Event
+	rep, err := store.VerifyJSONLEach(ctx, r, func(ev store.Event) {
+		if ev.Session == CheckpointSession {
+			cps = append(cps, ev)
+		}
+	})
+	if err != nil || !rep.OK {
+		return rep, err
+	}
+	var seqs []uint64
+	for _, ev := range cps {
+		if cp, ok := checkpointOf(ev); ok && cp.Seq > rep.ArchivedSeq {
+			seqs = append(seqs, cp.Seq)
+		}
+	}
+	var hashes map[uint64]string
+	if len(seqs) > 0 {
+		if start < 0 {
+			return rep, fmt.Errorf("verify jsonl: the %d checkpoints in it need a second read, and it cannot seek (a pipe?): give a regular file", len(seqs))
+		}
+		if _, err := r.Seek(start, io.SeekStart); err != nil {
+			return rep, fmt.Errorf("verify jsonl: the checkpoints need a second read: %w", err)
+		}
+		if hashes, err = store.JSONLHashes(ctx, r, seqs, rep.LastSeq); err != nil {
+			return rep, fmt.Errorf("verify jsonl: %w", err)
+		}
+	}
+	var arch archivedHead
+	if rep.ArchivedSeq > 0 {
+		arch = archivedHead{Last: rep.ArchivedSeq, Head: rep.ArchivedHash, File: rep.ArchiveFile}
+	}
+	events := func(yield func(store.Event, error) bool) {
+		for _, ev := range cps {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+	problem, bad, err := checkCheckpoints(events, arch, func(seq uint64) (string, bool, error) {
+		h, found := hashes[seq]
+		if !found {
+			// The first read found every seq after the archived ones
+			// up to rep.LastSeq, which a checkpoint's seq is within.
+			return "", false, fmt.Errorf("verify jsonl: seq %d, which the first read found, is gone: the file changed while it was read", seq)
+		}
+		return h, true, nil
+	})
+	if err != nil {
+		return rep, err
+	}
+	if problem != "" {
+		rep.OK, rep.BadSeq, rep.Problem = false, bad, problem
+	}
+	return rep, nil
+}
+
+// archivedHead is where the archived events before a chain end: the chain
+// starts after seq Last, whose hash, Head, the archive File holds. Last is
+// 0 for a chain from seq 1.
+type archivedHead struct {
+	Last       uint64
+	Head, File string
+}
+
+// checkCheckpoints is the rule CheckChainCheckpoints and VerifyJSONL share:
+// each of the events of CheckpointSession (in chain order) that is a
+// checkpoint must vouch for an event whose hash, as hashAt finds it in the
+// verified chain, is the one it recorded; a checkpoint for an archived event
+// is compared with the archive's head if it is the archive's last event
+// and left to the archive file otherwise. hashAt's found is false for a seq
+// the chain does not hold.
+func checkCheckpoints(events iter.Seq2[store.Event, error], arch archivedHead, hashAt func(seq uint64) (hash string, found bool, err error)) (problem string, bad uint64, err error) {
+	for ev, err := range events {
 		if err != nil {
 			return "", 0, err
 		}
 		cp, ok := checkpointOf(ev)
-		if ok && archived && cp.Seq <= arch.Last {
+		if ok && arch.Last > 0 && cp.Seq <= arch.Last {
 			if cp.Seq == arch.Last && cp.Hash != arch.Head {
 				return fmt.Sprintf("the checkpoint at seq %d recorded hash %.12s… for seq %d, which the archive %s holds with head %.12s…: the history up to it was rewritten", cp.EventSeq, cp.Hash, cp.Seq, arch.File, arch.Head), cp.Seq, nil
 			}
@@ -179,15 +284,15 @@ func CheckChainCheckpoints(db *store.DB) (problem string, bad uint64, err error)
 			}
 			continue
 		}
-		at, found, err := db.Event(cp.Seq)
+		hash, found, err := hashAt(cp.Seq)
 		if err != nil {
 			return "", 0, err
 		}
 		switch {
 		case !found:
 			return fmt.Sprintf("the checkpoint at seq %d vouches for seq %d, which is missing", cp.EventSeq, cp.Seq), cp.Seq, nil
-		case at.Hash != cp.Hash:
-			return fmt.Sprintf("the checkpoint at seq %d recorded hash %.12s… for seq %d, which now has %.12s…: the history up to it was rewritten", cp.EventSeq, cp.Hash, cp.Seq, at.Hash), cp.Seq, nil
+		case hash != cp.Hash:
+			return fmt.Sprintf("the checkpoint at seq %d recorded hash %.12s… for seq %d, which now has %.12s…: the history up to it was rewritten", cp.EventSeq, cp.Hash, cp.Seq, hash), cp.Seq, nil
 		}
 	}
 	return "", 0, nil

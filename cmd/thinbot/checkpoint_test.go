@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -20,7 +22,10 @@ import (
 // auditor's full verification whatever the daemon recorded: an event edited
 // before a recorded checkpoint is reported, and so is a history rewritten
 // before it with every hash recomputed (the chain verifies on its own; the
-// checkpoint's hash no longer matches the event it vouches for).
+// checkpoint's hash no longer matches the event it vouches for). The same
+// holds for the store (--db) and for its export alone (--jsonl, what an
+// auditor has while the daemon runs or when sent the file; --config of a
+// running daemon verifies it too).
 func TestAuditVerifyChecksTheCheckpoints(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
@@ -28,7 +33,7 @@ func TestAuditVerifyChecksTheCheckpoints(t *testing.T) {
 		want   string
 	}{
 		{"event edited before the checkpoint", false, "BROKEN at seq 3: hash mismatch"},
-		{"history rewritten before the checkpoint", true, "BROKEN at seq 10: the checkpoint at seq 11"},
+		{"history rewritten before the checkpoint", true, "BROKEN at seq 10: the checkpoint at seq 11 recorded hash"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			path := newAuditStore(t, 10)
@@ -44,23 +49,69 @@ func TestAuditVerifyChecksTheCheckpoints(t *testing.T) {
 				t.Fatal(err)
 			}
 			db.Close()
-			e, out, _ := auditEnv()
-			if err := run(t.Context(), e, []string{"audit", "verify", "--db", path}); err != nil {
-				t.Fatalf("before the edit: %v\n%s", err, out)
+			jsonl := filepath.Join(filepath.Dir(path), "audit.jsonl")
+			for _, args := range [][]string{{"--db", path}, {"--jsonl", jsonl}} {
+				e, out, _ := auditEnv()
+				if err := run(t.Context(), e, append([]string{"audit", "verify"}, args...)); err != nil {
+					t.Fatalf("%v before the edit: %v\n%s", args, err, out)
+				}
 			}
 			rewrite(t, path, 3, tt.rehash)
-			e, out, _ = auditEnv()
+			e, out, _ := auditEnv()
 			err = run(t.Context(), e, []string{"audit", "verify", "--db", path})
 			if code := exitCode(err); code != 2 || !strings.Contains(out.String(), "store  "+path+": "+tt.want) {
-				t.Errorf("audit verify: exit %d (%v), want 2 and %q:\n%s", code, err, tt.want, out)
+				t.Errorf("audit verify --db: exit %d (%v), want 2 and %q:\n%s", code, err, tt.want, out)
+			}
+
+			rewriteJSONL(t, jsonl, 3, tt.rehash)
+			f, err := os.Open(jsonl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			chain, err := store.VerifyJSONL(t.Context(), f)
+			f.Close()
+			if err != nil || chain.OK == !tt.rehash {
+				t.Fatalf("the rewritten file's chain alone: %+v, %v; want it to verify only when rehashed", chain, err)
+			}
+			e, out, _ = auditEnv()
+			err = run(t.Context(), e, []string{"audit", "verify", "--jsonl", jsonl})
+			if code := exitCode(err); code != 2 || !strings.Contains(out.String(), "export "+jsonl+": "+tt.want) {
+				t.Errorf("audit verify --jsonl: exit %d (%v), want 2 and %q:\n%s", code, err, tt.want, out)
 			}
 		})
 	}
 }
 
-// rewrite edits the stored event at seq in the bbolt file (as an attacker
-// with write access could); with rehash it recomputes the hashes, links
-// and head from there on (store/doc.go), so that each event verifies.
+// rewriteFrom edits the event at seq (through get and put, the lines of a
+// store or a file) as an attacker with write access could; with rehash it
+// recomputes the hashes and links from there on (store/doc.go), so that
+// each event verifies. get returns nil past the last event; put gets each
+// rewritten line and its hash.
+func rewriteFrom(seq uint64, rehash bool, get func(uint64) []byte, put func(seq uint64, line []byte, sum [32]byte) error) error {
+	hashField := regexp.MustCompile(`,"hash":"[0-9a-f]{64}"\}$`)
+	prevField := regexp.MustCompile(`,"prev":"[0-9a-f]{64}"`)
+	line := bytes.Replace(bytes.Clone(get(seq)), []byte(`"text":"m`), []byte(`"text":"edited m`), 1)
+	if !rehash {
+		return put(seq, line, [32]byte{})
+	}
+	var prev string
+	for s := seq; ; s++ {
+		if s > seq {
+			if line = get(s); line == nil {
+				return nil
+			}
+			line = prevField.ReplaceAll(bytes.Clone(line), []byte(`,"prev":"`+prev+`"`))
+		}
+		body := append(hashField.ReplaceAll(line, nil), '}')
+		sum := sha256.Sum256(body)
+		prev = hex.EncodeToString(sum[:])
+		if err := put(s, append(body[:len(body)-1], `,"hash":"`+prev+`"}`...), sum); err != nil {
+			return err
+		}
+	}
+}
+
+// rewrite is rewriteFrom on the bbolt file at path, with the recorded head.
 func rewrite(t *testing.T, path string, seq uint64, rehash bool) {
 	t.Helper()
 	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
@@ -68,35 +119,42 @@ func rewrite(t *testing.T, path string, seq uint64, rehash bool) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	hashField := regexp.MustCompile(`,"hash":"[0-9a-f]{64}"\}$`)
-	prevField := regexp.MustCompile(`,"prev":"[0-9a-f]{64}"`)
 	err = b.Update(func(tx *bolt.Tx) error {
 		events := tx.Bucket([]byte("events"))
 		key := func(s uint64) []byte { return binary.BigEndian.AppendUint64(nil, s) }
-		line := bytes.Replace(bytes.Clone(events.Get(key(seq))), []byte(`"text":"m`), []byte(`"text":"edited m`), 1)
-		if !rehash {
-			return events.Put(key(seq), line)
-		}
-		var prev string
-		for s := seq; ; s++ {
-			if s > seq {
-				if line = events.Get(key(s)); line == nil {
-					return nil
-				}
-				line = prevField.ReplaceAll(bytes.Clone(line), []byte(`,"prev":"`+prev+`"`))
-			}
-			body := append(hashField.ReplaceAll(line, nil), '}')
-			sum := sha256.Sum256(body)
-			prev = hex.EncodeToString(sum[:])
-			if err := events.Put(key(s), append(body[:len(body)-1], `,"hash":"`+prev+`"}`...)); err != nil {
+		return rewriteFrom(seq, rehash, func(s uint64) []byte { return events.Get(key(s)) }, func(s uint64, line []byte, sum [32]byte) error {
+			if err := events.Put(key(s), line); err != nil || !rehash {
 				return err
 			}
-			if err := tx.Bucket([]byte("meta")).Put([]byte("last"), append(key(s), sum[:]...)); err != nil {
-				return err
-			}
-		}
+			return tx.Bucket([]byte("meta")).Put([]byte("last"), append(key(s), sum[:]...))
+		})
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rewriteJSONL is rewriteFrom on the JSONL file at path (from seq 1).
+func rewriteJSONL(t *testing.T, path string, seq uint64, rehash bool) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSuffix(raw, []byte("\n")), []byte("\n"))
+	err = rewriteFrom(seq, rehash, func(s uint64) []byte {
+		if s > uint64(len(lines)) {
+			return nil
+		}
+		return lines[s-1]
+	}, func(s uint64, line []byte, _ [32]byte) error {
+		lines[s-1] = line
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(bytes.Join(lines, []byte("\n")), '\n'), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
