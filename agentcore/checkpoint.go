@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"os"
 	"time"
 
 	"github.com/thinbot/thinbot/store"
@@ -179,15 +180,16 @@ func CheckChainCheckpoints(db *store.DB) (problem string, bad uint64, err error)
 // audit.jsonl, or a file an auditor was sent) with the check
 // CheckChainCheckpoints makes of a store: every checkpoint recorded in the
 // part of the file that verified must vouch for an event the file holds
-// with that hash. A mismatch is reported as the chain's break (rep.OK
-// false, BadSeq the seq found rewritten), as Verify's caller does for a
-// store.
+// with that hash (one for the archive's last event, in an export that
+// starts after archived events, for the archive's head). A mismatch is
+// reported as the chain's break (rep.OK false, BadSeq the seq found
+// rewritten), as Verify's caller does for a store.
 //
 // The file is read once for the chain, which collects the checkpoints (a
 // few: one a day), and, when they vouch for events in it, a second time
-// from the start for those events' hashes only: a chain of a million events
-// is not held in memory. So r is read from its start and, when there is a
-// second read, seeked back there: an r that cannot seek (a pipe) is then an
+// for those events' hashes only: a chain of a million events is not held
+// in memory. So r is read from where it is and, when there is a second
+// read, seeked back there: an r that cannot seek (a pipe) is then an
 // error, not an unchecked report. The error is non-nil only when it could
 // not check.
 func VerifyJSONL(ctx context.Context, r io.ReadSeeker) (store.Report, error) {
@@ -196,35 +198,90 @@ func VerifyJSONL(ctx context.Context, r io.ReadSeeker) (store.Report, error) {
 		start = -1 // a pipe: fine unless a second read is needed
 	}
 	var cps []store.Event
-	rep, err := store.VerifyJSONLEach(ctx, r, func(ev store.Event) {
-		if ev.Session == CheckpointSession {
-			cps = append(cps, ev)
-		}
-	})
+	rep, err := store.VerifyJSONLEach(ctx, r, collectCheckpoints(&cps))
 	if err != nil || !rep.OK {
 		return rep, err
 	}
+	var arch archivedHead
+	if rep.ArchivedSeq > 0 {
+		arch = archivedHead{Last: rep.ArchivedSeq, Head: rep.ArchivedHash, File: rep.ArchiveFile}
+	}
+	err = checkFileCheckpoints(&rep, cps, arch, func(seqs []uint64) (map[uint64]string, error) {
+		if start < 0 {
+			return nil, fmt.Errorf("the %d checkpoints in it need a second read, and it cannot seek (a pipe?): give a regular file", len(seqs))
+		}
+		if _, err := r.Seek(start, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("the checkpoints need a second read: %w", err)
+		}
+		return store.JSONLHashes(ctx, r, seqs, rep.LastSeq)
+	})
+	if err != nil {
+		return rep, fmt.Errorf("verify jsonl: %w", err)
+	}
+	return rep, nil
+}
+
+// VerifyArchiveFile is store.VerifyArchiveFile with the check of the
+// checkpoints the archive holds, as VerifyJSONL checks an export's: each
+// must vouch for an event of the archive with that hash, or, for the event
+// before its first, for its prev (the head of the archive before it).
+// Those further back are the earlier archives' to prove: each archive's
+// head is what the next one's prev and the live chain's archive event
+// record (audit verify --archive with them checks that).
+func VerifyArchiveFile(ctx context.Context, path string) (store.ArchiveReport, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return store.ArchiveReport{}, fmt.Errorf("verify archive: %w", err)
+	}
+	defer f.Close()
+	var cps []store.Event
+	rep, err := store.VerifyArchiveEach(ctx, f, collectCheckpoints(&cps))
+	if err != nil || !rep.OK {
+		return rep, err
+	}
+	var arch archivedHead
+	if rep.Seal.First > 1 {
+		arch = archivedHead{Last: rep.Seal.First - 1, Head: rep.Seal.Prev, File: "before it"}
+	}
+	err = checkFileCheckpoints(&rep.Report, cps, arch, func(seqs []uint64) (map[uint64]string, error) {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		return store.ArchiveHashes(ctx, f, seqs)
+	})
+	if err != nil {
+		return rep, fmt.Errorf("verify archive %s: %w", path, err)
+	}
+	return rep, nil
+}
+
+// collectCheckpoints returns a store.VerifyJSONLEach callback that keeps
+// the events of CheckpointSession in *cps.
+func collectCheckpoints(cps *[]store.Event) func(store.Event) {
+	return func(ev store.Event) {
+		if ev.Session == CheckpointSession {
+			*cps = append(*cps, ev)
+		}
+	}
+}
+
+// checkFileCheckpoints applies checkCheckpoints to the checkpoint events
+// cps of a file whose chain verified (rep, set to the break a mismatch
+// is), with the hashes of the seqs they vouch for after arch read again by
+// reread.
+func checkFileCheckpoints(rep *store.Report, cps []store.Event, arch archivedHead, reread func(seqs []uint64) (map[uint64]string, error)) error {
 	var seqs []uint64
 	for _, ev := range cps {
-		if cp, ok := checkpointOf(ev); ok && cp.Seq > rep.ArchivedSeq {
+		if cp, ok := checkpointOf(ev); ok && cp.Seq > arch.Last {
 			seqs = append(seqs, cp.Seq)
 		}
 	}
 	var hashes map[uint64]string
 	if len(seqs) > 0 {
-		if start < 0 {
-			return rep, fmt.Errorf("verify jsonl: the %d checkpoints in it need a second read, and it cannot seek (a pipe?): give a regular file", len(seqs))
+		var err error
+		if hashes, err = reread(seqs); err != nil {
+			return err
 		}
-		if _, err := r.Seek(start, io.SeekStart); err != nil {
-			return rep, fmt.Errorf("verify jsonl: the checkpoints need a second read: %w", err)
-		}
-		if hashes, err = store.JSONLHashes(ctx, r, seqs, rep.LastSeq); err != nil {
-			return rep, fmt.Errorf("verify jsonl: %w", err)
-		}
-	}
-	var arch archivedHead
-	if rep.ArchivedSeq > 0 {
-		arch = archivedHead{Last: rep.ArchivedSeq, Head: rep.ArchivedHash, File: rep.ArchiveFile}
 	}
 	events := func(yield func(store.Event, error) bool) {
 		for _, ev := range cps {
@@ -238,17 +295,17 @@ func VerifyJSONL(ctx context.Context, r io.ReadSeeker) (store.Report, error) {
 		if !found {
 			// The first read found every seq after the archived ones
 			// up to rep.LastSeq, which a checkpoint's seq is within.
-			return "", false, fmt.Errorf("verify jsonl: seq %d, which the first read found, is gone: the file changed while it was read", seq)
+			return "", false, fmt.Errorf("seq %d, which the first read found, is gone: the file changed while it was read", seq)
 		}
 		return h, true, nil
 	})
 	if err != nil {
-		return rep, err
+		return err
 	}
 	if problem != "" {
 		rep.OK, rep.BadSeq, rep.Problem = false, bad, problem
 	}
-	return rep, nil
+	return nil
 }
 
 // archivedHead is where the archived events before a chain end: the chain

@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -155,6 +159,124 @@ func rewriteJSONL(t *testing.T, path string, seq uint64, rehash bool) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, append(bytes.Join(lines, []byte("\n")), '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAuditVerifyArchiveChecksTheCheckpoints: the checkpoints an archive
+// file holds are checked like an export's. An archive rewritten before one
+// of them with every hash recomputed, its seal (head and digest) too,
+// verifies on its own; audit verify --archive of it alone now reports the
+// checkpoint that no longer matches. One for the event before an archive's
+// first is held to the archive's prev.
+func TestAuditVerifyArchiveChecksTheCheckpoints(t *testing.T) {
+	path := newSessionStore(t, 3) // seqs 1..30
+	db, err := store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := db.Verify(t.Context())
+	if err != nil || !rep.OK {
+		t.Fatal(rep, err)
+	}
+	cp, err := agentcore.RecordChainVerified(db, rep, time.Millisecond, "") // seq 31, for 30
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := db.Append(t.Context(), store.Event{Session: "s9", Type: "user_message", Actor: "user:alice",
+			Payload: json.RawMessage(fmt.Sprintf(`{"text":"m9%d"}`, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	res, err := store.Archive(t.Context(), path, nil, store.ArchiveOptions{UpTo: 31})
+	if err != nil || res.Record.Last != cp.EventSeq {
+		t.Fatalf("archive: %+v, %v; want events up to the checkpoint's", res.Record, err)
+	}
+	if out, errb, code := runAudit(t, "verify", "--archive", res.Path); code != 0 {
+		t.Fatalf("verify --archive before the rewrite: exit %d\n%s%s", code, out, errb)
+	}
+	rewriteArchiveFrom(t, res.Path, 3)
+	if arep, err := store.VerifyArchiveFile(t.Context(), res.Path); err != nil || !arep.OK {
+		t.Fatalf("the rewritten archive's chain alone: %+v, %v; want it to verify", arep, err)
+	}
+	want := fmt.Sprintf("archive %s: BROKEN at seq 30: the checkpoint at seq 31 recorded hash %.12s… for seq 30, which now has ", res.Path, cp.Hash)
+	if out, errb, code := runAudit(t, "verify", "--archive", res.Path); code != 2 || !strings.Contains(out, want) {
+		t.Errorf("verify --archive of the rewritten archive: exit %d, want 2 and %q:\n%s%s", code, want, out, errb)
+	}
+
+	// A checkpoint for the event before an archive's first is compared
+	// with the archive's prev (the head of the one before it).
+	db, err = store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := db.Append(t.Context(), store.Event{Session: agentcore.CheckpointSession, Type: agentcore.EvChainVerified, Actor: "system",
+		Payload: json.RawMessage(fmt.Sprintf(`{"seq":%d,"hash":"%s","sessions":1,"took_ms":1}`, res.Record.Last, strings.Repeat("0", 64)))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	res2, err := store.Archive(t.Context(), path, nil, store.ArchiveOptions{UpTo: forged[0].Seq})
+	if err != nil || res2.Record.First != res.Record.Last+1 {
+		t.Fatalf("second archive: %+v, %v", res2.Record, err)
+	}
+	want = fmt.Sprintf("BROKEN at seq %d: the checkpoint at seq %d recorded hash 000000000000… for seq %d, which the archive before it holds with head %.12s…", res.Record.Last, forged[0].Seq, res.Record.Last, res.Record.Head)
+	if out, errb, code := runAudit(t, "verify", "--archive", res2.Path); code != 2 || !strings.Contains(out, want) {
+		t.Errorf("verify --archive of the second archive: exit %d, want 2 and %q:\n%s%s", code, want, out, errb)
+	}
+}
+
+// rewriteArchiveFrom is rewriteFrom on an archive file: the events from seq
+// on, then the seal's head and digest, so that the file verifies alone.
+func rewriteArchiveFrom(t *testing.T, p string, seq uint64) {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n"))
+	var seal store.ArchiveRecord
+	if err := json.Unmarshal(lines[len(lines)-1], &seal); err != nil {
+		t.Fatal(err)
+	}
+	events := lines[1 : len(lines)-1] // between the header and the seal
+	err = rewriteFrom(seq, true, func(s uint64) []byte {
+		if s < seal.First || s > seal.Last {
+			return nil
+		}
+		return events[s-seal.First]
+	}, func(s uint64, line []byte, sum [32]byte) error {
+		events[s-seal.First] = line
+		seal.Head = hex.EncodeToString(sum[:])
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := sha256.New()
+	for _, l := range events {
+		digest.Write(append(l, '\n'))
+	}
+	seal.SHA256 = hex.EncodeToString(digest.Sum(nil))
+	if lines[len(lines)-1], err = json.Marshal(seal); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(append(bytes.Join(lines, []byte("\n")), '\n'))
+	zw.Close()
+	if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
