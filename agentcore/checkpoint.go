@@ -42,7 +42,9 @@ import (
 //     verify`, or the viewer's Chain page). A full verification also
 //     checks every recorded checkpoint against the chain
 //     (CheckChainCheckpoints): a rewrite that recomputed every hash but
-//     left the checkpoints' payloads is caught there.
+//     left the checkpoints' payloads is caught there. An auditor with a
+//     JSONL export or an archive file alone gets the same check, by the
+//     same rule (VerifyJSONL, VerifyArchiveFile).
 //   - What no record inside the store can catch is a rewrite of the whole
 //     chain with its checkpoints recomputed: that is what the chain head
 //     the daemon logs every 10 minutes, kept elsewhere, is for.
@@ -208,7 +210,7 @@ func VerifyJSONL(ctx context.Context, r io.ReadSeeker) (store.Report, error) {
 	}
 	err = checkFileCheckpoints(&rep, cps, arch, func(seqs []uint64) (map[uint64]string, error) {
 		if start < 0 {
-			return nil, fmt.Errorf("the %d checkpoints in it need a second read, and it cannot seek (a pipe?): give a regular file", len(seqs))
+			return nil, fmt.Errorf("its checkpoints (%d) need a second read, and it cannot seek (a pipe?): save it to a file and verify that", len(seqs))
 		}
 		if _, err := r.Seek(start, io.SeekStart); err != nil {
 			return nil, fmt.Errorf("the checkpoints need a second read: %w", err)
