@@ -3,6 +3,7 @@ package agentcore
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -167,9 +168,25 @@ func TestCheckpointsAcrossAnArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The export (the journal, which now starts after the archived
+	// events) is held to the same rule: VerifyJSONL agrees with
+	// CheckChainCheckpoints at every step.
+	exportSays := func(problem string, bad uint64) {
+		t.Helper()
+		f, err := os.Open(db.AuditPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		rep, err := VerifyJSONL(t.Context(), f)
+		if err != nil || rep.ArchivedSeq != res.Record.Last || rep.OK != (problem == "") || rep.BadSeq != bad || rep.Problem != problem {
+			t.Fatalf("VerifyJSONL of the export = %+v, %v; want the store's %q at %d", rep, err, problem, bad)
+		}
+	}
 	if problem, bad, err := CheckChainCheckpoints(db); err != nil || problem != "" {
 		t.Fatalf("after the archive: %q at %d, %v; want a checkpoint for the archive's head accepted", problem, bad, err)
 	}
+	exportSays("", 0)
 	// One for an event further back is the archive file's to prove.
 	if _, err := db.Append(t.Context(), store.Event{Session: CheckpointSession, Type: EvChainVerified, Actor: "system",
 		Payload: mustJSON(chainVerifiedPayload{Seq: 5, Hash: strings.Repeat("1", 64)})}); err != nil {
@@ -178,14 +195,17 @@ func TestCheckpointsAcrossAnArchive(t *testing.T) {
 	if problem, bad, err := CheckChainCheckpoints(db); err != nil || problem != "" {
 		t.Fatalf("a checkpoint inside the archive: %q at %d, %v", problem, bad, err)
 	}
+	exportSays("", 0)
 	// A forged checkpoint for the archive's last event, with another hash.
 	forged := strings.Repeat("0", 64)
 	if _, err := db.Append(t.Context(), store.Event{Session: CheckpointSession, Type: EvChainVerified, Actor: "system",
 		Payload: mustJSON(chainVerifiedPayload{Seq: early.Seq, Hash: forged})}); err != nil {
 		t.Fatal(err)
 	}
-	if problem, bad, err := CheckChainCheckpoints(db); err != nil || bad != early.Seq || !strings.Contains(problem, "archive") {
+	problem, bad, err := CheckChainCheckpoints(db)
+	if err != nil || bad != early.Seq || !strings.Contains(problem, "archive") {
 		t.Fatalf("a checkpoint disagreeing with the archive's head: %q at %d, %v", problem, bad, err)
 	}
+	exportSays(problem, bad)
 	db.Close()
 }

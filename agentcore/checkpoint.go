@@ -1,8 +1,12 @@
 package agentcore
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"iter"
+	"os"
 	"time"
 
 	"github.com/thinbot/thinbot/store"
@@ -38,7 +42,9 @@ import (
 //     verify`, or the viewer's Chain page). A full verification also
 //     checks every recorded checkpoint against the chain
 //     (CheckChainCheckpoints): a rewrite that recomputed every hash but
-//     left the checkpoints' payloads is caught there.
+//     left the checkpoints' payloads is caught there. An auditor with a
+//     JSONL export or an archive file alone gets the same check, by the
+//     same rule (VerifyJSONL, VerifyArchiveFile).
 //   - What no record inside the store can catch is a rewrite of the whole
 //     chain with its checkpoints recomputed: that is what the chain head
 //     the daemon logs every 10 minutes, kept elsewhere, is for.
@@ -156,18 +162,176 @@ func LastChainCheckpoint(db *store.DB) (cp ChainCheckpoint, ok bool, err error) 
 // audit archive): for the archive's last event it is compared with the head
 // the live chain's archive event recorded; earlier ones are the archive
 // file's to prove (audit verify --archive), since their events are no
-// longer in db.
+// longer in db. VerifyJSONL applies the same rule to a JSONL export.
 func CheckChainCheckpoints(db *store.DB) (problem string, bad uint64, err error) {
-	arch, _, archived, err := db.ArchivedBefore()
+	rec, _, archived, err := db.ArchivedBefore()
 	if err != nil {
 		return "", 0, err
 	}
-	for ev, err := range db.Events(CheckpointSession, 1) {
+	var arch archivedHead
+	if archived {
+		arch = archivedHead{Last: rec.Last, Head: rec.Head, File: rec.File}
+	}
+	return checkCheckpoints(db.Events(CheckpointSession, 1), arch, func(seq uint64) (string, bool, error) {
+		ev, found, err := db.Event(seq)
+		return ev.Hash, found, err
+	})
+}
+
+// VerifyJSONL is store.VerifyJSONL of a JSONL export (a daemon's
+// audit.jsonl, or a file an auditor was sent) with the check
+// CheckChainCheckpoints makes of a store: every checkpoint recorded in the
+// part of the file that verified must vouch for an event the file holds
+// with that hash (one for the archive's last event, in an export that
+// starts after archived events, for the archive's head). A mismatch is
+// reported as the chain's break (rep.OK false, BadSeq the seq found
+// rewritten), as Verify's caller does for a store.
+//
+// The file is read once for the chain, which collects the checkpoints (a
+// few: one a day), and, when they vouch for events in it, a second time
+// for those events' hashes only: a chain of a million events is not held
+// in memory. So r is read from where it is and, when there is a second
+// read, seeked back there: an r that cannot seek (a pipe) is then an
+// error, not an unchecked report. The error is non-nil only when it could
+// not check.
+func VerifyJSONL(ctx context.Context, r io.ReadSeeker) (store.Report, error) {
+	start, err := r.Seek(0, io.SeekCurrent)
+	if err != nil {
+		start = -1 // a pipe: fine unless a second read is needed
+	}
+	var cps []store.Event
+	rep, err := store.VerifyJSONLEach(ctx, r, collectCheckpoints(&cps))
+	if err != nil || !rep.OK {
+		return rep, err
+	}
+	var arch archivedHead
+	if rep.ArchivedSeq > 0 {
+		arch = archivedHead{Last: rep.ArchivedSeq, Head: rep.ArchivedHash, File: rep.ArchiveFile}
+	}
+	err = checkFileCheckpoints(&rep, cps, arch, func(seqs []uint64) (map[uint64]string, error) {
+		if start < 0 {
+			return nil, fmt.Errorf("its checkpoints (%d) need a second read, and it cannot seek (a pipe?): save it to a file and verify that", len(seqs))
+		}
+		if _, err := r.Seek(start, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("the checkpoints need a second read: %w", err)
+		}
+		return store.JSONLHashes(ctx, r, seqs, rep.LastSeq)
+	})
+	if err != nil {
+		return rep, fmt.Errorf("verify jsonl: %w", err)
+	}
+	return rep, nil
+}
+
+// VerifyArchiveFile is store.VerifyArchiveFile with the check of the
+// checkpoints the archive holds, as VerifyJSONL checks an export's: each
+// must vouch for an event of the archive with that hash, or, for the event
+// before its first, for its prev (the head of the archive before it).
+// Those further back are the earlier archives' to prove: each archive's
+// head is what the next one's prev and the live chain's archive event
+// record (audit verify --archive with them checks that).
+func VerifyArchiveFile(ctx context.Context, path string) (store.ArchiveReport, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return store.ArchiveReport{}, fmt.Errorf("verify archive: %w", err)
+	}
+	defer f.Close()
+	var cps []store.Event
+	rep, err := store.VerifyArchiveEach(ctx, f, collectCheckpoints(&cps))
+	if err != nil || !rep.OK {
+		return rep, err
+	}
+	var arch archivedHead
+	if rep.Seal.First > 1 {
+		arch = archivedHead{Last: rep.Seal.First - 1, Head: rep.Seal.Prev, File: "before it"}
+	}
+	err = checkFileCheckpoints(&rep.Report, cps, arch, func(seqs []uint64) (map[uint64]string, error) {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		return store.ArchiveHashes(ctx, f, seqs)
+	})
+	if err != nil {
+		return rep, fmt.Errorf("verify archive %s: %w", path, err)
+	}
+	return rep, nil
+}
+
+// collectCheckpoints returns a store.VerifyJSONLEach callback that keeps
+// the events of CheckpointSession in *cps.
+func collectCheckpoints(cps *[]store.Event) func(store.Event) {
+	return func(ev store.Event) {
+		if ev.Session == CheckpointSession {
+			*cps = append(*cps, ev)
+		}
+	}
+}
+
+// checkFileCheckpoints applies checkCheckpoints to the checkpoint events
+// cps of a file whose chain verified (rep, set to the break a mismatch
+// is), with the hashes of the seqs they vouch for after arch read again by
+// reread.
+func checkFileCheckpoints(rep *store.Report, cps []store.Event, arch archivedHead, reread func(seqs []uint64) (map[uint64]string, error)) error {
+	var seqs []uint64
+	for _, ev := range cps {
+		if cp, ok := checkpointOf(ev); ok && cp.Seq > arch.Last {
+			seqs = append(seqs, cp.Seq)
+		}
+	}
+	var hashes map[uint64]string
+	if len(seqs) > 0 {
+		var err error
+		if hashes, err = reread(seqs); err != nil {
+			return err
+		}
+	}
+	events := func(yield func(store.Event, error) bool) {
+		for _, ev := range cps {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+	problem, bad, err := checkCheckpoints(events, arch, func(seq uint64) (string, bool, error) {
+		h, found := hashes[seq]
+		if !found {
+			// The first read found every seq after the archived ones
+			// up to rep.LastSeq, which a checkpoint's seq is within.
+			return "", false, fmt.Errorf("seq %d, which the first read found, is gone: the file changed while it was read", seq)
+		}
+		return h, true, nil
+	})
+	if err != nil {
+		return err
+	}
+	if problem != "" {
+		rep.OK, rep.BadSeq, rep.Problem = false, bad, problem
+	}
+	return nil
+}
+
+// archivedHead is where the archived events before a chain end: the chain
+// starts after seq Last, whose hash, Head, the archive File holds. Last is
+// 0 for a chain from seq 1.
+type archivedHead struct {
+	Last       uint64
+	Head, File string
+}
+
+// checkCheckpoints is the rule CheckChainCheckpoints and VerifyJSONL share:
+// each of the events of CheckpointSession (in chain order) that is a
+// checkpoint must vouch for an event whose hash, as hashAt finds it in the
+// verified chain, is the one it recorded; a checkpoint for an archived event
+// is compared with the archive's head if it is the archive's last event
+// and left to the archive file otherwise. hashAt's found is false for a seq
+// the chain does not hold.
+func checkCheckpoints(events iter.Seq2[store.Event, error], arch archivedHead, hashAt func(seq uint64) (hash string, found bool, err error)) (problem string, bad uint64, err error) {
+	for ev, err := range events {
 		if err != nil {
 			return "", 0, err
 		}
 		cp, ok := checkpointOf(ev)
-		if ok && archived && cp.Seq <= arch.Last {
+		if ok && arch.Last > 0 && cp.Seq <= arch.Last {
 			if cp.Seq == arch.Last && cp.Hash != arch.Head {
 				return fmt.Sprintf("the checkpoint at seq %d recorded hash %.12s… for seq %d, which the archive %s holds with head %.12s…: the history up to it was rewritten", cp.EventSeq, cp.Hash, cp.Seq, arch.File, arch.Head), cp.Seq, nil
 			}
@@ -179,15 +343,15 @@ func CheckChainCheckpoints(db *store.DB) (problem string, bad uint64, err error)
 			}
 			continue
 		}
-		at, found, err := db.Event(cp.Seq)
+		hash, found, err := hashAt(cp.Seq)
 		if err != nil {
 			return "", 0, err
 		}
 		switch {
 		case !found:
 			return fmt.Sprintf("the checkpoint at seq %d vouches for seq %d, which is missing", cp.EventSeq, cp.Seq), cp.Seq, nil
-		case at.Hash != cp.Hash:
-			return fmt.Sprintf("the checkpoint at seq %d recorded hash %.12s… for seq %d, which now has %.12s…: the history up to it was rewritten", cp.EventSeq, cp.Hash, cp.Seq, at.Hash), cp.Seq, nil
+		case hash != cp.Hash:
+			return fmt.Sprintf("the checkpoint at seq %d recorded hash %.12s… for seq %d, which now has %.12s…: the history up to it was rewritten", cp.EventSeq, cp.Hash, cp.Seq, hash), cp.Seq, nil
 		}
 	}
 	return "", 0, nil

@@ -905,6 +905,12 @@ type ArchiveReport struct {
 // header, the last one past the events for the seal). The error is non-nil
 // only if r fails or ctx is done.
 func VerifyArchive(ctx context.Context, r io.Reader) (ArchiveReport, error) {
+	return VerifyArchiveEach(ctx, r, nil)
+}
+
+// VerifyArchiveEach is VerifyArchive that calls each, if not nil, with
+// every event it finds good, in order (as VerifyJSONLEach).
+func VerifyArchiveEach(ctx context.Context, r io.Reader, each func(Event)) (ArchiveReport, error) {
 	fileSum := sha256.New()
 	var out ArchiveReport
 	c := newChain()
@@ -948,9 +954,13 @@ func VerifyArchive(ctx context.Context, r io.Reader) (ArchiveReport, error) {
 		if err != nil {
 			return bad(c.rep.LastSeq+1, "the archive ends after seq %d, its header says %d: %v", c.rep.LastSeq, hdr.Last, gzipProblem(err))
 		}
-		if _, ok := c.check(line); !ok {
+		ev, ok := c.check(line)
+		if !ok {
 			out.Report = c.rep
 			return out, nil
+		}
+		if each != nil {
+			each(ev)
 		}
 		sum.Write(line)
 		sum.Write([]byte{'\n'})
@@ -1006,6 +1016,29 @@ func VerifyArchiveFile(ctx context.Context, p string) (ArchiveReport, error) {
 		return rep, fmt.Errorf("store: verify archive %s: %w", p, err)
 	}
 	return rep, nil
+}
+
+// ArchiveHashes is JSONLHashes of the events of an archive file read from
+// r, which VerifyArchive found good: a second read for the few hashes a
+// caller needs (the gzip stream is decompressed again).
+func ArchiveHashes(ctx context.Context, r io.Reader, seqs []uint64) (map[uint64]string, error) {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, fmt.Errorf("store: archive hashes: %w", err)
+	}
+	zr.Multistream(false)
+	br := bufio.NewReaderSize(zr, 1<<16)
+	hl, err := br.ReadBytes('\n')
+	if err != nil {
+		return nil, fmt.Errorf("store: archive hashes: the header: %w", err)
+	}
+	hdr, err := parseArchiveLine(hl[:len(hl)-1])
+	if err != nil {
+		return nil, fmt.Errorf("store: archive hashes: the header: %w", err)
+	}
+	// The seal line after the events does not start with a seq: the read
+	// stops there.
+	return JSONLHashes(ctx, br, seqs, hdr.Last)
 }
 
 // Restore writes the events of the archive files (in chain order, each

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -347,5 +348,34 @@ func TestEventsIndexWithoutEvent(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), `store: read: session "b" index points at missing event 16`) {
 		t.Errorf("Events(b) = %v, %v; want the missing event 16 as an error", seqs, err)
+	}
+}
+
+// TestJSONLHashes: the second read of a verified export finds the hashes
+// at the seqs asked for (up to last, in a file that may start after seq 1)
+// and reports a wanted line that no longer verifies (the file changed
+// between the reads) as an error.
+func TestJSONLHashes(t *testing.T) {
+	fx := newTamperFixture(t)
+	file := func(ls [][]byte) *bytes.Reader { return bytes.NewReader(append(bytes.Join(ls, []byte("\n")), '\n')) }
+	got, err := JSONLHashes(t.Context(), file(fx.lines), []uint64{5, 30, 31, 5}, 30)
+	if err != nil || len(got) != 2 || got[5] != hashOf(fx.lines[4]) || got[30] != hashOf(fx.lines[29]) {
+		t.Errorf("JSONLHashes(5, 30, 31) = %v, %v", got, err)
+	}
+	// Past last: the lines a running daemon appended since the check.
+	if got, err := JSONLHashes(t.Context(), file(fx.lines), []uint64{9, 20}, 10); err != nil || len(got) != 1 || got[9] != hashOf(fx.lines[8]) {
+		t.Errorf("JSONLHashes(9, 20) up to 10 = %v, %v", got, err)
+	}
+	// A file that starts after archived events.
+	if got, err := JSONLHashes(t.Context(), file(fx.lines[3:]), []uint64{2, 4}, 30); err != nil || len(got) != 1 || got[4] != hashOf(fx.lines[3]) {
+		t.Errorf("JSONLHashes(2, 4) of a file from seq 4 = %v, %v", got, err)
+	}
+	changed := slices.Clone(fx.lines)
+	changed[6] = bytes.Replace(changed[6], []byte("message 6"), []byte("message X"), 1)
+	if got, err := JSONLHashes(t.Context(), file(changed), []uint64{7}, 30); err == nil || !strings.Contains(err.Error(), "seq 7 no longer verifies") {
+		t.Errorf("JSONLHashes of a line changed since: %v, %v", got, err)
+	}
+	if got, err := JSONLHashes(t.Context(), file(changed), []uint64{8}, 30); err != nil || got[8] != hashOf(fx.lines[7]) {
+		t.Errorf("JSONLHashes past a changed line not asked for: %v, %v", got, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -417,12 +418,22 @@ func checkSessions(tx *bolt.Tx, sums map[string]*sessionInfo) (string, uint64) {
 // (VerifyAudit does) or with an anchor kept elsewhere. The error is non-nil
 // only if r fails or ctx is done.
 func VerifyJSONL(ctx context.Context, r io.Reader) (Report, error) {
+	return VerifyJSONLEach(ctx, r, nil)
+}
+
+// VerifyJSONLEach is VerifyJSONL that calls each, if not nil, with every
+// event it finds good, in order: a caller that checks more than the chain
+// (agentcore's checkpoints) reads the file once for both.
+func VerifyJSONLEach(ctx context.Context, r io.Reader, each func(Event)) (Report, error) {
 	c := newChain()
 	err := eachLine(ctx, r, func(line []byte, complete bool) bool {
 		if !complete {
 			return c.fail(c.rep.LastSeq+1, fmt.Sprintf("the last line (%d bytes) is cut: it has no newline", len(line)))
 		}
-		_, ok := c.check(line)
+		ev, ok := c.check(line)
+		if ok && each != nil {
+			each(ev)
+		}
 		return ok
 	})
 	if err != nil {
@@ -430,6 +441,64 @@ func VerifyJSONL(ctx context.Context, r io.Reader) (Report, error) {
 	}
 	c.finish()
 	return c.rep, nil
+}
+
+// JSONLHashes returns the hashes of the events at seqs (at most up to seq
+// last) in a JSONL export read from r, which VerifyJSONL found good up to
+// last: a second read of a file too long to keep every hash of in memory.
+// It reads each line's seq from its start and fully checks (canonical
+// form, hash) only the lines it returns; it stops at the first line past
+// last (or not starting with a seq) or once it has them all. A seq it did
+// not find is absent from the map. A line at a wanted seq that no longer verifies (the file
+// changed since it was verified) is an error, as is a failing r or a done
+// ctx.
+func JSONLHashes(ctx context.Context, r io.Reader, seqs []uint64, last uint64) (map[uint64]string, error) {
+	want := map[uint64]bool{}
+	for _, s := range seqs {
+		if s <= last {
+			want[s] = true
+		}
+	}
+	found := make(map[uint64]string, len(want))
+	if len(want) == 0 {
+		return found, nil
+	}
+	var bad error
+	err := eachLine(ctx, r, func(line []byte, complete bool) bool {
+		seq, ok := lineSeq(line)
+		switch {
+		case !ok || seq > last || !complete:
+			return false // past the lines VerifyJSONL found good
+		case !want[seq]:
+			return true
+		}
+		ev, err := parseLine(line)
+		if err != nil || ev.Seq != seq {
+			bad = fmt.Errorf("seq %d no longer verifies (%v): the file changed while it was read", seq, err)
+			return false
+		}
+		found[seq] = ev.Hash
+		return len(found) < len(want)
+	})
+	if err == nil {
+		err = bad
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: jsonl hashes: %w", err)
+	}
+	return found, nil
+}
+
+// lineSeq reads the seq at the start of a line in canonical form
+// (`{"seq":N,`); ok is false for any other start.
+func lineSeq(line []byte) (seq uint64, ok bool) {
+	rest, found := bytes.CutPrefix(line, []byte(`{"seq":`))
+	i := bytes.IndexByte(rest, ',')
+	if !found || i < 1 || i > 20 {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(string(rest[:i]), 10, 64)
+	return seq, err == nil
 }
 
 // eachLine calls fn for each line of r without its newline; complete is

@@ -153,7 +153,7 @@ func verifyArchives(ctx context.Context, e *env, files []string, dbPath string) 
 	var prev *store.ArchiveRecord
 	var seals []store.ArchiveReport
 	for _, p := range files {
-		rep, err := store.VerifyArchiveFile(ctx, p)
+		rep, err := agentcore.VerifyArchiveFile(ctx, p) // its chain and its checkpoints
 		if err != nil {
 			return err
 		}

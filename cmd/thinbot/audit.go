@@ -353,9 +353,11 @@ func verifyJSONLFile(ctx context.Context, e *env, path string) error {
 		return fmt.Errorf("audit verify: %w", err)
 	}
 	defer f.Close()
-	rep, err := store.VerifyJSONL(ctx, f)
+	// The chain and the checkpoints recorded in it, as verifyChain checks
+	// a store's.
+	rep, err := agentcore.VerifyJSONL(ctx, f)
 	if err != nil {
-		return err
+		return fmt.Errorf("audit verify %s: %w", path, err)
 	}
 	if !rep.OK {
 		fmt.Fprintf(e.stdout, "export %s: BROKEN at seq %d: %s (%d good events before it)\n", path, rep.BadSeq, rep.Problem, rep.Events)

@@ -110,9 +110,12 @@ var table = []mutation{
 	{ID: "S9", File: "bot/web/audit.go", What: "a restart trusts the recorded checkpoint without verifying the events after it (the checkpoint's own among them)",
 		Old: "rep, err := db.VerifyFrom(ctx, cp.Seq, cp.Hash, nil)", New: "rep, err := store.Report{OK: true, LastSeq: db.LastSeq()}, error(nil)",
 		Pkgs: []string{"./bot/web"}, Run: "TestCheckpointTamperingIsDetected"},
-	{ID: "S10", File: "agentcore/checkpoint.go", What: "a history rewritten before a checkpoint with every hash recomputed passes the full verification",
-		Old: "case at.Hash != cp.Hash:", New: "case false:",
+	{ID: "S10", File: "agentcore/checkpoint.go", What: "a history rewritten before a checkpoint with every hash recomputed passes the full verification (of the store and of a JSONL export)",
+		Old: "case hash != cp.Hash:", New: "case false:",
 		Pkgs: []string{"./cmd/thinbot"}, Run: "TestAuditVerifyChecksTheCheckpoints"},
+	{ID: "S11", File: "agentcore/checkpoint.go", What: "audit verify --jsonl and --archive check the chain but not the checkpoints recorded in the file (a rewritten history passes)",
+		Old: "\tif problem != \"\" {\n\t\trep.OK, rep.BadSeq, rep.Problem = false, bad, problem\n\t}\n\treturn nil\n", New: "\t_, _ = problem, bad\n\treturn nil\n",
+		Pkgs: []string{"./cmd/thinbot"}, Run: "TestAuditVerifyChecksTheCheckpoints|TestAuditVerifyArchiveChecksTheCheckpoints"},
 
 	// gate: the checks every pass verdict relies on.
 	{ID: "G1", File: "gate/classify.go", What: "`< file` reads sensitive paths without a check",
