@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
@@ -137,6 +138,16 @@ func TestAuditArchiveCommands(t *testing.T) {
 // tamper replaces old with new in an archive file's decompressed text.
 func tamper(t *testing.T, p, old, new string) {
 	t.Helper()
+	b := gunzipFile(t, p)
+	if !strings.Contains(string(b), old) {
+		t.Fatalf("%s has no %q", p, old)
+	}
+	gzipFile(t, p, []byte(strings.Replace(string(b), old, new, 1)))
+}
+
+// gunzipFile is the decompressed content of the gzip file p.
+func gunzipFile(t *testing.T, p string) []byte {
+	t.Helper()
 	f, err := os.Open(p)
 	if err != nil {
 		t.Fatal(err)
@@ -150,17 +161,19 @@ func tamper(t *testing.T, p, old, new string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), old) {
-		t.Fatalf("%s has no %q", p, old)
-	}
-	w, err := os.Create(p)
-	if err != nil {
+	return b
+}
+
+// gzipFile replaces the file p with b, gzip'd.
+func gzipFile(t *testing.T, p string, b []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	zw.Close()
+	if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	zw := gzip.NewWriter(w)
-	zw.Write([]byte(strings.Replace(string(b), old, new, 1)))
-	zw.Close()
-	w.Close()
 }
 
 // TestAuditArchiveNeedsTheStore: with a daemon holding the store, archive

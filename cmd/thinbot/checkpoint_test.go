@@ -2,13 +2,11 @@ package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -232,26 +230,14 @@ func TestAuditVerifyArchiveChecksTheCheckpoints(t *testing.T) {
 // on, then the seal's head and digest, so that the file verifies alone.
 func rewriteArchiveFrom(t *testing.T, p string, seq uint64) {
 	t.Helper()
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(zr)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := gunzipFile(t, p)
 	lines := bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n"))
 	var seal store.ArchiveRecord
 	if err := json.Unmarshal(lines[len(lines)-1], &seal); err != nil {
 		t.Fatal(err)
 	}
 	events := lines[1 : len(lines)-1] // between the header and the seal
-	err = rewriteFrom(seq, true, func(s uint64) []byte {
+	err := rewriteFrom(seq, true, func(s uint64) []byte {
 		if s < seal.First || s > seal.Last {
 			return nil
 		}
@@ -272,11 +258,5 @@ func rewriteArchiveFrom(t *testing.T, p string, seq uint64) {
 	if lines[len(lines)-1], err = json.Marshal(seal); err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	zw.Write(append(bytes.Join(lines, []byte("\n")), '\n'))
-	zw.Close()
-	if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	gzipFile(t, p, append(bytes.Join(lines, []byte("\n")), '\n'))
 }
