@@ -69,16 +69,24 @@ func FuzzDecodeCanonical(f *testing.F) {
 	})
 }
 
-// FuzzVerifyJSONL: VerifyJSONL never panics or errors on any input, and an
-// OK report counts exactly the file's lines.
-func FuzzVerifyJSONL(f *testing.F) {
+// seedChain is three good JSONL lines from seq first, linked from the
+// zero hash: a fuzz seed (a chain that starts after seq 1 reads as an
+// export after an archive).
+func seedChain(first uint64) []byte {
 	var all []byte
 	prev := ZeroHash
 	for i := range 3 {
-		l, h := encodeLine(&Event{Seq: uint64(i + 1), Time: time.Unix(int64(i), 0), Session: "s", Type: "t", Prev: prev, Payload: json.RawMessage("null")})
+		l, h := encodeLine(&Event{Seq: first + uint64(i), Time: time.Unix(int64(i), 0), Session: "s", Type: "t", Prev: prev, Payload: json.RawMessage("null")})
 		all = append(append(all, l...), '\n')
 		prev = h
 	}
+	return all
+}
+
+// FuzzVerifyJSONL: VerifyJSONL never panics or errors on any input, and an
+// OK report counts exactly the file's lines.
+func FuzzVerifyJSONL(f *testing.F) {
+	all := seedChain(1)
 	f.Add(all)
 	f.Add(all[:len(all)-5])
 	f.Add([]byte("garbage\n"))
@@ -98,13 +106,7 @@ func FuzzVerifyJSONL(f *testing.F) {
 // verification saw there (its cheap reading of each line's seq agrees with
 // the full one).
 func FuzzJSONLHashes(f *testing.F) {
-	var all []byte
-	prev := ZeroHash
-	for i := range 3 {
-		l, h := encodeLine(&Event{Seq: uint64(i + 5), Time: time.Unix(int64(i), 0), Session: "s", Type: "t", Prev: prev, Payload: json.RawMessage("null")})
-		all = append(append(all, l...), '\n')
-		prev = h
-	}
+	all := seedChain(5)
 	f.Add(all)
 	f.Add(all[:len(all)-5])
 	f.Add([]byte("{\"seq\":1,garbage\n"))

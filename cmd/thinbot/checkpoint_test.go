@@ -39,17 +39,7 @@ func TestAuditVerifyChecksTheCheckpoints(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			path := newAuditStore(t, 10)
-			db, err := store.Open(path, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rep, err := db.Verify(t.Context())
-			if err != nil || !rep.OK {
-				t.Fatal(rep, err)
-			}
-			if _, err := agentcore.RecordChainVerified(db, rep, time.Millisecond, ""); err != nil {
-				t.Fatal(err)
-			}
+			db, _ := openCheckpointed(t, path)
 			db.Close()
 			jsonl := filepath.Join(filepath.Dir(path), "audit.jsonl")
 			for _, args := range [][]string{{"--db", path}, {"--jsonl", jsonl}} {
@@ -60,7 +50,7 @@ func TestAuditVerifyChecksTheCheckpoints(t *testing.T) {
 			}
 			rewrite(t, path, 3, tt.rehash)
 			e, out, _ := auditEnv()
-			err = run(t.Context(), e, []string{"audit", "verify", "--db", path})
+			err := run(t.Context(), e, []string{"audit", "verify", "--db", path})
 			if code := exitCode(err); code != 2 || !strings.Contains(out.String(), "store  "+path+": "+tt.want) {
 				t.Errorf("audit verify --db: exit %d (%v), want 2 and %q:\n%s", code, err, tt.want, out)
 			}
@@ -168,19 +158,8 @@ func rewriteJSONL(t *testing.T, path string, seq uint64, rehash bool) {
 // checkpoint that no longer matches. One for the event before an archive's
 // first is held to the archive's prev.
 func TestAuditVerifyArchiveChecksTheCheckpoints(t *testing.T) {
-	path := newSessionStore(t, 3) // seqs 1..30
-	db, err := store.Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := db.Verify(t.Context())
-	if err != nil || !rep.OK {
-		t.Fatal(rep, err)
-	}
-	cp, err := agentcore.RecordChainVerified(db, rep, time.Millisecond, "") // seq 31, for 30
-	if err != nil {
-		t.Fatal(err)
-	}
+	path := newSessionStore(t, 3)       // seqs 1..30
+	db, cp := openCheckpointed(t, path) // seq 31, for 30
 	for i := range 10 {
 		if _, err := db.Append(t.Context(), store.Event{Session: "s9", Type: "user_message", Actor: "user:alice",
 			Payload: json.RawMessage(fmt.Sprintf(`{"text":"m9%d"}`, i))}); err != nil {
@@ -259,4 +238,23 @@ func rewriteArchiveFrom(t *testing.T, p string, seq uint64) {
 		t.Fatal(err)
 	}
 	gzipFile(t, p, append(bytes.Join(lines, []byte("\n")), '\n'))
+}
+
+// openCheckpointed opens the store at path, verifies it in full and
+// records the checkpoint the daemon would (agentcore.RecordChainVerified).
+func openCheckpointed(t *testing.T, path string) (*store.DB, agentcore.ChainCheckpoint) {
+	t.Helper()
+	db, err := store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := db.Verify(t.Context())
+	if err != nil || !rep.OK {
+		t.Fatal(rep, err)
+	}
+	cp, err := agentcore.RecordChainVerified(db, rep, time.Millisecond, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, cp
 }
