@@ -34,6 +34,14 @@ func (p *Policy) Classify(command string) Decision {
 // dir resolves relative paths for the sensitive-path check and decides
 // whether git runs in a trusted repository. ClassifyIn does no I/O and may
 // be called concurrently.
+//
+// The verdict is on the tree the parser read, so the shell must run that
+// tree, not the text: Decision.Program is the tree rendered back to text
+// (comments dropped, layout normalised), and it is what a caller hands to
+// bash. A command whose rendering does not parse back to the same tree,
+// or that holds a construct where bash is known to read the text
+// otherwise than the parser (a comment or an unquoted here-document body
+// with a backslash-newline in it), is confirm at best.
 func (p *Policy) ClassifyIn(dir, command string) Decision {
 	p = p.orZero()
 	c := p.comp()
@@ -44,6 +52,14 @@ func (p *Policy) ClassifyIn(dir, command string) Decision {
 	if err != nil {
 		return confirm("parse-error", "the shell parser could not read the command: %v", err)
 	}
+	program := render(f)
+	d := p.judge(c, dir, command, f, program)
+	d.Program = program
+	return d
+}
+
+// judge returns the verdict on the parsed command f.
+func (p *Policy) judge(c *compiled, dir, command string, f *syntax.File, program string) Decision {
 	if dir != "" {
 		dir = path.Clean(dir)
 	}
@@ -56,6 +72,24 @@ func (p *Policy) ClassifyIn(dir, command string) Decision {
 	}
 	if danglingBackslash(command) {
 		return confirm("input.trailing-backslash", "the command ends in a lone backslash, which joins it to whatever text a shell reads next")
+	}
+	// What runs is the rendering of f. Where it does not read back as f,
+	// the parser is not a faithful model of its own output, and bash may
+	// read it as the second reading; where a comment runs on through a
+	// backslash-newline, bash reads a third. Those are scanned for deny
+	// rules too, and the command is confirm at best.
+	alts, same := otherReadings(command, f, program)
+	for _, alt := range alts {
+		s := scanner{p: p, c: c, dirs: []string{dir}}
+		if d, hit := s.file(alt, 0); hit {
+			return d
+		}
+	}
+	if !same {
+		return confirm("input.rendering", "the command does not read back the same once rendered for the shell, so the gate cannot be sure what bash would run")
+	}
+	if d, ok := differsFromBash(command, f); !ok {
+		return d
 	}
 	k := checker{p: p, c: c, dirs: []string{dir}}
 	if d := k.stmts(f.Stmts); d != nil {
@@ -96,6 +130,9 @@ type checker struct {
 	// passes counts loop bodies checked, so that nested loops cannot make
 	// the check itself run for minutes.
 	passes int
+	// seen, when set (by tests), is told every simple command judged,
+	// with its words resolved: what bash must run and nothing else.
+	seen func(assigns []string, args []arg)
 }
 
 // sensitive returns the sensitive pattern p matches in any possible
@@ -342,6 +379,17 @@ func (k *checker) call(x *syntax.CallExpr) *Decision {
 			return d
 		}
 		args = append(args, a)
+	}
+	if k.seen != nil {
+		var as []string
+		for _, a := range x.Assigns {
+			var v arg
+			if a.Value != nil {
+				v, _ = strictWordIn(a.Value, k.vars)
+			}
+			as = append(as, a.Name.Value+"="+v.s)
+		}
+		k.seen(as, args)
 	}
 	return k.argv(args, false)
 }

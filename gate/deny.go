@@ -262,7 +262,18 @@ func (s *scanner) script(text string, depth int) (Decision, bool) {
 	if err != nil {
 		return Decision{}, false
 	}
-	return s.file(f, depth+1)
+	if d, hit := s.file(f, depth+1); hit {
+		return d, true
+	}
+	// bash may read the text otherwise than the parser (see
+	// otherReadings): every reading is scanned.
+	alts, _ := otherReadings(text, f, render(f))
+	for _, alt := range alts {
+		if d, hit := s.file(alt, depth+1); hit {
+			return d, true
+		}
+	}
+	return Decision{}, false
 }
 
 func base(name string) string {

@@ -60,10 +60,16 @@ func (v *Verdict) UnmarshalText(b []byte) error {
 // human can read in a chat message, and the name of the rule that decided
 // (for the audit log and for grepping the policy). The zero Decision is a
 // Deny with no reason.
+//
+// Program is the text the shell must run for the verdict to hold: the
+// gate's own rendering of the tree it judged (see [Policy.ClassifyIn]).
+// It is empty when the command could not be parsed; what runs is then the
+// command as written, and only after a human approved it.
 type Decision struct {
 	Verdict Verdict `json:"verdict"`
 	Reason  string  `json:"reason"`
 	Rule    string  `json:"rule"`
+	Program string  `json:"program,omitempty"`
 }
 
 func deny(rule, format string, a ...any) Decision {
