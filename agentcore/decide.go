@@ -40,6 +40,9 @@ func (r *run) decide(ctx context.Context, call ToolCall, info CommandInfo, d gat
 		gp.Path = info.Command
 	} else {
 		gp.Command = info.Command
+		if info.Requested != "" && info.Requested != info.Command {
+			gp.Requested = r.redact(info.Requested)
+		}
 	}
 	evs, err := r.record(durable, store.Event{Type: EvGateDecision, Actor: "gate", Payload: mustJSON(gp)})
 	if err != nil {
@@ -128,8 +131,11 @@ func (r *run) runCommand(ctx context.Context, call ToolCall, command, reason, ta
 	if target != "" {
 		return r.runRemote(ctx, call, command, reason, target)
 	}
-	d := r.checkPins(command, r.failClosed(r.cfg.Policy.ClassifyIn(r.t.Dir, command)))
-	info := CommandInfo{Tool: ToolRun, Command: command}
+	judged := r.cfg.Policy.ClassifyIn(r.t.Dir, command)
+	requested := command
+	command = program(judged, command)
+	d := r.checkPins(requested, r.failClosed(judged))
+	info := CommandInfo{Tool: ToolRun, Command: command, Requested: requested}
 	ok, refusal, err := r.decide(ctx, call, info, d, reason)
 	if err != nil {
 		return "", false, nil, err
@@ -157,6 +163,18 @@ func (r *run) runCommand(ctx context.Context, call ToolCall, command, reason, ta
 	}
 	r.hookResult(info, content, isErr)
 	return content, isErr, &ex, nil
+}
+
+// program is the text the shell runs for a command the gate judged: the
+// gate's rendering of the tree it judged, so that bash runs what the gate
+// read (a comment or a here-document bash reads otherwise cannot smuggle
+// another program past it). A command the gate could not parse has no
+// rendering; it runs as written, and only after a human approved it.
+func program(d gate.Decision, command string) string {
+	if d.Program != "" {
+		return d.Program
+	}
+	return command
 }
 
 // modeFor is the tier a command the gate (and, for a confirm, its

@@ -63,11 +63,14 @@ type gatePayload struct {
 	CallID  string `json:"call_id"`
 	Tool    string `json:"tool"`
 	Command string `json:"command,omitempty"`
-	Path    string `json:"path,omitempty"`
-	Dir     string `json:"dir,omitempty"`
-	Verdict string `json:"verdict"`
-	Reason  string `json:"reason"`
-	Rule    string `json:"rule"`
+	// Requested is the command as the model wrote it, when it differs from
+	// Command, the program the gate judged and the shell runs.
+	Requested string `json:"requested,omitempty"`
+	Path      string `json:"path,omitempty"`
+	Dir       string `json:"dir,omitempty"`
+	Verdict   string `json:"verdict"`
+	Reason    string `json:"reason"`
+	Rule      string `json:"rule"`
 	// Action is what the kernel does with the verdict: run, ask, refuse.
 	Action string `json:"action"`
 	// Targets are the remote hosts a command with a target runs on.

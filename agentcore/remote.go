@@ -74,7 +74,9 @@ func (r *run) runRemote(ctx context.Context, call ToolCall, command, reason, tar
 	// The local sandbox plays no part remotely: the remote read-only
 	// identity is what confines a pass verdict there.
 	d := r.cfg.Policy.Classify(command)
-	info := CommandInfo{Tool: ToolRun, Command: command, Targets: hostNames(hosts)}
+	requested := command
+	command = program(d, command)
+	info := CommandInfo{Tool: ToolRun, Command: command, Requested: requested, Targets: hostNames(hosts)}
 	return r.remote(ctx, call, info, d, reason, hosts, command)
 }
 

@@ -80,9 +80,13 @@ type Hooks struct {
 type CommandInfo struct {
 	Tool    string
 	Command string // the command line, the path for read_file, the skill name
-	Verdict string
-	Reason  string
-	Action  string
+	// Requested is the command as the model wrote it, when that differs
+	// from Command: a shell command runs as the gate's rendering of what it
+	// judged (gate.Decision.Program), which is what Command holds.
+	Requested string
+	Verdict   string
+	Reason    string
+	Action    string
 	// Output is, in the Result hook of a command that ran, all of its
 	// captured output (head and tail within ExecConfig.CaptureLimit,
 	// secrets redacted) rather than the model's shorter view; Size is how

@@ -345,8 +345,18 @@ func matchArgs(home string, args []arg, words []string) bool {
 	}
 	a := args[0]
 	want := a.s
-	if a.tilde && (want == "~" || strings.HasPrefix(want, "~/")) {
-		want = home + want[1:]
+	if a.tilde {
+		// bash's tilde forms, as the rig runs them: ~ is HOME, ~+ is
+		// PWD (the rig's /); ~- (OLDPWD, unset) and ~user (no passwd
+		// file) stay as written.
+		switch {
+		case want == "~" || strings.HasPrefix(want, "~/"):
+			want = home + want[1:]
+		case want == "~+":
+			want = "/"
+		case strings.HasPrefix(want, "~+/"):
+			want = want[2:]
+		}
 	}
 	if len(words) > 0 && words[0] == want && matchArgs(home, args[1:], words[1:]) {
 		return true

@@ -52,7 +52,7 @@ func (p *Policy) ClassifyIn(dir, command string) Decision {
 	if err != nil {
 		return confirm("parse-error", "the shell parser could not read the command: %v", err)
 	}
-	program := render(f)
+	program := render(f, command)
 	d := p.judge(c, dir, command, f, program)
 	d.Program = program
 	return d

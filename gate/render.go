@@ -9,10 +9,12 @@ import (
 
 // render prints a parsed command back as shell text: the program thinbot
 // runs for a command the gate judged. Comments are not kept by the parser,
-// so none are printed; the one trailing newline is dropped.
-func render(f *syntax.File) string {
+// so none are printed; the one trailing newline is dropped. A command
+// written on one line is rendered on one line (`a; b` stays so), one
+// written on several keeps its lines.
+func render(f *syntax.File, src string) string {
 	var b strings.Builder
-	if err := syntax.NewPrinter().Print(&b, f); err != nil {
+	if err := syntax.NewPrinter(syntax.SingleLine(!strings.Contains(src, "\n"))).Print(&b, f); err != nil {
 		return "" // a strings.Builder does not fail
 	}
 	return strings.TrimSuffix(b.String(), "\n")
