@@ -25,10 +25,15 @@ func render(f *syntax.File, src string) string {
 // and the reading with comments ended as bash ends them. same reports
 // whether program reads back as f.
 func otherReadings(src string, f *syntax.File, program string) (alts []*syntax.File, same bool) {
-	f2, err := parse(program)
-	same = err == nil && sameTree(f, f2)
-	if err == nil && !same {
-		alts = append(alts, f2)
+	// The same text reads as the same tree: most commands render as they
+	// were written, and need no second parse.
+	if program != src {
+		f2, err := parse(program)
+		if same = err == nil && sameTree(f, f2); err == nil && !same {
+			alts = append(alts, f2)
+		}
+	} else {
+		same = true
 	}
 	if b, fixed := bashReading(src); fixed {
 		if f3, err := parse(b); err == nil {

@@ -260,7 +260,7 @@ func TestBrowserConsole(t *testing.T) {
 	shot(t, audrey, "07-audit-sessions")
 	do(t, audrey, "open the approval thread's timeline", chromedp.Navigate(r.url+"/audit/session?id=web/console/"+tid),
 		chromedp.WaitVisible(chromedp.CSS("#timeline")))
-	for _, want := range []string{"echo ran >> approved.txt", "confirm", "approved", "by user:bob", "exit 0", "refused click"} {
+	for _, want := range []string{"echo ran >>approved.txt", "confirm", "approved", "by user:bob", "exit 0", "refused click"} {
 		waitText(t, audrey, "#timeline", want)
 	}
 	shot(t, audrey, "08-audit-timeline")

@@ -128,7 +128,7 @@ func TestBrowserInbox(t *testing.T) {
 	waitText(t, bob, item, "asked by alice")
 	waitText(t, bob, item, "waiting ")
 	waitText(t, bob, item, "expires ")
-	waitText(t, bob, item, "echo ran >> approved.txt")
+	waitText(t, bob, item, "echo ran >>approved.txt")
 	if title := eval[string](t, bob, `document.title`); title[:4] != "(1) " {
 		t.Errorf("the tab's title is %q, want the count first", title)
 	}

@@ -74,13 +74,13 @@ func script(req fakemodel.Request) fakemodel.Reply {
 			Fragment: 6, ChunkDelay: 15 * time.Millisecond}
 	case strings.Contains(user, "slowly create the marker") && !afterTool:
 		// A second before the request: time for another user to write.
-		r := run("echo ran >> approved.txt", "create the marker file you asked for")
+		r := run("echo ran >>approved.txt", "create the marker file you asked for")
 		r.Delay = time.Second
 		return r
 	case strings.Contains(user, "create the marker") && afterTool:
 		return fakemodel.Reply{Content: "Created `approved.txt`."}
 	case strings.Contains(user, "create the marker"):
-		return run("echo ran >> approved.txt", "create the marker file you asked for")
+		return run("echo ran >>approved.txt", "create the marker file you asked for")
 	case strings.Contains(user, "show the big log") && afterTool:
 		return fakemodel.Reply{Content: "That was long."}
 	case strings.Contains(user, "show the big log"):

@@ -432,7 +432,7 @@ func TestDenyExpiryAndThreadCommands(t *testing.T) {
 	// /audit lists the thread's commands as the chain recorded them; /clear
 	// starts a new topic.
 	r2.do("alice", "POST", "/api/threads/"+tid+"/messages", `{"text":"/audit"}`)
-	r2.waitPost(tid, "echo ran >> approved.txt")
+	r2.waitPost(tid, "echo ran >>approved.txt")
 	r2.do("alice", "POST", "/api/threads/"+tid+"/messages", `{"text":"/clear"}`)
 	r2.waitPost(tid, "New topic")
 	if code, _ := r2.do("alice", "POST", "/api/threads/nosuch/messages", `{"text":"hi"}`); code != http.StatusNotFound {
@@ -560,7 +560,7 @@ func TestIntentTextIsShown(t *testing.T) {
 	tid := r.newThread("alice", "please create the marker")
 	r.waitPost(tid, "Approval needed")
 	status := r.waitPost(tid, "💬 Let me do that.")
-	if !strings.Contains(status.Text, "- 💬 Let me do that.\n- `echo ran >> approved.txt`") {
+	if !strings.Contains(status.Text, "- 💬 Let me do that.\n- `echo ran >>approved.txt`") {
 		t.Errorf("status = %q", status.Text)
 	}
 }
