@@ -56,6 +56,19 @@
 //   - a command whose rule names a daemon (docker, which runs as root
 //     outside the sandbox) passes only when allowed_daemons lists it.
 //
+// # What runs is what was judged
+//
+// The verdict is on the tree the parser read, and the shell must run that
+// tree: [Decision.Program] is the tree rendered back to text, and callers
+// hand it, not the command, to bash. Where bash is known to read text
+// otherwise than the parser (a comment whose line ends in a backslash, a
+// backslash-newline in an unquoted here-document) and wherever the
+// rendering does not parse back to the same tree, the command is confirm
+// and every other reading of it is scanned for deny rules too, in nested
+// scripts as well. bash_test.go holds the differential harness that runs
+// passed commands under the real bash and compares what it reaches with
+// what the gate judged.
+//
 // The deny scan also denies writes to the kernel's program-running knobs
 // (kernel.core_pattern, kernel.modprobe, binfmt_misc, uevent_helper…) by
 // redirection, writer commands and sysctl. Anything the gate does not
