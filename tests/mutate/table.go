@@ -140,6 +140,18 @@ var table = []mutation{
 	{ID: "G7", File: "gate/classify.go", What: "a command ending in a lone backslash passes, and becomes another command once text follows it",
 		Old: "return n%2 == 1", New: "return n < 0",
 		Pkgs: []string{"./gate"}, Run: "TestClassify$"},
+	{ID: "G8", File: "gate/render.go", What: "a comment that ends in a backslash passes: bash runs the next line as a command the gate read as operands",
+		Old: "\tif commentContinues(src) {", New: "\tif false && commentContinues(src) {",
+		Pkgs: []string{"./gate"}, Run: "TestBashDifferentials"},
+	{ID: "G9", File: "gate/render.go", What: "the other readings of a command (its rendering's, bash's reading of its comments) are not scanned: rm -rf / hides in a nested bash -c",
+		Old: "\tif b, fixed := bashReading(src); fixed {", New: "\tif b, fixed := bashReading(src); false && fixed {",
+		Pkgs: []string{"./gate"}, Run: "TestBashDifferentials"},
+	{ID: "G10", File: "gate/classify.go", What: "a command whose rendering reads back as another tree passes: `$\\` + newline + `(id)` in a here-document runs id",
+		Old: "\tif !same {\n", New: "\tif false && !same {\n",
+		Pkgs: []string{"./gate"}, Run: "TestBashDifferentials"},
+	{ID: "A9", File: "agentcore/decide.go", What: "the model's text runs instead of the program the gate judged (a comment or here-document bash reads otherwise runs an unjudged command)",
+		Old: "\tcommand = program(judged, command)\n", New: "\t_ = program(judged, command)\n",
+		Pkgs: []string{"./agentcore"}, Run: "TestRunsTheProgramTheGateJudged"},
 
 	// bot/web: who the console lets in, and from where.
 	{ID: "W1", File: "bot/web/server.go", What: "a cross-site POST (Sec-Fetch-Site) is accepted",
