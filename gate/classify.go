@@ -52,14 +52,16 @@ func (p *Policy) ClassifyIn(dir, command string) Decision {
 	if err != nil {
 		return confirm("parse-error", "the shell parser could not read the command: %v", err)
 	}
-	program := render(f, command)
-	d := p.judge(c, dir, command, f, program)
+	program, alts, same := otherReadings(command, f)
+	d := p.judge(c, dir, command, f, alts, same)
 	d.Program = program
 	return d
 }
 
 // judge returns the verdict on the parsed command f.
-func (p *Policy) judge(c *compiled, dir, command string, f *syntax.File, program string) Decision {
+// alts are the other readings of command and same whether its rendering
+// reads back as f (see otherReadings).
+func (p *Policy) judge(c *compiled, dir, command string, f *syntax.File, alts []*syntax.File, same bool) Decision {
 	if dir != "" {
 		dir = path.Clean(dir)
 	}
@@ -78,7 +80,6 @@ func (p *Policy) judge(c *compiled, dir, command string, f *syntax.File, program
 	// read it as the second reading; where a comment runs on through a
 	// backslash-newline, bash reads a third. Those are scanned for deny
 	// rules too, and the command is confirm at best.
-	alts, same := otherReadings(command, f, program)
 	for _, alt := range alts {
 		s := scanner{p: p, c: c, dirs: []string{dir}}
 		if d, hit := s.file(alt, 0); hit {

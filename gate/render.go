@@ -8,39 +8,59 @@ import (
 )
 
 // render prints a parsed command back as shell text: the program thinbot
-// runs for a command the gate judged. Comments are not kept by the parser,
-// so none are printed; the one trailing newline is dropped. A command
-// written on one line is rendered on one line (`a; b` stays so), one
-// written on several keeps its lines.
-func render(f *syntax.File, src string) string {
+// runs for a command the gate judged, and whether that text reads back as
+// the same tree (other, when it reads as another tree, is that tree).
+// Comments are not kept by the parser, so none are printed; the one
+// trailing newline is dropped. A command written on one line is rendered
+// on one line (`a; b` stays so) where that reads back the same, else on
+// several lines, as one written on several lines is.
+func render(f *syntax.File, src string) (program string, same bool, other *syntax.File) {
+	if !strings.Contains(src, "\n") {
+		program = print(f, true)
+		if program == src {
+			return program, true, nil // the same text reads as the same tree
+		}
+		if f2, err := parse(program); err == nil && sameTree(f, f2) {
+			return program, true, nil
+		}
+	}
+	program = print(f, false)
+	if program == src {
+		return program, true, nil
+	}
+	f2, err := parse(program)
+	if err != nil {
+		return program, false, nil
+	}
+	if sameTree(f, f2) {
+		return program, true, nil
+	}
+	return program, false, f2
+}
+
+func print(f *syntax.File, oneLine bool) string {
 	var b strings.Builder
-	if err := syntax.NewPrinter(syntax.SingleLine(!strings.Contains(src, "\n"))).Print(&b, f); err != nil {
+	if err := syntax.NewPrinter(syntax.SingleLine(oneLine)).Print(&b, f); err != nil {
 		return "" // a strings.Builder does not fail
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // otherReadings returns the trees bash may run for src other than f, the
-// parser's reading: the reading of program (f rendered) when it is not f,
-// and the reading with comments ended as bash ends them. same reports
-// whether program reads back as f.
-func otherReadings(src string, f *syntax.File, program string) (alts []*syntax.File, same bool) {
-	// The same text reads as the same tree: most commands render as they
-	// were written, and need no second parse.
-	if program != src {
-		f2, err := parse(program)
-		if same = err == nil && sameTree(f, f2); err == nil && !same {
-			alts = append(alts, f2)
-		}
-	} else {
-		same = true
+// parser's reading: the reading of f's rendering when it is not f, and the
+// reading with comments ended as bash ends them. same reports whether the
+// rendering reads back as f.
+func otherReadings(src string, f *syntax.File) (program string, alts []*syntax.File, same bool) {
+	program, same, other := render(f, src)
+	if other != nil {
+		alts = append(alts, other)
 	}
 	if b, fixed := bashReading(src); fixed {
 		if f3, err := parse(b); err == nil {
 			alts = append(alts, f3)
 		}
 	}
-	return alts, same
+	return program, alts, same
 }
 
 var posType = reflect.TypeFor[syntax.Pos]()
