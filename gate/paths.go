@@ -40,6 +40,30 @@ func compilePattern(raw, home string) pathPattern {
 	return pp
 }
 
+// expandBraces expands the {a,b,c} groups of a sensitive_paths pattern as
+// bash expands braces, left to right, each group once (no nesting); an
+// alternative may hold / or be empty, so /proc/*/{,task/*/}maps is
+// /proc/*/maps and /proc/*/task/*/maps. A { without a closing } is
+// literal.
+func expandBraces(p string) []string {
+	open := strings.IndexByte(p, '{')
+	if open < 0 {
+		return []string{p}
+	}
+	end := strings.IndexByte(p[open:], '}')
+	if end < 0 {
+		return []string{p}
+	}
+	end += open
+	var out []string
+	for _, tail := range expandBraces(p[end+1:]) {
+		for _, alt := range strings.Split(p[open+1:end], ",") {
+			out = append(out, p[:open]+alt+tail)
+		}
+	}
+	return out
+}
+
 // matchSegs matches path elements against pattern elements.
 func matchSegs(pat, segs []string) bool {
 	for len(pat) > 0 {
