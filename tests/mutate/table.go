@@ -140,6 +140,12 @@ var table = []mutation{
 	{ID: "G7", File: "gate/classify.go", What: "a command ending in a lone backslash passes, and becomes another command once text follows it",
 		Old: "return n%2 == 1", New: "return n < 0",
 		Pkgs: []string{"./gate"}, Run: "TestClassify$"},
+	{ID: "G8", File: "gate/jq.go", What: "jq's `$ ENV` (blanks or a comment after the $) passes and prints the environment",
+		Old: "src = jqSkipBlank(src[1:])", New: "src = src[1:]",
+		Pkgs: []string{"./gate"}, Run: "TestPassTierReaders"},
+	{ID: "G9", File: "gate/compiled.go", What: "a process's smaps, auxv, stack and every task/TID form pass (the /proc/*/{,task/*/}{…} rule matches nothing)",
+		Old: "for _, e := range expandBraces(s) {", New: "for _, e := range []string{s} {",
+		Pkgs: []string{"./gate"}, Run: "TestProcessFileSpellings|TestPassTierReaders"},
 
 	// bot/web: who the console lets in, and from where.
 	{ID: "W1", File: "bot/web/server.go", What: "a cross-site POST (Sec-Fetch-Site) is accepted",
