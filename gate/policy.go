@@ -545,6 +545,11 @@ func (p *Policy) validate() error {
 	if p.MaxCommandBytes < 0 {
 		return fmt.Errorf("max_command_bytes %d is negative", p.MaxCommandBytes)
 	}
+	for _, pat := range p.SensitivePaths {
+		if braceCount(pat) > maxBraceExpansions {
+			return fmt.Errorf("sensitive path %q expands to more than %d patterns", pat, maxBraceExpansions)
+		}
+	}
 	for _, list := range [][]string{p.SensitivePaths, p.ProtectedPaths, p.Deny.BlockDevices, p.Deny.WriteTargets, p.Deny.ReadTargets} {
 		for _, pat := range list {
 			if err := checkPattern(pat); err != nil {

@@ -223,6 +223,7 @@ func TestExpandBraces(t *testing.T) {
 		{"/proc/*/{,task/*/}{a,b}", []string{"/proc/*/a", "/proc/*/task/*/a", "/proc/*/b", "/proc/*/task/*/b"}},
 		{"/x/{a", []string{"/x/{a"}},
 		{"/x/a}", []string{"/x/a}"}},
+		{strings.Repeat("{a,b}", 9), []string{strings.Repeat("{a,b}", 9)}},
 	} {
 		got := expandBraces(tc.in)
 		slices.Sort(got)
@@ -230,6 +231,9 @@ func TestExpandBraces(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("expandBraces(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+	if _, err := ParsePolicy([]byte("sensitive_paths: [\"/x/" + strings.Repeat("{a,b}", 9) + "\"]\n"), nil); err == nil {
+		t.Error("ParsePolicy accepts a sensitive path that expands to 512 patterns")
 	}
 }
 
