@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // readerCases are issue 29's pass-tier readers that printed what the
@@ -232,7 +233,7 @@ func TestExpandBraces(t *testing.T) {
 			t.Errorf("expandBraces(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
-	if _, err := ParsePolicy([]byte("sensitive_paths: [\"/x/" + strings.Repeat("{a,b}", 9) + "\"]\n"), nil); err == nil {
+	if _, err := ParsePolicy([]byte("sensitive_paths: [\"/x/"+strings.Repeat("{a,b}", 9)+"\"]\n"), nil); err == nil {
 		t.Error("ParsePolicy accepts a sensitive path that expands to 512 patterns")
 	}
 }
@@ -350,6 +351,9 @@ func FuzzJQLex(f *testing.F) {
 				t.Fatalf("jqLex(%q) fails, but jqProblem gives %q", prog, rule)
 			}
 			return
+		}
+		if !utf8.ValidString(prog) {
+			return // json.Marshal would write U+FFFD for the bad bytes
 		}
 		var b strings.Builder
 		for _, tok := range toks {
