@@ -318,9 +318,10 @@ func (k *checker) rule(name string, r *Rule, args []arg) *Decision {
 			return ptr(confirm("flag.required", "`tar -t` without -f reads the tape drive or $TAPE; name the archive with -f"))
 		}
 	case "jq":
+		// Every operand: --arg NAME VALUE takes two words, the gate one.
 		for _, a := range operands {
-			if m := jqUnsafe.FindString(a.s); m != "" {
-				return ptr(confirm("jq.unsafe", "`jq` filter %q uses %s: it reads the environment or other files, or can loop without end", a.s, m))
+			if rule, why := jqProblem(a.s); rule != "" {
+				return ptr(confirm(rule, "`jq` filter %q %s", a.s, why))
 			}
 		}
 	case "git-branch":
@@ -607,13 +608,6 @@ func seqOperands(operands []arg) *Decision {
 	}
 	return nil
 }
-
-// jqUnsafe finds what a jq filter must not use to pass: the environment
-// ($ENV, env), modules and data files (import, include),
-// and the loops that need no input (def, recurse(f), repeat, range, while,
-// until, combinations). Every operand is searched, since --arg NAME VALUE
-// takes two words and the gate reads one.
-var jqUnsafe = regexp.MustCompile(`\$ENV|\b(env|import|include|def|repeat|range|while|until|combinations)\b|\brecurse\s*\(`)
 
 // globMayStartDash reports whether a glob word could expand to a name
 // starting with -: it starts with a pattern character rather than text.

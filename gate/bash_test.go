@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"mvdan.cc/sh/v3/expand"
+	shexpand "mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -275,14 +275,14 @@ func decodeTraced(text string) (tracedCmd, error) {
 	for _, as := range call.Assigns {
 		v := ""
 		if as.Value != nil {
-			if v, err = expand.Literal(nil, as.Value); err != nil {
+			if v, err = shexpand.Literal(nil, as.Value); err != nil {
 				return rec, err
 			}
 		}
 		rec.words = append(rec.words, as.Name.Value+"="+v)
 	}
 	for _, w := range call.Args {
-		s, err := expand.Literal(nil, w)
+		s, err := shexpand.Literal(nil, w)
 		if err != nil {
 			return rec, err
 		}

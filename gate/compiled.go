@@ -96,7 +96,11 @@ func (p *Policy) compile() *compiled {
 		c.maxBytes = 4096
 	}
 	for _, s := range p.SensitivePaths {
-		c.sensitivePaths = append(c.sensitivePaths, compilePattern(s, c.home))
+		for _, e := range expandBraces(s) {
+			pp := compilePattern(e, c.home)
+			pp.raw = s
+			c.sensitivePaths = append(c.sensitivePaths, pp)
+		}
 	}
 	c.nSensitive = len(c.sensitivePaths)
 	for _, s := range p.ProtectedPaths {

@@ -46,7 +46,20 @@
 //     /dev/fd is /proc/self/fd, so /dev/fd/../../1/environ is
 //     /proc/1/environ; a path through /proc/PID/{cwd,root,exe,fd/N} is
 //     sensitive, and so is every device not in readable_devices; a device
-//     in endless_devices only for a read its rule bounds (head -c N);
+//     in endless_devices only for a read its rule bounds (head -c N); a
+//     process's memory, address space and environment files are one
+//     sensitive_paths rule for every process and thread,
+//     /proc/*/{,task/*/}{environ,mem,maps,smaps,…} (brace alternatives
+//     expand as in bash), matched after that resolution;
+//   - jq filters are read token by token as jq 1.6's lexer cuts them
+//     (`$ ENV` is $ENV, .env is a field): the environment, modules,
+//     input-free loops and what never ends on jq 1.6 (gsub on a regex
+//     that can match the empty string, indices("")) are confirm;
+//   - output flags that encode what the policy refuses elsewhere are off
+//     the table: `helm status -o json|yaml` (values and Secret
+//     manifests); Secrets are confirm in every kubectl form;
+//   - an unquoted [ is a glob only when a ] closes it, as bash reads it
+//     (jq .items[] passes);
 //   - the working directory follows cd as bash reads it (-L, -P, -e, --,
 //     cd -, ~+, ~-, pushd, popd); after a cd to a directory the gate
 //     cannot name (cd -, ~user, cd -P through ..) a relative read is

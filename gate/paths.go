@@ -40,6 +40,62 @@ func compilePattern(raw, home string) pathPattern {
 	return pp
 }
 
+// maxBraceExpansions bounds what one sensitive_paths pattern expands to;
+// a policy whose pattern expands further is refused.
+const maxBraceExpansions = 256
+
+// expandBraces expands the {a,b,c} groups of a sensitive_paths pattern as
+// bash expands braces, left to right, each group once (no nesting); an
+// alternative may hold / or be empty, so /proc/*/{,task/*/}maps is
+// /proc/*/maps and /proc/*/task/*/maps. A { without a closing } is
+// literal, and so is a pattern of more than maxBraceExpansions.
+func expandBraces(p string) []string {
+	if braceCount(p) > maxBraceExpansions {
+		return []string{p}
+	}
+	return expand(p)
+}
+
+// braceCount is how many patterns expandBraces(p) makes, without making
+// them (capped just above maxBraceExpansions).
+func braceCount(p string) int {
+	n := 1
+	for {
+		open := strings.IndexByte(p, '{')
+		if open < 0 {
+			return n
+		}
+		end := strings.IndexByte(p[open:], '}')
+		if end < 0 {
+			return n
+		}
+		n *= strings.Count(p[open:open+end], ",") + 1
+		if n > maxBraceExpansions {
+			return maxBraceExpansions + 1
+		}
+		p = p[open+end+1:]
+	}
+}
+
+func expand(p string) []string {
+	open := strings.IndexByte(p, '{')
+	if open < 0 {
+		return []string{p}
+	}
+	end := strings.IndexByte(p[open:], '}')
+	if end < 0 {
+		return []string{p}
+	}
+	end += open
+	var out []string
+	for _, tail := range expand(p[end+1:]) {
+		for _, alt := range strings.Split(p[open+1:end], ",") {
+			out = append(out, p[:open]+alt+tail)
+		}
+	}
+	return out
+}
+
 // matchSegs matches path elements against pattern elements.
 func matchSegs(pat, segs []string) bool {
 	for len(pat) > 0 {

@@ -199,8 +199,9 @@ type Rule struct {
 	// "ip" (iproute2: OBJECT [show|list|get] with its prefix matching),
 	// "cd" (cd, pushd, popd: moves the directory relative paths are
 	// resolved in), "seq" (plain decimals, at most a million lines), "tar"
-	// (list a named archive; old-style first word), "jq" (no environment,
-	// modules or input-free loops in the filter).
+	// (list a named archive; old-style first word), "jq" (the filter's
+	// tokens, as jq's lexer cuts them: no environment, modules, input-free
+	// loops, or what never ends on jq 1.6).
 	Check string `yaml:"check,omitempty"`
 }
 
@@ -543,6 +544,11 @@ var knownChecks = map[string]bool{"": true, "cd": true, "seq": true, "tar": true
 func (p *Policy) validate() error {
 	if p.MaxCommandBytes < 0 {
 		return fmt.Errorf("max_command_bytes %d is negative", p.MaxCommandBytes)
+	}
+	for _, pat := range p.SensitivePaths {
+		if braceCount(pat) > maxBraceExpansions {
+			return fmt.Errorf("sensitive path %q expands to more than %d patterns", pat, maxBraceExpansions)
+		}
 	}
 	for _, list := range [][]string{p.SensitivePaths, p.ProtectedPaths, p.Deny.BlockDevices, p.Deny.WriteTargets, p.Deny.ReadTargets} {
 		for _, pat := range list {

@@ -82,6 +82,10 @@ func strictWordIn(w *syntax.Word, vars map[string]arg) (arg, *Decision) {
 	if hasBraceForm(unquoted.String()) {
 		return a, ptr(confirm("word.brace", "brace expansion in %q makes several words the gate cannot see", b.String()))
 	}
+	if a.glob && !strings.ContainsRune(unquoted.String(), 0) {
+		// Unquoted text only (mvdan.cc/sh cuts .items[] into two Lits).
+		a.glob = litGlob(unquoted.String())
+	}
 	a.s = b.String()
 	return a, nil
 }
@@ -144,6 +148,35 @@ func unescapeLit(s string) (string, bool) {
 		b.WriteByte(c)
 	}
 	return b.String(), glob
+}
+
+// litGlob reports whether bash expands the unquoted text s (a whole
+// word) as a glob: an unescaped * or ?, or a [ that a later ] closes as a
+// bracket expression. In .items[] the ] is the set's first member, not its
+// end, and nothing closes the set, so the [ is literal and the word is
+// itself whether or not a file of that name exists. Only a whole word is
+// judged so: in .a["x"] the ] after a quoted part still closes the set.
+func litGlob(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '*', '?':
+			return true
+		case '[':
+			j := i + 1
+			if j < len(s) && (s[j] == '!' || s[j] == '^') {
+				j++
+			}
+			if j < len(s) && s[j] == ']' {
+				j++
+			}
+			if strings.IndexByte(s[j:], ']') >= 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // unescapeDouble applies the backslash rules inside double quotes: only
