@@ -94,6 +94,9 @@ func (db *DB) openAudit() error {
 	off, seq, err := db.reconcile(f, ckSeq, ckOff)
 	if err == nil {
 		db.auditFile, db.auditOff, db.auditSeq = f, off, seq
+		db.auditIdent, err = f.Stat()
+	}
+	if err == nil {
 		err = db.catchUpAudit()
 	}
 	if err == nil {
@@ -393,6 +396,9 @@ func (db *DB) rebuildAudit(ctx context.Context) error {
 	// stay valid because a line is the stored bytes.
 	db.auditFile, db.auditOff, db.auditSeq, db.auditBroken = tmp, off, db.lastSeq.Load(), false
 	db.setSynced(db.auditSeq, db.auditOff)
+	if st, err := tmp.Stat(); err == nil {
+		db.auditIdent = st
+	}
 	return nil
 }
 

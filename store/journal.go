@@ -149,6 +149,9 @@ func fdatasync(f *os.File) error {
 // commit point. On failure the batch is not committed and the bytes written
 // are cut before the next batch. Callers hold auditMu.
 func (db *DB) appendJournal(first uint64, lines [][]byte, sync bool) error {
+	if err := db.journalInPlace(); err != nil {
+		return err
+	}
 	if db.auditBroken || db.auditSeq+1 != first {
 		if err := db.catchUpAudit(); err != nil {
 			return err
@@ -179,6 +182,52 @@ func (db *DB) appendJournal(first uint64, lines [][]byte, sync bool) error {
 		db.syncs.Add(1)
 	}
 	return nil
+}
+
+// ErrJournalMoved is returned (wrapped) by every commit while the audit
+// journal the store writes is not the file at its path: moved, replaced
+// or deleted (logrotate's rename-and-create), or cut below what the store
+// wrote (copytruncate). The journal is the chain's commit point, not a log
+// to rotate: nothing is committed, so nothing runs, until the file is put
+// back (a cut file needs a restart once it is restored).
+var ErrJournalMoved = errors.New("audit journal moved or replaced while the store was open")
+
+// journalInPlace checks that the file the store writes is still the
+// journal at its path, at its full length: one stat per commit. A
+// journal cut below what was written fails for good (the lines are gone
+// from the file the store writes); a moved one fails until it is back.
+// Callers hold auditMu.
+func (db *DB) journalInPlace() error {
+	if db.auditFile == nil || db.auditIdent == nil {
+		return nil
+	}
+	if db.failed != nil {
+		return db.failed
+	}
+	pi, err := os.Stat(db.auditPath)
+	if err != nil || !os.SameFile(db.auditIdent, pi) {
+		return fmt.Errorf("store: audit journal %s was moved, replaced or deleted while thinbot runs (log rotation?): %w; it is the audit chain, not a log to rotate (`thinbot audit archive` trims it). Nothing is committed until the file thinbot wrote is back at %s", db.auditPath, ErrJournalMoved, db.auditPath)
+	}
+	if pi.Size() < db.auditOff {
+		db.failed = fmt.Errorf("store: audit journal %s was cut from %d to %d bytes while thinbot ran (copytruncate?): %w; it is the audit chain, not a log to rotate (`thinbot audit archive` trims it). Nothing more is committed: restore its lines from the copy, then restart thinbot", db.auditPath, db.auditOff, pi.Size(), ErrJournalMoved)
+		return db.failed
+	}
+	return nil
+}
+
+// Check reports what stops the store from committing now: a failed sync,
+// or a journal moved, replaced or cut under it (ErrJournalMoved). nil on a
+// store that can commit; ErrReadOnly on a read-only one.
+func (db *DB) Check() error {
+	if db.readOnly {
+		return ErrReadOnly
+	}
+	db.auditMu.Lock()
+	defer db.auditMu.Unlock()
+	if db.failed != nil {
+		return db.failed
+	}
+	return db.journalInPlace()
 }
 
 // setSynced records that the journal is on disk up to (seq, off). Callers

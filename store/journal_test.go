@@ -670,3 +670,73 @@ func TestFailedSyncIsFinal(t *testing.T) {
 	db2 := openTest(t, dir, nil)
 	checkChain(t, db2, append(want, buf...))
 }
+
+// TestJournalRotationIsRefused: a logrotate-style rotation of the journal
+// (rename, then a new empty file at the path) while the store is open
+// makes every commit fail with ErrJournalMoved, naming the fix, instead of
+// writing the chain on into the renamed file beside an empty one a
+// verifier would pass; nothing is lost, and with the file back the store
+// commits again. A journal cut under the store (copytruncate) fails for
+// good.
+func TestJournalRotationIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, dir, nil)
+	want := fill(t, db, 3)
+	path := db.AuditPath()
+	if err := db.Check(); err != nil {
+		t.Fatalf("Check on a fresh store = %v", err)
+	}
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := db.Append(t.Context(), Event{Session: "a", Type: "after-rotation"})
+	if !errors.Is(err, ErrJournalMoved) || !strings.Contains(err.Error(), "audit archive") {
+		t.Fatalf("Append after a rotation = %v, want ErrJournalMoved naming the fix", err)
+	}
+	if err := db.Check(); !errors.Is(err, ErrJournalMoved) {
+		t.Fatalf("Check after a rotation = %v, want ErrJournalMoved", err)
+	}
+	if db.LastSeq() != 3 {
+		t.Fatalf("LastSeq = %d after a refused commit, want 3", db.LastSeq())
+	}
+	for _, p := range []string{path, path + ".1"} {
+		if b, _ := os.ReadFile(p); bytes.Contains(b, []byte("after-rotation")) {
+			t.Errorf("%s holds the refused event", p)
+		}
+	}
+	// Deleted: the same.
+	os.Remove(path)
+	if _, err := db.Append(t.Context(), Event{Session: "a", Type: "t"}); !errors.Is(err, ErrJournalMoved) {
+		t.Fatalf("Append with the journal deleted = %v, want ErrJournalMoved", err)
+	}
+	// Put back: commits go on, and journal and store agree.
+	if err := os.Rename(path+".1", path); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Check(); err != nil {
+		t.Fatalf("Check with the journal back = %v", err)
+	}
+	more, err := db.Append(t.Context(), Event{Session: "a", Type: "t"})
+	if err != nil || more[0].Seq != 4 {
+		t.Fatalf("Append with the journal back = %+v, %v", more, err)
+	}
+	checkChain(t, db, append(want, more...))
+	if rep, err := db.VerifyAudit(t.Context()); err != nil || !rep.OK || rep.Events != 4 {
+		t.Fatalf("VerifyAudit = %+v, %v; want 4 good events", rep, err)
+	}
+	// Cut under the store (copytruncate): refused for good.
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := db.Append(t.Context(), Event{Session: "a", Type: "t"}); !errors.Is(err, ErrJournalMoved) || !strings.Contains(err.Error(), "cut") {
+			t.Fatalf("Append after copytruncate = %v, want ErrJournalMoved (cut)", err)
+		}
+	}
+	if err := db.Check(); !errors.Is(err, ErrJournalMoved) {
+		t.Fatalf("Check after copytruncate = %v", err)
+	}
+}

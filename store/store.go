@@ -139,6 +139,9 @@ type DB struct {
 	auditOff    int64
 	auditSeq    uint64
 	auditBroken bool
+	// auditIdent is the journal file as it was opened: the file at
+	// auditPath must stay this one (journalInPlace).
+	auditIdent os.FileInfo
 	// bootID identifies the running kernel ("" where unknown: then any
 	// stop without Close is treated as a machine restart).
 	bootID string

@@ -560,6 +560,9 @@ func (r *readiness) serve(w http.ResponseWriter, req *http.Request) {
 	if err := syscall.Access(r.db.Path(), accessWrite); err != nil {
 		problems = append(problems, "store: "+r.db.Path()+" is not writable: "+err.Error())
 	}
+	if err := r.db.Check(); err != nil {
+		problems = append(problems, err.Error())
+	}
 	r.mu.Lock()
 	if time.Since(r.checked) > 30*time.Second {
 		ctx, cancel := context.WithTimeout(req.Context(), 5*time.Second)
