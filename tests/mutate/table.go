@@ -116,6 +116,13 @@ var table = []mutation{
 	{ID: "S11", File: "agentcore/checkpoint.go", What: "audit verify --jsonl and --archive check the chain but not the checkpoints recorded in the file (a rewritten history passes)",
 		Old: "\tif problem != \"\" {\n\t\trep.OK, rep.BadSeq, rep.Problem = false, bad, problem\n\t}\n\treturn nil\n", New: "\t_, _ = problem, bad\n\treturn nil\n",
 		Pkgs: []string{"./cmd/thinbot"}, Run: "TestAuditVerifyChecksTheCheckpoints|TestAuditVerifyArchiveChecksTheCheckpoints"},
+	// Evidence that must not be lost unseen (issue #30).
+	{ID: "E1", File: "cmd/thinbot/archive.go", What: "audit verify --archive links consecutive archives by seq only: an archive swapped for another history of the same range verifies",
+		Old: "(s.First != prev.Last+1 || s.Prev != prev.Head)", New: "(s.First != prev.Last+1)",
+		Pkgs: []string{"./cmd/thinbot"}, Run: "TestAuditVerifyLinksArchivesByHash"},
+	{ID: "E2", File: "cmd/thinbot/archive.go", What: "audit verify --archive --db links the live store to the last archive by seq only",
+		Old: "(rep.ArchivedSeq != prev.Last || rep.ArchivedHash != prev.Head)", New: "(rep.ArchivedSeq != prev.Last)",
+		Pkgs: []string{"./cmd/thinbot"}, Run: "TestAuditVerifyLinksArchivesByHash"},
 
 	// gate: the checks every pass verdict relies on.
 	{ID: "G1", File: "gate/classify.go", What: "`< file` reads sensitive paths without a check",
