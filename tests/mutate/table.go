@@ -123,6 +123,12 @@ var table = []mutation{
 	{ID: "E2", File: "cmd/thinbot/archive.go", What: "audit verify --archive --db links the live store to the last archive by seq only",
 		Old: "(rep.ArchivedSeq != prev.Last || rep.ArchivedHash != prev.Head)", New: "(rep.ArchivedSeq != prev.Last)",
 		Pkgs: []string{"./cmd/thinbot"}, Run: "TestAuditVerifyLinksArchivesByHash"},
+	{ID: "E3", File: "store/journal.go", What: "a commit is acknowledged before its journal lines are fdatasynced (a power loss loses acknowledged steps)",
+		Old: "\tif sync {\n\t\tif err := db.fs.fdatasync(db.auditFile, db.auditPath); err != nil {\n\t\t\tdb.cutJournal()\n\t\t\treturn db.syncFailed(err)\n\t\t}\n\t}\n", New: "",
+		Pkgs: []string{"./store"}, Run: "TestCommitIsSyncedBeforeItIsAcknowledged"},
+	{ID: "E4", File: "store/archive.go", What: "an archive file (or the cut's marker) is renamed into place unsynced, and the live events it replaces are cut",
+		Old: "\t\terr = d.fsync(f, tmp)\n", New: "",
+		Pkgs: []string{"./store"}, Run: "TestArchiveSyncsBeforeRenames|TestArchiveStopsAtAFailedSync"},
 
 	// gate: the checks every pass verdict relies on.
 	{ID: "G1", File: "gate/classify.go", What: "`< file` reads sensitive paths without a check",
