@@ -52,7 +52,7 @@ func helperMain(args []string) int {
 		if hc.Cgroup == nil {
 			hc.Cgroup = &cgroupPlan{Why: "not planned"}
 		}
-		err = hc.Cgroup.adopt()
+		err = hc.Cgroup.adopt(hc.Limits)
 	}
 	if err == nil {
 		var info Info

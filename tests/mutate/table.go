@@ -129,6 +129,12 @@ var table = []mutation{
 	{ID: "E4", File: "store/archive.go", What: "an archive file (or the cut's marker) is renamed into place unsynced, and the live events it replaces are cut",
 		Old: "\t\terr = d.fsync(f, tmp)\n", New: "",
 		Pkgs: []string{"./store"}, Run: "TestArchiveSyncsBeforeRenames|TestArchiveStopsAtAFailedSync"},
+	{ID: "E5", File: "agentcore/sandbox/cgroup_linux.go", What: "cgroup v1|v2 asked for by name falls back to rlimits when no group can be made (a root command runs without its process cap)",
+		Old: "\tif p.Required {\n\t\treturn fmt.Errorf(", New: "\tif false {\n\t\treturn fmt.Errorf(",
+		Pkgs: []string{"./agentcore/sandbox"}, Run: "TestCgroupLimitRefusedFailsClosed"},
+	{ID: "E6", File: "agentcore/sandbox/cgroup_linux.go", What: "a group limit the kernel refuses (pids.max, cpu.max, memory.max) is ignored and the command runs without it",
+		Old: "if err != nil && !(w.optional && errors.Is(err, unix.ENOENT)) {", New: "if false && err != nil {",
+		Pkgs: []string{"./agentcore/sandbox"}, Run: "TestCgroupLimitRefusedFailsClosed"},
 
 	// gate: the checks every pass verdict relies on.
 	{ID: "G1", File: "gate/classify.go", What: "`< file` reads sensitive paths without a check",
