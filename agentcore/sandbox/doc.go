@@ -79,10 +79,13 @@
 // In both, the bot's own secrets and state (the state dir with the chain and
 // audit file, the config file, token and key files) are covered: directories
 // by an empty read-only tmpfs, files by /dev/null (their names may still be
-// listed; their content cannot be read). HideEnviron empties the daemon's
-// /proc/<pid>/environ. Host processes and the network state stay visible (no
-// PID or network namespace), so ps, ss, journalctl and systemctl status keep
-// working.
+// listed, in /proc/<pid>/mountinfo, as the mounts that hide them; their
+// content cannot be read). A helper gets its configuration in a sealed
+// memfd, not on its command line (/proc/<pid>/cmdline, which every process
+// reads). HideEnviron empties the daemon's /proc/<pid>/environ and cuts its
+// command line to the command ("thinbot serve"). Host processes and the
+// network state stay visible (no PID or network namespace), so ps, ss,
+// journalctl and systemctl status keep working.
 //
 // Limits, by design: what a listed control socket or the system bus lets
 // the command's user do is up to the daemon behind it; TCP rules are by port,

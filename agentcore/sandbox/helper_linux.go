@@ -47,7 +47,7 @@ func helperMain(args []string) int {
 	}
 	f.Close()
 	conn := fc.(*net.UnixConn)
-	hc, err := configArg(args)
+	hc, err := readConfig()
 	if err == nil {
 		if hc.Cgroup == nil {
 			hc.Cgroup = &cgroupPlan{Why: "not planned"}

@@ -135,6 +135,12 @@ var table = []mutation{
 	{ID: "E6", File: "agentcore/sandbox/cgroup_linux.go", What: "a group limit the kernel refuses (pids.max, cpu.max, memory.max) is ignored and the command runs without it",
 		Old: "if err != nil && !(w.optional && errors.Is(err, unix.ENOENT)) {", New: "if false && err != nil {",
 		Pkgs: []string{"./agentcore/sandbox"}, Run: "TestCgroupLimitRefusedFailsClosed"},
+	{ID: "E7", File: "agentcore/sandbox/start_linux.go", What: "a helper's configuration, every hidden path in it, is on its command line, which any read-only command reads",
+		Old: "cmd := exec.Command(cfg.Exe, helperArg, m.String())", New: "cmd := exec.Command(cfg.Exe, helperArg, m.String(), string(hc))",
+		Pkgs: []string{"./agentcore/sandbox"}, Run: "TestProcShowsNoHiddenPath"},
+	{ID: "E8", File: "agentcore/sandbox/environ_linux.go", What: "the daemon's command line (--config PATH) stays readable to every process",
+		Old: "syscall.Exec(exe, args[:min(len(args), 2)],", New: "syscall.Exec(exe, args,",
+		Pkgs: []string{"./agentcore/sandbox"}, Run: "TestProcShowsNoHiddenPath"},
 
 	// gate: the checks every pass verdict relies on.
 	{ID: "G1", File: "gate/classify.go", What: "`< file` reads sensitive paths without a check",
