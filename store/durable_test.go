@@ -285,3 +285,37 @@ func TestRebuiltJournalIsSyncedBeforeRename(t *testing.T) {
 		t.Errorf("old journal kept as %v, want one file", kept)
 	}
 }
+
+// TestRebuiltStoreIsSyncedBeforeRename: after a machine restart Open
+// rebuilds the bbolt file from the journal: the new file is synced before
+// it replaces the old one (kept, never removed), and the directory is
+// synced after.
+func TestRebuiltStoreIsSyncedBeforeRename(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "events.db")
+	db := openTest(t, dir, nil)
+	fill(t, db, 12)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(statePath(path), []byte(stateOpen+"another-boot\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var s steps
+	db2 := openTest(t, dir, &Options{durable: s.durable()})
+	if db2.LastSeq() != 12 {
+		t.Fatalf("after the rebuild LastSeq = %d, want 12", db2.LastSeq())
+	}
+	log, _ := s.snapshot()
+	inOrder(t, log,
+		opSync+" "+path+".rebuild",
+		opRename+" "+path+" -> "+path+".unsynced-*",
+		opRename+" "+path+".rebuild -> "+path,
+		opSyncDir+" "+dir,
+	)
+	for _, l := range log {
+		if strings.HasPrefix(l, opRemove) {
+			t.Errorf("the rebuild removed a file: %s", l)
+		}
+	}
+}
