@@ -80,7 +80,7 @@ func inOrder(t *testing.T, log []string, want ...string) []int {
 
 // TestCommitIsSyncedBeforeItIsAcknowledged: each Append returns only after
 // the journal was fdatasynced with the batch's line in it; AppendBuffered
-// syncs nothing, and the next Append syncs what it left. A failed sync
+// syncs nothing, and the next Append (or Sync) syncs what it left. A failed sync
 // fails the Append, nothing is acknowledged or readable, and it stays so
 // after a reopen.
 func TestCommitIsSyncedBeforeItIsAcknowledged(t *testing.T) {
@@ -124,6 +124,19 @@ func TestCommitIsSyncedBeforeItIsAcknowledged(t *testing.T) {
 	if db.DurableSeq() != 5 {
 		t.Errorf("DurableSeq = %d, want 5", db.DurableSeq())
 	}
+	// Buffered, then Sync: Sync syncs before it returns.
+	if _, err := db.AppendBuffered(t.Context(), Event{Session: "a", Type: "note", Actor: "bot"}); err != nil {
+		t.Fatal(err)
+	}
+	s.reset()
+	if err := db.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	log, _ = s.snapshot()
+	inOrder(t, log, opSync+" "+journal)
+	if db.DurableSeq() != 6 {
+		t.Errorf("DurableSeq after Sync = %d, want 6", db.DurableSeq())
+	}
 
 	// A failed sync: the Append fails and nothing is acknowledged.
 	s.mu.Lock()
@@ -132,8 +145,8 @@ func TestCommitIsSyncedBeforeItIsAcknowledged(t *testing.T) {
 	if _, err := db.Append(t.Context(), Event{Session: "a", Type: "user_message", Actor: "user:alice", Payload: []byte(`{"text":"lost"}`)}); err == nil {
 		t.Fatal("Append succeeded although its sync failed")
 	}
-	if db.LastSeq() != 5 {
-		t.Errorf("LastSeq after a failed sync = %d, want 5", db.LastSeq())
+	if db.LastSeq() != 6 {
+		t.Errorf("LastSeq after a failed sync = %d, want 6", db.LastSeq())
 	}
 	for ev, err := range db.Events("a", 0) {
 		if err != nil {
@@ -151,8 +164,8 @@ func TestCommitIsSyncedBeforeItIsAcknowledged(t *testing.T) {
 	}
 	db.Close()
 	db2 := openTest(t, dir, nil)
-	if db2.LastSeq() != 5 {
-		t.Errorf("after reopen LastSeq = %d, want 5 (the failed Append was not committed)", db2.LastSeq())
+	if db2.LastSeq() != 6 {
+		t.Errorf("after reopen LastSeq = %d, want 6 (the failed Append was not committed)", db2.LastSeq())
 	}
 	if rep, err := db2.Verify(t.Context()); err != nil || !rep.OK {
 		t.Errorf("Verify after reopen: %+v, %v", rep, err)
