@@ -433,7 +433,7 @@ func probes(e *probeEnv, sb *sandbox.Sandbox) []probe {
 		ps[i].cmd = strings.ReplaceAll(ps[i].cmd, "HELPERS", strings.Join(all, " "))
 		if strings.Contains(ps[i].cmd, "RWHELPER") {
 			for _, p := range helpers {
-				if cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); strings.Contains(string(cl), `"mode":1`) {
+				if cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); strings.HasSuffix(string(cl), "\x00"+sandbox.Approved.String()+"\x00") {
 					ps[i].cmd = strings.ReplaceAll(ps[i].cmd, "RWHELPER", strconv.Itoa(p))
 				}
 			}

@@ -240,7 +240,7 @@ func Archive(ctx context.Context, path string, opts *Options, ao ArchiveOptions)
 		return res, fmt.Errorf("store: archive: recorded and built; the next open finishes the cut (a daemon that started meanwhile has): %w", err)
 	}
 	defer f.Close()
-	if err := finishArchive(path, db.auditPath, crash); err != nil {
+	if err := finishArchive(o.durable, path, db.auditPath, crash); err != nil {
 		return res, err
 	}
 	res.DBAfter, res.JournalAfter = fileSize(path), fileSize(db.auditPath)
@@ -312,7 +312,7 @@ func (db *DB) archive(ctx context.Context, ao ArchiveOptions, crash func(string)
 	if dir == "" {
 		dir = filepath.Join(filepath.Dir(db.path), "archive")
 	}
-	if err := mkdirAllSynced(dir); err != nil {
+	if err := mkdirAllSynced(db.fs, dir); err != nil {
 		return res, fmt.Errorf("store: archive: %w", err)
 	}
 	rec, sessions, err := db.writeArchive(ctx, filepath.Join(dir, archiveName(base+1, cut)), base, baseHash, cut)
@@ -347,7 +347,7 @@ func (db *DB) archive(ctx context.Context, ao ArchiveOptions, crash func(string)
 	if err := step("built"); err != nil {
 		return res, err
 	}
-	if err := writeSynced(archiveMarker(db.path), []byte(archiveFormat+"\n")); err != nil {
+	if err := writeSynced(db.fs, archiveMarker(db.path), []byte(archiveFormat+"\n")); err != nil {
 		return res, fmt.Errorf("store: archive: %w", err)
 	}
 	if err := step("marked"); err != nil {
@@ -479,7 +479,7 @@ func (db *DB) archiveCut(ao ArchiveOptions, keep []string, base uint64) (uint64,
 // must survive a machine restart, as the live events it replaces are gone
 // once the cut is done (the default dir, beside the store, is synced with
 // the cut's marker; another is not).
-func mkdirAllSynced(dir string) error {
+func mkdirAllSynced(d durable, dir string) error {
 	var created []string
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
 		if _, err := os.Stat(d); err == nil || filepath.Dir(d) == d {
@@ -490,8 +490,8 @@ func mkdirAllSynced(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	for _, d := range created {
-		if err := syncDir(filepath.Dir(d)); err != nil {
+	for _, c := range created {
+		if err := d.syncDir(filepath.Dir(c)); err != nil {
 			return err
 		}
 	}
@@ -500,18 +500,18 @@ func mkdirAllSynced(dir string) error {
 
 // writeSynced writes a new file atomically: a temporary file, synced,
 // renamed into place, the directory synced.
-func writeSynced(path string, b []byte) error {
-	return writeFileSynced(path, func(w io.Writer) error { _, err := w.Write(b); return err })
+func writeSynced(d durable, path string, b []byte) error {
+	return writeFileSynced(d, path, func(w io.Writer) error { _, err := w.Write(b); return err })
 }
 
-func writeFileSynced(path string, fill func(w io.Writer) error) error {
-	return writeFileChecked(path, fill, nil)
+func writeFileSynced(d durable, path string, fill func(w io.Writer) error) error {
+	return writeFileChecked(d, path, fill, nil)
 }
 
 // writeFileChecked is writeFileSynced that calls check, if not nil, with
 // the file complete and synced, before it replaces whatever is at path: an
 // error from check stops it there.
-func writeFileChecked(path string, fill func(w io.Writer) error, check func() error) error {
+func writeFileChecked(d durable, path string, fill func(w io.Writer) error, check func() error) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -519,7 +519,7 @@ func writeFileChecked(path string, fill func(w io.Writer) error, check func() er
 	}
 	err = fill(f)
 	if err == nil {
-		err = f.Sync()
+		err = d.fsync(f, tmp)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -528,10 +528,10 @@ func writeFileChecked(path string, fill func(w io.Writer) error, check func() er
 		err = check()
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = d.rename(tmp, path)
 	}
 	if err == nil {
-		err = syncDir(filepath.Dir(path))
+		err = d.syncDir(filepath.Dir(path))
 	}
 	if err != nil {
 		os.Remove(tmp)
@@ -567,7 +567,7 @@ func (db *DB) writeArchive(ctx context.Context, p string, base uint64, baseHash 
 		}
 		return nil
 	}
-	err := writeFileChecked(p, func(w io.Writer) error {
+	err := writeFileChecked(db.fs, p, func(w io.Writer) error {
 		zw, err := gzip.NewWriterLevel(io.MultiWriter(w, fileSum), gzip.BestSpeed)
 		if err != nil {
 			return err
@@ -694,7 +694,7 @@ func (db *DB) buildCut(ctx context.Context, cut uint64, sessions map[string]*Arc
 	size := db.auditOff - off
 	_, err = io.Copy(out, io.NewSectionReader(jf, off, size))
 	if err == nil {
-		err = out.Sync()
+		err = db.fs.fsync(out, newJ)
 	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
@@ -777,7 +777,7 @@ func (db *DB) buildCut(ctx context.Context, cut uint64, sessions map[string]*Arc
 	if err != nil {
 		return fail(err)
 	}
-	if err := bdb.Sync(); err != nil {
+	if err := db.fs.syncBolt(bdb, newDB); err != nil {
 		return fail(err)
 	}
 	if err := bdb.Close(); err != nil {
@@ -822,7 +822,7 @@ func (db *DB) Archived(session string) (a ArchivedSession, ok bool, err error) {
 // new files are complete and synced): it renames them over the live ones,
 // then removes the marker. Without a marker it removes leftovers of a cut
 // that never reached it. Callers hold the state file's lock.
-func finishArchive(path, journal string, crash func(string) error) error {
+func finishArchive(d durable, path, journal string, crash func(string) error) error {
 	newJ, newDB, marker := archiveNewJournal(journal), archiveNewDB(path), archiveMarker(path)
 	if _, err := os.Stat(marker); errors.Is(err, fs.ErrNotExist) {
 		os.Remove(newJ)
@@ -831,7 +831,7 @@ func finishArchive(path, journal string, crash func(string) error) error {
 	}
 	fail := func(err error) error { return fmt.Errorf("store: finish the archive's cut: %w", err) }
 	if _, err := os.Stat(newJ); err == nil {
-		if err := os.Rename(newJ, journal); err != nil {
+		if err := d.rename(newJ, journal); err != nil {
 			return fail(err)
 		}
 	}
@@ -841,22 +841,22 @@ func finishArchive(path, journal string, crash func(string) error) error {
 		}
 	}
 	if _, err := os.Stat(newDB); err == nil {
-		if err := os.Rename(newDB, path); err != nil {
+		if err := d.rename(newDB, path); err != nil {
 			return fail(err)
 		}
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := d.syncDir(filepath.Dir(path)); err != nil {
 		return fail(err)
 	}
 	if filepath.Dir(journal) != filepath.Dir(path) {
-		if err := syncDir(filepath.Dir(journal)); err != nil {
+		if err := d.syncDir(filepath.Dir(journal)); err != nil {
 			return fail(err)
 		}
 	}
-	if err := os.Remove(marker); err != nil {
+	if err := d.remove(marker); err != nil {
 		return fail(err)
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := d.syncDir(filepath.Dir(path)); err != nil {
 		return fail(err)
 	}
 	return nil
@@ -1078,7 +1078,7 @@ func Restore(ctx context.Context, path string, files []string) (first ArchiveRec
 	if len(files) == 0 {
 		return first, last, errors.New("store: restore: no archive files")
 	}
-	err = writeFileSynced(journal, func(w io.Writer) error {
+	err = writeFileSynced(durable{}, journal, func(w io.Writer) error {
 		for _, p := range files {
 			if err := copyArchiveLines(p, w); err != nil {
 				return err

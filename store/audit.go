@@ -363,7 +363,7 @@ func (db *DB) rebuildAudit(ctx context.Context) error {
 	if err := bw.Flush(); err != nil {
 		return fail(err)
 	}
-	if err := tmp.Sync(); err != nil {
+	if err := db.fs.fsync(tmp, tmpPath); err != nil {
 		return fail(err)
 	}
 	off, err := tmp.Seek(0, io.SeekEnd)
@@ -377,16 +377,16 @@ func (db *DB) rebuildAudit(ctx context.Context) error {
 	if !same {
 		if _, err := os.Stat(db.auditPath); err == nil {
 			kept := db.auditPath + ".replaced-" + time.Now().UTC().Format("20060102T150405.000000000Z")
-			if err := os.Rename(db.auditPath, kept); err != nil {
+			if err := db.fs.rename(db.auditPath, kept); err != nil {
 				return fail(err)
 			}
 			db.log.Warn("audit export rebuilt; the old file differed and was kept", "path", db.auditPath, "kept", kept)
 		}
 	}
-	if err := os.Rename(tmpPath, db.auditPath); err != nil {
+	if err := db.fs.rename(tmpPath, db.auditPath); err != nil {
 		return fail(err)
 	}
-	if err := syncDir(filepath.Dir(db.auditPath)); err != nil {
+	if err := db.fs.syncDir(filepath.Dir(db.auditPath)); err != nil {
 		return fmt.Errorf("store: rebuild: %w", err)
 	}
 	if db.auditFile != nil {

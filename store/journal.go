@@ -170,7 +170,7 @@ func (db *DB) appendJournal(first uint64, lines [][]byte, sync bool) error {
 		return fmt.Errorf("audit journal %s: write: %w", db.auditPath, err)
 	}
 	if sync {
-		if err := fdatasync(db.auditFile); err != nil {
+		if err := db.fs.fdatasync(db.auditFile, db.auditPath); err != nil {
 			db.cutJournal()
 			return db.syncFailed(err)
 		}
@@ -265,7 +265,7 @@ func (db *DB) syncLocked() error {
 	if db.syncedOff >= db.auditOff {
 		return nil
 	}
-	if err := fdatasync(db.auditFile); err != nil {
+	if err := db.fs.fdatasync(db.auditFile, db.auditPath); err != nil {
 		return db.syncFailed(err)
 	}
 	db.setSynced(db.auditSeq, db.auditOff)
@@ -424,7 +424,7 @@ func rebuildStore(path, journal, boot string, o Options) error {
 	if oldDiffers {
 		return fail(mismatch("the journal's event %d differs from the one the store recorded as committed", old))
 	}
-	if err := bdb.Sync(); err != nil {
+	if err := o.durable.syncBolt(bdb, tmpPath); err != nil {
 		return fail(fmt.Errorf("store: rebuild: sync: %w", err))
 	}
 	if err := bdb.Close(); err != nil {
@@ -437,21 +437,21 @@ func rebuildStore(path, journal, boot string, o Options) error {
 		if err := jf.Truncate(off); err != nil {
 			return fmt.Errorf("store: rebuild: %w", err)
 		}
-		if err := jf.Sync(); err != nil {
+		if err := o.durable.fsync(jf, journal); err != nil {
 			return fmt.Errorf("store: rebuild: %w", err)
 		}
 	}
 	kept := ""
 	if _, err := os.Stat(path); err == nil {
 		kept = path + ".unsynced-" + time.Now().UTC().Format("20060102T150405.000000000Z")
-		if err := os.Rename(path, kept); err != nil {
+		if err := o.durable.rename(path, kept); err != nil {
 			return fmt.Errorf("store: rebuild: %w", err)
 		}
 	}
-	if err := os.Rename(tmpPath, path); err != nil {
+	if err := o.durable.rename(tmpPath, path); err != nil {
 		return fmt.Errorf("store: rebuild: %w", err)
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := o.durable.syncDir(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("store: rebuild: %w", err)
 	}
 	o.Logger.Warn("the machine restarted while the store was open: rebuilt it from the audit journal",

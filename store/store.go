@@ -102,6 +102,10 @@ type Options struct {
 	// RebuildAudit makes Open rewrite the JSONL export from the store instead
 	// of reconciling it; a differing old file is kept as PATH.replaced-TIME.
 	RebuildAudit bool
+
+	// durable does the store's syncs, renames and removals; tests set it
+	// to observe and fail them (the zero value does each directly).
+	durable durable
 }
 
 // DB is an open event store. Its methods may be called concurrently. Close
@@ -150,6 +154,7 @@ type DB struct {
 	// Append fail once the journal holds events bbolt could not index.
 	state  *os.File
 	failed error
+	fs     durable // the syncs, renames and removals (Options.durable)
 	// syncedSeq and syncedOff are how far the journal is known to be on
 	// disk (AppendBuffered writes without a sync). Guarded by auditMu.
 	syncedSeq uint64
@@ -224,7 +229,7 @@ func Open(path string, opts *Options) (*DB, error) {
 			return nil, err
 		}
 		// An archive's cut whose new files are on disk is finished first.
-		if err := finishArchive(path, o.AuditPath, nil); err != nil {
+		if err := finishArchive(o.durable, path, o.AuditPath, nil); err != nil {
 			f.Close()
 			return nil, err
 		}
@@ -257,7 +262,7 @@ func Open(path string, opts *Options) (*DB, error) {
 	bdb.AllocSize = 1 << 20
 	db := &DB{
 		path: path, bolt: bdb, log: o.Logger, now: o.Now, payloadCap: o.PayloadCap,
-		readOnly: o.ReadOnly, auditPath: o.AuditPath, bootID: boot, state: state,
+		readOnly: o.ReadOnly, auditPath: o.AuditPath, bootID: boot, state: state, fs: o.durable,
 		closing: make(chan struct{}), notify: make(chan struct{}),
 	}
 	fail := func(err error) (*DB, error) {
@@ -541,7 +546,7 @@ func (db *DB) Close() error {
 			db.cutJournal()
 		}
 		if db.syncedOff < db.auditOff {
-			err := fdatasync(db.auditFile)
+			err := db.fs.fdatasync(db.auditFile, db.auditPath)
 			if err == nil {
 				db.setSynced(db.auditSeq, db.auditOff)
 			}

@@ -418,10 +418,14 @@ func (p *cgroupPlan) open(first int) ([]*os.File, *cgroupPlan, error) {
 }
 
 // adopt is the helper's first step with its plan: the directories are
-// kept from commands (close-on-exec), and one group is created and
-// removed. Where that fails, an optional plan turns into rlimits only,
-// with the reason; a required one fails the helper.
-func (p *cgroupPlan) adopt() error {
+// kept from commands (close-on-exec), and one group is created with the
+// commands' limits l and removed, so that a limit the kernel refuses (a
+// value out of its range) is found before any command runs, not by each
+// command failing. Where that fails, an optional plan (auto) turns into
+// rlimits only, with the reason (Info.LimitsBy, Info.NotInForce); a
+// required one (a version named in Config.Cgroup) fails the helper, and
+// so Start.
+func (p *cgroupPlan) adopt(l Limits) error {
 	for _, d := range p.Dirs {
 		unix.CloseOnExec(d.FD)
 	}
@@ -441,14 +445,14 @@ func (p *cgroupPlan) adopt() error {
 	}
 	if err == nil {
 		var g *cgroup
-		g, err = p.create(Limits{}.WithDefaults(), fmt.Sprintf("thinbot-%d-probe", os.Getpid()))
+		g, err = p.create(l, fmt.Sprintf("thinbot-%d-probe", os.Getpid()))
 		if err == nil {
 			g.end(Limits{})
 			return nil
 		}
 	}
 	if p.Required {
-		return err
+		return fmt.Errorf("%w (cgroup v%d was asked for by name, so commands do not run without it)", err, p.Version)
 	}
 	for _, d := range p.Dirs {
 		unix.Close(d.FD)

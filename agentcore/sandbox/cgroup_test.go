@@ -980,3 +980,56 @@ func v2Hierarchy(t *testing.T) string {
 	t.Skip("no cgroup v2 hierarchy")
 	return ""
 }
+
+// TestCgroupLimitRefusedFailsClosed: a group limit the kernel refuses (a
+// value out of its range) with the cgroup version asked for by name stops
+// Start with the reason: no command runs without the cap the operator
+// asked for (a root command's process cap is its group's: RLIMIT_NPROC
+// does not bind root). In auto mode the sandbox falls back to rlimits and
+// says so, in LimitsBy and NotInForce, which the daemon logs at start.
+func TestCgroupLimitRefusedFailsClosed(t *testing.T) {
+	r := newCgroupRig(t)
+	by := r.sb.Info(Approved).LimitsBy
+	mode := "v1"
+	if strings.HasPrefix(by, "cgroup v2") {
+		mode = "v2"
+	}
+	for _, tc := range []struct {
+		name   string
+		limits Limits
+		file   string // the limit file the kernel refuses
+		missed string // its name in NotInForce
+	}{
+		{"processes", Limits{ProcessesTotal: 1 << 30}, "pids.max", "processes_total"},
+		{"cpus", Limits{CPUs: 0.001}, map[string]string{"v1": "cpu.cfs_quota_us", "v2": "cpu.max"}[mode], "cpus"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb, err := Start(t.Context(), Config{Cgroup: mode, Limits: tc.limits})
+			if err == nil {
+				var out syncBuf
+				_, rerr := sb.Run(t.Context(), Approved, Cmd{Args: []string{"/bin/sh", "-c", "echo ran"}, Dir: "/", Env: []string{testPath}}, &out)
+				sb.Close()
+				t.Fatalf("cgroup %s with %s refused by the kernel: Start succeeded (%s); a command: %v, %q", mode, tc.file, sb.Info(Approved).LimitsBy, rerr, out.String())
+			}
+			if !strings.Contains(err.Error(), tc.file) || !strings.Contains(err.Error(), "asked for by name") {
+				t.Errorf("Start with cgroup %s: %v; want the refused %s and why it stops", mode, err, tc.file)
+			}
+
+			sb, err = Start(t.Context(), Config{Cgroup: "auto", Limits: tc.limits})
+			if err != nil {
+				t.Fatalf("Start with cgroup auto: %v", err)
+			}
+			defer sb.Close()
+			for _, m := range []Mode{ReadOnly, Approved} {
+				info := sb.Info(m)
+				if !strings.HasPrefix(info.LimitsBy, "rlimit per process, no cgroup: ") || !strings.Contains(info.LimitsBy, tc.file) || !slices.Contains(info.NotInForce, tc.missed) {
+					t.Errorf("auto, %s: LimitsBy %q, NotInForce %v; want the fallback to rlimits, the refused %s and %s not in force", m, info.LimitsBy, info.NotInForce, tc.file, tc.missed)
+				}
+				var out syncBuf
+				if _, err := sb.Run(t.Context(), m, Cmd{Args: []string{"/bin/sh", "-c", "echo ran"}, Dir: "/", Env: []string{testPath}}, &out); err != nil || !strings.Contains(out.String(), "ran") {
+					t.Errorf("auto, %s: a command after the fallback: %v, %q", m, err, out.String())
+				}
+			}
+		})
+	}
+}

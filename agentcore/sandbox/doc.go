@@ -59,8 +59,12 @@
 // lingers in the kernel while pages are charged to it. The helper removes
 // its groups when it stops, the daemon those of a helper that died. The
 // Result says when the command was killed at the memory limit or a fork
-// failed at the process limit. Where no group can be made at start, the
-// helpers fall back to rlimits and Info.LimitsBy says why; a group that
+// failed at the process limit. Each helper makes one group with the
+// commands' limits at start, so a limit the kernel refuses (a value out of
+// its range) is found then: with the version asked for by name
+// (Config.Cgroup "v1" or "v2") Start fails with the reason; in auto mode,
+// where no group can be made at start, the helpers fall back to rlimits
+// and Info.LimitsBy and Info.NotInForce say why and what; a group that
 // cannot be made for one command fails that command (closed): it would
 // otherwise run without the caps the operator was told are in force.
 // Approved commands see the cgroup file systems read-only, so that root
@@ -75,10 +79,13 @@
 // In both, the bot's own secrets and state (the state dir with the chain and
 // audit file, the config file, token and key files) are covered: directories
 // by an empty read-only tmpfs, files by /dev/null (their names may still be
-// listed; their content cannot be read). HideEnviron empties the daemon's
-// /proc/<pid>/environ. Host processes and the network state stay visible (no
-// PID or network namespace), so ps, ss, journalctl and systemctl status keep
-// working.
+// listed, in /proc/<pid>/mountinfo, as the mounts that hide them; their
+// content cannot be read). A helper gets its configuration in a sealed
+// memfd, not on its command line (/proc/<pid>/cmdline, which every process
+// reads). HideEnviron empties the daemon's /proc/<pid>/environ and cuts its
+// command line to the command ("thinbot serve"). Host processes and the
+// network state stay visible (no PID or network namespace), so ps, ss,
+// journalctl and systemctl status keep working.
 //
 // Limits, by design: what a listed control socket or the system bus lets
 // the command's user do is up to the daemon behind it; TCP rules are by port,

@@ -47,12 +47,12 @@ func helperMain(args []string) int {
 	}
 	f.Close()
 	conn := fc.(*net.UnixConn)
-	hc, err := configArg(args)
+	hc, err := readConfig()
 	if err == nil {
 		if hc.Cgroup == nil {
 			hc.Cgroup = &cgroupPlan{Why: "not planned"}
 		}
-		err = hc.Cgroup.adopt()
+		err = hc.Cgroup.adopt(hc.Limits)
 	}
 	if err == nil {
 		var info Info

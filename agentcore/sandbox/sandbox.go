@@ -72,7 +72,8 @@ type Config struct {
 	// daemon that is not root: writable to root is not enough), else v1 where the memory, pids and cpu hierarchies
 	// are writable (root), else rlimits only, with the reason in
 	// Info.LimitsBy; "v1" or "v2" requires that version (Start fails
-	// without it); "off" means rlimits only. A required version whose
+	// without it, or when the kernel refuses a limit written to a
+	// group); "off" means rlimits only. A required version whose
 	// hierarchy lacks controllers still starts, with groups for kill and
 	// clean-up only, and Info.NotInForce names the limits it leaves out
 	// (sandbox check says them, the daemon warns at start): refusing would

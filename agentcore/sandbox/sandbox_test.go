@@ -18,6 +18,7 @@ import (
 // TestMain lets the test binary serve as its own helper, as thinbot does.
 func TestMain(m *testing.M) {
 	Main(os.Args)
+	procViewMain()
 	if len(os.Args) > 2 && os.Args[1] == intoCgroupArg {
 		os.Exit(intoCgroup(os.Args[2], os.Args[3:]))
 	}

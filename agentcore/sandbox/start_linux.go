@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -19,7 +20,11 @@ import (
 // helperArg is the first argument that turns the binary into a helper.
 const helperArg = "__thinbot-sandbox-helper"
 
-// helperConfig is what the daemon tells a helper on its command line.
+// helperConfig is what the daemon tells a helper: JSON in a sealed memfd
+// on the helper's descriptor configFD, read and closed at its start. Not
+// on its command line, which every process of the host can read
+// (/proc/<pid>/cmdline, ps), read-only commands included: it names every
+// hidden path.
 type helperConfig struct {
 	Mode       Mode     `json:"mode"`
 	Hide       []string `json:"hide,omitempty"`
@@ -30,7 +35,7 @@ type helperConfig struct {
 	// User is who read-only commands of a root daemon run as.
 	User *credential `json:"user,omitempty"`
 	// Cgroup is where command groups go; its directories are the
-	// helper's descriptors 4 and up.
+	// helper's descriptors 5 and up.
 	Cgroup *cgroupPlan `json:"cgroup,omitempty"`
 	// private is set by the read-only helper after its set-up, not sent.
 	private private
@@ -132,7 +137,7 @@ func startHelper(ctx context.Context, cfg Config, m Mode) (*helper, error) {
 	if plan == nil {
 		plan = &cgroupPlan{Why: "not planned"}
 	}
-	dirs, cp, err := plan.open(4)
+	dirs, cp, err := plan.open(configFD + 1)
 	if err != nil {
 		conn.Close()
 		return nil, err
@@ -144,13 +149,21 @@ func startHelper(ctx context.Context, cfg Config, m Mode) (*helper, error) {
 	}()
 	hcfg.Cgroup = cp
 	hc, _ := json.Marshal(hcfg)
-	cmd := exec.Command(cfg.Exe, helperArg, string(hc))
+	cf, err := sealedFile("thinbot-sandbox-config", hc)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("sandbox: %s helper: %w", m, err)
+	}
+	defer cf.Close()
+	// The mode on the command line tells the two helpers apart in ps; it
+	// is all the command line says.
+	cmd := exec.Command(cfg.Exe, helperArg, m.String())
 	// The helper and everything it starts get no environment of ours:
 	// each command brings its own, built from the allowlist.
 	cmd.Env = []string{}
 	cmd.Dir = "/"
 	cmd.Stderr = os.Stderr
-	cmd.ExtraFiles = append([]*os.File{theirs}, dirs...)
+	cmd.ExtraFiles = append([]*os.File{theirs, cf}, dirs...) // 3, configFD, the cgroup dirs
 	cmd.SysProcAttr = procAttr(m, root)
 	if err := cmd.Start(); err != nil {
 		conn.Close()
@@ -355,13 +368,35 @@ func blankEnviron(secret func(string) bool) error {
 // IsHelper reports whether args (os.Args) ask for a helper.
 func IsHelper(args []string) bool { return len(args) > 1 && args[1] == helperArg }
 
-// configArg returns the helper config from args; used by Main.
-func configArg(args []string) (helperConfig, error) {
-	var hc helperConfig
-	if len(args) < 3 {
-		return hc, errors.New("missing helper config")
+// configFD is the helper's descriptor that holds its helperConfig.
+const configFD = 4
+
+// sealedFile returns a memfd holding b, sealed against any change.
+func sealedFile(name string, b []byte) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_ALLOW_SEALING|unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("memfd: %w", err)
 	}
-	if err := json.Unmarshal([]byte(args[2]), &hc); err != nil {
+	f := os.NewFile(uintptr(fd), name)
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("memfd: %w", err)
+	}
+	_, _ = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK)
+	return f, nil
+}
+
+// readConfig reads the helper config from configFD and closes it; used
+// by Main.
+func readConfig() (helperConfig, error) {
+	var hc helperConfig
+	f := os.NewFile(configFD, "config")
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<24))
+	if err != nil {
+		return hc, fmt.Errorf("helper config: %w", err)
+	}
+	if err := json.Unmarshal(b, &hc); err != nil {
 		return hc, fmt.Errorf("helper config: %w", err)
 	}
 	for _, p := range append(append([]string(nil), hc.Hide...), hc.Workspaces...) {

@@ -238,3 +238,48 @@ func TestAuditVerifyNamesTheArchives(t *testing.T) {
 		t.Fatalf("verify after two archives: exit %d\n%s%s", code, out, errb)
 	}
 }
+
+// TestAuditVerifyLinksArchivesByHash: archives are linked to each other,
+// and the live store to the last, by the head and prev hashes, not by
+// their seq ranges alone: an archive swapped for another self-consistent
+// history of the same range (another store's, archived at the same seqs)
+// verifies on its own but breaks the link on either side.
+func TestAuditVerifyLinksArchivesByHash(t *testing.T) {
+	archives := func(path string) (string, string) {
+		t.Helper()
+		for _, upto := range []string{"20", "40"} {
+			if out, errb, code := runAudit(t, "archive", "--db", path, "--upto", upto); code != 0 {
+				t.Fatalf("archive --upto %s: exit %d\n%s%s", upto, code, out, errb)
+			}
+		}
+		dir := filepath.Join(filepath.Dir(path), "archive")
+		return filepath.Join(dir, "archive-000000000001-000000000020.jsonl.gz"), filepath.Join(dir, "archive-000000000021-000000000040.jsonl.gz")
+	}
+	pathA, pathB := newSessionStore(t, 5), newSessionStore(t, 5)
+	a1, a2 := archives(pathA)
+	b1, b2 := archives(pathB)
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		want   string
+		broken string // the file or "store" named BROKEN
+	}{
+		{"own archives and store", []string{"--archive", a1, "--archive", a2, "--db", pathA}, 0, "continues the last archive", ""},
+		{"other history alone", []string{"--archive", b1, "--archive", b2}, 0, "ok, events 21..40", ""},
+		{"second archive swapped", []string{"--archive", a1, "--archive", b2}, 2, "does not continue the file before it", b2},
+		{"first archive swapped", []string{"--archive", b1, "--archive", a2}, 2, "does not continue the file before it", a2},
+		{"store after swapped archives", []string{"--archive", b1, "--archive", b2, "--db", pathA}, 2, "not where the last archive ends (seq 40", "store"},
+		{"store after a swapped last archive", []string{"--archive", b2, "--db", pathA}, 2, "not where the last archive ends (seq 40", "store"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errb, code := runAudit(t, append([]string{"verify"}, tc.args...)...)
+			if code != tc.code || !strings.Contains(out, tc.want) {
+				t.Fatalf("verify %v: exit %d, want %d and %q\n%s%s", tc.args, code, tc.code, tc.want, out, errb)
+			}
+			if tc.broken != "" && !strings.Contains(out, tc.broken+": BROKEN") && !strings.Contains(out, tc.broken+"  "+pathA+": BROKEN") {
+				t.Errorf("verify %v does not name %s as broken:\n%s", tc.args, tc.broken, out)
+			}
+		})
+	}
+}
