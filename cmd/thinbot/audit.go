@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
@@ -155,6 +156,12 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 			// export, verifiable alone.
 			journal := filepath.Join(filepath.Dir(*db), "audit.jsonl")
 			fmt.Fprintf(e.stdout, "store  %s: held by the running thinbot; verifying its export instead (stop the daemon to check the store too)\n", *db)
+			// A file the daemon no longer writes (rotated away and
+			// replaced) would verify on its own: it must be the one.
+			if err := daemonWrites(*db, journal); err != nil {
+				fmt.Fprintf(e.stdout, "export %s: NOT the running thinbot's journal: %v\n", journal, err)
+				return brokenError{"audit verify: the file at the journal's path is not the journal the running thinbot writes"}
+			}
 			return verifyJSONLFile(ctx, e, journal)
 		}
 		return err
@@ -470,4 +477,74 @@ func preview(p json.RawMessage, n int) string {
 		s = strings.ToValidUTF8(s[:n], "") + "…"
 	}
 	return s
+}
+
+// daemonWrites checks that journal is the file the process holding the
+// store at db (a running thinbot) has open: a journal rotated away (renamed,
+// a new file created at its path) would otherwise verify as a good, short
+// chain beside a store that holds more. The holder is found through
+// /proc/locks (the store's state file lock) and its descriptors through
+// /proc/PID/fd, which need the daemon's user or root; where they cannot
+// be read, the check is not made and the note says so.
+func daemonWrites(db, journal string) error {
+	js, err := os.Stat(journal)
+	if err != nil {
+		return err
+	}
+	pid, err := lockHolder(db + ".state")
+	if err != nil || pid == 0 {
+		return nil // not found: nothing to compare with (the daemon may have stopped)
+	}
+	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(fdDir)
+	if err != nil {
+		return nil // another user's process: not visible
+	}
+	var writes []string
+	for _, fd := range fds {
+		link := filepath.Join(fdDir, fd.Name())
+		target, err := os.Readlink(link)
+		if err != nil || !strings.HasPrefix(filepath.Base(target), "audit.jsonl") {
+			continue
+		}
+		if st, err := os.Stat(link); err == nil && os.SameFile(st, js) {
+			return nil
+		}
+		writes = append(writes, target)
+	}
+	if len(writes) == 0 {
+		return nil // a journal the daemon does not hold open: cannot tell
+	}
+	return fmt.Errorf("thinbot (pid %d) writes %s: the journal was moved or replaced while it ran (log rotation?), and it refuses to commit until the file is back", pid, strings.Join(writes, ", "))
+}
+
+// lockHolder returns the pid holding a flock on path, from /proc/locks
+// (0 when none is listed).
+func lockHolder(path string) (int, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, nil
+	}
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return 0, err
+	}
+	dev := uint64(sys.Dev)
+	major, minor := (dev>>8)&0xfff|(dev>>32)&^0xfff, dev&0xff|(dev>>12)&^0xff
+	want := fmt.Sprintf("%02x:%02x:%d", major, minor, sys.Ino)
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		// 1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF
+		if len(f) >= 6 && f[1] == "FLOCK" && f[5] == want {
+			pid, err := strconv.Atoi(f[4])
+			if err == nil {
+				return pid, nil
+			}
+		}
+	}
+	return 0, nil
 }

@@ -145,6 +145,28 @@ func TestAuditVerifyConfig(t *testing.T) {
 		t.Errorf("verify --config of a running daemon:\n%s", out)
 	}
 
+	// Rotated under the running daemon (logrotate's rename and create):
+	// the new, empty file verifies alone, but it is not the journal.
+	journal := filepath.Join(filepath.Dir(path), "audit.jsonl")
+	if err := os.Rename(journal, journal+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(journal, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, out, _ = auditEnv()
+	err = run(t.Context(), e, []string{"audit", "verify", "--config", cfg})
+	if code := exitCode(err); code != 2 || !strings.Contains(out.String(), "NOT the running thinbot's journal") || !strings.Contains(out.String(), journal+".1") {
+		t.Errorf("verify --config beside a rotated journal: exit %d (%v), want 2 and where the daemon writes:\n%s", code, err, out)
+	}
+	if err := os.Rename(journal+".1", journal); err != nil {
+		t.Fatal(err)
+	}
+	e, out, _ = auditEnv()
+	if err := run(t.Context(), e, []string{"audit", "verify", "--config", cfg}); err != nil {
+		t.Errorf("verify --config with the journal back: %v\n%s", err, out)
+	}
+
 	e, _, _ = auditEnv()
 	if err := run(t.Context(), e, []string{"audit", "verify", "--config", cfg, "--db", path}); !errors.Is(err, errUsage) {
 		t.Errorf("--config with --db: %v, want a usage error", err)
