@@ -603,7 +603,7 @@ func (a *alerts) deliver(ctx context.Context, wh Webhook, digest string) (int, s
 	if !known {
 		card := alertCard(wh, p, now, time.Time{}, loc)
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		id, err := b.cfg.Adapter.Post(pctx, Thread{Platform: rt.Platform, Channel: rt.Channel}, Post{Text: card})
+		id, err := b.cfg.Adapter.Post(pctx, Thread{Platform: rt.Platform, Channel: rt.Channel}, quiet(Post{Text: card}))
 		cancel()
 		if err != nil || id == "" {
 			b.cfg.Metrics.error("chat")

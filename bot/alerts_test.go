@@ -130,7 +130,7 @@ func TestAlertThread(t *testing.T) {
 	card := roots[0].post.Text
 	for _, want := range []string{"FIRING", "`DiskFull`", "severity `critical`", "`instance=db1:9100`", "2026-12-01 03:12:00 UTC",
 		"[runbook](https://runbooks.example/disk-full)", "[source](http://prometheus.example/graph?g0.expr=x)",
-		"`Disk '/var' is 97% full **@channel** [click](http://evil)`"} {
+		"`Disk '/var' is 97% full **@\u200bchannel** [click](http://evil)`"} {
 		if !strings.Contains(card, want) {
 			t.Errorf("card lacks %q:\n%s", want, card)
 		}
@@ -365,7 +365,7 @@ func TestTimelineSummary(t *testing.T) {
 	r.ad.waitPost(t, th1, contains("finished: exit code: 0"))
 	r.say(alice, th1, "m2", "/timeline summary", true)
 	p := r.ad.waitPost(t, th1, contains("# Incident timeline"))
-	if !strings.Contains(p.post.Text, "## The model's summary (the model's words, not evidence)\n\n> The disk filled; **@channel** nothing else.") ||
+	if !strings.Contains(p.post.Text, "## The model's summary (the model's words, not evidence)\n\n> The disk filled; **@\u200bchannel** nothing else.") ||
 		!strings.Contains(p.post.Text, "the model wrote a summary") {
 		t.Errorf("timeline:\n%s", p.post.Text)
 	}

@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -172,7 +173,7 @@ func TestAlertsEndToEnd(t *testing.T) {
 func scAlertThread(t *testing.T, newChat func(*testing.T) chatSide) {
 	chat := newChat(t)
 	m := fakemodel.Start(t, run("touch fixed.txt"), run("uptime"),
-		fakemodel.Reply{Content: "Findings: the load is normal; the disk alert needs a human to free space."})
+		fakemodel.Reply{Content: "Findings: the load is normal; the disk alert needs a human to free space. @channel <!here> see https://evil.example/fix or [the runbook](http://evil.example/rb)"})
 	section, tokenFile := alertsSection(t, chat)
 	r := newRig(t, chat, m.URL, rigOpts{Extra: section})
 	ops := chat.Ops()
@@ -198,9 +199,20 @@ func scAlertThread(t *testing.T, newChat func(*testing.T) chatSide) {
 	root := card.ID
 	r.waitPost(ops, root, "Findings: the load is normal")
 	r.waitPost(ops, root, "did not run these (they need an approval)")
+	// Nothing the first look or the card shows notifies the channel, and
+	// the model's links are text (a zero-width space breaks each).
+	if loudRe.MatchString(card.Text) {
+		t.Errorf("the card notifies the channel: %q", card.Text)
+	}
 	for _, p := range chat.BotPosts(ops, root) {
 		if len(p.Buttons) > 0 {
 			t.Errorf("the first look asked for an approval: %q", p.Text)
+		}
+		if loudRe.MatchString(p.Text) || strings.Contains(p.Text, "://evil.example") {
+			t.Errorf("a first look's post notifies the channel or links: %q", p.Text)
+		}
+		if strings.Contains(p.Text, "Findings") && (!strings.Contains(p.Text, "@\u200bchannel") || !strings.Contains(p.Text, "https:\u200b//evil.example/fix")) {
+			t.Errorf("the first look's answer: %q", p.Text)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(r.ws, "fixed.txt")); err == nil {
@@ -277,6 +289,10 @@ func scAlertThread(t *testing.T, newChat func(*testing.T) chatSide) {
 	r.stop()
 }
 
+// loudRe matches a channel-wide mention on Mattermost or Slack (which gets
+// "<" as "&lt;" in text, not a mention either, but not broken by us).
+var loudRe = regexp.MustCompile(`(?i)@(channel|here|all|everyone)\b|<!|&lt;!`)
+
 // journalHashes reads seq -> hash from an audit.jsonl.
 func journalHashes(t *testing.T, path string) map[uint64]string {
 	t.Helper()
@@ -303,7 +319,7 @@ func journalHashes(t *testing.T, path string) map[uint64]string {
 // A route with platform web opens its threads in the web console; the
 // audit viewer gives the thread's timeline.
 func TestAlertsWebConsole(t *testing.T) {
-	m := fakemodel.Start(t, run("uptime"), fakemodel.Reply{Content: "Findings in the console: all quiet."})
+	m := fakemodel.Start(t, run("uptime"), fakemodel.Reply{Content: "Findings in the console: all quiet. @channel <!here> see https://evil.example/fix"})
 	webAddr := freeAddr(t)
 	tokenFile := writeSecret(t, t.TempDir(), "alerts.token", alertToken)
 	r := newRig(t, newMMChat(t), m.URL, rigOpts{Extra: `web:
@@ -351,6 +367,36 @@ alerts:
 		_, page := call("audrey", "GET", base+"/audit/session?id="+sid, "")
 		return strings.Contains(page, "Findings in the console: all quiet.") && strings.Contains(page, "timeline-md")
 	})
+	// The console shows the first look's answer with its mentions and its
+	// link broken, as the chat platforms do.
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	sreq, _ := http.NewRequestWithContext(ctx, "GET", base+"/api/threads/"+threads.Threads[0].ID+"/events", nil)
+	sreq.Header.Set("X-Forwarded-User", "alice")
+	sresp, err := http.DefaultClient.Do(sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(sresp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var snap struct{ Posts []struct{ Text string } }
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			json.Unmarshal([]byte(data), &snap)
+			break
+		}
+	}
+	sresp.Body.Close()
+	answered := false
+	for _, p := range snap.Posts {
+		if loudRe.MatchString(p.Text) || strings.Contains(p.Text, "://evil.example") {
+			t.Errorf("a console post notifies or links: %q", p.Text)
+		}
+		answered = answered || strings.Contains(p.Text, "all quiet. @\u200bchannel <\u200b!here> see `https:\u200b//evil.example/fix`")
+	}
+	if !answered {
+		t.Errorf("the console's posts lack the quiet answer: %+v", snap.Posts)
+	}
 	code, tl := call("audrey", "GET", base+"/audit/timeline?session="+sid, "")
 	if code != http.StatusOK || !strings.Contains(tl, "alert opened this thread") || !strings.Contains(tl, "`uptime`: verdict pass") {
 		t.Fatalf("timeline: %d\n%s", code, tl)
