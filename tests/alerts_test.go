@@ -403,3 +403,40 @@ alerts:
 	}
 	r.stop()
 }
+
+// TestAlertRetriedAfterAFailedPost: the first delivery of a group fails
+// (Slack refuses the card, thinbot answers 503); Alertmanager retries, and
+// the retry opens the thread rather than being answered "duplicate" (issue
+// #30: a failed delivery is not remembered as handled).
+func TestAlertRetriedAfterAFailedPost(t *testing.T) {
+	chat := newSlack(t, "")
+	m := fakemodel.Start(t, fakemodel.Reply{Content: "Findings: the retry worked."})
+	section, tokenFile := alertsSection(t, chat)
+	r := newRig(t, chat, m.URL, rigOpts{Extra: section})
+	ops := chat.Ops()
+	chat.f.FailMethod("chat.postMessage", "internal_error", 1)
+	am := startAlertmanager(t, "http://"+r.addr+"/alerts", tokenFile)
+	am.post(t, amAlert{Labels: map[string]string{"alertname": "DiskFull", "severity": "critical"}})
+	var root string
+	r.waitFor("the card, after Alertmanager's retry", func() bool {
+		roots := botRoots(chat, ops)
+		if len(roots) == 1 && strings.Contains(roots[0].Text, "FIRING") {
+			root = roots[0].ID
+		}
+		return root != ""
+	})
+	r.waitPost(ops, root, "Findings: the retry worked.")
+	cards := 0
+	for _, c := range chat.f.Calls("chat.postMessage") {
+		if c.Params["thread_ts"] == "" && strings.Contains(c.Params["text"], "FIRING") {
+			cards++
+		}
+	}
+	if cards != 2 {
+		t.Errorf("%d card posts, want 2 (the refused one and the retry's)", cards)
+	}
+	if n := len(botRoots(chat, ops)); n != 1 {
+		t.Errorf("%d cards in the channel", n)
+	}
+	r.stop()
+}

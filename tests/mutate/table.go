@@ -201,6 +201,20 @@ var table = []mutation{
 	{ID: "L4", File: "agentcore/decide.go", What: "a token a command prints reaches the model, the chat and the chain",
 		Old: "\tex.Output = []byte(r.maskOutput(string(ex.Output)))", New: "",
 		Pkgs: []string{"./agentcore"}, Run: "TestMaskCommandOutput"},
+	// What the bot posts cannot notify a channel, and an unwatched run's
+	// links are text (issue #29 item 4).
+	{ID: "Q1", File: "bot/quiet.go", What: "an @channel, @here or <!here> the model writes notifies the whole channel",
+		Old: "\t\treturn m[:1] + zwsp + m[1:]", New: "\t\treturn m",
+		Pkgs: []string{"./bot"}, Run: "TestQuietMentions|TestMentionsAreQuiet"},
+	{ID: "Q2", File: "bot/bot.go", What: "a post's channel-wide mention is sent as written (watched threads, first looks, schedules)",
+		Old: "id, err := b.cfg.Adapter.Post(ctx, t, quiet(p))", New: "id, err := b.cfg.Adapter.Post(ctx, t, p)",
+		Pkgs: []string{"./bot"}, Run: "TestMentionsAreQuiet|TestScheduledAnswerIsQuiet"},
+	{ID: "Q3", File: "bot/render.go", What: "a mention split over two stream appends reaches the channel whole",
+		Old: "\t\tsend = strings.TrimRightFunc(send[:i+1], unicode.IsSpace)\n", New: "",
+		Pkgs: []string{"./bot"}, Run: "TestStreamedMentionsAreQuiet"},
+	{ID: "Q4", File: "bot/bot.go", What: "an alert's first look posts the links the model wrote as clickable links",
+		Old: "\t\tr.unwatched()\n", New: "",
+		Pkgs: []string{"./bot"}, Run: "TestMentionsAreQuiet"},
 	// Not listed: dropping the "no Origin header" refusal in crossOrigin
 	// is an equivalent mutant (an empty Origin fails the checks after it).
 }
