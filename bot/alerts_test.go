@@ -553,7 +553,7 @@ func TestAlertRetryAfterFailure(t *testing.T) {
 	r := newRig(t, cmdModel{cmd: "true"}, Channel{}, Config{})
 	h := r.alerts(t, AlertsConfig{Routes: []AlertRoute{{Name: "ops", Channel: "C1", Matchers: []Matcher{must(ParseMatcher(`severity="critical"`))}}}})
 	down := errors.New("chat is down")
-	r.ad.failPost = func(Post) error { return down }
+	r.ad.failPost = func(context.Context, Post) error { return down }
 	body := alertBody("g1", "firing", diskAlert("firing"))
 	if w := deliver(h, testAlertToken, body); w.Code != http.StatusServiceUnavailable {
 		t.Fatalf("with the chat down: %d %s", w.Code, w.Body)
@@ -570,7 +570,7 @@ func TestAlertRetryAfterFailure(t *testing.T) {
 	// fails.
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	r.ad.failPost = func(p Post) error {
+	r.ad.failPost = func(_ context.Context, p Post) error {
 		if !strings.Contains(p.Text, "FIRING") {
 			return nil
 		}
@@ -610,5 +610,32 @@ func TestAlertRetryAfterFailure(t *testing.T) {
 	}
 	if n := len(r.ad.rootPosts()); n != 2 {
 		t.Errorf("%d cards, want 2", n)
+	}
+}
+
+// TestAlertSlowHandlingOutlivesReadDeadline: the read deadline is for the
+// body; handling that takes longer (a slow chat) is not cut short by it
+// (the request's context stays alive past the deadline).
+func TestAlertSlowHandlingOutlivesReadDeadline(t *testing.T) {
+	r := newRig(t, cmdModel{cmd: "true"}, Channel{}, Config{})
+	h := r.alerts(t, AlertsConfig{ReadTimeout: 100 * time.Millisecond,
+		Routes: []AlertRoute{{Name: "ops", Channel: "C1", Matchers: []Matcher{must(ParseMatcher(`severity="critical"`))}}}})
+	r.ad.failPost = func(ctx context.Context, p Post) error {
+		if strings.Contains(p.Text, "FIRING") {
+			time.Sleep(400 * time.Millisecond) // the chat is slow: past the read deadline
+		}
+		return ctx.Err()
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(string(alertBody("g1", "firing", diskAlert("firing")))))
+	req.Header.Set("Authorization", "Bearer "+testAlertToken)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a delivery handled slowly: %s", resp.Status)
 	}
 }

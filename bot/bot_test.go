@@ -31,7 +31,7 @@ type fakeAdapter struct {
 	onPost func(Post)
 	// failPost, if set, is called with each post first: an error fails the
 	// post (nothing recorded).
-	failPost func(Post) error
+	failPost func(context.Context, Post) error
 }
 
 type fakePost struct {
@@ -46,9 +46,9 @@ func newFakeAdapter() *fakeAdapter {
 
 func (f *fakeAdapter) Run(ctx context.Context, h Handler) error { <-ctx.Done(); return ctx.Err() }
 
-func (f *fakeAdapter) Post(_ context.Context, t Thread, p Post) (string, error) {
+func (f *fakeAdapter) Post(ctx context.Context, t Thread, p Post) (string, error) {
 	if f.failPost != nil {
-		if err := f.failPost(p); err != nil {
+		if err := f.failPost(ctx, p); err != nil {
 			return "", err
 		}
 	}
