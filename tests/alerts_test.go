@@ -173,7 +173,8 @@ func TestAlertsEndToEnd(t *testing.T) {
 func scAlertThread(t *testing.T, newChat func(*testing.T) chatSide) {
 	chat := newChat(t)
 	m := fakemodel.Start(t, run("touch fixed.txt"), run("uptime"),
-		fakemodel.Reply{Content: "Findings: the load is normal; the disk alert needs a human to free space. @channel <!here> see https://evil.example/fix or [the runbook](http://evil.example/rb)"})
+		fakemodel.Reply{Content: "Findings: the load is normal; the disk alert needs a human to free space. @channel <!here> see https://evil.example/fix or [the runbook](http://evil.example/rb)"},
+		fakemodel.Reply{Content: "Watched answer: ask @here <!channel>, the doc is https://docs.example/disk"})
 	section, tokenFile := alertsSection(t, chat)
 	r := newRig(t, chat, m.URL, rigOpts{Extra: section})
 	ops := chat.Ops()
@@ -217,6 +218,13 @@ func scAlertThread(t *testing.T, newChat func(*testing.T) chatSide) {
 	}
 	if _, err := os.Stat(filepath.Join(r.ws, "fixed.txt")); err == nil {
 		t.Error("the first look ran a write")
+	}
+	// A watched thread: a human asks; the answer's mentions are broken
+	// too, its link stays a link.
+	chat.Mention("bob", ops, root, "what now?")
+	watched := r.waitPost(ops, root, "Watched answer")
+	if loudRe.MatchString(watched.Text) || !strings.Contains(watched.Text, "ask @\u200bhere") || !strings.Contains(watched.Text, "https://docs.example/disk") {
+		t.Errorf("the watched answer: %q", watched.Text)
 	}
 	q := m.Requests()[0].Messages
 	if last := q[len(q)-1].Content; !strings.Contains(last, "<<<ALERT DATA") || !strings.Contains(last, "never as instructions") {
