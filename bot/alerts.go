@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -11,6 +12,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -165,11 +168,22 @@ type AlertsConfig struct {
 	// notifier retries it.
 	Rate  float64
 	Burst int
+	// AuthRate and AuthBurst bound the requests with a wrong or missing
+	// token (a token bucket of their own, so that they cannot use up the
+	// notifier's); 0 means 1 per second and 10. One over it is answered 429
+	// and not logged one by one: the next refusal that is logged says how
+	// many were not.
+	AuthRate  float64
+	AuthBurst int
+	// ReadTimeout bounds the time to read a delivery's body once its
+	// headers are in; 0 means 10 seconds. A slower body is answered 408.
+	ReadTimeout time.Duration
 	// MaxPerChannel bounds concurrent first looks per channel; 0 means 2.
 	MaxPerChannel int
-	// DedupeWindow is how long a delivery's body is remembered, so that a
-	// retried delivery is handled once; 0 means 10 minutes. A repeat
-	// notification after it lands in the group's thread again.
+	// DedupeWindow is how long a handled delivery is remembered (by its
+	// content: DeliveryDigest), so that a retried delivery is handled once;
+	// 0 means 10 minutes. A repeat notification after it lands in the
+	// group's thread again. A delivery that failed is not remembered.
 	DedupeWindow time.Duration
 	// Groups are the alert groups the chain knows (agentcore.AlertGroups),
 	// Deliveries the delivery digests recorded within DedupeWindow.
@@ -186,16 +200,19 @@ type alerts struct {
 	now  func() time.Time
 	cfg  AlertsConfig
 
-	mu        sync.Mutex
-	groups    map[string]agentcore.AlertGroup
-	locks     map[string]*groupLock
-	seen      map[string]time.Time // delivery digest -> when handled (or "in flight" while zero)
-	tokens    float64
-	refilled  time.Time
-	perChan   map[string]int
-	perRoute  map[string]int
-	lastSweep time.Time
-	counter   *prometheus.CounterVec
+	mu     sync.Mutex
+	groups map[string]agentcore.AlertGroup
+	locks  map[string]*groupLock
+	seen   map[string]*delivery // by DeliveryDigest
+	// deliveries and refusals are the token buckets of authorized
+	// deliveries and of requests with a bad token; suppressed counts the
+	// refusals not logged since the last one that was.
+	deliveries, refusals bucket
+	suppressed           int
+	perChan              map[string]int
+	perRoute             map[string]int
+	lastSweep            time.Time
+	counter              *prometheus.CounterVec
 }
 
 // count counts a delivery's or a first look's outcome.
@@ -203,6 +220,35 @@ func (a *alerts) count(outcome string) {
 	if a.counter != nil {
 		a.counter.WithLabelValues(outcome).Inc()
 	}
+}
+
+// delivery is a delivery being handled (done open) or handled (at set).
+// A delivery whose handling failed is removed from alerts.seen before done
+// is closed, so that its retry, or a copy waiting for it, handles it again.
+type delivery struct {
+	done    chan struct{}
+	ok      bool
+	at      time.Time
+	waiting int // copies waiting for it (tests look)
+}
+
+// bucket is a token bucket; the caller holds alerts.mu.
+type bucket struct {
+	rate     float64
+	burst    int
+	tokens   float64
+	refilled time.Time
+}
+
+// take takes a token, or says how long until there is one.
+func (k *bucket) take(now time.Time) (time.Duration, bool) {
+	k.tokens = min(float64(k.burst), k.tokens+now.Sub(k.refilled).Seconds()*k.rate)
+	k.refilled = now
+	if k.tokens < 1 {
+		return time.Duration((1 - k.tokens) / k.rate * float64(time.Second)), false
+	}
+	k.tokens--
+	return 0, true
 }
 
 type groupLock struct {
@@ -253,6 +299,15 @@ func NewAlertReceiver(cfg AlertsConfig, bots map[string]*Bot) (http.Handler, err
 	if cfg.Burst <= 0 {
 		cfg.Burst = 100
 	}
+	if cfg.AuthRate <= 0 {
+		cfg.AuthRate = 1
+	}
+	if cfg.AuthBurst <= 0 {
+		cfg.AuthBurst = 10
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 10 * time.Second
+	}
 	if cfg.MaxPerChannel <= 0 {
 		cfg.MaxPerChannel = 2
 	}
@@ -260,8 +315,10 @@ func NewAlertReceiver(cfg AlertsConfig, bots map[string]*Bot) (http.Handler, err
 		cfg.DedupeWindow = 10 * time.Minute
 	}
 	a := &alerts{bots: bots, log: b.log, now: b.cfg.Now, cfg: cfg, groups: map[string]agentcore.AlertGroup{}, locks: map[string]*groupLock{},
-		seen: map[string]time.Time{}, tokens: float64(cfg.Burst), refilled: b.cfg.Now(),
-		perChan: map[string]int{}, perRoute: map[string]int{}}
+		seen:       map[string]*delivery{},
+		deliveries: bucket{rate: cfg.Rate, burst: cfg.Burst, tokens: float64(cfg.Burst), refilled: b.cfg.Now()},
+		refusals:   bucket{rate: cfg.AuthRate, burst: cfg.AuthBurst, tokens: float64(cfg.AuthBurst), refilled: b.cfg.Now()},
+		perChan:    map[string]int{}, perRoute: map[string]int{}}
 	for k, g := range cfg.Groups {
 		a.groups[k] = g
 		t, _ := ThreadOf(g.Session)
@@ -281,26 +338,31 @@ func NewAlertReceiver(cfg AlertsConfig, bots map[string]*Bot) (http.Handler, err
 	}
 	now := b.cfg.Now()
 	for _, d := range cfg.Deliveries {
-		a.seen[d] = now
+		a.seen[d] = handled(now)
 	}
 	return a, nil
 }
 
 // ServeHTTP implements http.Handler.
 func (a *alerts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The body must arrive within ReadTimeout: a trickled body would hold
+	// a connection and a goroutine for as long as the sender likes. A
+	// ResponseWriter that cannot (a test recorder) has no connection to
+	// hold.
+	_ = http.NewResponseController(w).SetReadDeadline(a.now().Add(a.cfg.ReadTimeout))
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
 	if !a.authorized(r.Header.Get("Authorization")) {
-		a.count("unauthorized")
-		a.log.Warn("alert delivery refused: bad or missing bearer token", "remote", r.RemoteAddr)
-		w.Header().Set("WWW-Authenticate", `Bearer realm="thinbot alerts"`)
-		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		a.refuse(w, r)
 		return
 	}
-	if wait, ok := a.take(); !ok {
+	a.mu.Lock()
+	wait, ok := a.deliveries.take(a.now())
+	a.mu.Unlock()
+	if !ok {
 		a.count("rate_limited")
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
 		http.Error(w, "too many alert deliveries", http.StatusTooManyRequests)
@@ -313,6 +375,11 @@ func (a *alerts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "delivery too large", http.StatusRequestEntityTooLarge)
 			return
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "the delivery's body did not arrive in time", http.StatusRequestTimeout)
+			return
+		}
 		http.Error(w, "read error", http.StatusBadRequest)
 		return
 	}
@@ -322,12 +389,31 @@ func (a *alerts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	sum := sha256.Sum256(body)
-	digest := hex.EncodeToString(sum[:])
-	if !a.claim(digest) {
-		a.count("duplicate")
-		fmt.Fprintln(w, "duplicate delivery: already handled")
-		return
+	digest := DeliveryDigest(wh)
+	for {
+		d, mine := a.claim(digest)
+		if mine {
+			break
+		}
+		// The same delivery is being handled (a retry that overtook its
+		// first try): its outcome decides. Answering "duplicate" before it
+		// is handled would lose the alert if it then fails.
+		a.mu.Lock()
+		d.waiting++
+		a.mu.Unlock()
+		select {
+		case <-d.done:
+		case <-r.Context().Done():
+			a.count("failed")
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "the same delivery is being handled; retry later", http.StatusServiceUnavailable)
+			return
+		}
+		if d.ok {
+			a.count("duplicate")
+			fmt.Fprintln(w, "duplicate delivery: already handled")
+			return
+		}
 	}
 	status, msg := a.deliver(r.Context(), wh, digest)
 	a.settle(digest, status < 300)
@@ -337,6 +423,56 @@ func (a *alerts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fmt.Fprintln(w, msg)
+}
+
+// refuse answers a request with a bad or missing token: 401, or 429 once
+// such requests come faster than AuthRate. Refusals are logged at most at
+// that rate too.
+func (a *alerts) refuse(w http.ResponseWriter, r *http.Request) {
+	a.count("unauthorized")
+	a.mu.Lock()
+	wait, ok := a.refusals.take(a.now())
+	suppressed := a.suppressed
+	if ok {
+		a.suppressed = 0
+	} else {
+		a.suppressed++
+	}
+	a.mu.Unlock()
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		http.Error(w, "too many unauthorized requests", http.StatusTooManyRequests)
+		return
+	}
+	a.log.Warn("alert delivery refused: bad or missing bearer token", "remote", r.RemoteAddr, "not_logged", suppressed)
+	w.Header().Set("WWW-Authenticate", `Bearer realm="thinbot alerts"`)
+	http.Error(w, "unauthorized", http.StatusUnauthorized)
+}
+
+// DeliveryDigest identifies a delivery by its content: the group key, the
+// status and each alert's fingerprint, status, start and end, in
+// fingerprint order. A retry of a delivery has the same digest however its
+// JSON is spaced or ordered; a notification with any alert changed has
+// another.
+func DeliveryDigest(wh Webhook) string {
+	type alert struct {
+		Fingerprint, Status string
+		StartsAt, EndsAt    time.Time
+	}
+	als := make([]alert, 0, len(wh.Alerts))
+	for _, al := range wh.Alerts {
+		als = append(als, alert{Fingerprint: al.Fingerprint, Status: al.Status, StartsAt: al.StartsAt.UTC(), EndsAt: al.EndsAt.UTC()})
+	}
+	slices.SortFunc(als, func(x, y alert) int {
+		return cmp.Or(strings.Compare(x.Fingerprint, y.Fingerprint), strings.Compare(x.Status, y.Status),
+			x.StartsAt.Compare(y.StartsAt), x.EndsAt.Compare(y.EndsAt))
+	})
+	js, _ := json.Marshal(struct {
+		GroupKey, Status string
+		Alerts           []alert
+	}{wh.GroupKey, wh.Status, als}) // cannot fail: strings and times
+	sum := sha256.Sum256(js)
+	return hex.EncodeToString(sum[:])
 }
 
 // authorized compares the bearer token in constant time (over digests, so
@@ -351,51 +487,47 @@ func (a *alerts) authorized(h string) bool {
 	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
-// take takes a token from the rate bucket, or says how long until one.
-func (a *alerts) take() (time.Duration, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	now := a.now()
-	a.tokens = min(float64(a.cfg.Burst), a.tokens+now.Sub(a.refilled).Seconds()*a.cfg.Rate)
-	a.refilled = now
-	if a.tokens < 1 {
-		return time.Duration((1 - a.tokens) / a.cfg.Rate * float64(time.Second)), false
-	}
-	a.tokens--
-	return 0, true
+// handled is a delivery handled at t.
+func handled(t time.Time) *delivery {
+	d := &delivery{done: make(chan struct{}), ok: true, at: t}
+	close(d.done)
+	return d
 }
 
-// claim marks a delivery as in flight; false means it is being or was
-// handled within the dedupe window.
-func (a *alerts) claim(digest string) bool {
+// claim marks a delivery as in flight and reports true, or returns the
+// same delivery in flight or handled within the dedupe window.
+func (a *alerts) claim(digest string) (*delivery, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.now()
 	if now.Sub(a.lastSweep) > time.Minute {
-		for k, t := range a.seen {
-			if !t.IsZero() && now.Sub(t) > a.cfg.DedupeWindow {
+		for k, d := range a.seen {
+			if d.ok && now.Sub(d.at) > a.cfg.DedupeWindow {
 				delete(a.seen, k)
 			}
 		}
 		a.lastSweep = now
 	}
-	if t, ok := a.seen[digest]; ok && (t.IsZero() || now.Sub(t) <= a.cfg.DedupeWindow) {
-		return false
+	if d, ok := a.seen[digest]; ok && (!d.ok || now.Sub(d.at) <= a.cfg.DedupeWindow) {
+		return d, false
 	}
-	a.seen[digest] = time.Time{}
-	return true
+	a.seen[digest] = &delivery{done: make(chan struct{})}
+	return nil, true
 }
 
 // settle ends a claim: a handled delivery is remembered, a failed one is
-// forgotten so that the notifier's retry is handled.
+// forgotten so that the notifier's retry is handled; either way, copies
+// waiting for it go on.
 func (a *alerts) settle(digest string, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	d := a.seen[digest]
 	if ok {
-		a.seen[digest] = a.now()
+		d.ok, d.at = true, a.now()
 	} else {
 		delete(a.seen, digest)
 	}
+	close(d.done)
 }
 
 // lock serialises the deliveries of one group.
@@ -471,7 +603,7 @@ func (a *alerts) deliver(ctx context.Context, wh Webhook, digest string) (int, s
 	if !known {
 		card := alertCard(wh, p, now, time.Time{}, loc)
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		id, err := b.cfg.Adapter.Post(pctx, Thread{Platform: rt.Platform, Channel: rt.Channel}, Post{Text: card})
+		id, err := b.cfg.Adapter.Post(pctx, Thread{Platform: rt.Platform, Channel: rt.Channel}, quiet(Post{Text: card}))
 		cancel()
 		if err != nil || id == "" {
 			b.cfg.Metrics.error("chat")
@@ -682,16 +814,14 @@ func alertCard(wh Webhook, p agentcore.AlertPayload, now, starts time.Time, loc 
 		b.WriteString("\n")
 	}
 	var links []string
-	if u := safeURL(ann["runbook_url"]); u != "" {
-		links = append(links, "[runbook]("+u+")")
-	}
+	source := ""
 	if len(wh.Alerts) > 0 {
-		if u := safeURL(wh.Alerts[0].GeneratorURL); u != "" {
-			links = append(links, "[source]("+u+")")
-		}
+		source = wh.Alerts[0].GeneratorURL
 	}
-	if u := safeURL(ann["dashboard_url"]); u != "" {
-		links = append(links, "[dashboard]("+u+")")
+	for _, l := range []struct{ name, url string }{{"runbook", ann["runbook_url"]}, {"source", source}, {"dashboard", ann["dashboard_url"]}} {
+		if s := cardLink(l.name, l.url); s != "" {
+			links = append(links, s)
+		}
 	}
 	if len(links) > 0 {
 		fmt.Fprintf(&b, "**Links:** %s\n", strings.Join(links, " · "))
@@ -700,13 +830,36 @@ func alertCard(wh Webhook, p agentcore.AlertPayload, now, starts time.Time, loc 
 	return b.String()
 }
 
-// safeURL returns u if it is an absolute http(s) URL, with the characters
-// that could end a Markdown link or start markup percent-encoded, else "".
-func safeURL(u string) string {
-	u = strings.TrimSpace(u)
-	if len(u) > 2000 || !(strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://")) {
+// cardLink is a link of the alert card: "[name](url)" for an http(s) URL
+// (safeURL), any other text shown as text in a code span, so that it
+// neither links nor formats ("" when empty).
+func cardLink(name, raw string) string {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
 		return ""
 	}
+	if u := safeURL(raw); u != "" {
+		return "[" + name + "](" + u + ")"
+	}
+	return name + " " + textfmt.CodeSpan(raw, 200)
+}
+
+// safeURL returns u if it is an absolute http(s) URL with a host, with the
+// characters that could end a Markdown link or start markup
+// percent-encoded, else "". Any other scheme (javascript:, data:, file:,
+// mattermost's own) is refused.
+func safeURL(u string) string {
+	u = strings.TrimSpace(u)
+	if len(u) > 2000 {
+		return ""
+	}
+	pu, err := url.Parse(u)
+	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		// url.Parse lowers the scheme: HTTPS:// is https.
+		return ""
+	}
+	scheme, rest, _ := strings.Cut(u, ":")
+	u = strings.ToLower(scheme) + ":" + rest
 	var b strings.Builder
 	for _, c := range []byte(u) {
 		if c <= ' ' || c >= 0x7f || strings.IndexByte("()<>[]|`\"'\\*_~{}", c) >= 0 {

@@ -1,9 +1,13 @@
 package bot
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -126,7 +130,7 @@ func TestAlertThread(t *testing.T) {
 	card := roots[0].post.Text
 	for _, want := range []string{"FIRING", "`DiskFull`", "severity `critical`", "`instance=db1:9100`", "2026-12-01 03:12:00 UTC",
 		"[runbook](https://runbooks.example/disk-full)", "[source](http://prometheus.example/graph?g0.expr=x)",
-		"`Disk '/var' is 97% full **@channel** [click](http://evil)`"} {
+		"`Disk '/var' is 97% full **@\u200bchannel** [click](http://evil)`"} {
 		if !strings.Contains(card, want) {
 			t.Errorf("card lacks %q:\n%s", want, card)
 		}
@@ -361,8 +365,277 @@ func TestTimelineSummary(t *testing.T) {
 	r.ad.waitPost(t, th1, contains("finished: exit code: 0"))
 	r.say(alice, th1, "m2", "/timeline summary", true)
 	p := r.ad.waitPost(t, th1, contains("# Incident timeline"))
-	if !strings.Contains(p.post.Text, "## The model's summary (the model's words, not evidence)\n\n> The disk filled; **@channel** nothing else.") ||
+	if !strings.Contains(p.post.Text, "## The model's summary (the model's words, not evidence)\n\n> The disk filled; **@\u200bchannel** nothing else.") ||
 		!strings.Contains(p.post.Text, "the model wrote a summary") {
 		t.Errorf("timeline:\n%s", p.post.Text)
+	}
+}
+
+func TestCardLink(t *testing.T) {
+	for _, tc := range []struct{ raw, want string }{
+		{"", ""},
+		{"  ", ""},
+		{"https://runbooks.example/disk-full", "[runbook](https://runbooks.example/disk-full)"},
+		{"HTTPS://runbooks.example/x", "[runbook](https://runbooks.example/x)"},
+		{"http://h/a)b](c", "[runbook](http://h/a%29b%5D%28c)"},
+		{"http://h/x) [click](http://evil", "[runbook](http://h/x%29%20%5Bclick%5D%28http://evil)"},
+		{"http://h/<b>_*~`|\"'\\{}", "[runbook](http://h/%3Cb%3E%5F%2A%7E%60%7C%22%27%5C%7B%7D)"},
+		{"javascript:alert(1)", "runbook `javascript:alert(1)`"},
+		{"JavaScript://%0aalert(1)", "runbook `JavaScript://%0aalert(1)`"},
+		{"data:text/html,<script>", "runbook `data:text/html,<script>`"},
+		{"file:///etc/passwd", "runbook `file:///etc/passwd`"},
+		{"mattermost://x", "runbook `mattermost://x`"},
+		{"https://", "runbook `https://`"},
+		{"//evil.example/x", "runbook `//evil.example/x`"},
+		{"runbooks/disk.md", "runbook `runbooks/disk.md`"},
+		{"https://h/x\n@channel", "runbook `https://h/x @channel`"},
+		{"ftp://h/x `y`", "runbook `ftp://h/x 'y'`"},
+	} {
+		if got := cardLink("runbook", tc.raw); got != tc.want {
+			t.Errorf("cardLink(%q) = %q, want %q", tc.raw, got, tc.want)
+		}
+	}
+}
+
+// TestAlertCardLinks: a card shows an annotation's link of another scheme
+// as text, and a link's ")" cannot end its Markdown early.
+func TestAlertCardLinks(t *testing.T) {
+	r := newRig(t, cmdModel{cmd: "true"}, Channel{}, Config{})
+	h := r.alerts(t, AlertsConfig{Routes: []AlertRoute{{Name: "ops", Channel: "C1", Matchers: []Matcher{must(ParseMatcher(`severity="critical"`))}}}})
+	a := diskAlert("firing")
+	a.Annotations = map[string]string{"summary": "x", "runbook_url": "javascript:alert(document.cookie)", "dashboard_url": "https://d.example/a)[x](javascript:y)"}
+	a.GeneratorURL = "data:text/html;base64,PHNjcmlwdD4="
+	if w := deliver(h, testAlertToken, alertBody("g1", "firing", a)); w.Code != http.StatusOK {
+		t.Fatalf("deliver: %d %s", w.Code, w.Body)
+	}
+	card := r.ad.rootPosts()[0].post.Text
+	want := "**Links:** runbook `javascript:alert(document.cookie)` · source `data:text/html;base64,PHNjcmlwdD4=` · [dashboard](https://d.example/a%29%5Bx%5D%28javascript:y%29)\n"
+	if !strings.Contains(card, want) {
+		t.Errorf("card:\n%s\nwant the line %q", card, want)
+	}
+}
+
+// TestAlertDedupeByContent: a delivery is the same delivery however its
+// JSON is spaced, ordered or its alerts listed; a changed alert is another.
+func TestAlertDedupeByContent(t *testing.T) {
+	r := newRig(t, cmdModel{cmd: "true"}, Channel{}, Config{})
+	h := r.alerts(t, AlertsConfig{Routes: []AlertRoute{{Name: "ops", Channel: "C1", Matchers: []Matcher{must(ParseMatcher(`severity="critical"`))}}}})
+	one, two := diskAlert("firing"), diskAlert("firing")
+	two.Fingerprint = "f2"
+	body := alertBody("g1", "firing", one, two)
+	if w := deliver(h, testAlertToken, body); w.Code != http.StatusOK || strings.Contains(w.Body.String(), "duplicate") {
+		t.Fatalf("first: %d %s", w.Code, w.Body)
+	}
+	// The same content: keys in another order (a map marshals sorted),
+	// spaces added, the alerts in another order.
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatal(err)
+	}
+	resorted, _ := json.Marshal(m)
+	als := m["alerts"].([]any)
+	als[0], als[1] = als[1], als[0]
+	swapped, _ := json.Marshal(m)
+	for name, b := range map[string][]byte{"space": append([]byte(" "), body...), "keys": resorted, "order": swapped,
+		"indented": must(json.MarshalIndent(m, "", "   "))} {
+		if w := deliver(h, testAlertToken, b); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "duplicate") {
+			t.Errorf("%s: %d %s", name, w.Code, w.Body)
+		}
+	}
+	// Another content: an alert ended, or started at another time, or
+	// another group.
+	ended := two
+	ended.EndsAt = fired.Add(time.Hour)
+	later := one
+	later.StartsAt = fired.Add(time.Minute)
+	for name, b := range map[string][]byte{"ends": alertBody("g1", "firing", one, ended), "starts": alertBody("g1", "firing", later, two),
+		"group": alertBody("g2", "firing", one, two), "fewer": alertBody("g1", "firing", one)} {
+		if w := deliver(h, testAlertToken, b); w.Code != http.StatusOK || strings.Contains(w.Body.String(), "duplicate") {
+			t.Errorf("%s: %d %s", name, w.Code, w.Body)
+		}
+	}
+}
+
+// countHandler counts log records at Warn and above.
+type countHandler struct {
+	mu *sync.Mutex
+	n  *int
+}
+
+func (c countHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (c countHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		c.mu.Lock()
+		*c.n++
+		c.mu.Unlock()
+	}
+	return nil
+}
+func (c countHandler) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c countHandler) WithGroup(string) slog.Handler      { return c }
+
+// TestAlertAuthRateLimit: requests with a wrong token are limited and
+// logged at a bounded rate; the notifier's own deliveries still pass.
+func TestAlertAuthRateLimit(t *testing.T) {
+	var mu sync.Mutex
+	warned := 0
+	now := fired
+	r := newRig(t, cmdModel{cmd: "true"}, Channel{}, Config{Logger: slog.New(countHandler{&mu, &warned}),
+		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
+	h := r.alerts(t, AlertsConfig{AuthRate: 1, AuthBurst: 10,
+		Routes: []AlertRoute{{Name: "ops", Channel: "C1", Matchers: []Matcher{must(ParseMatcher(`severity="critical"`))}}}})
+	codes := map[int]int{}
+	for range 300 {
+		w := deliver(h, "wrong-token-0123456789", alertBody("g1", "firing", diskAlert("firing")))
+		codes[w.Code]++
+		if w.Code == http.StatusTooManyRequests && w.Header().Get("Retry-After") == "" {
+			t.Fatal("429 without Retry-After")
+		}
+	}
+	if codes[http.StatusUnauthorized] != 10 || codes[http.StatusTooManyRequests] != 290 {
+		t.Errorf("300 wrong tokens in an instant: %v, want 10 x 401 and 290 x 429", codes)
+	}
+	mu.Lock()
+	if warned != 10 {
+		t.Errorf("%d warnings logged for 300 refusals, want 10", warned)
+	}
+	now = now.Add(2 * time.Second) // two more refusals may be logged
+	mu.Unlock()
+	for range 3 {
+		deliver(h, "", nil)
+	}
+	mu.Lock()
+	if warned != 12 {
+		t.Errorf("%d warnings after 2 s more, want 12", warned)
+	}
+	mu.Unlock()
+	if r.ad.rootPosts() != nil {
+		t.Fatal("a refused request posted")
+	}
+	// The notifier's own delivery is not refused for the others' sake.
+	if w := deliver(h, testAlertToken, alertBody("g1", "firing", diskAlert("firing"))); w.Code != http.StatusOK {
+		t.Errorf("the right token after a flood: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestAlertBodyReadDeadline: a body trickled slower than ReadTimeout is
+// answered 408 and the connection closed, rather than held open.
+func TestAlertBodyReadDeadline(t *testing.T) {
+	r := newRig(t, cmdModel{cmd: "true"}, Channel{}, Config{})
+	h := r.alerts(t, AlertsConfig{ReadTimeout: 200 * time.Millisecond})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The test's own bound: the server must answer well before it.
+	if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "POST /alerts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", testAlertToken)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer to a body that stopped coming: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout {
+		t.Errorf("status %d, want 408", resp.StatusCode)
+	}
+}
+
+// TestAlertRetryAfterFailure: a delivery whose handling failed (5xx) is
+// not remembered, so the notifier's retry is handled; a retry that arrives
+// while the first try is still under way waits for its outcome rather than
+// being answered "duplicate" and lost.
+func TestAlertRetryAfterFailure(t *testing.T) {
+	r := newRig(t, cmdModel{cmd: "true"}, Channel{}, Config{})
+	h := r.alerts(t, AlertsConfig{Routes: []AlertRoute{{Name: "ops", Channel: "C1", Matchers: []Matcher{must(ParseMatcher(`severity="critical"`))}}}})
+	down := errors.New("chat is down")
+	r.ad.failPost = func(context.Context, Post) error { return down }
+	body := alertBody("g1", "firing", diskAlert("firing"))
+	if w := deliver(h, testAlertToken, body); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("with the chat down: %d %s", w.Code, w.Body)
+	}
+	r.ad.failPost = nil
+	if w := deliver(h, testAlertToken, body); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "opened") {
+		t.Fatalf("the retry: %d %s", w.Code, w.Body)
+	}
+	if n := len(r.ad.rootPosts()); n != 1 {
+		t.Fatalf("%d cards", n)
+	}
+
+	// The first try hangs in the chat, its retry comes, then the first
+	// fails.
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	r.ad.failPost = func(_ context.Context, p Post) error {
+		if !strings.Contains(p.Text, "FIRING") {
+			return nil
+		}
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			return nil
+		}
+		close(entered)
+		<-release
+		return down
+	}
+	body2 := alertBody("g2", "firing", diskAlert("firing"))
+	firstDone := make(chan *httptest.ResponseRecorder)
+	go func() { firstDone <- deliver(h, testAlertToken, body2) }()
+	<-entered
+	retryDone := make(chan *httptest.ResponseRecorder)
+	go func() { retryDone <- deliver(h, testAlertToken, body2) }()
+	for waiting := false; !waiting; {
+		select {
+		case w := <-retryDone:
+			t.Fatalf("the retry was answered while the first try was under way: %d %s", w.Code, w.Body)
+		case <-time.After(time.Millisecond):
+		}
+		a := h.(*alerts)
+		a.mu.Lock()
+		d := a.seen[DeliveryDigest(must(ParseWebhook(body2)))]
+		waiting = d != nil && d.waiting > 0
+		a.mu.Unlock()
+	}
+	close(release)
+	if w := <-firstDone; w.Code != http.StatusServiceUnavailable {
+		t.Errorf("first try: %d %s", w.Code, w.Body)
+	}
+	if w := <-retryDone; w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "opened") {
+		t.Errorf("the retry after the first try failed: %d %s", w.Code, w.Body)
+	}
+	if n := len(r.ad.rootPosts()); n != 2 {
+		t.Errorf("%d cards, want 2", n)
+	}
+}
+
+// TestAlertSlowHandlingOutlivesReadDeadline: the read deadline is for the
+// body; handling that takes longer (a slow chat) is not cut short by it
+// (the request's context stays alive past the deadline).
+func TestAlertSlowHandlingOutlivesReadDeadline(t *testing.T) {
+	r := newRig(t, cmdModel{cmd: "true"}, Channel{}, Config{})
+	h := r.alerts(t, AlertsConfig{ReadTimeout: 100 * time.Millisecond,
+		Routes: []AlertRoute{{Name: "ops", Channel: "C1", Matchers: []Matcher{must(ParseMatcher(`severity="critical"`))}}}})
+	r.ad.failPost = func(ctx context.Context, p Post) error {
+		if strings.Contains(p.Text, "FIRING") {
+			time.Sleep(400 * time.Millisecond) // the chat is slow: past the read deadline
+		}
+		return ctx.Err()
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(string(alertBody("g1", "firing", diskAlert("firing")))))
+	req.Header.Set("Authorization", "Bearer "+testAlertToken)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a delivery handled slowly: %s", resp.Status)
 	}
 }

@@ -63,13 +63,13 @@ func (a *threadApprover) Ask(ctx context.Context, ap agentcore.Approval) (string
 	b.mu.Lock()
 	b.pending[ap.RequestID] = req
 	b.mu.Unlock()
-	postID, err := b.cfg.Adapter.Post(ctx, a.th.t, Post{
+	postID, err := b.cfg.Adapter.Post(ctx, a.th.t, quiet(Post{
 		Text:      approvalText(req, b.zone(req.th.ch)),
 		Buttons:   []Button{{ID: ActionApprove, Label: "Approve", Style: "primary"}, {ID: ActionDeny, Label: "Deny", Style: "danger"}},
 		Value:     ap.RequestID,
 		Expires:   req.expires,
 		Requester: req.requester,
-	})
+	}))
 	if err != nil {
 		b.take(ap.RequestID)
 		req.setReady()

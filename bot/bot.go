@@ -464,6 +464,9 @@ func (b *Bot) turn(ctx context.Context, th *thread, it item) {
 	defer b.cfg.Metrics.activeRuns(-1)
 
 	r := newRenderer(b, th.t)
+	if it.alert != nil {
+		r.unwatched()
+	}
 	r.start(ctx)
 	defer r.stop()
 	approver := &threadApprover{b: b, th: th, requester: m.User, r: r, asked: map[string]*request{}}
@@ -546,7 +549,7 @@ func userError(err error, ref uint64) string {
 func (b *Bot) post(ctx context.Context, t Thread, p Post) string {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	id, err := b.cfg.Adapter.Post(ctx, t, p)
+	id, err := b.cfg.Adapter.Post(ctx, t, quiet(p))
 	if err != nil {
 		b.cfg.Metrics.error("chat")
 		b.log.Warn("post to thread", "conv", t.Key(), "err", err)
@@ -560,7 +563,7 @@ func (b *Bot) update(ctx context.Context, t Thread, postID string, p Post) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := b.cfg.Adapter.Update(ctx, t, postID, p); err != nil {
+	if err := b.cfg.Adapter.Update(ctx, t, postID, quiet(p)); err != nil {
 		b.cfg.Metrics.error("chat")
 		b.log.Warn("update post", "conv", t.Key(), "post", postID, "err", err)
 	}

@@ -29,6 +29,9 @@ type fakeAdapter struct {
 	changed chan struct{}
 	// onPost, if set, is called with each post after it is recorded here.
 	onPost func(Post)
+	// failPost, if set, is called with each post first: an error fails the
+	// post (nothing recorded).
+	failPost func(context.Context, Post) error
 }
 
 type fakePost struct {
@@ -43,7 +46,12 @@ func newFakeAdapter() *fakeAdapter {
 
 func (f *fakeAdapter) Run(ctx context.Context, h Handler) error { <-ctx.Done(); return ctx.Err() }
 
-func (f *fakeAdapter) Post(_ context.Context, t Thread, p Post) (string, error) {
+func (f *fakeAdapter) Post(ctx context.Context, t Thread, p Post) (string, error) {
+	if f.failPost != nil {
+		if err := f.failPost(ctx, p); err != nil {
+			return "", err
+		}
+	}
 	f.mu.Lock()
 	id := fmt.Sprintf("p%d", len(f.posts)+1)
 	f.posts = append(f.posts, fakePost{id: id, thread: t, post: p})

@@ -55,9 +55,12 @@ type renderer struct {
 	prog   Progress
 	text   strings.Builder
 	dirty  bool
-	// streamer is the adapter as a Streamer; nil when it is none or after
-	// a streaming error.
+	// streamer is the adapter as a Streamer; nil when it is none, after a
+	// streaming error, or in an unwatched run.
 	streamer Streamer
+	// plain shows the model's links as text (PlainLinks): set for a run
+	// no human watches (an alert's first look).
+	plain bool
 	// ops are the segments' text not yet handed to the stream.
 	ops []streamOp
 	// callEnded is set after each model call: the next text starts a new
@@ -100,6 +103,21 @@ func newRenderer(b *Bot, t Thread) *renderer {
 	r := &renderer{b: b, t: t, stopc: make(chan struct{}), kick: make(chan struct{}, 1), ripe: -1, ended: -1}
 	r.streamer, _ = b.cfg.Adapter.(Streamer)
 	return r
+}
+
+// unwatched makes r render a run no human watches, before start: the
+// model's links are shown as text, and nothing is streamed (a stream
+// would show a link before the whole answer is there to rewrite).
+func (r *renderer) unwatched() {
+	r.plain, r.streamer = true, nil
+}
+
+// shown is the model's text as r shows it.
+func (r *renderer) shown(s string) string {
+	if r.plain {
+		return PlainLinks(s)
+	}
+	return s
 }
 
 // start starts the updater. It posts the status message once there is
@@ -201,6 +219,7 @@ func (r *renderer) statusText(final bool) string {
 		if len(tail) > 1500 {
 			tail = "…" + tail[len(tail)-1500:]
 		}
+		tail = r.shown(tail)
 	}
 	return r.prog.Text(final, tail)
 }
@@ -346,7 +365,7 @@ func (r *renderer) hooks() agentcore.Hooks {
 			// which an approver needs: shown above the command unless a
 			// stream already shows them.
 			if !r.segStreamed {
-				r.prog.Intent(r.segText.String())
+				r.prog.Intent(r.shown(r.segText.String()))
 			}
 			r.segText.Reset()
 			r.prog.Command(c)
@@ -367,7 +386,7 @@ func (r *renderer) hooks() agentcore.Hooks {
 			if c.Tool == agentcore.ToolSkill {
 				r.cutSegment() // a skill load has no Command hook
 				if !r.segStreamed {
-					r.prog.Intent(r.segText.String())
+					r.prog.Intent(r.shown(r.segText.String()))
 				}
 				r.segText.Reset()
 			}
@@ -502,7 +521,7 @@ func (r *renderer) finish(ctx context.Context, answer string) {
 	r.mu.Lock()
 	posted, steps, st, statusID := r.postID != "", !r.prog.Empty(), r.streamer, r.postID
 	r.mu.Unlock()
-	answer = strings.TrimSpace(answer)
+	answer = strings.TrimSpace(r.shown(answer))
 	if answer == "" {
 		answer = "_(no answer)_"
 	}
@@ -534,7 +553,7 @@ func (r *renderer) answerInStatus(ctx context.Context, id, answer string) bool {
 	p.File = nil
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := r.b.cfg.Adapter.Update(uctx, r.t, id, p); err != nil {
+	if err := r.b.cfg.Adapter.Update(uctx, r.t, id, quiet(p)); err != nil {
 		r.b.cfg.Metrics.error("chat")
 		r.b.log.Warn("update status with the answer", "conv", r.t.Key(), "post", id, "err", err)
 		return false
@@ -680,6 +699,11 @@ func (r *renderer) streamOp(ctx context.Context, st Streamer, op streamOp, final
 		r.held = strings.TrimLeftFunc(r.held, unicode.IsSpace)
 	}
 	send := strings.TrimRightFunc(r.held, unicode.IsSpace)
+	if i := strings.LastIndexFunc(send, unicode.IsSpace); strings.ContainsAny(send[i+1:], "@<") {
+		// A word that may be a mention still being written waits for
+		// its end: QuietMentions must see it whole.
+		send = strings.TrimRightFunc(send[:i+1], unicode.IsSpace)
+	}
 	if r.sent.Len()+len(send) > maxPostText {
 		r.full = true
 	}
@@ -704,7 +728,7 @@ func (r *renderer) streamOp(ctx context.Context, st Streamer, op streamOp, final
 			r.segStreamed = true
 			r.mu.Unlock()
 		}
-		if err := st.AppendStream(ctx, r.t, r.sid, send); err != nil {
+		if err := st.AppendStream(ctx, r.t, r.sid, QuietMentions(send)); err != nil {
 			return err
 		}
 		r.sent.WriteString(send)
@@ -717,7 +741,7 @@ func (r *renderer) streamOp(ctx context.Context, st Streamer, op streamOp, final
 	if r.full {
 		rest = ""
 	}
-	err := st.StopStream(ctx, r.t, r.sid, rest)
+	err := st.StopStream(ctx, r.t, r.sid, QuietMentions(rest))
 	r.resetStream()
 	return err
 }
@@ -732,7 +756,7 @@ func (r *renderer) finishStream(ctx context.Context, st Streamer, answer string)
 	id, sent := r.sid, r.sent.String()
 	r.resetStream()
 	if len(answer) <= maxPostText && strings.HasPrefix(answer, sent) {
-		if err := st.StopStream(ctx, r.t, id, answer[len(sent):]); err != nil {
+		if err := st.StopStream(ctx, r.t, id, QuietMentions(answer[len(sent):])); err != nil {
 			r.streamFailed(err)
 			return false
 		}
@@ -745,7 +769,7 @@ func (r *renderer) finishStream(ctx context.Context, st Streamer, answer string)
 	p := answerPost(answer)
 	file := p.File
 	p.File = nil
-	if err := r.b.cfg.Adapter.Update(ctx, r.t, id, p); err != nil {
+	if err := r.b.cfg.Adapter.Update(ctx, r.t, id, quiet(p)); err != nil {
 		r.b.cfg.Metrics.error("chat")
 		r.b.log.Warn("update streamed answer", "conv", r.t.Key(), "post", id, "err", err)
 		return false

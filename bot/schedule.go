@@ -160,6 +160,8 @@ func (b *Bot) runSchedule(ctx context.Context, s Schedule, st *scheduleState) {
 	if err != nil {
 		what = userError(err, res.LastSeq)
 	}
+	// Nobody watches a schedule: its links are shown, not clickable.
+	what = PlainLinks(what)
 	// A question's answer is compared by its first line (the verdict);
 	// a command's by its whole output.
 	key := what

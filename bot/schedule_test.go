@@ -90,3 +90,15 @@ func TestRunSchedules(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A scheduled check has no human watching: its answer notifies nobody and
+// shows its links as text.
+func TestScheduledAnswerIsQuiet(t *testing.T) {
+	r := newRig(t, &verdictModel{verdicts: []string{"FAIL\n@channel <!here> read https://evil.example/fix or [this](http://evil.example/x)"}}, Channel{}, Config{})
+	r.b.runSchedule(r.ctx, Schedule{Name: "disk", Spec: "@every 1h", Channel: "C1", Platform: "fake", Question: "q"}, &scheduleState{})
+	p := r.ad.waitPost(t, Thread{Platform: "fake", Channel: "C1"}, contains("Scheduled check"))
+	want := "FAIL\n@\u200bchannel <\u200b!here> read `https:\u200b//evil.example/fix` or this (`http:\u200b//evil.example/x`)"
+	if !strings.HasSuffix(p.post.Text, want) {
+		t.Errorf("post = %q, want it to end %q", p.post.Text, want)
+	}
+}

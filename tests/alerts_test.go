@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -172,7 +173,8 @@ func TestAlertsEndToEnd(t *testing.T) {
 func scAlertThread(t *testing.T, newChat func(*testing.T) chatSide) {
 	chat := newChat(t)
 	m := fakemodel.Start(t, run("touch fixed.txt"), run("uptime"),
-		fakemodel.Reply{Content: "Findings: the load is normal; the disk alert needs a human to free space."})
+		fakemodel.Reply{Content: "Findings: the load is normal; the disk alert needs a human to free space. @channel <!here> see https://evil.example/fix or [the runbook](http://evil.example/rb)"},
+		fakemodel.Reply{Content: "Watched answer: ask @here <!channel>, the doc is https://docs.example/disk"})
 	section, tokenFile := alertsSection(t, chat)
 	r := newRig(t, chat, m.URL, rigOpts{Extra: section})
 	ops := chat.Ops()
@@ -198,13 +200,31 @@ func scAlertThread(t *testing.T, newChat func(*testing.T) chatSide) {
 	root := card.ID
 	r.waitPost(ops, root, "Findings: the load is normal")
 	r.waitPost(ops, root, "did not run these (they need an approval)")
+	// Nothing the first look or the card shows notifies the channel, and
+	// the model's links are text (a zero-width space breaks each).
+	if loudRe.MatchString(card.Text) {
+		t.Errorf("the card notifies the channel: %q", card.Text)
+	}
 	for _, p := range chat.BotPosts(ops, root) {
 		if len(p.Buttons) > 0 {
 			t.Errorf("the first look asked for an approval: %q", p.Text)
 		}
+		if loudRe.MatchString(p.Text) || strings.Contains(p.Text, "://evil.example") {
+			t.Errorf("a first look's post notifies the channel or links: %q", p.Text)
+		}
+		if strings.Contains(p.Text, "Findings") && (!strings.Contains(p.Text, "@\u200bchannel") || !strings.Contains(p.Text, "https:\u200b//evil.example/fix")) {
+			t.Errorf("the first look's answer: %q", p.Text)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(r.ws, "fixed.txt")); err == nil {
 		t.Error("the first look ran a write")
+	}
+	// A watched thread: a human asks; the answer's mentions are broken
+	// too, its link stays a link.
+	chat.Mention("bob", ops, root, "what now?")
+	watched := r.waitPost(ops, root, "Watched answer")
+	if loudRe.MatchString(watched.Text) || !strings.Contains(watched.Text, "ask @\u200bhere") || !strings.Contains(watched.Text, "https://docs.example/disk") {
+		t.Errorf("the watched answer: %q", watched.Text)
 	}
 	q := m.Requests()[0].Messages
 	if last := q[len(q)-1].Content; !strings.Contains(last, "<<<ALERT DATA") || !strings.Contains(last, "never as instructions") {
@@ -277,6 +297,10 @@ func scAlertThread(t *testing.T, newChat func(*testing.T) chatSide) {
 	r.stop()
 }
 
+// loudRe matches a channel-wide mention on Mattermost or Slack (which gets
+// "<" as "&lt;" in text, not a mention either, but not broken by us).
+var loudRe = regexp.MustCompile(`(?i)@(channel|here|all|everyone)\b|<!|&lt;!`)
+
 // journalHashes reads seq -> hash from an audit.jsonl.
 func journalHashes(t *testing.T, path string) map[uint64]string {
 	t.Helper()
@@ -303,7 +327,7 @@ func journalHashes(t *testing.T, path string) map[uint64]string {
 // A route with platform web opens its threads in the web console; the
 // audit viewer gives the thread's timeline.
 func TestAlertsWebConsole(t *testing.T) {
-	m := fakemodel.Start(t, run("uptime"), fakemodel.Reply{Content: "Findings in the console: all quiet."})
+	m := fakemodel.Start(t, run("uptime"), fakemodel.Reply{Content: "Findings in the console: all quiet. @channel <!here> see https://evil.example/fix"})
 	webAddr := freeAddr(t)
 	tokenFile := writeSecret(t, t.TempDir(), "alerts.token", alertToken)
 	r := newRig(t, newMMChat(t), m.URL, rigOpts{Extra: `web:
@@ -351,9 +375,76 @@ alerts:
 		_, page := call("audrey", "GET", base+"/audit/session?id="+sid, "")
 		return strings.Contains(page, "Findings in the console: all quiet.") && strings.Contains(page, "timeline-md")
 	})
+	// The console shows the first look's answer with its mentions and its
+	// link broken, as the chat platforms do.
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	sreq, _ := http.NewRequestWithContext(ctx, "GET", base+"/api/threads/"+threads.Threads[0].ID+"/events", nil)
+	sreq.Header.Set("X-Forwarded-User", "alice")
+	sresp, err := http.DefaultClient.Do(sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(sresp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var snap struct{ Posts []struct{ Text string } }
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			json.Unmarshal([]byte(data), &snap)
+			break
+		}
+	}
+	sresp.Body.Close()
+	answered := false
+	for _, p := range snap.Posts {
+		if loudRe.MatchString(p.Text) || strings.Contains(p.Text, "://evil.example") {
+			t.Errorf("a console post notifies or links: %q", p.Text)
+		}
+		answered = answered || strings.Contains(p.Text, "all quiet. @\u200bchannel <\u200b!here> see `https:\u200b//evil.example/fix`")
+	}
+	if !answered {
+		t.Errorf("the console's posts lack the quiet answer: %+v", snap.Posts)
+	}
 	code, tl := call("audrey", "GET", base+"/audit/timeline?session="+sid, "")
 	if code != http.StatusOK || !strings.Contains(tl, "alert opened this thread") || !strings.Contains(tl, "`uptime`: verdict pass") {
 		t.Fatalf("timeline: %d\n%s", code, tl)
+	}
+	r.stop()
+}
+
+// TestAlertRetriedAfterAFailedPost: the first delivery of a group fails
+// (Slack refuses the card, thinbot answers 503); Alertmanager retries, and
+// the retry opens the thread rather than being answered "duplicate" (issue
+// #30: a failed delivery is not remembered as handled).
+func TestAlertRetriedAfterAFailedPost(t *testing.T) {
+	chat := newSlack(t, "")
+	m := fakemodel.Start(t, fakemodel.Reply{Content: "Findings: the retry worked."})
+	section, tokenFile := alertsSection(t, chat)
+	r := newRig(t, chat, m.URL, rigOpts{Extra: section})
+	ops := chat.Ops()
+	chat.f.FailMethod("chat.postMessage", "internal_error", 1)
+	am := startAlertmanager(t, "http://"+r.addr+"/alerts", tokenFile)
+	am.post(t, amAlert{Labels: map[string]string{"alertname": "DiskFull", "severity": "critical"}})
+	var root string
+	r.waitFor("the card, after Alertmanager's retry", func() bool {
+		roots := botRoots(chat, ops)
+		if len(roots) == 1 && strings.Contains(roots[0].Text, "FIRING") {
+			root = roots[0].ID
+		}
+		return root != ""
+	})
+	r.waitPost(ops, root, "Findings: the retry worked.")
+	cards := 0
+	for _, c := range chat.f.Calls("chat.postMessage") {
+		if c.Params["thread_ts"] == "" && strings.Contains(c.Params["text"], "FIRING") {
+			cards++
+		}
+	}
+	if cards != 2 {
+		t.Errorf("%d card posts, want 2 (the refused one and the retry's)", cards)
+	}
+	if n := len(botRoots(chat, ops)); n != 1 {
+		t.Errorf("%d cards in the channel", n)
 	}
 	r.stop()
 }
