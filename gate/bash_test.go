@@ -357,10 +357,8 @@ func matchArgs(home string, args []arg, words []string) bool {
 		switch {
 		case want == "~" || strings.HasPrefix(want, "~/"):
 			want = home + want[1:]
-		case want == "~+":
-			want = "/"
-		case strings.HasPrefix(want, "~+/"):
-			want = want[2:]
+		case want == "~+" || strings.HasPrefix(want, "~+/"):
+			want = "/" + want[2:] // PWD is /: ~+/x is //x
 		}
 	}
 	if len(words) > 0 && words[0] == want && matchArgs(home, args[1:], words[1:]) {
