@@ -43,6 +43,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "thinbot_tokens_total",
 		Help: "Model tokens by channel and kind (prompt, completion), as the server reports them or, without a report, estimated."}, []string{"channel", "kind"})
 	reg.MustRegister(m.runs, m.commands, m.approvals, m.modelLatency, m.errors, m.queued, m.active, m.messages, m.tokens)
+	// Every label a counter takes is there at zero from the start, so a
+	// rate() or an alert on it sees a series before the first event.
+	for _, s := range []string{agentcore.StatusAnswered, agentcore.StatusDone, agentcore.StatusBudget, agentcore.StatusCancelled, agentcore.StatusError, agentcore.StatusInterrupted} {
+		m.runs.WithLabelValues(s)
+	}
+	for _, v := range []string{"pass", "confirm", "deny"} {
+		m.commands.WithLabelValues(v)
+	}
+	for _, o := range []string{"approved", "denied", "expired", "cancelled", "refused_click"} {
+		m.approvals.WithLabelValues(o)
+	}
+	for _, k := range []string{"model", "store", "chat"} {
+		m.errors.WithLabelValues(k)
+	}
 	return m
 }
 

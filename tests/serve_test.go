@@ -465,8 +465,21 @@ func scModelDown(t *testing.T, newChat func(*testing.T) chatSide) {
 	if code, _ := r.get("/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz = %d after model failures", code)
 	}
-	if code, body := r.get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "model") {
-		t.Errorf("/readyz = %d %q, want 503 naming the model", code, body)
+	// Ready all the same (commands, approvals and alert cards work without
+	// the model), with the model named as a detail and in the metric.
+	if code, body := r.get("/readyz"); code != http.StatusOK || !strings.Contains(body, "ready\nmodel: unreachable") {
+		t.Errorf("/readyz = %d %q, want 200 ready with the model named", code, body)
+	}
+	if got := r.metric("thinbot_model_up"); got != "0" {
+		t.Errorf("thinbot_model_up = %q with the model down, want 0", got)
+	}
+	// Series that saw no event are there at zero, so an alert rule on
+	// rate() sees them from the start; the build is named.
+	if got := r.metric(`thinbot_approvals_total{outcome="refused_click"}`); got != "0" {
+		t.Errorf("refused_click approvals = %q before any click, want 0", got)
+	}
+	if _, body := r.get("/metrics"); !strings.Contains(body, "thinbot_build_info{goversion=") {
+		t.Error("/metrics has no thinbot_build_info")
 	}
 	r.stop()
 	// The notice is posted just before the thread's worker is free again:

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -192,6 +193,8 @@ func (d *daemon) run(ctx context.Context) error {
 	healthz(d.mux)
 	ready := &readiness{adapter: d.adapter, db: d.db, model: d.model, stateDir: c.StateDir, sandbox: d.sbx}
 	d.mux.HandleFunc("GET /readyz", ready.serve)
+	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_model_up",
+		Help: "1 when the model endpoint answered the last ping (at most one every 30 s), else 0; the model is not a readiness condition."}, ready.modelUp))
 	d.mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
 	// It stays up until the bot has stopped.
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
@@ -379,6 +382,9 @@ func newRegistry(db *store.DB, adapter chatAdapter) *prometheus.Registry {
 			Help: "Durable commits (syncs of the audit journal) since start; about one per command run."}, func() float64 { return float64(db.Syncs()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "thinbot_store_commits_total",
 			Help: "Batches of events committed since start, synced or not (each one bbolt transaction)."}, func() float64 { return float64(db.Commits()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_build_info",
+			Help:        "Always 1; its labels say which thinbot runs.",
+			ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()}}, func() float64 { return 1 }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_chat_connected",
 			Help: "1 while the chat connection (WebSocket, Socket Mode) is up, else 0."}, func() float64 {
 			if adapter.Connected() {
@@ -528,7 +534,8 @@ const (
 	accessWrite = 0x2
 )
 
-// readiness answers /readyz: chat connected, store writable, model reachable.
+// readiness answers /readyz: chat connected, store writable (and its
+// journal in place), sandbox working; the model's state is a detail.
 type readiness struct {
 	adapter  chatAdapter
 	db       *store.DB
@@ -563,25 +570,44 @@ func (r *readiness) serve(w http.ResponseWriter, req *http.Request) {
 	if err := r.db.Check(); err != nil {
 		problems = append(problems, err.Error())
 	}
-	r.mu.Lock()
-	if time.Since(r.checked) > 30*time.Second {
-		ctx, cancel := context.WithTimeout(req.Context(), 5*time.Second)
-		r.modelErr = r.model.Ping(ctx)
-		cancel()
-		r.checked = time.Now()
-	}
-	if r.modelErr != nil {
-		problems = append(problems, "model: "+r.modelErr.Error())
-	}
-	r.mu.Unlock()
+	// The model is not a readiness condition: skill commands, approvals,
+	// alerts' cards and the audit tools work without it. Its state is a
+	// detail here and the thinbot_model_up metric.
+	modelErr := r.modelState(req.Context())
 	if len(problems) > 0 {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		for _, p := range problems {
 			fmt.Fprintln(w, p)
 		}
-		return
+	} else {
+		fmt.Fprintln(w, "ready")
 	}
-	fmt.Fprintln(w, "ready")
+	if modelErr != nil {
+		fmt.Fprintln(w, "model: unreachable (approvals, commands and alert cards still work): "+modelErr.Error())
+	}
+}
+
+// modelState pings the model at most every 30 s and returns the last
+// answer's error.
+func (r *readiness) modelState(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if time.Since(r.checked) > 30*time.Second {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		r.modelErr = r.model.Ping(ctx)
+		cancel()
+		r.checked = time.Now()
+	}
+	return r.modelErr
+}
+
+// modelUp is thinbot_model_up: 1 when the last ping (by /readyz, or by
+// this scrape when none is recent) reached the model.
+func (r *readiness) modelUp() float64 {
+	if r.modelState(context.Background()) != nil {
+		return 0
+	}
+	return 1
 }
 
 // chainHead returns the sequence number and hash of the chain's last
