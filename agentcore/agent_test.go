@@ -119,7 +119,7 @@ func newFixture(t *testing.T, cfg Config, replies ...func(Request) (Response, er
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	closeVerified(t, db)
 	m := &scriptedModel{t: t, replies: replies}
 	t.Cleanup(func() {
 		if len(m.replies) > 0 {
@@ -136,6 +136,23 @@ func newFixture(t *testing.T, cfg Config, replies ...func(Request) (Response, er
 		t.Fatal(err)
 	}
 	return &fixture{a: a, db: db, model: m, dir: dir}
+}
+
+// closeVerified closes db when the test ends, after verifying its chain as
+// an auditor would: whatever the test made the kernel do, the chain it left
+// holds together. A test that closed db itself is not checked again.
+func closeVerified(t testing.TB, db *store.DB) {
+	t.Cleanup(func() {
+		rep, err := db.Verify(context.Background())
+		switch {
+		case errors.Is(err, store.ErrClosed):
+		case err != nil:
+			t.Errorf("verifying the test's chain: %v", err)
+		case !rep.OK:
+			t.Errorf("the test left a broken chain: seq %d: %s", rep.BadSeq, rep.Problem)
+		}
+		db.Close()
+	})
 }
 
 func (f *fixture) events(t *testing.T, session string) []store.Event {

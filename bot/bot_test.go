@@ -143,7 +143,19 @@ func newRig(t *testing.T, model agentcore.Model, ch Channel, cfg Config) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	// Registered first, so it runs after the bot has stopped: whatever
+	// the test made the bot do, the chain it left holds together.
+	t.Cleanup(func() {
+		rep, err := db.Verify(context.Background())
+		switch {
+		case errors.Is(err, store.ErrClosed):
+		case err != nil:
+			t.Errorf("verifying the test's chain: %v", err)
+		case !rep.OK:
+			t.Errorf("the test left a broken chain: seq %d: %s", rep.BadSeq, rep.Problem)
+		}
+		db.Close()
+	})
 	return newRigOn(t, db, model, ch, cfg)
 }
 

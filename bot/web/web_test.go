@@ -2,7 +2,9 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -169,7 +171,19 @@ func openStore(t *testing.T) *store.DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	// Whatever the test made the console do, the chain it left holds
+	// together; a test that closed db itself is not checked again.
+	t.Cleanup(func() {
+		rep, err := db.Verify(context.Background())
+		switch {
+		case errors.Is(err, store.ErrClosed):
+		case err != nil:
+			t.Errorf("verifying the test's chain: %v", err)
+		case !rep.OK:
+			t.Errorf("the test left a broken chain: seq %d: %s", rep.BadSeq, rep.Problem)
+		}
+		db.Close()
+	})
 	return db
 }
 
