@@ -275,20 +275,36 @@ func decodeTraced(text string) (tracedCmd, error) {
 	for _, as := range call.Assigns {
 		v := ""
 		if as.Value != nil {
-			if v, err = shexpand.Literal(nil, as.Value); err != nil {
+			if v, err = unquote(as.Value); err != nil {
 				return rec, err
 			}
 		}
 		rec.words = append(rec.words, as.Name.Value+"="+v)
 	}
 	for _, w := range call.Args {
-		s, err := shexpand.Literal(nil, w)
+		s, err := unquote(w)
 		if err != nil {
 			return rec, err
 		}
 		rec.words = append(rec.words, s)
 	}
 	return rec, nil
+}
+
+// unquote removes the quoting of a word bash's trace printed. expand.Fields
+// with no configuration removes quotes and backslashes, as bash does, and
+// neither splits nor globs words that hold no expansion (the trace quotes
+// every special character); expand.Literal would keep an unquoted
+// backslash (`''\''00'` is '00, not \'00).
+func unquote(w *syntax.Word) (string, error) {
+	f, err := shexpand.Fields(nil, w)
+	if err != nil {
+		return "", err
+	}
+	if len(f) != 1 {
+		return "", fmt.Errorf("the traced word %q expands to %d words", w.Lit(), len(f))
+	}
+	return f[0], nil
 }
 
 // judgedCmd is one simple command the gate judged.
