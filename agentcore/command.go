@@ -76,17 +76,17 @@ func (a *Agent) RunCommand(ctx context.Context, t Turn, command, reason string) 
 	defer s.setStatus(func(st *Status) { *st = Status{} })
 
 	evs := []store.Event{
-		{Type: EvRunStarted, Actor: t.Actor, Payload: mustJSON(runPayload{})},
-		{Type: EvUserMessage, Actor: t.Actor, Payload: mustJSON(userMessagePayload{Text: t.Text, MessageID: t.MessageID})},
+		{Type: EvRunStarted, Actor: t.Actor, Payload: mustJSON(RunPayload{})},
+		{Type: EvUserMessage, Actor: t.Actor, Payload: mustJSON(UserMessagePayload{Text: t.Text, MessageID: t.MessageID})},
 	}
 	res := Result{Status: StatusAnswered}
 	if command == "" {
 		res.Answer = reason
 	} else {
 		call := ToolCall{ID: fmt.Sprintf("cmd%d", s.last+1), Name: ToolRun, Arguments: string(mustJSON(map[string]string{"command": command, "reason": reason}))}
-		ap := assistantPayload{ToolCalls: []ToolCall{call}, Model: ModelSkillCommand, FinishReason: "tool_calls", Protocol: "tools"}
+		ap := AssistantPayload{ToolCalls: []ToolCall{call}, Model: ModelSkillCommand, FinishReason: "tool_calls", Protocol: "tools"}
 		if r.textProtocol() {
-			ap = assistantPayload{Content: "```bash\n" + command + "\n```", Model: ModelSkillCommand, Protocol: "text"}
+			ap = AssistantPayload{Content: "```bash\n" + command + "\n```", Model: ModelSkillCommand, Protocol: "text"}
 		}
 		r.pending = append(evs, store.Event{Type: EvAssistantMessage, Actor: t.Actor, Payload: mustJSON(ap)})
 		evs = nil
@@ -106,7 +106,7 @@ func (a *Agent) RunCommand(ctx context.Context, t Turn, command, reason string) 
 	if ctx.Err() != nil {
 		detail = ctx.Err().Error()
 	}
-	out, err := r.record(durable, append(evs, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(runPayload{
+	out, err := r.record(durable, append(evs, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(RunPayload{
 		Status: res.Status, Steps: 1, Detail: detail})})...)
 	if err != nil {
 		return res, err

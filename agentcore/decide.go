@@ -31,7 +31,7 @@ func (r *run) decide(ctx context.Context, call ToolCall, info CommandInfo, d gat
 	info.Command = r.redact(info.Command)
 	info.Verdict, info.Reason, info.Action = d.Verdict.String(), r.redact(d.Reason), action
 	reason = r.redact(reason)
-	gp := gatePayload{CallID: call.ID, Tool: info.Tool, Dir: r.t.Dir, Verdict: d.Verdict.String(), Reason: info.Reason, Rule: d.Rule, Action: action,
+	gp := GatePayload{CallID: call.ID, Tool: info.Tool, Dir: r.t.Dir, Verdict: d.Verdict.String(), Reason: info.Reason, Rule: d.Rule, Action: action,
 		Targets: info.Targets, TargetCount: len(info.Targets)}
 	if len(info.Targets) > 0 {
 		gp.Dir = ""
@@ -66,7 +66,7 @@ func (r *run) decide(ctx context.Context, call ToolCall, info CommandInfo, d gat
 	if len(info.Targets) > 0 {
 		ap.Dir = ""
 	}
-	if _, err := r.record(durable, store.Event{Type: EvApprovalAsked, Actor: "gate", Payload: mustJSON(approvalAskedPayload{
+	if _, err := r.record(durable, store.Event{Type: EvApprovalAsked, Actor: "gate", Payload: mustJSON(ApprovalAskedPayload{
 		CallID: call.ID, RequestID: ap.RequestID, Command: info.Command, SHA256: ap.SHA256, Reason: reason, Requester: r.t.Actor,
 		Targets: info.Targets, TargetCount: len(info.Targets)})}); err != nil {
 		return false, "", err
@@ -78,7 +78,7 @@ func (r *run) decide(ctx context.Context, call ToolCall, info CommandInfo, d gat
 			dec.Why = "cancelled before a decision"
 		}
 	}
-	_, err = r.record(durable, store.Event{Type: EvApprovalDecided, Actor: orSystem(dec.By), Payload: mustJSON(approvalDecidedPayload{
+	_, err = r.record(durable, store.Event{Type: EvApprovalDecided, Actor: orSystem(dec.By), Payload: mustJSON(ApprovalDecidedPayload{
 		CallID: call.ID, RequestID: ap.RequestID, Approved: dec.Approved, By: dec.By, Why: dec.Why, SHA256: ap.SHA256})})
 	if asked {
 		r.t.Approver.Decided(ctx, ap, where, dec, err)

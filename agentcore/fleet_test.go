@@ -105,11 +105,11 @@ func TestFleetPassRunsEverywhereReadOnly(t *testing.T) {
 			t.Errorf("model saw no %q:\n%s", want, saw)
 		}
 	}
-	g := payloadOf[gatePayload](t, f, "s", EvGateDecision)
+	g := payloadOf[GatePayload](t, f, "s", EvGateDecision)
 	if len(g) != 1 || g[0].Verdict != "pass" || g[0].TargetCount != 4 || strings.Join(g[0].Targets, " ") != "web-01 web-02 web-03 web-down" {
 		t.Errorf("gate decision %+v", g)
 	}
-	tr := payloadOf[toolResultPayload](t, f, "s", EvToolResult)
+	tr := payloadOf[ToolResultPayload](t, f, "s", EvToolResult)
 	if len(tr) != 1 || len(tr[0].Hosts) != 4 || !tr[0].IsError {
 		t.Fatalf("tool result %+v", tr)
 	}
@@ -174,7 +174,7 @@ func TestFleetWriteNeedsOneApprovalNamingAllTargets(t *testing.T) {
 	if uid := fileUID(st); uid != sshd.UID(t, sshd.UserRW) {
 		t.Errorf("the file is owned by uid %d, not %s", uid, sshd.UserRW)
 	}
-	asked := payloadOf[approvalAskedPayload](t, f, "s", EvApprovalAsked)
+	asked := payloadOf[ApprovalAskedPayload](t, f, "s", EvApprovalAsked)
 	if len(asked) != 1 || asked[0].TargetCount != 3 || asked[0].SHA256 != ap.SHA256 {
 		t.Errorf("approval_requested %+v", asked)
 	}
@@ -200,7 +200,7 @@ func TestFleetTargetErrors(t *testing.T) {
 	if len(saw) != 2 || !strings.Contains(saw[0], "matches no host") || !strings.Contains(saw[1], "may only target the groups strangers") {
 		t.Errorf("model saw %q", saw)
 	}
-	if g := payloadOf[gatePayload](t, f, "s", EvGateDecision); len(g) != 0 {
+	if g := payloadOf[GatePayload](t, f, "s", EvGateDecision); len(g) != 0 {
 		t.Errorf("gate decisions for refused targets: %+v", g)
 	}
 }
@@ -253,7 +253,7 @@ func TestFleetStopKillsRemoteCommands(t *testing.T) {
 		t.Fatal("Run did not end after cancel")
 	}
 	waitUntil(t, func() bool { return len(remoteProcs("sleep "+marker, uid)) == 0 })
-	tr := payloadOf[toolResultPayload](t, f, "s", EvToolResult)
+	tr := payloadOf[ToolResultPayload](t, f, "s", EvToolResult)
 	if len(tr) != 1 || len(tr[0].Hosts) != 2 || !tr[0].Hosts[0].Cancelled || !tr[0].Hosts[1].Cancelled {
 		t.Errorf("tool result %+v", tr)
 	}

@@ -169,10 +169,10 @@ func hostStatus(r fleet.Result) string {
 	return fmt.Sprintf("exit %d", r.ExitCode)
 }
 
-func hostRecords(rs []fleet.Result) []hostRecord {
-	out := make([]hostRecord, len(rs))
+func hostRecords(rs []fleet.Result) []HostRecord {
+	out := make([]HostRecord, len(rs))
 	for i, r := range rs {
-		out[i] = hostRecord{Host: r.Host, User: r.User, ExitCode: r.ExitCode, OutputSize: r.Size, OutputSHA: r.SHA256,
+		out[i] = HostRecord{Host: r.Host, User: r.User, ExitCode: r.ExitCode, OutputSize: r.Size, OutputSHA: r.SHA256,
 			DurationMS: r.Duration.Round(time.Millisecond).Milliseconds(), Error: r.Err, TimedOut: r.TimedOut, Cancelled: r.Cancelled, NotStarted: r.NotStarted}
 	}
 	return out

@@ -68,8 +68,8 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	defer cancel()
 
 	start := append(r.promptEvent(),
-		store.Event{Type: EvRunStarted, Actor: t.Actor, Payload: mustJSON(runPayload{Goal: t.Goal})},
-		store.Event{Type: EvUserMessage, Actor: t.Actor, Payload: mustJSON(userMessagePayload{Text: t.Text, MessageID: t.MessageID})})
+		store.Event{Type: EvRunStarted, Actor: t.Actor, Payload: mustJSON(RunPayload{Goal: t.Goal})},
+		store.Event{Type: EvUserMessage, Actor: t.Actor, Payload: mustJSON(UserMessagePayload{Text: t.Text, MessageID: t.MessageID})})
 	// Buffered: the first decision (before a command runs) or the run's
 	// end (before the answer is posted) syncs it; an answer then costs one
 	// sync.
@@ -88,7 +88,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	if runErr != nil {
 		detail = runErr.Error()
 	}
-	evs, err := r.record(durable, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(runPayload{
+	evs, err := r.record(durable, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(RunPayload{
 		Status: res.Status, Goal: t.Goal, Steps: r.steps, ModelCalls: r.calls, Detail: detail})})
 	if err != nil {
 		return res, errors.Join(runErr, err)
@@ -185,7 +185,7 @@ func (r *run) nudge(resp Response) error {
 	} else {
 		r.steps++
 	}
-	_, err := r.record(durable, store.Event{Type: EvUserMessage, Actor: "system", Payload: mustJSON(userMessagePayload{Text: msg})})
+	_, err := r.record(durable, store.Event{Type: EvUserMessage, Actor: "system", Payload: mustJSON(UserMessagePayload{Text: msg})})
 	return err
 }
 
@@ -239,7 +239,7 @@ func (r *run) ask(ctx context.Context) (Response, time.Duration, error) {
 		case errors.Is(err, ErrToolsUnsupported) && !r.textProtocol() && attempt < 2:
 			r.model, failed = textModel{r.cfg.Model}, nil
 			sw := store.Event{Type: EvProtocolSwitch, Actor: "system",
-				Payload: mustJSON(protocolSwitchPayload{From: "tools", To: "text", Reason: err.Error()})}
+				Payload: mustJSON(ProtocolSwitchPayload{From: "tools", To: "text", Reason: err.Error()})}
 			if _, err := r.record(durable, append([]store.Event{sw}, r.promptEvent()...)...); err != nil {
 				return Response{}, 0, err
 			}
@@ -307,7 +307,7 @@ func (r *run) stage(resp Response, latency time.Duration) {
 		c.Arguments = r.redactJSON(c.Arguments)
 		rcalls = append(rcalls, c)
 	}
-	r.pending = append(r.pending, store.Event{Type: EvAssistantMessage, Actor: "model", Payload: mustJSON(assistantPayload{
+	r.pending = append(r.pending, store.Event{Type: EvAssistantMessage, Actor: "model", Payload: mustJSON(AssistantPayload{
 		Content: r.redact(resp.Content), Reasoning: r.redact(resp.Reasoning), ToolCalls: rcalls, FinishReason: resp.FinishReason,
 		Usage: resp.Usage, Estimated: resp.estimate, Model: resp.Model, Protocol: proto, LatencyMS: latency.Milliseconds()})})
 }
@@ -341,7 +341,7 @@ func (r *run) tools() []Tool {
 
 // result records a tool's result (what the model sees) and counts errors.
 func (r *run) result(call ToolCall, content string, isErr bool, ex *ExecResult) error {
-	p := toolResultPayload{CallID: call.ID, Tool: call.Name, Content: content, IsError: isErr, Masked: r.masked}
+	p := ToolResultPayload{CallID: call.ID, Tool: call.Name, Content: content, IsError: isErr, Masked: r.masked}
 	r.masked = nil
 	if ex != nil && ex.Remote != nil {
 		p.Targets, p.Hosts = ex.Targets, hostRecords(ex.Remote)

@@ -10,7 +10,7 @@ import (
 func (a *Agent) Clear(id, actor string) error {
 	return a.update(id, func(s *session) error {
 		next := s.proj.Branch() + 1
-		_, err := a.commit(id, s, durable, []store.Event{{Type: EvClear, Branch: next, Actor: actor, Payload: mustJSON(map[string]int{"branch": next})}})
+		_, err := a.commit(id, s, durable, []store.Event{{Type: EvClear, Branch: next, Actor: actor, Payload: mustJSON(ClearPayload{Branch: next})}})
 		return err
 	})
 }

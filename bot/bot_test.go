@@ -18,6 +18,7 @@ import (
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/gate"
 	"github.com/thinbot/thinbot/store"
+	"github.com/thinbot/thinbot/store/storetest"
 )
 
 // fakeAdapter records what the bot posts; tests drive the bot's Handler
@@ -143,19 +144,7 @@ func newRig(t *testing.T, model agentcore.Model, ch Channel, cfg Config) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Registered first, so it runs after the bot has stopped: whatever
-	// the test made the bot do, the chain it left holds together.
-	t.Cleanup(func() {
-		rep, err := db.Verify(context.Background())
-		switch {
-		case errors.Is(err, store.ErrClosed):
-		case err != nil:
-			t.Errorf("verifying the test's chain: %v", err)
-		case !rep.OK:
-			t.Errorf("the test left a broken chain: seq %d: %s", rep.BadSeq, rep.Problem)
-		}
-		db.Close()
-	})
+	storetest.CloseChecked(t, db, agentcore.Decode)
 	return newRigOn(t, db, model, ch, cfg)
 }
 

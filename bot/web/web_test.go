@@ -2,9 +2,7 @@ package web
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +19,7 @@ import (
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/bot"
 	"github.com/thinbot/thinbot/store"
+	"github.com/thinbot/thinbot/store/storetest"
 )
 
 // TestThreadStreamsTheAnswer: an answer written over several stream ticks
@@ -171,19 +170,7 @@ func openStore(t *testing.T) *store.DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Whatever the test made the console do, the chain it left holds
-	// together; a test that closed db itself is not checked again.
-	t.Cleanup(func() {
-		rep, err := db.Verify(context.Background())
-		switch {
-		case errors.Is(err, store.ErrClosed):
-		case err != nil:
-			t.Errorf("verifying the test's chain: %v", err)
-		case !rep.OK:
-			t.Errorf("the test left a broken chain: seq %d: %s", rep.BadSeq, rep.Problem)
-		}
-		db.Close()
-	})
+	storetest.CloseChecked(t, db, agentcore.Decode)
 	return db
 }
 
@@ -698,22 +685,5 @@ func TestEmptyChainVerificationIsNotReused(t *testing.T) {
 	}
 	if st := s.status(req.Context()); st.Text != "verified up to seq 1" {
 		t.Errorf("after the first event: %q, want verified up to seq 1", st.Text)
-	}
-}
-
-// TestRestoreNamesMatchAgentcore: the event, note and status names the
-// rebuild reads without importing agentcore are agentcore's.
-func TestRestoreNamesMatchAgentcore(t *testing.T) {
-	for got, want := range map[string]string{
-		"run_started": agentcore.EvRunStarted, "user_message": agentcore.EvUserMessage, "assistant_message": agentcore.EvAssistantMessage,
-		"gate_decision": agentcore.EvGateDecision, "approval_requested": agentcore.EvApprovalAsked, "approval_decision": agentcore.EvApprovalDecided,
-		"tool_result": agentcore.EvToolResult, "note": agentcore.EvNote, "clear": agentcore.EvClear, "compacted": agentcore.EvCompacted,
-		"run_finished": agentcore.EvRunFinished, "command_reply": agentcore.NoteCommandReply, "run_refused": agentcore.NoteRunRefused, "answered": agentcore.StatusAnswered,
-		"done": agentcore.StatusDone, "cancelled": agentcore.StatusCancelled, "budget": agentcore.StatusBudget,
-		"interrupted": agentcore.StatusInterrupted, toolSkill: agentcore.ToolSkill,
-	} {
-		if got != want {
-			t.Errorf("restore reads %q, agentcore writes %q", got, want)
-		}
 	}
 }
