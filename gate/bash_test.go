@@ -360,6 +360,9 @@ func (j judgedCmd) hasAssigns(words []string) bool {
 	return true
 }
 
+// dirStackTop is a tilde-prefix naming the directory stack's entry 0.
+var dirStackTop = regexp.MustCompile(`^~[+-]?0+$`)
+
 func matchArgs(home string, args []arg, words []string) bool {
 	if len(args) == 0 {
 		return len(words) == 0
@@ -368,13 +371,18 @@ func matchArgs(home string, args []arg, words []string) bool {
 	want := a.s
 	if a.tilde {
 		// bash's tilde forms, as the rig runs them: ~ is HOME, ~+ is
-		// PWD (the rig's /); ~- (OLDPWD, unset) and ~user (no passwd
-		// file) stay as written.
+		// PWD (the rig's /); ~N, ~+N and ~-N name the directory stack,
+		// whose one entry (N = 0) is PWD; ~- (OLDPWD, unset), a stack
+		// entry past it and ~user (no passwd file) stay as written.
+		prefix, rest, _ := strings.Cut(want, "/")
+		if rest != "" || strings.Contains(want, "/") {
+			rest = "/" + rest
+		}
 		switch {
-		case want == "~" || strings.HasPrefix(want, "~/"):
-			want = home + want[1:]
-		case want == "~+" || strings.HasPrefix(want, "~+/"):
-			want = "/" + want[2:] // PWD is /: ~+/x is //x
+		case prefix == "~":
+			want = home + rest
+		case prefix == "~+" || dirStackTop.MatchString(prefix):
+			want = "/" + rest // PWD is /: ~+/x is //x
 		}
 	}
 	if len(words) > 0 && words[0] == want && matchArgs(home, args[1:], words[1:]) {
