@@ -266,4 +266,21 @@ var table = []mutation{
 		Pkgs: []string{"./bot"}, Run: "TestMentionsAreQuiet"},
 	// Not listed: dropping the "no Origin header" refusal in crossOrigin
 	// is an equivalent mutant (an empty Origin fails the checks after it).
+	// A skill that needs python3 is not hidden because a busy host
+	// started python3 slowly (issue 30, CI's margin).
+	{ID: "C1", File: "skills/python.go", What: "a python3 slower than 5 s to start (a busy host) hides the skills that need it until a restart",
+		Old: "const defaultPythonTimeout = time.Minute", New: "const defaultPythonTimeout = 5 * time.Second",
+		Pkgs: []string{"./skills"}, Run: "TestPythonProbeWaitsForASlowStart"},
+	{ID: "C2", File: "skills/python.go", What: "the probe starts python3 with its site module (a slower start, which scans site-packages)",
+		Old: `"python3", "-I", "-S", "-c"`, New: `"python3", "-c"`,
+		Pkgs: []string{"./skills"}, Run: "TestPythonProbeWaitsForASlowStart"},
+	{ID: "C3", File: "skills/python.go", What: "python3 runs for every skill and caller that asks for its version",
+		Old: "p.once.Do(func() {", New: "(&sync.Once{}).Do(func() {",
+		Pkgs: []string{"./skills"}, Run: "TestPythonProbeRunsOnce"},
+	{ID: "C4", File: "cmd/thinbot/serve.go", What: "the daemon runs python3 once per workspace, on the path of its start",
+		Old: "Python: base.python, ", New: "",
+		Pkgs: []string{"./cmd/thinbot"}, Run: "TestDaemonProbesPythonOnce"},
+	{ID: "C5", File: "skills/python.go", What: "a python3 that did not answer in time hides a skill as \"signal: killed\", without the bound",
+		Old: "if errors.Is(ctx.Err(), context.DeadlineExceeded) {", New: "if false {",
+		Pkgs: []string{"./skills"}, Run: "TestPythonProbeTimeoutSaysWhy"},
 }
