@@ -87,10 +87,10 @@ type Config struct {
 // called concurrently for different sessions (calls for the same session
 // are serialised).
 type Agent struct {
-	cfg Config
-	log *slog.Logger
-	mu        sync.Mutex
-	state     map[string]*session
+	cfg   Config
+	log   *slog.Logger
+	mu    sync.Mutex
+	state map[string]*session
 	// limits is what the model server said about its context window.
 	limits serverLimits
 	// scrub is what every string leaving the kernel passes through (see
