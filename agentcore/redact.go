@@ -28,11 +28,13 @@ import (
 type scrubber struct {
 	mask *Masker // nil with Config.NoMask
 	seed maphash.Seed
-	// mu guards learned and the replacement of cur.
-	mu      sync.Mutex
-	secrets []string // configured, then learned (at most maxLearned)
-	nconf   int
-	cur     atomic.Pointer[matcher]
+	// conf finds the configured secrets' forms, learned those of the
+	// Masker's findings (at most maxLearned, the oldest goes first); mu
+	// guards learnedV and the replacement of learned.
+	conf     *matcher
+	mu       sync.Mutex
+	learnedV []string
+	learned  atomic.Pointer[matcher]
 	// done holds the hashes of the last large texts scrub returned, so
 	// that the same text passed on (the output shown in chat after it was
 	// scrubbed for the model) is not scanned again: scrubbing is
@@ -54,8 +56,8 @@ const (
 )
 
 func newScrubber(secrets []string, m *Masker) *scrubber {
-	x := &scrubber{mask: m, seed: maphash.MakeSeed(), secrets: slices.Clone(secrets), nconf: len(secrets)}
-	x.cur.Store(newMatcher(x.secrets))
+	x := &scrubber{mask: m, seed: maphash.MakeSeed(), conf: newMatcher(secrets)}
+	x.learned.Store(newMatcher(nil))
 	return x
 }
 
@@ -81,11 +83,12 @@ func (x *scrubber) scrubCount(s string) (string, map[string]int) {
 			return s, nil
 		}
 	}
-	s = x.cur.Load().redact(s)
-	out, counts, found := x.mask.mask(s)
-	if x.learn(found) {
-		out = x.cur.Load().redact(out)
-	}
+	// The configured secrets go first (whole, before a shape could mask
+	// a part of one), the learned ones last (so that the Masker names
+	// what it finds again).
+	out, counts, found := x.mask.mask(x.conf.redact(s))
+	x.learn(found)
+	out = x.learned.Load().redact(out)
 	if len(out) >= memoMin {
 		x.mu.Lock()
 		x.done[x.next] = maphash.String(x.seed, out)
@@ -96,30 +99,29 @@ func (x *scrubber) scrubCount(s string) (string, map[string]int) {
 }
 
 // learn adds the Masker's findings to the secrets whose forms are
-// redacted (a token a command printed is then caught in base64 in the
-// model's answer too); it reports whether any was new.
-func (x *scrubber) learn(found []string) bool {
+// redacted: a token a command printed is then caught in base64 in the
+// model's answer too.
+func (x *scrubber) learn(found []string) {
 	if len(found) == 0 {
-		return false
+		return
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	added := false
 	for _, v := range found {
-		if len(v) < learnMin || len(v) > learnMax || slices.Contains(x.secrets, v) {
+		if len(v) < learnMin || len(v) > learnMax || slices.Contains(x.learnedV, v) {
 			continue
 		}
-		if len(x.secrets)-x.nconf >= maxLearned {
-			x.secrets = slices.Delete(x.secrets, x.nconf, x.nconf+1)
+		if len(x.learnedV) >= maxLearned {
+			x.learnedV = slices.Delete(x.learnedV, 0, 1)
 		}
-		x.secrets = append(x.secrets, v)
+		x.learnedV = append(x.learnedV, v)
 		added = true
 	}
 	if added {
-		x.cur.Store(newMatcher(x.secrets))
+		x.learned.Store(newMatcher(x.learnedV))
 		x.done = [4]uint64{}
 	}
-	return added
 }
 
 // payload returns the JSON text p with every string in it scrubbed (and
@@ -170,7 +172,7 @@ func (x *scrubber) keep() int {
 	if x == nil {
 		return 0
 	}
-	return 2 * x.cur.Load().longest
+	return 2 * max(x.conf.longest, x.learned.Load().longest)
 }
 
 // matcher finds the forms of a set of secrets in a text, in one pass.
@@ -327,12 +329,20 @@ func (m *matcher) redact(s string) string {
 // its bytes; -1 if it is not.
 func match(s string, j int, rest string) int {
 	for k := 0; k < len(rest); {
+		g := skipGaps(s, j)
 		switch {
+		case j < len(s) && s[j] == rest[k] && g != j:
+			// A backslash of the secret, or the start of an escaped line
+			// break: try both.
+			if end := match(s, j+1, rest[k+1:]); end >= 0 {
+				return end
+			}
+			j = g
 		case j < len(s) && s[j] == rest[k]:
 			j++
 			k++
-		case j < len(s) && skipGaps(s, j) != j:
-			j = skipGaps(s, j)
+		case g != j:
+			j = g
 		default:
 			return -1
 		}
@@ -356,19 +366,31 @@ func skipGaps(s string, j int) int {
 }
 
 // widenB64 widens a base64 form's span over the characters that encode v
-// together with its neighbours (up to three each side) and the padding.
+// together with its neighbours (up to three each side, line breaks
+// between them allowed) and the padding.
 func widenB64(s string, start, end int) (int, int) {
 	isB64 := func(c byte) bool {
 		return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '-' || c == '_'
 	}
-	for n := 0; n < 3 && start > 0 && isB64(s[start-1]); n++ {
-		start--
+	for n := 0; n < 3 && start > 0; {
+		switch {
+		case isB64(s[start-1]) && !(start > 1 && s[start-2] == '\\' && (s[start-1] == 'n' || s[start-1] == 'r')):
+			start--
+			n++
+		case s[start-1] == '\n' || s[start-1] == '\r':
+			start--
+		case start > 1 && s[start-2] == '\\' && (s[start-1] == 'n' || s[start-1] == 'r'):
+			start -= 2
+		default:
+			n = 3
+		}
 	}
-	for n := 0; n < 3 && end < len(s) && isB64(s[end]); n++ {
-		end++
-	}
-	for n := 0; n < 2 && end < len(s) && s[end] == '='; n++ {
-		end++
+	for n := 0; n < 5; n++ {
+		j := skipGaps(s, end)
+		if j >= len(s) || !(n < 3 && isB64(s[j]) || s[j] == '=') {
+			break
+		}
+		end = j + 1
 	}
 	return start, end
 }
