@@ -166,8 +166,13 @@ func TestSecretsRedactedInEveryWayOut(t *testing.T) {
 		})
 	var streamed strings.Builder
 	hooks := Hooks{Text: func(d string) { streamed.WriteString(d) },
-		Command: func(c CommandInfo) { shown = append(shown, c.Command, c.Requested, c.Reason); status = f.a.SessionStatus("s").Current },
-		Result:  func(c CommandInfo, content string, _ bool) { shown = append(shown, string(c.Output), content, c.Command) }}
+		Command: func(c CommandInfo) {
+			shown = append(shown, c.Command, c.Requested, c.Reason)
+			status = f.a.SessionStatus("s").Current
+		},
+		Result: func(c CommandInfo, content string, _ bool) {
+			shown = append(shown, string(c.Output), content, c.Command)
+		}}
 	res, err := f.a.Run(t.Context(), Turn{Session: "s", Actor: "user:a", Text: "go", Dir: f.dir, Approver: approver, Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)
