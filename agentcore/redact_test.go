@@ -72,3 +72,24 @@ func TestRedactStreamWithoutSecretsPassesLines(t *testing.T) {
 		t.Errorf("after flush = %q", out.String())
 	}
 }
+
+// TestRedactStreamScrubsAcrossDeltas: a token split over three deltas and
+// followed by more lines is never shown whole or in part.
+func TestRedactStreamScrubsAcrossDeltas(t *testing.T) {
+	m, err := NewMasker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := newScrubber([]string{"sk-live-0123456789abcdefXYZ"}, m)
+	var out strings.Builder
+	rs := &redactStream{scrub: x.scrub, keep: x.keep(), out: func(s string) { out.WriteString(s) }}
+	tail := strings.Repeat("more words on a line\n", 20)
+	for _, d := range []string{"token ghp_R8vT2kLm9Q", "xZ4wNp7YbC3dFh6JsA1u", "Eo5GiK and sk-live-0123", "456789abcdefXYZ ok\n" + tail} {
+		rs.write(d)
+	}
+	shown := out.String()
+	rs.flush()
+	if !strings.Contains(shown, "[MASKED:github-pat]") || strings.Contains(out.String(), "R8vT2kLm9Q") || strings.Contains(out.String(), "0123456789") {
+		t.Errorf("shown before the flush %q, in all %q", shown, out.String())
+	}
+}
