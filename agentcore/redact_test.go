@@ -3,6 +3,8 @@ package agentcore
 import (
 	"strings"
 	"testing"
+
+	"github.com/thinbot/thinbot/agentcore/textfmt"
 )
 
 // TestSecretsRedactedEverywhere: a model that writes the bot's key into its
@@ -92,4 +94,50 @@ func TestRedactStreamScrubsAcrossDeltas(t *testing.T) {
 	if !strings.Contains(shown, "[MASKED:github-pat]") || strings.Contains(out.String(), "R8vT2kLm9Q") || strings.Contains(out.String(), "0123456789") {
 		t.Errorf("shown before the flush %q, in all %q", shown, out.String())
 	}
+}
+
+// BenchmarkRedact512K: what a 512 KiB command output costs to redact, with
+// four configured secrets (model key, chat token, alert and web tokens).
+// "before" is the per-site redaction this package had (Masker.Mask over
+// the output, then each secret replaced in it and in the model's view);
+// "after" is the scrubber's path: the output (every form, the Masker,
+// learning), the view's payload at write, and the hook's copy (already
+// scrubbed, so remembered).
+func BenchmarkRedact512K(b *testing.B) {
+	m, err := NewMasker()
+	if err != nil {
+		b.Fatal(err)
+	}
+	secrets := []string{"sk-live-0123456789abcdefXYZ", "xoxb-1234567890-0987654321-AbCdEfGhIj", "0123456789abcdef-alert-token", "web-token-Zq8Lm2Xw4Rt6Yv"}
+	lines := "Dec  1 03:12:00 db1 kernel: [123.456] EXT4-fs (sda1): mounted filesystem with ordered data mode\n" +
+		"Dec  1 03:12:01 db1 sshd[991]: Accepted publickey for deploy from 10.0.0.5 port 50122 ssh2\n" +
+		"Dec  1 03:12:02 db1 app[77]: GET /api/v1/items?key=abc 200 12ms token usage ok\n"
+	s := "GITHUB_TOKEN=ghp_R8vT2kLm9QxZ4wNp7YbC3dFh6JsA1uEo5GiK web-token-Zq8Lm2Xw4Rt6Yv\n" + strings.Repeat(lines, 512<<10/len(lines))
+	b.Run("before", func(b *testing.B) {
+		redact := func(s string) string {
+			for _, v := range secrets {
+				if strings.Contains(s, v) {
+					s = strings.ReplaceAll(s, v, "[REDACTED]")
+				}
+			}
+			return s
+		}
+		b.SetBytes(int64(len(s)))
+		for b.Loop() {
+			out, _ := m.Mask(s)
+			out = redact(out)
+			_ = redact(textfmt.HeadTail(out, 16<<10))
+		}
+	})
+	b.Run("after", func(b *testing.B) {
+		x := newScrubber(secrets, m)
+		b.SetBytes(int64(len(s)))
+		for b.Loop() {
+			out, _ := x.scrubCount(s)
+			_ = x.payload(mustJSON(toolResultPayload{Content: textfmt.HeadTail(out, 16<<10)}))
+			if x.scrub(out) != out {
+				b.Fatal("not idempotent")
+			}
+		}
+	})
 }
