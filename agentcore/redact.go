@@ -395,39 +395,58 @@ func widenB64(s string, start, end int) (int, int) {
 	return start, end
 }
 
-// redactStream passes streamed text on scrubbed: it holds back the last
-// keep bytes and the line under way (a shape is masked only when the line
-// that holds it is whole) until more text, or flush, shows what they
-// belong to. A line longer than streamLine is let out up to its last
-// blank.
+// redactStream passes streamed text on scrubbed. It holds back the last
+// keep bytes and the word under way (up to streamLine bytes), raw, until
+// more text, or flush, shows what they belong to: a secret's form is
+// redacted whole, and a shape (whose characters are not blanks) is masked
+// whole. It scrubs the text it lets out together with the part of its line
+// already shown (line), so that a rule that needs a keyword before the
+// secret ("password = ...") still sees it.
 type redactStream struct {
 	scrub func(string) string
 	keep  int
 	out   func(string)
 	buf   string
+	line  string
 }
 
 const streamLine = 2 << 10
 
 func (r *redactStream) write(delta string) {
-	r.buf = r.scrub(r.buf + delta)
+	r.buf += delta
 	cut := len(r.buf) - r.keep
 	if cut <= 0 {
 		return
 	}
-	if i := strings.LastIndexByte(r.buf[:cut], '\n'); i >= 0 {
+	if i := strings.LastIndexAny(r.buf[:cut], " \t\n"); i >= 0 {
 		cut = i + 1
-	} else if cut < streamLine {
+	} else if len(r.buf) < streamLine {
 		return
-	} else if i := strings.LastIndexAny(r.buf[:cut], " \t"); i >= 0 {
-		cut = i + 1
 	}
 	for cut > 0 && cut < len(r.buf) && !utf8.RuneStart(r.buf[cut]) {
 		cut--
 	}
 	if cut > 0 {
-		r.out(r.buf[:cut])
+		r.show(r.buf[:cut])
 		r.buf = r.buf[cut:]
+	}
+}
+
+// show lets raw out scrubbed, with its line's shown part as context.
+func (r *redactStream) show(raw string) {
+	shown := r.scrub(raw)
+	if r.line != "" {
+		if full := r.scrub(r.line + raw); strings.HasPrefix(full, r.line) {
+			shown = full[len(r.line):]
+		}
+	}
+	r.out(shown)
+	r.line += shown
+	if i := strings.LastIndexByte(r.line, '\n'); i >= 0 {
+		r.line = r.line[i+1:]
+	}
+	if n := len(r.line); n > 256 {
+		r.line = r.line[n-256:]
 	}
 }
 
@@ -435,7 +454,7 @@ func (r *redactStream) flush() {
 	if r == nil || r.buf == "" {
 		return
 	}
-	r.out(r.scrub(r.buf))
+	r.show(r.buf)
 	r.buf = ""
 }
 

@@ -58,15 +58,14 @@ func TestRedactStreamHoldsBackSplitSecrets(t *testing.T) {
 	}
 }
 
-// Without secrets, whole lines pass at once; the line under way waits
-// for its end (a shape is masked only when its line is whole).
-func TestRedactStreamWithoutSecretsPassesLines(t *testing.T) {
+// Without secrets, text passes at once up to the word under way.
+func TestRedactStreamWithoutSecretsPassesWords(t *testing.T) {
 	var out strings.Builder
 	rs := &redactStream{scrub: func(s string) string { return s }, out: func(s string) { out.WriteString(s) }}
 	for _, d := range []string{"hello", " ", "wörld\nand", " more"} {
 		rs.write(d)
 	}
-	if out.String() != "hello wörld\n" {
+	if out.String() != "hello wörld\nand " {
 		t.Errorf("stream = %q", out.String())
 	}
 	rs.flush()
@@ -86,12 +85,23 @@ func TestRedactStreamScrubsAcrossDeltas(t *testing.T) {
 	var out strings.Builder
 	rs := &redactStream{scrub: x.scrub, keep: x.keep(), out: func(s string) { out.WriteString(s) }}
 	tail := strings.Repeat("more words on a line\n", 20)
-	for _, d := range []string{"token ghp_R8vT2kLm9Q", "xZ4wNp7YbC3dFh6JsA1u", "Eo5GiK and sk-live-0123", "456789abcdefXYZ ok\n" + tail} {
+	for _, d := range []string{"token ghp_R8vT2kLm9Q", "xZ4wNp7YbC3dFh6JsA1u", "Eo5GiK and sk-live-0123", "456789abcdefXYZ ok\n" + tail,
+		"api_key: ", "Zq2LmZ8vR7tY1pW", "4nB6cf3k9\n" + tail} {
 		rs.write(d)
 	}
 	shown := out.String()
 	rs.flush()
-	if !strings.Contains(shown, "[MASKED:github-pat]") || strings.Contains(out.String(), "R8vT2kLm9Q") || strings.Contains(out.String(), "0123456789") {
+	// Without configured secrets nothing is held back but the word under
+	// way: the keyword is shown first, and its value is masked with it as
+	// context.
+	x2 := newScrubber(nil, m)
+	rs2 := &redactStream{scrub: x2.scrub, keep: x2.keep(), out: func(s string) { out.WriteString(s) }}
+	for _, d := range []string{"db password = ", "Xq2LmZ8vR7tY1pW", "4nB6cf3k9\n", "done"} {
+		rs2.write(d)
+	}
+	rs2.flush()
+	if !strings.Contains(shown, "[MASKED:github-pat]") || !strings.Contains(shown, "api_key: [MASKED:generic-api-key]") || !strings.Contains(out.String(), "db password = [MASKED:generic-api-key]") ||
+		strings.Contains(out.String(), "R8vT2kLm9Q") || strings.Contains(out.String(), "0123456789") || strings.Contains(out.String(), "q2LmZ8v") || strings.Contains(out.String(), "4nB6cf3k9") {
 		t.Errorf("shown before the flush %q, in all %q", shown, out.String())
 	}
 }
