@@ -167,12 +167,16 @@ func (x *scrubber) payload(p []byte) []byte {
 }
 
 // keep is how many bytes a stream holds back: the longest form a secret
-// can take, with room for line breaks inside it.
+// can take, with room for line breaks inside it (64 bytes of them).
 func (x *scrubber) keep() int {
-	if x == nil {
+	n := 0
+	if x != nil {
+		n = max(x.conf.longest, x.learned.Load().longest)
+	}
+	if n == 0 {
 		return 0
 	}
-	return 2 * max(x.conf.longest, x.learned.Load().longest)
+	return n + 64
 }
 
 // matcher finds the forms of a set of secrets in a text, in one pass.
