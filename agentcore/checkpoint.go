@@ -97,7 +97,7 @@ func RecordChainVerified(db *store.DB, rep store.Report, took time.Duration, exp
 	if !rep.OK || rep.LastSeq == 0 {
 		return ChainCheckpoint{}, fmt.Errorf("record checkpoint: the verification found no good chain to vouch for")
 	}
-	evs, err := write(db, durable, []store.Event{{Session: CheckpointSession, Type: EvChainVerified, Actor: "system",
+	evs, err := write(db, nil, durable, []store.Event{{Session: CheckpointSession, Type: EvChainVerified, Actor: "system",
 		Payload: mustJSON(ChainVerifiedPayload{Seq: rep.LastSeq, Hash: rep.LastHash, Sessions: rep.Sessions, TookMS: took.Milliseconds(), Export: export})}})
 	if err != nil {
 		return ChainCheckpoint{}, err

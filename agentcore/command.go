@@ -71,7 +71,7 @@ func (a *Agent) RunCommand(ctx context.Context, t Turn, command, reason string) 
 	if err := a.load(t.Session, s); err != nil {
 		return Result{Status: StatusError}, err
 	}
-	r := &run{Agent: a, t: t, s: s, budgets: a.cfg.Budgets.withDefaults(false), model: a.modelFor(s)}
+	r := &run{Agent: a, t: a.outward(t), s: s, budgets: a.cfg.Budgets.withDefaults(false), model: a.modelFor(s)}
 	s.setStatus(func(st *Status) { *st = Status{Running: true, Started: a.cfg.Now(), Budgets: r.budgets} })
 	defer s.setStatus(func(st *Status) { *st = Status{} })
 
@@ -97,7 +97,7 @@ func (a *Agent) RunCommand(ctx context.Context, t Turn, command, reason string) 
 		if err := r.result(call, content, isErr, ex); err != nil {
 			return Result{Status: StatusError}, err
 		}
-		res.Answer = "`" + strings.ReplaceAll(a.redact(command), "`", "'") + "`\n```\n" + strings.ReplaceAll(content, "```", "'''") + "\n```"
+		res.Answer = a.scrub.scrub("`" + strings.ReplaceAll(command, "`", "'") + "`\n```\n" + strings.ReplaceAll(content, "```", "'''") + "\n```")
 		if ctx.Err() != nil {
 			res.Status = StatusCancelled
 		}

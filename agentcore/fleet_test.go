@@ -283,3 +283,35 @@ func remoteProcs(s string, uid int) []int {
 	}
 	return out
 }
+
+// TestFleetOutputIsMasked: a token printed on remote hosts is masked like
+// local output, before the model, the hooks (the chat's attachment) and the
+// chain see it, and the result records what was masked.
+func TestFleetOutputIsMasked(t *testing.T) {
+	const token = "ghp_R8vT2kLm9QxZ4wNp7YbC3dFh6JsA1uEo5GiK"
+	var saw, hooked string
+	f, _ := fleetFixture(t, 2, false, runOn("echo github: ghp_R8vT2kLm9QxZ4wNp7Yb''C3dFh6JsA1uEo5GiK", "web"), func(r Request) (Response, error) {
+		saw = lastToolContent(r)
+		return Response{Content: "ok"}, nil
+	})
+	_, err := f.a.Run(t.Context(), Turn{Session: "s", Actor: "user:al", Text: "show", Dir: f.dir,
+		Hooks: Hooks{Result: func(c CommandInfo, content string, _ bool) { hooked = string(c.Output) + content }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(saw, token) || !strings.Contains(saw, "github: [MASKED:github-pat]") {
+		t.Errorf("the model saw %q", saw)
+	}
+	if strings.Contains(hooked, token) || strings.Count(hooked, "[MASKED:github-pat]") < 3 {
+		t.Errorf("the hooks saw %q", hooked)
+	}
+	for _, e := range f.events(t, "s") {
+		if strings.Contains(string(e.Payload), token) {
+			t.Errorf("the chain holds the token: %s", e.Payload)
+		}
+	}
+	tr := payloadOf[ToolResultPayload](t, f, "s", EvToolResult)
+	if len(tr) != 1 || tr[0].Masked["github-pat"] != 2 {
+		t.Errorf("the tool result does not record the two hosts' masked tokens: %+v", tr)
+	}
+}

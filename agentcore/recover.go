@@ -104,7 +104,7 @@ func Recover(db *store.DB) (Unfinished, error) {
 	}
 	record := func(session string, e store.Event) error {
 		e.Session, e.Branch = session, branch[session]
-		_, err := write(db, durable, []store.Event{e})
+		_, err := write(db, nil, durable, []store.Event{e})
 		return err
 	}
 	u := Unfinished{Queued: open.Queued}

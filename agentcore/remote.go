@@ -129,7 +129,7 @@ func (r *run) remote(ctx context.Context, call ToolCall, info CommandInfo, d gat
 	ec := r.cfg.Exec.withDefaults()
 	results := r.cfg.Fleet.Run(ctx, hosts, modeFor(d.Verdict), command, fleet.Limits{Timeout: ec.Timeout, CaptureLimit: ec.CaptureLimit})
 	for i := range results {
-		results[i].Output = []byte(r.maskOutput(r.redact(string(results[i].Output))))
+		results[i].Output = []byte(r.maskOutput(string(results[i].Output)))
 	}
 	content := fleet.Summary(results, r.cfg.Exec.ViewLimit)
 	sum := sha256.Sum256([]byte(content))

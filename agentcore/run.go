@@ -60,7 +60,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	if err := a.load(t.Session, s); err != nil {
 		return Result{Status: StatusError}, err
 	}
-	r := &run{Agent: a, t: t, s: s, budgets: a.cfg.Budgets.withDefaults(t.Goal).lower(t.Budgets), model: a.modelFor(s)}
+	r := &run{Agent: a, t: a.outward(t), s: s, budgets: a.cfg.Budgets.withDefaults(t.Goal).lower(t.Budgets), model: a.modelFor(s)}
 	s.setStatus(func(st *Status) { *st = Status{Running: true, Goal: t.Goal, Started: a.cfg.Now(), Budgets: r.budgets} })
 	defer s.setStatus(func(st *Status) { *st = Status{} })
 
@@ -77,6 +77,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 		return Result{Status: StatusError}, err
 	}
 	res, runErr := r.loop(runCtx)
+	res.Answer = a.scrub.scrub(res.Answer)
 	if runErr != nil && ctx.Err() != nil {
 		res.Status = StatusCancelled
 	} else if runErr != nil && runCtx.Err() != nil && res.Status != StatusBudget {
@@ -127,7 +128,7 @@ func (r *run) loop(ctx context.Context) (Result, error) {
 				return Result{Status: StatusError}, err
 			}
 			if done {
-				return Result{Status: StatusDone, Answer: r.redact(summary)}, nil
+				return Result{Status: StatusDone, Answer: summary}, nil
 			}
 		}
 	}
@@ -167,9 +168,9 @@ func (r *run) answer(resp Response) (Result, bool) {
 	}
 	switch {
 	case done && r.t.Goal:
-		return Result{Status: StatusDone, Answer: r.redact(text)}, true
+		return Result{Status: StatusDone, Answer: text}, true
 	case !r.t.Goal:
-		return Result{Status: StatusAnswered, Answer: r.redact(text)}, true
+		return Result{Status: StatusAnswered, Answer: text}, true
 	}
 	return Result{}, false
 }
@@ -270,7 +271,7 @@ func (r *run) request(maxTokens int) (Request, *redactStream) {
 	}
 	var stream *redactStream
 	if r.t.Hooks.Text != nil {
-		stream = &redactStream{redact: r.redact, keep: r.maxSecret, out: r.showText()}
+		stream = &redactStream{scrub: r.scrub.scrub, keep: r.scrub.keep(), out: r.showText()}
 		req.OnText = stream.write
 	}
 	return req, stream
@@ -295,20 +296,15 @@ func (r *run) count(req Request, resp Response) *Usage {
 
 // stage adds the model's reply to run.pending: it commits with what
 // follows it. What the model wrote is recorded (and later projected, shown
-// and exported) without the bot's secrets; the command that runs is the
-// one the model wrote.
+// and exported) scrubbed, as every payload is (write); the command that
+// runs is the one the model wrote.
 func (r *run) stage(resp Response, latency time.Duration) {
 	proto := "tools"
 	if resp.text != nil {
 		proto = "text"
 	}
-	var rcalls []ToolCall
-	for _, c := range resp.recorded() {
-		c.Arguments = r.redactJSON(c.Arguments)
-		rcalls = append(rcalls, c)
-	}
 	r.pending = append(r.pending, store.Event{Type: EvAssistantMessage, Actor: "model", Payload: mustJSON(AssistantPayload{
-		Content: r.redact(resp.Content), Reasoning: r.redact(resp.Reasoning), ToolCalls: rcalls, FinishReason: resp.FinishReason,
+		Content: resp.Content, Reasoning: resp.Reasoning, ToolCalls: resp.recorded(), FinishReason: resp.FinishReason,
 		Usage: resp.Usage, Estimated: resp.estimate, Model: resp.Model, Protocol: proto, LatencyMS: latency.Milliseconds()})})
 }
 

@@ -310,5 +310,5 @@ func (a *Agent) IncidentSummary(ctx context.Context, session string) (string, er
 		Kind: NoteIncidentSummary, Detail: summary})}}); err != nil {
 		return "", err
 	}
-	return summary, nil
+	return a.scrub.scrub(summary), nil
 }
