@@ -59,14 +59,13 @@ import (
 //
 // A key not listed here needs a restart, so that a key added later is
 // never half applied by accident.
-func reloadable(key string) bool {
-	switch key {
-	case "channels", "users", "allow_bots", "mention_in_thread", "approval_timeout",
+func reloadable(key string) bool { return slices.Contains(reloadableKeys(), key) }
+
+// reloadableKeys are the top-level keys reloadable accepts.
+func reloadableKeys() []string {
+	return []string{"channels", "users", "allow_bots", "mention_in_thread", "approval_timeout",
 		"policy_file", "instructions_file", "skills_dirs", "skills_lock",
-		"budgets", "env_allow", "command_path", "schedules":
-		return true
-	}
-	return false
+		"budgets", "env_allow", "command_path", "schedules"}
 }
 
 // reloadState is the daemon's record of its config: the file's bytes and
@@ -201,11 +200,7 @@ func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.Con
 		top, _, _ = strings.Cut(top, "[")
 		rec.Changed = append(rec.Changed, top)
 	}
-	for _, k := range slices.Sorted(maps.Keys(fp)) {
-		if fp[k] != r.fp[k] {
-			rec.Changed = append(rec.Changed, k)
-		}
-	}
+	rec.Changed = append(rec.Changed, changedSections(r.fp, fp)...)
 	slices.Sort(rec.Changed)
 	rec.Changed = slices.Compact(rec.Changed)
 
@@ -464,43 +459,56 @@ func changedKeys(old, cur any, where string) []string {
 	return []string{where}
 }
 
-// fingerprints hash what the config's files say under keys that may stay
-// the same: the policy file's rules, the instruction files' text, and the
-// skills each workspace loaded (their files) or hid. A reload names the
-// ones that changed, as "policy", "instructions" and "skills".
+// fingerprints hash what the config's files say, by section and file:
+// the policy file's rules, the instruction files' text, and the skills
+// each workspace loaded (their files) or hid. A reload names a section
+// ("policy", "instructions", "skills") when a file or workspace it had
+// before says something else now; one added or removed shows as the key
+// that names it (policy_file, channels, skills_dirs).
 func fingerprints(c *daemonConfig, rt *routes) map[string]string {
 	fp := map[string]string{}
-	if c.PolicyFile != "" {
-		b, _ := os.ReadFile(c.PolicyFile)
-		fp["policy"] = sha256Hex(b)
+	file := func(section, path string) {
+		if path != "" {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				b = []byte(err.Error())
+			}
+			fp[section+"\x00"+path] = sha256Hex(b)
+		}
 	}
-	h := sha256.New()
-	if c.InstructionsFile != "" {
-		fmt.Fprintf(h, "global\x00%s\x00", readText(c.InstructionsFile))
+	file("policy", c.PolicyFile)
+	file("instructions", c.InstructionsFile)
+	for _, cc := range c.Channels {
+		file("instructions", cc.InstructionsFile)
 	}
-	for _, id := range slices.Sorted(maps.Keys(rt.channels)) {
-		fmt.Fprintf(h, "%s\x00%s\x00", id, rt.channels[id].Instructions)
-	}
-	for _, n := range rt.named {
-		fmt.Fprintf(h, "%s\x00%s\x00", n.name, n.ch.Instructions)
-	}
-	fp["instructions"] = hex.EncodeToString(h.Sum(nil))
-	h = sha256.New()
-	for _, ws := range slices.Sorted(maps.Keys(rt.sets)) {
-		set := rt.sets[ws]
+	for ws, set := range rt.sets {
+		h := sha256.New()
 		for _, s := range set.Skills {
 			sum, err := s.Digest()
 			if err != nil {
 				sum = err.Error()
 			}
-			fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00", ws, s.Name, s.Dir, sum)
+			fmt.Fprintf(h, "%s\x00%s\x00%s\x00", s.Name, s.Dir, sum)
 		}
 		for _, f := range set.Filtered {
-			fmt.Fprintf(h, "%s\x00hidden\x00%s\x00%s\x00", ws, f.Dir, f.Reason)
+			fmt.Fprintf(h, "hidden\x00%s\x00%s\x00", f.Dir, f.Reason)
+		}
+		fp["skills\x00"+ws] = hex.EncodeToString(h.Sum(nil))
+	}
+	return fp
+}
+
+// changedSections names the sections whose fingerprints differ between
+// old and cur, for the keys both have.
+func changedSections(old, cur map[string]string) []string {
+	var out []string
+	for k, v := range cur {
+		if w, ok := old[k]; ok && w != v {
+			section, _, _ := strings.Cut(k, "\x00")
+			out = append(out, section)
 		}
 	}
-	fp["skills"] = hex.EncodeToString(h.Sum(nil))
-	return fp
+	return out
 }
 
 func sha256Hex(b []byte) string {
