@@ -4,9 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"net/http"
 	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -70,6 +71,19 @@ func TestReload(t *testing.T) {
 	if code, body := r.get("/metrics"); code != http.StatusOK || !strings.Contains(body, "thinbot_config_last_reload_successful 0") {
 		t.Errorf("after a refused reload, /metrics: %d\n%s", code, grepLines(body, "thinbot_config_"))
 	}
+
+	// A workspace below /tmp that the sandbox was not started with needs
+	// a restart: the sandbox binds such folders into each command's
+	// private /tmp at start.
+	fresh := filepath.Join(r.dir, "fresh")
+	if err := os.Mkdir(fresh, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.writeConfig(strings.Replace(string(start), "channels:\n", "channels:\n  - id: "+lobby+"\n    workspace: "+fresh+"\n    any_member_approves: true\n", 1))
+	r.hangup()
+	r.waitFor("the refusal naming the new workspace", func() bool {
+		return strings.Contains(r.log.String(), "cannot change without a restart: channels[0].workspace ("+fresh)
+	})
 
 	// 3. A file that does not parse is kept out the same way.
 	r.writeConfig(string(start) + "channels: [\n")
@@ -226,14 +240,24 @@ func TestReloadKeepsRunsUnderWay(t *testing.T) {
 	chat.Click(t, ops, first, req.ID, "approve", "bob")
 	r.waitPost(ops, first, "done one")
 
-	second := chat.Mention("alice", ops, "", "second")
-	req = r.waitButtons(ops, second)
-	r.waitRecorded(r.session(ops, second), `"approval_posted"`)
-	chat.Click(t, ops, second, req.ID, "approve", "bob")
+	// The next run of the same thread takes the new approvers.
+	chat.Mention("alice", ops, first, "second")
+	req = r.waitButtons(ops, first)
+	r.waitRecorded(r.session(ops, first), `"approval_posted"`, req.ID)
+	chat.Click(t, ops, first, req.ID, "approve", "bob")
 	if e := r.waitEphemeral("bob", 0); !strings.Contains(e, "not an approver") {
 		t.Errorf("bob, no approver since the reload, was told %q", e)
 	}
-	chat.Click(t, ops, second, req.ID, "approve", "carol")
-	r.waitPost(ops, second, "done two")
+	chat.Click(t, ops, first, req.ID, "approve", "carol")
+	r.waitPost(ops, first, "done two")
 	r.stop()
+}
+
+// TestUnitReloads: `systemctl reload thinbot` sends the daemon SIGHUP,
+// which TestReload shows to reload the config.
+func TestUnitReloads(t *testing.T) {
+	unit := unitService(t, filepath.Join("..", "deploy", "thinbot.service"))
+	if got := unit["ExecReload"]; len(got) != 1 || got[0] != "/bin/kill -HUP $MAINPID" {
+		t.Errorf("deploy/thinbot.service ExecReload = %q, want /bin/kill -HUP $MAINPID", got)
+	}
 }
