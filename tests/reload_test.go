@@ -261,3 +261,32 @@ func TestUnitReloads(t *testing.T) {
 		t.Errorf("deploy/thinbot.service ExecReload = %q, want /bin/kill -HUP $MAINPID", got)
 	}
 }
+
+// TestReloadSkillsAndSchedules: a reload reads the skill folders again (a
+// skill added to a configured dir gives its command) and starts the
+// schedules the file now lists; the chain names both as changed although
+// only the schedules key did.
+func TestReloadSkillsAndSchedules(t *testing.T) {
+	t.Parallel()
+	chat := newMMChat(t)
+	skillsDir := t.TempDir()
+	writeSkillFile(t, filepath.Join(skillsDir, "notes"), "---\nname: notes\ndescription: Team notes.\n---\nBody.\n")
+	r := newRig(t, chat, "http://"+freeAddr(t)+"/v1", rigOpts{Extra: "skills_dirs: [" + skillsDir + "]\n"})
+	ops := chat.Ops()
+	root := chat.Mention("alice", ops, "", "/run hello")
+	r.waitPost(ops, root, "There is no skill command")
+
+	writeSkillFile(t, filepath.Join(skillsDir, "probe"), "---\nname: probe\ndescription: Probes.\nmetadata:\n  thinbot:\n    commands:\n"+
+		"      - {name: hello, description: Say hello, command: 'echo hello-after-reload'}\n---\nProbes.\n")
+	cfg, err := os.ReadFile(r.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.writeConfig(string(cfg) + "schedules:\n  - name: tick\n    cron: '@every 1s'\n    channel: " + ops + "\n    command: '!hello'\n")
+	r.hangup()
+	r.waitRecorded("system:config", `"config_reloaded"`, `"changed":["schedules","skills"]`)
+	chat.Mention("alice", ops, root, "/run hello")
+	r.waitPost(ops, root, "hello-after-reload")
+	r.waitRecorded("schedule:tick", `"run_finished"`)
+	r.stop()
+}

@@ -99,6 +99,7 @@ func (r *reloadState) start(e *env, path string) error {
 		return err
 	}
 	r.sum = sha256Hex(data)
+	r.sched = scheduleRunner{next: make(chan *bot.Scheduler), done: make(chan struct{})}
 	r.ok = prometheus.NewGauge(prometheus.GaugeOpts{Name: "thinbot_config_last_reload_successful",
 		Help: "1 when the last config reload (SIGHUP, POST /-/reload) succeeded or none was tried, 0 when it failed or was refused."})
 	r.at = prometheus.NewGauge(prometheus.GaugeOpts{Name: "thinbot_config_last_reload_success_timestamp_seconds",
@@ -217,8 +218,10 @@ func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.Con
 		// Checked above against the new channels: this cannot fail. A
 		// schedule's channel is looked up at each of its runs, so only
 		// a change of the schedules replaces them.
-		if err := d.schedule(ctx, c); err != nil {
+		if sched, err := newScheduler(c, d.bot); err != nil {
 			logger.Error("schedules after a reload", "err", err)
+		} else {
+			r.sched.replace(sched)
 		}
 	}
 	r.c, r.raw, r.sum, r.fp = c, raw, rec.SHA256, fp
@@ -369,33 +372,52 @@ func (c *daemonConfig) checkReload(bad func(string, ...any), who daemonUser) {
 
 // scheduleRunner runs the daemon's schedules; a reload replaces them.
 type scheduleRunner struct {
-	mu   sync.Mutex
-	stop chan struct{}
-	wg   sync.WaitGroup
+	next chan *bot.Scheduler // taken by run's loop
+	done chan struct{}       // closed when run's loop has ended
 }
 
-// schedule checks c's schedules against the bot's channels and runs them
-// until ctx is done, in place of those that ran before (whose checks under
-// way run to their end).
-func (d *daemon) schedule(ctx context.Context, c *daemonConfig) error {
-	sched, err := newScheduler(c, d.bot)
-	if err != nil {
-		return err
-	}
+// runSchedules runs sched until ctx is done, and in its place each
+// scheduler replace hands over (whose checks under way run to their end
+// under ctx). The returned function waits until every one has stopped.
+func (d *daemon) runSchedules(ctx context.Context, sched *bot.Scheduler) func() {
 	s := &d.reload.sched
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stop != nil {
-		close(s.stop)
-	}
-	stop := make(chan struct{})
-	s.stop = stop
-	s.wg.Go(func() { sched.RunUntil(ctx, stop) })
-	return nil
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(s.done)
+		var running sync.WaitGroup
+		defer running.Wait()
+		stop := make(chan struct{})
+		start := func(sched *bot.Scheduler) {
+			stop = make(chan struct{})
+			st := stop
+			running.Go(func() { sched.RunUntil(ctx, st) })
+		}
+		start(sched)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case next := <-s.next:
+				close(stop)
+				start(next)
+			}
+		}
+	})
+	return wg.Wait
 }
 
-// wait waits for every scheduler started to stop (with ctx).
-func (s *scheduleRunner) wait() { s.wg.Wait() }
+// stopped says that runSchedules will not run (the daemon failed to
+// start them).
+func (s *scheduleRunner) stopped() { close(s.done) }
+
+// replace puts sched in place of the running schedules, once they run;
+// after they stopped (or never ran) it does nothing.
+func (s *scheduleRunner) replace(sched *bot.Scheduler) {
+	select {
+	case s.next <- sched:
+	case <-s.done:
+	}
+}
 
 // scheduleList is c's schedules as bot.Schedule values.
 func scheduleList(c *daemonConfig) []bot.Schedule {

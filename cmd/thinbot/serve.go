@@ -219,16 +219,19 @@ func (d *daemon) run(ctx context.Context) error {
 	logger.Info("thinbot serving", "sandbox", d.sbx.summary, "platform", c.Platform, "listen", addr.String(), "channels", len(c.Channels),
 		"recovered_approvals", len(unfinished.Approvals), "interrupted_runs", len(unfinished.Runs))
 	waitHead := logChainHead(httpCtx, d.db, logger)
-	if err := d.schedule(ctx, c); err != nil {
+	sched, err := newScheduler(c, b)
+	if err != nil {
+		d.reload.sched.stopped()
 		stopHTTP()
 		waitHead()
 		waitHTTP()
 		return err
 	}
+	waitSched := d.runSchedules(ctx, sched)
 	waitReloads := d.reloadOnHangup(ctx)
 	runErr := b.Run(ctx)
 	waitReloads()
-	d.reload.sched.wait()
+	waitSched()
 	stopHTTP()
 	waitHead()
 	waitHTTP()

@@ -294,4 +294,7 @@ var table = []mutation{
 	{ID: "H9", File: "cmd/thinbot/reload.go", What: "a reload adds a workspace below /tmp that the running sandbox cannot show to commands",
 		Old: "\trestart = append(restart, d.sandboxBinds(c)...)\n", New: "",
 		Pkgs: []string{"./tests"}, Run: "TestReload$"},
+	{ID: "H10", File: "cmd/thinbot/reload.go", What: "a reload that adds a schedule never starts it",
+		Old: "\t\t\tr.sched.replace(sched)\n", New: "",
+		Pkgs: []string{"./tests"}, Run: "TestReloadSkillsAndSchedules"},
 }
