@@ -53,7 +53,7 @@ func TestReload(t *testing.T) {
 	r.writeConfig(withLobby)
 	r.hangup()
 	r.waitRecorded("system:config", `"config_reloaded"`, `"by":"SIGHUP"`)
-	r.waitFor("the reload's log line", func() bool { return strings.Contains(r.log.String(), `"msg":"config reloaded"`) })
+	r.waitReloaded(1)
 	second := chat.Mention("alice", lobby, "", "now?")
 	r.waitPost(lobby, second, "ANSWER(now?)")
 
@@ -167,6 +167,13 @@ func (r *rig) writeConfig(cfg string) {
 	}
 }
 
+// waitReloaded waits for the nth "config reloaded" log line: it follows
+// the new config taking effect, which follows its chain record.
+func (r *rig) waitReloaded(n int) {
+	r.t.Helper()
+	r.waitFor("the reload to take effect", func() bool { return strings.Count(r.log.String(), `"msg":"config reloaded"`) >= n })
+}
+
 // hangup sends thinbot SIGHUP; it must keep running.
 func (r *rig) hangup() {
 	r.t.Helper()
@@ -232,6 +239,7 @@ func TestReloadKeepsRunsUnderWay(t *testing.T) {
 	r.writeConfig(strings.Replace(string(cfg), old, "approvers: ["+chat.UserID("alice")+", "+chat.UserID("carol")+"]", 1))
 	r.hangup()
 	r.waitRecorded("system:config", `"config_reloaded"`, `"changed":["channels"]`)
+	r.waitReloaded(1)
 
 	chat.Click(t, ops, first, req.ID, "approve", "carol")
 	if e := r.waitEphemeral("carol", 0); !strings.Contains(e, "not an approver") {
@@ -285,6 +293,7 @@ func TestReloadSkillsAndSchedules(t *testing.T) {
 	r.writeConfig(string(cfg) + "schedules:\n  - name: tick\n    cron: '@every 1s'\n    channel: " + ops + "\n    command: '!hello'\n")
 	r.hangup()
 	r.waitRecorded("system:config", `"config_reloaded"`, `"changed":["schedules","skills"]`)
+	r.waitReloaded(1)
 	chat.Mention("alice", ops, root, "/run hello")
 	r.waitPost(ops, root, "hello-after-reload")
 	r.waitRecorded("schedule:tick", `"run_finished"`)

@@ -295,6 +295,6 @@ var table = []mutation{
 		Old: "\trestart = append(restart, d.sandboxBinds(c)...)\n", New: "",
 		Pkgs: []string{"./tests"}, Run: "TestReload$"},
 	{ID: "H10", File: "cmd/thinbot/reload.go", What: "a reload that adds a schedule never starts it",
-		Old: "\t\t\tr.sched.replace(sched)\n", New: "",
+		Old: "\t\t\tr.sched.replace(sched)\n", New: "\t\t\t_ = sched\n",
 		Pkgs: []string{"./tests"}, Run: "TestReloadSkillsAndSchedules"},
 }
