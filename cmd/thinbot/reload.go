@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
@@ -80,6 +81,8 @@ type reloadState struct {
 	raw map[string]any // the file as YAML values, to compare keys
 	sum string         // SHA-256 of the file's bytes, hex
 	fp  map[string]string
+	// took is how long the last reload took, for its log line.
+	took time.Duration
 
 	// The metrics: whether the last reload succeeded, and when the config
 	// in force was loaded (start or reload), as Prometheus has them.
@@ -131,7 +134,9 @@ func (d *daemon) reloadConfig(ctx context.Context, by, actor string) (agentcore.
 	r := &d.reload
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	start := time.Now()
 	rec, err := d.tryReload(ctx, by, actor)
+	r.took = time.Since(start)
 	if err != nil {
 		r.ok.Set(0)
 		return rec, err
@@ -289,14 +294,14 @@ func (d *daemon) reloadOnHangup(ctx context.Context) func() {
 // reads.
 func (d *daemon) logReload(rec agentcore.ConfigReload, err error) string {
 	if err != nil {
-		d.logger.Error("config reload failed: the running config stays in force", "by", rec.By, "file", rec.File, "err", err)
+		d.logger.Error("config reload failed: the running config stays in force", "by", rec.By, "file", rec.File, "err", err, "took_ms", d.reload.tookMS())
 		return "config reload failed, the running config stays in force: " + err.Error()
 	}
 	changed := "nothing"
 	if len(rec.Changed) > 0 {
 		changed = strings.Join(rec.Changed, ", ")
 	}
-	d.logger.Info("config reloaded", "by", rec.By, "file", rec.File, "sha256", rec.SHA256, "changed", rec.Changed)
+	d.logger.Info("config reloaded", "by", rec.By, "file", rec.File, "sha256", rec.SHA256, "changed", rec.Changed, "took_ms", d.reload.tookMS())
 	return fmt.Sprintf("config reloaded: sha256 %s; changed: %s; runs under way keep the config they started with", rec.SHA256, changed)
 }
 
@@ -329,6 +334,13 @@ func (d *daemon) serveReload(w http.ResponseWriter, req *http.Request) {
 	default:
 		fmt.Fprintln(w, line)
 	}
+}
+
+// tookMS is how long the last reload took, in milliseconds.
+func (r *reloadState) tookMS() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.took.Milliseconds()
 }
 
 // tokenFile is the running config's reload_token_file.
