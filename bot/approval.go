@@ -19,10 +19,14 @@ const (
 
 // request is an open approval request.
 type request struct {
-	ap        agentcore.Approval
-	th        *thread
+	ap agentcore.Approval
+	th *thread
+	// ch is the channel's configuration of the run that asked: its
+	// approvers decide, even after a config reload (Bot.SetAccess).
+	ch        Channel
 	requester User
 	expires   time.Time
+	timeout   time.Duration // what expires is now plus
 	postID    string
 	decided   chan agentcore.ApprovalDecision // buffered 1; written once by whoever takes the request
 	// committed tells the click that decided whether its decision is in
@@ -58,13 +62,14 @@ var _ agentcore.Approver = (*threadApprover)(nil)
 // failure to post is an error, so nothing runs (fail closed).
 func (a *threadApprover) Ask(ctx context.Context, ap agentcore.Approval) (string, error) {
 	b := a.b
-	req := &request{ap: ap, th: a.th, requester: a.requester, expires: b.cfg.Now().Add(b.cfg.ApprovalTimeout),
+	timeout := b.access.Load().ApprovalTimeout
+	req := &request{ap: ap, th: a.th, ch: a.th.ch, requester: a.requester, expires: b.cfg.Now().Add(timeout), timeout: timeout,
 		decided: make(chan agentcore.ApprovalDecision, 1), committed: make(chan error, 1), ready: make(chan struct{})}
 	b.mu.Lock()
 	b.pending[ap.RequestID] = req
 	b.mu.Unlock()
 	postID, err := b.cfg.Adapter.Post(ctx, a.th.t, quiet(Post{
-		Text:      approvalText(req, b.zone(req.th.ch)),
+		Text:      approvalText(req, b.zone(req.ch)),
 		Buttons:   []Button{{ID: ActionApprove, Label: "Approve", Style: "primary"}, {ID: ActionDeny, Label: "Deny", Style: "danger"}},
 		Value:     ap.RequestID,
 		Expires:   req.expires,
@@ -105,7 +110,7 @@ func (a *threadApprover) Await(ctx context.Context, ap agentcore.Approval, _ str
 		}
 		b.cfg.Metrics.approval("expired")
 		req.awaited, req.expired = true, true
-		return agentcore.ApprovalDecision{By: "expiry", Why: "expired after " + b.cfg.ApprovalTimeout.String()}, nil
+		return agentcore.ApprovalDecision{By: "expiry", Why: "expired after " + req.timeout.String()}, nil
 	case <-ctx.Done():
 		if b.take(ap.RequestID) == nil {
 			req.awaited = true
@@ -137,7 +142,7 @@ func (a *threadApprover) Decided(ctx context.Context, ap agentcore.Approval, _ s
 	if req.expired {
 		// Shown once the expiry is in the chain (or failed to be: either
 		// way nothing ran).
-		b.update(ctx, a.th.t, req.postID, Post{Text: decidedText(req, "**Expired** — nobody decided within "+b.cfg.ApprovalTimeout.String()+". Nothing was run.")})
+		b.update(ctx, a.th.t, req.postID, Post{Text: decidedText(req, "**Expired** — nobody decided within "+req.timeout.String()+". Nothing was run.")})
 	}
 	req.committed <- err
 	if req.awaited && err == nil {
@@ -185,7 +190,7 @@ func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
 	if why := b.authorize(ctx, req, c.User); why != "" {
 		b.cfg.Metrics.approval("refused_click")
 		b.log.Warn("approval click refused", "conv", req.ap.Session, "request", req.ap.RequestID, "user", c.User.ID, "name", c.User.Name, "why", why)
-		if _, err := req.th.ch.Agent.NoteUnlocked(req.ap.Session, agentcore.EvNote, actor(c.User), agentcore.NotePayload{
+		if _, err := req.ch.Agent.NoteUnlocked(req.ap.Session, agentcore.EvNote, actor(c.User), agentcore.NotePayload{
 			Kind: agentcore.NoteClickRefused, RequestID: req.ap.RequestID, User: c.User.ID, Detail: why}); err != nil {
 			b.log.Error("record refused click", "err", err)
 		}
@@ -195,7 +200,7 @@ func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
 		return ClickResult{Ephemeral: "This request was already decided. Nothing was changed."}
 	}
 	d := agentcore.ApprovalDecision{Approved: c.ActionID == ActionApprove, By: actor(c.User)}
-	outcome := DecisionOutcome(d.Approved, d.By, "", b.cfg.Now(), b.zone(req.th.ch))
+	outcome := DecisionOutcome(d.Approved, d.By, "", b.cfg.Now(), b.zone(req.ch))
 	if d.Approved {
 		b.cfg.Metrics.approval("approved")
 	} else {
@@ -220,7 +225,7 @@ func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
 
 // authorize returns why u may not decide req, or "" if they may.
 func (b *Bot) authorize(ctx context.Context, req *request, u User) string {
-	ch := req.th.ch
+	ch := req.ch
 	if ch.TwoPerson && u.ID == req.requester.ID {
 		return "the two-person rule is on, so the requester cannot approve their own request"
 	}

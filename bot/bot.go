@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
@@ -96,6 +97,9 @@ type Bot struct {
 	log   *slog.Logger
 	slots chan struct{}
 	wg    sync.WaitGroup
+	// access is the part of cfg that SetAccess may change while the Bot
+	// runs.
+	access atomic.Pointer[Access]
 
 	mu      sync.Mutex
 	threads map[string]*thread
@@ -113,9 +117,35 @@ type Bot struct {
 	tokens tokenTally
 }
 
+// Access is who may talk to the Bot and how long an approval request
+// stays open: the Config fields a config reload may change while the Bot
+// runs (SetAccess).
+type Access struct {
+	Users           []string
+	AllowBots       bool
+	MentionInThread bool
+	// ApprovalTimeout is a request's life; 0 means 15 minutes.
+	ApprovalTimeout time.Duration
+}
+
+// SetAccess replaces the Bot's Users, AllowBots, MentionInThread and
+// ApprovalTimeout, for the messages and approval requests that come after
+// it; a request already open keeps its expiry. Safe to call while the Bot
+// runs. (Config.Channel is a function: the caller swaps what it returns.)
+func (b *Bot) SetAccess(a Access) {
+	if a.ApprovalTimeout <= 0 {
+		a.ApprovalTimeout = 15 * time.Minute
+	}
+	b.access.Store(&a)
+}
+
 // thread is one chat thread's queue and run state.
 type thread struct {
-	t            Thread
+	t Thread
+	// ch is the channel's configuration the current (or last) run of the
+	// thread started with: each item takes the one in force when its
+	// message arrived, so that a config reload never changes a run under
+	// way. Written by the thread's worker, under Bot.mu.
 	ch           Channel
 	queue        []item
 	running      bool
@@ -126,7 +156,8 @@ type thread struct {
 // item is one queued piece of work.
 type item struct {
 	msg Message
-	cmd string // "", "clear", "compact" or "skill" (a skill command, run without the model)
+	ch  Channel // the channel's configuration when msg arrived
+	cmd string  // "", "clear", "compact" or "skill" (a skill command, run without the model)
 	// alert, if set, makes the run an alert's first look (alertinvestigate.go).
 	alert *alertRun
 }
@@ -159,6 +190,7 @@ func New(cfg Config) (*Bot, error) {
 	b := &Bot{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.MaxConcurrent),
 		threads: map[string]*thread{}, known: map[string]bool{}, seen: NewDedupe(maxSeen), pending: map[string]*request{},
 		notEnabled: map[string]time.Time{}}
+	b.SetAccess(Access{Users: cfg.Users, AllowBots: cfg.AllowBots, MentionInThread: cfg.MentionInThread, ApprovalTimeout: cfg.ApprovalTimeout})
 	for _, k := range cfg.Sessions {
 		b.known[k] = true
 	}
@@ -222,7 +254,8 @@ func (b *Bot) markSeen(id string) bool {
 
 // HandleMessage implements Handler.
 func (b *Bot) HandleMessage(ctx context.Context, m Message) {
-	if m.FromBot && !b.cfg.AllowBots {
+	acc := b.access.Load()
+	if m.FromBot && !acc.AllowBots {
 		return
 	}
 	ch, ok := b.cfg.Channel(m.Thread.Channel)
@@ -241,10 +274,10 @@ func (b *Bot) HandleMessage(ctx context.Context, m Message) {
 	known := b.known[key]
 	b.mu.Unlock()
 	known = known || b.lookupKnown(key)
-	if !m.Direct && !m.Mentioned && (!known || b.cfg.MentionInThread) {
+	if !m.Direct && !m.Mentioned && (!known || acc.MentionInThread) {
 		return
 	}
-	if !matchUser(b.cfg.Users, m.User) {
+	if !matchUser(acc.Users, m.User) {
 		// Other people talk in session threads too: only someone who
 		// addressed the bot is told it will not answer them.
 		if m.Mentioned || m.Direct {
@@ -320,6 +353,7 @@ func (b *Bot) enqueue(ctx context.Context, m Message, ch Channel, it item) {
 	}
 	b.known[key] = true
 	th.participants[m.User.ID] = true
+	it.ch = ch
 	th.queue = append(th.queue, it)
 	queued := len(th.queue)
 	start := !th.running
@@ -335,15 +369,15 @@ func (b *Bot) enqueue(ctx context.Context, m Message, ch Channel, it item) {
 	if start {
 		go b.work(ctx, th)
 	} else if it.cmd == "" || it.cmd == "skill" {
-		b.noteQueued(th, m)
+		b.noteQueued(th, ch, m)
 		b.post(ctx, m.Thread, Post{Text: fmt.Sprintf("Queued: I will handle this after the current run (%d waiting). Send `/stop` to stop the run.", queued)})
 	}
 }
 
 // noteQueued records a message that has to wait, so that a restart (or a
 // crash) does not lose it: Recover reports it until a run handles it.
-func (b *Bot) noteQueued(th *thread, m Message) {
-	if _, err := th.ch.Agent.NoteUnlocked(th.t.Key(), agentcore.EvNote, actor(m.User), agentcore.NotePayload{
+func (b *Bot) noteQueued(th *thread, ch Channel, m Message) {
+	if _, err := ch.Agent.NoteUnlocked(th.t.Key(), agentcore.EvNote, actor(m.User), agentcore.NotePayload{
 		Kind: agentcore.NoteMessageQueued, PostID: m.ID, User: m.User.ID, Name: m.User.Name, Detail: m.Text}); err != nil {
 		b.log.Error("record queued message", "conv", th.t.Key(), "err", err)
 	}
@@ -406,6 +440,7 @@ func (b *Bot) work(ctx context.Context, th *thread) {
 		}
 		it := th.queue[0]
 		th.queue = th.queue[1:]
+		th.ch = it.ch
 		b.mu.Unlock()
 		b.cfg.Metrics.queue(-1)
 		if !b.acquire(ctx, th, it) {
@@ -435,7 +470,7 @@ func (b *Bot) acquire(ctx context.Context, th *thread, it item) bool {
 	default:
 	}
 	if it.cmd == "" || it.cmd == "skill" {
-		b.noteQueued(th, it.msg)
+		b.noteQueued(th, it.ch, it.msg)
 	}
 	b.post(ctx, th.t, Post{Text: fmt.Sprintf("Waiting: %d runs are in progress (the limit); this thread is next in line.", b.cfg.MaxConcurrent)})
 	select {

@@ -60,24 +60,34 @@ type Scheduler struct {
 // channel, a valid spec, a command or a question, a command that is a skill
 // command of the channel's workspace.
 func (b *Bot) NewScheduler(list []Schedule) (*Scheduler, error) {
+	if err := CheckSchedules(list, b.cfg.Channel); err != nil {
+		return nil, err
+	}
+	return &Scheduler{b: b, list: list}, nil
+}
+
+// CheckSchedules is NewScheduler's check against the channels channel
+// returns (as Config.Channel does): a config reload checks its schedules
+// against its new channels before it puts either in force.
+func CheckSchedules(list []Schedule, channel func(string) (Channel, bool)) error {
 	for _, s := range list {
-		ch, ok := b.cfg.Channel(s.Channel)
+		ch, ok := channel(s.Channel)
 		if !ok {
-			return nil, fmt.Errorf("schedule %q: channel %q is not configured", s.Name, s.Channel)
+			return fmt.Errorf("schedule %q: channel %q is not configured", s.Name, s.Channel)
 		}
 		if (s.Command == "") == (s.Question == "") {
-			return nil, fmt.Errorf("schedule %q: give a command or a question", s.Name)
+			return fmt.Errorf("schedule %q: give a command or a question", s.Name)
 		}
 		if s.Command != "" {
 			if _, _, ok := ch.Agent.SkillCommand(s.Command); !ok {
-				return nil, fmt.Errorf("schedule %q: %q is not a skill command of the channel's workspace", s.Name, s.Command)
+				return fmt.Errorf("schedule %q: %q is not a skill command of the channel's workspace", s.Name, s.Command)
 			}
 		}
 		if err := ParseSpec(s.Spec); err != nil {
-			return nil, fmt.Errorf("schedule %q: %w", s.Name, err)
+			return fmt.Errorf("schedule %q: %w", s.Name, err)
 		}
 	}
-	return &Scheduler{b: b, list: list}, nil
+	return nil
 }
 
 // RunSchedules is NewScheduler and Run.
@@ -95,7 +105,13 @@ func (b *Bot) RunSchedules(ctx context.Context, list []Schedule) error {
 // (cron.SkipIfStillRunning). Every run is a turn of the session
 // "schedule:NAME" in the chain, without an approver (every confirm verdict
 // is refused).
-func (s *Scheduler) Run(ctx context.Context) {
+func (s *Scheduler) Run(ctx context.Context) { s.RunUntil(ctx, ctx.Done()) }
+
+// RunUntil is Run that stops starting checks when stop is closed, too: a
+// check under way then runs on under ctx, and RunUntil waits for it. A
+// config reload replaces a Scheduler this way without cancelling its
+// checks.
+func (s *Scheduler) RunUntil(ctx context.Context, stop <-chan struct{}) {
 	if len(s.list) == 0 {
 		return
 	}
@@ -108,7 +124,10 @@ func (s *Scheduler) Run(ctx context.Context) {
 		}
 	}
 	c.Start()
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-stop:
+	}
 	<-c.Stop().Done()
 }
 

@@ -61,7 +61,7 @@ func unitService(t *testing.T, path string) map[string][]string {
 // The two measured below are RestrictAddressFamilies and
 // MemoryDenyWriteExecute.
 var reviewedDirectives = []string{
-	"Type", "User", "Group", "ExecStartPre", "ExecStart", "KillSignal", "TimeoutStopSec",
+	"Type", "User", "Group", "ExecStartPre", "ExecStart", "ExecReload", "KillSignal", "TimeoutStopSec",
 	"Restart", "RestartSec", "StateDirectory", "StateDirectoryMode", "UMask", "Environment",
 	"LimitNOFILE", "SupplementaryGroups",
 	"NoNewPrivileges", "ProtectSystem", "ProtectHome", "ReadWritePaths", "PrivateTmp",

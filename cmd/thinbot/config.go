@@ -107,6 +107,9 @@ type daemonConfig struct {
 	// are hidden from commands; "" means the unit thinbot runs in (from
 	// its cgroup), else thinbot.service.
 	SystemdUnit string `yaml:"systemd_unit"`
+	// ReloadTokenFile holds the bearer tokens of POST /-/reload, one
+	// "name token" pair a line (reload.go); "" turns the endpoint off.
+	ReloadTokenFile string `yaml:"reload_token_file" secret:"file"`
 
 	// systemd is what the unit's files say (secrets.go), found at load.
 	systemd systemdSources
@@ -198,6 +201,7 @@ func (c *daemonConfig) check(path string) error {
 	c.checkModel(bad, who)
 	c.checkPlatform(bad, who)
 	c.checkDaemon(bad)
+	c.checkReload(bad, who)
 	c.Web.check(bad, c.Channels, who)
 	c.Alerts.check(bad, c.Channels, c.Platform, c.Web)
 	checkSchedules(bad, c.Schedules, c.Channels)

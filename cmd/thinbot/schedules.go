@@ -57,10 +57,5 @@ func checkSchedules(bad func(string, ...any), list []scheduleConfig, channels []
 
 // newScheduler checks the configured schedules against b.
 func newScheduler(c *daemonConfig, b *bot.Bot) (*bot.Scheduler, error) {
-	var list []bot.Schedule
-	for _, s := range c.Schedules {
-		list = append(list, bot.Schedule{Name: s.Name, Spec: s.Cron, Channel: s.Channel, Platform: c.Platform,
-			Command: s.Command, Question: s.Question, MaxSteps: s.MaxSteps, MaxWall: s.MaxWall.Duration})
-	}
-	return b.NewScheduler(list)
+	return b.NewScheduler(scheduleList(c))
 }

@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -47,6 +51,11 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if *path == "" {
 		return serveConsole(ctx, e, *listen, *stateDir)
 	}
+	// SIGHUP reloads the config (reload.go); caught from here on, so that
+	// one sent while the daemon starts waits for it instead of killing it.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	e.logJSON = true // the daemon's log lines are JSON, its final error too
 	c, err := loadConfig(*path, e.getenv)
 	if err != nil {
@@ -68,7 +77,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 			}
 		}()
 	}
-	d := &daemon{c: c, logger: logger}
+	d := &daemon{c: c, logger: logger, hup: hup}
 	err = d.open(ctx, e, *path)
 	if err == nil {
 		err = d.run(ctx)
@@ -91,17 +100,21 @@ type daemon struct {
 	sbx     *sandboxSetup
 	fleet   *fleet.Fleet
 	model   *openai.Client
-	agents  map[string]*agentcore.Agent
 	adapter chatAdapter
 	mux     *http.ServeMux
 	reg     *prometheus.Registry
 	bot     *bot.Bot
+	webBot  *bot.Bot // the web console's, if it serves one
 	// What the chain left open, and the sessions and message ids the bots
 	// start with (recoverChain).
 	unfinished     agentcore.Unfinished
 	sessions, seen []string
-	// zoneOf is the time zone of a session's timeline (sessionZones).
-	zoneOf func(session string) *time.Location
+	// routes are the channels and their agents in force; a config reload
+	// swaps them (reload.go).
+	routes atomic.Pointer[routes]
+	// hup delivers SIGHUP; reload is the state of config reloads.
+	hup    <-chan os.Signal
+	reload reloadState
 }
 
 // open builds the daemon from d.c; configPath is the config file's path.
@@ -121,9 +134,12 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 	if d.db, err = store.Open(filepath.Join(c.StateDir, "events.db"), &store.Options{Logger: logger}); err != nil {
 		return err
 	}
+	if err := d.reload.start(e, configPath); err != nil {
+		return err
+	}
 
 	// Agents: one per workspace, and the channels that use them.
-	base, model, err := agentBase(e, c, configPath, d.db, logger)
+	base, model, err := agentBase(e, c, configPath, d.db, nil, logger)
 	if err != nil {
 		return err
 	}
@@ -139,11 +155,13 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 		return err
 	}
 	base.cfg.Fleet = d.fleet
-	agents, channels, named, err := buildAgents(e, c, base, logger)
+	rt, err := buildAgents(e, c, base, logger)
 	if err != nil {
 		return err
 	}
-	d.agents = agents
+	if err := rt.noteHidden(logger); err != nil {
+		return err
+	}
 	if d.unfinished, d.sessions, d.seen, err = recoverChain(d.db); err != nil {
 		return err
 	}
@@ -153,25 +171,17 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 	if d.adapter, err = newAdapter(c, d.db, d.mux, logger); err != nil {
 		return err
 	}
-	if err := resolveChannels(ctx, d.adapter, named, channels); err != nil {
+	if err := resolveChannels(ctx, d.adapter, rt.named, rt.channels); err != nil {
 		return err
 	}
-	zones := map[string]*time.Location{}
-	for id, ch := range channels {
-		zones[id] = ch.Location
-	}
-	d.zoneOf = sessionZones(c.Platform, zones, c.Timezone.loc)
+	rt.zones(c)
+	d.routes.Store(rt)
+	d.reload.running(c, rt)
 	d.reg = newRegistry(d.db, d.adapter)
 	d.bot, err = bot.New(bot.Config{
 		Adapter: d.adapter,
-		Channel: func(id string) (bot.Channel, bool) {
-			if ch, ok := channels[id]; ok {
-				return ch, true
-			}
-			ch, ok := channels["*"]
-			return ch, ok
-		},
-		Users: c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread,
+		Channel: func(id string) (bot.Channel, bool) { return d.routes.Load().channel(id) },
+		Users:   c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread,
 		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout.Duration, Location: c.Timezone.loc,
 		Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db), Metrics: bot.NewMetrics(d.reg), Logger: logger,
 	})
@@ -187,16 +197,17 @@ func (d *daemon) run(ctx context.Context) error {
 	// The web section's console and audit viewer; they stop with ctx.
 	webCtx, stopWeb := context.WithCancel(ctx)
 	defer stopWeb()
-	var webBot *bot.Bot
-	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, d.agents, d.unfinished, d.zoneOf, bot.Config{MaxConcurrent: c.MaxConcurrent,
+	agents := func() map[string]*agentcore.Agent { return d.routes.Load().agents }
+	zoneOf := func(session string) *time.Location { return d.routes.Load().zoneOf(session) }
+	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, agents, d.unfinished, zoneOf, bot.Config{MaxConcurrent: c.MaxConcurrent,
 		ApprovalTimeout: c.ApprovalTimeout.Duration, Location: c.Timezone.loc, Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db)},
-		d.db, c.StateDir, logger, &webBot)
+		d.db, c.StateDir, logger, &d.webBot)
 	if err != nil {
 		return err
 	}
 	defer func() { stopWeb(); waitWeb() }()
 	b.Recover(ctx, unfinished)
-	if err := serveAlerts(ctx, c, d.db, map[string]*bot.Bot{c.Platform: b, web.Platform: webBot}, d.adapter, d.mux, d.reg, logger); err != nil {
+	if err := serveAlerts(ctx, c, d.db, map[string]*bot.Bot{c.Platform: b, web.Platform: d.webBot}, d.adapter, d.mux, d.reg, logger); err != nil {
 		return err
 	}
 
@@ -207,6 +218,8 @@ func (d *daemon) run(ctx context.Context) error {
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_model_up",
 		Help: "1 when the model endpoint answered the last ping (at most one every 30 s), else 0; the model is not a readiness condition."}, ready.modelUp))
 	d.mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
+	d.mux.HandleFunc("POST /-/reload", d.serveReload)
+	d.reload.register(d.reg)
 	// It stays up until the bot has stopped.
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHTTP()
@@ -219,15 +232,17 @@ func (d *daemon) run(ctx context.Context) error {
 	waitHead := logChainHead(httpCtx, d.db, logger)
 	sched, err := newScheduler(c, b)
 	if err != nil {
+		d.reload.sched.stopped()
 		stopHTTP()
 		waitHead()
 		waitHTTP()
 		return err
 	}
-	var schedWG sync.WaitGroup
-	schedWG.Go(func() { sched.Run(ctx) })
+	waitSched := d.runSchedules(ctx, sched)
+	waitReloads := d.reloadOnHangup(ctx)
 	runErr := b.Run(ctx)
-	schedWG.Wait()
+	waitReloads()
+	waitSched()
 	stopHTTP()
 	waitHead()
 	waitHTTP()
@@ -279,9 +294,10 @@ type daemonBase struct {
 	python func() (major, minor int, err error)
 }
 
-// agentBase builds the model client and the Agent configuration the
-// daemon's agents share (all but the skills and the sandbox's exec).
-func agentBase(e *env, c *daemonConfig, configPath string, db *store.DB, logger *slog.Logger) (daemonBase, *openai.Client, error) {
+// agentBase builds the model client (unless model is one already, as on a
+// config reload) and the Agent configuration the daemon's agents share
+// (all but the skills and the sandbox's exec).
+func agentBase(e *env, c *daemonConfig, configPath string, db *store.DB, model *openai.Client, logger *slog.Logger) (daemonBase, *openai.Client, error) {
 	apiKey := e.getenv("AGENT_API_KEY")
 	if c.Model.APIKeyFile != "" {
 		var err error
@@ -296,10 +312,13 @@ func agentBase(e *env, c *daemonConfig, configPath string, db *store.DB, logger 
 			retries = -1 // openai.Config: negative means none
 		}
 	}
-	model, err := openai.New(openai.Config{BaseURL: c.Model.BaseURL, Model: c.Model.Model, APIKey: apiKey,
-		Timeout: c.Model.Timeout.Duration, MaxRetries: retries, IdleConns: max(c.MaxConcurrent, 16), FeedReasoning: c.Model.FeedReasoning, Logger: logger})
-	if err != nil {
-		return daemonBase{}, nil, err
+	if model == nil {
+		var err error
+		model, err = openai.New(openai.Config{BaseURL: c.Model.BaseURL, Model: c.Model.Model, APIKey: apiKey,
+			Timeout: c.Model.Timeout.Duration, MaxRetries: retries, IdleConns: max(c.MaxConcurrent, 16), FeedReasoning: c.Model.FeedReasoning, Logger: logger})
+		if err != nil {
+			return daemonBase{}, nil, err
+		}
 	}
 	policy, err := loadPolicy(c.PolicyFile)
 	if err != nil {
@@ -342,16 +361,63 @@ func agentBase(e *env, c *daemonConfig, configPath string, db *store.DB, logger 
 	}, model, nil
 }
 
+// routes are the daemon's channels and the agents that serve them, as
+// built from one config: what a config reload replaces as a whole.
+type routes struct {
+	// channels are by id ("*" for every channel not listed) once
+	// resolveChannels added those in named.
+	channels map[string]bot.Channel
+	named    []namedChannel
+	// agents and their skill sets are by workspace.
+	agents map[string]*agentcore.Agent
+	sets   map[string]skills.Set
+	// zoneOf is the time zone of a session's timeline (sessionZones); set
+	// by zones.
+	zoneOf func(session string) *time.Location
+}
+
+// channel is bot.Config.Channel over rt.
+func (rt *routes) channel(id string) (bot.Channel, bool) {
+	if ch, ok := rt.channels[id]; ok {
+		return ch, true
+	}
+	ch, ok := rt.channels["*"]
+	return ch, ok
+}
+
+// zones sets rt.zoneOf from the channels' time zones, once resolveChannels
+// has run.
+func (rt *routes) zones(c *daemonConfig) {
+	zones := map[string]*time.Location{}
+	for id, ch := range rt.channels {
+		zones[id] = ch.Location
+	}
+	rt.zoneOf = sessionZones(c.Platform, zones, c.Timezone.loc)
+}
+
+// noteHidden logs and records (in system:skills) the skills each agent
+// hides and why.
+func (rt *routes) noteHidden(logger *slog.Logger) error {
+	for _, ws := range slices.Sorted(maps.Keys(rt.agents)) {
+		for _, f := range rt.sets[ws].Filtered {
+			logger.Warn("skill hidden", "skill", f.Name, "dir", f.Dir, "reason", f.Reason)
+			if _, err := rt.agents[ws].Note("system:skills", agentcore.EvSkillFiltered, "system", f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // buildAgents makes one Agent per workspace (its skills are the configured
 // dirs, then the workspace's ./skills) and the channels that use them:
 // by id in channels, by name in named (resolved once the adapter exists).
-func buildAgents(e *env, c *daemonConfig, base daemonBase, logger *slog.Logger) (map[string]*agentcore.Agent, map[string]bot.Channel, []namedChannel, error) {
-	agents := map[string]*agentcore.Agent{}
-	channels := map[string]bot.Channel{}
-	var named []namedChannel
+// It records nothing: noteHidden does, once the routes are in force.
+func buildAgents(e *env, c *daemonConfig, base daemonBase, logger *slog.Logger) (*routes, error) {
+	rt := &routes{channels: map[string]bot.Channel{}, agents: map[string]*agentcore.Agent{}, sets: map[string]skills.Set{}}
 	for _, cc := range c.Channels {
 		ws := base.abs(cc.Workspace)
-		ag := agents[ws]
+		ag := rt.agents[ws]
 		if ag == nil {
 			dirs := append(append([]string(nil), c.SkillsDirs...), filepath.Join(ws, "skills"))
 			set := skills.Load(dirs, skills.Options{Probe: skills.Probe{Getenv: e.getenv, Python: base.python, UID: -1}, Lock: base.lock, Logger: logger})
@@ -359,15 +425,9 @@ func buildAgents(e *env, c *daemonConfig, base daemonBase, logger *slog.Logger) 
 			cfg.Skills = set
 			var err error
 			if ag, err = agentcore.New(cfg); err != nil {
-				return nil, nil, nil, err
+				return nil, err
 			}
-			agents[ws] = ag
-			for _, f := range set.Filtered {
-				logger.Warn("skill hidden", "skill", f.Name, "dir", f.Dir, "reason", f.Reason)
-				if _, err := ag.Note("system:skills", agentcore.EvSkillFiltered, "system", f); err != nil {
-					return nil, nil, nil, err
-				}
-			}
+			rt.agents[ws], rt.sets[ws] = ag, set
 		}
 		ch := bot.Channel{Agent: ag, Workspace: ws, Approvers: cc.Approvers, AnyMember: cc.AnyMember,
 			TwoPerson: cc.TwoPerson, AllowAll: cc.AllowAll, FleetGroups: cc.FleetGroups, Location: cc.Timezone.loc,
@@ -376,12 +436,12 @@ func buildAgents(e *env, c *daemonConfig, base daemonBase, logger *slog.Logger) 
 			ch.Instructions = readText(cc.InstructionsFile)
 		}
 		if cc.Name != "" {
-			named = append(named, namedChannel{name: cc.Name, ch: ch})
+			rt.named = append(rt.named, namedChannel{name: cc.Name, ch: ch})
 			continue
 		}
-		channels[cc.ID] = ch
+		rt.channels[cc.ID] = ch
 	}
-	return agents, channels, named, nil
+	return rt, nil
 }
 
 // newRegistry is the daemon's Prometheus registry: Go and process

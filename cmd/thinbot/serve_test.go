@@ -102,6 +102,10 @@ func TestDaemonCloseAfterAFailedOpen(t *testing.T) {
 	c.Mattermost.URL, c.Mattermost.TokenFile, c.Mattermost.CallbackURL = mm.URL, token, "http://127.0.0.1:1/cb"
 	e := &env{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
 	d := &daemon{c: c, logger: slog.New(slog.DiscardHandler)}
+	// open reads the file's bytes once more, as the base of reloads.
+	if err := os.WriteFile(filepath.Join(dir, "c.yaml"), []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	err := d.open(t.Context(), e, filepath.Join(dir, "c.yaml"))
 	if err == nil || !strings.Contains(err.Error(), "the bot is not a member of channel "+hidden) {
 		t.Fatalf("open = %v, want the membership error", err)
@@ -153,6 +157,10 @@ func TestDaemonProbesPythonOnce(t *testing.T) {
 	c.Mattermost.URL, c.Mattermost.TokenFile, c.Mattermost.CallbackURL = mm.URL, token, "http://127.0.0.1:1/cb"
 	e := &env{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
 	d := &daemon{c: c, logger: slog.New(slog.DiscardHandler)}
+	// open reads the file's bytes once more, as the base of reloads.
+	if err := os.WriteFile(filepath.Join(dir, "c.yaml"), []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	err := d.open(t.Context(), e, filepath.Join(dir, "c.yaml"))
 	if cerr := d.close(); cerr != nil {
 		t.Errorf("close: %v", cerr)
@@ -160,10 +168,11 @@ func TestDaemonProbesPythonOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(d.agents) != 2 {
-		t.Fatalf("%d agents, want one per workspace", len(d.agents))
+	agents := d.routes.Load().agents
+	if len(agents) != 2 {
+		t.Fatalf("%d agents, want one per workspace", len(agents))
 	}
-	for ws, ag := range d.agents {
+	for ws, ag := range agents {
 		if s := ag.Skills(); len(s) != 1 || s[0].State != "loaded" {
 			t.Errorf("%s: skills %+v; want its python skill loaded", ws, s)
 		}

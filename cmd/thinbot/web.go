@@ -127,12 +127,18 @@ func (w *webConfig) authAs(who daemonUser) (web.Auth, error) {
 func readTokens(path string) (map[string]string, error) { return readTokensAs(path, currentUser()) }
 
 func readTokensAs(path string, who daemonUser) (map[string]string, error) {
+	return readTokenFile("web.tokens_file", path, who)
+}
+
+// readTokenFile reads the "user token" lines of the file of config key,
+// by token.
+func readTokenFile(key, path string, who daemonUser) (map[string]string, error) {
 	if err := checkSecretFileAs(path, who); err != nil {
-		return nil, fmt.Errorf("web.tokens_file: %w", err)
+		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("web.tokens_file: %w", err)
+		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	raw := strings.TrimSpace(string(b))
 	tokens := map[string]string{}
@@ -142,7 +148,7 @@ func readTokensAs(path string, who daemonUser) (map[string]string, error) {
 			continue
 		}
 		if len(f) != 2 || len(f[1]) < 16 {
-			return nil, fmt.Errorf("web.tokens_file line %d: want \"user token\" with a token of 16 characters or more", i+1)
+			return nil, fmt.Errorf("%s line %d: want \"user token\" with a token of 16 characters or more", key, i+1)
 		}
 		tokens[f[1]] = f[0]
 	}
@@ -224,7 +230,7 @@ func sessionStore(stateDir string) (saved []byte, save func([]byte) error) {
 // *webBot (alert routes to the console open threads through it). The
 // audit viewer's timelines take their zone from zoneOf, the console's
 // texts from bc.Location.
-func serveWeb(ctx context.Context, w webConfig, agents map[string]*agentcore.Agent, u agentcore.Unfinished, zoneOf func(string) *time.Location, bc bot.Config,
+func serveWeb(ctx context.Context, w webConfig, agents func() map[string]*agentcore.Agent, u agentcore.Unfinished, zoneOf func(string) *time.Location, bc bot.Config,
 	db *store.DB, stateDir string, logger *slog.Logger, webBot **bot.Bot) (agentcore.Unfinished, func(), error) {
 	if w.Listen == "" {
 		return u, func() {}, nil
@@ -248,13 +254,15 @@ func serveWeb(ctx context.Context, w webConfig, agents map[string]*agentcore.Age
 	var wg sync.WaitGroup
 	if chat {
 		ws, _ := filepath.Abs(w.Workspace)
-		ag := agents[ws]
-		if ag == nil {
+		if agents()[ws] == nil {
 			return u, nil, fmt.Errorf("web.workspace %s is not the workspace of a channel", w.Workspace)
 		}
-		ch := bot.Channel{Agent: ag, Workspace: ws, Approvers: w.Approvers, TwoPerson: w.TwoPerson}
 		bc.Adapter = srv
-		bc.Channel = func(id string) (bot.Channel, bool) { return ch, id == "console" }
+		// The workspace's agent is the one in force: a config reload
+		// replaces it (and keeps web.workspace a channel's workspace).
+		bc.Channel = func(id string) (bot.Channel, bool) {
+			return bot.Channel{Agent: agents()[ws], Workspace: ws, Approvers: w.Approvers, TwoPerson: w.TwoPerson}, id == "console"
+		}
 		bc.Users, bc.Metrics, bc.Logger = nil, nil, logger // roles decide who writes; the chat bot owns the metrics
 		b, err := bot.New(bc)
 		if err != nil {
