@@ -264,6 +264,16 @@ var table = []mutation{
 	{ID: "Q4", File: "bot/bot.go", What: "an alert's first look posts the links the model wrote as clickable links",
 		Old: "\t\tr.unwatched()\n", New: "",
 		Pkgs: []string{"./bot"}, Run: "TestMentionsAreQuiet"},
+	// Audit tools on a running daemon read its journal (issue #31).
+	{ID: "P1", File: "cmd/thinbot/livejournal.go", What: "audit export of a running daemon's store prints a tampered journal as the chain",
+		Old: "\tif !rep.OK {\n\t\tf.Close()", New: "\tif false {\n\t\tf.Close()",
+		Pkgs: []string{"./cmd/thinbot"}, Run: "TestAuditLiveDaemon"},
+	{ID: "P2", File: "cmd/thinbot/livejournal.go", What: "audit export of a running daemon reads a file rotated in at the journal's path, a shorter chain than the daemon's",
+		Old: "if err := daemonWrites(dbPath, path); err != nil {", New: "if err := daemonWrites(dbPath, path); false && err != nil {",
+		Pkgs: []string{"./cmd/thinbot"}, Run: "TestAuditLiveDaemon"},
+	{ID: "P3", File: "cmd/thinbot/livejournal.go", What: "a line the daemon is half-way writing makes the export of a running daemon fail",
+		Old: "\t\t\t\treturn end - n + i + 1, nil", New: "\t\t\t\treturn st.Size(), nil",
+		Pkgs: []string{"./cmd/thinbot"}, Run: "TestAuditLiveDaemon"},
 	// Not listed: dropping the "no Origin header" refusal in crossOrigin
 	// is an equivalent mutant (an empty Origin fails the checks after it).
 }
