@@ -22,8 +22,8 @@ import (
 // list works on a store a running daemon holds: it reads the daemon's
 // journal (livejournal.go).
 func cmdSessions(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: thinbot sessions list|clear [flags]", errUsage)
+	if len(args) == 0 || isHelpFlag(args[0]) {
+		return fmt.Errorf("%w: thinbot sessions list|clear [--db PATH | --config FILE] [flags]", errUsage)
 	}
 	switch args[0] {
 	case "list":

@@ -274,6 +274,10 @@ var table = []mutation{
 	{ID: "P3", File: "cmd/thinbot/livejournal.go", What: "a line the daemon is half-way writing makes the export of a running daemon fail",
 		Old: "\t\t\t\treturn end - n + i + 1, nil", New: "\t\t\t\treturn st.Size(), nil",
 		Pkgs: []string{"./cmd/thinbot"}, Run: "TestAuditLiveDaemon"},
+	// Packaging: a purge keeps the audit chain (issue #31).
+	{ID: "P4", File: "deploy/release.sh", What: "dpkg --purge deletes the audit chain in /var/lib/thinbot and the operator's config",
+		Old: `[ -d "$d" ] && rmdir --ignore-fail-on-non-empty "$d"`, New: `rm -rf "$d"`,
+		Pkgs: []string{"./tests"}, Run: "TestRelease$/install"},
 	// Not listed: dropping the "no Origin header" refusal in crossOrigin
 	// is an equivalent mutant (an empty Origin fails the checks after it).
 }
