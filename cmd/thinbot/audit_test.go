@@ -220,7 +220,11 @@ func TestAuditUsage(t *testing.T) {
 			t.Errorf("audit %s printed:\n%s%s", h, s, errb)
 		}
 	}
-	e, _, _ := auditEnv()
+	e, out, _ := auditEnv()
+	if err := run(t.Context(), e, []string{"sessions", "-h"}); err != nil || !strings.Contains(out.String(), "sessions list|clear [--db PATH | --config FILE]") {
+		t.Errorf("sessions -h = %v:\n%s", err, out)
+	}
+	e, _, _ = auditEnv()
 	err := run(t.Context(), e, []string{"audit", "frob"})
 	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), `unknown audit command "frob"`) || !strings.Contains(err.Error(), "timeline  a session") {
 		t.Errorf("audit frob = %v", err)
@@ -352,6 +356,10 @@ func TestAuditExportRebuildSessions(t *testing.T) {
 	e, out, _ = auditEnv()
 	if err := run(t.Context(), e, []string{"sessions", "clear", "--db", path, "--session", "s0"}); err != nil || !strings.Contains(out.String(), "s0 cleared") {
 		t.Errorf("sessions clear = %v, %s", err, out)
+	}
+	e, _, _ = auditEnv()
+	if err := run(t.Context(), e, []string{"sessions", "clear", "--db", path, "--session", "nope"}); err == nil || !strings.Contains(err.Error(), `no session "nope"`) {
+		t.Errorf("sessions clear of an unknown session = %v", err)
 	}
 	for _, args := range [][]string{{"audit"}, {"audit", "nope"}, {"audit", "verify", "extra"}, {"sessions"}, {"sessions", "list", "x"}} {
 		e, _, _ = auditEnv()
