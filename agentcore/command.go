@@ -71,7 +71,7 @@ func (a *Agent) RunCommand(ctx context.Context, t Turn, command, reason string) 
 	if err := a.load(t.Session, s); err != nil {
 		return Result{Status: StatusError}, err
 	}
-	r := &run{Agent: a, t: a.outward(t), s: s, budgets: a.cfg.Budgets.withDefaults(false), model: a.modelFor(s)}
+	r := &run{Agent: a, t: a.outward(t), s: s, budgets: a.cfg.Budgets.withDefaults(false), model: a.modelFor(s), started: a.cfg.Now()}
 	s.setStatus(func(st *Status) { *st = Status{Running: true, Started: a.cfg.Now(), Budgets: r.budgets} })
 	defer s.setStatus(func(st *Status) { *st = Status{} })
 
@@ -109,9 +109,11 @@ func (a *Agent) RunCommand(ctx context.Context, t Turn, command, reason string) 
 	out, err := r.record(durable, append(evs, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(RunPayload{
 		Status: res.Status, Steps: 1, Detail: detail})})...)
 	if err != nil {
+		r.logFinished(res)
 		return res, err
 	}
 	res.Steps, res.LastSeq = 1, out[len(out)-1].Seq
+	r.logFinished(res)
 	if res.Status == StatusCancelled {
 		return res, ctx.Err()
 	}

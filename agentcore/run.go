@@ -45,6 +45,8 @@ type run struct {
 	// masked counts the secret spans masked in the tool result under way,
 	// by rule; result records and resets it.
 	masked map[string]int
+	// started is when the run began (its log line's duration).
+	started time.Time
 }
 
 // Run handles one turn: it records the user's message, then calls the model
@@ -60,7 +62,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	if err := a.load(t.Session, s); err != nil {
 		return Result{Status: StatusError}, err
 	}
-	r := &run{Agent: a, t: a.outward(t), s: s, budgets: a.cfg.Budgets.withDefaults(t.Goal).lower(t.Budgets), model: a.modelFor(s)}
+	r := &run{Agent: a, t: a.outward(t), s: s, budgets: a.cfg.Budgets.withDefaults(t.Goal).lower(t.Budgets), model: a.modelFor(s), started: a.cfg.Now()}
 	s.setStatus(func(st *Status) { *st = Status{Running: true, Goal: t.Goal, Started: a.cfg.Now(), Budgets: r.budgets} })
 	defer s.setStatus(func(st *Status) { *st = Status{} })
 
@@ -92,10 +94,21 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	evs, err := r.record(durable, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(RunPayload{
 		Status: res.Status, Goal: t.Goal, Steps: r.steps, ModelCalls: r.calls, Detail: detail})})
 	if err != nil {
+		r.logFinished(res)
 		return res, errors.Join(runErr, err)
 	}
 	res.LastSeq = evs[len(evs)-1].Seq
+	r.logFinished(res)
 	return res, runErr
+}
+
+// logFinished writes the operator's one log line for a finished run: the
+// session, where its record ends, the outcome, the steps, the tokens and
+// how long it took. The chain has the rest.
+func (r *run) logFinished(res Result) {
+	r.log.Info("run finished", "conv", r.t.Session, "seq", res.LastSeq, "status", res.Status, "steps", res.Steps,
+		"model_calls", res.ModelCalls, "prompt_tokens", res.Usage.PromptTokens, "completion_tokens", res.Usage.CompletionTokens,
+		"duration_ms", r.cfg.Now().Sub(r.started).Milliseconds())
 }
 
 // loop is the run's steps: ask the model, then act on its reply, until an

@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -127,13 +129,17 @@ func TestReleaseVersionOrder(t *testing.T) {
 	}
 }
 
-// TestRelease runs deploy/release.sh as a release manager would: static
-// binaries for amd64 and arm64, and a Debian package whose contents,
-// owners, modes, conffiles and maintainer scripts are checked; then, as
-// root, the package is installed for real, configured, started, stopped
-// and purged. It builds two binaries (minutes), so it runs in CI (CI=1) or
-// with THINBOT_RELEASE_TEST=1. The install part needs root and a machine
-// that may get a system user (CI's throwaway VM).
+// TestRelease runs deploy/release.sh as a developer would by hand: this
+// machine's architecture only (the release's default), a static binary and
+// a Debian package whose contents, owners, modes, conffiles, docs, man page
+// and maintainer scripts are checked, and which lintian passes; the other
+// architecture is type-checked (go vet), not built or packaged, which is
+// what it needs to stay buildable. Then, as root, the package is installed
+// for real, configured, started, stopped, removed and purged, and the purge
+// keeps the audit chain. It builds a release binary (minutes on a busy
+// machine), so it runs in CI (CI=1) or with THINBOT_RELEASE_TEST=1. The
+// install part needs root and a machine that may get a system user (CI's
+// throwaway VM).
 func TestRelease(t *testing.T) {
 	if os.Getenv("CI") == "" && os.Getenv("THINBOT_RELEASE_TEST") == "" {
 		t.Skip("builds the release binaries (minutes); runs with CI=1 or THINBOT_RELEASE_TEST=1")
@@ -143,16 +149,29 @@ func TestRelease(t *testing.T) {
 	out := t.TempDir()
 	cmd := exec.CommandContext(t.Context(), "deploy/release.sh", out)
 	cmd.Dir = ".."
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "ARCHES=") })
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("release.sh: %v\n%s", err, b)
 	}
 
-	for arch, want := range map[string]string{"amd64": "x86-64", "arm64": "ARM aarch64"} {
-		got := sh(t, "file", filepath.Join(out, "thinbot-linux-"+arch))
-		if !strings.Contains(got, "statically linked") || !strings.Contains(got, want) {
-			t.Errorf("file says %q; want a statically linked %s binary", got, want)
-		}
+	want := map[string]string{"amd64": "x86-64", "arm64": "ARM aarch64"}[runtime.GOARCH]
+	if got := sh(t, "file", filepath.Join(out, "thinbot-linux-"+runtime.GOARCH)); !strings.Contains(got, "statically linked") || !strings.Contains(got, want) {
+		t.Errorf("file says %q; want a statically linked %s binary", got, want)
 	}
+	if other, _ := filepath.Glob(filepath.Join(out, "thinbot-linux-*")); len(other) != 1 {
+		t.Errorf("binaries %q: release.sh by hand builds this machine's architecture only", other)
+	}
+	t.Run("cross", func(t *testing.T) {
+		// The other release architecture type-checks: what could break it
+		// is code (a syscall field of another width), not the packaging.
+		other := map[string]string{"amd64": "arm64", "arm64": "amd64"}[runtime.GOARCH]
+		cmd := exec.CommandContext(t.Context(), "go", "vet", "./cmd/thinbot")
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+other, "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("GOARCH=%s go vet ./cmd/thinbot: %v\n%s", other, err, b)
+		}
+	})
 
 	tarballs, _ := filepath.Glob(filepath.Join(out, "thinbot-*-linux-"+runtime.GOARCH+".tar.gz"))
 	if len(tarballs) != 1 {
@@ -170,9 +189,6 @@ func TestRelease(t *testing.T) {
 		t.Fatalf("packages for %s: %q", runtime.GOARCH, debs)
 	}
 	deb := debs[0]
-	if other, _ := filepath.Glob(filepath.Join(out, "thinbot_*.deb")); len(other) != 2 {
-		t.Errorf("packages %q, want one per architecture", other)
-	}
 	contents := sh(t, "dpkg-deb", "-c", deb)
 	for _, want := range []struct{ mode, path string }{
 		{"-rwxr-xr-x root/root", "./usr/bin/thinbot"},
@@ -185,6 +201,10 @@ func TestRelease(t *testing.T) {
 		{"-rw-r--r-- root/root", "./usr/share/doc/thinbot/fleet.md"},
 		{"-rw-r--r-- root/root", "./usr/share/doc/thinbot/mattermost.md"},
 		{"-rw-r--r-- root/root", "./usr/share/doc/thinbot/slack.md"},
+		{"-rw-r--r-- root/root", "./usr/share/doc/thinbot/copyright"},
+		{"-rw-r--r-- root/root", "./usr/share/doc/thinbot/changelog.gz"},
+		{"-rw-r--r-- root/root", "./usr/share/man/man1/thinbot.1.gz"},
+		{"-rw-r--r-- root/root", "./usr/share/lintian/overrides/thinbot"},
 	} {
 		if !hasEntry(contents, want.mode, want.path) {
 			t.Errorf("the package has no %s %s:\n%s", want.mode, want.path, contents)
@@ -205,11 +225,35 @@ func TestRelease(t *testing.T) {
 	if got := sh(t, "dpkg-deb", "-I", deb, "postinst"); !strings.Contains(got, "adduser --system") {
 		t.Errorf("postinst does not create a system user:\n%s", got)
 	}
-	if got := sh(t, "dpkg-deb", "-I", deb, "postrm"); !strings.Contains(got, `"$1" = purge`) {
-		t.Errorf("postrm does not limit removal to purge:\n%s", got)
+	if got := sh(t, "dpkg-deb", "-I", deb, "postrm"); !strings.Contains(got, `"$1" = purge`) || regexp.MustCompile(`(?m)^[\s&|;]*rm\s`).MatchString(got) {
+		t.Errorf("postrm deletes files itself, or outside purge (a purge keeps the chain):\n%s", got)
 	}
 	tree := t.TempDir()
 	sh(t, "dpkg-deb", "-x", deb, tree)
+	// The man page is the binary's help, rendered without a warning.
+	needTool(t, "man")
+	if man, err := exec.Command("man", "--warnings", "-l", filepath.Join(tree, "usr/share/man/man1/thinbot.1.gz")).CombinedOutput(); err != nil ||
+		!strings.Contains(string(man), "audit verify") || !strings.Contains(string(man), "-from SEQ:HASH") || strings.Contains(string(man), "warning") {
+		t.Errorf("man thinbot (%v):\n%s", err, man)
+	}
+	// The copyright names thinbot and every module linked in, with a license.
+	cr, _ := os.ReadFile(filepath.Join(tree, "usr/share/doc/thinbot/copyright"))
+	for _, want := range []string{"Copyright: the thinbot authors", "go.etcd.io/bbolt v", "github.com/slack-go/slack v", "Apache-2.0: see /usr/share/common-licenses/Apache-2.0"} {
+		if !strings.Contains(string(cr), want) {
+			t.Errorf("the copyright file lacks %q", want)
+		}
+	}
+	t.Run("lintian", func(t *testing.T) {
+		// Clean: every tag it would print is overridden in the package,
+		// each with its reason (deploy/release.sh).
+		needTool(t, "lintian")
+		if b, err := exec.CommandContext(t.Context(), "lintian", "--fail-on", "error,warning", deb).CombinedOutput(); err != nil {
+			t.Errorf("lintian --fail-on error,warning %s: %v\n%s", filepath.Base(deb), err, b)
+		}
+		// What it found and the overrides' reasons, for the log.
+		b, _ := exec.CommandContext(t.Context(), "lintian", "--fail-on", "none", "--show-overrides", deb).CombinedOutput()
+		t.Logf("lintian --show-overrides %s:\n%s", filepath.Base(deb), b)
+	})
 	unit, err := os.ReadFile(filepath.Join(tree, "usr/lib/systemd/system/thinbot.service"))
 	if err != nil || !strings.Contains(string(unit), "\nExecStart=/usr/bin/thinbot serve --config /etc/thinbot/thinbot.yaml\n") ||
 		!strings.Contains(string(unit), "\nExecStartPre=/usr/bin/thinbot config check --config /etc/thinbot/thinbot.yaml\n") ||
@@ -264,11 +308,19 @@ func installDeb(t *testing.T, deb string) {
 		}
 		sh(t, "deluser", "--system", "thinbot")
 	}
+	for _, d := range []string{"/etc/thinbot", "/var/lib/thinbot"} {
+		if _, err := os.Stat(d); err == nil {
+			t.Fatalf("%s exists; this test makes (and removes) its own", d)
+		}
+	}
 	purged := false
 	t.Cleanup(func() {
 		if !purged {
 			exec.Command("dpkg", "--purge", "thinbot").Run()
 		}
+		// What a purge keeps (the chain, the config) is this test's own.
+		os.RemoveAll("/var/lib/thinbot")
+		os.RemoveAll("/etc/thinbot")
 		exec.Command("deluser", "--system", "thinbot").Run()
 	})
 	if out := sh(t, "dpkg", "-i", deb); strings.Contains(out, "Warning") || strings.Contains(out, "can't be accessed") {
@@ -399,6 +451,22 @@ channels:
 		<-done
 		t.Fatalf("thinbot serve did not answer /healthz:\n%s", log.String())
 	}
+	// A thread, so that the chain holds events (the model is unreachable:
+	// the message and the run's end are recorded all the same).
+	chat.Mention("bob", chat.Ops(), "", "how full are the disks?")
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		if st, err := os.Stat("/var/lib/thinbot/state/audit.jsonl"); err == nil && st.Size() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing recorded for a mention:\n%s", log.String())
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("thinbot serve exited: %v\n%s", err, log.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	serve.Process.Signal(syscall.SIGTERM)
 	if err := <-done; err != nil {
 		t.Errorf("SIGTERM: %v\n%s", err, log.String())
@@ -407,7 +475,13 @@ channels:
 		t.Errorf("no state written: %v", err)
 	}
 
-	// Remove keeps the operator's data; purge removes it.
+	// Remove keeps the operator's data; purge removes what the package
+	// made and keeps the audit chain, saying where it is.
+	journal := "/var/lib/thinbot/state/audit.jsonl"
+	chain, err := os.ReadFile(journal)
+	if err != nil || len(chain) == 0 {
+		t.Fatalf("no audit chain written: %v", err)
+	}
 	sh(t, "dpkg", "--remove", "thinbot")
 	if _, err := os.Stat("/usr/bin/thinbot"); err == nil {
 		t.Error("remove left /usr/bin/thinbot")
@@ -418,11 +492,36 @@ channels:
 	if _, err := os.Stat("/var/lib/thinbot/state"); err != nil {
 		t.Errorf("remove deleted the state: %v", err)
 	}
-	sh(t, "dpkg", "--purge", "thinbot")
+	out := sh(t, "dpkg", "--purge", "thinbot")
 	purged = true
-	for _, p := range []string{"/etc/thinbot", "/var/lib/thinbot", "/usr/share/thinbot", "/usr/lib/systemd/system/thinbot.service"} {
+	for _, p := range []string{"/etc/thinbot/thinbot.example.yaml", "/usr/share/thinbot", "/usr/lib/systemd/system/thinbot.service"} {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("purge left %s", p)
+		}
+	}
+	if got, err := os.ReadFile(journal); err != nil || string(got) != string(chain) {
+		t.Errorf("purge did not keep the audit chain %s as it was (%v)", journal, err)
+	}
+	if _, err := os.Stat("/etc/thinbot/thinbot.yaml"); err != nil {
+		t.Errorf("purge deleted the operator's config: %v", err)
+	}
+	if !strings.Contains(out, "purge kept /var/lib/thinbot: the audit chain") || !strings.Contains(out, "rm -r /var/lib/thinbot") {
+		t.Errorf("purge did not say where the chain is and how to delete it:\n%s", out)
+	}
+
+	// Once the operator has deleted them, a purge leaves nothing behind.
+	for _, d := range []string{"/var/lib/thinbot", "/etc/thinbot"} {
+		if err := os.RemoveAll(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh(t, "dpkg", "-i", deb)
+	purged = false
+	sh(t, "dpkg", "--purge", "thinbot")
+	purged = true
+	for _, p := range []string{"/etc/thinbot", "/var/lib/thinbot"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("a purge of an unused install left %s", p)
 		}
 	}
 }

@@ -40,7 +40,7 @@ func runAudit(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	e, out, errb := auditEnv()
 	err := run(t.Context(), e, append([]string{"audit"}, args...))
-	if code := exitCode(err); code == 1 && err != nil {
+	if err != nil && exitCode(err) != 0 {
 		errb.WriteString(err.Error())
 	}
 	return out.String(), errb.String(), exitCode(err)

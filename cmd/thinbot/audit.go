@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,11 +49,12 @@ func (b brokenError) ExitCode() int { return 2 }
 //	thinbot audit restore FILE... --to DIR                                                     (archive.go)
 //
 // --config names a daemon's config file: the store is events.db in its
-// state_dir. verify --config of a running daemon (which holds the store's
-// lock) verifies its export, audit.jsonl, instead and says so.
+// state_dir. On a store a running daemon holds (bbolt's lock), verify,
+// export and timeline read its journal, audit.jsonl, instead and say so
+// (livejournal.go).
 func cmdAudit(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: thinbot audit verify|export|tail|rebuild|timeline|archive|restore [flags]", errUsage)
+	if len(args) == 0 || isHelpFlag(args[0]) {
+		return fmt.Errorf("%w: %s", errUsage, auditUsage)
 	}
 	if args[0] == "archive" || args[0] == "restore" {
 		return cmdAuditArchive(ctx, e, args)
@@ -87,7 +89,7 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 		jsonl = fs.String("jsonl", "", "read this JSONL export `FILE` (default with --config: audit.jsonl when the daemon holds the store)")
 		timezone = fs.String("timezone", "", "show times in this IANA `ZONE` (Europe/Berlin; default: with --config the session's channel's timezone, else UTC)")
 	default:
-		return fmt.Errorf("%w: unknown audit command %q (want verify, export, tail, rebuild, timeline, archive or restore)", errUsage, args[0])
+		return fmt.Errorf("%w: unknown audit command %q\n%s", errUsage, args[0], auditUsage)
 	}
 	if err := fs.parse(args[1:]); err != nil {
 		return err
@@ -148,10 +150,13 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 				return fmt.Errorf("%w: audit verify --from: %w", errUsage, perr)
 			}
 			err = verifyStoreFrom(ctx, e, *db, seq, hash)
+			if errors.Is(err, store.ErrLocked) {
+				return fmt.Errorf("%w: a running thinbot holds it; --from needs the store (stop the daemon), and without --from verify reads its journal", err)
+			}
 		} else {
 			err = verifyStore(ctx, e, *db)
 		}
-		if *config != "" && errors.Is(err, store.ErrLocked) {
+		if *from == "" && errors.Is(err, store.ErrLocked) {
 			// A running daemon holds the store: its journal is the
 			// export, verifiable alone.
 			journal := filepath.Join(filepath.Dir(*db), "audit.jsonl")
@@ -166,7 +171,11 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 		}
 		return err
 	case "export":
-		return exportStore(ctx, e, *db, *session, *since)
+		err := exportStore(ctx, e, *db, *session, *since)
+		if errors.Is(err, store.ErrLocked) {
+			err = exportJournal(ctx, e, *db, *session, *since)
+		}
+		return err
 	case "tail":
 		path := *jsonl
 		if path == "" {
@@ -209,12 +218,23 @@ func openReadOnly(path string) (*store.DB, error) {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("no event store at %s (use --db)", path)
 	}
-	db, err := store.Open(path, &store.Options{ReadOnly: true})
-	if errors.Is(err, store.ErrLocked) {
-		return nil, fmt.Errorf("%w; a running thinbot holds it: verify its export with --jsonl instead (--config does that by itself)", err)
-	}
-	return db, err
+	return store.Open(path, &store.Options{ReadOnly: true})
 }
+
+// auditUsage is `thinbot audit -h`.
+const auditUsage = `thinbot audit COMMAND [flags]   ('thinbot audit COMMAND -h' for its flags)
+
+  verify    check the chain and its journal (exit 2 if broken)
+  export    the chain as JSONL on stdout
+  tail      follow the chain as events are appended
+  timeline  a session's postmortem timeline (Markdown)
+  rebuild   rewrite audit.jsonl from the store, or the store from it
+  archive   move old events into a sealed archive file
+  restore   bring archived events back into a store of their own
+
+Every command takes --db PATH (default ` + "./.thinbot/events.db" + `) or --config FILE (a daemon's
+config: the store in its state_dir). verify, export, tail and timeline work on a running
+daemon's store: they read its journal (audit.jsonl), which it only appends to.`
 
 func verifyStore(ctx context.Context, e *env, path string) error {
 	db, err := openReadOnly(path)
@@ -395,11 +415,65 @@ func exportStore(ctx context.Context, e *env, path, session string, since uint64
 			rec.First, rec.Last, rec.File, rec.Head, seq, earlier, rec.Last+1)
 	}
 	if session != "" {
-		if a, ok, err := db.Archived(session); err == nil && ok {
+		a, archived, err := db.Archived(session)
+		if err != nil {
+			return err
+		}
+		if archived {
 			fmt.Fprintf(e.stderr, "session %s: %d earlier events (seq %d..%d) are archived in %s\n", session, a.Events, a.FirstSeq, a.LastSeq, strings.Join(a.Files, ", "))
+		}
+		if _, live, err := db.Session(session); err != nil {
+			return err
+		} else if !live && !archived {
+			return noSession(session)
 		}
 	}
 	return db.Export(ctx, e.stdout, session, since)
+}
+
+// noSession is the error for a session the chain does not have.
+func noSession(session string) error {
+	return fmt.Errorf("no session %q in the chain ('thinbot sessions list' lists them)", session)
+}
+
+// exportJournal is exportStore for a store a running thinbot holds: the
+// lines of its verified journal, the same bytes the store exports.
+func exportJournal(ctx context.Context, e *env, path, session string, since uint64) error {
+	j, err := openLiveJournal(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	fmt.Fprintln(e.stderr, j.note(path))
+	if rec, seq, ok, err := j.archivedBefore(ctx); err != nil {
+		return err
+	} else if ok && since <= rec.Last {
+		fmt.Fprintf(e.stderr, "events %d..%d are archived in %s (head %s, recorded by event %d); this export starts at seq %d: thinbot audit restore FILE... --to DIR brings them back\n",
+			rec.First, rec.Last, rec.File, rec.Head, seq, rec.Last+1)
+	}
+	found := session == ""
+	w := bufio.NewWriterSize(e.stdout, 64<<10)
+	err = j.each(ctx, func(ev store.Event, line []byte) error {
+		if session != "" && ev.Session != session {
+			return nil
+		}
+		found = true
+		if ev.Seq < since {
+			return nil
+		}
+		w.Write(line)
+		return w.WriteByte('\n')
+	})
+	if err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("audit export: %w", err)
+	}
+	if !found {
+		return noSession(session)
+	}
+	return nil
 }
 
 // rebuildAudit rewrites the journal (audit.jsonl) from the store; with no

@@ -41,16 +41,7 @@ func newAuditStore(t *testing.T, n int) string {
 	return path
 }
 
-func exitCode(err error) int {
-	var ec exitCoder
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ec):
-		return ec.ExitCode()
-	}
-	return 1
-}
+func exitCode(err error) int { return exitCodeOf(err) }
 
 func TestAuditVerify(t *testing.T) {
 	path := newAuditStore(t, 10)
@@ -101,10 +92,142 @@ func TestAuditVerifyLocked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	e, _, _ := auditEnv()
-	err = run(t.Context(), e, []string{"audit", "verify", "--db", path})
-	if !errors.Is(err, store.ErrLocked) || !strings.Contains(err.Error(), "--jsonl") {
-		t.Errorf("verify of a held store = %v; want ErrLocked and a hint", err)
+	e, out, _ := auditEnv()
+	if err := run(t.Context(), e, []string{"audit", "verify", "--db", path}); err != nil || !strings.Contains(out.String(), "verifying its export instead") {
+		t.Errorf("verify --db of a held store = %v; want its journal verified:\n%s", err, out)
+	}
+	// --from needs the store; the hint names no flag verify lacks.
+	e, _, _ = auditEnv()
+	err = run(t.Context(), e, []string{"audit", "verify", "--db", path, "--from", "1:" + strings.Repeat("0", 64)})
+	if !errors.Is(err, store.ErrLocked) || !strings.Contains(err.Error(), "stop the daemon") || strings.Contains(err.Error(), "--jsonl") {
+		t.Errorf("verify --from of a held store = %v; want ErrLocked and a hint", err)
+	}
+}
+
+// TestAuditLiveDaemon: export, sessions list and timeline work on a store
+// a running daemon holds, from its journal: the same bytes the store
+// exports, only complete lines (not one the daemon is writing), nothing
+// from a journal that does not verify or is not the daemon's, and an
+// unknown session is an error.
+func TestAuditLiveDaemon(t *testing.T) {
+	path := newAuditStore(t, 6)
+	dir := filepath.Dir(path)
+	journal := filepath.Join(dir, "audit.jsonl")
+	cfg := filepath.Join(t.TempDir(), "thinbot.yaml")
+	if err := os.WriteFile(cfg, []byte("state_dir: "+dir+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(path, nil) // the running daemon
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := range 3 {
+		if _, err := db.Append(t.Context(), store.Event{Session: "s2", Type: "user_message", Actor: "user:bob",
+			Payload: json.RawMessage(fmt.Sprintf(`{"text":"live%d"}`, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want bytes.Buffer
+	if err := db.Export(t.Context(), &want, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	good, _ := os.ReadFile(journal)
+
+	for _, args := range [][]string{{"--db", path}, {"--config", cfg}} {
+		e, out, errb := auditEnv()
+		if err := run(t.Context(), e, append([]string{"audit", "export"}, args...)); err != nil {
+			t.Fatalf("export %v of a running daemon: %v\n%s", args, err, errb)
+		}
+		if !bytes.Equal(out.Bytes(), want.Bytes()) || !strings.Contains(errb.String(), "held by the running thinbot: reading its journal") {
+			t.Errorf("export %v of a running daemon differs from the store's export:\n%s\nstderr: %s", args, out, errb)
+		}
+		e, out, errb = auditEnv()
+		if err := run(t.Context(), e, append([]string{"sessions", "list"}, args...)); err != nil {
+			t.Fatalf("sessions list %v of a running daemon: %v\n%s", args, err, errb)
+		}
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		if len(lines) != 4 || !strings.HasPrefix(lines[3], "s2 ") || !strings.Contains(lines[3], " 3 ") {
+			t.Errorf("sessions list %v of a running daemon:\n%s", args, out)
+		}
+	}
+	e, out, _ := auditEnv()
+	if err := run(t.Context(), e, []string{"audit", "export", "--db", path, "--session", "s2", "--since", "8"}); err != nil || strings.Count(out.String(), "\n") != 2 || !strings.Contains(out.String(), "live2") {
+		t.Errorf("export --session s2 --since 8 = %v:\n%s", err, out)
+	}
+	e, out, _ = auditEnv()
+	if err := run(t.Context(), e, []string{"audit", "timeline", "s2", "--db", path}); err != nil || !strings.Contains(out.String(), "**Chain verified:** 9 events") || !strings.Contains(out.String(), "live1") {
+		t.Errorf("timeline of a running daemon = %v:\n%s", err, out)
+	}
+	for _, args := range [][]string{{"audit", "export", "--session", "nope"}, {"audit", "timeline", "nope"}} {
+		e, out, _ = auditEnv()
+		if err := run(t.Context(), e, append(args, "--db", path)); err == nil || !strings.Contains(err.Error(), `no session "nope"`) || out.Len() > 0 && args[1] == "export" {
+			t.Errorf("%v of a running daemon = %v, want an unknown session error:\n%s", args, err, out)
+		}
+	}
+
+	// A line the daemon is writing is not read half.
+	if err := os.WriteFile(journal, append(bytes.Clone(good), `{"seq":10,"time":"20`...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, out, errb := auditEnv()
+	if err := run(t.Context(), e, []string{"audit", "export", "--db", path}); err != nil || !bytes.Equal(out.Bytes(), want.Bytes()) {
+		t.Errorf("export beside a line being written = %v:\n%s\n%s", err, out, errb)
+	}
+
+	// A tampered line: nothing is exported, and the exit code says broken.
+	bad := bytes.Replace(good, []byte(`"live1"`), []byte(`"LIVE1"`), 1)
+	if err := os.WriteFile(journal, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"audit", "export"}, {"sessions", "list"}, {"audit", "timeline", "s2"}} {
+		e, out, _ = auditEnv()
+		err := run(t.Context(), e, append(args, "--db", path))
+		if code := exitCode(err); code != 2 || !strings.Contains(err.Error(), "BROKEN at seq 8") || out.Len() > 0 {
+			t.Errorf("%v of a tampered journal: exit %d (%v), want 2 and nothing shown:\n%s", args, code, err, out)
+		}
+	}
+	if err := os.WriteFile(journal, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// Rotated away: the file at the path is not the daemon's journal.
+	if err := os.Rename(journal, journal+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(journal, good[:bytes.IndexByte(good, '\n')+1], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, out, _ = auditEnv()
+	err = run(t.Context(), e, []string{"audit", "export", "--db", path})
+	if code := exitCode(err); code != 2 || !strings.Contains(err.Error(), "NOT the running thinbot's journal") || out.Len() > 0 {
+		t.Errorf("export beside a rotated journal: exit %d (%v), want 2:\n%s", code, err, out)
+	}
+	if err := os.Rename(journal+".1", journal); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAuditUsage: audit -h prints the commands and succeeds; an unknown
+// audit command is a usage error that lists them.
+func TestAuditUsage(t *testing.T) {
+	for _, h := range []string{"-h", "--help", "-help"} {
+		e, out, errb := auditEnv()
+		if err := run(t.Context(), e, []string{"audit", h}); err != nil {
+			t.Errorf("audit %s = %v", h, err)
+		}
+		if s := out.String(); !strings.Contains(s, "export    the chain as JSONL") || strings.Contains(s, "unknown") {
+			t.Errorf("audit %s printed:\n%s%s", h, s, errb)
+		}
+	}
+	e, out, _ := auditEnv()
+	if err := run(t.Context(), e, []string{"sessions", "-h"}); err != nil || !strings.Contains(out.String(), "sessions list|clear [--db PATH | --config FILE]") {
+		t.Errorf("sessions -h = %v:\n%s", err, out)
+	}
+	e, _, _ = auditEnv()
+	err := run(t.Context(), e, []string{"audit", "frob"})
+	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), `unknown audit command "frob"`) || !strings.Contains(err.Error(), "timeline  a session") {
+		t.Errorf("audit frob = %v", err)
 	}
 }
 
@@ -233,6 +356,10 @@ func TestAuditExportRebuildSessions(t *testing.T) {
 	e, out, _ = auditEnv()
 	if err := run(t.Context(), e, []string{"sessions", "clear", "--db", path, "--session", "s0"}); err != nil || !strings.Contains(out.String(), "s0 cleared") {
 		t.Errorf("sessions clear = %v, %s", err, out)
+	}
+	e, _, _ = auditEnv()
+	if err := run(t.Context(), e, []string{"sessions", "clear", "--db", path, "--session", "nope"}); err == nil || !strings.Contains(err.Error(), `no session "nope"`) {
+		t.Errorf("sessions clear of an unknown session = %v", err)
 	}
 	for _, args := range [][]string{{"audit"}, {"audit", "nope"}, {"audit", "verify", "extra"}, {"sessions"}, {"sessions", "list", "x"}} {
 		e, _, _ = auditEnv()

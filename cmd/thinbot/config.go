@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -164,9 +165,37 @@ func loadConfig(path string, getenv func(string) string) (*daemonConfig, error) 
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
+	base, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	c.resolvePaths(base)
 	c.systemd = discoverSystemd(systemdUnit(c.SystemdUnit, getenv), systemdDirs)
 	c.defaults(getenv)
 	return &c, c.check(path)
+}
+
+// resolvePaths makes the config's relative paths absolute against base,
+// the config file's directory, as the fleet section's always were: serve
+// (which systemd starts in /) and config check (run from anywhere) must
+// read the same files. Every reader of a daemonConfig gets them resolved.
+func (c *daemonConfig) resolvePaths(base string) {
+	paths := []*string{&c.Model.APIKeyFile, &c.Model.CompactPromptFile, &c.Mattermost.TokenFile,
+		&c.Slack.BotTokenFile, &c.Slack.AppTokenFile, &c.Slack.SigningSecretFile,
+		&c.StateDir, &c.PolicyFile, &c.InstructionsFile, &c.SkillsLock,
+		&c.Web.TokensFile, &c.Web.Workspace, &c.Alerts.TokenFile}
+	for i := range c.SkillsDirs {
+		paths = append(paths, &c.SkillsDirs[i])
+	}
+	for i := range c.SecretFiles {
+		paths = append(paths, &c.SecretFiles[i])
+	}
+	for i := range c.Channels {
+		paths = append(paths, &c.Channels[i].Workspace, &c.Channels[i].InstructionsFile)
+	}
+	for _, p := range paths {
+		*p = rel(base, *p)
+	}
 }
 
 // defaults fills what the file leaves out: the model from the environment
@@ -252,6 +281,8 @@ func (c *daemonConfig) checkPlatform(bad func(string, ...any), who daemonUser) {
 		mm := c.Mattermost
 		if mm.URL == "" {
 			bad("mattermost.url is empty")
+		} else if u, err := url.Parse(mm.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("mattermost.url %q is not an http(s) URL: write it with its scheme, like https://%s", mm.URL, strings.TrimPrefix(mm.URL, "//"))
 		}
 		if mm.TokenFile == "" {
 			bad("mattermost.token_file is empty (the bot account's access token)")
@@ -306,6 +337,9 @@ func (c *daemonConfig) checkDaemon(bad func(string, ...any)) {
 	}
 	if c.Sandbox != "on" && c.Sandbox != "off" {
 		bad("sandbox %q: want on or off", c.Sandbox)
+	}
+	if _, err := logLevel(c.LogLevel); err != nil {
+		bad("%v", err)
 	}
 	if c.CommandPath != "" {
 		if err := agentcore.CheckPath(c.CommandPath); err != nil {
@@ -524,6 +558,38 @@ func (z zone) check(bad func(string, ...any), key string) {
 	}
 }
 
+// logLevel parses log_level: debug, info (the default, also for ""),
+// warn or error, in any case.
+func logLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "", "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return slog.LevelInfo, fmt.Errorf("log_level %q: want debug, info, warn or error", s)
+}
+
+// listenWarning says why a listen address other hosts can reach deserves
+// a look ("" for a loopback one): /metrics and /readyz answer whoever
+// connects. It is no error: Mattermost's button callbacks must reach the
+// listener, often from another host.
+func listenWarning(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		return ""
+	}
+	return fmt.Sprintf("listen %s is reachable from other hosts: /metrics and /readyz answer anyone who connects (callbacks and /alerts check their own secrets); "+
+		"bind 127.0.0.1 behind a reverse proxy, or firewall the port", addr)
+}
+
 // defaultListen is thinbot's listener when the config names none. Not
 // 8065 (Mattermost's own port, so the default failed on the Mattermost
 // host) and not 8080 (the web console's default, and half the world's
@@ -720,6 +786,9 @@ func cmdConfig(_ context.Context, e *env, args []string) error {
 	}
 	if c != nil {
 		for _, w := range c.secretWarnings(e.getenv) {
+			fmt.Fprintf(e.stdout, "warning: %s\n", w)
+		}
+		if w := listenWarning(c.Listen); w != "" {
 			fmt.Fprintf(e.stdout, "warning: %s\n", w)
 		}
 	}

@@ -419,3 +419,71 @@ func TestConfigTimezone(t *testing.T) {
 		t.Errorf("config check of a good config: %v\n%s", err, out)
 	}
 }
+
+// TestConfigCheckOpsItems: a Mattermost URL without a scheme (serve then
+// failed with "url ://" and the unit restarted every 5 s) and a log_level
+// that is no level are problems; a listen address other hosts reach is a
+// warning; relative paths are the config file's directory's, wherever
+// config check (or serve, which systemd starts in /) runs.
+func TestConfigCheckOpsItems(t *testing.T) {
+	out, err := writeCheckConfig(t, `
+model: {base_url: "http://127.0.0.1:9/v1", model: m}
+platform: mattermost
+mattermost: {url: "mm.example.com", token_file: TOKEN, callback_url: "http://127.0.0.1:8065/hooks/mm"}
+state_dir: STATE
+log_level: verbose
+channels:
+  - {id: "*", workspace: "WS", approvers: [k9xq3bobbobbobbobbobbobbob]}
+`)
+	if err == nil {
+		t.Fatal("config check passed")
+	}
+	for _, want := range []string{`mattermost.url "mm.example.com" is not an http(s) URL`, "https://mm.example.com",
+		`log_level "verbose": want debug, info, warn or error`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	// Relative paths, checked from another directory.
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "token"), []byte("secret"), 0o600)
+	os.Mkdir(filepath.Join(dir, "ws"), 0o755)
+	os.WriteFile(filepath.Join(dir, "AGENT.md"), []byte("be brief"), 0o644)
+	addr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(`
+model: {base_url: "http://127.0.0.1:9/v1", model: m}
+platform: mattermost
+mattermost: {url: "https://mm.example.com", token_file: token, callback_url: "http://127.0.0.1:8065/hooks/mm"}
+state_dir: state
+instructions_file: AGENT.md
+listen: 0.0.0.0:`+port+`
+log_level: DEBUG
+channels:
+  - {id: "*", workspace: ws, approvers: [k9xq3bobbobbobbobbobbobbob]}
+`), 0o600)
+	t.Chdir(t.TempDir())
+	var b bytes.Buffer
+	e := &env{stdout: &b, stderr: &b, getenv: func(string) string { return "" }}
+	if err := run(t.Context(), e, []string{"config", "check", "--config", cfg}); err != nil {
+		t.Fatalf("config check of relative paths from another directory: %v\n%s", err, b.String())
+	}
+	if !strings.Contains(b.String(), "state in "+filepath.Join(dir, "state")) {
+		t.Errorf("state_dir not resolved against the config's directory:\n%s", b.String())
+	}
+	if !strings.Contains(b.String(), "warning: listen 0.0.0.0:"+port+" is reachable from other hosts") {
+		t.Errorf("no warning for a listen address other hosts reach:\n%s", b.String())
+	}
+	c, err := loadConfig(cfg, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Channels[0].Workspace != filepath.Join(dir, "ws") || c.Mattermost.TokenFile != filepath.Join(dir, "token") {
+		t.Errorf("serve's config: workspace %q, token_file %q; want them in %s", c.Channels[0].Workspace, c.Mattermost.TokenFile, dir)
+	}
+	if w := listenWarning("127.0.0.1:8079") + listenWarning("[::1]:8079") + listenWarning("localhost:8079"); w != "" {
+		t.Errorf("a loopback listen address warned: %s", w)
+	}
+}

@@ -116,14 +116,26 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), stopOn...)
 	defer stop()
 	if err := run(ctx, e, os.Args[1:]); err != nil {
-		code := 1
-		var ec exitCoder
-		if errors.As(err, &ec) {
-			code = ec.ExitCode()
-		}
+		code := exitCodeOf(err)
 		reportError(e.stderr, e.logJSON, err, code)
 		os.Exit(code)
 	}
+}
+
+// exitCodeOf is the exit status for run's error: 0 for none, the error's
+// own (exitCoder), else 1. A usage error (an unknown command, verb or
+// flag) is 1 too, not the 2 of Go's flag package: `audit verify` exits 2
+// only when the chain is broken, which monitoring pages on, and a typo in
+// a cron line must not read as tampering.
+func exitCodeOf(err error) int {
+	var ec exitCoder
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ec):
+		return ec.ExitCode()
+	}
+	return 1
 }
 
 // reportError writes the error that ends the process: as a JSON log line

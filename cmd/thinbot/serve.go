@@ -61,9 +61,11 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w\n(run 'thinbot config check --config %s' for the full list)", err, *path)
 	}
-	level := slog.LevelInfo
-	_ = level.UnmarshalText([]byte(c.LogLevel))
+	level, _ := logLevel(c.LogLevel) // checked by loadConfig
 	logger := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	if w := listenWarning(c.Listen); w != "" {
+		logger.Warn(w)
+	}
 	defer tuneGC(e.getenv)()
 	if dir := e.getenv(profileEnv); dir != "" {
 		stop, err := startProfiles(dir, e.getenv(traceEnv) == "1")
@@ -215,8 +217,7 @@ func (d *daemon) run(ctx context.Context) error {
 	healthz(d.mux)
 	ready := &readiness{adapter: d.adapter, db: d.db, model: d.model, stateDir: c.StateDir, sandbox: d.sbx}
 	d.mux.HandleFunc("GET /readyz", ready.serve)
-	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_model_up",
-		Help: "1 when the model endpoint answered the last ping (at most one every 30 s), else 0; the model is not a readiness condition."}, ready.modelUp))
+	d.reg.MustRegister(modelUpGauge(ready))
 	d.mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
 	d.mux.HandleFunc("POST /-/reload", d.serveReload)
 	d.reload.register(d.reg)
@@ -666,6 +667,9 @@ func (r *readiness) serve(w http.ResponseWriter, req *http.Request) {
 func (r *readiness) modelState(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.model == nil {
+		return errors.New("not configured: set AGENT_BASE_URL and AGENT_MODEL") // the console without a model
+	}
 	if time.Since(r.checked) > 30*time.Second {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		r.modelErr = r.model.Ping(ctx)
@@ -673,6 +677,12 @@ func (r *readiness) modelState(ctx context.Context) error {
 		r.checked = time.Now()
 	}
 	return r.modelErr
+}
+
+// modelUpGauge is thinbot_model_up, read from r.
+func modelUpGauge(r *readiness) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_model_up",
+		Help: "1 when the model endpoint answered the last ping (at most one every 30 s), else 0; the model is not a readiness condition."}, r.modelUp)
 }
 
 // modelUp is thinbot_model_up: 1 when the last ping (by /readyz, or by

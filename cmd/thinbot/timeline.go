@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"iter"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -65,22 +64,54 @@ func auditTimeline(ctx context.Context, e *env, dbPath, jsonl, session string, l
 			if err != nil {
 				return err
 			}
-			if a, ok, err := db.Archived(session); err != nil {
+			a, archived, err := db.Archived(session)
+			if err != nil {
 				return err
-			} else if ok {
+			}
+			if archived {
 				// Archived events are not in this store: say where they are.
 				fmt.Fprintf(e.stderr, "session %s: %d events (seq %d..%d) are archived in %s: thinbot audit restore FILE --to DIR, then thinbot audit timeline %s --db DIR/events.db\n",
 					session, a.Events, a.FirstSeq, a.LastSeq, strings.Join(a.Files, ", "), session)
-				if _, live, err := db.Session(session); err != nil || !live {
-					return err
+			}
+			if _, live, err := db.Session(session); err != nil {
+				return err
+			} else if !live {
+				if archived {
+					return nil
 				}
+				return noSession(session)
 			}
 			return agentcore.WriteTimeline(e.stdout, session, db.Events(session, 1), rep, agentcore.TimelineOptions{Location: loc})
 		}
 		if !errors.Is(err, store.ErrLocked) {
 			return err
 		}
-		jsonl = filepath.Join(filepath.Dir(dbPath), "audit.jsonl")
+		// A running daemon holds the store: its journal, verified.
+		j, err := openLiveJournal(ctx, dbPath)
+		if err != nil {
+			return err
+		}
+		defer j.Close()
+		fmt.Fprintln(e.stderr, j.note(dbPath))
+		var evs []store.Event
+		if err := j.each(ctx, func(ev store.Event, _ []byte) error {
+			if ev.Session == session {
+				evs = append(evs, ev)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if len(evs) == 0 {
+			return noSession(session)
+		}
+		return agentcore.WriteTimeline(e.stdout, session, func(yield func(store.Event, error) bool) {
+			for _, ev := range evs {
+				if !yield(ev, nil) {
+					return
+				}
+			}
+		}, j.rep, agentcore.TimelineOptions{Location: loc})
 	}
 	f, err := os.Open(jsonl)
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/agentcore/openai"
 	"github.com/thinbot/thinbot/bot"
@@ -364,7 +366,9 @@ func (unconfiguredModel) Complete(context.Context, agentcore.Request) (agentcore
 // loopback address, state in ./.thinbot, this directory as the workspace,
 // the model from the environment.
 func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
-	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// JSON lines, as the daemon's: one log format for every serve.
+	e.logJSON = true
+	logger := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ws, err := os.Getwd()
 	if err != nil {
 		return err
@@ -378,6 +382,7 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
 	}
 	defer db.Close()
 	var model agentcore.Model = unconfiguredModel{}
+	var client *openai.Client // nil: no model configured
 	problem := ""
 	var secrets []string
 	if mc, err := modelConfig(e); err != nil {
@@ -389,7 +394,7 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
 		if err != nil {
 			return err
 		}
-		model, secrets = c, []string{mc.APIKey}
+		model, client, secrets = c, c, []string{mc.APIKey}
 	}
 	policy, err := loadPolicy("")
 	if err != nil {
@@ -436,10 +441,11 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
 		return fmt.Errorf("%w\n(thinbot serve without --config is the local operator's console; a shared console goes behind a login: see the web section of deploy/thinbot.example.yaml)", err)
 	}
 	ch := bot.Channel{Agent: agent, Workspace: ws, Approvers: []string{user}}
+	reg := newRegistry(db, srv)
 	b, err := bot.New(bot.Config{
 		Adapter:  srv,
 		Channel:  func(id string) (bot.Channel, bool) { return ch, id == "console" },
-		Sessions: sessions, Seen: seen, Known: agentcore.KnownSession(db), Logger: logger,
+		Sessions: sessions, Seen: seen, Known: agentcore.KnownSession(db), Metrics: bot.NewMetrics(reg), Logger: logger,
 	})
 	if err != nil {
 		return err
@@ -449,17 +455,21 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
 	defer stop()
 	mux := http.NewServeMux()
 	healthz(mux)
+	// Readiness and metrics as the daemon's (on loopback, as the console).
+	ready := &readiness{adapter: srv, db: db, model: client, stateDir: stateDir, sandbox: sbx}
+	mux.HandleFunc("GET /readyz", ready.serve)
+	reg.MustRegister(modelUpGauge(ready))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/", srv.Handler())
 	addr, wait, err := listenAndServe(srvCtx, listen, mux, logger)
 	if err != nil {
 		return fmt.Errorf("web listen: %w", err)
 	}
 	logger.Info("web console serving", "listen", addr.String())
-	fmt.Fprintf(e.stderr, "\nthinbot console: open http://%s in your browser (workspace %s, state in %s)\n", listen, ws, stateDir)
+	logger.Info(fmt.Sprintf("thinbot console: open http://%s in your browser", addr), "workspace", ws, "state_dir", stateDir)
 	if problem != "" {
-		fmt.Fprintln(e.stderr, "No model is configured yet: set AGENT_BASE_URL and AGENT_MODEL and restart; the page says the same.")
+		logger.Warn("No model is configured yet: set AGENT_BASE_URL and AGENT_MODEL and restart; the page says the same.")
 	}
-	fmt.Fprintln(e.stderr)
 	// The chain head goes to the log every 10 minutes and at the end, as
 	// the daemon's does: a log kept elsewhere anchors the chain.
 	waitHead := logChainHead(srvCtx, db, logger)

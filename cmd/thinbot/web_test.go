@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -162,9 +164,43 @@ func TestConsoleLogsTheChainHeadAtStop(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// /readyz and /metrics as the daemon's (issue #31): ready without a
+	// model, which is a line of its own; the counters there at zero.
+	var addr string
+	for _, line := range strings.Split(out.String(), "\n") {
+		var m struct{ Msg, Listen string }
+		if json.Unmarshal([]byte(line), &m) == nil && m.Msg == "web console serving" {
+			addr = m.Listen
+		}
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/readyz"); code != http.StatusOK || !strings.HasPrefix(body, "ready\n") || !strings.Contains(body, "model: unreachable") {
+		t.Errorf("console /readyz = %d:\n%s", code, body)
+	}
+	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, `thinbot_runs_total{status="answered"} 0`) ||
+		!strings.Contains(body, "thinbot_chain_events") || !strings.Contains(body, "thinbot_model_up 0") {
+		t.Errorf("console /metrics = %d:\n%s", code, body)
+	}
 	cancel()
 	<-done
-	if !strings.Contains(out.String(), "thinbot stopped") || !strings.Contains(out.String(), "head_hash=") {
+	// One log format: every line JSON, as the daemon's.
+	stopped := false
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Errorf("console log line is not JSON: %q", line)
+		}
+		stopped = stopped || m["msg"] == "thinbot stopped" && m["head_hash"] != nil
+	}
+	if !stopped {
 		t.Errorf("no chain head at stop:\n%s", out.String())
 	}
 }

@@ -316,6 +316,20 @@ var table = []mutation{
 	{ID: "R15", File: "agentcore/remote.go", What: "fleet (remote) command output is not masked where local output is (no count in the result, no learning)",
 		Old: "results[i].Output = []byte(r.maskOutput(string(results[i].Output)))", New: "_ = results[i].Output",
 		Pkgs: []string{"./agentcore"}, Run: "TestFleetOutputIsMasked"},
+	// Audit tools on a running daemon read its journal (issue #31).
+	{ID: "P1", File: "cmd/thinbot/livejournal.go", What: "audit export of a running daemon's store prints a tampered journal as the chain",
+		Old: "\tif !rep.OK {\n\t\tf.Close()", New: "\tif false {\n\t\tf.Close()",
+		Pkgs: []string{"./cmd/thinbot"}, Run: "TestAuditLiveDaemon"},
+	{ID: "P2", File: "cmd/thinbot/livejournal.go", What: "audit export of a running daemon reads a file rotated in at the journal's path, a shorter chain than the daemon's",
+		Old: "if err := daemonWrites(dbPath, path); err != nil {", New: "if err := daemonWrites(dbPath, path); false && err != nil {",
+		Pkgs: []string{"./cmd/thinbot"}, Run: "TestAuditLiveDaemon"},
+	{ID: "P3", File: "cmd/thinbot/livejournal.go", What: "a line the daemon is half-way writing makes the export of a running daemon fail",
+		Old: "\t\t\t\treturn end - n + i + 1, nil", New: "\t\t\t\treturn st.Size(), nil",
+		Pkgs: []string{"./cmd/thinbot"}, Run: "TestAuditLiveDaemon"},
+	// Packaging: a purge keeps the audit chain (issue #31).
+	{ID: "P4", File: "deploy/release.sh", What: "dpkg --purge deletes the audit chain in /var/lib/thinbot and the operator's config",
+		Old: `[ -d "$d" ] && rmdir --ignore-fail-on-non-empty "$d"`, New: `rm -rf "$d"`,
+		Pkgs: []string{"./tests"}, Run: "^TestRelease$"},
 	// Not listed: dropping the "no Origin header" refusal in crossOrigin
 	// is an equivalent mutant (an empty Origin fails the checks after it).
 	// A skill that needs python3 is not hidden because a busy host
