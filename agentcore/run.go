@@ -81,6 +81,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 		res.Status = StatusCancelled
 	} else if runErr != nil && runCtx.Err() != nil && res.Status != StatusBudget {
 		res.Status = StatusBudget
+		res.Answer = fmt.Sprintf("Stopped: the run used its budget of %s wall time.", r.budgets.MaxWall)
 		runErr = fmt.Errorf("%w: wall time %s", ErrBudget, r.budgets.MaxWall)
 	}
 	res.Steps, res.ModelCalls, res.Usage = r.steps, r.calls, r.usage

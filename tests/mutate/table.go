@@ -264,6 +264,48 @@ var table = []mutation{
 	{ID: "Q4", File: "bot/bot.go", What: "an alert's first look posts the links the model wrote as clickable links",
 		Old: "\t\tr.unwatched()\n", New: "",
 		Pkgs: []string{"./bot"}, Run: "TestMentionsAreQuiet"},
+	// The budgets a started run gets (issue #30): the smallest that
+	// applies, less what is spent; a first look's own.
+	{ID: "B6", File: "bot/budget.go", What: "a run gets the first token budget that applies (the thread's), not the smallest: it overspends the channel's day",
+		Old: "if limit == 0 || n < limit {", New: "if limit == 0 {",
+		Pkgs: []string{"./bot"}, Run: "TestRunGetsTheSmallestTokenBudget"},
+	{ID: "B7", File: "bot/budget.go", What: "a thread's later run gets the thread's whole token budget again, not what is left of it",
+		Old: "lower(tb.PerThread - usedThread)", New: "lower(tb.PerThread)",
+		Pkgs: []string{"./bot"}, Run: "TestRunGetsTheSmallestTokenBudget"},
+	{ID: "B8", File: "bot/budget.go", What: "a run gets the channel's whole day budget, not what is left of it today",
+		Old: "lower(tb.PerDay - usedDay)", New: "lower(tb.PerDay)",
+		Pkgs: []string{"./bot"}, Run: "TestRunGetsTheSmallestTokenBudget"},
+	{ID: "B9", File: "bot/budget.go", What: "the per-run token budget is dropped where a thread or day budget applies too",
+		Old: "limit := tb.PerRun", New: "limit := 0",
+		Pkgs: []string{"./bot"}, Run: "TestRunGetsTheSmallestTokenBudget"},
+	{ID: "B10", File: "bot/budget.go", What: "a turn's own smaller token budget is raised to the channel's",
+		// No caller sets a turn's MaxTokens before the channel's today
+		// (a first look's budgets have none): only the direct test sees it.
+		Old: "if limit > 0 && (t.Budgets.MaxTokens == 0 || limit < t.Budgets.MaxTokens) {", New: "if limit > 0 {",
+		Pkgs: []string{"./bot"}, Run: "TestTokenBudgetKeepsASmallerTurnBudget"},
+	{ID: "B11", File: "agentcore/agent.go", What: "a turn's token budget (the channel's, computed by the bot) never reaches the run",
+		Old: "if o.MaxTokens > 0 && (b.MaxTokens == 0 || o.MaxTokens < b.MaxTokens) {", New: "if false {",
+		Pkgs: []string{"./bot"}, Run: "TestRunGetsTheSmallestTokenBudget"},
+	{ID: "B12", File: "bot/alertinvestigate.go", What: "an alert's first look runs under the channel's budgets (30 steps, 30 minutes), not its route's",
+		Old: "\tt.Budgets = ar.budgets\n", New: "",
+		Pkgs: []string{"./bot"}, Run: "TestAlertFirstLookBudgets"},
+	{ID: "B13", File: "bot/alertinvestigate.go", What: "a first look gets no wall time of its route (5 minutes by default): a hung model holds it 30 minutes",
+		Old: "MaxModelCalls: 2*steps + 1, MaxWall: wall}}", New: "MaxModelCalls: 2*steps + 1}}",
+		Pkgs: []string{"./bot"}, Run: "TestAlertFirstLookBudgets"},
+	{ID: "B14", File: "bot/alertinvestigate.go", What: "a route's max_investigations is not enforced: a storm of one route takes every slot of the channel",
+		Old: "case a.perRoute[rt.Name] >= limitRoute:", New: "case false:",
+		Pkgs: []string{"./bot"}, Run: "TestAlertFirstLooksPerRoute"},
+	{ID: "B15", File: "bot/alertinvestigate.go", What: "a route without max_investigations lets any number of its first looks run",
+		Old: "\t\tlimitRoute = 2\n", New: "\t\tlimitRoute = 1 << 20\n",
+		Pkgs: []string{"./bot"}, Run: "TestAlertFirstLooksPerRoute"},
+	{ID: "B16", File: "agentcore/run.go", What: "a run stopped by its wall time tells the thread nothing of why (\"Send a new message to continue.\" alone)",
+		Old: "\t\tres.Answer = fmt.Sprintf(\"Stopped: the run used its budget of %s wall time.\", r.budgets.MaxWall)\n", New: "",
+		Pkgs: []string{"./agentcore", "./bot"}, Run: "TestWallTimeStopsTheRunAndSaysSo|TestAlertFirstLookBudgets"},
+	// Card links (issue #30): the scheme is L9; a link's own ) or ]
+	// cannot end its Markdown early.
+	{ID: "L11", File: "bot/alerts.go", What: "a card link's ) and ] are not escaped: an annotation ends the link early and appends a link of its own",
+		Old: "strings.IndexByte(\"()<>[]|`\\\"'\\\\*_~{}\", c) >= 0", New: "strings.IndexByte(\"<>|`\\\"'\\\\*_~{}\", c) >= 0",
+		Pkgs: []string{"./bot"}, Run: "TestCardLink|TestAlertCardLinks"},
 	// Not listed: dropping the "no Origin header" refusal in crossOrigin
 	// is an equivalent mutant (an empty Origin fails the checks after it).
 }
