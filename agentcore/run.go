@@ -147,6 +147,11 @@ func (r *run) overBudget(ctx context.Context) (Result, error) {
 	case r.budgets.MaxTokens > 0 && r.usage.PromptTokens+r.usage.CompletionTokens >= r.budgets.MaxTokens:
 		return r.exhausted("tokens", r.budgets.MaxTokens)
 	}
+	if r.t.Spent != nil {
+		if why := r.t.Spent(); why != "" {
+			return Result{Status: StatusBudget, Answer: why}, fmt.Errorf("%w: %s", ErrBudget, why)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return Result{Status: StatusCancelled}, err
 	}

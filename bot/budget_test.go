@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -470,5 +471,52 @@ func TestTokenBudgetKeepsASmallerTurnBudget(t *testing.T) {
 		if why := r.b.tokenBudget(th, &tr); why != "" || tr.Budgets.MaxTokens != tc.want {
 			t.Errorf("a turn with MaxTokens %d: %d (%q), want %d", tc.turn, tr.Budgets.MaxTokens, why, tc.want)
 		}
+	}
+}
+
+// Runs of one channel that overlap share the day's budget: each checks
+// the channel's tally before each model call, so together they end at
+// most one call each past the day, not each with the whole of what the
+// day had left when it started (two runs of 3 calls for 2000 tokens).
+func TestOverlappingRunsShareTheDay(t *testing.T) {
+	used := &agentcore.Usage{PromptTokens: 600, CompletionTokens: 100}
+	var mu sync.Mutex
+	arrived, both, done := 0, make(chan struct{}), make(chan struct{})
+	fm := fakemodel.NewFunc(func(fakemodel.Request) fakemodel.Reply {
+		mu.Lock()
+		arrived++
+		n := arrived
+		if n == 2 {
+			close(both)
+		}
+		mu.Unlock()
+		if n <= 2 { // both runs have started before either spends
+			select {
+			case <-both:
+			case <-done:
+			}
+		}
+		return fakemodel.Reply{Usage: used, ToolCalls: []fakemodel.Call{{Name: "run", Args: `{"command":"true","reason":"again"}`}}}
+	})
+	t.Cleanup(fm.Close)
+	m, err := openai.New(openai.Config{BaseURL: fm.URL, Model: "test-model", MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, m, Channel{Tokens: TokenBudgets{PerThread: 100000, PerDay: 2000}}, Config{})
+	t.Cleanup(func() { close(done) }) // before the rig stops
+	th2 := Thread{Platform: "fake", Channel: "C1", Root: "R2"}
+	r.say(alice, th1, "m1", "go on", true)
+	r.say(bob, th2, "m2", "go on", true)
+	for _, th := range []Thread{th1, th2} {
+		r.ad.waitPost(t, th, contains("Stopped:"))
+	}
+	if n := len(fm.Requests()); n > 4 {
+		t.Errorf("the channel's runs made %d model calls (%d tokens) for a day of 2000, want at most 4", n, 700*n)
+	}
+	if r.ad.count("Stopped: this channel has used its budget of 2000 model tokens for today (UTC).") == 0 {
+		r.ad.mu.Lock()
+		defer r.ad.mu.Unlock()
+		t.Errorf("no run was told the day is spent; posts: %+v", r.ad.posts)
 	}
 }

@@ -301,6 +301,12 @@ var table = []mutation{
 	{ID: "B16", File: "agentcore/run.go", What: "a run stopped by its wall time tells the thread nothing of why (\"Send a new message to continue.\" alone)",
 		Old: "\t\tres.Answer = fmt.Sprintf(\"Stopped: the run used its budget of %s wall time.\", r.budgets.MaxWall)\n", New: "",
 		Pkgs: []string{"./agentcore", "./bot"}, Run: "TestWallTimeStopsTheRunAndSaysSo|TestAlertFirstLookBudgets"},
+	{ID: "B17", File: "bot/budget.go", What: "overlapping runs of a channel each spend what the day had left when they started (the day is not checked again before each call)",
+		Old: "\t\tt.Spent = func() string { return b.daySpent(th) }\n", New: "",
+		Pkgs: []string{"./bot"}, Run: "TestOverlappingRunsShareTheDay"},
+	{ID: "B18", File: "agentcore/run.go", What: "a turn's check of a budget kept outside the run (the channel's day) is asked but not heeded",
+		Old: "if why := r.t.Spent(); why != \"\" {", New: "if why := r.t.Spent(); false && why != \"\" {",
+		Pkgs: []string{"./bot"}, Run: "TestOverlappingRunsShareTheDay"},
 	// The console's logins are server-side sessions, and its login
 	// back-off counts the client it can know (issue #30).
 	{ID: "W10", File: "bot/web/auth.go", What: "X-Forwarded-For is read from any peer: an attacker rotating it guesses tokens unslowed, or names its victim to lock the victim out",
