@@ -932,3 +932,35 @@ func TestAuditSummaryIsDurable(t *testing.T) {
 		t.Errorf("Audit read the chain durable up to seq %d of %d", durable, last)
 	}
 }
+
+// A run that reaches its wall time (the turn's, below the agent's) ends as
+// a budget and says so: the answer names the budget, as the other budgets'
+// do, so that a thread is told why the run stopped.
+func TestWallTimeStopsTheRunAndSaysSo(t *testing.T) {
+	f := newFixture(t, Config{})
+	a, err := New(Config{Store: f.db, Model: waitingModel{}, Policy: gate.DefaultPolicy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Run(t.Context(), Turn{Session: "s", Text: "wait", Dir: f.dir, Budgets: Budgets{MaxWall: 200 * time.Millisecond}})
+	if !errors.Is(err, ErrBudget) || res.Status != StatusBudget {
+		t.Fatalf("Run = %+v, %v; want the wall-time budget", res, err)
+	}
+	if want := "Stopped: the run used its budget of 200ms wall time."; res.Answer != want {
+		t.Errorf("answer %q, want %q", res.Answer, want)
+	}
+	evs := f.events(t, "s")
+	var p RunPayload
+	json.Unmarshal(evs[len(evs)-1].Payload, &p)
+	if p.Status != StatusBudget || !strings.Contains(p.Detail, "wall time 200ms") {
+		t.Errorf("run_finished = %+v", p)
+	}
+}
+
+// waitingModel answers when the call is cancelled, not before.
+type waitingModel struct{}
+
+func (waitingModel) Complete(ctx context.Context, _ Request) (Response, error) {
+	<-ctx.Done()
+	return Response{}, ctx.Err()
+}

@@ -84,6 +84,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 		res.Status = StatusCancelled
 	} else if runErr != nil && runCtx.Err() != nil && res.Status != StatusBudget {
 		res.Status = StatusBudget
+		res.Answer = fmt.Sprintf("Stopped: the run used its budget of %s wall time.", r.budgets.MaxWall)
 		runErr = fmt.Errorf("%w: wall time %s", ErrBudget, r.budgets.MaxWall)
 	}
 	res.Steps, res.ModelCalls, res.Usage = r.steps, r.calls, r.usage
@@ -159,6 +160,11 @@ func (r *run) overBudget(ctx context.Context) (Result, error) {
 		return r.exhausted("consecutive tool errors", r.budgets.MaxToolErrors)
 	case r.budgets.MaxTokens > 0 && r.usage.PromptTokens+r.usage.CompletionTokens >= r.budgets.MaxTokens:
 		return r.exhausted("tokens", r.budgets.MaxTokens)
+	}
+	if r.t.Spent != nil {
+		if why := r.t.Spent(); why != "" {
+			return Result{Status: StatusBudget, Answer: why}, fmt.Errorf("%w: %s", ErrBudget, why)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{Status: StatusCancelled}, err

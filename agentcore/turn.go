@@ -128,6 +128,11 @@ type Turn struct {
 	// Budgets, where a field is set, lower the agent's budgets for this
 	// turn (an alert route's first look); they never raise them.
 	Budgets Budgets
+	// Spent, if set, is asked before each model call whether a budget
+	// kept outside the run is spent (a channel's day, which the channel's
+	// other runs spend too); a reason ends the run as a budget, with the
+	// reason as its answer.
+	Spent func() string
 }
 
 // Result is the outcome of a run.

@@ -639,3 +639,87 @@ func TestAlertSlowHandlingOutlivesReadDeadline(t *testing.T) {
 		t.Errorf("a delivery handled slowly: %s", resp.Status)
 	}
 }
+
+// loopModel never answers: it asks for `true` again and again, or, with
+// wait set, waits for the run to end (or wait to close: a first look is
+// not cancelled when the bot stops, so a test ends it thus).
+type loopModel struct{ wait chan struct{} }
+
+func (m loopModel) Complete(ctx context.Context, _ agentcore.Request) (agentcore.Response, error) {
+	if m.wait != nil {
+		select {
+		case <-ctx.Done():
+			return agentcore.Response{}, ctx.Err()
+		case <-m.wait:
+			return agentcore.Response{}, errors.New("the test ended")
+		}
+	}
+	return agentcore.Response{ToolCalls: []agentcore.ToolCall{{ID: "c1", Name: agentcore.ToolRun, Arguments: `{"command":"true","reason":"again"}`}}}, nil
+}
+
+// A first look runs under its route's budgets of steps and time (8 steps
+// and 5 minutes where the route sets none), not the channel's: a model
+// that never answers is stopped there.
+func TestAlertFirstLookBudgets(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		wait  bool // the model waits instead of asking for commands
+		route AlertRoute
+		want  string
+	}{
+		{"the route's steps", false, AlertRoute{MaxSteps: 2}, "Stopped: the run used its budget of 2 steps."},
+		{"the default steps", false, AlertRoute{}, "Stopped: the run used its budget of 8 steps."},
+		{"the route's time", true, AlertRoute{MaxWall: 200 * time.Millisecond}, "Stopped: the run used its budget of 200ms wall time."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m loopModel
+			if tc.wait {
+				m.wait = make(chan struct{})
+			}
+			r := newRig(t, m, Channel{}, Config{})
+			if tc.wait {
+				t.Cleanup(func() { close(m.wait) }) // before the rig stops
+			}
+			rt := tc.route
+			rt.Name, rt.Channel, rt.Investigate = "ops", "C1", true
+			rt.Matchers = []Matcher{must(ParseMatcher(`severity="critical"`))}
+			h := r.alerts(t, AlertsConfig{Routes: []AlertRoute{rt}})
+			if w := deliver(h, testAlertToken, alertBody("g1", "firing", diskAlert("firing"))); w.Code != http.StatusOK {
+				t.Fatalf("deliver: %d %s", w.Code, w.Body)
+			}
+			root := r.ad.rootPosts()[0].id
+			r.ad.waitPost(t, Thread{Platform: "fake", Channel: "C1", Root: root}, contains(tc.want))
+		})
+	}
+}
+
+// At most the route's max_investigations first looks (2 where it sets
+// none) run at once, whatever the channel allows; a group beyond them is
+// told its first look was skipped.
+func TestAlertFirstLooksPerRoute(t *testing.T) {
+	for _, tc := range []struct {
+		limit, want int // the route's setting, the first looks it lets run
+	}{{1, 1}, {0, 2}, {3, 3}} {
+		t.Run(fmt.Sprint(tc.limit), func(t *testing.T) {
+			model := &recModel{m: cmdModel{cmd: "true"}, gate: make(chan struct{})}
+			r := newRig(t, model, Channel{}, Config{MaxConcurrent: 8})
+			t.Cleanup(func() { close(model.gate) }) // before the rig stops
+			h := r.alerts(t, AlertsConfig{MaxPerChannel: 8, Routes: []AlertRoute{{Name: "ops", Channel: "C1", Investigate: true,
+				MaxInvestigations: tc.limit, Matchers: []Matcher{must(ParseMatcher(`severity="critical"`))}}}})
+			const n = 5
+			for i := range n {
+				a := diskAlert("firing")
+				a.Fingerprint = fmt.Sprint("f", i)
+				if w := deliver(h, testAlertToken, alertBody(fmt.Sprint("g", i), "firing", a)); w.Code != http.StatusOK {
+					t.Fatalf("alert %d: %d %s", i, w.Code, w.Body)
+				}
+			}
+			skip := fmt.Sprintf("Skipped the automatic first look: %d first looks of route \"ops\" are already running", tc.want)
+			if got := r.ad.count(skip); got != n-tc.want {
+				r.ad.mu.Lock()
+				defer r.ad.mu.Unlock()
+				t.Fatalf("%d groups told %q, want %d; posts: %+v", got, skip, n-tc.want, r.ad.posts)
+			}
+		})
+	}
+}

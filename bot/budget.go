@@ -83,6 +83,27 @@ func (b *Bot) tokenBudget(th *thread, t *agentcore.Turn) string {
 	if limit > 0 && (t.Budgets.MaxTokens == 0 || limit < t.Budgets.MaxTokens) {
 		t.Budgets.MaxTokens = limit
 	}
+	if tb.PerDay > 0 {
+		// Other runs of the channel may spend the day meanwhile.
+		t.Spent = func() string { return b.daySpent(th) }
+	}
+	return ""
+}
+
+// daySpent is a run's check of its channel's day before each model call:
+// runs of one channel that overlap share what the day has left, which
+// the run's own MaxTokens, fixed at its start, cannot see. It says why the
+// run must stop, or "".
+func (b *Bot) daySpent(th *thread) string {
+	_, usedDay, err := b.tokens.used(th.ch.Agent, th.t, b.cfg.Now())
+	if err != nil {
+		b.cfg.Metrics.error("store")
+		b.log.Error("token budget: reading the tallies", "conv", th.t.Key(), "err", err)
+		return "Stopped: this channel's token budget could not be checked (the event store failed). Operators can see the details in the log."
+	}
+	if perDay := th.ch.Tokens.PerDay; usedDay >= perDay {
+		return fmt.Sprintf("Stopped: this channel has used its budget of %d model tokens for today (UTC).", perDay)
+	}
 	return ""
 }
 

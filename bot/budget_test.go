@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/agentcore/openai"
 	"github.com/thinbot/thinbot/store"
+	"github.com/thinbot/thinbot/tests/fakemodel"
 )
 
 // usageModel answers with a fixed usage.
@@ -384,5 +387,136 @@ func TestTokenBudgetRefusalIsRecorded(t *testing.T) {
 	}
 	if len(u.Queued) != 0 {
 		t.Errorf("waiting after a restart: %+v", u.Queued)
+	}
+}
+
+// spendingServer is the scripted OpenAI-compatible server (tests/fakemodel)
+// behind the real client: every call reports 700 tokens (600 prompt, 100
+// completion). A thread that says "answer" is answered at once; any other
+// run is asked to run `true` again and again, until a budget stops it.
+func spendingServer(t *testing.T) (*fakemodel.Server, agentcore.Model) {
+	t.Helper()
+	used := &agentcore.Usage{PromptTokens: 600, CompletionTokens: 100}
+	fm := fakemodel.NewFunc(func(req fakemodel.Request) fakemodel.Reply {
+		for _, m := range slices.Backward(req.Messages) {
+			if m.Role == "user" && strings.Contains(m.Content, "answer") {
+				return fakemodel.Reply{Content: "answered", Usage: used}
+			}
+			if m.Role == "user" {
+				break
+			}
+		}
+		return fakemodel.Reply{Usage: used, ToolCalls: []fakemodel.Call{{Name: "run", Args: `{"command":"true","reason":"again"}`}}}
+	})
+	t.Cleanup(fm.Close)
+	m, err := openai.New(openai.Config{BaseURL: fm.URL, Model: "test-model", MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fm, m
+}
+
+// A started run gets the smallest of the budgets that apply, less what
+// its thread and its channel have used: it stops, with a message naming
+// that budget, at the first model call it would make at or beyond it, so
+// it never spends more than one call past the thread's or the day's
+// budget (three calls of 700 for 1500, two for 800 or 1000).
+func TestRunGetsTheSmallestTokenBudget(t *testing.T) {
+	th2 := Thread{Platform: "fake", Channel: "C1", Root: "R2"}
+	for _, tc := range []struct {
+		name   string
+		tokens TokenBudgets
+		before []Thread // an answered run (700 tokens) in each, first
+		limit  int
+		calls  int // the run's model calls
+	}{
+		{"the day's below the thread's", TokenBudgets{PerThread: 5000, PerDay: 1500}, nil, 1500, 3},
+		{"the thread's below the day's", TokenBudgets{PerThread: 1500, PerDay: 5000}, nil, 1500, 3},
+		{"the run's below both", TokenBudgets{PerRun: 1000, PerThread: 5000, PerDay: 5000}, nil, 1000, 2},
+		{"what the thread has left", TokenBudgets{PerThread: 1500, PerDay: 5000}, []Thread{th1}, 800, 2},
+		{"what the day has left", TokenBudgets{PerThread: 5000, PerDay: 1500}, []Thread{th2}, 800, 2},
+		{"the run's below what is left", TokenBudgets{PerRun: 1000, PerThread: 5000, PerDay: 5000}, []Thread{th1, th2}, 1000, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fm, m := spendingServer(t)
+			r := newRig(t, m, Channel{Tokens: tc.tokens}, Config{})
+			for i, th := range tc.before {
+				r.say(alice, th, fmt.Sprint("b", i), "answer", true)
+				r.ad.waitPost(t, th, contains("answered"))
+			}
+			before := len(fm.Requests())
+			r.say(alice, th1, "m1", "go on", true)
+			want := fmt.Sprintf("Stopped: the run used its budget of %d tokens.", tc.limit)
+			r.ad.waitPost(t, th1, contains("Stopped: the run used its budget of"))
+			if r.ad.count(want) != 1 {
+				r.ad.mu.Lock()
+				defer r.ad.mu.Unlock()
+				t.Fatalf("want %q in the thread; posts: %+v", want, r.ad.posts)
+			}
+			if n := len(fm.Requests()) - before; n != tc.calls {
+				t.Errorf("the run made %d model calls (%d tokens), want %d", n, 700*n, tc.calls)
+			}
+		})
+	}
+}
+
+// A turn that comes with a token budget of its own keeps it where it is
+// the smaller: the channel's budgets lower a run's budget, never raise it.
+func TestTokenBudgetKeepsASmallerTurnBudget(t *testing.T) {
+	r := newRig(t, usageModel{}, Channel{Tokens: TokenBudgets{PerThread: 1500, PerDay: 5000}}, Config{})
+	ch, _ := r.b.cfg.Channel("C1")
+	th := &thread{t: th1, ch: ch}
+	for _, tc := range []struct{ turn, want int }{{0, 1500}, {1000, 1000}, {3000, 1500}} {
+		tr := agentcore.Turn{Budgets: agentcore.Budgets{MaxTokens: tc.turn}}
+		if why := r.b.tokenBudget(th, &tr); why != "" || tr.Budgets.MaxTokens != tc.want {
+			t.Errorf("a turn with MaxTokens %d: %d (%q), want %d", tc.turn, tr.Budgets.MaxTokens, why, tc.want)
+		}
+	}
+}
+
+// Runs of one channel that overlap share the day's budget: each checks
+// the channel's tally before each model call, so together they end at
+// most one call each past the day, not each with the whole of what the
+// day had left when it started (two runs of 3 calls for 2000 tokens).
+func TestOverlappingRunsShareTheDay(t *testing.T) {
+	used := &agentcore.Usage{PromptTokens: 600, CompletionTokens: 100}
+	var mu sync.Mutex
+	arrived, both, done := 0, make(chan struct{}), make(chan struct{})
+	fm := fakemodel.NewFunc(func(fakemodel.Request) fakemodel.Reply {
+		mu.Lock()
+		arrived++
+		n := arrived
+		if n == 2 {
+			close(both)
+		}
+		mu.Unlock()
+		if n <= 2 { // both runs have started before either spends
+			select {
+			case <-both:
+			case <-done:
+			}
+		}
+		return fakemodel.Reply{Usage: used, ToolCalls: []fakemodel.Call{{Name: "run", Args: `{"command":"true","reason":"again"}`}}}
+	})
+	t.Cleanup(fm.Close)
+	m, err := openai.New(openai.Config{BaseURL: fm.URL, Model: "test-model", MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, m, Channel{Tokens: TokenBudgets{PerThread: 100000, PerDay: 2000}}, Config{})
+	t.Cleanup(func() { close(done) }) // before the rig stops
+	th2 := Thread{Platform: "fake", Channel: "C1", Root: "R2"}
+	r.say(alice, th1, "m1", "go on", true)
+	r.say(bob, th2, "m2", "go on", true)
+	for _, th := range []Thread{th1, th2} {
+		r.ad.waitPost(t, th, contains("Stopped:"))
+	}
+	if n := len(fm.Requests()); n > 4 {
+		t.Errorf("the channel's runs made %d model calls (%d tokens) for a day of 2000, want at most 4", n, 700*n)
+	}
+	if r.ad.count("Stopped: this channel has used its budget of 2000 model tokens for today (UTC).") == 0 {
+		r.ad.mu.Lock()
+		defer r.ad.mu.Unlock()
+		t.Errorf("no run was told the day is spent; posts: %+v", r.ad.posts)
 	}
 }

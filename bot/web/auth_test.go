@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -161,21 +162,39 @@ func TestSessionsSurviveARestartButNotTheirRemoval(t *testing.T) {
 	}
 }
 
-// TestCookieExpiry checks the login's end directly: the cookie works until
-// loginFor has passed, then not (its session is dropped too).
+// TestCookieExpiry: a login ends loginFor after it began, and the server
+// enforces it: its session's end in the table refuses the cookie even
+// when the cookie says it is good for a year (one a leaked key could
+// make), and the cookie's own end refuses it while its session would
+// still be live. Each check is tried alone: the test makes the cookies
+// with the server's key so that the other check passes.
 func TestCookieExpiry(t *testing.T) {
 	a := newAuthServer(t, Config{})
 	c, _ := a.login("carol-token-0123456789", "192.0.2.7:4000", nil)
 	if c == nil || c.MaxAge != int(loginFor.Seconds()) {
 		t.Fatalf("cookie %+v", c)
 	}
-	a.advance(loginFor - time.Minute)
-	if code := a.threads(c); code != http.StatusOK {
-		t.Errorf("a minute before expiry: %d", code)
+	name, sid, ok := a.checkCookie(c.Value)
+	if !ok || name != "carol" {
+		t.Fatalf("the login's cookie: %q %v", name, ok)
+	}
+	long := &http.Cookie{Name: sessionCookie, Value: a.makeCookie("carol", a.clock().Add(365*24*time.Hour), sid)}
+	short := &http.Cookie{Name: sessionCookie, Value: a.makeCookie("carol", a.clock().Add(time.Minute), sid)}
+	a.advance(2 * time.Minute)
+	if code := a.threads(short); code != http.StatusUnauthorized {
+		t.Errorf("a cookie past its own end, its session live: %d, want 401", code)
+	}
+	a.advance(loginFor - 3*time.Minute)
+	for what, c := range map[string]*http.Cookie{"the login's cookie": c, "a cookie for a year": long} {
+		if code := a.threads(c); code != http.StatusOK {
+			t.Errorf("%s a minute before the login ends: %d", what, code)
+		}
 	}
 	a.advance(2 * time.Minute)
-	if code := a.threads(c); code != http.StatusUnauthorized {
-		t.Errorf("a minute after expiry: %d, want 401", code)
+	for what, c := range map[string]*http.Cookie{"the login's cookie": c, "a cookie for a year": long} {
+		if code := a.threads(c); code != http.StatusUnauthorized {
+			t.Errorf("%s a minute after the login ended: %d, want 401", what, code)
+		}
 	}
 }
 
@@ -298,6 +317,71 @@ func TestWrongTokensAreSlowedDown(t *testing.T) {
 	}
 	if c, _ := a.login("carol-token-0123456789", "10.0.0.5:5000", map[string]string{"X-Forwarded-For": "198.51.100.10"}); c == nil {
 		t.Error("a client behind the proxy is locked out by another")
+	}
+}
+
+// TestLoginBackoffClients: the wrong tokens a login's back-off counts are
+// counted against the client as the console can know it: the peer, an
+// IPv6 peer's /64 (one host picks any address of its network), and behind
+// a trusted proxy the address the proxy names. An attacker who rotates
+// what it controls (its IPv6 address, an X-Forwarded-For header the
+// console must not trust, the hops before the proxy's) is slowed down all
+// the same, and cannot name its victim's address to lock the victim out.
+func TestLoginBackoffClients(t *testing.T) {
+	const proxy = "10.0.0.5:5000"
+	type try struct{ remote, xff string }
+	for _, tc := range []struct {
+		name     string
+		attacker func(i int) try // its i-th wrong token
+		victim   try             // logs in right after
+	}{
+		{"X-Forwarded-For from an untrusted peer is not read",
+			func(i int) try { return try{"192.0.2.66:4000", fmt.Sprintf("198.51.100.%d", i)} },
+			try{"192.0.2.7:4000", ""}},
+		{"an untrusted peer naming its victim in X-Forwarded-For",
+			func(int) try { return try{"192.0.2.66:4000", "192.0.2.7"} },
+			try{"192.0.2.7:4000", ""}},
+		{"an IPv6 client is its /64",
+			func(i int) try { return try{fmt.Sprintf("[2001:db8:1:2::%x]:4000", i+1), ""} },
+			try{"[2001:db8:1:3::66]:4000", ""}},
+		{"IPv4 clients of a dual-stack socket are one each",
+			func(int) try { return try{"[::ffff:192.0.2.66]:4000", ""} },
+			try{"[::ffff:192.0.2.7]:4000", ""}},
+		{"behind the proxy, the address it names",
+			func(int) try { return try{proxy, "198.51.100.9"} },
+			try{proxy, "198.51.100.10"}},
+		{"behind the proxy, hops before the proxy's are the client's to forge",
+			func(i int) try { return try{proxy, fmt.Sprintf("203.0.113.%d, 198.51.100.9", i)} },
+			try{proxy, "198.51.100.10"}},
+		{"behind the proxy, an IPv6 client is its /64",
+			func(i int) try { return try{proxy, fmt.Sprintf("2001:db8:5:6::%x", i+1)} },
+			try{proxy, "2001:db8:5:7::1"}},
+		{"behind a dual-stack proxy, IPv4 clients are one each",
+			func(int) try { return try{proxy, "::ffff:198.51.100.9"} },
+			try{proxy, "::ffff:198.51.100.10"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAuthServer(t, Config{})
+			hdr := func(p try) map[string]string {
+				if p.xff == "" {
+					return nil
+				}
+				return map[string]string{"X-Forwarded-For": p.xff}
+			}
+			for i := range freeTries {
+				p := tc.attacker(i)
+				if _, w := a.login("wrong-token-0123456789", p.remote, hdr(p)); w.Code != http.StatusUnauthorized {
+					t.Fatalf("wrong token %d from %+v: %d, want 401", i+1, p, w.Code)
+				}
+			}
+			p := tc.attacker(freeTries)
+			if _, w := a.login("carol-token-0123456789", p.remote, hdr(p)); w.Code != http.StatusTooManyRequests {
+				t.Errorf("the attacker's next try, from %+v: %d, want 429", p, w.Code)
+			}
+			if c, w := a.login("carol-token-0123456789", tc.victim.remote, hdr(tc.victim)); c == nil {
+				t.Errorf("the victim %+v: %d, want a login", tc.victim, w.Code)
+			}
+		})
 	}
 }
 

@@ -47,6 +47,11 @@ func FuzzClientAddr(f *testing.F) {
 	f.Add("10.0.0.5:5000", "198.51.100.9, 10.0.0.7")
 	f.Add("192.0.2.7:4000", "10.0.0.1")
 	f.Add("10.0.0.5:5000", "garbage,,::1, 2001:db8::1")
+	// An untrusted peer's header names another client: not read.
+	f.Add("192.0.2.7:4000", "198.51.100.9")
+	f.Add("[2001:db8::7]:4000", "2001:db8:1::9")
+	// A dual-stack proxy writes IPv4 clients as IPv4-mapped IPv6.
+	f.Add("10.0.0.5:5000", "::ffff:198.51.100.9")
 	f.Fuzz(func(t *testing.T, remote, xff string) {
 		req := httptest.NewRequest("POST", "/login", nil)
 		req.RemoteAddr = remote
@@ -67,6 +72,47 @@ func FuzzClientAddr(f *testing.F) {
 		}
 		if got != peer && (s.trustedProxy(got) || !named) {
 			t.Fatalf("peer %s, X-Forwarded-For %q: client %s", peer, xff, got)
+		}
+	})
+}
+
+// FuzzClientKey: the back-off counts an IPv4 client by its address and an
+// IPv6 client by its /64, whatever address of it the client picks; an
+// IPv4-mapped peer or hop (a dual-stack socket or proxy) is its IPv4
+// address, never the /64 that all of them share.
+func FuzzClientKey(f *testing.F) {
+	f.Add("192.0.2.7:4000", uint64(1))
+	f.Add("[2001:db8:1:2::1]:4000", uint64(0xdead_beef))
+	f.Add("[2001:db8:1:2:ffff:ffff:ffff:ffff]:4000", uint64(1)<<63)
+	f.Add("[::ffff:192.0.2.7]:4000", uint64(2))
+	f.Fuzz(func(t *testing.T, remote string, low uint64) {
+		req := httptest.NewRequest("POST", "/login", nil)
+		req.RemoteAddr = remote
+		ip := remoteAddr(req)
+		if !ip.IsValid() {
+			return
+		}
+		k := clientKey(ip)
+		if !k.Contains(ip.WithZone("")) { // a zone never matches a prefix
+			t.Fatalf("%s: key %s does not hold the address", ip, k)
+		}
+		if ip.Is4() || ip.Is4In6() {
+			if k.Bits() != 32 || !k.Addr().Is4() {
+				t.Fatalf("IPv4 client %s (%s): key %s, want its own address", ip, remote, k)
+			}
+			return
+		}
+		b := ip.As16()
+		for i := range 8 {
+			b[8+i] = byte(low >> (8 * i))
+		}
+		other := netip.AddrFrom16(b)
+		if clientKey(other) != k {
+			t.Fatalf("%s and %s, of one /64: keys %s and %s", ip, other, k, clientKey(other))
+		}
+		b[7] ^= 1
+		if clientKey(netip.AddrFrom16(b)) == k {
+			t.Fatalf("%s and %s, of two /64s: one key %s", ip, netip.AddrFrom16(b), k)
 		}
 	})
 }

@@ -197,7 +197,7 @@ var table = []mutation{
 		Pkgs: []string{"./bot/web"}, Run: "TestPublicOriginIsEnforced"},
 	{ID: "W3", File: "bot/web/auth.go", What: "an expired login cookie is accepted",
 		Old: "if err != nil || s.cfg.Now().Unix() > until {", New: "if err != nil || (false && s.cfg.Now().Unix() > until) {",
-		Pkgs: []string{"./bot/web"}, Run: "Cookie|Login"},
+		Pkgs: []string{"./bot/web"}, Run: "TestCookieExpiry|FuzzLoginCookie"},
 	{ID: "W4", File: "bot/web/server.go", What: "the open console answers a non-loopback Host (DNS rebinding)",
 		Old: "if s.open && !loopbackHost(r.Host) {", New: "if false && s.open && !loopbackHost(r.Host) {",
 		Pkgs: []string{"./bot/web"}, Run: "TestOpenConsoleAnswersOnlyLoopback"},
@@ -216,8 +216,8 @@ var table = []mutation{
 	{ID: "W9", File: "bot/web/auth.go", What: "the login cookie's MAC is not checked",
 		Old: "if !hmac.Equal([]byte(mac), []byte(s.mac(body))) {", New: "if false && !hmac.Equal([]byte(mac), []byte(s.mac(body))) {",
 		// Logins are also checked against the server's session table (a
-		// random session id the user must own), so only a test of the
-		// cookie itself sees the MAC go.
+		// random session id the user must own): the test alters the MAC
+		// alone, of a cookie whose session is live.
 		Pkgs: []string{"./bot/web"}, Run: "TestTokenLoginAndRoles|FuzzLoginCookie"},
 	// Alerts and masking (issue #21).
 	{ID: "L1", File: "bot/alerts.go", What: "an alert delivery without the bearer token opens threads",
@@ -330,6 +330,77 @@ var table = []mutation{
 	{ID: "P4", File: "deploy/release.sh", What: "dpkg --purge deletes the audit chain in /var/lib/thinbot and the operator's config",
 		Old: `[ -d "$d" ] && rmdir --ignore-fail-on-non-empty "$d"`, New: `rm -rf "$d"`,
 		Pkgs: []string{"./tests"}, Run: "^TestRelease$"},
+	// The budgets a started run gets (issue #30): the smallest that
+	// applies, less what is spent; a first look's own.
+	{ID: "B6", File: "bot/budget.go", What: "a run gets the first token budget that applies (the thread's), not the smallest: it overspends the channel's day",
+		Old: "if limit == 0 || n < limit {", New: "if limit == 0 {",
+		Pkgs: []string{"./bot"}, Run: "TestRunGetsTheSmallestTokenBudget"},
+	{ID: "B7", File: "bot/budget.go", What: "a thread's later run gets the thread's whole token budget again, not what is left of it",
+		Old: "lower(tb.PerThread - usedThread)", New: "lower(tb.PerThread)",
+		Pkgs: []string{"./bot"}, Run: "TestRunGetsTheSmallestTokenBudget"},
+	{ID: "B8", File: "bot/budget.go", What: "a run gets the channel's whole day budget, not what is left of it today",
+		Old: "lower(tb.PerDay - usedDay)", New: "lower(tb.PerDay)",
+		Pkgs: []string{"./bot"}, Run: "TestRunGetsTheSmallestTokenBudget"},
+	{ID: "B9", File: "bot/budget.go", What: "the per-run token budget is dropped where a thread or day budget applies too",
+		Old: "limit := tb.PerRun", New: "limit := 0",
+		Pkgs: []string{"./bot"}, Run: "TestRunGetsTheSmallestTokenBudget"},
+	{ID: "B10", File: "bot/budget.go", What: "a turn's own smaller token budget is raised to the channel's",
+		// No caller sets a turn's MaxTokens before the channel's today
+		// (a first look's budgets have none): only the direct test sees it.
+		Old: "if limit > 0 && (t.Budgets.MaxTokens == 0 || limit < t.Budgets.MaxTokens) {", New: "if limit > 0 {",
+		Pkgs: []string{"./bot"}, Run: "TestTokenBudgetKeepsASmallerTurnBudget"},
+	{ID: "B11", File: "agentcore/agent.go", What: "a turn's token budget (the channel's, computed by the bot) never reaches the run",
+		Old: "if o.MaxTokens > 0 && (b.MaxTokens == 0 || o.MaxTokens < b.MaxTokens) {", New: "if false {",
+		Pkgs: []string{"./bot"}, Run: "TestRunGetsTheSmallestTokenBudget"},
+	{ID: "B12", File: "bot/alertinvestigate.go", What: "an alert's first look runs under the channel's budgets (30 steps, 30 minutes), not its route's",
+		Old: "\tt.Budgets = ar.budgets\n", New: "",
+		Pkgs: []string{"./bot"}, Run: "TestAlertFirstLookBudgets"},
+	{ID: "B13", File: "bot/alertinvestigate.go", What: "a first look gets no wall time of its route (5 minutes by default): a hung model holds it 30 minutes",
+		Old: "MaxModelCalls: 2*steps + 1, MaxWall: wall}}", New: "MaxModelCalls: 2*steps + 1}}",
+		Pkgs: []string{"./bot"}, Run: "TestAlertFirstLookBudgets"},
+	{ID: "B14", File: "bot/alertinvestigate.go", What: "a route's max_investigations is not enforced: a storm of one route takes every slot of the channel",
+		Old: "case a.perRoute[rt.Name] >= limitRoute:", New: "case false:",
+		Pkgs: []string{"./bot"}, Run: "TestAlertFirstLooksPerRoute"},
+	{ID: "B15", File: "bot/alertinvestigate.go", What: "a route without max_investigations lets any number of its first looks run",
+		Old: "\t\tlimitRoute = 2\n", New: "\t\tlimitRoute = 1 << 20\n",
+		Pkgs: []string{"./bot"}, Run: "TestAlertFirstLooksPerRoute"},
+	{ID: "B16", File: "agentcore/run.go", What: "a run stopped by its wall time tells the thread nothing of why (\"Send a new message to continue.\" alone)",
+		Old: "\t\tres.Answer = fmt.Sprintf(\"Stopped: the run used its budget of %s wall time.\", r.budgets.MaxWall)\n", New: "",
+		Pkgs: []string{"./agentcore", "./bot"}, Run: "TestWallTimeStopsTheRunAndSaysSo|TestAlertFirstLookBudgets"},
+	{ID: "B17", File: "bot/budget.go", What: "overlapping runs of a channel each spend what the day had left when they started (the day is not checked again before each call)",
+		Old: "\t\tt.Spent = func() string { return b.daySpent(th) }\n", New: "",
+		Pkgs: []string{"./bot"}, Run: "TestOverlappingRunsShareTheDay"},
+	{ID: "B18", File: "agentcore/run.go", What: "a turn's check of a budget kept outside the run (the channel's day) is asked but not heeded",
+		Old: "if why := r.t.Spent(); why != \"\" {", New: "if why := r.t.Spent(); false && why != \"\" {",
+		Pkgs: []string{"./bot"}, Run: "TestOverlappingRunsShareTheDay"},
+	// The console's logins are server-side sessions, and its login
+	// back-off counts the client it can know (issue #30).
+	{ID: "W10", File: "bot/web/auth.go", What: "X-Forwarded-For is read from any peer: an attacker rotating it guesses tokens unslowed, or names its victim to lock the victim out",
+		Old: "ip := remoteAddr(r)\n\tif !s.trustedProxy(ip) {", New: "ip := remoteAddr(r)\n\tif false {",
+		Pkgs: []string{"./bot/web"}, Run: "TestLoginBackoffClients|FuzzClientAddr"},
+	{ID: "W11", File: "bot/web/auth.go", What: "an IPv6 client is counted per address, not per /64: it guesses tokens unslowed from the 2^64 addresses of its network",
+		Old: "\t\tbits = 64\n", New: "\t\tbits = 128\n",
+		Pkgs: []string{"./bot/web"}, Run: "TestLoginBackoffClients|FuzzClientKey"},
+	{ID: "W12", File: "bot/web/auth.go", What: "IPv4 peers of a dual-stack socket (::ffff:a.b.c.d) share one /64: one attacker locks every IPv4 client out",
+		Old: "\treturn ip.Unmap()\n}", New: "\treturn ip\n}",
+		Pkgs: []string{"./bot/web"}, Run: "TestLoginBackoffClients|FuzzClientKey"},
+	{ID: "W13", File: "bot/web/auth.go", What: "IPv4 clients a dual-stack proxy names as ::ffff:a.b.c.d share one /64: one attacker locks them all out",
+		Old: "\t\thop = hop.Unmap()\n", New: "",
+		Pkgs: []string{"./bot/web"}, Run: "TestLoginBackoffClients|FuzzClientAddr"},
+	{ID: "W14", File: "bot/web/auth.go", What: "a session is not ended server-side at its expiry: only the cookie's own date (which a leaked key rewrites) ends a login",
+		Old: "return ok && se.User == user && !s.cfg.Now().After(se.Until)", New: "return ok && se.User == user",
+		Pkgs: []string{"./bot/web"}, Run: "TestCookieExpiry"},
+	{ID: "W15", File: "bot/web/auth.go", What: "a session logs in whichever user its cookie names: with the key, one user's login becomes an auditor's",
+		Old: "return ok && se.User == user && !s.cfg.Now().After(se.Until)", New: "return ok && !s.cfg.Now().After(se.Until)",
+		Pkgs: []string{"./bot/web"}, Run: "TestTokenLoginAndRoles"},
+	{ID: "W16", File: "bot/web/auth.go", What: "the session table is not consulted: a logout, a removed token or a made-up session id leaves a cookie working",
+		Old: "ok && s.liveSession(sid, name) {", New: "ok && sid != \"\" {",
+		Pkgs: []string{"./bot/web"}, Run: "TestTokenLoginAndRoles"},
+	// Card links (issue #30): the scheme is L9; a link's own ) or ]
+	// cannot end its Markdown early.
+	{ID: "L11", File: "bot/alerts.go", What: "a card link's ) and ] are not escaped: an annotation ends the link early and appends a link of its own",
+		Old: "strings.IndexByte(\"()<>[]|`\\\"'\\\\*_~{}\", c) >= 0", New: "strings.IndexByte(\"<>|`\\\"'\\\\*_~{}\", c) >= 0",
+		Pkgs: []string{"./bot"}, Run: "TestCardLink|TestAlertCardLinks"},
 	// Not listed: dropping the "no Origin header" refusal in crossOrigin
 	// is an equivalent mutant (an empty Origin fails the checks after it).
 	// A skill that needs python3 is not hidden because a busy host
