@@ -601,6 +601,8 @@ type payload struct {
 	Status     string `json:"status"`
 	Steps      int    `json:"steps"`
 	Detail     string `json:"detail"`
+	Cause      string `json:"cause"`
+	CauseBy    string `json:"cause_by"`
 	Kind       string `json:"kind"`
 	User       string `json:"user"`
 	Summary    string `json:"summary"`
@@ -667,6 +669,8 @@ func timelineRow(ev store.Event) trow {
 		switch {
 		case p.TimedOut:
 			r.Badge, r.BadgeClass = "timed out", "v-deny"
+		case p.Cause != "":
+			r.Badge, r.BadgeClass = "interrupted", "v-deny"
 		case p.ExitCode != nil:
 			r.Badge, r.BadgeClass = fmt.Sprintf("exit %d", *p.ExitCode), "v-pass"
 			if *p.ExitCode != 0 {
@@ -681,12 +685,18 @@ func timelineRow(ev store.Event) trow {
 		if p.OutputSize > 0 {
 			r.Meta = append(r.Meta, fmt.Sprintf("%d bytes of output", p.OutputSize))
 		}
+		if p.Cause != "" {
+			r.Meta = append(r.Meta, stopMeta(p))
+		}
 	case "run_started":
 		r.Class, r.Title = "run", "Run started"
 	case "run_finished":
 		r.Class, r.Title, r.Badge, r.BadgeClass = "run", "Run finished", p.Status, "v-"+p.Status
 		if p.Detail != "" {
 			r.Text = p.Detail
+		}
+		if p.Cause != "" {
+			r.Meta = append(r.Meta, stopMeta(p))
 		}
 	case "clear":
 		r.Class, r.Title = "run", "New topic (/clear)"
@@ -706,6 +716,12 @@ func timelineRow(ev store.Event) trow {
 		r.Output = string(ev.Payload)
 	}
 	return r
+}
+
+// stopMeta says why a run or a command was stopped: a shutdown and its
+// signal, or who stopped it.
+func stopMeta(p payload) string {
+	return "cause: " + (&agentcore.StopCause{Kind: p.Cause, By: p.CauseBy}).Error()
 }
 
 func nonEmpty(xs ...string) []string {

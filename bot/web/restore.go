@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/bot"
 	"github.com/thinbot/thinbot/store"
 )
@@ -145,8 +146,10 @@ type (
 		OutputSHA  string `json:"output_sha256"`
 	}
 	runPayload struct {
-		Status string `json:"status"`
-		Detail string `json:"detail"`
+		Status  string `json:"status"`
+		Detail  string `json:"detail"`
+		Cause   string `json:"cause"`
+		CauseBy string `json:"cause_by"`
 	}
 	compactedPayload struct {
 		TokensBefore int `json:"tokens_before"`
@@ -346,10 +349,11 @@ func (rp *replay) finish(p runPayload, ev store.Event) {
 	case "answered", "done":
 		answer = strings.TrimSpace(rp.answer)
 	case "cancelled":
-		answer = bot.ShutdownText
-		if rp.stopped {
-			answer = bot.StoppedText
+		var c *agentcore.StopCause
+		if p.Cause != "" {
+			c = &agentcore.StopCause{Kind: p.Cause, By: p.CauseBy}
 		}
+		answer = bot.CancelledText(c, rp.stopped)
 	case "budget":
 		answer = "Stopped: the run used its budget." + bot.BudgetSuffix
 		if m := budgetDetail.FindStringSubmatch(p.Detail); m != nil {
