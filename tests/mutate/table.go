@@ -264,6 +264,32 @@ var table = []mutation{
 	{ID: "Q4", File: "bot/bot.go", What: "an alert's first look posts the links the model wrote as clickable links",
 		Old: "\t\tr.unwatched()\n", New: "",
 		Pkgs: []string{"./bot"}, Run: "TestMentionsAreQuiet"},
+	// Every cancellation records its cause (issue #31: a shutdown is not a
+	// user's interrupt).
+	{ID: "D1", File: "cmd/thinbot/signals.go", What: "a shutdown by SIGTERM is recorded without its signal (as a bare interrupt)",
+		Old: "cancel(&agentcore.StopCause{Kind: agentcore.StopShutdown, By: signalName(s)})", New: "cancel(nil)",
+		Pkgs: []string{"./tests"}, Run: "TestServeRecordsWhyARunStopped"},
+	{ID: "D2", File: "agentcore/decide.go", What: "a command the shutdown killed is recorded, for the model, as interrupted by the user",
+		Old: "b.WriteString(interrupted(ex.Cause) + \"; the process group was killed\\n\")", New: "b.WriteString(\"interrupted by the user; the process group was killed\\n\")",
+		Pkgs: []string{"./bot"}, Run: "TestShutdownIsNotAUsersStop|TestStopCancelsTheRunAndKeepsTheSession"},
+	{ID: "D3", File: "agentcore/run.go", What: "run_finished of a cancelled run says nothing of why",
+		Old: "\t\tfin.Cause, fin.CauseBy = causeFields(res.Cause)\n", New: "",
+		Pkgs: []string{"./bot"}, Run: "TestShutdownIsNotAUsersStop|TestStopCancelsTheRunAndKeepsTheSession"},
+	{ID: "D4", File: "bot/commands.go", What: "/stop does not record who stopped the run",
+		Old: "cancel(&agentcore.StopCause{Kind: agentcore.StopUser, By: actor(m.User), Via: \"/stop\"})", New: "cancel(nil)",
+		Pkgs: []string{"./bot"}, Run: "TestStopCancelsTheRunAndKeepsTheSession"},
+	{ID: "D5", File: "agentcore/timeline.go", What: "the timeline does not say why a run stopped",
+		Old: "\t\t\ttext += \": \" + stopLine(p.Cause, p.CauseBy)\n", New: "",
+		Pkgs: []string{"./tests"}, Run: "TestServeRecordsWhyARunStopped"},
+	{ID: "D6", File: "bot/web/audit.go", What: "the audit viewer does not say why a run stopped",
+		Old: "\t\tif p.Cause != \"\" {\n\t\t\tr.Meta = append(r.Meta, stopMeta(p))\n\t\t}\n\tcase \"clear\":", New: "\tcase \"clear\":",
+		Pkgs: []string{"./bot/web"}, Run: "TestAuditRowsSayWhyARunStopped"},
+	{ID: "D7", File: "bot/bot.go", What: "the thread is told a shutdown's run was stopped without the signal (or a /stop without who)",
+		Old: "r.finish(out, CancelledText(res.Cause, ctx.Err() == nil))", New: "r.finish(out, CancelledText(nil, ctx.Err() == nil))",
+		Pkgs: []string{"./bot"}, Run: "TestShutdownIsNotAUsersStop|TestStopCancelsTheRunAndKeepsTheSession"},
+	{ID: "D8", File: "bot/bot.go", What: "the shutdown's log line does not name the runs it cancelled",
+		Old: "\t\t\tb.noteShutdown(th.t.Key())\n", New: "",
+		Pkgs: []string{"./bot"}, Run: "TestShutdownIsNotAUsersStop"},
 	// Not listed: dropping the "no Origin header" refusal in crossOrigin
 	// is an equivalent mutant (an empty Origin fails the checks after it).
 }
