@@ -267,7 +267,7 @@ var table = []mutation{
 	// Every cancellation records its cause (issue #31: a shutdown is not a
 	// user's interrupt).
 	{ID: "D1", File: "cmd/thinbot/signals.go", What: "a shutdown by SIGTERM is recorded without its signal (as a bare interrupt)",
-		Old: "cancel(&agentcore.StopCause{Kind: agentcore.StopShutdown, By: signalName(s)})", New: "cancel(nil)",
+		Old: "cancel(&agentcore.StopCause{Kind: agentcore.StopShutdown, By: signalName(s)})", New: "_ = s; cancel(nil)",
 		Pkgs: []string{"./tests"}, Run: "TestServeRecordsWhyARunStopped"},
 	{ID: "D2", File: "agentcore/decide.go", What: "a command the shutdown killed is recorded, for the model, as interrupted by the user",
 		Old: "b.WriteString(interrupted(ex.Cause) + \"; the process group was killed\\n\")", New: "b.WriteString(\"interrupted by the user; the process group was killed\\n\")",
@@ -290,6 +290,12 @@ var table = []mutation{
 	{ID: "D8", File: "bot/bot.go", What: "the shutdown's log line does not name the runs it cancelled",
 		Old: "\t\t\tb.noteShutdown(th.t.Key())\n", New: "",
 		Pkgs: []string{"./bot"}, Run: "TestShutdownIsNotAUsersStop"},
+	{ID: "D9", File: "cmd/thinbot/main.go", What: "thinbot ask dies at once on SIGHUP (terminal closed), leaving its privileged SSH master open",
+		Old: "\t\tstopOn = append(stopOn, syscall.SIGHUP)\n", New: "",
+		Pkgs: []string{"./tests"}, Run: "TestAskSignalsEndPrivilegedMasters"},
+	{ID: "D10", File: "cmd/thinbot/main.go", What: "thinbot ask | head dies of SIGPIPE, leaving its privileged SSH master open",
+		Old: "stopPipe := brokenPipeStops(e, cancel)", New: "stopPipe := func() {}",
+		Pkgs: []string{"./tests"}, Run: "TestAskSignalsEndPrivilegedMasters/SIGPIPE"},
 	// Not listed: dropping the "no Origin header" refusal in crossOrigin
 	// is an equivalent mutant (an empty Origin fails the checks after it).
 }
