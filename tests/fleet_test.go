@@ -319,6 +319,17 @@ func TestFleetForcedSandbox(t *testing.T) {
 	if running() == 0 {
 		t.Fatal("the sandboxed sleep never started")
 	}
+	// Only the read-only helper runs: the approved one (the host writable)
+	// would never be used.
+	var helpers []string
+	for _, p := range sshd.Descendants(rig.Servers[0].Pid()) {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); err == nil && strings.Contains(string(b), "__thinbot-sandbox-helper") {
+			helpers = append(helpers, strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	if len(helpers) != 1 || !strings.HasSuffix(helpers[0], "__thinbot-sandbox-helper read-only ") {
+		t.Errorf("sandbox helpers under the forced command: %q, want the read-only one alone", helpers)
+	}
 	cancel()
 	if rs := <-done; !rs[0].Cancelled {
 		t.Errorf("stopped: %+v", rs[0])
@@ -329,6 +340,23 @@ func TestFleetForcedSandbox(t *testing.T) {
 	}
 	if n := running(); n > 0 {
 		t.Errorf("%d sandboxed sleeps still run after the stop", n)
+	}
+
+	// A client with no input (ssh -n, or stdin from /dev/null) closes
+	// the session's stdin at once: the command still runs to its end.
+	for _, noInput := range []string{"-n", "</dev/null"} {
+		args := []string{"-F", "/dev/null", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=" + rig.KnownHosts,
+			"-o", "IdentitiesOnly=yes", "-i", key, "-l", sshd.UserRO, "-p", fmt.Sprint(rig.Servers[0].Port), "-T", "127.0.0.1", "echo hi; sleep 1; echo there"}
+		if noInput == "-n" {
+			args = append([]string{"-n"}, args...)
+		}
+		cmd := exec.CommandContext(t.Context(), "ssh", args...) // a nil Stdin is /dev/null
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		if err != nil || stdout.String() != "hi\nthere\n" {
+			t.Errorf("ssh %s 'echo hi; sleep 1; echo there' through the forced command: %v, stdout %q, stderr %q", noInput, err, stdout.String(), stderr.String())
+		}
 	}
 }
 

@@ -296,6 +296,15 @@ var table = []mutation{
 	{ID: "D10", File: "cmd/thinbot/main.go", What: "thinbot ask | head dies of SIGPIPE, leaving its privileged SSH master open",
 		Old: "stopPipe := brokenPipeStops(e, cancel)", New: "stopPipe := func() {}",
 		Pkgs: []string{"./tests"}, Run: "TestAskSignalsEndPrivilegedMasters/SIGPIPE"},
+	{ID: "D11", File: "cmd/thinbot/sandboxexec.go", What: "the read-only key's forced command starts the approved helper (the host writable) it never uses",
+		Old: "Workspaces: []string{dir}, NoApproved: true})", New: "Workspaces: []string{dir}})",
+		Pkgs: []string{"./tests"}, Run: "TestFleetForcedSandbox"},
+	{ID: "D12", File: "cmd/thinbot/sandboxexec.go", What: "the read-only key's forced command kills every command of a client with no input (ssh -n): exit 137, no message",
+		Old: "if waitHangup(e.stdout, e.stderr) {", New: "if _, err := io.Copy(io.Discard, e.stdin); err == nil || true {",
+		Pkgs: []string{"./tests"}, Run: "TestFleetForcedSandbox"},
+	{ID: "D13", File: "cmd/thinbot/sandboxexec.go", What: "a read-only command on a target outlives the daemon's /stop",
+		Old: "if waitHangup(e.stdout, e.stderr) {", New: "if false && waitHangup(e.stdout, e.stderr) {",
+		Pkgs: []string{"./tests"}, Run: "TestFleetForcedSandbox"},
 	// Not listed: dropping the "no Origin header" refusal in crossOrigin
 	// is an equivalent mutant (an empty Origin fails the checks after it).
 }
