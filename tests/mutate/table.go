@@ -305,6 +305,9 @@ var table = []mutation{
 	{ID: "D13", File: "cmd/thinbot/sandboxexec.go", What: "a read-only command on a target outlives the daemon's /stop",
 		Old: "if waitHangup(e.stdout, e.stderr) {", New: "if false && waitHangup(e.stdout, e.stderr) {",
 		Pkgs: []string{"./tests"}, Run: "TestFleetForcedSandbox"},
+	{ID: "D14", File: "agentcore/sandbox/sandbox.go", What: "a sandbox asked for read-only commands alone starts the approved helper too",
+		Old: "\tif !cfg.NoApproved {\n", New: "\tif true {\n",
+		Pkgs: []string{"./agentcore/sandbox"}, Run: "TestNoApprovedStartsTheReadOnlyHelperAlone"},
 	// Not listed: dropping the "no Origin header" refusal in crossOrigin
 	// is an equivalent mutant (an empty Origin fails the checks after it).
 }
