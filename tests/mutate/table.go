@@ -308,6 +308,9 @@ var table = []mutation{
 	{ID: "D14", File: "agentcore/sandbox/sandbox.go", What: "a sandbox asked for read-only commands alone starts the approved helper too",
 		Old: "\tif !cfg.NoApproved {\n", New: "\tif true {\n",
 		Pkgs: []string{"./agentcore/sandbox"}, Run: "TestNoApprovedStartsTheReadOnlyHelperAlone"},
+	{ID: "D15", File: "agentcore/run.go", What: "a command the run's wall time ended is recorded as a user's interrupt (or no cause)",
+		Old: "context.WithTimeoutCause(ctx, r.budgets.MaxWall, &StopCause{Kind: StopBudget, By: \"wall time \" + r.budgets.MaxWall.String()})", New: "context.WithTimeout(ctx, r.budgets.MaxWall)",
+		Pkgs: []string{"./agentcore"}, Run: "TestWallTimeIsRecordedAsTheBudget"},
 	// Not listed: dropping the "no Origin header" refusal in crossOrigin
 	// is an equivalent mutant (an empty Origin fails the checks after it).
 }
