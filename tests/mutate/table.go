@@ -311,6 +311,9 @@ var table = []mutation{
 	{ID: "D15", File: "agentcore/run.go", What: "a command the run's wall time ended is recorded as a user's interrupt (or no cause)",
 		Old: "context.WithTimeoutCause(ctx, r.budgets.MaxWall, &StopCause{Kind: StopBudget, By: \"wall time \" + r.budgets.MaxWall.String()})", New: "context.WithTimeout(ctx, r.budgets.MaxWall)",
 		Pkgs: []string{"./agentcore"}, Run: "TestWallTimeIsRecordedAsTheBudget"},
+	{ID: "D16", File: "bot/web/restore.go", What: "a console thread rebuilt from the chain no longer names who stopped its run",
+		Old: "\t\tif p.Cause != \"\" {\n\t\t\tc = &agentcore.StopCause", New: "\t\tif false {\n\t\t\tc = &agentcore.StopCause",
+		Pkgs: []string{"./bot/web"}, Run: "TestStopKillsTheRunningCommand"},
 	// Not listed: dropping the "no Origin header" refusal in crossOrigin
 	// is an equivalent mutant (an empty Origin fails the checks after it).
 }
