@@ -715,3 +715,31 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestCancelledApprovalCardSaysWhy: an approval request whose run is
+// stopped before anyone decides says who stopped it, or that thinbot is
+// shutting down and on which signal.
+func TestCancelledApprovalCardSaysWhy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		stop func(r *rig)
+		want string
+	}{
+		{"stop", func(r *rig) { r.say(alice, th1, "m2", "/stop", true) }, "**Cancelled** — the run was stopped by @alice. Nothing was run."},
+		{"shutdown", func(r *rig) { r.stopWith(&agentcore.StopCause{Kind: agentcore.StopShutdown, By: "SIGTERM"}) },
+			"**Cancelled** — thinbot is shutting down (SIGTERM). Nothing was run."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, cmdModel{cmd: "touch x"}, Channel{Approvers: []string{"U2"}}, Config{})
+			r.say(alice, th1, "m1", "make x", true)
+			req := r.ad.waitPost(t, th1, func(p Post) bool { return len(p.Buttons) == 2 })
+			waitFor(t, "the request to be awaited", func() bool {
+				r.b.mu.Lock()
+				defer r.b.mu.Unlock()
+				return r.b.pending[req.post.Value] != nil && r.b.pending[req.post.Value].postID != ""
+			})
+			tc.stop(r)
+			r.ad.waitPost(t, th1, func(p Post) bool { return strings.HasPrefix(p.Text, tc.want) })
+		})
+	}
+}

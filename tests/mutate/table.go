@@ -314,6 +314,9 @@ var table = []mutation{
 	{ID: "D16", File: "bot/web/restore.go", What: "a console thread rebuilt from the chain no longer names who stopped its run",
 		Old: "\t\tif p.Cause != \"\" {\n\t\t\tc = &agentcore.StopCause", New: "\t\tif false {\n\t\t\tc = &agentcore.StopCause",
 		Pkgs: []string{"./bot/web"}, Run: "TestStopKillsTheRunningCommand"},
+	{ID: "D17", File: "bot/approval.go", What: "an approval card whose run was stopped does not say who stopped it or that thinbot shut down",
+		Old: "decidedText(req, cancelledOutcome(agentcore.CauseOf(ctx)))", New: "decidedText(req, CancelledOutcome)",
+		Pkgs: []string{"./bot"}, Run: "TestCancelledApprovalCardSaysWhy"},
 	// Not listed: dropping the "no Origin header" refusal in crossOrigin
 	// is an equivalent mutant (an empty Origin fails the checks after it).
 }
