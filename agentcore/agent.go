@@ -67,13 +67,16 @@ type Config struct {
 	// the session's first message keep long ones (skills.IndexOptionsFor).
 	SkillIndexShare float64
 	// Secrets are values (the model API key, chat tokens) replaced by
-	// [REDACTED] wherever they appear in command output or a file read, so
-	// that even an approved `cat` of a token file cannot carry them to the
+	// [REDACTED] wherever they, or a form a command or a model turns them
+	// into (base64, hex, URL-encoded, reversed, JSON-escaped, split across
+	// lines), appear in anything the kernel lets out: command output, file
+	// reads, the model's text and tool calls, the chain, what the chat
+	// shows. Even an approved `cat` of a token file cannot carry them to the
 	// model, the chat or the audit log. Values shorter than 8 bytes are
 	// ignored.
 	Secrets []string
 	// NoMask turns off the masking of well-known secret shapes (gitleaks'
-	// rules, see Masker) in command output and file reads.
+	// rules, see Masker), which otherwise applies wherever Secrets do.
 	NoMask bool
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -84,15 +87,15 @@ type Config struct {
 // called concurrently for different sessions (calls for the same session
 // are serialised).
 type Agent struct {
-	cfg       Config
-	maxSecret int // the longest secret's length, for streaming redaction
-	log       *slog.Logger
-	mu        sync.Mutex
-	state     map[string]*session
+	cfg   Config
+	log   *slog.Logger
+	mu    sync.Mutex
+	state map[string]*session
 	// limits is what the model server said about its context window.
 	limits serverLimits
-	// mask masks secret shapes in output; nil with Config.NoMask.
-	mask *Masker
+	// scrub is what every string leaving the kernel passes through (see
+	// redact.go).
+	scrub *scrubber
 	// indexed: the store keeps the state index (useStateIndex); imu
 	// guards it.
 	imu     sync.Mutex
@@ -154,23 +157,19 @@ func New(cfg Config) (*Agent, error) {
 		}
 	}
 	cfg.Secrets = secrets
-	maxSecret := 0
-	for _, v := range secrets {
-		maxSecret = max(maxSecret, len(v))
-	}
 	if ro := cfg.Skills.ReadOnlyScripts(); len(ro) > 0 {
 		cfg.Policy = cfg.Policy.WithReadOnlyScripts(ro...)
 	}
 	cfg.Exec = cfg.Exec.withDefaults()
-	a := &Agent{cfg: cfg, log: cfg.Logger, state: map[string]*session{}, maxSecret: maxSecret}
+	var mask *Masker
 	if !cfg.NoMask {
 		m, err := NewMasker()
 		if err != nil {
 			return nil, err
 		}
-		a.mask = m
+		mask = m
 	}
-	return a, nil
+	return &Agent{cfg: cfg, log: cfg.Logger, state: map[string]*session{}, scrub: newScrubber(secrets, mask)}, nil
 }
 
 func (b Budgets) withDefaults(goal bool) Budgets {

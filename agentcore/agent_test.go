@@ -19,6 +19,7 @@ import (
 	"github.com/thinbot/thinbot/agentcore/textfmt"
 	"github.com/thinbot/thinbot/gate"
 	"github.com/thinbot/thinbot/store"
+	"github.com/thinbot/thinbot/store/storetest"
 )
 
 // scriptedModel answers from a list of replies and records the requests.
@@ -119,7 +120,7 @@ func newFixture(t *testing.T, cfg Config, replies ...func(Request) (Response, er
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	storetest.CloseChecked(t, db, Decode)
 	m := &scriptedModel{t: t, replies: replies}
 	t.Cleanup(func() {
 		if len(m.replies) > 0 {
@@ -214,7 +215,7 @@ func TestAllowAllRunsConfirmButNeverDeny(t *testing.T) {
 	var verdicts []string
 	for _, e := range f.events(t, "s") {
 		if e.Type == EvGateDecision {
-			var p gatePayload
+			var p GatePayload
 			json.Unmarshal(e.Payload, &p)
 			verdicts = append(verdicts, p.Verdict+"/"+p.Action)
 		}
@@ -314,7 +315,7 @@ func TestBudgetStopsAModelThatNeverFinishes(t *testing.T) {
 		t.Fatalf("Run = %+v, %v; want budget", res, err)
 	}
 	evs := f.events(t, "s")
-	var p runPayload
+	var p RunPayload
 	json.Unmarshal(evs[len(evs)-1].Payload, &p)
 	if p.Status != StatusBudget || !strings.Contains(p.Detail, "steps") {
 		t.Errorf("run_finished = %+v", p)
@@ -419,9 +420,9 @@ func TestProjectIsPureAndMatchesIncremental(t *testing.T) {
 
 func TestInterruptedToolCallIsClosedInProjection(t *testing.T) {
 	evs := []store.Event{
-		{Type: EvUserMessage, Payload: mustJSON(userMessagePayload{Text: "hi"})},
-		{Type: EvAssistantMessage, Payload: mustJSON(assistantPayload{Protocol: "tools", ToolCalls: []ToolCall{{ID: "c1", Name: ToolRun, Arguments: "{}"}}})},
-		{Type: EvUserMessage, Payload: mustJSON(userMessagePayload{Text: "again"})},
+		{Type: EvUserMessage, Payload: mustJSON(UserMessagePayload{Text: "hi"})},
+		{Type: EvAssistantMessage, Payload: mustJSON(AssistantPayload{Protocol: "tools", ToolCalls: []ToolCall{{ID: "c1", Name: ToolRun, Arguments: "{}"}}})},
+		{Type: EvUserMessage, Payload: mustJSON(UserMessagePayload{Text: "again"})},
 	}
 	msgs := Project(evs)
 	if len(msgs) != 4 || msgs[2].Role != RoleTool || msgs[2].ToolCallID != "c1" || msgs[3].Content != "again" {
@@ -636,18 +637,18 @@ func TestMessagesViewsAreNotChangedByLaterEvents(t *testing.T) {
 		return store.Event{Seq: seq, Type: typ, Payload: mustJSON(payload)}
 	}
 	var p Projector
-	p.Apply(ev(1, EvSystemPrompt, systemPromptPayload{Text: "sys one"}))
-	p.Apply(ev(2, EvUserMessage, userMessagePayload{Text: "q1"}))
-	p.Apply(ev(3, EvAssistantMessage, assistantPayload{Content: "a1", Protocol: "tools"}))
+	p.Apply(ev(1, EvSystemPrompt, SystemPromptPayload{Text: "sys one"}))
+	p.Apply(ev(2, EvUserMessage, UserMessagePayload{Text: "q1"}))
+	p.Apply(ev(3, EvAssistantMessage, AssistantPayload{Content: "a1", Protocol: "tools"}))
 	view := p.Messages()
 	before, _ := json.Marshal(view)
 	if p.Tokens() != EstimateTokens(view) {
 		t.Errorf("Tokens() = %d, EstimateTokens = %d", p.Tokens(), EstimateTokens(view))
 	}
-	p.Apply(ev(4, EvUserMessage, userMessagePayload{Text: "q2"}))
+	p.Apply(ev(4, EvUserMessage, UserMessagePayload{Text: "q2"}))
 	_ = append(view, Message{Role: RoleUser, Content: "caller's own"}) // must not leak into p
-	p.Apply(ev(5, EvSystemPrompt, systemPromptPayload{Text: "sys two"}))
-	p.Apply(ev(6, EvCompacted, compactedPayload{Summary: "S", UpToSeq: 3}))
+	p.Apply(ev(5, EvSystemPrompt, SystemPromptPayload{Text: "sys two"}))
+	p.Apply(ev(6, EvCompacted, CompactedPayload{Summary: "S", UpToSeq: 3}))
 	after, _ := json.Marshal(view)
 	if string(before) != string(after) {
 		t.Errorf("an earlier view changed:\n%s\n%s", before, after)
@@ -689,7 +690,7 @@ func TestModelFailureIsErrModelAndRecorded(t *testing.T) {
 		t.Fatalf("Run = %+v, %v; want ErrModel", res, err)
 	}
 	evs := f.events(t, "s")
-	var p runPayload
+	var p RunPayload
 	json.Unmarshal(evs[len(evs)-1].Payload, &p)
 	if evs[len(evs)-1].Type != EvRunFinished || p.Status != StatusError || !strings.Contains(p.Detail, "connection refused") {
 		t.Errorf("last event %s %+v", evs[len(evs)-1].Type, p)
@@ -810,7 +811,7 @@ func TestApprovalAskFailureRefuses(t *testing.T) {
 	if want := []string{"ask"}; !slices.Equal(approver.calls, want) {
 		t.Errorf("approver calls = %q, want %q", approver.calls, want)
 	}
-	d := payloadOf[approvalDecidedPayload](t, f, "s", EvApprovalDecided)
+	d := payloadOf[ApprovalDecidedPayload](t, f, "s", EvApprovalDecided)
 	if len(d) != 1 || d[0].Approved || d[0].By != "system" || d[0].Why != "chat down" {
 		t.Errorf("decisions = %+v", d)
 	}

@@ -33,22 +33,22 @@ func TestArchiveKeepsOpenSessions(t *testing.T) {
 	var evs []store.Event
 	for i := range 4 { // finished sessions d0..d3, 5 events each: seqs 1..20
 		s := fmt.Sprintf("d%d", i)
-		evs = append(evs, ev(s, EvUserMessage, userMessagePayload{Text: "hello " + s}), ev(s, EvRunStarted, nil),
-			ev(s, EvApprovalAsked, approvalAskedPayload{RequestID: "r" + s, Command: "systemctl restart x"}),
-			ev(s, EvApprovalDecided, approvalDecidedPayload{RequestID: "r" + s, Approved: true, By: "bob"}),
-			ev(s, EvRunFinished, runPayload{Status: "done"}))
+		evs = append(evs, ev(s, EvUserMessage, UserMessagePayload{Text: "hello " + s}), ev(s, EvRunStarted, nil),
+			ev(s, EvApprovalAsked, ApprovalAskedPayload{RequestID: "r" + s, Command: "systemctl restart x"}),
+			ev(s, EvApprovalDecided, ApprovalDecidedPayload{RequestID: "r" + s, Approved: true, By: "bob"}),
+			ev(s, EvRunFinished, RunPayload{Status: "done"}))
 	}
 	// open: a run that never finished (seqs 21-22); pend: an approval
 	// without a decision (23-25); then more finished sessions (26-35).
-	evs = append(evs, ev("open", EvUserMessage, userMessagePayload{Text: "still running"}), ev("open", EvRunStarted, nil),
-		ev("pend", EvUserMessage, userMessagePayload{Text: "waiting"}), ev("pend", EvRunStarted, nil),
-		ev("pend", EvApprovalAsked, approvalAskedPayload{RequestID: "rp", Command: "reboot"}))
+	evs = append(evs, ev("open", EvUserMessage, UserMessagePayload{Text: "still running"}), ev("open", EvRunStarted, nil),
+		ev("pend", EvUserMessage, UserMessagePayload{Text: "waiting"}), ev("pend", EvRunStarted, nil),
+		ev("pend", EvApprovalAsked, ApprovalAskedPayload{RequestID: "rp", Command: "reboot"}))
 	for i := 4; i < 6; i++ {
 		s := fmt.Sprintf("d%d", i)
-		evs = append(evs, ev(s, EvUserMessage, userMessagePayload{Text: "hello " + s}), ev(s, EvRunStarted, nil),
-			ev(s, EvRunFinished, runPayload{Status: "done"}), ev(s, EvUserMessage, userMessagePayload{Text: "again"}),
+		evs = append(evs, ev(s, EvUserMessage, UserMessagePayload{Text: "hello " + s}), ev(s, EvRunStarted, nil),
+			ev(s, EvRunFinished, RunPayload{Status: "done"}), ev(s, EvUserMessage, UserMessagePayload{Text: "again"}),
 			ev(s, EvRunStarted, nil))
-		evs = append(evs[:len(evs)-1], ev(s, EvRunFinished, runPayload{Status: "done"}))
+		evs = append(evs[:len(evs)-1], ev(s, EvRunFinished, RunPayload{Status: "done"}))
 	}
 	if _, err := db.Append(t.Context(), evs...); err != nil {
 		t.Fatal(err)
@@ -126,8 +126,8 @@ func TestCheckpointsAcrossAnArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	session := func(s string) []store.Event {
-		return []store.Event{{Session: s, Type: EvUserMessage, Actor: "user:alice", Payload: mustJSON(userMessagePayload{Text: "hello"})},
-			{Session: s, Type: EvRunStarted, Actor: "system"}, {Session: s, Type: EvRunFinished, Actor: "system", Payload: mustJSON(runPayload{Status: "done"})}}
+		return []store.Event{{Session: s, Type: EvUserMessage, Actor: "user:alice", Payload: mustJSON(UserMessagePayload{Text: "hello"})},
+			{Session: s, Type: EvRunStarted, Actor: "system"}, {Session: s, Type: EvRunFinished, Actor: "system", Payload: mustJSON(RunPayload{Status: "done"})}}
 	}
 	checkpoint := func() ChainCheckpoint {
 		t.Helper()
@@ -189,7 +189,7 @@ func TestCheckpointsAcrossAnArchive(t *testing.T) {
 	exportSays("", 0)
 	// One for an event further back is the archive file's to prove.
 	if _, err := db.Append(t.Context(), store.Event{Session: CheckpointSession, Type: EvChainVerified, Actor: "system",
-		Payload: mustJSON(chainVerifiedPayload{Seq: 5, Hash: strings.Repeat("1", 64)})}); err != nil {
+		Payload: mustJSON(ChainVerifiedPayload{Seq: 5, Hash: strings.Repeat("1", 64)})}); err != nil {
 		t.Fatal(err)
 	}
 	if problem, bad, err := CheckChainCheckpoints(db); err != nil || problem != "" {
@@ -199,7 +199,7 @@ func TestCheckpointsAcrossAnArchive(t *testing.T) {
 	// A forged checkpoint for the archive's last event, with another hash.
 	forged := strings.Repeat("0", 64)
 	if _, err := db.Append(t.Context(), store.Event{Session: CheckpointSession, Type: EvChainVerified, Actor: "system",
-		Payload: mustJSON(chainVerifiedPayload{Seq: early.Seq, Hash: forged})}); err != nil {
+		Payload: mustJSON(ChainVerifiedPayload{Seq: early.Seq, Hash: forged})}); err != nil {
 		t.Fatal(err)
 	}
 	problem, bad, err := CheckChainCheckpoints(db)

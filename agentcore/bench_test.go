@@ -109,8 +109,8 @@ func benchAgent(b *testing.B, exec ExecConfig, dir string, n int) func() {
 	var pre []store.Event
 	for i := range n / 2 {
 		pre = append(pre,
-			store.Event{Session: "s", Type: EvUserMessage, Payload: mustJSON(userMessagePayload{Text: fmt.Sprintf("question %d", i)})},
-			store.Event{Session: "s", Type: EvAssistantMessage, Payload: mustJSON(assistantPayload{Content: "answer", Protocol: "tools"})})
+			store.Event{Session: "s", Type: EvUserMessage, Payload: mustJSON(UserMessagePayload{Text: fmt.Sprintf("question %d", i)})},
+			store.Event{Session: "s", Type: EvAssistantMessage, Payload: mustJSON(AssistantPayload{Content: "answer", Protocol: "tools"})})
 	}
 	for len(pre) > 0 {
 		k := min(len(pre), 1000)

@@ -78,7 +78,9 @@ type ChainCheckpoint struct {
 	Export   string        // what it found of the JSONL export ("" when not checked)
 }
 
-type chainVerifiedPayload struct {
+// ChainVerifiedPayload is an EvChainVerified's: a good full verification
+// up to Seq, whose hash was Hash.
+type ChainVerifiedPayload struct {
 	Seq      uint64 `json:"seq"`
 	Hash     string `json:"hash"`
 	Sessions int    `json:"sessions"`
@@ -95,8 +97,8 @@ func RecordChainVerified(db *store.DB, rep store.Report, took time.Duration, exp
 	if !rep.OK || rep.LastSeq == 0 {
 		return ChainCheckpoint{}, fmt.Errorf("record checkpoint: the verification found no good chain to vouch for")
 	}
-	evs, err := write(db, durable, []store.Event{{Session: CheckpointSession, Type: EvChainVerified, Actor: "system",
-		Payload: mustJSON(chainVerifiedPayload{Seq: rep.LastSeq, Hash: rep.LastHash, Sessions: rep.Sessions, TookMS: took.Milliseconds(), Export: export})}})
+	evs, err := write(db, nil, durable, []store.Event{{Session: CheckpointSession, Type: EvChainVerified, Actor: "system",
+		Payload: mustJSON(ChainVerifiedPayload{Seq: rep.LastSeq, Hash: rep.LastHash, Sessions: rep.Sessions, TookMS: took.Milliseconds(), Export: export})}})
 	if err != nil {
 		return ChainCheckpoint{}, err
 	}
@@ -113,7 +115,7 @@ func checkpointOf(ev store.Event) (ChainCheckpoint, bool) {
 	if ev.Session != CheckpointSession || ev.Type != EvChainVerified {
 		return ChainCheckpoint{}, false
 	}
-	var p chainVerifiedPayload
+	var p ChainVerifiedPayload
 	if json.Unmarshal(ev.Payload, &p) != nil || p.Seq == 0 || p.Seq >= ev.Seq || !isHash(p.Hash) {
 		return ChainCheckpoint{}, false
 	}

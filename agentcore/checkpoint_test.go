@@ -93,7 +93,7 @@ func TestVerifyJSONLChecksTheCheckpoints(t *testing.T) {
 	}
 	forged := strings.Repeat("0", 64)
 	if _, err := db.Append(t.Context(), store.Event{Session: CheckpointSession, Type: EvChainVerified, Actor: "system",
-		Payload: mustJSON(chainVerifiedPayload{Seq: 3, Hash: forged})}); err != nil {
+		Payload: mustJSON(ChainVerifiedPayload{Seq: 3, Hash: forged})}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

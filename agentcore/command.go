@@ -71,22 +71,22 @@ func (a *Agent) RunCommand(ctx context.Context, t Turn, command, reason string) 
 	if err := a.load(t.Session, s); err != nil {
 		return Result{Status: StatusError}, err
 	}
-	r := &run{Agent: a, t: t, s: s, budgets: a.cfg.Budgets.withDefaults(false), model: a.modelFor(s)}
+	r := &run{Agent: a, t: a.outward(t), s: s, budgets: a.cfg.Budgets.withDefaults(false), model: a.modelFor(s)}
 	s.setStatus(func(st *Status) { *st = Status{Running: true, Started: a.cfg.Now(), Budgets: r.budgets} })
 	defer s.setStatus(func(st *Status) { *st = Status{} })
 
 	evs := []store.Event{
-		{Type: EvRunStarted, Actor: t.Actor, Payload: mustJSON(runPayload{})},
-		{Type: EvUserMessage, Actor: t.Actor, Payload: mustJSON(userMessagePayload{Text: t.Text, MessageID: t.MessageID})},
+		{Type: EvRunStarted, Actor: t.Actor, Payload: mustJSON(RunPayload{})},
+		{Type: EvUserMessage, Actor: t.Actor, Payload: mustJSON(UserMessagePayload{Text: t.Text, MessageID: t.MessageID})},
 	}
 	res := Result{Status: StatusAnswered}
 	if command == "" {
 		res.Answer = reason
 	} else {
 		call := ToolCall{ID: fmt.Sprintf("cmd%d", s.last+1), Name: ToolRun, Arguments: string(mustJSON(map[string]string{"command": command, "reason": reason}))}
-		ap := assistantPayload{ToolCalls: []ToolCall{call}, Model: ModelSkillCommand, FinishReason: "tool_calls", Protocol: "tools"}
+		ap := AssistantPayload{ToolCalls: []ToolCall{call}, Model: ModelSkillCommand, FinishReason: "tool_calls", Protocol: "tools"}
 		if r.textProtocol() {
-			ap = assistantPayload{Content: "```bash\n" + command + "\n```", Model: ModelSkillCommand, Protocol: "text"}
+			ap = AssistantPayload{Content: "```bash\n" + command + "\n```", Model: ModelSkillCommand, Protocol: "text"}
 		}
 		r.pending = append(evs, store.Event{Type: EvAssistantMessage, Actor: t.Actor, Payload: mustJSON(ap)})
 		evs = nil
@@ -97,12 +97,12 @@ func (a *Agent) RunCommand(ctx context.Context, t Turn, command, reason string) 
 		if err := r.result(call, content, isErr, ex); err != nil {
 			return Result{Status: StatusError}, err
 		}
-		res.Answer = "`" + strings.ReplaceAll(a.redact(command), "`", "'") + "`\n```\n" + strings.ReplaceAll(content, "```", "'''") + "\n```"
+		res.Answer = a.scrub.scrub("`" + strings.ReplaceAll(command, "`", "'") + "`\n```\n" + strings.ReplaceAll(content, "```", "'''") + "\n```")
 		if ctx.Err() != nil {
 			res.Status = StatusCancelled
 		}
 	}
-	fin := runPayload{Status: res.Status, Steps: 1}
+	fin := RunPayload{Status: res.Status, Steps: 1}
 	if ctx.Err() != nil {
 		fin.Detail = ctx.Err().Error()
 		res.Cause = CauseOf(ctx)

@@ -90,7 +90,7 @@ func (a *Agent) compact(ctx context.Context, id string, s *session, msgs []Messa
 	if summary == "" {
 		return errors.New("compaction: the model returned an empty summary")
 	}
-	ev := store.Event{Type: EvCompacted, Actor: "model", Payload: mustJSON(compactedPayload{
+	ev := store.Event{Type: EvCompacted, Actor: "model", Payload: mustJSON(CompactedPayload{
 		Summary: summary, UpToSeq: upTo, TokensBefore: before,
 		TokensAfter: before - EstimateTokens(history) + EstimateTokens([]Message{{Role: RoleSystem, Content: s.proj.System()}, {Role: RoleUser, Content: summaryPrefix + summary}})})}
 	if r != nil {

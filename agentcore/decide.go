@@ -26,12 +26,10 @@ func (r *run) decide(ctx context.Context, call ToolCall, info CommandInfo, d gat
 		action = "ask"
 	}
 	// The hash binds the exact command (and targets); everything shown or
-	// recorded has the bot's secrets redacted.
+	// recorded is scrubbed on its way out (write, outwardTurn).
 	binding := BindingSHA(info.Command, info.Targets)
-	info.Command = r.redact(info.Command)
-	info.Verdict, info.Reason, info.Action = d.Verdict.String(), r.redact(d.Reason), action
-	reason = r.redact(reason)
-	gp := gatePayload{CallID: call.ID, Tool: info.Tool, Dir: r.t.Dir, Verdict: d.Verdict.String(), Reason: info.Reason, Rule: d.Rule, Action: action,
+	info.Verdict, info.Reason, info.Action = d.Verdict.String(), d.Reason, action
+	gp := GatePayload{CallID: call.ID, Tool: info.Tool, Dir: r.t.Dir, Verdict: d.Verdict.String(), Reason: info.Reason, Rule: d.Rule, Action: action,
 		Targets: info.Targets, TargetCount: len(info.Targets)}
 	if len(info.Targets) > 0 {
 		gp.Dir = ""
@@ -41,7 +39,7 @@ func (r *run) decide(ctx context.Context, call ToolCall, info CommandInfo, d gat
 	} else {
 		gp.Command = info.Command
 		if info.Requested != "" && info.Requested != info.Command {
-			gp.Requested = r.redact(info.Requested)
+			gp.Requested = info.Requested
 		}
 	}
 	evs, err := r.record(durable, store.Event{Type: EvGateDecision, Actor: "gate", Payload: mustJSON(gp)})
@@ -66,7 +64,7 @@ func (r *run) decide(ctx context.Context, call ToolCall, info CommandInfo, d gat
 	if len(info.Targets) > 0 {
 		ap.Dir = ""
 	}
-	if _, err := r.record(durable, store.Event{Type: EvApprovalAsked, Actor: "gate", Payload: mustJSON(approvalAskedPayload{
+	if _, err := r.record(durable, store.Event{Type: EvApprovalAsked, Actor: "gate", Payload: mustJSON(ApprovalAskedPayload{
 		CallID: call.ID, RequestID: ap.RequestID, Command: info.Command, SHA256: ap.SHA256, Reason: reason, Requester: r.t.Actor,
 		Targets: info.Targets, TargetCount: len(info.Targets)})}); err != nil {
 		return false, "", err
@@ -81,7 +79,7 @@ func (r *run) decide(ctx context.Context, call ToolCall, info CommandInfo, d gat
 			}
 		}
 	}
-	_, err = r.record(durable, store.Event{Type: EvApprovalDecided, Actor: orSystem(dec.By), Payload: mustJSON(approvalDecidedPayload{
+	_, err = r.record(durable, store.Event{Type: EvApprovalDecided, Actor: orSystem(dec.By), Payload: mustJSON(ApprovalDecidedPayload{
 		CallID: call.ID, RequestID: ap.RequestID, Approved: dec.Approved, By: dec.By, Why: dec.Why, SHA256: ap.SHA256})})
 	if asked {
 		r.t.Approver.Decided(ctx, ap, where, dec, err)
@@ -143,7 +141,7 @@ func (r *run) runCommand(ctx context.Context, call ToolCall, command, reason, ta
 	if err != nil {
 		return "", false, nil, err
 	}
-	info.Command, info.Verdict, info.Reason = r.redact(info.Command), d.Verdict.String(), r.redact(d.Reason)
+	info.Verdict, info.Reason = d.Verdict.String(), d.Reason
 	if !ok {
 		r.hookResult(info, refusal, true)
 		return refusal, true, nil, nil
@@ -160,11 +158,11 @@ func (r *run) runCommand(ctx context.Context, call ToolCall, command, reason, ta
 		return content, true, nil, nil
 	}
 	ex.Output = []byte(r.maskOutput(string(ex.Output)))
-	content := r.redact(formatExec(ex, r.cfg.Exec.ViewLimit))
+	content := formatExec(ex, r.cfg.Exec.ViewLimit)
 	isErr := ex.ExitCode != 0 || ex.TimedOut || ex.Cancelled || ex.Limit != ""
 	r.stopped = ex.Cause
 	if r.t.Hooks.Result != nil {
-		info.Output, info.Size = []byte(r.redact(string(ex.Output))), ex.Size
+		info.Output, info.Size = ex.Output, ex.Size
 	}
 	r.hookResult(info, content, isErr)
 	return content, isErr, &ex, nil

@@ -1,7 +1,12 @@
-// Package agentcore is the kernel: the loop that turns a user's words into
-// model calls, gated commands and answers, and the one package that appends
-// session events to the store. The model client lives in agentcore/openai;
-// chat and terminal front ends call Agent.Run.
+// Package agentcore is thinbot's kernel: the loop that turns a person's
+// words into model calls, gated commands and answers, and the one package
+// that appends session events to the store.
+//
+// The types to know: Agent runs turns (New, Agent.Run); a Turn is one
+// run's input and a Result its outcome; a Model is the model client
+// (agentcore/openai speaks the OpenAI wire format); an Approver answers
+// the gate's confirm verdicts (the chat front ends, or a terminal prompt).
+// ExampleAgent_Run shows one turn and the events it commits, in order.
 //
 // # The loop
 //
@@ -55,6 +60,17 @@
 // clear event starts a new branch; a compacted event replaces the messages
 // before it with a summary; reasoning is recorded but sent back only when the
 // model client is configured to.
+//
+// # Reading the chain
+//
+// The package reads what it wrote, for the front ends and the auditor:
+// Projector turns a session's events into the model's messages; Sessions,
+// OpenSessions, SeenMessages, KnownSession, IndexedTopic and
+// IndexedApprovals answer from the chain's state index (stateindex.go);
+// AlertGroups rebuilds the alert threads; WriteTimeline renders a
+// session's timeline; VerifyJSONL, VerifyArchiveFile and
+// CheckChainCheckpoints check an export, an archive and the recorded
+// checkpoints beside the store's own verification.
 //
 // # Concurrency
 //

@@ -1,7 +1,18 @@
 package agentcore
 
-// Event types this package appends. They live in the chain forever: never
-// rename one, only add.
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/thinbot/thinbot/skills"
+	"github.com/thinbot/thinbot/store"
+)
+
+// The chain's schema: the event types this package appends and the
+// payload each holds (Decode maps one to the other). They live in the
+// chain forever and are the format auditors read: never rename a type or
+// a JSON field, only add. The store's own events (store.TypeArchive) are
+// the store's.
 const (
 	EvSystemPrompt     = "system_prompt"      // the system prompt the session's next model calls use
 	EvUserMessage      = "user_message"       // a person's words
@@ -31,17 +42,73 @@ const (
 	StatusError     = "error"     // the model or the store failed
 )
 
-type systemPromptPayload struct {
+// Decode returns the payload of an event of the chain's schema, as a
+// pointer to its type: *ToolResultPayload for a tool_result, and so on (a
+// run_started and a run_finished both hold a *RunPayload). An event of a
+// type it does not know (another package's, a newer thinbot's) gives nil
+// and no error, so that readers skip what they cannot read; a payload
+// that does not decode is an error.
+func Decode(ev store.Event) (any, error) {
+	var p any
+	switch ev.Type {
+	case EvSystemPrompt:
+		p = new(SystemPromptPayload)
+	case EvUserMessage:
+		p = new(UserMessagePayload)
+	case EvAssistantMessage:
+		p = new(AssistantPayload)
+	case EvGateDecision:
+		p = new(GatePayload)
+	case EvApprovalAsked:
+		p = new(ApprovalAskedPayload)
+	case EvApprovalDecided:
+		p = new(ApprovalDecidedPayload)
+	case EvToolResult:
+		p = new(ToolResultPayload)
+	case EvProtocolSwitch:
+		p = new(ProtocolSwitchPayload)
+	case EvRunStarted, EvRunFinished:
+		p = new(RunPayload)
+	case EvClear:
+		p = new(ClearPayload)
+	case EvCompacted:
+		p = new(CompactedPayload)
+	case EvMemory:
+		p = new(MemoryPayload)
+	case EvSkillFiltered:
+		p = new(skills.Filtered)
+	case EvSkillOpened:
+		p = new(SkillOpenedPayload)
+	case EvNote:
+		p = new(NotePayload)
+	case EvChainVerified:
+		p = new(ChainVerifiedPayload)
+	case EvAlert:
+		p = new(AlertPayload)
+	default:
+		return nil, nil
+	}
+	if err := json.Unmarshal(ev.Payload, p); err != nil {
+		return nil, fmt.Errorf("agentcore: decode %s event %d: %w", ev.Type, ev.Seq, err)
+	}
+	return p, nil
+}
+
+// SystemPromptPayload is an EvSystemPrompt's: the prompt the session's
+// next model calls use.
+type SystemPromptPayload struct {
 	Text string `json:"text"`
 }
 
-type userMessagePayload struct {
+// UserMessagePayload is an EvUserMessage's: a person's words.
+type UserMessagePayload struct {
 	Text string `json:"text"`
 	// MessageID is the chat platform's id of the message, for deduplication.
 	MessageID string `json:"message_id,omitempty"`
 }
 
-type assistantPayload struct {
+// AssistantPayload is an EvAssistantMessage's: one model reply.
+type AssistantPayload struct {
 	Content      string     `json:"content"`
 	Reasoning    string     `json:"reasoning,omitempty"`
 	ToolCalls    []ToolCall `json:"tool_calls,omitempty"`
@@ -59,7 +126,9 @@ type assistantPayload struct {
 	LatencyMS int64  `json:"latency_ms"`
 }
 
-type gatePayload struct {
+// GatePayload is an EvGateDecision's: the gate's verdict on a command or
+// a path, recorded before anything runs.
+type GatePayload struct {
 	CallID  string `json:"call_id"`
 	Tool    string `json:"tool"`
 	Command string `json:"command,omitempty"`
@@ -80,14 +149,16 @@ type gatePayload struct {
 
 // what names what a gate decision was about, as the audit and the
 // timeline show it: the command, or "read_file PATH" for a file read.
-func (p gatePayload) what() string {
+func (p GatePayload) what() string {
 	if p.Tool == ToolReadFile {
 		return "read_file " + p.Path
 	}
 	return p.Command
 }
 
-type approvalAskedPayload struct {
+// ApprovalAskedPayload is an EvApprovalAsked's: a confirm verdict put to
+// the approvers. SHA256 binds the answer to the command (BindingSHA).
+type ApprovalAskedPayload struct {
 	CallID    string `json:"call_id"`
 	RequestID string `json:"request_id"`
 	Command   string `json:"command"`
@@ -99,7 +170,9 @@ type approvalAskedPayload struct {
 	TargetCount int      `json:"target_count,omitempty"`
 }
 
-type approvalDecidedPayload struct {
+// ApprovalDecidedPayload is an EvApprovalDecided's: the answer (or the
+// expiry's), recorded before anything runs.
+type ApprovalDecidedPayload struct {
 	CallID    string `json:"call_id"`
 	RequestID string `json:"request_id"`
 	Approved  bool   `json:"approved"`
@@ -108,7 +181,8 @@ type approvalDecidedPayload struct {
 	SHA256    string `json:"sha256"`
 }
 
-type toolResultPayload struct {
+// ToolResultPayload is an EvToolResult's: what a tool call produced.
+type ToolResultPayload struct {
 	CallID string `json:"call_id"`
 	Tool   string `json:"tool"`
 	// Content is exactly what the model sees as the tool's result.
@@ -122,7 +196,7 @@ type toolResultPayload struct {
 	// Targets and Hosts are set for a remote command: what each host
 	// answered (OutputSize and OutputSHA then cover the summary).
 	Targets []string     `json:"targets,omitempty"`
-	Hosts   []hostRecord `json:"hosts,omitempty"`
+	Hosts   []HostRecord `json:"hosts,omitempty"`
 	// Masked counts the secret spans masked in the output, by rule.
 	Masked map[string]int `json:"masked,omitempty"`
 	// Cause and CauseBy, for a command the run's cancellation ended (or
@@ -131,8 +205,8 @@ type toolResultPayload struct {
 	CauseBy string `json:"cause_by,omitempty"`
 }
 
-// hostRecord is one host's outcome of a remote command, in the chain.
-type hostRecord struct {
+// HostRecord is one host's outcome of a remote command, in the chain.
+type HostRecord struct {
 	Host       string `json:"host"`
 	User       string `json:"user,omitempty"`
 	ExitCode   int    `json:"exit_code"`
@@ -146,13 +220,17 @@ type hostRecord struct {
 	NotStarted bool `json:"not_started,omitempty"`
 }
 
-type protocolSwitchPayload struct {
+// ProtocolSwitchPayload is an EvProtocolSwitch's: the session moved from
+// tool calling to the text protocol.
+type ProtocolSwitchPayload struct {
 	From   string `json:"from"`
 	To     string `json:"to"`
 	Reason string `json:"reason"`
 }
 
-type runPayload struct {
+// RunPayload is an EvRunStarted's (Goal) and an EvRunFinished's: how
+// the run ended (a Status* value) and what it used.
+type RunPayload struct {
 	Status     string `json:"status,omitempty"`
 	Goal       bool   `json:"goal,omitempty"`
 	Steps      int    `json:"steps,omitempty"`
@@ -166,25 +244,33 @@ type runPayload struct {
 	CauseBy string `json:"cause_by,omitempty"`
 }
 
-type compactedPayload struct {
+// CompactedPayload is an EvCompacted's: the summary that replaces the
+// session's events up to UpToSeq in the projection.
+type CompactedPayload struct {
 	Summary      string `json:"summary"`
 	UpToSeq      uint64 `json:"up_to_seq"`
 	TokensBefore int    `json:"tokens_before"`
 	TokensAfter  int    `json:"tokens_after"`
 }
 
-type memoryPayload struct {
+// MemoryPayload is an EvMemory's: a note the model appended to File.
+type MemoryPayload struct {
 	Text string `json:"text"`
 	File string `json:"file"`
 }
 
-// skillOpenedPayload records which files a session's skill instructions
+// SkillOpenedPayload, an EvSkillOpened's, records which files a session's skill instructions
 // came from: the Digest of every file of the skill when it was opened.
-type skillOpenedPayload struct {
+type SkillOpenedPayload struct {
 	CallID string `json:"call_id"`
 	Name   string `json:"name"`
 	Dir    string `json:"dir"`
 	SHA256 string `json:"sha256"`
 	// Pinned is the digest skills.lock pins, when a lock is configured.
 	Pinned string `json:"pinned,omitempty"`
+}
+
+// ClearPayload is an EvClear's: the branch the session continues on.
+type ClearPayload struct {
+	Branch int `json:"branch"`
 }

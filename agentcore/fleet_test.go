@@ -105,11 +105,11 @@ func TestFleetPassRunsEverywhereReadOnly(t *testing.T) {
 			t.Errorf("model saw no %q:\n%s", want, saw)
 		}
 	}
-	g := payloadOf[gatePayload](t, f, "s", EvGateDecision)
+	g := payloadOf[GatePayload](t, f, "s", EvGateDecision)
 	if len(g) != 1 || g[0].Verdict != "pass" || g[0].TargetCount != 4 || strings.Join(g[0].Targets, " ") != "web-01 web-02 web-03 web-down" {
 		t.Errorf("gate decision %+v", g)
 	}
-	tr := payloadOf[toolResultPayload](t, f, "s", EvToolResult)
+	tr := payloadOf[ToolResultPayload](t, f, "s", EvToolResult)
 	if len(tr) != 1 || len(tr[0].Hosts) != 4 || !tr[0].IsError {
 		t.Fatalf("tool result %+v", tr)
 	}
@@ -174,7 +174,7 @@ func TestFleetWriteNeedsOneApprovalNamingAllTargets(t *testing.T) {
 	if uid := fileUID(st); uid != sshd.UID(t, sshd.UserRW) {
 		t.Errorf("the file is owned by uid %d, not %s", uid, sshd.UserRW)
 	}
-	asked := payloadOf[approvalAskedPayload](t, f, "s", EvApprovalAsked)
+	asked := payloadOf[ApprovalAskedPayload](t, f, "s", EvApprovalAsked)
 	if len(asked) != 1 || asked[0].TargetCount != 3 || asked[0].SHA256 != ap.SHA256 {
 		t.Errorf("approval_requested %+v", asked)
 	}
@@ -200,7 +200,7 @@ func TestFleetTargetErrors(t *testing.T) {
 	if len(saw) != 2 || !strings.Contains(saw[0], "matches no host") || !strings.Contains(saw[1], "may only target the groups strangers") {
 		t.Errorf("model saw %q", saw)
 	}
-	if g := payloadOf[gatePayload](t, f, "s", EvGateDecision); len(g) != 0 {
+	if g := payloadOf[GatePayload](t, f, "s", EvGateDecision); len(g) != 0 {
 		t.Errorf("gate decisions for refused targets: %+v", g)
 	}
 }
@@ -253,7 +253,7 @@ func TestFleetStopKillsRemoteCommands(t *testing.T) {
 		t.Fatal("Run did not end after cancel")
 	}
 	waitUntil(t, func() bool { return len(remoteProcs("sleep "+marker, uid)) == 0 })
-	tr := payloadOf[toolResultPayload](t, f, "s", EvToolResult)
+	tr := payloadOf[ToolResultPayload](t, f, "s", EvToolResult)
 	if len(tr) != 1 || len(tr[0].Hosts) != 2 || !tr[0].Hosts[0].Cancelled || !tr[0].Hosts[1].Cancelled {
 		t.Errorf("tool result %+v", tr)
 	}
@@ -282,4 +282,36 @@ func remoteProcs(s string, uid int) []int {
 		}
 	}
 	return out
+}
+
+// TestFleetOutputIsMasked: a token printed on remote hosts is masked like
+// local output, before the model, the hooks (the chat's attachment) and the
+// chain see it, and the result records what was masked.
+func TestFleetOutputIsMasked(t *testing.T) {
+	const token = "ghp_R8vT2kLm9QxZ4wNp7YbC3dFh6JsA1uEo5GiK"
+	var saw, hooked string
+	f, _ := fleetFixture(t, 2, false, runOn("echo github: ghp_R8vT2kLm9QxZ4wNp7Yb''C3dFh6JsA1uEo5GiK", "web"), func(r Request) (Response, error) {
+		saw = lastToolContent(r)
+		return Response{Content: "ok"}, nil
+	})
+	_, err := f.a.Run(t.Context(), Turn{Session: "s", Actor: "user:al", Text: "show", Dir: f.dir,
+		Hooks: Hooks{Result: func(c CommandInfo, content string, _ bool) { hooked = string(c.Output) + content }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(saw, token) || !strings.Contains(saw, "github: [MASKED:github-pat]") {
+		t.Errorf("the model saw %q", saw)
+	}
+	if strings.Contains(hooked, token) || strings.Count(hooked, "[MASKED:github-pat]") < 3 {
+		t.Errorf("the hooks saw %q", hooked)
+	}
+	for _, e := range f.events(t, "s") {
+		if strings.Contains(string(e.Payload), token) {
+			t.Errorf("the chain holds the token: %s", e.Payload)
+		}
+	}
+	tr := payloadOf[ToolResultPayload](t, f, "s", EvToolResult)
+	if len(tr) != 1 || tr[0].Masked["github-pat"] != 2 {
+		t.Errorf("the tool result does not record the two hosts' masked tokens: %+v", tr)
+	}
 }

@@ -33,12 +33,12 @@ func startSandbox(t *testing.T, dir string) *sandbox.Sandbox {
 }
 
 // gateDecisions returns the session's gate decisions in order.
-func gateDecisions(t *testing.T, f *fixture, session string) []gatePayload {
+func gateDecisions(t *testing.T, f *fixture, session string) []GatePayload {
 	t.Helper()
-	var out []gatePayload
+	var out []GatePayload
 	for _, e := range f.events(t, session) {
 		if e.Type == EvGateDecision {
-			var p gatePayload
+			var p GatePayload
 			if err := json.Unmarshal(e.Payload, &p); err != nil {
 				t.Fatal(err)
 			}
@@ -162,10 +162,10 @@ func TestRefusedApprovalDoesNotRun(t *testing.T) {
 	if !strings.Contains(saw, "approval was refused by user:bob (not now)") {
 		t.Errorf("model was told %q", saw)
 	}
-	var decided []approvalDecidedPayload
+	var decided []ApprovalDecidedPayload
 	for _, e := range f.events(t, "s") {
 		if e.Type == EvApprovalDecided {
-			var p approvalDecidedPayload
+			var p ApprovalDecidedPayload
 			if err := json.Unmarshal(e.Payload, &p); err != nil {
 				t.Fatal(err)
 			}

@@ -16,16 +16,16 @@ import (
 func openState(t *testing.T, f *fixture, calls int) {
 	t.Helper()
 	evs := []store.Event{
-		{Session: "s1", Type: EvUserMessage, Actor: "user:u", Payload: mustJSON(userMessagePayload{Text: "go", MessageID: "m1"})},
-		{Session: "s1", Type: EvRunStarted, Actor: "user:u", Payload: mustJSON(runPayload{})},
+		{Session: "s1", Type: EvUserMessage, Actor: "user:u", Payload: mustJSON(UserMessagePayload{Text: "go", MessageID: "m1"})},
+		{Session: "s1", Type: EvRunStarted, Actor: "user:u", Payload: mustJSON(RunPayload{})},
 	}
 	for i := range 2 {
 		evs = append(evs, store.Event{Session: "s1", Type: EvApprovalAsked, Actor: "system",
-			Payload: mustJSON(approvalAskedPayload{CallID: fmt.Sprint("c", i), RequestID: fmt.Sprint("r", i), Command: "touch x", SHA256: "x"})})
+			Payload: mustJSON(ApprovalAskedPayload{CallID: fmt.Sprint("c", i), RequestID: fmt.Sprint("r", i), Command: "touch x", SHA256: "x"})})
 	}
 	for range calls {
 		evs = append(evs, store.Event{Session: "s1", Type: EvAssistantMessage, Actor: "model",
-			Payload: mustJSON(assistantPayload{Content: "x", Usage: Usage{PromptTokens: 10}})})
+			Payload: mustJSON(AssistantPayload{Content: "x", Usage: Usage{PromptTokens: 10}})})
 	}
 	if _, err := f.db.Append(t.Context(), evs...); err != nil {
 		t.Fatal(err)
@@ -93,8 +93,8 @@ func TestStateIndexReadFailures(t *testing.T) {
 			t.Fatalf("Recover: %+v, %v", u, err)
 		}
 		// Open again: a run and an approval request.
-		if _, err := f.db.Append(t.Context(), store.Event{Session: "s1", Type: EvRunStarted, Actor: "user:u", Payload: mustJSON(runPayload{})},
-			store.Event{Session: "s1", Type: EvApprovalAsked, Actor: "system", Payload: mustJSON(approvalAskedPayload{CallID: "c9", RequestID: "r9", Command: "touch y", SHA256: "y"})}); err != nil {
+		if _, err := f.db.Append(t.Context(), store.Event{Session: "s1", Type: EvRunStarted, Actor: "user:u", Payload: mustJSON(RunPayload{})},
+			store.Event{Session: "s1", Type: EvApprovalAsked, Actor: "system", Payload: mustJSON(ApprovalAskedPayload{CallID: "c9", RequestID: "r9", Command: "touch y", SHA256: "y"})}); err != nil {
 			t.Fatal(err)
 		}
 		f.db.Close()

@@ -200,8 +200,14 @@ type span struct {
 // Mask returns s with every secret the rules find replaced by
 // [MASKED:RULE], and how many spans each rule masked (nil if none).
 func (m *Masker) Mask(s string) (string, map[string]int) {
+	out, counts, _ := m.mask(s)
+	return out, counts
+}
+
+// mask is Mask that also returns the secrets it masked.
+func (m *Masker) mask(s string) (string, map[string]int, []string) {
 	if m == nil || s == "" {
-		return s, nil
+		return s, nil, nil
 	}
 	lower := textfmt.LowerASCII(s)
 	present := m.keywords(lower)
@@ -232,19 +238,28 @@ func (m *Masker) Mask(s string) (string, map[string]int) {
 		}
 	}
 	if len(spans) == 0 {
-		return s, nil
+		return s, nil, nil
 	}
 	// A generic rule's span that overlaps a specific rule's is the same
-	// secret: the specific rule names it.
-	var specific []span
-	for _, sp := range spans {
-		if !strings.HasPrefix(sp.rule, "generic-") {
-			specific = append(specific, sp)
+	// secret: the specific rule names it, over both spans (a token longer
+	// than its rule's pattern keeps no tail).
+	generic := func(sp span) bool { return strings.HasPrefix(sp.rule, "generic-") }
+	merged := make([]bool, len(spans))
+	for gi, g := range spans {
+		for i, sp := range spans {
+			if generic(g) && !generic(sp) && sp.start < g.end && g.start < sp.end {
+				spans[i].start, spans[i].end = min(sp.start, g.start), max(sp.end, g.end)
+				merged[gi] = true
+			}
 		}
 	}
-	spans = slices.DeleteFunc(spans, func(g span) bool {
-		return strings.HasPrefix(g.rule, "generic-") && slices.ContainsFunc(specific, func(sp span) bool { return sp.start < g.end && g.start < sp.end })
-	})
+	var kept []span
+	for i, sp := range spans {
+		if !merged[i] {
+			kept = append(kept, sp)
+		}
+	}
+	spans = kept
 	slices.SortFunc(spans, func(a, b span) int {
 		if a.start != b.start {
 			return a.start - b.start
@@ -252,9 +267,11 @@ func (m *Masker) Mask(s string) (string, map[string]int) {
 		return b.end - a.end
 	})
 	counts := map[string]int{}
+	var found []string
 	var b strings.Builder
 	last := 0
 	for _, sp := range spans {
+		found = append(found, s[sp.start:sp.end])
 		if sp.start < last {
 			// Inside (or overlapping) a span already masked: extend it.
 			if sp.end > last {
@@ -268,7 +285,7 @@ func (m *Masker) Mask(s string) (string, map[string]int) {
 		last = sp.end
 	}
 	b.WriteString(s[last:])
-	return b.String(), counts
+	return b.String(), counts, found
 }
 
 // finding checks one match of rule r in s: its secret (the secret group,
@@ -369,10 +386,11 @@ func shannon(s string) float64 {
 	return h
 }
 
-// maskOutput masks secret shapes in a tool's output and adds the counts
-// to the run's tally for the tool's result.
+// maskOutput scrubs a tool's whole output (before it is cut to the
+// model's view, so that no secret is cut in two) and adds the Masker's
+// counts to the run's tally for the tool's result.
 func (r *run) maskOutput(s string) string {
-	out, counts := r.mask.Mask(s)
+	out, counts := r.scrub.scrubCount(s)
 	for id, n := range counts {
 		if r.masked == nil {
 			r.masked = map[string]int{}

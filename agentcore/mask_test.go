@@ -152,3 +152,38 @@ func TestTokenBudget(t *testing.T) {
 		t.Fatalf("estimated: %+v", res)
 	}
 }
+
+// TestMaskEdgeCases: gitleaks' AND allowlist (a .bb file's LICENSE line)
+// does not let a LICENSE_KEY line of command output through; a token
+// longer than its specific rule's pattern, which the generic rule finds
+// whole, keeps no tail; a generic-only secret is masked in the head and
+// the tail of an output over 512 KiB.
+func TestMaskEdgeCases(t *testing.T) {
+	m, err := NewMasker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, in, gone string }{
+		{"and-allowlist", `LICENSE_KEY="f3k9Xq2LmZ8vR7tY1pW4nB6c"`, "f3k9Xq2LmZ8vR7tY1pW4nB6c"},
+		{"and-allowlist-src", `SRC_TOKEN="f3k9Xq2LmZ8vR7tY1pW4nB6c"`, "f3k9Xq2LmZ8vR7tY1pW4nB6c"},
+		{"overlap-tail", "token=ghp_R8vT2kLm9QxZ4wNp7YbC3dFh6JsA1uEo5GiKzX91qW7 ok", "zX91qW7"},
+		{"overlap-tail-gitlab", "GITLAB_TOKEN=glpat-Xy7Kp2Lm9QvZ4wNp7YbCq8Rt3 ok", "q8Rt3"},
+	} {
+		if out, _ := m.Mask(tc.in); strings.Contains(out, tc.gone) || !strings.Contains(out, "[MASKED:") {
+			t.Errorf("%s: %q -> %q", tc.name, tc.in, out)
+		}
+	}
+	filler := strings.Repeat("Dec  1 03:12:00 db1 kernel: EXT4-fs (sda1): mounted filesystem with ordered data mode\n", 600<<10/88)
+	for _, where := range []string{"head", "tail"} {
+		s := `password = "Xq2LmZ8vR7tY1pW4nB6cf3k9"` + "\n" + filler
+		if where == "tail" {
+			s = filler + `password = "Xq2LmZ8vR7tY1pW4nB6cf3k9"` + "\n"
+		}
+		if len(s) <= 512<<10 {
+			t.Fatalf("output of %d bytes", len(s))
+		}
+		if out, counts := m.Mask(s); strings.Contains(out, "Xq2LmZ8vR7tY1pW4nB6cf3k9") || counts["generic-api-key"] != 1 {
+			t.Errorf("%s of a %d-byte output: %v", where, len(s), counts)
+		}
+	}
+}

@@ -33,7 +33,7 @@ func TestRunsTheProgramTheGateJudged(t *testing.T) {
 	if asked.Command != program {
 		t.Errorf("the approver was shown %q, want what runs: %q", asked.Command, program)
 	}
-	var gp gatePayload
+	var gp GatePayload
 	for _, e := range f.events(t, "s") {
 		if e.Type == EvGateDecision {
 			json.Unmarshal(e.Payload, &gp)

@@ -68,7 +68,7 @@ func (p *Projector) Apply(e store.Event) {
 		p.reset(nil, nil)
 	}
 	if e.Type == EvUserMessage && p.first == "" && e.Actor != "system" {
-		var v userMessagePayload
+		var v UserMessagePayload
 		if decode(e, &v) {
 			p.first = v.Text
 		}
@@ -78,7 +78,7 @@ func (p *Projector) Apply(e store.Event) {
 	}
 	switch e.Type {
 	case EvSystemPrompt:
-		var v systemPromptPayload
+		var v SystemPromptPayload
 		if decode(e, &v) {
 			p.system = v.Text
 			p.reset(p.history())
@@ -89,7 +89,7 @@ func (p *Projector) Apply(e store.Event) {
 		p.open = nil
 		p.reset(nil, nil)
 	case EvCompacted:
-		var v compactedPayload
+		var v CompactedPayload
 		if !decode(e, &v) {
 			return
 		}
@@ -109,13 +109,13 @@ func (p *Projector) Apply(e store.Event) {
 		p.reset(append([]Message{{Role: RoleUser, Content: summaryPrefix + v.Summary}}, msgs[keep:]...),
 			append([]uint64{e.Seq}, seqs[keep:]...))
 	case EvUserMessage:
-		var v userMessagePayload
+		var v UserMessagePayload
 		if decode(e, &v) {
 			p.closeOpen(e.Seq)
 			p.add(e.Seq, Message{Role: RoleUser, Content: v.Text})
 		}
 	case EvAssistantMessage:
-		var v assistantPayload
+		var v AssistantPayload
 		if !decode(e, &v) {
 			return
 		}
@@ -127,7 +127,7 @@ func (p *Projector) Apply(e store.Event) {
 		}
 		p.add(e.Seq, m)
 	case EvToolResult:
-		var v toolResultPayload
+		var v ToolResultPayload
 		if !decode(e, &v) {
 			return
 		}

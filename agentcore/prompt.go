@@ -101,7 +101,7 @@ func (r *run) promptEvent() []store.Event {
 	if p == r.s.proj.System() {
 		return nil
 	}
-	return []store.Event{{Type: EvSystemPrompt, Actor: "system", Payload: mustJSON(systemPromptPayload{Text: p})}}
+	return []store.Event{{Type: EvSystemPrompt, Actor: "system", Payload: mustJSON(SystemPromptPayload{Text: p})}}
 }
 
 // readLimited reads a small text file; a missing or unreadable file is "".
@@ -127,7 +127,7 @@ func (r *run) remember(note string) (string, bool, error) {
 	path := filepath.Join(r.t.Dir, MemoryFile)
 	// The memory change is an event first, then the file: the chain is the
 	// record, the file a convenience the next session's prompt reads.
-	if _, err := r.record(durable, store.Event{Type: EvMemory, Actor: "model", Payload: mustJSON(memoryPayload{Text: note, File: path})}); err != nil {
+	if _, err := r.record(durable, store.Event{Type: EvMemory, Actor: "model", Payload: mustJSON(MemoryPayload{Text: note, File: path})}); err != nil {
 		return "", false, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {

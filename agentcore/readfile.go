@@ -56,7 +56,7 @@ func (r *run) readLocal(ctx context.Context, call ToolCall, args toolArgs) (stri
 	if err != nil {
 		return "", false, err
 	}
-	info.Command, info.Verdict, info.Reason = r.redact(info.Command), d.Verdict.String(), r.redact(d.Reason)
+	info.Verdict, info.Reason = d.Verdict.String(), d.Reason
 	if !ok {
 		r.hookResult(info, refusal, true)
 		return refusal, true, nil
@@ -69,7 +69,7 @@ func (r *run) readLocal(ctx context.Context, call ToolCall, args toolArgs) (stri
 		content, isErr = readLines(f, path, args.Offset, args.Limit)
 		f.Close()
 	}
-	content = r.maskOutput(r.redact(content))
+	content = r.maskOutput(content)
 	r.hookResult(info, content, isErr)
 	return content, isErr, nil
 }

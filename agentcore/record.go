@@ -21,9 +21,15 @@ const (
 	durable  = true
 )
 
-// write appends evs to db, durably or buffered. It is the only call of
-// the store's append functions in agentcore.
-func write(db *store.DB, sync bool, evs []store.Event) ([]store.Event, error) {
+// write appends evs to db, durably or buffered, with every string in
+// their payloads scrubbed by x (see scrubber; nil for the kernel's own
+// records, which hold no text from outside). It is the only call of the
+// store's append functions in agentcore, so nothing reaches the chain
+// unscrubbed.
+func write(db *store.DB, x *scrubber, sync bool, evs []store.Event) ([]store.Event, error) {
+	for i := range evs {
+		evs[i].Payload = x.payload(evs[i].Payload)
+	}
 	// Never a cancellable ctx: Append gives up on a done ctx before the
 	// commit takes the events, and the record of a cancelled run (its
 	// refusals, its run_finished) must still be written.
@@ -61,7 +67,7 @@ func (a *Agent) commit(id string, s *session, sync bool, evs []store.Event) ([]s
 			evs[i].Branch = s.proj.Branch()
 		}
 	}
-	out, err := write(a.cfg.Store, sync, evs)
+	out, err := write(a.cfg.Store, a.scrub, sync, evs)
 	if err != nil {
 		return nil, err
 	}

@@ -104,20 +104,20 @@ func Recover(db *store.DB) (Unfinished, error) {
 	}
 	record := func(session string, e store.Event) error {
 		e.Session, e.Branch = session, branch[session]
-		_, err := write(db, durable, []store.Event{e})
+		_, err := write(db, nil, durable, []store.Event{e})
 		return err
 	}
 	u := Unfinished{Queued: open.Queued}
 	for i, pa := range open.Approvals {
 		p := pend[i]
-		if err := record(pa.Session, store.Event{Type: EvApprovalDecided, Actor: "system", Payload: mustJSON(approvalDecidedPayload{
+		if err := record(pa.Session, store.Event{Type: EvApprovalDecided, Actor: "system", Payload: mustJSON(ApprovalDecidedPayload{
 			CallID: p.CallID, RequestID: pa.RequestID, Approved: false, By: "system", Why: "expired: thinbot restarted before a decision", SHA256: p.SHA256})}); err != nil {
 			return u, err
 		}
 		u.Approvals = append(u.Approvals, pa)
 	}
 	for _, sid := range open.Runs {
-		if err := record(sid, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(runPayload{
+		if err := record(sid, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(RunPayload{
 			Status: StatusInterrupted, Detail: "the process ended before the run finished"})}); err != nil {
 			return u, err
 		}
@@ -238,7 +238,7 @@ func (a *Agent) Audit(session string, n int) ([]AuditRow, error) {
 		}
 		switch e.Type {
 		case EvGateDecision:
-			var p gatePayload
+			var p GatePayload
 			if json.Unmarshal(e.Payload, &p) != nil {
 				continue
 			}
@@ -246,7 +246,7 @@ func (a *Agent) Audit(session string, n int) ([]AuditRow, error) {
 			rows = append(rows, r)
 			byCall[p.CallID] = r
 		case EvApprovalDecided:
-			var p approvalDecidedPayload
+			var p ApprovalDecidedPayload
 			if json.Unmarshal(e.Payload, &p) == nil && byCall[p.CallID] != nil {
 				if p.Approved {
 					byCall[p.CallID].Approval = "approved by " + p.By
@@ -255,7 +255,7 @@ func (a *Agent) Audit(session string, n int) ([]AuditRow, error) {
 				}
 			}
 		case EvToolResult:
-			var p toolResultPayload
+			var p ToolResultPayload
 			if json.Unmarshal(e.Payload, &p) == nil && byCall[p.CallID] != nil {
 				switch {
 				case p.TimedOut:

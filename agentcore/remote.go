@@ -130,7 +130,7 @@ func (r *run) remote(ctx context.Context, call ToolCall, info CommandInfo, d gat
 	ec := r.cfg.Exec.withDefaults()
 	results := r.cfg.Fleet.Run(ctx, hosts, modeFor(d.Verdict), command, fleet.Limits{Timeout: ec.Timeout, CaptureLimit: ec.CaptureLimit})
 	for i := range results {
-		results[i].Output = []byte(r.maskOutput(r.redact(string(results[i].Output))))
+		results[i].Output = []byte(r.maskOutput(string(results[i].Output)))
 	}
 	content := fleet.Summary(results, r.cfg.Exec.ViewLimit)
 	if ctx.Err() != nil {
@@ -175,10 +175,10 @@ func hostStatus(r fleet.Result) string {
 	return fmt.Sprintf("exit %d", r.ExitCode)
 }
 
-func hostRecords(rs []fleet.Result) []hostRecord {
-	out := make([]hostRecord, len(rs))
+func hostRecords(rs []fleet.Result) []HostRecord {
+	out := make([]HostRecord, len(rs))
 	for i, r := range rs {
-		out[i] = hostRecord{Host: r.Host, User: r.User, ExitCode: r.ExitCode, OutputSize: r.Size, OutputSHA: r.SHA256,
+		out[i] = HostRecord{Host: r.Host, User: r.User, ExitCode: r.ExitCode, OutputSize: r.Size, OutputSHA: r.SHA256,
 			DurationMS: r.Duration.Round(time.Millisecond).Milliseconds(), Error: r.Err, TimedOut: r.TimedOut, Cancelled: r.Cancelled, NotStarted: r.NotStarted}
 	}
 	return out

@@ -65,7 +65,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	if err := a.load(t.Session, s); err != nil {
 		return Result{Status: StatusError}, err
 	}
-	r := &run{Agent: a, t: t, s: s, budgets: a.cfg.Budgets.withDefaults(t.Goal).lower(t.Budgets), model: a.modelFor(s)}
+	r := &run{Agent: a, t: a.outward(t), s: s, budgets: a.cfg.Budgets.withDefaults(t.Goal).lower(t.Budgets), model: a.modelFor(s)}
 	s.setStatus(func(st *Status) { *st = Status{Running: true, Goal: t.Goal, Started: a.cfg.Now(), Budgets: r.budgets} })
 	defer s.setStatus(func(st *Status) { *st = Status{} })
 
@@ -73,8 +73,8 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	defer cancel()
 
 	start := append(r.promptEvent(),
-		store.Event{Type: EvRunStarted, Actor: t.Actor, Payload: mustJSON(runPayload{Goal: t.Goal})},
-		store.Event{Type: EvUserMessage, Actor: t.Actor, Payload: mustJSON(userMessagePayload{Text: t.Text, MessageID: t.MessageID})})
+		store.Event{Type: EvRunStarted, Actor: t.Actor, Payload: mustJSON(RunPayload{Goal: t.Goal})},
+		store.Event{Type: EvUserMessage, Actor: t.Actor, Payload: mustJSON(UserMessagePayload{Text: t.Text, MessageID: t.MessageID})})
 	// Buffered: the first decision (before a command runs) or the run's
 	// end (before the answer is posted) syncs it; an answer then costs one
 	// sync.
@@ -82,6 +82,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 		return Result{Status: StatusError}, err
 	}
 	res, runErr := r.loop(runCtx)
+	res.Answer = a.scrub.scrub(res.Answer)
 	if runErr != nil && ctx.Err() != nil {
 		res.Status = StatusCancelled
 	} else if runErr != nil && runCtx.Err() != nil && res.Status != StatusBudget {
@@ -93,7 +94,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	if runErr != nil {
 		detail = runErr.Error()
 	}
-	fin := runPayload{Status: res.Status, Goal: t.Goal, Steps: r.steps, ModelCalls: r.calls, Detail: detail}
+	fin := RunPayload{Status: res.Status, Goal: t.Goal, Steps: r.steps, ModelCalls: r.calls, Detail: detail}
 	if runErr != nil && runCtx.Err() != nil {
 		res.Cause = CauseOf(runCtx)
 		fin.Cause, fin.CauseBy = causeFields(res.Cause)
@@ -139,7 +140,7 @@ func (r *run) loop(ctx context.Context) (Result, error) {
 				return Result{Status: StatusError}, err
 			}
 			if done {
-				return Result{Status: StatusDone, Answer: r.redact(summary)}, nil
+				return Result{Status: StatusDone, Answer: summary}, nil
 			}
 		}
 	}
@@ -179,9 +180,9 @@ func (r *run) answer(resp Response) (Result, bool) {
 	}
 	switch {
 	case done && r.t.Goal:
-		return Result{Status: StatusDone, Answer: r.redact(text)}, true
+		return Result{Status: StatusDone, Answer: text}, true
 	case !r.t.Goal:
-		return Result{Status: StatusAnswered, Answer: r.redact(text)}, true
+		return Result{Status: StatusAnswered, Answer: text}, true
 	}
 	return Result{}, false
 }
@@ -197,7 +198,7 @@ func (r *run) nudge(resp Response) error {
 	} else {
 		r.steps++
 	}
-	_, err := r.record(durable, store.Event{Type: EvUserMessage, Actor: "system", Payload: mustJSON(userMessagePayload{Text: msg})})
+	_, err := r.record(durable, store.Event{Type: EvUserMessage, Actor: "system", Payload: mustJSON(UserMessagePayload{Text: msg})})
 	return err
 }
 
@@ -251,7 +252,7 @@ func (r *run) ask(ctx context.Context) (Response, time.Duration, error) {
 		case errors.Is(err, ErrToolsUnsupported) && !r.textProtocol() && attempt < 2:
 			r.model, failed = textModel{r.cfg.Model}, nil
 			sw := store.Event{Type: EvProtocolSwitch, Actor: "system",
-				Payload: mustJSON(protocolSwitchPayload{From: "tools", To: "text", Reason: err.Error()})}
+				Payload: mustJSON(ProtocolSwitchPayload{From: "tools", To: "text", Reason: err.Error()})}
 			if _, err := r.record(durable, append([]store.Event{sw}, r.promptEvent()...)...); err != nil {
 				return Response{}, 0, err
 			}
@@ -282,7 +283,7 @@ func (r *run) request(maxTokens int) (Request, *redactStream) {
 	}
 	var stream *redactStream
 	if r.t.Hooks.Text != nil {
-		stream = &redactStream{redact: r.redact, keep: r.maxSecret, out: r.showText()}
+		stream = &redactStream{scrub: r.scrub.scrub, keep: r.scrub.keep(), out: r.showText()}
 		req.OnText = stream.write
 	}
 	return req, stream
@@ -307,20 +308,15 @@ func (r *run) count(req Request, resp Response) *Usage {
 
 // stage adds the model's reply to run.pending: it commits with what
 // follows it. What the model wrote is recorded (and later projected, shown
-// and exported) without the bot's secrets; the command that runs is the
-// one the model wrote.
+// and exported) scrubbed, as every payload is (write); the command that
+// runs is the one the model wrote.
 func (r *run) stage(resp Response, latency time.Duration) {
 	proto := "tools"
 	if resp.text != nil {
 		proto = "text"
 	}
-	var rcalls []ToolCall
-	for _, c := range resp.recorded() {
-		c.Arguments = r.redactJSON(c.Arguments)
-		rcalls = append(rcalls, c)
-	}
-	r.pending = append(r.pending, store.Event{Type: EvAssistantMessage, Actor: "model", Payload: mustJSON(assistantPayload{
-		Content: r.redact(resp.Content), Reasoning: r.redact(resp.Reasoning), ToolCalls: rcalls, FinishReason: resp.FinishReason,
+	r.pending = append(r.pending, store.Event{Type: EvAssistantMessage, Actor: "model", Payload: mustJSON(AssistantPayload{
+		Content: resp.Content, Reasoning: resp.Reasoning, ToolCalls: resp.recorded(), FinishReason: resp.FinishReason,
 		Usage: resp.Usage, Estimated: resp.estimate, Model: resp.Model, Protocol: proto, LatencyMS: latency.Milliseconds()})})
 }
 
@@ -353,7 +349,7 @@ func (r *run) tools() []Tool {
 
 // result records a tool's result (what the model sees) and counts errors.
 func (r *run) result(call ToolCall, content string, isErr bool, ex *ExecResult) error {
-	p := toolResultPayload{CallID: call.ID, Tool: call.Name, Content: content, IsError: isErr, Masked: r.masked}
+	p := ToolResultPayload{CallID: call.ID, Tool: call.Name, Content: content, IsError: isErr, Masked: r.masked}
 	p.Cause, p.CauseBy = causeFields(r.stopped)
 	r.masked, r.stopped = nil, nil
 	if ex != nil && ex.Remote != nil {

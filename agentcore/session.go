@@ -10,7 +10,7 @@ import (
 func (a *Agent) Clear(id, actor string) error {
 	return a.update(id, func(s *session) error {
 		next := s.proj.Branch() + 1
-		_, err := a.commit(id, s, durable, []store.Event{{Type: EvClear, Branch: next, Actor: actor, Payload: mustJSON(map[string]int{"branch": next})}})
+		_, err := a.commit(id, s, durable, []store.Event{{Type: EvClear, Branch: next, Actor: actor, Payload: mustJSON(ClearPayload{Branch: next})}})
 		return err
 	})
 }
@@ -39,7 +39,7 @@ func (a *Agent) Note(id, typ, actor string, payload any) (store.Event, error) {
 // approval or a model call. It was called NoteSync, which it never meant:
 // both Note and NoteUnlocked are durable.
 func (a *Agent) NoteUnlocked(id, typ, actor string, payload any) (store.Event, error) {
-	evs, err := write(a.cfg.Store, durable, []store.Event{{Session: id, Type: typ, Actor: actor, Payload: mustJSON(payload)}})
+	evs, err := write(a.cfg.Store, a.scrub, durable, []store.Event{{Session: id, Type: typ, Actor: actor, Payload: mustJSON(payload)}})
 	if err != nil {
 		return store.Event{}, err
 	}
@@ -55,8 +55,10 @@ func (a *Agent) SessionStatus(session string) Status {
 		return Status{}
 	}
 	s.smu.Lock()
-	defer s.smu.Unlock()
-	return s.status
+	st := s.status
+	s.smu.Unlock()
+	st.Current = a.scrub.scrub(st.Current)
+	return st
 }
 
 // Messages returns the session's current projection (what the next model

@@ -40,7 +40,7 @@ func (r *run) openSkill(call ToolCall, name string) (string, bool, error) {
 	if err != nil {
 		return "error: skill " + name + ": " + err.Error(), true, nil
 	}
-	if _, err := r.record(durable, store.Event{Type: EvSkillOpened, Actor: "system", Payload: mustJSON(skillOpenedPayload{
+	if _, err := r.record(durable, store.Event{Type: EvSkillOpened, Actor: "system", Payload: mustJSON(SkillOpenedPayload{
 		CallID: call.ID, Name: sk.Name, Dir: sk.Dir, SHA256: sum, Pinned: sk.SHA256})}); err != nil {
 		return "", false, err
 	}

@@ -45,10 +45,10 @@ func TestSkillOpenRecordsHash(t *testing.T) {
 	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "disk?", Dir: f.dir}); err != nil {
 		t.Fatal(err)
 	}
-	var got []skillOpenedPayload
+	var got []SkillOpenedPayload
 	for _, e := range f.events(t, "s") {
 		if e.Type == EvSkillOpened {
-			var p skillOpenedPayload
+			var p SkillOpenedPayload
 			if err := json.Unmarshal(e.Payload, &p); err != nil {
 				t.Fatal(err)
 			}

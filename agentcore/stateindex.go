@@ -94,7 +94,7 @@ func stateOps(e *store.Event) []store.IndexOp {
 	case EvRunFinished:
 		ops = append(ops, store.IndexOp{Key: ixKey("r/", e.Session), Delete: true})
 	case EvApprovalAsked:
-		var p approvalAskedPayload
+		var p ApprovalAskedPayload
 		if json.Unmarshal(e.Payload, &p) == nil {
 			v, _ := json.Marshal(indexedApproval{Seq: e.Seq, Session: e.Session, Command: p.Command, SHA256: p.SHA256, CallID: p.CallID})
 			r, _ := json.Marshal(indexedRequest{Session: e.Session, RequestID: p.RequestID, Command: p.Command, Requester: p.Requester, Time: e.Time.UnixNano()})
@@ -102,7 +102,7 @@ func stateOps(e *store.Event) []store.IndexOp {
 				store.IndexOp{Key: append([]byte("A/"), seqBytes(e.Seq)...), Value: r})
 		}
 	case EvApprovalDecided:
-		var p approvalDecidedPayload
+		var p ApprovalDecidedPayload
 		if json.Unmarshal(e.Payload, &p) == nil {
 			d, _ := json.Marshal(indexedDecision{Approved: p.Approved, By: p.By, Why: p.Why, Time: e.Time.UnixNano()})
 			ops = append(ops, store.IndexOp{Key: ixKey("a/", p.RequestID), Delete: true}, store.IndexOp{Key: ixKey("p/", p.RequestID), Delete: true},
@@ -137,7 +137,7 @@ func stateOps(e *store.Event) []store.IndexOp {
 		ops = append(ops, tokenOps(e)...)
 	case EvUserMessage:
 		ops = append(ops, store.IndexOp{Key: ixKey("s/", e.Session), Value: seqBytes(e.Seq), IfAbsent: true})
-		var p userMessagePayload
+		var p UserMessagePayload
 		if json.Unmarshal(e.Payload, &p) == nil {
 			ops = append(ops, store.IndexOp{Key: ixKey("t/", e.Session), Value: []byte(shortTopic(p.Text)), IfAbsent: true})
 		}

@@ -31,18 +31,18 @@ func TestRecoverReadsTheStateIndex(t *testing.T) {
 		return store.Event{Session: session, Type: typ, Actor: "test", Branch: branch, Payload: mustJSON(p)}
 	}
 	appendAll(
-		ev("s1", EvUserMessage, 0, userMessagePayload{Text: "hi", MessageID: "m1"}),
-		ev("s1", EvRunStarted, 0, runPayload{}),
-		ev("s1", EvApprovalAsked, 0, approvalAskedPayload{CallID: "c1", RequestID: "r1", Command: "reboot", SHA256: "abc"}),
+		ev("s1", EvUserMessage, 0, UserMessagePayload{Text: "hi", MessageID: "m1"}),
+		ev("s1", EvRunStarted, 0, RunPayload{}),
+		ev("s1", EvApprovalAsked, 0, ApprovalAskedPayload{CallID: "c1", RequestID: "r1", Command: "reboot", SHA256: "abc"}),
 		ev("s1", EvNote, 0, NotePayload{Kind: NoteApprovalPosted, RequestID: "r1", PostID: "p1"}),
-		ev("s2", EvUserMessage, 0, userMessagePayload{Text: "yo", MessageID: "m2"}),
-		ev("s2", EvRunStarted, 0, runPayload{}),
-		ev("s2", EvApprovalAsked, 0, approvalAskedPayload{CallID: "c2", RequestID: "r2", Command: "ls"}),
-		ev("s2", EvApprovalDecided, 0, approvalDecidedPayload{CallID: "c2", RequestID: "r2", Approved: true}),
-		ev("s2", EvRunFinished, 0, runPayload{Status: StatusAnswered}),
+		ev("s2", EvUserMessage, 0, UserMessagePayload{Text: "yo", MessageID: "m2"}),
+		ev("s2", EvRunStarted, 0, RunPayload{}),
+		ev("s2", EvApprovalAsked, 0, ApprovalAskedPayload{CallID: "c2", RequestID: "r2", Command: "ls"}),
+		ev("s2", EvApprovalDecided, 0, ApprovalDecidedPayload{CallID: "c2", RequestID: "r2", Approved: true}),
+		ev("s2", EvRunFinished, 0, RunPayload{Status: StatusAnswered}),
 		ev("s3", EvNote, 0, NotePayload{Kind: NoteMessageQueued, PostID: "q1", User: "U1", Name: "al", Detail: "wait"}),
 		ev("s3", EvNote, 0, NotePayload{Kind: NoteMessageQueued, PostID: "q2", Detail: "handled"}),
-		ev("s3", EvUserMessage, 0, userMessagePayload{Text: "handled", MessageID: "q2"}),
+		ev("s3", EvUserMessage, 0, UserMessagePayload{Text: "handled", MessageID: "q2"}),
 		ev("s1", EvClear, 2, map[string]any{}),
 	)
 	db, err := store.Open(path, nil)
@@ -77,7 +77,7 @@ func TestRecoverReadsTheStateIndex(t *testing.T) {
 	db.Close()
 
 	// A process without the index appends; the next Recover catches up.
-	appendAll(ev("s4", EvUserMessage, 0, userMessagePayload{Text: "ask", MessageID: "m4"}), ev("s4", EvRunStarted, 0, runPayload{}))
+	appendAll(ev("s4", EvUserMessage, 0, UserMessagePayload{Text: "ask", MessageID: "m4"}), ev("s4", EvRunStarted, 0, RunPayload{}))
 	db, err = store.Open(path, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -154,7 +154,7 @@ func (t *timeline) event(e store.Event) {
 		}
 		t.line(e, text+fmt.Sprintf(", %d of %d alert(s) firing", firing, len(p.Alerts)))
 	case EvUserMessage:
-		var p userMessagePayload
+		var p UserMessagePayload
 		if json.Unmarshal(e.Payload, &p) != nil {
 			return
 		}
@@ -164,7 +164,7 @@ func (t *timeline) event(e store.Event) {
 		}
 		t.line(e, fmt.Sprintf("**message** from %s: %s", textfmt.CodeSpan(e.Actor, 80), textfmt.CodeSpan(p.Text, 200)))
 	case EvGateDecision:
-		var p gatePayload
+		var p GatePayload
 		if json.Unmarshal(e.Payload, &p) != nil {
 			return
 		}
@@ -176,14 +176,14 @@ func (t *timeline) event(e store.Event) {
 		}
 		t.line(e, fmt.Sprintf("**command** %s%s: verdict %s (%s), %s", textfmt.CodeSpan(what, 200), target, p.Verdict, textfmt.CodeSpan(p.Rule, 60), p.Action))
 	case EvApprovalAsked:
-		var p approvalAskedPayload
+		var p ApprovalAskedPayload
 		if json.Unmarshal(e.Payload, &p) != nil {
 			return
 		}
 		t.requests[p.RequestID] = p.Command
 		t.line(e, fmt.Sprintf("**approval asked** %s for %s, requested by %s (sha256 %s)", p.RequestID, textfmt.CodeSpan(p.Command, 200), textfmt.CodeSpan(p.Requester, 80), short(p.SHA256)))
 	case EvApprovalDecided:
-		var p approvalDecidedPayload
+		var p ApprovalDecidedPayload
 		if json.Unmarshal(e.Payload, &p) != nil {
 			return
 		}
@@ -197,7 +197,7 @@ func (t *timeline) event(e store.Event) {
 		}
 		t.line(e, text+fmt.Sprintf(" (sha256 %s)", short(p.SHA256)))
 	case EvToolResult:
-		var p toolResultPayload
+		var p ToolResultPayload
 		if json.Unmarshal(e.Payload, &p) != nil || p.Tool == ToolSkill {
 			return
 		}
@@ -224,7 +224,7 @@ func (t *timeline) event(e store.Event) {
 		}
 		t.line(e, text)
 	case EvRunFinished:
-		var p runPayload
+		var p RunPayload
 		if json.Unmarshal(e.Payload, &p) != nil {
 			return
 		}
@@ -234,7 +234,7 @@ func (t *timeline) event(e store.Event) {
 		}
 		t.line(e, text)
 	case EvAssistantMessage:
-		var p assistantPayload
+		var p AssistantPayload
 		if json.Unmarshal(e.Payload, &p) != nil || len(p.ToolCalls) > 0 || strings.TrimSpace(p.Content) == "" {
 			return
 		}
@@ -330,5 +330,5 @@ func (a *Agent) IncidentSummary(ctx context.Context, session string) (string, er
 		Kind: NoteIncidentSummary, Detail: summary})}}); err != nil {
 		return "", err
 	}
-	return summary, nil
+	return a.scrub.scrub(summary), nil
 }

@@ -33,14 +33,14 @@ func incident(tb testing.TB, rounds int) *store.DB {
 	for i := range rounds {
 		add(EvAlert, "alert:ops", AlertPayload{GroupKey: "g", Status: "firing", Kind: "update", Delivery: fmt.Sprint(i),
 			Alerts: []AlertRecord{{Status: "firing", Labels: map[string]string{"alertname": "Disk`Full\n- 00:00:00 #1 `forged`", "severity": "critical"}}}})
-		add(EvUserMessage, "user:U1 (alice)", userMessagePayload{Text: fmt.Sprintf("check disk %d", i)})
+		add(EvUserMessage, "user:U1 (alice)", UserMessagePayload{Text: fmt.Sprintf("check disk %d", i)})
 		call := fmt.Sprint("c", i)
-		add(EvGateDecision, "gate", gatePayload{CallID: call, Tool: ToolRun, Command: "rm -f /var/tmp/big", Verdict: "confirm", Rule: "write", Action: "ask"})
-		add(EvApprovalAsked, "gate", approvalAskedPayload{CallID: call, RequestID: "r" + call, Command: "rm -f /var/tmp/big", SHA256: strings.Repeat("ab", 32), Requester: "user:U1 (alice)"})
-		add(EvApprovalDecided, "user:U2 (bob)", approvalDecidedPayload{CallID: call, RequestID: "r" + call, Approved: true, By: "user:U2 (bob)", SHA256: strings.Repeat("ab", 32)})
-		add(EvToolResult, "tool", toolResultPayload{CallID: call, Tool: ToolRun, Content: "exit code: 0\nremoved", ExitCode: &zero, OutputSize: 7, DurationMS: 3})
-		add(EvAssistantMessage, "model", assistantPayload{Content: "Freed 2 GB."})
-		add(EvRunFinished, "system", runPayload{Status: StatusAnswered, Steps: 1})
+		add(EvGateDecision, "gate", GatePayload{CallID: call, Tool: ToolRun, Command: "rm -f /var/tmp/big", Verdict: "confirm", Rule: "write", Action: "ask"})
+		add(EvApprovalAsked, "gate", ApprovalAskedPayload{CallID: call, RequestID: "r" + call, Command: "rm -f /var/tmp/big", SHA256: strings.Repeat("ab", 32), Requester: "user:U1 (alice)"})
+		add(EvApprovalDecided, "user:U2 (bob)", ApprovalDecidedPayload{CallID: call, RequestID: "r" + call, Approved: true, By: "user:U2 (bob)", SHA256: strings.Repeat("ab", 32)})
+		add(EvToolResult, "tool", ToolResultPayload{CallID: call, Tool: ToolRun, Content: "exit code: 0\nremoved", ExitCode: &zero, OutputSize: 7, DurationMS: 3})
+		add(EvAssistantMessage, "model", AssistantPayload{Content: "Freed 2 GB."})
+		add(EvRunFinished, "system", RunPayload{Status: StatusAnswered, Steps: 1})
 	}
 	for len(evs) > 0 {
 		n := min(len(evs), 512)
@@ -154,7 +154,7 @@ func TestFileReadNamed(t *testing.T) {
 	defer db.Close()
 	const s = "web/C1/R1"
 	var evs []store.Event
-	for _, p := range []gatePayload{
+	for _, p := range []GatePayload{
 		{CallID: "c1", Tool: ToolReadFile, Path: "/etc/hosts", Verdict: "pass", Rule: "read-only", Action: "run"},
 		{CallID: "c2", Tool: ToolRun, Command: "uptime", Path: "/ignored", Verdict: "pass", Rule: "read-only", Action: "run"},
 	} {
@@ -198,7 +198,7 @@ func TestTimelineZone(t *testing.T) {
 	events := func(yield func(store.Event, error) bool) {
 		for i, ts := range at {
 			e := store.Event{Seq: uint64(i + 1), Time: ts, Session: "s", Type: EvUserMessage, Actor: "user:U1 (alice)",
-				Hash: strings.Repeat(fmt.Sprint(i+1), 64), Payload: mustJSON(userMessagePayload{Text: "hi"})}
+				Hash: strings.Repeat(fmt.Sprint(i+1), 64), Payload: mustJSON(UserMessagePayload{Text: "hi"})}
 			if !yield(e, nil) {
 				return
 			}

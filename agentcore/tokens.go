@@ -14,7 +14,7 @@ import (
 
 // Token tallies from the chain. Every model call of a run is an assistant
 // event with the usage the server reported and, where it reported none,
-// the kernel's estimate (assistantPayload.Estimated): together they are
+// the kernel's estimate (AssistantPayload.Estimated): together they are
 // what the run counted against its budgets. The state index keeps two
 // small records per call that counted tokens, in the commit of the event,
 // so that a front end's per-thread and per-day tallies survive a restart

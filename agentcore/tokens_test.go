@@ -77,7 +77,7 @@ func TestTokenUsesFromTheChain(t *testing.T) {
 	var many []store.Event
 	for i := range 700 {
 		many = append(many, store.Event{Session: "s3", Type: EvAssistantMessage, Actor: "model",
-			Payload: mustJSON(assistantPayload{Content: "x", Usage: Usage{PromptTokens: i + 1}})})
+			Payload: mustJSON(AssistantPayload{Content: "x", Usage: Usage{PromptTokens: i + 1}})})
 		if i%3 == 0 {
 			many = append(many, store.Event{Session: "s3", Type: EvNote, Actor: "test", Payload: mustJSON(NotePayload{Kind: "x"})})
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/gate"
 	"github.com/thinbot/thinbot/store"
+	"github.com/thinbot/thinbot/store/storetest"
 )
 
 // fakeAdapter records what the bot posts; tests drive the bot's Handler
@@ -148,7 +149,7 @@ func newRig(t *testing.T, model agentcore.Model, ch Channel, cfg Config) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	storetest.CloseChecked(t, db, agentcore.Decode)
 	return newRigOn(t, db, model, ch, cfg)
 }
 

@@ -275,20 +275,36 @@ func decodeTraced(text string) (tracedCmd, error) {
 	for _, as := range call.Assigns {
 		v := ""
 		if as.Value != nil {
-			if v, err = shexpand.Literal(nil, as.Value); err != nil {
+			if v, err = unquote(as.Value); err != nil {
 				return rec, err
 			}
 		}
 		rec.words = append(rec.words, as.Name.Value+"="+v)
 	}
 	for _, w := range call.Args {
-		s, err := shexpand.Literal(nil, w)
+		s, err := unquote(w)
 		if err != nil {
 			return rec, err
 		}
 		rec.words = append(rec.words, s)
 	}
 	return rec, nil
+}
+
+// unquote removes the quoting of a word bash's trace printed. expand.Fields
+// with no configuration removes quotes and backslashes, as bash does, and
+// neither splits nor globs words that hold no expansion (the trace quotes
+// every special character); expand.Literal would keep an unquoted
+// backslash (`''\''00'` is '00, not \'00).
+func unquote(w *syntax.Word) (string, error) {
+	f, err := shexpand.Fields(nil, w)
+	if err != nil {
+		return "", err
+	}
+	if len(f) != 1 {
+		return "", fmt.Errorf("the traced word %q expands to %d words", w.Lit(), len(f))
+	}
+	return f[0], nil
 }
 
 // judgedCmd is one simple command the gate judged.
@@ -344,6 +360,9 @@ func (j judgedCmd) hasAssigns(words []string) bool {
 	return true
 }
 
+// dirStackTop is a tilde-prefix naming the directory stack's entry 0.
+var dirStackTop = regexp.MustCompile(`^~[+-]?0+$`)
+
 func matchArgs(home string, args []arg, words []string) bool {
 	if len(args) == 0 {
 		return len(words) == 0
@@ -352,13 +371,18 @@ func matchArgs(home string, args []arg, words []string) bool {
 	want := a.s
 	if a.tilde {
 		// bash's tilde forms, as the rig runs them: ~ is HOME, ~+ is
-		// PWD (the rig's /); ~- (OLDPWD, unset) and ~user (no passwd
-		// file) stay as written.
+		// PWD (the rig's /); ~N, ~+N and ~-N name the directory stack,
+		// whose one entry (N = 0) is PWD; ~- (OLDPWD, unset), a stack
+		// entry past it and ~user (no passwd file) stay as written.
+		prefix, rest, _ := strings.Cut(want, "/")
+		if rest != "" || strings.Contains(want, "/") {
+			rest = "/" + rest
+		}
 		switch {
-		case want == "~" || strings.HasPrefix(want, "~/"):
-			want = home + want[1:]
-		case want == "~+" || strings.HasPrefix(want, "~+/"):
-			want = "/" + want[2:] // PWD is /: ~+/x is //x
+		case prefix == "~":
+			want = home + rest
+		case prefix == "~+" || dirStackTop.MatchString(prefix):
+			want = "/" + rest // PWD is /: ~+/x is //x
 		}
 	}
 	if len(words) > 0 && words[0] == want && matchArgs(home, args[1:], words[1:]) {

@@ -52,7 +52,7 @@ func (p *Policy) ClassifyIn(dir, command string) Decision {
 	if err != nil {
 		return confirm("parse-error", "the shell parser could not read the command: %v", err)
 	}
-	program, alts, same := otherReadings(command, f)
+	program, alts, same := c.otherReadings(command, f)
 	d := p.judge(c, dir, command, f, alts, same)
 	d.Program = program
 	return d

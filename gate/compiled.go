@@ -33,6 +33,7 @@ type compiled struct {
 	denyPats       []string                  // glob keys of Deny.Commands, sorted
 	neverPats      []string                  // glob keys of NeverPass, sorted
 	protectedNames []string                  // last elements of the protected paths; nil: match every word
+	printers       printers
 }
 
 // comp returns the compiled tables, compiling them now for a Policy that

@@ -267,7 +267,7 @@ func (s *scanner) script(text string, depth int) (Decision, bool) {
 	}
 	// bash may read the text otherwise than the parser (see
 	// otherReadings): every reading is scanned.
-	_, alts, _ := otherReadings(text, f)
+	_, alts, _ := s.c.otherReadings(text, f)
 	for _, alt := range alts {
 		if d, hit := s.file(alt, depth+1); hit {
 			return d, true

@@ -3,6 +3,7 @@ package gate
 import (
 	"reflect"
 	"strings"
+	"sync"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -14,9 +15,9 @@ import (
 // trailing newline is dropped. A command written on one line is rendered
 // on one line (`a; b` stays so) where that reads back the same, else on
 // several lines, as one written on several lines is.
-func render(f *syntax.File, src string) (program string, same bool, other *syntax.File) {
+func (c *compiled) render(f *syntax.File, src string) (program string, same bool, other *syntax.File) {
 	if !strings.Contains(src, "\n") {
-		program = print(f, true)
+		program = c.print(f, true)
 		if program == src {
 			return program, true, nil // the same text reads as the same tree
 		}
@@ -24,7 +25,7 @@ func render(f *syntax.File, src string) (program string, same bool, other *synta
 			return program, true, nil
 		}
 	}
-	program = print(f, false)
+	program = c.print(f, false)
 	if program == src {
 		return program, true, nil
 	}
@@ -38,9 +39,19 @@ func render(f *syntax.File, src string) (program string, same bool, other *synta
 	return program, false, f2
 }
 
-func print(f *syntax.File, oneLine bool) string {
+// printers holds syntax.Printers for reuse: a new one allocates a 4 KiB
+// buffer, a sixth of what judging a short command costs.
+type printers struct{ pool sync.Pool }
+
+func (c *compiled) print(f *syntax.File, oneLine bool) string {
+	pr, _ := c.printers.pool.Get().(*syntax.Printer)
+	if pr == nil {
+		pr = syntax.NewPrinter()
+	}
+	defer c.printers.pool.Put(pr)
+	syntax.SingleLine(oneLine)(pr)
 	var b strings.Builder
-	if err := syntax.NewPrinter(syntax.SingleLine(oneLine)).Print(&b, f); err != nil {
+	if err := pr.Print(&b, f); err != nil {
 		return "" // a strings.Builder does not fail
 	}
 	return strings.TrimSuffix(b.String(), "\n")
@@ -50,8 +61,8 @@ func print(f *syntax.File, oneLine bool) string {
 // parser's reading: the reading of f's rendering when it is not f, and the
 // reading with comments ended as bash ends them. same reports whether the
 // rendering reads back as f.
-func otherReadings(src string, f *syntax.File) (program string, alts []*syntax.File, same bool) {
-	program, same, other := render(f, src)
+func (c *compiled) otherReadings(src string, f *syntax.File) (program string, alts []*syntax.File, same bool) {
+	program, same, other := c.render(f, src)
 	if other != nil {
 		alts = append(alts, other)
 	}

@@ -2,21 +2,18 @@ package skills
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 )
 
@@ -80,6 +77,7 @@ var legacyVendors = []string{"openclaw", "clawdbot", "moltbot", "clawdis"}
 // loader carries the per-Load state: options and the python probe result.
 type loader struct {
 	opts    Options
+	py      PythonProbe // when opts.Probe.Python is nil
 	pyDone  bool
 	pyMajor int
 	pyMinor int
@@ -106,8 +104,8 @@ func newLoader(opts Options) *loader {
 // most 5,000 entries per folder, follows no symlink chain endlessly (the OS
 // bounds resolution), stats SKILL.md before reading it and never reads more
 // than Options.MaxFileSize bytes, so a symlink loop or a huge file cannot
-// hang it. It may run python3 once, bounded by a 5-second timeout, when a
-// skill declares a python version and Probe.Python is nil.
+// hang it. It may run python3 once, bounded by a minute (PythonProbe), when
+// a skill declares a python version and Probe.Python is nil.
 func Load(dirs []string, opts Options) Set {
 	l := newLoader(opts)
 	log := opts.logger()
@@ -619,7 +617,7 @@ func (l *loader) checkPython(want string) string {
 		if l.opts.Probe.Python != nil {
 			l.pyMajor, l.pyMinor, l.pyErr = l.opts.Probe.Python()
 		} else {
-			l.pyMajor, l.pyMinor, l.pyErr = probePython()
+			l.pyMajor, l.pyMinor, l.pyErr = l.py.Version()
 		}
 	}
 	if l.pyErr != nil {
@@ -635,21 +633,6 @@ func (l *loader) checkPython(want string) string {
 		return ""
 	}
 	return fmt.Sprintf("python3 >= %s needed, found %d.%d", want, l.pyMajor, l.pyMinor)
-}
-
-// probePython runs python3 once to read its version.
-func probePython() (int, int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "python3", "-c", "import sys; print(*sys.version_info[:2])").Output()
-	if err != nil {
-		return 0, 0, fmt.Errorf("python3: %w", err)
-	}
-	var major, minor int
-	if _, err := fmt.Sscan(string(out), &major, &minor); err != nil {
-		return 0, 0, fmt.Errorf("python3 version %q: %w", strings.TrimSpace(string(out)), err)
-	}
-	return major, minor, nil
 }
 
 // inside reports whether path is dir or below it (both cleaned, absolute).

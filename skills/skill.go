@@ -109,9 +109,10 @@ type Probe struct {
 	LookPath func(string) (string, error)
 	// Getenv reads an environment variable; nil means every variable is unset.
 	Getenv func(string) string
-	// Python reports python3's version; nil means run
-	// `python3 -c 'import sys; print(*sys.version_info[:2])'` once, with a
-	// 5-second timeout.
+	// Python reports python3's version; nil means a PythonProbe of the
+	// Load's own (python3 -I -S, run once, bounded by a minute). A
+	// daemon loading several skill sets passes one probe's Version to
+	// each, so that python3 runs once.
 	Python func() (major, minor int, err error)
 	// UID is the user the bot runs as, for the not-writable check of
 	// read-only scripts; -1 means os.Getuid(). Root can write any file, so a

@@ -88,7 +88,7 @@ func startAlertmanagerWith(t *testing.T, config string) *alertmanager {
 		}
 	})
 	am := &alertmanager{url: "http://" + addr, hc: &http.Client{Timeout: 5 * time.Second}}
-	waitUntil(t, "alertmanager to be ready", func() bool {
+	waitUntilBy(t, startDeadline(t), "alertmanager to be ready", func() bool {
 		resp, err := am.hc.Get(am.url + "/-/ready")
 		if err != nil {
 			return false

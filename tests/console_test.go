@@ -42,19 +42,16 @@ func startConsole(t *testing.T, dir, addr string, env []string) (*exec.Cmd, *log
 			t.Logf("thinbot output:\n%s", tail(log.String(), 6000))
 		}
 	})
-	waitUntil(t, "the console to answer", func() bool {
-		select {
-		case <-done:
-			t.Fatalf("thinbot serve exited:\n%s", log.String())
-		default:
-		}
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	// The line that tells the user where to open it comes once it listens.
+	waitLogged(t, "thinbot serve", log, 0, "thinbot console: open http://", done)
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatalf("the console said where to open it, and /healthz: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the console said where to open it, and /healthz answers %d", resp.StatusCode)
+	}
 	return cmd, log, done
 }
 

@@ -313,7 +313,7 @@ func TestFleetForcedSandbox(t *testing.T) {
 		}
 		return n
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := startDeadline(t) // a login and a sandbox start, on a loaded machine
 	for running() == 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}

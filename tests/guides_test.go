@@ -227,9 +227,10 @@ func followGuideMode(t *testing.T, guide, mode string, values map[string]string)
 	if url == "" {
 		t.Fatalf("the ready block has no /readyz URL: %q", g.blocks["ready"])
 	}
+	waitLogged(t, "the guide's thinbot serve", g.log, 0, `"msg":"thinbot serving"`, g.done)
 	hc := &http.Client{Timeout: 10 * time.Second}
 	var last string
-	g.wait("the guide's "+url+" to say ready", func() bool {
+	g.waitUntil(startDeadline(t), "the guide's "+url+" to say ready", func() bool {
 		resp, err := hc.Get(url)
 		if err != nil {
 			last = err.Error()
@@ -276,7 +277,12 @@ func copyFile(from, to string) error {
 
 func (g *guideRun) wait(what string, cond func() bool, last *string) {
 	g.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
+	g.waitUntil(time.Now().Add(waitTimeout), what, cond, last)
+}
+
+// waitUntil is wait with a deadline of its own.
+func (g *guideRun) waitUntil(deadline time.Time, what string, cond func() bool, last *string) {
+	g.t.Helper()
 	for !cond() {
 		select {
 		case <-g.done:

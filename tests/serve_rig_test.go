@@ -489,16 +489,38 @@ type proc struct {
 }
 
 // logBuffer collects the process's output; it may be written and read
-// concurrently.
+// concurrently, and awaited (grew).
 type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu   sync.Mutex
+	b    bytes.Buffer
+	next chan struct{} // closed by the next Write
 }
 
 func (l *logBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.next != nil {
+		close(l.next)
+		l.next = nil
+	}
 	return l.b.Write(p)
+}
+
+// grew returns a channel that is closed when the next output arrives.
+func (l *logBuffer) grew() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.next == nil {
+		l.next = make(chan struct{})
+	}
+	return l.next
+}
+
+// Len is how much output there is so far.
+func (l *logBuffer) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Len()
 }
 
 func (l *logBuffer) String() string {
@@ -588,6 +610,7 @@ func (r *rig) start() {
 	cmd.Dir = r.dir
 	cmd.Env = baseEnv()
 	cmd.Stdout, cmd.Stderr = r.log, r.log
+	from := r.log.Len() // a restart logs after the first run's lines
 	if err := cmd.Start(); err != nil {
 		r.t.Fatalf("start thinbot serve: %v", err)
 	}
@@ -601,11 +624,51 @@ func (r *rig) start() {
 		close(p.done)
 	}()
 	r.proc = p
-	r.waitFor("thinbot to answer /healthz", func() bool {
-		code, _ := r.get("/healthz")
-		return code == http.StatusOK
-	})
-	r.waitFor("thinbot to connect to "+r.chat.Platform(), r.chat.Connected)
+	waitLogged(r.t, "thinbot serve", r.log, from, `"msg":"thinbot serving"`, p.done)
+	if code, body := r.get("/healthz"); code != http.StatusOK {
+		r.t.Fatalf("thinbot logged that it serves, and /healthz answers %d %q", code, body)
+	}
+	r.waitUntil(startDeadline(r.t), "thinbot to connect to "+r.chat.Platform(), r.chat.Connected)
+}
+
+// startDeadline bounds a wait for a process to start: the test's own
+// deadline (go test -timeout), less a share of what is left for the
+// failure to be reported, or ten minutes without one. A start is waited
+// for, not guessed at: on a loaded machine a daemon built with -race
+// takes its time, and a fixed bound fails tests that would have passed.
+func startDeadline(t *testing.T) time.Time {
+	d, ok := t.Deadline()
+	if !ok {
+		return time.Now().Add(10 * time.Minute)
+	}
+	return d.Add(-min(time.Minute, time.Until(d)/10))
+}
+
+// waitLogged waits until log has a line containing want after its first
+// from bytes: the line a process writes once it is ready, which is an
+// event to await rather than a condition to poll. It fails the test when
+// the process exits first (done is closed) or startDeadline passes; the
+// caller's cleanup logs the process's output.
+func waitLogged(t *testing.T, what string, log *logBuffer, from int, want string, done <-chan struct{}) {
+	t.Helper()
+	timer := time.NewTimer(time.Until(startDeadline(t)))
+	defer timer.Stop()
+	for {
+		grew := log.grew()
+		if strings.Contains(log.String()[from:], want) {
+			return
+		}
+		select {
+		case <-grew:
+		case <-done:
+			if strings.Contains(log.String()[from:], want) {
+				return
+			}
+			t.Fatalf("%s exited before it logged %s (its output follows at cleanup)", what, want)
+		case <-timer.C:
+			t.Fatalf("%s did not log %s by the test's deadline (its output follows at cleanup)", what, want)
+		}
+	}
 }
 
 func (r *rig) exited() bool {
@@ -632,7 +695,12 @@ func (r *rig) get(path string) (int, string) {
 // when thinbot exits while cond does not hold.
 func (r *rig) waitFor(what string, cond func() bool) {
 	r.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
+	r.waitUntil(time.Now().Add(waitTimeout), what, cond)
+}
+
+// waitUntil is waitFor with a deadline of its own.
+func (r *rig) waitUntil(deadline time.Time, what string, cond func() bool) {
+	r.t.Helper()
 	tick := time.NewTicker(waitTick)
 	defer tick.Stop()
 	for !cond() {
@@ -643,7 +711,7 @@ func (r *rig) waitFor(what string, cond func() bool) {
 			r.t.Fatalf("thinbot exited (code %d) while waiting for %s\nchat:\n%s", r.proc.code, what, r.chat.Dump())
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("timed out after %v waiting for %s\nchat:\n%s", waitTimeout, what, r.chat.Dump())
+			r.t.Fatalf("timed out waiting for %s\nchat:\n%s", what, r.chat.Dump())
 		}
 		<-tick.C
 	}
@@ -652,12 +720,17 @@ func (r *rig) waitFor(what string, cond func() bool) {
 // waitUntil is waitFor without a process to watch.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
+	waitUntilBy(t, time.Now().Add(waitTimeout), what, cond)
+}
+
+// waitUntilBy is waitUntil with a deadline of its own.
+func waitUntilBy(t *testing.T, deadline time.Time, what string, cond func() bool) {
+	t.Helper()
 	tick := time.NewTicker(waitTick)
 	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
+			t.Fatalf("timed out waiting for %s", what)
 		}
 		<-tick.C
 	}

@@ -172,6 +172,13 @@ func within(m cgroupMount, p string) (string, bool) {
 // offers none gives a plan of Version 0 with the reason; a version asked
 // for by name that is not available is an error (fail closed).
 func planCgroups(want string, l Limits) (*cgroupPlan, error) {
+	return planCgroupsIn("/proc/self", want, l)
+}
+
+// planCgroupsIn is planCgroups with this process's cgroup and mountinfo
+// files read from dir: tests present another host's layout there (a pure
+// v2 host on a hybrid one), with groups they made as the process's own.
+func planCgroupsIn(dir, want string, l Limits) (*cgroupPlan, error) {
 	switch want {
 	case "off":
 		return &cgroupPlan{Why: "turned off (cgroup: off)"}, nil
@@ -179,8 +186,8 @@ func planCgroups(want string, l Limits) (*cgroupPlan, error) {
 	default:
 		return nil, fmt.Errorf("cgroup: %q is none of auto, v1, v2, off", want)
 	}
-	self, err1 := os.ReadFile("/proc/self/cgroup")
-	mi, err2 := os.ReadFile("/proc/self/mountinfo")
+	self, err1 := os.ReadFile(filepath.Join(dir, "cgroup"))
+	mi, err2 := os.ReadFile(filepath.Join(dir, "mountinfo"))
 	if err := errors.Join(err1, err2); err != nil {
 		if want == "v1" || want == "v2" {
 			return nil, fmt.Errorf("cgroup %s: %w", want, err)

@@ -38,8 +38,11 @@ var (
 var cgroupLimits = Limits{Memory: 512 << 20, Processes: 10000, MemoryTotal: 128 << 20, ProcessesTotal: 32, CPUs: 0.5}
 
 // newCgroupRig returns the rig, or skips the test where this machine gives
-// no cgroups: not root on a v1 host, or no delegated v2 group. Under CI=1
-// (CI's machine is a v1 host, run as root) that fails instead.
+// no cgroups: not root on a v1 or hybrid host, or no delegated v2 group.
+// Under CI=1 that fails instead: CI runs as root, which gives groups on a
+// hybrid host; on a pure v2 host its process must be in a group delegated
+// to it (a unit with Delegate=yes). The v2 path of a pure v2 host is
+// tested on either layout by TestCgroupV2PureHostAuto.
 func newCgroupRig(t *testing.T) *cgroupRig {
 	t.Helper()
 	cgroupOnce.Do(func() {
@@ -476,6 +479,9 @@ func TestCgroupV2Leaf(t *testing.T) {
 // fails with the reason, the helper exits, its groups are swept, and the
 // next command runs in a new helper.
 func TestCgroupStrandedHelperStops(t *testing.T) {
+	if !hostHasV1() {
+		t.Skip("threads move between groups on v1 only, and this host has no v1 controllers (pure v2)")
+	}
 	newCgroupRig(t)
 	sb, err := Start(t.Context(), Config{Limits: cgroupLimits})
 	if err != nil {
@@ -896,44 +902,115 @@ func TestCgroupV2Delegated(t *testing.T) {
 	}
 }
 
-// TestCheckV2SaysNotInForce: "cgroup: v2" on a hierarchy without the
-// memory controller (this host's unified one) still starts (commands get
-// a group each, killed and removed with them), and sandbox check's limits
-// line says which group limits are NOT in force, by their config names.
+// TestCheckV2SaysNotInForce: "cgroup: v2" on a group whose parent hands
+// it no memory controller still starts (commands get a group each, killed
+// and removed with them), and sandbox check's limits line says which group
+// limits are NOT in force, by their config names. The daemon's group, as
+// the plan reads it (Config.procSelf), is a child of a new test group,
+// which enables no controller for its children: on a hybrid host and a
+// pure v2 host alike.
 func TestCheckV2SaysNotInForce(t *testing.T) {
-	unified := "/sys/fs/cgroup/unified"
-	b, err := os.ReadFile(unified + "/cgroup.controllers")
-	if err != nil || os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI=1: needs root and %s: %v", unified, err)
-		}
-		t.Skip("needs root and a unified hierarchy beside v1")
+	mount, name, g, _ := unifiedTestGroup(t, "thinbot-notinforce")
+	own := filepath.Join(g, "bare")
+	if err := os.Mkdir(own, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	if strings.Contains(string(b), "memory") {
-		t.Skipf("%s offers memory (%q): nothing is missing", unified, b)
+	t.Cleanup(func() { os.Remove(own) })
+	if b, _ := os.ReadFile(filepath.Join(own, "cgroup.controllers")); strings.Contains(string(b), "memory") {
+		t.Fatalf("%s offers memory (%q) under a parent that enabled none", own, b)
 	}
-	r := CheckSandbox(t.Context(), Config{Cgroup: "v2"}, false, nil)
+	r := CheckSandbox(t.Context(), Config{Cgroup: "v2", procSelf: v2View(t, mount, "/"+name+"/bare")}, false, nil)
 	if !strings.Contains(r.Cgroup, "cgroup v2") {
 		t.Fatalf("cgroup: %s", r.Cgroup)
 	}
 	if !strings.Contains(r.Limits, "NOT in force") || !strings.Contains(r.Limits, "memory_total_mib") {
 		t.Errorf("limits = %q, want memory_total_mib said NOT in force", r.Limits)
 	}
+	if left, _ := filepath.Glob(filepath.Join(own, "thinbot-*")); len(left) != 0 {
+		t.Errorf("command groups left after the check: %v", left)
+	}
 }
 
-// unifiedTestGroup makes the group prefix-PID on the unified hierarchy
-// with a sleeping child in it (a populated group, as a daemon's is),
-// removed with its leaf when the test ends; child is the sleeper's pid. It needs root; under CI=1 a
-// missing unified hierarchy fails the test.
+// v2View writes, for Config.procSelf, the cgroup and mountinfo files of a
+// process on a pure v2 host (Debian's default): one cgroup2 file system,
+// mounted at mount, and the process in group own (a path from the
+// hierarchy's top, such as "/test-group"). It returns their directory.
+func v2View(t *testing.T, mount, own string) string {
+	t.Helper()
+	dir := t.TempDir()
+	mi := fmt.Sprintf("30 23 0:26 / %s rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n", mount)
+	if err := os.WriteFile(filepath.Join(dir, "mountinfo"), []byte(mi), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup"), []byte("0::"+own+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestCgroupV2PureHostAuto: in auto mode on a pure v2 host (here its view,
+// v2View, with a test group as the daemon's own) the daemon uses v2 where
+// its group is delegated to it, which systemd marks (trusted.delegate),
+// and falls back to rlimits with the reason where it is not. With v2,
+// each command runs in a group of its own below the daemon's, what it
+// leaves behind is killed when it ends, and the groups are gone once the
+// sandbox is closed. The v1 path is the one a hybrid host takes; this is
+// the v2 one, on either.
+func TestCgroupV2PureHostAuto(t *testing.T) {
+	mount, name, g, _ := unifiedTestGroup(t, "thinbot-purev2")
+	view := v2View(t, mount, "/"+name)
+	ws := t.TempDir()
+	os.Chmod(ws, 0o755)
+
+	sb, err := Start(t.Context(), Config{Workspaces: []string{ws}, Limits: cgroupLimits, procSelf: view})
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := sb.Info(Approved).LimitsBy
+	sb.Close()
+	if !strings.HasPrefix(by, "rlimit per process, no cgroup: ") || !strings.Contains(by, "Delegate=yes") {
+		t.Errorf("auto, a group not delegated: LimitsBy %q; want rlimits and why (Delegate=yes)", by)
+	}
+
+	if err := unix.Setxattr(g, "trusted.delegate", []byte("1"), 0); err != nil {
+		t.Fatalf("set trusted.delegate on %s: %v", g, err)
+	}
+	sb, err = Start(t.Context(), Config{Workspaces: []string{ws}, Limits: cgroupLimits, procSelf: view})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	r := &cgroupRig{sb: sb, ws: ws}
+	for _, m := range []Mode{Approved, ReadOnly} {
+		if by := sb.Info(m).LimitsBy; !strings.HasPrefix(by, "cgroup v2") {
+			t.Fatalf("%s: auto, a delegated group on a pure v2 host: LimitsBy %q", m, by)
+		}
+		out, _ := r.run(t, m, `grep '^0::' /proc/self/cgroup; setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!`)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], "0::/"+name+"/thinbot-") {
+			t.Fatalf("%s: not in a command group below %s: %q", m, name, out)
+		}
+		pid, _ := strconv.Atoi(lines[1])
+		if b, alive := outlives(pid); alive {
+			t.Errorf("%s: the background child %d outlived its command: %s", m, pid, b)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	sb.Close()
+	if left, _ := filepath.Glob(filepath.Join(g, "thinbot-*")); len(left) != 0 {
+		t.Errorf("command groups left after Close: %v", left)
+	}
+}
+
+// unifiedTestGroup makes the group prefix-PID at the top of the v2
+// hierarchy (v2Hierarchy: the unified tree of a hybrid host, or a pure v2
+// host's /sys/fs/cgroup) with a sleeping child in it (a populated group,
+// as a daemon's is), removed with its leaf when the test ends; child is
+// the sleeper's pid. It needs root; under CI=1 a missing root or v2
+// hierarchy fails the test.
 func unifiedTestGroup(t *testing.T, prefix string) (unified, name, g string, child int) {
 	t.Helper()
-	unified = "/sys/fs/cgroup/unified"
-	if _, err := os.Stat(unified + "/cgroup.procs"); err != nil || os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI=1: needs root and %s: %v", unified, err)
-		}
-		t.Skip("needs root and a unified hierarchy beside v1")
-	}
+	unified = v2Hierarchy(t)
 	name = fmt.Sprintf("%s-%d", prefix, os.Getpid())
 	g = filepath.Join(unified, name)
 	if err := os.Mkdir(g, 0o755); err != nil {
@@ -956,6 +1033,20 @@ func unifiedTestGroup(t *testing.T, prefix string) (unified, name, g string, chi
 		os.Remove(g)
 	})
 	return unified, name, g, cmd.Process.Pid
+}
+
+// hostHasV1 reports whether this process is in a v1 hierarchy of a
+// controller command groups use (a v1 or hybrid host).
+func hostHasV1() bool {
+	b, _ := os.ReadFile("/proc/self/cgroup")
+	for _, l := range parseProcCgroup(b) {
+		for _, c := range l.Controllers {
+			if slices.Contains(wantControllers(), c) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // v2Hierarchy returns the cgroup v2 mount the v2 tests run on: the

@@ -89,6 +89,9 @@ type Config struct {
 
 	// cgroups is where command groups go, found by Start.
 	cgroups *cgroupPlan
+	// procSelf, when set, is where Start reads the daemon's cgroup and
+	// mountinfo files instead of /proc/self: a test's view of a layout.
+	procSelf string
 }
 
 // Limits bound each command. Memory, Processes, CPU and FileSize are
@@ -267,7 +270,11 @@ func Start(ctx context.Context, cfg Config) (*Sandbox, error) {
 	cfg.Limits = cfg.Limits.WithDefaults()
 	// Before the helpers start: on v2 this moves the daemon into a leaf
 	// group, and the helpers start there.
-	plan, err := planCgroups(cfg.Cgroup, cfg.Limits)
+	proc := cfg.procSelf
+	if proc == "" {
+		proc = "/proc/self"
+	}
+	plan, err := planCgroupsIn(proc, cfg.Cgroup, cfg.Limits)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}

@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -454,10 +453,9 @@ func (s *Server) topic(session string, from uint64) string {
 			break
 		}
 		n++
-		if ev.Type == "user_message" {
-			var p payload
-			if json.Unmarshal(ev.Payload, &p) == nil {
-				return strings.Join(strings.Fields(p.Text), " ")
+		if ev.Type == agentcore.EvUserMessage {
+			if p, err := agentcore.Decode(ev); err == nil {
+				return strings.Join(strings.Fields(p.(*agentcore.UserMessagePayload).Text), " ")
 			}
 		}
 	}
@@ -567,50 +565,6 @@ type trow struct {
 	Meta              []string // small facts: rule, reason, duration, hashes
 }
 
-// payload is every field of the payloads the timeline reads (agentcore's
-// event payloads, as the chain stores them).
-type payload struct {
-	Text      string `json:"text"`
-	Content   string `json:"content"`
-	Reasoning string `json:"reasoning"`
-	ToolCalls []struct {
-		Name string `json:"name"`
-		Args string `json:"arguments"`
-	} `json:"tool_calls"`
-	Model      string `json:"model"`
-	LatencyMS  int64  `json:"latency_ms"`
-	CallID     string `json:"call_id"`
-	Tool       string `json:"tool"`
-	Command    string `json:"command"`
-	Path       string `json:"path"`
-	Verdict    string `json:"verdict"`
-	Reason     string `json:"reason"`
-	Rule       string `json:"rule"`
-	Action     string `json:"action"`
-	RequestID  string `json:"request_id"`
-	SHA256     string `json:"sha256"`
-	Requester  string `json:"requester"`
-	Approved   bool   `json:"approved"`
-	By         string `json:"by"`
-	Why        string `json:"why"`
-	IsError    bool   `json:"is_error"`
-	ExitCode   *int   `json:"exit_code"`
-	OutputSize int64  `json:"output_size"`
-	DurationMS int64  `json:"duration_ms"`
-	TimedOut   bool   `json:"timed_out"`
-	Status     string `json:"status"`
-	Steps      int    `json:"steps"`
-	Detail     string `json:"detail"`
-	Cause      string `json:"cause"`
-	CauseBy    string `json:"cause_by"`
-	Kind       string `json:"kind"`
-	User       string `json:"user"`
-	Summary    string `json:"summary"`
-	From       string `json:"from"`
-	To         string `json:"to"`
-	Name       string `json:"name"`
-}
-
 // timelineRow renders one event.
 func timelineRow(ev store.Event) trow {
 	r := trow{Seq: ev.Seq, Time: ev.Time, Type: ev.Type, Actor: ev.Actor, Branch: ev.Branch, Class: "misc", Title: ev.Type}
@@ -618,12 +572,16 @@ func timelineRow(ev store.Event) trow {
 		r.Meta = append(r.Meta, fmt.Sprintf("payload capped: %d bytes, sha256 %.12s…", c.Size, c.SHA256))
 		return r
 	}
-	var p payload
-	_ = json.Unmarshal(ev.Payload, &p)
-	switch ev.Type {
-	case "user_message":
+	pl, err := agentcore.Decode(ev)
+	if err != nil {
+		r.Meta = append(r.Meta, err.Error())
+		r.Output = string(ev.Payload)
+		return r
+	}
+	switch p := pl.(type) {
+	case *agentcore.UserMessagePayload:
 		r.Class, r.Title, r.Text = "msg", "Message from "+strings.TrimPrefix(ev.Actor, "user:"), p.Text
-	case "assistant_message":
+	case *agentcore.AssistantPayload:
 		r.Class, r.Title, r.Text = "answer", "Model", p.Content
 		for _, tc := range p.ToolCalls {
 			r.Meta = append(r.Meta, "calls "+tc.Name)
@@ -634,10 +592,10 @@ func timelineRow(ev store.Event) trow {
 		if p.LatencyMS > 0 {
 			r.Meta = append(r.Meta, fmt.Sprintf("%d ms", p.LatencyMS))
 		}
-	case "gate_decision":
+	case *agentcore.GatePayload:
 		r.Class, r.Title = "cmd", "Command"
 		r.Code = p.Command
-		if p.Tool != "run" && p.Tool != "" {
+		if p.Tool != agentcore.ToolRun && p.Tool != "" {
 			r.Title, r.Code = p.Tool, strings.TrimSpace(p.Command+" "+p.Path)
 		}
 		r.Badge, r.BadgeClass = p.Verdict, "v-"+p.Verdict
@@ -645,14 +603,14 @@ func timelineRow(ev store.Event) trow {
 		if p.Reason != "" {
 			r.Meta = append(r.Meta, "reason: "+p.Reason)
 		}
-	case "approval_requested":
+	case *agentcore.ApprovalAskedPayload:
 		r.Class, r.Title, r.Code = "approval", "Approval requested", p.Command
 		r.Badge, r.BadgeClass = "waiting", "v-confirm"
 		r.Meta = append(r.Meta, "request "+p.RequestID, fmt.Sprintf("sha256 %.12s…", p.SHA256))
 		if p.Requester != "" {
 			r.Meta = append(r.Meta, "requested for "+p.Requester)
 		}
-	case "approval_decision":
+	case *agentcore.ApprovalDecidedPayload:
 		r.Class, r.Title = "approval", "Approval decision"
 		if p.Approved {
 			r.Badge, r.BadgeClass = "approved", "v-pass"
@@ -664,7 +622,7 @@ func timelineRow(ev store.Event) trow {
 			r.Text += " — " + p.Why
 		}
 		r.Meta = append(r.Meta, "request "+p.RequestID)
-	case "tool_result":
+	case *agentcore.ToolResultPayload:
 		r.Class, r.Title, r.Output = "result", "Result of "+p.Tool, p.Content
 		switch {
 		case p.TimedOut:
@@ -686,31 +644,33 @@ func timelineRow(ev store.Event) trow {
 			r.Meta = append(r.Meta, fmt.Sprintf("%d bytes of output", p.OutputSize))
 		}
 		if p.Cause != "" {
-			r.Meta = append(r.Meta, stopMeta(p))
+			r.Meta = append(r.Meta, stopMeta(p.Cause, p.CauseBy))
 		}
-	case "run_started":
-		r.Class, r.Title = "run", "Run started"
-	case "run_finished":
+	case *agentcore.RunPayload:
+		if ev.Type == agentcore.EvRunStarted {
+			r.Class, r.Title = "run", "Run started"
+			break
+		}
 		r.Class, r.Title, r.Badge, r.BadgeClass = "run", "Run finished", p.Status, "v-"+p.Status
 		if p.Detail != "" {
 			r.Text = p.Detail
 		}
 		if p.Cause != "" {
-			r.Meta = append(r.Meta, stopMeta(p))
+			r.Meta = append(r.Meta, stopMeta(p.Cause, p.CauseBy))
 		}
-	case "clear":
+	case *agentcore.ClearPayload:
 		r.Class, r.Title = "run", "New topic (/clear)"
-	case "compacted":
+	case *agentcore.CompactedPayload:
 		r.Class, r.Title, r.Text = "run", "Compacted", p.Summary
-	case "note":
+	case *agentcore.NotePayload:
 		r.Title = "Note: " + strings.ReplaceAll(p.Kind, "_", " ")
 		r.Text = strings.TrimSpace(strings.Join(nonEmpty(p.RequestID, p.User, p.Detail), " · "))
-		if p.Kind == "click_refused" {
+		if p.Kind == agentcore.NoteClickRefused {
 			r.Class, r.Badge, r.BadgeClass = "approval", "refused click", "v-deny"
 		}
-	case "system_prompt":
+	case *agentcore.SystemPromptPayload:
 		r.Title, r.Output = "System prompt", p.Text
-	case "protocol_switch":
+	case *agentcore.ProtocolSwitchPayload:
 		r.Title, r.Text = "Protocol switch", p.From+" → "+p.To+": "+p.Reason
 	default:
 		r.Output = string(ev.Payload)
@@ -720,8 +680,8 @@ func timelineRow(ev store.Event) trow {
 
 // stopMeta says why a run or a command was stopped: a shutdown and its
 // signal, or who stopped it.
-func stopMeta(p payload) string {
-	return "cause: " + (&agentcore.StopCause{Kind: p.Cause, By: p.CauseBy}).Error()
+func stopMeta(kind, by string) string {
+	return "cause: " + (&agentcore.StopCause{Kind: kind, By: by}).Error()
 }
 
 func nonEmpty(xs ...string) []string {
@@ -842,15 +802,15 @@ func (s *Server) auditApprovals(w http.ResponseWriter, r *http.Request, _ identi
 			http.Error(w, "could not read the chain; operators can see the details in the log", http.StatusInternalServerError)
 			return
 		}
-		if ev.Type != "approval_requested" && ev.Type != "approval_decision" && ev.Type != "note" {
+		if ev.Type != agentcore.EvApprovalAsked && ev.Type != agentcore.EvApprovalDecided && ev.Type != agentcore.EvNote {
+			continue // decoded only what the page shows
+		}
+		pl, err := agentcore.Decode(ev)
+		if err != nil {
 			continue
 		}
-		var p payload
-		if json.Unmarshal(ev.Payload, &p) != nil {
-			continue
-		}
-		switch ev.Type {
-		case "approval_requested":
+		switch p := pl.(type) {
+		case *agentcore.ApprovalAskedPayload:
 			if ev.Seq >= before {
 				continue
 			}
@@ -859,7 +819,7 @@ func (s *Server) auditApprovals(w http.ResponseWriter, r *http.Request, _ identi
 				Link: "/audit/session?id=" + url.QueryEscape(ev.Session) + "&after=" + strconv.FormatUint(ev.Seq-1, 10)}
 			byID[ev.Session+"\x00"+p.RequestID] = a
 			rows = append(rows, a)
-		case "approval_decision":
+		case *agentcore.ApprovalDecidedPayload:
 			if a := byID[ev.Session+"\x00"+p.RequestID]; a != nil {
 				a.By, a.Why, a.Decided = p.By, p.Why, ev.Time
 				a.Decision, a.Class = "denied", "v-deny"
@@ -870,8 +830,8 @@ func (s *Server) auditApprovals(w http.ResponseWriter, r *http.Request, _ identi
 					a.Decision = "expired"
 				}
 			}
-		case "note":
-			if a := byID[ev.Session+"\x00"+p.RequestID]; a != nil && p.Kind == "click_refused" {
+		case *agentcore.NotePayload:
+			if a := byID[ev.Session+"\x00"+p.RequestID]; a != nil && p.Kind == agentcore.NoteClickRefused {
 				a.Refused = append(a.Refused, strings.TrimPrefix(ev.Actor, "user:")+": "+p.Detail)
 			}
 		}

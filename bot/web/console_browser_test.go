@@ -12,6 +12,8 @@ import (
 	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+
+	"github.com/thinbot/thinbot/agentcore"
 )
 
 // These tests drive the console as the person on call uses it: on a
@@ -170,7 +172,7 @@ func TestBrowserInbox(t *testing.T) {
 	var by []string
 	for ev, err := range r.db.Events("web/console/"+tid, 1) {
 		if err == nil && ev.Type == "approval_decision" {
-			var p decidedPayload
+			var p agentcore.ApprovalDecidedPayload
 			if json.Unmarshal(ev.Payload, &p) == nil && p.Approved {
 				by = append(by, p.By)
 			}

@@ -1,12 +1,12 @@
 package web
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/bot"
 )
 
@@ -58,7 +58,7 @@ func (s *Server) output(w http.ResponseWriter, r *http.Request, _ identity) {
 		}
 		// The post belongs to the last run started before it was made: a
 		// status post appears after its run's first step was recorded.
-		if ev.Type == "run_started" {
+		if ev.Type == agentcore.EvRunStarted {
 			if !ev.Time.After(after) {
 				inRun, seen, calls = true, 0, map[string]bool{}
 				continue
@@ -70,18 +70,17 @@ func (s *Server) output(w http.ResponseWriter, r *http.Request, _ identity) {
 		if !inRun {
 			continue
 		}
-		switch ev.Type {
-		case "gate_decision":
-			var p gatePayload
-			if json.Unmarshal(ev.Payload, &p) == nil && sameCommand(command, p.Command) {
+		pl, _ := agentcore.Decode(ev)
+		switch p := pl.(type) {
+		case *agentcore.GatePayload:
+			if sameCommand(command, p.Command) {
 				if seen == n {
 					calls[p.CallID] = true
 				}
 				seen++
 			}
-		case "tool_result":
-			var p resultPayload
-			if json.Unmarshal(ev.Payload, &p) != nil || !calls[p.CallID] {
+		case *agentcore.ToolResultPayload:
+			if !calls[p.CallID] {
 				continue
 			}
 			out := fullOutput(p)

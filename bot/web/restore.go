@@ -91,72 +91,6 @@ type card struct {
 	decided   bool
 }
 
-// toolSkill is the skill tool's name (agentcore.ToolSkill).
-const toolSkill = "skill"
-
-// Payloads as the chain holds them (agentcore/events.go and recover.go;
-// like the event types, their names never change). bot/web reads them
-// without importing agentcore, as the package map wants.
-type (
-	toolCall struct {
-		ID        string `json:"id"`
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	}
-	notePayload struct {
-		Kind    string `json:"kind"`
-		Detail  string `json:"detail"`
-		Command string `json:"command"`
-		Text    string `json:"text"`
-	}
-	userPayload struct {
-		Text string `json:"text"`
-	}
-	assistantPayload struct {
-		Content   string     `json:"content"`
-		ToolCalls []toolCall `json:"tool_calls"`
-	}
-	gatePayload struct {
-		CallID  string   `json:"call_id"`
-		Tool    string   `json:"tool"`
-		Command string   `json:"command"`
-		Path    string   `json:"path"`
-		Verdict string   `json:"verdict"`
-		Action  string   `json:"action"`
-		Targets []string `json:"targets"`
-	}
-	askedPayload struct {
-		RequestID string   `json:"request_id"`
-		Command   string   `json:"command"`
-		Requester string   `json:"requester"`
-		Targets   []string `json:"targets"`
-	}
-	decidedPayload struct {
-		RequestID string `json:"request_id"`
-		Approved  bool   `json:"approved"`
-		By        string `json:"by"`
-		Why       string `json:"why"`
-	}
-	resultPayload struct {
-		CallID     string `json:"call_id"`
-		Tool       string `json:"tool"`
-		Content    string `json:"content"`
-		IsError    bool   `json:"is_error"`
-		OutputSize int64  `json:"output_size"`
-		OutputSHA  string `json:"output_sha256"`
-	}
-	runPayload struct {
-		Status  string `json:"status"`
-		Detail  string `json:"detail"`
-		Cause   string `json:"cause"`
-		CauseBy string `json:"cause_by"`
-	}
-	compactedPayload struct {
-		TokensBefore int `json:"tokens_before"`
-		TokensAfter  int `json:"tokens_after"`
-	}
-)
-
 // userName is the name in an actor ("user:alice", "user:U1 (alice)").
 func userName(actor string) string {
 	a := strings.TrimPrefix(actor, "user:")
@@ -195,31 +129,31 @@ func (rp *replay) event(ev store.Event) {
 	if rp.calls == nil {
 		rp.begin()
 	}
-	switch ev.Type {
-	case "run_started":
-		rp.begin()
-	case "user_message":
-		var p userPayload
-		if json.Unmarshal(ev.Payload, &p) != nil {
-			return
+	pl, err := agentcore.Decode(ev)
+	if err != nil {
+		return // shown by the audit viewer; the thread goes on without it
+	}
+	switch p := pl.(type) {
+	case *agentcore.RunPayload:
+		if ev.Type == agentcore.EvRunStarted {
+			rp.begin()
+		} else {
+			rp.finish(p, ev)
 		}
+	case *agentcore.UserMessagePayload:
 		name := userName(ev.Actor)
 		if rp.th.Title == "(earlier thread)" {
 			rp.th.Title, rp.th.By = shorten(p.Text, titleLen), name
 		}
 		rp.post(&wpost{Author: name, Text: p.Text, Time: ev.Time})
-	case "assistant_message":
-		var p assistantPayload
-		if json.Unmarshal(ev.Payload, &p) != nil {
-			return
-		}
+	case *agentcore.AssistantPayload:
 		if len(p.ToolCalls) == 0 {
 			rp.answer = p.Content
 			return
 		}
 		rp.intent = p.Content
 		for _, c := range p.ToolCalls {
-			if c.Name == toolSkill {
+			if c.Name == agentcore.ToolSkill {
 				var a struct {
 					Name string `json:"name"`
 				}
@@ -227,11 +161,7 @@ func (rp *replay) event(ev store.Event) {
 				rp.args[c.ID] = a.Name
 			}
 		}
-	case "gate_decision":
-		var p gatePayload
-		if json.Unmarshal(ev.Payload, &p) != nil {
-			return
-		}
+	case *agentcore.GatePayload:
 		c := bot.CommandInfo{Tool: p.Tool, Command: p.Command, Verdict: p.Verdict, Action: p.Action, Targets: p.Targets}
 		if c.Command == "" {
 			c.Command = p.Path
@@ -241,19 +171,11 @@ func (rp *replay) event(ev store.Event) {
 		rp.intent = ""
 		rp.prog.Command(c)
 		rp.step(ev.Time)
-	case "approval_requested":
-		var p askedPayload
-		if json.Unmarshal(ev.Payload, &p) != nil {
-			return
-		}
+	case *agentcore.ApprovalAskedPayload:
 		c := &card{command: p.Command, targets: p.Targets, requester: p.Requester}
 		c.post = rp.bot(bot.DecidedCard(bot.CancelledOutcome, p.Command, p.Targets, p.Requester, p.RequestID), ev.Time)
 		rp.cards[p.RequestID] = c
-	case "approval_decision":
-		var p decidedPayload
-		if json.Unmarshal(ev.Payload, &p) != nil {
-			return
-		}
+	case *agentcore.ApprovalDecidedPayload:
 		if c := rp.cards[p.RequestID]; c != nil {
 			c.post.Text = bot.DecidedCard(bot.DecisionOutcome(p.Approved, p.By, p.Why, ev.Time, rp.s.cfg.Location), c.command, c.targets, c.requester, p.RequestID)
 			c.decided = true
@@ -261,23 +183,19 @@ func (rp *replay) event(ev store.Event) {
 		if rp.prog.Decided(p.Approved, p.By, p.Why) {
 			rp.step(ev.Time)
 		}
-	case "tool_result":
-		var p resultPayload
-		if json.Unmarshal(ev.Payload, &p) != nil {
-			return
-		}
+	case *agentcore.ToolResultPayload:
 		c, ok := rp.calls[p.CallID]
 		if !ok {
 			c = bot.CommandInfo{Tool: p.Tool, Command: rp.args[p.CallID]}
 		}
-		if p.Tool == toolSkill {
-			c.Tool = toolSkill
+		if p.Tool == agentcore.ToolSkill {
+			c.Tool = agentcore.ToolSkill
 			rp.prog.Intent(rp.intent)
 			rp.intent = ""
 		}
 		rp.prog.Result(c, p.Content, p.IsError)
 		rp.step(ev.Time)
-		if p.Tool != toolSkill {
+		if p.Tool != agentcore.ToolSkill {
 			if op := bot.RebuiltOutputPost(c.Command, p.OutputSize, fullOutput(p)); op != nil {
 				wp := rp.bot(op.Text, ev.Time)
 				if op.File != nil {
@@ -285,19 +203,15 @@ func (rp *replay) event(ev store.Event) {
 				}
 			}
 		}
-	case "note":
-		var p notePayload
-		if json.Unmarshal(ev.Payload, &p) != nil {
-			return
-		}
-		if p.Kind == "run_refused" { // a message no run was started for, and the reply saying why
+	case *agentcore.NotePayload:
+		if p.Kind == agentcore.NoteRunRefused { // a message no run was started for, and the reply saying why
 			if p.Text != "" { // recorded since the note has it
 				rp.post(&wpost{Author: userName(ev.Actor), Text: p.Text, Time: ev.Time})
 			}
 			rp.bot(p.Detail, ev.Time)
 			return
 		}
-		if p.Kind != "command_reply" {
+		if p.Kind != agentcore.NoteCommandReply {
 			return
 		}
 		rp.post(&wpost{Author: userName(ev.Actor), Text: p.Command, Time: ev.Time})
@@ -306,28 +220,23 @@ func (rp *replay) event(ev store.Event) {
 			return
 		}
 		rp.bot(p.Detail, ev.Time)
-	case "clear":
+	case *agentcore.ClearPayload:
 		if strings.HasPrefix(ev.Actor, "user:") {
 			rp.post(&wpost{Author: userName(ev.Actor), Text: "/clear", Time: ev.Time})
 			rp.bot("New topic: earlier messages stay in the log but leave my context.", ev.Time)
 		}
-	case "compacted":
-		var p compactedPayload
-		if strings.HasPrefix(ev.Actor, "user:") && json.Unmarshal(ev.Payload, &p) == nil {
+	case *agentcore.CompactedPayload:
+		if strings.HasPrefix(ev.Actor, "user:") {
 			rp.post(&wpost{Author: userName(ev.Actor), Text: "/compact", Time: ev.Time})
 			rp.bot(fmt.Sprintf("Compacted the conversation: about %d → %d tokens.", p.TokensBefore, p.TokensAfter), ev.Time)
 		}
-	case "run_finished":
-		var p runPayload
-		_ = json.Unmarshal(ev.Payload, &p)
-		rp.finish(p, ev)
 	}
 }
 
 // fullOutput is a result's output as the live thread attached it when the
 // chain holds all of it: the model's view after its first line ("exit
 // code: 0"), if its SHA-256 is the recorded one; else the model's view.
-func fullOutput(p resultPayload) string {
+func fullOutput(p *agentcore.ToolResultPayload) string {
 	if _, rest, ok := strings.Cut(p.Content, "\n"); ok && p.OutputSHA != "" && int64(len(rest)) == p.OutputSize {
 		if sum := sha256.Sum256([]byte(rest)); hex.EncodeToString(sum[:]) == p.OutputSHA {
 			return rest
@@ -340,26 +249,26 @@ var budgetDetail = regexp.MustCompile(`: (\d+) ([a-z ]+)$`)
 
 // finish ends a run's replay as the renderer ended it: the final status,
 // the open approval cards, the answer.
-func (rp *replay) finish(p runPayload, ev store.Event) {
+func (rp *replay) finish(p *agentcore.RunPayload, ev store.Event) {
 	if rp.status != nil {
 		rp.status.Text = rp.prog.Text(true, "")
 	}
 	var answer string
 	switch p.Status {
-	case "answered", "done":
+	case agentcore.StatusAnswered, agentcore.StatusDone:
 		answer = strings.TrimSpace(rp.answer)
-	case "cancelled":
+	case agentcore.StatusCancelled:
 		var c *agentcore.StopCause
 		if p.Cause != "" {
 			c = &agentcore.StopCause{Kind: p.Cause, By: p.CauseBy}
 		}
 		answer = bot.CancelledText(c, rp.stopped)
-	case "budget":
+	case agentcore.StatusBudget:
 		answer = "Stopped: the run used its budget." + bot.BudgetSuffix
 		if m := budgetDetail.FindStringSubmatch(p.Detail); m != nil {
 			answer = "Stopped: the run used its budget of " + m[1] + " " + m[2] + "." + bot.BudgetSuffix
 		}
-	case "interrupted":
+	case agentcore.StatusInterrupted:
 		answer = "thinbot restarted while working on this thread, so that run was interrupted. The session is kept: send a message to continue."
 	default:
 		answer = fmt.Sprintf("Something went wrong and the run stopped before doing anything more (ref %d). Operators can see the details in the log.", ev.Seq)

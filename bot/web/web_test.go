@@ -19,6 +19,7 @@ import (
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/bot"
 	"github.com/thinbot/thinbot/store"
+	"github.com/thinbot/thinbot/store/storetest"
 )
 
 // TestThreadStreamsTheAnswer: an answer written over several stream ticks
@@ -173,7 +174,7 @@ func openStore(t *testing.T) *store.DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	storetest.CloseChecked(t, db, agentcore.Decode)
 	return db
 }
 
@@ -688,22 +689,5 @@ func TestEmptyChainVerificationIsNotReused(t *testing.T) {
 	}
 	if st := s.status(req.Context()); st.Text != "verified up to seq 1" {
 		t.Errorf("after the first event: %q, want verified up to seq 1", st.Text)
-	}
-}
-
-// TestRestoreNamesMatchAgentcore: the event, note and status names the
-// rebuild reads without importing agentcore are agentcore's.
-func TestRestoreNamesMatchAgentcore(t *testing.T) {
-	for got, want := range map[string]string{
-		"run_started": agentcore.EvRunStarted, "user_message": agentcore.EvUserMessage, "assistant_message": agentcore.EvAssistantMessage,
-		"gate_decision": agentcore.EvGateDecision, "approval_requested": agentcore.EvApprovalAsked, "approval_decision": agentcore.EvApprovalDecided,
-		"tool_result": agentcore.EvToolResult, "note": agentcore.EvNote, "clear": agentcore.EvClear, "compacted": agentcore.EvCompacted,
-		"run_finished": agentcore.EvRunFinished, "command_reply": agentcore.NoteCommandReply, "run_refused": agentcore.NoteRunRefused, "answered": agentcore.StatusAnswered,
-		"done": agentcore.StatusDone, "cancelled": agentcore.StatusCancelled, "budget": agentcore.StatusBudget,
-		"interrupted": agentcore.StatusInterrupted, toolSkill: agentcore.ToolSkill,
-	} {
-		if got != want {
-			t.Errorf("restore reads %q, agentcore writes %q", got, want)
-		}
 	}
 }

@@ -23,6 +23,16 @@ import (
 	"github.com/thinbot/thinbot/agentcore/sandbox"
 )
 
+// The fleet's wiring: the fleet: config section and the fleet file, their
+// checks, and `thinbot hosts`. The checks protect the two SSH identities:
+// the read-only and the privileged identity never become one login with
+// one key (identitiesCanCollide), each key is a file ssh will use and no
+// other local user can read (checkSSHKey), host keys come from a
+// known_hosts file that has entries (hasKnownHost: no trust on first use),
+// and the ControlMaster sockets live in a directory only the daemon can
+// enter (privateDir), so that a command cannot borrow the privileged
+// connection. The connections themselves are package fleet's.
+
 // fleetConfig is the fleet: section of the daemon config, and the whole of
 // a fleet file (THINBOT_FLEET, thinbot hosts --fleet) for the terminal
 // front end. deploy/fleet.md explains every key.

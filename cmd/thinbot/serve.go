@@ -111,6 +111,12 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 	if err := os.MkdirAll(c.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
+	// python3's version, for skills that need one: asked once for every
+	// workspace, while the store opens (which may rebuild its index).
+	py := &skills.PythonProbe{}
+	var pyWG sync.WaitGroup
+	pyWG.Go(func() { py.Version() })
+	defer pyWG.Wait()
 	var err error
 	if d.db, err = store.Open(filepath.Join(c.StateDir, "events.db"), &store.Options{Logger: logger}); err != nil {
 		return err
@@ -121,7 +127,12 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 	if err != nil {
 		return err
 	}
+	base.python = py.Version
 	d.model = model
+	// No child of the daemon may start while the sandbox moves the
+	// daemon's processes into a leaf group (cgroup v2): one left behind
+	// would keep the group from handing controllers to command groups.
+	pyWG.Wait()
 	d.sbx = startSandboxFor(ctx, c, base.protected, base.workspaces, logger)
 	base.cfg.Exec = d.sbx.exec(base.cfg.Exec)
 	if d.fleet, err = serveFleet(c, base.abs(configPath)); err != nil {
@@ -263,6 +274,9 @@ type daemonBase struct {
 	workspaces []string
 	abs        func(string) string
 	lock       skills.Lock
+	// python is python3's version for every workspace's skills (one
+	// skills.PythonProbe); nil means each Load probes on its own.
+	python func() (major, minor int, err error)
 }
 
 // agentBase builds the model client and the Agent configuration the
@@ -340,7 +354,7 @@ func buildAgents(e *env, c *daemonConfig, base daemonBase, logger *slog.Logger) 
 		ag := agents[ws]
 		if ag == nil {
 			dirs := append(append([]string(nil), c.SkillsDirs...), filepath.Join(ws, "skills"))
-			set := skills.Load(dirs, skills.Options{Probe: skills.Probe{Getenv: e.getenv, UID: -1}, Lock: base.lock, Logger: logger})
+			set := skills.Load(dirs, skills.Options{Probe: skills.Probe{Getenv: e.getenv, Python: base.python, UID: -1}, Lock: base.lock, Logger: logger})
 			cfg := base.cfg
 			cfg.Skills = set
 			var err error

@@ -118,3 +118,58 @@ func TestDaemonCloseAfterAFailedOpen(t *testing.T) {
 	}
 	db.Close()
 }
+
+// The daemon asks python3 for its version once for all its workspaces
+// (each loads its skills): here two, each with a skill that needs python3,
+// against a python3 on PATH that counts its runs.
+func TestDaemonProbesPythonOnce(t *testing.T) {
+	bin := t.TempDir()
+	runs := filepath.Join(bin, "runs")
+	fake := "#!/bin/sh\necho run >> " + runs + "\necho 3 11\n"
+	if err := os.WriteFile(filepath.Join(bin, "python3"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	mm := fakemattermost.New(t)
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte(mm.Bot.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &daemonConfig{Platform: "mattermost", StateDir: filepath.Join(dir, "state"), Sandbox: "off", Listen: "127.0.0.1:0"}
+	for _, name := range []string{"one", "two"} {
+		ws := filepath.Join(dir, name)
+		sk := filepath.Join(ws, "skills", "py-"+name)
+		if err := os.MkdirAll(sk, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		md := "---\nname: py-" + name + "\ndescription: Needs python.\nrequires:\n  python: \">=3.8\"\n---\nBody.\n"
+		if err := os.WriteFile(filepath.Join(sk, "SKILL.md"), []byte(md), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c.Channels = append(c.Channels, channelConfig{ID: mm.AddChannel(name, mm.Bot.ID), Workspace: ws, AnyMember: true})
+	}
+	c.Model.BaseURL, c.Model.Model = "http://127.0.0.1:9/v1", "m"
+	c.Mattermost.URL, c.Mattermost.TokenFile, c.Mattermost.CallbackURL = mm.URL, token, "http://127.0.0.1:1/cb"
+	e := &env{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	d := &daemon{c: c, logger: slog.New(slog.DiscardHandler)}
+	err := d.open(t.Context(), e, filepath.Join(dir, "c.yaml"))
+	if cerr := d.close(); cerr != nil {
+		t.Errorf("close: %v", cerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.agents) != 2 {
+		t.Fatalf("%d agents, want one per workspace", len(d.agents))
+	}
+	for ws, ag := range d.agents {
+		if s := ag.Skills(); len(s) != 1 || s[0].State != "loaded" {
+			t.Errorf("%s: skills %+v; want its python skill loaded", ws, s)
+		}
+	}
+	b, _ := os.ReadFile(runs)
+	if n := strings.Count(string(b), "run\n"); n != 1 {
+		t.Errorf("python3 ran %d times for two workspaces; want 1", n)
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -88,17 +89,15 @@ func run(ctx context.Context, only string, timeout time.Duration, keep, verbose 
 		return err
 	}
 
-	// The unmutated copy must pass every command the rows use; otherwise a
-	// "killed" row would prove nothing.
-	seen := map[string]bool{}
-	for _, m := range rows {
-		key := strings.Join(m.args(timeout), " ")
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
+	// The unmutated copy must pass every test the rows use; otherwise a
+	// "killed" row would prove nothing. One run per set of packages
+	// (baselines) rather than per row: the same check with one build
+	// and start of each test binary instead of one per row.
+	for _, b := range baselines(rows) {
+		args := b.args(timeout * time.Duration(b.rows))
+		key := strings.Join(args, " ")
 		t0 := time.Now()
-		outp, err := goTest(ctx, scratch, m.args(timeout))
+		outp, err := goTest(ctx, scratch, args)
 		if verbose {
 			out.Write(outp)
 		}
@@ -144,6 +143,44 @@ func run(ctx context.Context, only string, timeout time.Duration, keep, verbose 
 		return fmt.Errorf("%d of %d rows not killed", failed, len(results))
 	}
 	return nil
+}
+
+// baseline is one run of the unmutated tree for rows of the same packages.
+type baseline struct {
+	mutation     // Pkgs and Run
+	rows     int // how many rows it stands for
+	runs     []string
+}
+
+// baselines merges the rows' commands: rows of the same packages share one
+// run whose -run pattern is the alternation of theirs, and a row without a
+// pattern makes it run every test. A pattern with a subtest level ("/")
+// keeps a run of its own, since go test splits the whole pattern at "/".
+func baselines(rows []mutation) []baseline {
+	var out []baseline
+	index := map[string]int{} // packages -> out index of the merged run
+	for _, m := range rows {
+		key := strings.Join(m.Pkgs, " ")
+		if strings.Contains(m.Run, "/") {
+			key += " " + m.Run
+		}
+		i, ok := index[key]
+		if !ok {
+			index[key] = len(out)
+			out = append(out, baseline{mutation: mutation{Pkgs: m.Pkgs, Run: m.Run}, rows: 1, runs: []string{m.Run}})
+			continue
+		}
+		b := &out[i]
+		b.rows++
+		switch {
+		case b.Run == "" || m.Run == "":
+			b.Run = ""
+		case !slices.Contains(b.runs, m.Run):
+			b.runs = append(b.runs, m.Run)
+			b.Run = strings.Join(b.runs, "|")
+		}
+	}
+	return out
 }
 
 // try applies m in the scratch copy, runs its tests and restores the file.

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -83,5 +85,69 @@ func TestFailedTests(t *testing.T) {
 		if got := failedTests([]byte(tt.out)); got != tt.want {
 			t.Errorf("failedTests(%q) = %q, want %q", tt.out, got, tt.want)
 		}
+	}
+}
+
+// The merged baselines run every test the table's rows run: for each row,
+// a baseline of the same packages whose pattern selects each test function
+// the row's does, so that no row is "killed" against an unchecked test.
+func TestBaselinesCoverEveryRow(t *testing.T) {
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := baselines(table)
+	if len(bs) >= len(table) {
+		t.Errorf("%d baselines for %d rows: nothing merged", len(bs), len(table))
+	}
+	names := map[string][]string{} // package -> its test functions
+	for _, m := range table {
+		for _, p := range m.Pkgs {
+			if _, ok := names[p]; ok {
+				continue
+			}
+			files, _ := filepath.Glob(filepath.Join(root, p, "*_test.go"))
+			for _, f := range files {
+				src, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, sm := range testFunc.FindAllStringSubmatch(string(src), -1) {
+					names[p] = append(names[p], sm[1])
+				}
+			}
+		}
+	}
+	top := func(run string) *regexp.Regexp { // the pattern's first level
+		first, _, _ := strings.Cut(run, "/")
+		return regexp.MustCompile(first)
+	}
+	for _, m := range table {
+		covered := false
+		for _, b := range bs {
+			if !slices.Equal(b.Pkgs, m.Pkgs) || (strings.Contains(m.Run, "/") && b.Run != m.Run) {
+				continue
+			}
+			covered = true
+			for _, p := range m.Pkgs {
+				for _, n := range names[p] {
+					if m.Run == "" || top(m.Run).MatchString(n) {
+						if b.Run != "" && !top(b.Run).MatchString(n) {
+							covered = false
+						}
+					}
+				}
+			}
+			if covered {
+				break
+			}
+		}
+		if !covered {
+			t.Errorf("%s: no baseline runs every test of -run %q in %v", m.ID, m.Run, m.Pkgs)
+		}
+	}
+	// A row without a pattern makes its packages' baseline run everything.
+	if got := baselines([]mutation{{Pkgs: []string{"./x"}, Run: "A"}, {Pkgs: []string{"./x"}}, {Pkgs: []string{"./x"}, Run: "B"}}); len(got) != 1 || got[0].Run != "" || got[0].rows != 3 {
+		t.Errorf("baselines with an empty pattern = %+v", got)
 	}
 }

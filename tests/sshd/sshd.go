@@ -10,6 +10,7 @@ package sshd
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -136,7 +137,7 @@ func Start(t testing.TB, name string, n, untrusted int) *Rig {
 	}
 	r.DownPort = freePort(t)
 	for _, s := range r.Servers {
-		waitReady(t, s.Port)
+		waitReady(t, s)
 	}
 	return r
 }
@@ -341,9 +342,19 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func waitReady(t testing.TB, port int) {
+// waitReady waits for s's banner until sshd exits or the test's deadline
+// passes (less a share of what is left, for the failure to be reported):
+// on a loaded machine a start takes what it takes, and a fixed bound
+// would fail a test that would have passed.
+func waitReady(t testing.TB, s *Server) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	port := s.Port
+	deadline := time.Now().Add(10 * time.Minute)
+	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if d, ok := dt.Deadline(); ok {
+			deadline = d.Add(-min(time.Minute, time.Until(d)/10))
+		}
+	}
 	for time.Now().Before(deadline) {
 		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
 		if err == nil {
@@ -354,9 +365,12 @@ func waitReady(t testing.TB, port int) {
 				return
 			}
 		}
+		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid)); err != nil || bytes.Contains(st, []byte(") Z ")) {
+			t.Fatalf("sshd %s exited before it answered on port %d", s.Name, port)
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("sshd on port %d did not answer within 15s", port)
+	t.Fatalf("sshd on port %d did not answer by the test's deadline", port)
 }
 
 // Descendants returns every process below pid (children, grandchildren...).
