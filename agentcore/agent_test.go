@@ -322,6 +322,36 @@ func TestBudgetStopsAModelThatNeverFinishes(t *testing.T) {
 	}
 }
 
+// TestWallTimeIsRecordedAsTheBudget: the run's wall time ending a running
+// command is recorded as the budget, in the result and the run's end,
+// never as someone's interrupt.
+func TestWallTimeIsRecordedAsTheBudget(t *testing.T) {
+	f := newFixture(t, Config{Budgets: Budgets{MaxWall: 2 * time.Second}}, runCmd("sleep 60"))
+	res, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "wait", Dir: f.dir, AllowAll: true})
+	if !errors.Is(err, ErrBudget) || res.Status != StatusBudget || res.Cause == nil || res.Cause.Kind != StopBudget {
+		t.Fatalf("Run = %+v, %v; want the wall-time budget", res, err)
+	}
+	for _, e := range f.events(t, "s") {
+		var p struct {
+			Status  string `json:"status"`
+			Content string `json:"content"`
+			Cause   string `json:"cause"`
+			CauseBy string `json:"cause_by"`
+		}
+		json.Unmarshal(e.Payload, &p)
+		switch e.Type {
+		case EvToolResult:
+			if p.Cause != StopBudget || p.CauseBy != "wall time 2s" || !strings.Contains(p.Content, "the run's budget ran out (wall time 2s)") {
+				t.Errorf("tool_result = %+v", p)
+			}
+		case EvRunFinished:
+			if p.Status != StatusBudget || p.Cause != StopBudget || p.CauseBy != "wall time 2s" {
+				t.Errorf("run_finished = %+v", p)
+			}
+		}
+	}
+}
+
 func TestGoalModeEndsAtAgentDone(t *testing.T) {
 	f := newFixture(t, Config{}, runCmd("true"), say("thinking aloud"), call(ToolAgentDone, `{"summary":"all good"}`))
 	res, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "check", Dir: f.dir, Goal: true})

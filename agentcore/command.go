@@ -102,12 +102,16 @@ func (a *Agent) RunCommand(ctx context.Context, t Turn, command, reason string) 
 			res.Status = StatusCancelled
 		}
 	}
-	detail := ""
+	fin := RunPayload{Status: res.Status, Steps: 1}
 	if ctx.Err() != nil {
-		detail = ctx.Err().Error()
+		fin.Detail = ctx.Err().Error()
+		res.Cause = CauseOf(ctx)
+		fin.Cause, fin.CauseBy = causeFields(res.Cause)
+		if res.Cause != nil {
+			fin.Detail = res.Cause.Error()
+		}
 	}
-	out, err := r.record(durable, append(evs, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(RunPayload{
-		Status: res.Status, Steps: 1, Detail: detail})})...)
+	out, err := r.record(durable, append(evs, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(fin)})...)
 	if err != nil {
 		r.logFinished(res)
 		return res, err

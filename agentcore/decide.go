@@ -74,6 +74,9 @@ func (r *run) decide(ctx context.Context, call ToolCall, info CommandInfo, d gat
 		dec = ApprovalDecision{Approved: false, By: "system", Why: aerr.Error()}
 		if ctx.Err() != nil {
 			dec.Why = "cancelled before a decision"
+			if c := CauseOf(ctx); c != nil {
+				dec.Why += ": " + c.Error()
+			}
 		}
 	}
 	_, err = r.record(durable, store.Event{Type: EvApprovalDecided, Actor: orSystem(dec.By), Payload: mustJSON(ApprovalDecidedPayload{
@@ -145,7 +148,8 @@ func (r *run) runCommand(ctx context.Context, call ToolCall, command, reason, ta
 	}
 	if err := ctx.Err(); err != nil {
 		// Cancelled while waiting for approval: record why nothing ran.
-		return "not run: the run was interrupted", true, nil, nil
+		r.stopped = CauseOf(ctx)
+		return notRun(r.stopped), true, nil, nil
 	}
 	ex, err := Exec(ctx, r.cfg.Exec, modeFor(d.Verdict), r.t.Dir, command)
 	if err != nil {
@@ -156,6 +160,7 @@ func (r *run) runCommand(ctx context.Context, call ToolCall, command, reason, ta
 	ex.Output = []byte(r.maskOutput(string(ex.Output)))
 	content := formatExec(ex, r.cfg.Exec.ViewLimit)
 	isErr := ex.ExitCode != 0 || ex.TimedOut || ex.Cancelled || ex.Limit != ""
+	r.stopped = ex.Cause
 	if r.t.Hooks.Result != nil {
 		info.Output, info.Size = ex.Output, ex.Size
 	}
@@ -227,7 +232,7 @@ func formatExec(ex ExecResult, view int) string {
 	case ex.TimedOut:
 		fmt.Fprintf(&b, "timed out after %s; the process group was killed\n", ex.Duration.Round(time.Second))
 	case ex.Cancelled:
-		b.WriteString("interrupted by the user; the process group was killed\n")
+		b.WriteString(interrupted(ex.Cause) + "; the process group was killed\n")
 	default:
 		fmt.Fprintf(&b, "exit code: %d\n", ex.ExitCode)
 	}

@@ -23,7 +23,7 @@ const (
 	EvToolResult       = "tool_result"        // what a tool call produced, exactly as the model sees it
 	EvProtocolSwitch   = "protocol_switch"    // tool calling -> text protocol
 	EvRunStarted       = "run_started"
-	EvRunFinished      = "run_finished" // status: answered, done, budget, cancelled, error
+	EvRunFinished      = "run_finished" // status: answered, done, budget, cancelled, error; cause: StopCause.Kind
 	EvClear            = "clear"        // starts a new branch; older events leave the projection
 	EvCompacted        = "compacted"    // a summary replacing everything before it in the projection
 	EvMemory           = "memory"       // a note the model appended to the workspace memory
@@ -38,7 +38,7 @@ const (
 	StatusAnswered  = "answered"  // the model gave a final answer
 	StatusDone      = "done"      // goal mode: the model called agent_done
 	StatusBudget    = "budget"    // a budget ended the run
-	StatusCancelled = "cancelled" // the run's context was cancelled (/stop, Ctrl+C, shutdown)
+	StatusCancelled = "cancelled" // the run's context was cancelled (/stop, Ctrl+C, shutdown: run_finished's cause says which)
 	StatusError     = "error"     // the model or the store failed
 )
 
@@ -201,6 +201,10 @@ type ToolResultPayload struct {
 	Hosts   []HostRecord `json:"hosts,omitempty"`
 	// Masked counts the secret spans masked in the output, by rule.
 	Masked map[string]int `json:"masked,omitempty"`
+	// Cause and CauseBy, for a command the run's cancellation ended (or
+	// kept from running), are its StopCause's Kind and By.
+	Cause   string `json:"cause,omitempty"`
+	CauseBy string `json:"cause_by,omitempty"`
 }
 
 // HostRecord is one host's outcome of a remote command, in the chain.
@@ -234,6 +238,12 @@ type RunPayload struct {
 	Steps      int    `json:"steps,omitempty"`
 	ModelCalls int    `json:"model_calls,omitempty"`
 	Detail     string `json:"detail,omitempty"`
+	// Cause and CauseBy say why a cancelled run (or one its wall time
+	// ended) stopped: its StopCause's Kind and By ("shutdown", "SIGTERM";
+	// "stop", "user:U1 (alice)"; "budget"). Absent when the run was
+	// cancelled without a cause, and in runs recorded before they existed.
+	Cause   string `json:"cause,omitempty"`
+	CauseBy string `json:"cause_by,omitempty"`
 }
 
 // CompactedPayload is an EvCompacted's: the summary that replaces the

@@ -167,8 +167,10 @@ type ExecResult struct {
 	// bytes: Size bytes were read, the rest was not, and the process group
 	// was killed.
 	OutputCut bool
-	// Cancelled reports that ctx ended the command.
+	// Cancelled reports that ctx ended the command; Cause says why, when
+	// ctx's end had a StopCause.
 	Cancelled bool
+	Cause     *StopCause
 	// Limit says which limit of the command's cgroup it hit ("killed:
 	// memory limit 1 GiB", "process limit 256 reached: a fork failed"),
 	// "" for none or without cgroups.
@@ -285,6 +287,9 @@ func execResult(ctx, ctx2 context.Context, lw *limitWriter, start time.Time, cod
 	if ctx2.Err() != nil && !lw.cut {
 		res.Cancelled = ctx.Err() != nil
 		res.TimedOut = !res.Cancelled
+		if res.Cancelled {
+			res.Cause = CauseOf(ctx)
+		}
 	}
 	return res
 }

@@ -121,7 +121,8 @@ func (r *run) remote(ctx context.Context, call ToolCall, info CommandInfo, d gat
 		return refusal, true, nil, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return "not run: the run was interrupted", true, nil, nil
+		r.stopped = CauseOf(ctx)
+		return notRun(r.stopped), true, nil, nil
 	}
 	start := r.cfg.Now()
 	// The same time limit and output capture as a local command (a
@@ -132,9 +133,14 @@ func (r *run) remote(ctx context.Context, call ToolCall, info CommandInfo, d gat
 		results[i].Output = []byte(r.maskOutput(string(results[i].Output)))
 	}
 	content := fleet.Summary(results, r.cfg.Exec.ViewLimit)
+	if ctx.Err() != nil {
+		// Hosts the cancellation stopped are in the summary; why, here.
+		r.stopped = CauseOf(ctx)
+		content = interrupted(r.stopped) + "; the remote commands were stopped\n" + content
+	}
 	sum := sha256.Sum256([]byte(content))
 	ex := &ExecResult{Targets: info.Targets, Remote: results, Output: []byte(content), Size: int64(len(content)),
-		SHA256: hex.EncodeToString(sum[:]), Duration: r.cfg.Now().Sub(start), Cancelled: ctx.Err() != nil}
+		SHA256: hex.EncodeToString(sum[:]), Duration: r.cfg.Now().Sub(start), Cancelled: ctx.Err() != nil, Cause: r.stopped}
 	isErr := false
 	for _, r := range results {
 		isErr = isErr || !r.OK()

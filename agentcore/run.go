@@ -47,6 +47,10 @@ type run struct {
 	masked map[string]int
 	// started is when the run began (its log line's duration).
 	started time.Time
+	// stopped is why the run's cancellation ended the command under way
+	// or kept it from running (nil: it did not, or gave no cause); result
+	// records and resets it.
+	stopped *StopCause
 }
 
 // Run handles one turn: it records the user's message, then calls the model
@@ -54,7 +58,8 @@ type run struct {
 // ends the run, or ctx is cancelled. Every step is committed to the store
 // before it takes effect; if the store cannot append, nothing more runs and
 // the error is returned. A cancelled run returns a Result with
-// StatusCancelled and ctx's error.
+// StatusCancelled, ctx's error, and in Result.Cause the StopCause ctx was
+// cancelled with, which it records (see StopCause).
 func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	s := a.session(t.Session)
 	s.mu.Lock()
@@ -66,7 +71,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	s.setStatus(func(st *Status) { *st = Status{Running: true, Goal: t.Goal, Started: a.cfg.Now(), Budgets: r.budgets} })
 	defer s.setStatus(func(st *Status) { *st = Status{} })
 
-	runCtx, cancel := context.WithTimeout(ctx, r.budgets.MaxWall)
+	runCtx, cancel := context.WithTimeoutCause(ctx, r.budgets.MaxWall, &StopCause{Kind: StopBudget, By: "wall time " + r.budgets.MaxWall.String()})
 	defer cancel()
 
 	start := append(r.promptEvent(),
@@ -92,8 +97,15 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 	if runErr != nil {
 		detail = runErr.Error()
 	}
-	evs, err := r.record(durable, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(RunPayload{
-		Status: res.Status, Goal: t.Goal, Steps: r.steps, ModelCalls: r.calls, Detail: detail})})
+	fin := RunPayload{Status: res.Status, Goal: t.Goal, Steps: r.steps, ModelCalls: r.calls, Detail: detail}
+	if runErr != nil && runCtx.Err() != nil {
+		res.Cause = CauseOf(runCtx)
+		fin.Cause, fin.CauseBy = causeFields(res.Cause)
+		if res.Status == StatusCancelled && res.Cause != nil {
+			fin.Detail = res.Cause.Error()
+		}
+	}
+	evs, err := r.record(durable, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(fin)})
 	if err != nil {
 		r.logFinished(res)
 		return res, errors.Join(runErr, err)
@@ -357,7 +369,8 @@ func (r *run) tools() []Tool {
 // result records a tool's result (what the model sees) and counts errors.
 func (r *run) result(call ToolCall, content string, isErr bool, ex *ExecResult) error {
 	p := ToolResultPayload{CallID: call.ID, Tool: call.Name, Content: content, IsError: isErr, Masked: r.masked}
-	r.masked = nil
+	p.Cause, p.CauseBy = causeFields(r.stopped)
+	r.masked, r.stopped = nil, nil
 	if ex != nil && ex.Remote != nil {
 		p.Targets, p.Hosts = ex.Targets, hostRecords(ex.Remote)
 		p.OutputSize, p.OutputSHA, p.DurationMS = ex.Size, ex.SHA256, ex.Duration.Milliseconds()

@@ -205,6 +205,8 @@ func (t *timeline) event(e store.Event) {
 		switch {
 		case p.TimedOut:
 			res = "timed out"
+		case p.Cause != "":
+			res = "interrupted"
 		case p.ExitCode != nil:
 			res = fmt.Sprintf("exit %d", *p.ExitCode)
 		case p.IsError:
@@ -226,7 +228,11 @@ func (t *timeline) event(e store.Event) {
 		if json.Unmarshal(e.Payload, &p) != nil {
 			return
 		}
-		t.line(e, fmt.Sprintf("run finished: %s after %d step(s)", p.Status, p.Steps))
+		text := fmt.Sprintf("run finished: %s after %d step(s)", p.Status, p.Steps)
+		if p.Cause != "" {
+			text += ": " + stopLine(p.Cause, p.CauseBy)
+		}
+		t.line(e, text)
 	case EvAssistantMessage:
 		var p AssistantPayload
 		if json.Unmarshal(e.Payload, &p) != nil || len(p.ToolCalls) > 0 || strings.TrimSpace(p.Content) == "" {
@@ -251,6 +257,20 @@ func (t *timeline) event(e store.Event) {
 			t.line(e, fmt.Sprintf("the model wrote a summary (%d characters; shown apart, as the model's words)", len(p.Detail)))
 		}
 	}
+}
+
+// stopLine says why a run stopped, from run_finished's cause and cause_by,
+// the who or what (untrusted: a chat name) in a code span.
+func stopLine(kind, by string) string {
+	switch kind {
+	case StopShutdown:
+		return "**thinbot shut down** (" + textfmt.CodeSpan(by, 40) + ")"
+	case StopUser:
+		return "**stopped** by " + textfmt.CodeSpan(by, 80)
+	case StopBudget:
+		return "**budget ran out** (" + textfmt.CodeSpan(by, 80) + ")"
+	}
+	return textfmt.CodeSpan(kind, 40) + " " + textfmt.CodeSpan(by, 80)
 }
 
 func short(h string) string {

@@ -144,4 +144,8 @@ type Result struct {
 	Usage      Usage
 	// LastSeq is the sequence number of the run's last event.
 	LastSeq uint64
+	// Cause is why a cancelled run stopped (and a run its wall time
+	// ended), as recorded in its run_finished; nil when its context ended
+	// without a StopCause, and for every other run.
+	Cause *StopCause
 }

@@ -117,7 +117,7 @@ func (a *threadApprover) Await(ctx context.Context, ap agentcore.Approval, _ str
 			return <-req.decided, nil
 		}
 		b.cfg.Metrics.approval("cancelled")
-		b.update(ctx, a.th.t, req.postID, Post{Text: decidedText(req, CancelledOutcome)})
+		b.update(ctx, a.th.t, req.postID, Post{Text: decidedText(req, cancelledOutcome(agentcore.CauseOf(ctx)))})
 		return agentcore.ApprovalDecision{}, ctx.Err()
 	}
 }

@@ -115,6 +115,9 @@ type Bot struct {
 	recovered []agentcore.QueuedMessage
 	// tokens is what threads and channels have used (budget.go).
 	tokens tokenTally
+	// shutdownRuns are the sessions whose runs Run's ctx (the shutdown)
+	// cancelled, for its last log line.
+	shutdownRuns []string
 }
 
 // Access is who may talk to the Bot and how long an approval request
@@ -149,8 +152,8 @@ type thread struct {
 	ch           Channel
 	queue        []item
 	running      bool
-	cancel       context.CancelFunc // cancels the current run
-	participants map[string]bool    // user ids who wrote in the thread
+	cancel       context.CancelCauseFunc // cancels the current run, saying why (an agentcore.StopCause)
+	participants map[string]bool         // user ids who wrote in the thread
 }
 
 // item is one queued piece of work.
@@ -241,10 +244,34 @@ func (b *Bot) Run(ctx context.Context) error {
 	b.closing = true
 	b.mu.Unlock()
 	b.wg.Wait()
+	if ctx.Err() != nil {
+		b.logShutdown(ctx)
+	}
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil
 	}
 	return err
+}
+
+// noteShutdown remembers a session whose run the shutdown cancelled.
+func (b *Bot) noteShutdown(key string) {
+	b.mu.Lock()
+	b.shutdownRuns = append(b.shutdownRuns, key)
+	b.mu.Unlock()
+}
+
+// logShutdown logs why the bot stopped (the signal, when a StopCause names
+// it) and the sessions whose runs that cancelled; each run's chain says the
+// same in its run_finished.
+func (b *Bot) logShutdown(ctx context.Context) {
+	b.mu.Lock()
+	runs := slices.Clone(b.shutdownRuns)
+	b.mu.Unlock()
+	why := []any{"cause", context.Cause(ctx).Error()}
+	if c := agentcore.CauseOf(ctx); c != nil && c.Kind == agentcore.StopShutdown {
+		why = []any{"signal", c.By}
+	}
+	b.log.Info("bot stopped", append(why, "cancelled_runs", len(runs), "sessions", runs)...)
 }
 
 // markSeen records a message id; it reports false if it was seen before.
@@ -485,8 +512,8 @@ func (b *Bot) acquire(ctx context.Context, th *thread, it item) bool {
 // model when skill is set) and renders it into the thread.
 func (b *Bot) turn(ctx context.Context, th *thread, it item) {
 	m, skill := it.msg, it.cmd == "skill"
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	b.mu.Lock()
 	th.cancel = cancel
 	b.mu.Unlock()
@@ -535,10 +562,11 @@ func (b *Bot) turn(ctx context.Context, th *thread, it item) {
 	b.cfg.Metrics.run(res.Status)
 	out := context.WithoutCancel(ctx)
 	switch {
-	case res.Status == agentcore.StatusCancelled && ctx.Err() != nil:
-		r.finish(out, ShutdownText)
 	case res.Status == agentcore.StatusCancelled:
-		r.finish(out, StoppedText)
+		if ctx.Err() != nil {
+			b.noteShutdown(th.t.Key())
+		}
+		r.finish(out, CancelledText(res.Cause, ctx.Err() == nil))
 	case res.Status == agentcore.StatusBudget:
 		r.finish(out, res.Answer+BudgetSuffix)
 	case err != nil:

@@ -1,10 +1,13 @@
 package bot
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -134,8 +137,10 @@ type rig struct {
 	db  *store.DB
 	dir string
 	ctx context.Context
-	// stop ends Run and waits for it (and so for every post it started).
-	stop func()
+	// stop ends Run and waits for it (and so for every post it started);
+	// stopWith does so with a cause (a shutdown's StopCause).
+	stop     func()
+	stopWith func(cause error)
 }
 
 func newRig(t *testing.T, model agentcore.Model, ch Channel, cfg Config) *rig {
@@ -166,11 +171,12 @@ func newRigOn(t *testing.T, db *store.DB, model agentcore.Model, ch Channel, cfg
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
+	ctx, cancel := context.WithCancelCause(t.Context())
 	done := make(chan struct{})
 	go func() { b.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return &rig{b: b, ad: ad, db: db, dir: ch.Workspace, ctx: ctx, stop: func() { cancel(); <-done }}
+	t.Cleanup(func() { cancel(nil); <-done })
+	return &rig{b: b, ad: ad, db: db, dir: ch.Workspace, ctx: ctx, stop: func() { cancel(nil); <-done },
+		stopWith: func(c error) { cancel(c); <-done }}
 }
 
 var (
@@ -298,25 +304,18 @@ func TestStopCancelsTheRunAndKeepsTheSession(t *testing.T) {
 		t.Fatalf("the command died before a participant's /stop: %v", err)
 	}
 	r.say(alice, th1, "m3", "/stop", true)
-	r.ad.waitPost(t, th1, contains("Stopped by `/stop`"))
+	r.ad.waitPost(t, th1, contains("Stopped by `/stop` from @alice."))
 	waitFor(t, "the stopped command's process to go away", func() bool {
 		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 	})
-	var statuses []string
-	for e, err := range r.db.Events(th1.Key(), 1) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.Type == agentcore.EvRunFinished {
-			var p struct{ Status string }
-			if err := json.Unmarshal(e.Payload, &p); err != nil {
-				t.Fatal(err)
-			}
-			statuses = append(statuses, p.Status)
-		}
+	// The chain names who stopped the run, in the result the model reads
+	// and in the run's end.
+	ends, results := stopRecords(t, r.db, th1.Key())
+	if want := "cancelled stop user:U1 (alice)"; len(ends) != 1 || ends[0] != want {
+		t.Errorf("runs finished = %q, want one %q", ends, want)
 	}
-	if len(statuses) != 1 || statuses[0] != agentcore.StatusCancelled {
-		t.Errorf("runs finished = %v, want one %q", statuses, agentcore.StatusCancelled)
+	if len(results) != 1 || !strings.HasPrefix(results[0], "stop user:U1 (alice): interrupted: stopped by user:U1 (alice) with /stop; the process group was killed") {
+		t.Errorf("tool results = %q, want the command interrupted by alice's /stop", results)
 	}
 
 	// The session is kept: the next message continues it.
@@ -641,5 +640,107 @@ func TestKnownSessionIsLookedUp(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.Contains(asked, th1.Key()) || !slices.Contains(asked, other.Key()) {
 		t.Errorf("Known asked for %v", asked)
+	}
+}
+
+// stopRecords are a session's run ends ("status cause cause_by") and tool
+// results ("cause cause_by: content"), as the chain holds them.
+func stopRecords(t *testing.T, db *store.DB, session string) (ends, results []string) {
+	t.Helper()
+	for e, err := range db.Events(session, 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p struct {
+			Status  string `json:"status"`
+			Cause   string `json:"cause"`
+			CauseBy string `json:"cause_by"`
+			Content string `json:"content"`
+		}
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		switch e.Type {
+		case agentcore.EvRunFinished:
+			ends = append(ends, strings.TrimSpace(p.Status+" "+p.Cause+" "+p.CauseBy))
+		case agentcore.EvToolResult:
+			results = append(results, p.Cause+" "+p.CauseBy+": "+p.Content)
+		}
+	}
+	return ends, results
+}
+
+// TestShutdownIsNotAUsersStop: a shutdown (Run's ctx ended with a
+// SIGTERM StopCause) while a command runs is recorded as the shutdown, in
+// the result the model reads and in the run's end, the thread is told so,
+// and the bot logs the signal and the sessions whose runs it cancelled.
+func TestShutdownIsNotAUsersStop(t *testing.T) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))
+	r := newRig(t, cmdModel{cmd: "sleep 60 & echo $! > sleeper.pid; wait"}, Channel{AllowAll: true}, Config{Logger: logger})
+	r.say(alice, th1, "m1", "wait a minute", true)
+	waitFor(t, "the command to write its pid", func() bool {
+		b, err := os.ReadFile(filepath.Join(r.dir, "sleeper.pid"))
+		return err == nil && len(b) > 1
+	})
+	r.stopWith(&agentcore.StopCause{Kind: agentcore.StopShutdown, By: "SIGTERM"})
+	r.ad.waitPost(t, th1, contains("Stopped: thinbot is shutting down (SIGTERM)."))
+	ends, results := stopRecords(t, r.db, th1.Key())
+	if want := "cancelled shutdown SIGTERM"; len(ends) != 1 || ends[0] != want {
+		t.Errorf("runs finished = %q, want one %q", ends, want)
+	}
+	if len(results) != 1 || !strings.HasPrefix(results[0], "shutdown SIGTERM: interrupted: thinbot is shutting down (SIGTERM); the process group was killed") {
+		t.Errorf("tool results = %q, want the command interrupted by the shutdown", results)
+	}
+	for _, r := range results {
+		if strings.Contains(r, "user") {
+			t.Errorf("the shutdown is recorded as a user's interrupt: %q", r)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), `"msg":"bot stopped","signal":"SIGTERM","cancelled_runs":1,"sessions":["`+th1.Key()+`"]`) {
+		t.Errorf("the bot did not log the signal and the cancelled run:\n%s", logs.String())
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// TestCancelledApprovalCardSaysWhy: an approval request whose run is
+// stopped before anyone decides says who stopped it, or that thinbot is
+// shutting down and on which signal.
+func TestCancelledApprovalCardSaysWhy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		stop func(r *rig)
+		want string
+	}{
+		{"stop", func(r *rig) { r.say(alice, th1, "m2", "/stop", true) }, "**Cancelled** — the run was stopped by @alice. Nothing was run."},
+		{"shutdown", func(r *rig) { r.stopWith(&agentcore.StopCause{Kind: agentcore.StopShutdown, By: "SIGTERM"}) },
+			"**Cancelled** — thinbot is shutting down (SIGTERM). Nothing was run."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, cmdModel{cmd: "touch x"}, Channel{Approvers: []string{"U2"}}, Config{})
+			r.say(alice, th1, "m1", "make x", true)
+			req := r.ad.waitPost(t, th1, func(p Post) bool { return len(p.Buttons) == 2 })
+			waitFor(t, "the request to be awaited", func() bool {
+				r.b.mu.Lock()
+				defer r.b.mu.Unlock()
+				return r.b.pending[req.post.Value] != nil && r.b.pending[req.post.Value].postID != ""
+			})
+			tc.stop(r)
+			r.ad.waitPost(t, th1, func(p Post) bool { return strings.HasPrefix(p.Text, tc.want) })
+		})
 	}
 }

@@ -101,7 +101,7 @@ func (b *Bot) command(ctx context.Context, m Message, ch Channel, name string) {
 		b.mu.Lock()
 		th := b.threads[key]
 		allowed := th != nil && th.participants[m.User.ID]
-		var cancel context.CancelFunc
+		var cancel context.CancelCauseFunc
 		if th != nil {
 			cancel = th.cancel
 		}
@@ -120,7 +120,7 @@ func (b *Bot) command(ctx context.Context, m Message, ch Channel, name string) {
 			Kind: agentcore.NoteCommandReply, Command: m.Text}); err != nil {
 			b.log.Warn("record /stop", "conv", key, "err", err)
 		}
-		cancel()
+		cancel(&agentcore.StopCause{Kind: agentcore.StopUser, By: actor(m.User), Via: "/stop"})
 	case "clear", "compact":
 		b.enqueue(ctx, m, ch, item{msg: m, cmd: name})
 	}

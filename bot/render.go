@@ -439,6 +439,33 @@ func DecisionOutcome(approved bool, by, why string, at time.Time, loc *time.Loca
 // stopped before anyone decided.
 const CancelledOutcome = "**Cancelled** — the run was stopped. Nothing was run."
 
+// CancelledText is the last post of a cancelled run, from the cause it
+// was stopped with: who sent /stop, or that thinbot is shutting down and on
+// which signal. Without a cause (a run recorded before causes were, or one
+// whose context ended without one), stopped says whether /stop ended it.
+func CancelledText(c *agentcore.StopCause, stopped bool) string {
+	switch {
+	case c != nil && c.Kind == agentcore.StopUser:
+		return "Stopped by `/stop` from @" + deciderName(c.By) + ". The session is kept; send a new message to continue."
+	case c != nil && c.Kind == agentcore.StopShutdown:
+		return "Stopped: thinbot is shutting down (" + oneLineMD(c.By) + "). The session is kept; mention me again after the restart."
+	case stopped:
+		return StoppedText
+	}
+	return ShutdownText
+}
+
+// cancelledOutcome is CancelledOutcome saying why the run stopped.
+func cancelledOutcome(c *agentcore.StopCause) string {
+	switch {
+	case c != nil && c.Kind == agentcore.StopUser:
+		return "**Cancelled** — the run was stopped by @" + deciderName(c.By) + ". Nothing was run."
+	case c != nil && c.Kind == agentcore.StopShutdown:
+		return "**Cancelled** — thinbot is shutting down (" + oneLineMD(c.By) + "). Nothing was run."
+	}
+	return CancelledOutcome
+}
+
 // DecidedCard is an approval card once decided: outcome, the command, the
 // hosts, the requester (an actor or a name) and the request id.
 func DecidedCard(outcome, command string, targets []string, requester, requestID string) string {

@@ -8,6 +8,7 @@ import (
 	"github.com/thinbot/thinbot/agentcore/sandbox"
 	"os"
 	"os/exec"
+	osuser "os/user"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -319,6 +320,17 @@ func TestFleetForcedSandbox(t *testing.T) {
 	if running() == 0 {
 		t.Fatal("the sandboxed sleep never started")
 	}
+	// Only the read-only helper runs: the approved one (the host writable)
+	// would never be used.
+	var helpers []string
+	for _, p := range sshd.Descendants(rig.Servers[0].Pid()) {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); err == nil && strings.Contains(string(b), "__thinbot-sandbox-helper") {
+			helpers = append(helpers, strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	if len(helpers) != 1 || !strings.HasSuffix(helpers[0], "__thinbot-sandbox-helper read-only ") {
+		t.Errorf("sandbox helpers under the forced command: %q, want the read-only one alone", helpers)
+	}
 	cancel()
 	if rs := <-done; !rs[0].Cancelled {
 		t.Errorf("stopped: %+v", rs[0])
@@ -329,6 +341,23 @@ func TestFleetForcedSandbox(t *testing.T) {
 	}
 	if n := running(); n > 0 {
 		t.Errorf("%d sandboxed sleeps still run after the stop", n)
+	}
+
+	// A client with no input (ssh -n, or stdin from /dev/null) closes
+	// the session's stdin at once: the command still runs to its end.
+	for _, noInput := range []string{"-n", "</dev/null"} {
+		args := []string{"-F", "/dev/null", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=" + rig.KnownHosts,
+			"-o", "IdentitiesOnly=yes", "-i", key, "-l", sshd.UserRO, "-p", fmt.Sprint(rig.Servers[0].Port), "-T", "127.0.0.1", "echo hi; sleep 1; echo there"}
+		if noInput == "-n" {
+			args = append([]string{"-n"}, args...)
+		}
+		cmd := exec.CommandContext(t.Context(), "ssh", args...) // a nil Stdin is /dev/null
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		if err != nil || stdout.String() != "hi\nthere\n" {
+			t.Errorf("ssh %s 'echo hi; sleep 1; echo there' through the forced command: %v, stdout %q, stderr %q", noInput, err, stdout.String(), stderr.String())
+		}
 	}
 }
 
@@ -401,4 +430,96 @@ func TestFleetWarmAcrossRuns(t *testing.T) {
 	if ro := list("r-"); len(ro) != 2 {
 		t.Errorf("read-only masters after the second run: %v", ro)
 	}
+}
+
+// TestFleetGuideKeys: deploy/fleet.md's key block, pasted as root with the
+// daemon's user being the test's read-only login and /etc/thinbot a temp
+// dir, makes a key directory and two keys the daemon's user can use and
+// nobody else can read, which thinbot's own checks (hosts, as config check
+// runs them) accept, and the two authorized_keys lines, the read-only one
+// restricted.
+func TestFleetGuideKeys(t *testing.T) {
+	sshd.EnsureUsers(t)
+	user := sshd.UserRO
+	u, err := osuser.Lookup(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uid, gid int
+	fmt.Sscan(u.Uid, &uid)
+	fmt.Sscan(u.Gid, &gid)
+	data, err := os.ReadFile("../deploy/fleet.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(data), "<!-- guide-test: fleet-keys -->\n```sh\n")
+	if !ok {
+		t.Fatal("deploy/fleet.md has no fleet-keys block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	root, err := os.MkdirTemp("", "tbkeys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	os.Chmod(root, 0o755)
+	etc := filepath.Join(root, "etc", "thinbot")
+	if err := os.MkdirAll(etc, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Dir(etc), 0o755)
+	os.Chown(etc, 0, gid) // as the package makes it: 0750 root:thinbot
+	script := strings.NewReplacer("/etc/thinbot", etc, "-g thinbot ", "-g "+user+" ", "chown thinbot:thinbot ", "chown "+user+":"+user+" ", "sudo ", "").Replace(block)
+	cmd := exec.CommandContext(t.Context(), "bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the guide's key block: %v\n%s\n%s", err, script, out)
+	}
+	ssh := filepath.Join(etc, "ssh")
+	for path, want := range map[string]string{ssh: "drwxr-x--- 0 " + user, ssh + "/ro": "-rw------- " + user + " " + user, ssh + "/rw": "-rw------- " + user + " " + user} {
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sys := st.Sys().(*syscall.Stat_t)
+		owner := func(id uint32, named int) string {
+			if id == uint32(named) {
+				return user
+			}
+			return fmt.Sprint(id)
+		}
+		if got := fmt.Sprintf("%s %s %s", st.Mode().String(), owner(sys.Uid, uid), owner(sys.Gid, gid)); got != want {
+			t.Errorf("%s: %s, want %s", path, got, want)
+		}
+	}
+	ro, _ := os.ReadFile(filepath.Join(root, "thinbot-ro.keys"))
+	rw, _ := os.ReadFile(filepath.Join(root, "thinbot-rw.keys"))
+	if !strings.HasPrefix(string(ro), "restrict ssh-ed25519 ") || !strings.HasPrefix(string(rw), "ssh-ed25519 ") || string(ro) == "restrict "+string(rw) {
+		t.Errorf("authorized_keys lines:\n%s%s", ro, rw)
+	}
+	// As the daemon's user: ssh reads each key, and thinbot's checks pass.
+	bin := filepath.Join(root, "thinbot")
+	exe, err := os.ReadFile(thinbotBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(bin, exe, 0o755)
+	os.WriteFile(filepath.Join(ssh, "known_hosts"), []byte("127.0.0.1 ssh-ed25519 AAAA\n"), 0o644)
+	fleetFile := filepath.Join(root, "fleet.yaml")
+	os.WriteFile(fleetFile, []byte("hosts: [{name: web-1, address: 127.0.0.1, groups: [web]}]\nknown_hosts: "+ssh+"/known_hosts\ngroups:\n"+
+		"  - {name: web, read_only: {user: a, key: "+ssh+"/ro}, privileged: {user: b, key: "+ssh+"/rw}}\n"), 0o644)
+	asDaemon := func(name string, args ...string) {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), name, args...)
+		cmd.Dir = root
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + root}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s %v as %s: %v\n%s", name, args, user, err, out)
+		}
+	}
+	for _, k := range []string{"ro", "rw"} {
+		asDaemon("ssh-keygen", "-y", "-f", filepath.Join(ssh, k))
+	}
+	asDaemon(bin, "hosts", "--fleet", fleetFile)
 }

@@ -7,7 +7,9 @@
 // the daemon starts (as runc and bwrap do), before the daemon marks itself
 // non-dumpable. It sets up its namespaces once and then starts commands on
 // request over a socketpair, so a command pays a fork and exec, not a Go
-// start-up. Two helpers run:
+// start-up. Two helpers run (the read-only one alone with Config.NoApproved,
+// as on a fleet target, where thinbot sandbox exec never runs an approved
+// command):
 //
 //   - ReadOnly, for pass verdicts: a new user and mount namespace; every
 //     mount is read-only (mount_setattr, recursive); /dev holds only null,

@@ -81,6 +81,11 @@ type Config struct {
 	// rlimits partly cover, while the groups still guarantee that nothing
 	// outlives a command.
 	Cgroup string
+	// NoApproved starts the read-only helper alone, for a process that
+	// never runs an approved command (thinbot sandbox exec, a fleet's
+	// read-only forced command): no helper with the host writable runs
+	// for nothing. Run in Approved mode then fails with ErrUnavailable.
+	NoApproved bool
 
 	// cgroups is where command groups go, found by Start.
 	cgroups *cgroupPlan
@@ -249,7 +254,8 @@ type Sandbox struct {
 	restarts int
 }
 
-// Start starts both helpers and waits until they have set up their
+// Start starts both helpers (the read-only one alone with
+// Config.NoApproved) and waits until they have set up their
 // namespaces. An error means the kernel (or the unit's hardening) refused
 // something; the caller must then fail closed. Start must run before the
 // process marks itself non-dumpable (see Harden).
@@ -281,9 +287,10 @@ func Start(ctx context.Context, cfg Config) (*Sandbox, error) {
 		startCtx, stop = context.WithTimeout(ctx, 15*time.Second)
 	)
 	defer stop()
-	wg.Add(2)
-	go func() { defer wg.Done(); ro, roErr = startHelper(startCtx, cfg, ReadOnly) }()
-	go func() { defer wg.Done(); rw, rwErr = startHelper(startCtx, cfg, Approved) }()
+	wg.Go(func() { ro, roErr = startHelper(startCtx, cfg, ReadOnly) })
+	if !cfg.NoApproved {
+		wg.Go(func() { rw, rwErr = startHelper(startCtx, cfg, Approved) })
+	}
 	wg.Wait()
 	if err := errors.Join(roErr, rwErr); err != nil {
 		if ro != nil {
@@ -297,11 +304,15 @@ func Start(ctx context.Context, cfg Config) (*Sandbox, error) {
 	return &Sandbox{cfg: cfg, ro: ro, rw: rw}, nil
 }
 
-// Info returns what the helper of mode m reported at start.
+// Info returns what the helper of mode m reported at start (the zero Info
+// for a helper Config.NoApproved did not start).
 func (s *Sandbox) Info(m Mode) Info {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.helperLocked(m).info
+	if h := s.helperLocked(m); h != nil {
+		return h.info
+	}
+	return Info{}
 }
 
 // Err returns why the sandbox stopped working, or nil. A helper that died
@@ -314,6 +325,9 @@ func (s *Sandbox) Err() error {
 		return errClosed
 	}
 	for _, h := range []*helper{s.ro, s.rw} {
+		if h == nil {
+			continue
+		}
 		if err := h.failed(); err != nil && h.restartErr != nil {
 			return fmt.Errorf("%w (started again: %v)", err, h.restartErr)
 		}
@@ -337,10 +351,16 @@ func (s *Sandbox) Close() error {
 	s.closed = true
 	ro, rw := s.ro, s.rw
 	s.mu.Unlock()
-	ro.close()
-	rw.close()
-	s.cfg.cgroups.sweep(ro.proc.Pid)
-	s.cfg.cgroups.sweep(rw.proc.Pid)
+	hs := []*helper{ro}
+	if rw != nil { // nil with Config.NoApproved
+		hs = append(hs, rw)
+	}
+	for _, h := range hs {
+		h.close()
+	}
+	for _, h := range hs {
+		s.cfg.cgroups.sweep(h.proc.Pid)
+	}
 	return nil
 }
 
@@ -358,6 +378,9 @@ func (s *Sandbox) helper(ctx context.Context, m Mode) (*helper, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.helperLocked(m)
+	if h == nil {
+		return nil, fmt.Errorf("%w: no %s helper (this sandbox runs read-only commands only)", ErrUnavailable, m)
+	}
 	if h.failed() == nil || s.closed {
 		return h, nil
 	}

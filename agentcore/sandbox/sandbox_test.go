@@ -457,3 +457,25 @@ func TestManyAtOnce(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestNoApprovedStartsTheReadOnlyHelperAlone: with Config.NoApproved the
+// approved helper is never started: a read-only command runs, an approved
+// one fails as unavailable, and the sandbox reports no error for it.
+func TestNoApprovedStartsTheReadOnlyHelperAlone(t *testing.T) {
+	newRig(t) // skips where the host refuses the sandbox
+	sb, err := Start(t.Context(), Config{NoApproved: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	var out bytes.Buffer
+	if res, err := sb.Run(t.Context(), ReadOnly, Cmd{Args: []string{"/bin/echo", "hi"}, Dir: "/", Env: []string{testPath}}, &out); err != nil || res.ExitCode != 0 || out.String() != "hi\n" {
+		t.Errorf("read-only: %+v %v %q", res, err, out.String())
+	}
+	if _, err := sb.Run(t.Context(), Approved, Cmd{Args: []string{"/bin/true"}, Dir: "/"}, &out); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("approved without its helper: %v, want ErrUnavailable", err)
+	}
+	if sb.Info(Approved).Mode != "" || sb.Info(ReadOnly).Mode == "" || sb.Err() != nil {
+		t.Errorf("info %+v / %+v, err %v", sb.Info(Approved), sb.Info(ReadOnly), sb.Err())
+	}
+}

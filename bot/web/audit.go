@@ -627,6 +627,8 @@ func timelineRow(ev store.Event) trow {
 		switch {
 		case p.TimedOut:
 			r.Badge, r.BadgeClass = "timed out", "v-deny"
+		case p.Cause != "":
+			r.Badge, r.BadgeClass = "interrupted", "v-deny"
 		case p.ExitCode != nil:
 			r.Badge, r.BadgeClass = fmt.Sprintf("exit %d", *p.ExitCode), "v-pass"
 			if *p.ExitCode != 0 {
@@ -641,6 +643,9 @@ func timelineRow(ev store.Event) trow {
 		if p.OutputSize > 0 {
 			r.Meta = append(r.Meta, fmt.Sprintf("%d bytes of output", p.OutputSize))
 		}
+		if p.Cause != "" {
+			r.Meta = append(r.Meta, stopMeta(p.Cause, p.CauseBy))
+		}
 	case *agentcore.RunPayload:
 		if ev.Type == agentcore.EvRunStarted {
 			r.Class, r.Title = "run", "Run started"
@@ -649,6 +654,9 @@ func timelineRow(ev store.Event) trow {
 		r.Class, r.Title, r.Badge, r.BadgeClass = "run", "Run finished", p.Status, "v-"+p.Status
 		if p.Detail != "" {
 			r.Text = p.Detail
+		}
+		if p.Cause != "" {
+			r.Meta = append(r.Meta, stopMeta(p.Cause, p.CauseBy))
 		}
 	case *agentcore.ClearPayload:
 		r.Class, r.Title = "run", "New topic (/clear)"
@@ -668,6 +676,12 @@ func timelineRow(ev store.Event) trow {
 		r.Output = string(ev.Payload)
 	}
 	return r
+}
+
+// stopMeta says why a run or a command was stopped: a shutdown and its
+// signal, or who stopped it.
+func stopMeta(kind, by string) string {
+	return "cause: " + (&agentcore.StopCause{Kind: kind, By: by}).Error()
 }
 
 func nonEmpty(xs ...string) []string {

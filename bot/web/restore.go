@@ -258,10 +258,11 @@ func (rp *replay) finish(p *agentcore.RunPayload, ev store.Event) {
 	case agentcore.StatusAnswered, agentcore.StatusDone:
 		answer = strings.TrimSpace(rp.answer)
 	case agentcore.StatusCancelled:
-		answer = bot.ShutdownText
-		if rp.stopped {
-			answer = bot.StoppedText
+		var c *agentcore.StopCause
+		if p.Cause != "" {
+			c = &agentcore.StopCause{Kind: p.Cause, By: p.CauseBy}
 		}
+		answer = bot.CancelledText(c, rp.stopped)
 	case agentcore.StatusBudget:
 		answer = "Stopped: the run used its budget." + bot.BudgetSuffix
 		if m := budgetDetail.FindStringSubmatch(p.Detail); m != nil {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,5 +50,25 @@ func TestAuditTimeline(t *testing.T) {
 	}
 	if w := get("carol", "/audit/timeline?session=web%2Fconsole%2Ft1"); w.Code == http.StatusOK {
 		t.Errorf("a non-auditor got the timeline: %d", w.Code)
+	}
+}
+
+// The audit viewer's rows of a stopped command and run say why they
+// stopped: the shutdown's signal, or who sent /stop.
+func TestAuditRowsSayWhyARunStopped(t *testing.T) {
+	for _, tc := range []struct {
+		ev    store.Event
+		badge string
+		meta  string
+	}{
+		{store.Event{Type: "tool_result", Payload: []byte(`{"tool":"run","content":"interrupted: thinbot is shutting down (SIGTERM); the process group was killed","exit_code":-1,"cause":"shutdown","cause_by":"SIGTERM"}`)},
+			"interrupted", "cause: thinbot is shutting down (SIGTERM)"},
+		{store.Event{Type: "run_finished", Payload: []byte(`{"status":"cancelled","detail":"stopped by user:U1 (alice) with /stop","cause":"stop","cause_by":"user:U1 (alice)"}`)},
+			"cancelled", "cause: stopped by user:U1 (alice)"},
+	} {
+		r := timelineRow(tc.ev)
+		if r.Badge != tc.badge || !slices.Contains(r.Meta, tc.meta) {
+			t.Errorf("%s: badge %q meta %q, want %q and %q", tc.ev.Type, r.Badge, r.Meta, tc.badge, tc.meta)
+		}
 	}
 }

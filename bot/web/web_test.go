@@ -129,9 +129,13 @@ func TestStopKillsTheRunningCommand(t *testing.T) {
 	if code, body := r.do("alice", "POST", "/api/threads/"+tid+"/messages", `{"text":"/stop"}`); code != http.StatusAccepted {
 		t.Fatalf("/stop: %d %s", code, body)
 	}
-	r.waitPost(tid, "Stopped by `/stop`")
-	r.waitPost(tid, "the process group was killed")
+	r.waitPost(tid, "Stopped by `/stop` from @alice.")
+	r.waitPost(tid, "interrupted: stopped by user:alice with /stop; the process group was killed")
 	waitFor(t, "the command's process to be gone", func() bool { return !processRunning(sleepCmd) })
+	// Rebuilt from the chain, the thread names alice as it did live.
+	waitFor(t, "the run to end", func() bool { return runEnded(r, tid) })
+	r.restart(t)
+	r.waitPost(tid, "Stopped by `/stop` from @alice.")
 }
 
 func TestNoModelSaysHowToSetIt(t *testing.T) {

@@ -311,6 +311,9 @@ func remoteView(lines []string) []string {
 // runError turns an unsuccessful result into the one-line error of a
 // non-interactive run.
 func runError(res agentcore.Result, err error) error {
+	if res.Status == agentcore.StatusCancelled && res.Cause != nil {
+		return fmt.Errorf("run stopped: %w", res.Cause)
+	}
 	if err != nil {
 		return err
 	}
@@ -371,11 +374,12 @@ func userName(e *env) string {
 	return "local"
 }
 
-// interruptible returns a context that the first Ctrl+C cancels.
+// interruptible returns a context that the first Ctrl+C cancels, its
+// cause the user's interrupt (which the run records).
 func interruptible(ctx context.Context, e *env) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancelCause := context.WithCancelCause(ctx)
 	if e.interrupts == nil {
-		return ctx, cancel
+		return ctx, func() { cancelCause(nil) }
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -385,12 +389,12 @@ func interruptible(ctx context.Context, e *env) (context.Context, func()) {
 		select {
 		case <-e.interrupts:
 			fmt.Fprintln(e.stderr, "\n(interrupted)")
-			cancel()
+			cancelCause(&agentcore.StopCause{Kind: agentcore.StopUser, By: "user:" + userName(e), Via: "Ctrl+C"})
 		case <-done:
 		case <-ctx.Done():
 		}
 	}()
-	return ctx, func() { close(done); wg.Wait(); cancel() }
+	return ctx, func() { close(done); wg.Wait(); cancelCause(nil) }
 }
 
 // lineReader reads stdin lines in one goroutine so that a prompt can also

@@ -103,6 +103,8 @@ func main() {
 		}
 	}
 	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	stopOn := []os.Signal{syscall.SIGTERM}
 	if len(os.Args) > 1 && (os.Args[1] == "ask" || os.Args[1] == "chat" || os.Args[1] == "goal") {
 		// The terminal modes give Ctrl+C its own meaning: interrupt the
@@ -110,10 +112,17 @@ func main() {
 		ints := make(chan os.Signal, 4)
 		signal.Notify(ints, os.Interrupt)
 		e.interrupts = ints
+		// A closed terminal (SIGHUP) and a closed output pipe (SIGPIPE:
+		// `thinbot ask ... | head`) end them as SIGTERM does, through
+		// ctx, so that what they opened is closed (the fleet's privileged
+		// SSH masters) instead of the process dying at once.
+		stopOn = append(stopOn, syscall.SIGHUP)
+		stopPipe := brokenPipeStops(e, cancel)
+		defer stopPipe()
 	} else {
 		stopOn = append(stopOn, os.Interrupt)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), stopOn...)
+	stop := cancelOnSignal(cancel, stopOn...)
 	defer stop()
 	if err := run(ctx, e, os.Args[1:]); err != nil {
 		code := exitCodeOf(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/agentcore/fleet"
 	"github.com/thinbot/thinbot/agentcore/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // cmdSandboxExec: thinbot sandbox exec --read-only [--hide PATH]...
@@ -21,9 +22,11 @@ import (
 // (authorized_keys: command="/usr/bin/thinbot sandbox exec --read-only"):
 // it runs SSH_ORIGINAL_COMMAND with bash inside thinbot's read-only
 // sandbox on that host, so a command the daemon's gate misjudged still
-// cannot write there, whatever the read-only account may do. The session's
-// end (its stdin closing: /stop or the timeout on the daemon's side) kills
-// the command. The exit code is the command's.
+// cannot write there, whatever the read-only account may do. Only the
+// read-only helper starts. The session's end (/stop or the timeout on the
+// daemon's side: sshd stops reading the command's output) kills the
+// command; its stdin does not, since a client with no input (ssh -n,
+// </dev/null) closes that at once. The exit code is the command's.
 func cmdSandboxExec(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "sandbox exec")
 	readOnly := fs.Bool("read-only", false, "run in the read-only sandbox (required: the only mode offered)")
@@ -44,7 +47,7 @@ func cmdSandboxExec(ctx context.Context, e *env, args []string) error {
 	if st, err := os.Stat(dir); dir == "" || err != nil || !st.IsDir() {
 		dir = "/"
 	}
-	sb, err := sandbox.Start(ctx, sandbox.Config{Hide: hide, Workspaces: []string{dir}})
+	sb, err := sandbox.Start(ctx, sandbox.Config{Hide: hide, Workspaces: []string{dir}, NoApproved: true})
 	if err != nil {
 		// Fail closed: without the sandbox nothing runs.
 		return fmt.Errorf("sandbox exec: %w; nothing ran", err)
@@ -52,12 +55,11 @@ func cmdSandboxExec(ctx context.Context, e *env, args []string) error {
 	defer sb.Close()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// The session's stdin never carries data (fleet gives the command
-	// /dev/null); its end means the client is gone. The goroutine ends
-	// with the process.
+	// The goroutine ends with the process.
 	go func() {
-		_, _ = io.Copy(io.Discard, e.stdin)
-		cancel()
+		if waitHangup(e.stdout, e.stderr) {
+			cancel()
+		}
 	}()
 	out := &markerToStderr{stdout: e.stdout, stderr: e.stderr}
 	env := agentcore.ChildEnv(os.Environ(), []string{"SSH_CONNECTION", "SSH_CLIENT"}, agentcore.DefaultPath)
@@ -74,6 +76,49 @@ func cmdSandboxExec(ctx context.Context, e *env, args []string) error {
 		return exitStatus(code)
 	}
 	return nil
+}
+
+// waitHangup blocks until the reader of one of ws (sshd, for the session's
+// output) is gone, and reports true then; false at once when none of ws is
+// a file. A poll that asks for no event still gets the hangup (a pipe
+// whose read end closed, a socket its peer closed) and the error.
+func waitHangup(ws ...io.Writer) bool {
+	var fds []unix.PollFd
+	for _, w := range ws {
+		if f, ok := w.(interface{ Fd() uintptr }); ok {
+			fds = append(fds, unix.PollFd{Fd: int32(f.Fd())})
+		}
+	}
+	if len(fds) == 0 {
+		return false
+	}
+	for {
+		n, err := unix.Poll(fds, -1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		if n == 0 {
+			continue
+		}
+		open := 0
+		for i, p := range fds {
+			switch {
+			case p.Revents&(unix.POLLHUP|unix.POLLERR) != 0:
+				return true
+			case p.Revents&unix.POLLNVAL != 0:
+				fds[i].Fd = -1 // not open: poll skips it from now on
+			}
+			if fds[i].Fd >= 0 {
+				open++
+			}
+		}
+		if open == 0 {
+			return false
+		}
+	}
 }
 
 // exitStatus is a command's non-zero exit code, passed on as thinbot's own
