@@ -568,6 +568,9 @@ func newRig(t *testing.T, chat chatSide, modelURL string, o rigOpts) *rig {
 	if o.ApprovalTimeout == "" {
 		o.ApprovalTimeout = "5m"
 	}
+	// systemd_unit names no unit: a thinbot.service installed on this
+	// machine (the release test's package, for a moment) is not this
+	// daemon's, and its User= must not judge the rig's secret files.
 	cfg := chat.Config(t, dir, r.addr) + fmt.Sprintf(`model:
   base_url: %s
   model: test-model
@@ -576,6 +579,7 @@ listen: %s
 state_dir: %s
 approval_timeout: %s
 log_level: debug
+systemd_unit: thinbot-e2e-test.service
 channels:
   - id: %s
     workspace: %s

@@ -9,6 +9,7 @@
 //
 //	go run ./tests/mutate            # every row
 //	go run ./tests/mutate -run 'S|A' # rows whose id matches
+//	go run ./tests/mutate -j 2       # two mutants at a time (CI)
 //
 // A row that survives means a test is missing: write the test that fails
 // with the mutation applied, do not delete the row. A row whose snippet
@@ -29,6 +30,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 )
@@ -38,10 +40,11 @@ func main() {
 	timeout := flag.Duration("timeout", 5*time.Minute, "go test -timeout for each mutant")
 	keep := flag.Bool("keep", false, "keep the scratch copy (its path is printed)")
 	verbose := flag.Bool("v", false, "print the go test output of every run")
+	jobs := flag.Int("j", 1, "mutants tested at a time, each in a scratch copy of its own")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *runRe, *timeout, *keep, *verbose, os.Stdout); err != nil {
+	if err := run(ctx, *runRe, *timeout, *keep, *verbose, max(*jobs, 1), os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "mutate:", err)
 		os.Exit(1)
 	}
@@ -55,7 +58,7 @@ type outcome struct {
 	took   time.Duration
 }
 
-func run(ctx context.Context, only string, timeout time.Duration, keep, verbose bool, out io.Writer) error {
+func run(ctx context.Context, only string, timeout time.Duration, keep, verbose bool, jobs int, out io.Writer) error {
 	var re *regexp.Regexp
 	if only != "" {
 		var err error
@@ -76,25 +79,31 @@ func run(ctx context.Context, only string, timeout time.Duration, keep, verbose 
 	if len(rows) == 0 {
 		return errors.New("no row matches -run")
 	}
-	scratch, err := os.MkdirTemp("", "thinbot-mutate-")
-	if err != nil {
-		return err
+	var scratches []string
+	for range min(jobs, len(rows)) {
+		scratch, err := os.MkdirTemp("", "thinbot-mutate-")
+		if err != nil {
+			return err
+		}
+		if keep {
+			fmt.Fprintln(out, "scratch copy:", scratch)
+		} else {
+			defer os.RemoveAll(scratch)
+		}
+		if err := copyTree(ctx, root, scratch); err != nil {
+			return err
+		}
+		scratches = append(scratches, scratch)
 	}
-	if keep {
-		fmt.Fprintln(out, "scratch copy:", scratch)
-	} else {
-		defer os.RemoveAll(scratch)
-	}
-	if err := copyTree(ctx, root, scratch); err != nil {
-		return err
-	}
+	scratch := scratches[0]
 
 	// The unmutated copy must pass every test the rows use; otherwise a
 	// "killed" row would prove nothing. One run per set of packages
 	// (baselines) rather than per row: the same check with one build
-	// and start of each test binary instead of one per row.
+	// and start of each test binary instead of one per row, and a
+	// timeout that grows with the rows it stands for (to 30 minutes).
 	for _, b := range baselines(rows) {
-		args := b.args(timeout * time.Duration(b.rows))
+		args := b.args(min(timeout*time.Duration(b.rows), 30*time.Minute))
 		key := strings.Join(args, " ")
 		t0 := time.Now()
 		outp, err := goTest(ctx, scratch, args)
@@ -107,20 +116,49 @@ func run(ctx context.Context, only string, timeout time.Duration, keep, verbose 
 		fmt.Fprintf(out, "baseline ok (%s): go %s\n", time.Since(t0).Round(time.Second), key)
 	}
 
-	var results []outcome
-	for _, m := range rows {
-		if ctx.Err() != nil {
-			return ctx.Err()
+	// The mutants, jobs at a time: each worker owns a scratch copy, in
+	// which it applies one row's mutation at a time.
+	results := make([]outcome, len(rows))
+	next := make(chan int)
+	lout := &lockedWriter{w: out}
+	var wg sync.WaitGroup
+	errs := make([]error, len(scratches))
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for w, dir := range scratches {
+		wg.Go(func() {
+			for i := range next {
+				m := rows[i]
+				o := outcome{m: m}
+				t0 := time.Now()
+				var err error
+				o.result, o.bad, err = try(wctx, dir, m, timeout, verbose, lout)
+				if err != nil {
+					errs[w] = err
+					cancel()
+					return
+				}
+				o.took = time.Since(t0).Round(time.Second)
+				fmt.Fprintf(lout, "%s %s (%s)\n", m.ID, o.result, o.took)
+				results[i] = o
+			}
+		})
+	}
+feed:
+	for i := range rows {
+		select {
+		case next <- i:
+		case <-wctx.Done():
+			break feed
 		}
-		o := outcome{m: m}
-		t0 := time.Now()
-		o.result, o.bad, err = try(ctx, scratch, m, timeout, verbose, out)
-		if err != nil {
-			return err
-		}
-		o.took = time.Since(t0).Round(time.Second)
-		fmt.Fprintf(out, "%s %s (%s)\n", m.ID, o.result, o.took)
-		results = append(results, o)
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
 
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
@@ -181,6 +219,18 @@ func baselines(rows []mutation) []baseline {
 		}
 	}
 	return out
+}
+
+// lockedWriter lets the workers write whole lines to one output.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // try applies m in the scratch copy, runs its tests and restores the file.
