@@ -721,8 +721,8 @@ func (db *DB) buildCut(ctx context.Context, cut uint64, sessions map[string]*Arc
 		if len(evs) == 0 {
 			return nil
 		}
-		ck := checkpointValue(last, size, last, size, db.bootID)
-		err := bdb.Update(func(tx *bolt.Tx) error { return putEvents(tx, evs, lines, ck) })
+		mark := journalMarkValue(last, size, last, size, db.bootID)
+		err := bdb.Update(func(tx *bolt.Tx) error { return putEvents(tx, evs, lines, mark) })
 		evs, lines = evs[:0], lines[:0]
 		return err
 	}

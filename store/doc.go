@@ -81,7 +81,7 @@
 //     summary in the leaf page it writes the session's new entries to.
 //   - bucket "meta": "format" = "thinbot-events-2"; "last" = 8-byte seq +
 //     32-byte hash of the chain head (so a deleted tail is detected);
-//     "audit" = the journal checkpoint: 8-byte seq + 8-byte offset of the
+//     "audit" = the journal mark: 8-byte seq + 8-byte offset of the
 //     journal's end when the events up to seq were indexed, the same two
 //     again (an older thinbot synced the export in the background and
 //     recorded its written and its synced point there), then the kernel's
@@ -158,7 +158,7 @@
 // (PATH.state, locked while open) says "closed" after Close, which syncs
 // bbolt, or "open BOOT-ID" while a process has the store. Open then:
 //
-//   - after Close: checks the checkpointed line and goes on;
+//   - after Close: checks the marked line and goes on;
 //   - after a crash of the process (same boot id): written bytes survive
 //     in the page cache, so bbolt is consistent and at most one batch
 //     behind; the journal lines past its end that continue the chain are
@@ -172,8 +172,8 @@
 //     events a second on a small VM (BenchmarkRebuild100k).
 //
 // What a crash cannot explain is refused with ErrAuditMismatch rather than
-// repaired: a journal shorter than its checkpoint or than what the old
-// bbolt file recorded as synced, a checkpointed line that differs from the
+// repaired: a journal shorter than its journal mark or than what the old
+// bbolt file recorded as synced, a marked line that differs from the
 // store (after a machine restart: from the old bbolt file's copy of the
 // last event it recorded as synced, where that file still has it), a
 // complete line past the store's end that does not continue the chain, a

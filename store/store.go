@@ -716,12 +716,12 @@ func (db *DB) commit(batch []*request) {
 			return
 		}
 	}
-	var ck []byte
+	var mark []byte
 	if journal {
-		ck = db.checkpoint()
+		mark = db.journalMark()
 	}
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		if err := putEvents(tx, evs, lines, ck); err != nil {
+		if err := putEvents(tx, evs, lines, mark); err != nil {
 			return err
 		}
 		return applyIndex(tx, db.indexer, evs)
@@ -766,9 +766,8 @@ func (db *DB) answer(live []*request, err error) {
 }
 
 // putEvents indexes events (their stored lines) in tx: the events, the
-// per-session index and summaries, the chain head and the journal
-// checkpoint ck.
-func putEvents(tx *bolt.Tx, evs []*Event, lines [][]byte, ck []byte) error {
+// per-session index and summaries, the chain head and the journal mark.
+func putEvents(tx *bolt.Tx, evs []*Event, lines [][]byte, mark []byte) error {
 	events, index, meta := tx.Bucket(bucketEvents), tx.Bucket(bucketIndex), tx.Bucket(bucketMeta)
 	events.FillPercent = 1.0
 	touched := map[string]*sessionInfo{}
@@ -828,10 +827,10 @@ func putEvents(tx *bolt.Tx, evs []*Event, lines [][]byte, ck []byte) error {
 			}
 		}
 	}
-	if ck == nil {
+	if mark == nil {
 		return nil
 	}
-	return meta.Put(keyAudit, ck)
+	return meta.Put(keyAudit, mark)
 }
 
 // Wait blocks until LastSeq() > afterSeq, ctx is done (returns ctx.Err()) or

@@ -508,7 +508,7 @@ func TestAuditReconcile(t *testing.T) {
 		}, ErrAuditMismatch},
 		{"missing file", func(p string, _ []byte) error { return os.Remove(p) }, nil},
 		{"empty file", func(p string, _ []byte) error { return os.WriteFile(p, nil, 0o600) }, ErrAuditMismatch},
-		{"truncated behind checkpoint", func(p string, f []byte) error {
+		{"truncated behind journal mark", func(p string, f []byte) error {
 			return os.WriteFile(p, f[:bytes.IndexByte(f, '\n')+1], 0o600)
 		}, ErrAuditMismatch},
 		{"edited", func(p string, f []byte) error {
@@ -520,7 +520,7 @@ func TestAuditReconcile(t *testing.T) {
 			dir := t.TempDir()
 			db := openTest(t, dir, nil)
 			fill(t, db, 20)
-			// The checkpoint is at seq 20, the last line: Open repairs
+			// The journal mark is at seq 20, the last line: Open repairs
 			// only what follows it.
 			db.Close()
 			path := filepath.Join(dir, "audit.jsonl")
@@ -585,9 +585,9 @@ func TestRebuildAudit(t *testing.T) {
 
 // TestAuditAfterPowerLoss: an older thinbot did not fsync the export at
 // every commit, so a power loss may have cut it behind its written
-// checkpoint. After a reboot (a
-// different boot id in the checkpoint) Open rebuilds the tail from the store
-// down to the fsynced checkpoint; in the same boot the same file is
+// journal mark. After a reboot (a
+// different boot id in the journal mark) Open rebuilds the tail from the store
+// down to the fsynced journal mark; in the same boot the same file is
 // tampering (see TestAuditReconcile).
 func TestAuditAfterPowerLoss(t *testing.T) {
 	if bootID() == "" {
