@@ -105,7 +105,7 @@ func TestArchiveKeepsOpenSessions(t *testing.T) {
 	if topic, _ := IndexedTopic(db, "d0", true); topic != "" {
 		t.Fatalf("an archived session's topic is still indexed: %q", topic)
 	}
-	rep, err := db.Verify(t.Context())
+	rep, err := db.Verify(t.Context(), nil)
 	if err != nil || !rep.OK || rep.ArchivedSeq != 20 {
 		t.Fatalf("Verify: %+v, %v", rep, err)
 	}
@@ -131,7 +131,7 @@ func TestCheckpointsAcrossAnArchive(t *testing.T) {
 	}
 	checkpoint := func() ChainCheckpoint {
 		t.Helper()
-		rep, err := db.Verify(t.Context())
+		rep, err := db.Verify(t.Context(), nil)
 		if err != nil || !rep.OK {
 			t.Fatalf("verify: %+v, %v", rep, err)
 		}

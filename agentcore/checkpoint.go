@@ -26,12 +26,12 @@ import (
 // hash of the last event the verification found good:
 //
 //   - The checkpoint event comes after the events it vouches for, so the
-//     restart's check from the checkpoint (store.DB.VerifyFrom from its
-//     seq and hash) covers the checkpoint event too: an edited checkpoint
+//     restart's check from the checkpoint (store.DB.Verify from its seq
+//     and hash) covers the checkpoint event too: an edited checkpoint
 //     breaks its own hash or the next event's link, exactly as any edited
 //     event does. A checkpoint that does not vouch for events before
 //     itself is not used (LastChainCheckpoint).
-//   - VerifyFrom starts from the checkpoint's hash, not from whatever the
+//   - That check starts from the checkpoint's hash, not from whatever the
 //     store holds at its seq: a history rewritten before the checkpoint
 //     (hashes recomputed) no longer continues from that hash and is
 //     reported as a break right after it.
@@ -91,7 +91,7 @@ type ChainVerifiedPayload struct {
 }
 
 // RecordChainVerified records a good full verification (rep, which must be
-// OK and come from a full Verify or VerifyBackground) as a checkpoint
+// OK and come from a verification of the whole store) as a checkpoint
 // event, durably, and returns it.
 func RecordChainVerified(db *store.DB, rep store.Report, took time.Duration, export string) (ChainCheckpoint, error) {
 	if !rep.OK || rep.LastSeq == 0 {
@@ -138,7 +138,7 @@ func isHash(s string) bool {
 // through the session summary of CheckpointSession: a few reads, whatever
 // the chain's length); ok is false when there is none or the newest is
 // unusable. It is a claim until checked: verify the chain from it
-// (store.DB.VerifyFrom(cp.Seq, cp.Hash)), which also checks the
+// (store.DB.Verify from cp.Seq, cp.Hash), which also checks the
 // checkpoint's own event, before trusting it.
 func LastChainCheckpoint(db *store.DB) (cp ChainCheckpoint, ok bool, err error) {
 	info, found, err := db.Session(CheckpointSession)
@@ -202,7 +202,8 @@ func VerifyJSONL(ctx context.Context, r io.ReadSeeker) (store.Report, error) {
 		start = -1 // a pipe: fine unless a second read is needed
 	}
 	var cps []store.Event
-	rep, err := store.VerifyJSONLEach(ctx, r, collectCheckpoints(&cps))
+	frep, err := store.VerifyFile(ctx, r, &store.FileOptions{Each: collectCheckpoints(&cps)})
+	rep := frep.Report
 	if err != nil || !rep.OK {
 		return rep, err
 	}
@@ -217,7 +218,7 @@ func VerifyJSONL(ctx context.Context, r io.ReadSeeker) (store.Report, error) {
 		if _, err := r.Seek(start, io.SeekStart); err != nil {
 			return nil, fmt.Errorf("the checkpoints need a second read: %w", err)
 		}
-		return store.JSONLHashes(ctx, r, seqs, rep.LastSeq)
+		return store.FileHashes(ctx, r, seqs, rep.LastSeq, nil)
 	})
 	if err != nil {
 		return rep, fmt.Errorf("verify jsonl: %w", err)
@@ -232,14 +233,15 @@ func VerifyJSONL(ctx context.Context, r io.ReadSeeker) (store.Report, error) {
 // Those further back are the earlier archives' to prove: each archive's
 // head is what the next one's prev and the live chain's archive event
 // record (audit verify --archive with them checks that).
-func VerifyArchiveFile(ctx context.Context, path string) (store.ArchiveReport, error) {
+func VerifyArchiveFile(ctx context.Context, path string) (store.FileReport, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return store.ArchiveReport{}, fmt.Errorf("verify archive: %w", err)
+		return store.FileReport{}, fmt.Errorf("verify archive: %w", err)
 	}
 	defer f.Close()
 	var cps []store.Event
-	rep, err := store.VerifyArchiveEach(ctx, f, collectCheckpoints(&cps))
+	opt := &store.FileOptions{Archive: true, Each: collectCheckpoints(&cps)}
+	rep, err := store.VerifyFile(ctx, f, opt)
 	if err != nil || !rep.OK {
 		return rep, err
 	}
@@ -251,7 +253,7 @@ func VerifyArchiveFile(ctx context.Context, path string) (store.ArchiveReport, e
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return nil, err
 		}
-		return store.ArchiveHashes(ctx, f, seqs)
+		return store.FileHashes(ctx, f, seqs, rep.LastSeq, opt)
 	})
 	if err != nil {
 		return rep, fmt.Errorf("verify archive %s: %w", path, err)
@@ -259,7 +261,7 @@ func VerifyArchiveFile(ctx context.Context, path string) (store.ArchiveReport, e
 	return rep, nil
 }
 
-// collectCheckpoints returns a store.VerifyJSONLEach callback that keeps
+// collectCheckpoints returns a store.FileOptions.Each callback that keeps
 // the events of CheckpointSession in *cps.
 func collectCheckpoints(cps *[]store.Event) func(store.Event) {
 	return func(ev store.Event) {

@@ -35,7 +35,7 @@ func TestVerifyJSONLChecksTheCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := db.Verify(t.Context())
+	rep, err := db.Verify(t.Context(), nil)
 	if err != nil || !rep.OK {
 		t.Fatal(rep, err)
 	}
@@ -101,7 +101,7 @@ func TestVerifyJSONLChecksTheCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := store.VerifyJSONL(t.Context(), bytes.NewReader(file)); err != nil || !rep.OK {
+	if rep, err := store.VerifyFile(t.Context(), bytes.NewReader(file), nil); err != nil || !rep.OK {
 		t.Fatalf("the chain alone: %+v, %v", rep, err)
 	}
 	rep, err = VerifyJSONL(t.Context(), bytes.NewReader(file))

@@ -56,7 +56,7 @@
 // So an outside verifier needs no JSON canonicalisation of its own: cut the
 // hash suffix, hash the bytes, and compare; then check that seq counts up
 // from 1 and that prev equals the previous line's hash. Verify and
-// VerifyJSONL additionally re-encode every event and reject a line that is
+// VerifyFile additionally re-encode every event and reject a line that is
 // not in the canonical form above (so no two byte strings verify as the same
 // event). testdata/verify_jsonl.py is such a verifier in 26 lines of Python
 // (an optional SEQ:HASH anchor checks a file that starts after it):
@@ -114,9 +114,9 @@
 // goroutine checks, in order, the seq, the prev links, the index and the
 // summaries: the order-dependent part is the same as a one-at-a-time check.
 // Lines in the canonical layout are read by their layout (decodeCanonical),
-// not by a JSON decoder. VerifyFrom checks only the events after a trusted
-// anchor (seq, hash); VerifyAuditWith checks the export's lines that are
-// byte-identical to a store just verified by that comparison alone. About
+// not by a JSON decoder. VerifyOptions.From checks only the events after a
+// trusted anchor (seq, hash); VerifyJournal checks the export's lines that
+// are byte-identical to a store just verified by that comparison alone. About
 // 5.6 s of CPU for a million events (store and export), so about 3 s on two
 // idle cores.
 //
@@ -129,7 +129,7 @@
 // an archive event (type "archive", session "audit:archive") recording the
 // file, its range, head and digests is appended to the live chain; then
 // the cut. The live chain then starts at S+1, whose prev is the archive's
-// head. Verify, VerifyJSONL, VerifyAudit and the rebuild from the journal
+// head. Verify, VerifyFile, VerifyJournal and the rebuild from the journal
 // accept a chain that starts after seq 1 only where an archive event in it
 // records exactly that start (last seq S, head = the first event's prev):
 // removing the first live events, or the archive event, still fails

@@ -91,7 +91,7 @@ func FuzzVerifyJSONL(f *testing.F) {
 	f.Add(all[:len(all)-5])
 	f.Add([]byte("garbage\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		rep, err := VerifyJSONL(t.Context(), bytes.NewReader(data))
+		rep, err := VerifyFile(t.Context(), bytes.NewReader(data), nil)
 		if err != nil {
 			t.Fatalf("VerifyJSONL error on in-memory input: %v", err)
 		}
@@ -112,12 +112,12 @@ func FuzzJSONLHashes(f *testing.F) {
 	f.Add([]byte("{\"seq\":1,garbage\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		seen := map[uint64]string{}
-		rep, err := VerifyJSONLEach(t.Context(), bytes.NewReader(data), func(ev Event) { seen[ev.Seq] = ev.Hash })
+		rep, err := VerifyFile(t.Context(), bytes.NewReader(data), &FileOptions{Each: func(ev Event) { seen[ev.Seq] = ev.Hash }})
 		if err != nil {
 			t.Fatalf("VerifyJSONL error on in-memory input: %v", err)
 		}
 		seqs := []uint64{0, 1, 2, 5, 6, 7, 8, rep.LastSeq, rep.LastSeq + 1}
-		got, err := JSONLHashes(t.Context(), bytes.NewReader(data), seqs, rep.LastSeq)
+		got, err := FileHashes(t.Context(), bytes.NewReader(data), seqs, rep.LastSeq, nil)
 		if !rep.OK {
 			return
 		}
@@ -232,7 +232,7 @@ func FuzzVerifyArchive(f *testing.F) {
 		zw.Close()
 		return buf.Bytes()
 	}
-	if rep, err := VerifyArchive(f.Context(), bytes.NewReader(gz(plain.Bytes()))); err != nil || !rep.OK {
+	if rep, err := VerifyFile(f.Context(), bytes.NewReader(gz(plain.Bytes())), &FileOptions{Archive: true}); err != nil || !rep.OK {
 		f.Fatalf("seed does not verify: %+v, %v", rep, err)
 	}
 	f.Add(plain.Bytes(), true)
@@ -242,7 +242,7 @@ func FuzzVerifyArchive(f *testing.F) {
 		if compress {
 			data = gz(data)
 		}
-		rep, err := VerifyArchive(t.Context(), bytes.NewReader(data))
+		rep, err := VerifyFile(t.Context(), bytes.NewReader(data), &FileOptions{Archive: true})
 		if err != nil {
 			t.Fatalf("VerifyArchive error on in-memory input: %v", err)
 		}

@@ -136,7 +136,7 @@ type DB struct {
 	notify   chan struct{}
 
 	// auditMu guards the export state and is held by the committer for a
-	// whole batch, so VerifyAudit and RebuildAudit see file == store.
+	// whole batch, so VerifyJournal and RebuildAudit see file == store.
 	auditMu     sync.Mutex
 	auditPath   string
 	auditFile   *os.File
@@ -524,7 +524,7 @@ func (db *DB) DurableSeq() uint64 {
 // arrive later fail with ErrClosed. Close is idempotent.
 func (db *DB) Close() error {
 	// First release appenders waiting for room in the queue (they hold
-	// closeMu's read lock, and the committer may wait for VerifyAudit,
+	// closeMu's read lock, and the committer may wait for VerifyJournal,
 	// which needs it too).
 	db.closeOnce.Do(func() { close(db.closing) })
 	db.closeMu.Lock()

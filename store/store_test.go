@@ -246,7 +246,7 @@ func TestPayloadCap(t *testing.T) {
 	if _, ok := Capped(got[1].Payload); ok {
 		t.Errorf("small payload reported as capped")
 	}
-	if rep, err := db.Verify(t.Context()); err != nil || !rep.OK {
+	if rep, err := db.Verify(t.Context(), nil); err != nil || !rep.OK {
 		t.Errorf("Verify = %+v, %v", rep, err)
 	}
 }
@@ -297,11 +297,11 @@ func TestConcurrentAppend(t *testing.T) {
 			t.Fatalf("stored seq %d hash %.8s, Append returned %.8s (%v)", ev.Seq, ev.Hash, seen[ev.Seq], err)
 		}
 	}
-	rep, err := db.Verify(t.Context())
+	rep, err := db.Verify(t.Context(), nil)
 	if err != nil || !rep.OK || rep.Events != workers*per*2 || rep.Sessions != workers {
 		t.Errorf("Verify = %+v, %v", rep, err)
 	}
-	if rep, err := db.VerifyAudit(t.Context()); err != nil || !rep.OK || rep.Events != workers*per*2 {
+	if rep, err := db.VerifyJournal(t.Context(), Report{}); err != nil || !rep.OK || rep.Events != workers*per*2 {
 		t.Errorf("VerifyAudit = %+v, %v", rep, err)
 	}
 }
@@ -427,10 +427,10 @@ func TestReadOnly(t *testing.T) {
 		t.Errorf("Append(read-only) = %v", err)
 	}
 	for _, d := range []*DB{ro, ro2} {
-		if rep, err := d.Verify(t.Context()); err != nil || !rep.OK || rep.Events != 5 {
+		if rep, err := d.Verify(t.Context(), nil); err != nil || !rep.OK || rep.Events != 5 {
 			t.Errorf("Verify = %+v, %v", rep, err)
 		}
-		if rep, err := d.VerifyAudit(t.Context()); err != nil || !rep.OK || rep.Events != 5 {
+		if rep, err := d.VerifyJournal(t.Context(), Report{}); err != nil || !rep.OK || rep.Events != 5 {
 			t.Errorf("VerifyAudit = %+v, %v", rep, err)
 		}
 	}
@@ -548,7 +548,7 @@ func TestAuditReconcile(t *testing.T) {
 			if _, err := db2.Append(t.Context(), Event{Session: "a", Type: "t"}); err != nil {
 				t.Fatal(err)
 			}
-			if rep, err := db2.VerifyAudit(t.Context()); err != nil || !rep.OK || rep.Events != 21 {
+			if rep, err := db2.VerifyJournal(t.Context(), Report{}); err != nil || !rep.OK || rep.Events != 21 {
 				t.Errorf("VerifyAudit = %+v, %v", rep, err)
 			}
 			if tt.wantErr != nil {
@@ -578,7 +578,7 @@ func TestRebuildAudit(t *testing.T) {
 		t.Errorf("rebuild of an intact export left %v", kept)
 	}
 	fill(t, db, 3)
-	if rep, err := db.VerifyAudit(t.Context()); err != nil || !rep.OK || rep.Events != 15 {
+	if rep, err := db.VerifyJournal(t.Context(), Report{}); err != nil || !rep.OK || rep.Events != 15 {
 		t.Errorf("VerifyAudit after rebuild and appends = %+v, %v", rep, err)
 	}
 }

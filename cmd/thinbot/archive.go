@@ -151,7 +151,7 @@ func restoreArchives(ctx context.Context, e *env, files []string, dir string) er
 func verifyArchives(ctx context.Context, e *env, files []string, dbPath string) error {
 	var broken []string
 	var prev *store.ArchiveRecord
-	var seals []store.ArchiveReport
+	var seals []store.FileReport
 	for _, p := range files {
 		rep, err := agentcore.VerifyArchiveFile(ctx, p) // its chain and its checkpoints
 		if err != nil {

@@ -275,7 +275,7 @@ func verifyStore(ctx context.Context, e *env, path string) error {
 // daemon's recorded verification checkpoints agree with the chain
 // (agentcore/checkpoint.go).
 func verifyChain(ctx context.Context, db *store.DB) (store.Report, error) {
-	rep, err := db.Verify(ctx)
+	rep, err := db.Verify(ctx, nil)
 	if err != nil || !rep.OK {
 		return rep, err
 	}
@@ -292,7 +292,7 @@ func verifyChain(ctx context.Context, db *store.DB) (store.Report, error) {
 // verifyExport checks the store's JSONL export after rep (verifyChain's
 // report) and prints what it found; ok is false if it is broken.
 func verifyExport(ctx context.Context, e *env, db *store.DB, rep store.Report) (ok bool, err error) {
-	arep, err := db.VerifyAuditWith(ctx, rep)
+	arep, err := db.VerifyJournal(ctx, rep)
 	if err != nil {
 		return false, err
 	}
@@ -340,7 +340,7 @@ func parseAnchor(s string) (uint64, string, error) {
 }
 
 // verifyStoreFrom is verify --from: the store's events after a trusted
-// anchor (store.DB.VerifyFrom), the daily check between full ones. It
+// anchor (store.VerifyOptions.From), the daily check between full ones. It
 // checks neither the events up to the anchor, nor the session summaries,
 // nor the export (a full verify does).
 func verifyStoreFrom(ctx context.Context, e *env, path string, seq uint64, hash string) error {
@@ -349,7 +349,7 @@ func verifyStoreFrom(ctx context.Context, e *env, path string, seq uint64, hash 
 		return err
 	}
 	defer db.Close()
-	rep, err := db.VerifyFrom(ctx, seq, hash, nil)
+	rep, err := db.Verify(ctx, &store.VerifyOptions{From: seq, FromHash: hash})
 	if err != nil {
 		return err
 	}

@@ -108,7 +108,7 @@ var table = []mutation{
 		Old: "if problem == \"\" && n != len(sums) {", New: "if false {",
 		Pkgs: []string{"./store"}, Run: "TestRecentSessions"},
 	{ID: "S9", File: "bot/web/audit.go", What: "a restart trusts the recorded checkpoint without verifying the events after it (the checkpoint's own among them)",
-		Old: "rep, err := db.VerifyFrom(ctx, cp.Seq, cp.Hash, nil)", New: "rep, err := store.Report{OK: true, LastSeq: db.LastSeq()}, error(nil)",
+		Old: "rep, err := db.Verify(ctx, &store.VerifyOptions{From: cp.Seq, FromHash: cp.Hash})", New: "rep, err := store.Report{OK: true, LastSeq: db.LastSeq()}, error(nil)",
 		Pkgs: []string{"./bot/web"}, Run: "TestCheckpointTamperingIsDetected"},
 	{ID: "S10", File: "agentcore/checkpoint.go", What: "a history rewritten before a checkpoint with every hash recomputed passes the full verification (of the store and of a JSONL export)",
 		Old: "case hash != cp.Hash:", New: "case false:",
