@@ -41,10 +41,10 @@ import (
 //     (FullVerifyEvery) and whenever an auditor asks (`thinbot audit
 //     verify`, or the viewer's Chain page). A full verification also
 //     checks every recorded checkpoint against the chain
-//     (CheckChainCheckpoints): a rewrite that recomputed every hash but
-//     left the checkpoints' payloads is caught there. An auditor with a
-//     JSONL export or an archive file alone gets the same check, by the
-//     same rule (VerifyJSONL, VerifyArchiveFile).
+//     (Verify): a rewrite that recomputed every hash but left the
+//     checkpoints' payloads is caught there. An auditor with a JSONL
+//     export or an archive file alone gets the same check, by the same
+//     rule (VerifyOptions.JSONL and Archives).
 //   - What no record inside the store can catch is a rewrite of the whole
 //     chain with its checkpoints recomputed: that is what the chain head
 //     the daemon logs every 10 minutes, kept elsewhere, is for.
@@ -153,7 +153,7 @@ func LastChainCheckpoint(db *store.DB) (cp ChainCheckpoint, ok bool, err error) 
 	return cp, ok, nil
 }
 
-// CheckChainCheckpoints compares every checkpoint recorded in db with the
+// checkChainCheckpoints compares every checkpoint recorded in db with the
 // chain: the event each vouches for must still have the hash it recorded.
 // Run it after a full verification found the chain good (each event's own
 // hash and links already checked): a mismatch then means the history
@@ -164,8 +164,8 @@ func LastChainCheckpoint(db *store.DB) (cp ChainCheckpoint, ok bool, err error) 
 // audit archive): for the archive's last event it is compared with the head
 // the live chain's archive event recorded; earlier ones are the archive
 // file's to prove (audit verify --archive), since their events are no
-// longer in db. VerifyJSONL applies the same rule to a JSONL export.
-func CheckChainCheckpoints(db *store.DB) (problem string, bad uint64, err error) {
+// longer in db. verifyJSONL applies the same rule to a JSONL export.
+func checkChainCheckpoints(db *store.DB) (problem string, bad uint64, err error) {
 	rec, _, archived, err := db.ArchivedBefore()
 	if err != nil {
 		return "", 0, err
@@ -180,14 +180,14 @@ func CheckChainCheckpoints(db *store.DB) (problem string, bad uint64, err error)
 	})
 }
 
-// VerifyJSONL is store.VerifyJSONL of a JSONL export (a daemon's
+// verifyJSONL is store.VerifyFile of a JSONL export (a daemon's
 // audit.jsonl, or a file an auditor was sent) with the check
-// CheckChainCheckpoints makes of a store: every checkpoint recorded in the
+// checkChainCheckpoints makes of a store: every checkpoint recorded in the
 // part of the file that verified must vouch for an event the file holds
 // with that hash (one for the archive's last event, in an export that
 // starts after archived events, for the archive's head). A mismatch is
 // reported as the chain's break (rep.OK false, BadSeq the seq found
-// rewritten), as Verify's caller does for a store.
+// rewritten), as Verify does for a store.
 //
 // The file is read once for the chain, which collects the checkpoints (a
 // few: one a day), and, when they vouch for events in it, a second time
@@ -196,7 +196,7 @@ func CheckChainCheckpoints(db *store.DB) (problem string, bad uint64, err error)
 // read, seeked back there: an r that cannot seek (a pipe) is then an
 // error, not an unchecked report. The error is non-nil only when it could
 // not check.
-func VerifyJSONL(ctx context.Context, r io.ReadSeeker) (store.Report, error) {
+func verifyJSONL(ctx context.Context, r io.ReadSeeker) (store.Report, error) {
 	start, err := r.Seek(0, io.SeekCurrent)
 	if err != nil {
 		start = -1 // a pipe: fine unless a second read is needed
@@ -226,14 +226,15 @@ func VerifyJSONL(ctx context.Context, r io.ReadSeeker) (store.Report, error) {
 	return rep, nil
 }
 
-// VerifyArchiveFile is store.VerifyArchiveFile with the check of the
-// checkpoints the archive holds, as VerifyJSONL checks an export's: each
+// verifyArchiveFile is store.VerifyFile of the archive file at path with
+// the check of the checkpoints the archive holds, as verifyJSONL checks an
+// export's: each
 // must vouch for an event of the archive with that hash, or, for the event
 // before its first, for its prev (the head of the archive before it).
 // Those further back are the earlier archives' to prove: each archive's
 // head is what the next one's prev and the live chain's archive event
 // record (audit verify --archive with them checks that).
-func VerifyArchiveFile(ctx context.Context, path string) (store.FileReport, error) {
+func verifyArchiveFile(ctx context.Context, path string) (store.FileReport, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return store.FileReport{}, fmt.Errorf("verify archive: %w", err)
@@ -322,7 +323,7 @@ type archivedHead struct {
 	Head, File string
 }
 
-// checkCheckpoints is the rule CheckChainCheckpoints and VerifyJSONL share:
+// checkCheckpoints is the rule checkChainCheckpoints and verifyJSONL share:
 // each of the events of CheckpointSession (in chain order) that is a
 // checkpoint must vouch for an event whose hash, as hashAt finds it in the
 // verified chain, is the one it recorded; a checkpoint for an archived event

@@ -107,30 +107,21 @@ func (s *Server) verifyLoop(ctx context.Context) {
 		s.verified.running, s.verified.progress, s.verified.target = true, 0, db.LastSeq()
 		s.verifyMu.Unlock()
 		start := time.Now()
-		rep, err := db.Verify(ctx, &store.VerifyOptions{Progress: func(seq uint64) {
+		// The store, its checkpoints (a rewrite that recomputed the hashes
+		// does not agree with them) and its journal.
+		res, err := agentcore.Verify(ctx, db, agentcore.VerifyOptions{Workers: 1, Journal: db.AuditPath() != "", Progress: func(seq uint64) {
 			s.verifyMu.Lock()
 			s.verified.progress = seq
 			s.verifyMu.Unlock()
-		}, Workers: 1})
-		if err == nil && rep.OK {
-			// Every event's hash and link is good: the recorded checkpoints
-			// must still agree with it (a rewrite that recomputed the
-			// hashes does not).
-			problem, bad, cerr := agentcore.CheckChainCheckpoints(db)
-			switch {
-			case cerr != nil:
-				err = cerr
-			case problem != "":
-				rep.OK, rep.BadSeq, rep.Problem = false, bad, problem
-			}
-		}
+		}})
+		rep := res.Chain
 		took := time.Since(start)
 		export, exportOK := "", false
 		if err == nil && db.AuditPath() != "" {
-			arep, aerr := db.VerifyJournal(ctx, rep)
+			arep := res.Journal
 			switch {
-			case aerr != nil:
-				export = "could not check the JSONL export: " + aerr.Error()
+			case arep == nil:
+				export = "could not check the JSONL export: " + res.JournalErr.Error()
 			case arep.OK:
 				export, exportOK = fmt.Sprintf("%s: identical to the chain (%d events)", db.AuditPath(), arep.Events), true
 			default:
