@@ -67,7 +67,7 @@ func verifyAll(t *testing.T, path string) Report {
 	for _, trusted := range []Report{{}, rep} {
 		arep, err := db.VerifyJournal(t.Context(), trusted)
 		if err != nil || !arep.OK || arep.ArchivedSeq != rep.ArchivedSeq || arep.ArchiveFile != rep.ArchiveFile {
-			t.Fatalf("VerifyAuditWith(%v): %+v, %v", trusted.OK, arep, err)
+			t.Fatalf("VerifyJournal(%v): %+v, %v", trusted.OK, arep, err)
 		}
 	}
 	return rep
@@ -102,7 +102,7 @@ func TestArchive(t *testing.T) {
 	}
 	arep, err := verifyArchivePath(t.Context(), res.Path)
 	if err != nil || !arep.OK || arep.Seal.Head != evs[19].Hash || arep.FileSHA256 != res.Record.FileSHA256 || arep.Events != 20 {
-		t.Fatalf("VerifyArchive: %+v, %v", arep, err)
+		t.Fatalf("VerifyFile: %+v, %v", arep, err)
 	}
 	rep := verifyAll(t, path)
 	if rep.ArchivedSeq != 20 || rep.ArchivedHash != evs[19].Hash || rep.ArchiveFile != filepath.Base(res.Path) || rep.Events != 31 || rep.LastSeq != 51 {
@@ -110,7 +110,7 @@ func TestArchive(t *testing.T) {
 	}
 	jrep, err := VerifyFile(t.Context(), mustOpenFile(t, filepath.Join(dir, "audit.jsonl")), nil)
 	if err != nil || !jrep.OK || jrep.ArchivedSeq != 20 {
-		t.Fatalf("VerifyJSONL of the cut journal: %+v, %v", jrep, err)
+		t.Fatalf("VerifyFile of the cut journal: %+v, %v", jrep, err)
 	}
 
 	db, err := Open(path, nil)
@@ -175,10 +175,10 @@ func TestArchive(t *testing.T) {
 	}
 	defer rdb.Close()
 	if frep, err := rdb.Verify(t.Context(), &VerifyOptions{From: 20, FromHash: evs[19].Hash}); err != nil || !frep.OK || frep.LastSeq != 40 {
-		t.Fatalf("VerifyFrom on a restored later archive: %+v, %v", frep, err)
+		t.Fatalf("Verify from an anchor on a restored later archive: %+v, %v", frep, err)
 	}
 	if frep, err := rdb.Verify(t.Context(), &VerifyOptions{From: 10, FromHash: evs[9].Hash}); err != nil || frep.OK || !strings.Contains(frep.Problem, "starts at seq 21, after the anchor (seq 10)") {
-		t.Fatalf("VerifyFrom an anchor before the live chain: %+v, %v", frep, err)
+		t.Fatalf("Verify from an anchor before the live chain: %+v, %v", frep, err)
 	}
 	if _, _, err := Restore(t.Context(), filepath.Join(t.TempDir(), "events.db"), []string{res2.Path, res.Path}); err == nil {
 		t.Fatal("Restore accepted archives out of order")
@@ -223,7 +223,7 @@ func rewriteArchive(t *testing.T, p string, edit func(lines [][]byte) [][]byte) 
 }
 
 // TestArchiveTamper: a changed, removed or added event, a changed seal or
-// header, a cut file and trailing bytes each fail VerifyArchive, naming
+// header, a cut file and trailing bytes each fail VerifyFile, naming
 // where.
 func TestArchiveTamper(t *testing.T) {
 	path, _ := archiveStore(t, t.TempDir())
@@ -286,7 +286,7 @@ func TestArchiveTamper(t *testing.T) {
 				t.Fatal(err)
 			}
 			if rep.OK || rep.BadSeq != tc.badSeq || !strings.Contains(rep.Problem, tc.problem) {
-				t.Fatalf("VerifyArchive = OK %v, bad seq %d: %s; want seq %d, %q", rep.OK, rep.BadSeq, rep.Problem, tc.badSeq, tc.problem)
+				t.Fatalf("VerifyFile = OK %v, bad seq %d: %s; want seq %d, %q", rep.OK, rep.BadSeq, rep.Problem, tc.badSeq, tc.problem)
 			}
 		})
 	}
@@ -309,12 +309,12 @@ func TestArchiveAnchorTamper(t *testing.T) {
 	// The journal without its first three lines (seqs 21..23).
 	rep, err := VerifyFile(t.Context(), bytes.NewReader(bytes.Join(lines[3:], nil)), nil)
 	if err != nil || rep.OK || rep.BadSeq != 23 || !strings.Contains(rep.Problem, "no archive event") {
-		t.Fatalf("VerifyJSONL of a journal missing its first lines: %+v, %v", rep, err)
+		t.Fatalf("VerifyFile of a journal missing its first lines: %+v, %v", rep, err)
 	}
 	// The journal without the archive event (the last line).
 	rep, err = VerifyFile(t.Context(), bytes.NewReader(bytes.Join(lines[:len(lines)-2], nil)), nil)
 	if err != nil || rep.OK || !strings.Contains(rep.Problem, "no archive event") {
-		t.Fatalf("VerifyJSONL without the archive event: %+v, %v", rep, err)
+		t.Fatalf("VerifyFile without the archive event: %+v, %v", rep, err)
 	}
 	// The store without seqs 21 and 22.
 	bdb, err := bolt.Open(path, 0o600, nil)
@@ -653,7 +653,7 @@ func TestVerifyFromRemovedPrefix(t *testing.T) {
 	defer db.Close()
 	rep, err := db.Verify(t.Context(), &VerifyOptions{From: 10, FromHash: evs[9].Hash})
 	if err != nil || rep.OK || rep.BadSeq != 11 || strings.Contains(rep.Problem, "were archived") || !strings.Contains(rep.Problem, "no archive event") {
-		t.Fatalf("VerifyFrom an anchor in a removed prefix: %+v, %v; want it reported removed, not archived", rep, err)
+		t.Fatalf("Verify from an anchor in a removed prefix: %+v, %v; want it reported removed, not archived", rep, err)
 	}
 	// With the archive event (a real archive), it says where they are.
 	if err := db.Close(); err != nil {
@@ -671,7 +671,7 @@ func TestVerifyFromRemovedPrefix(t *testing.T) {
 	defer db2.Close()
 	rep, err = db2.Verify(t.Context(), &VerifyOptions{From: 10, FromHash: evs2[9].Hash})
 	if err != nil || rep.OK || !strings.Contains(rep.Problem, "events up to seq 20 were archived in "+filepath.Base(res.Path)) {
-		t.Fatalf("VerifyFrom an anchor in a removed prefix: %+v, %v; want it reported removed, not archived", rep, err)
+		t.Fatalf("Verify from an anchor in a removed prefix: %+v, %v; want it reported removed, not archived", rep, err)
 	}
 }
 
@@ -835,7 +835,7 @@ func TestArchiveRefusesAnEditedJournal(t *testing.T) {
 	}
 	defer db.Close()
 	if rep, err := db.VerifyJournal(t.Context(), Report{}); err != nil || rep.OK || rep.BadSeq != 7 {
-		t.Fatalf("VerifyAudit after the refused archive: %+v, %v", rep, err)
+		t.Fatalf("VerifyJournal after the refused archive: %+v, %v", rep, err)
 	}
 }
 

@@ -209,6 +209,6 @@ func checkAfterCrash(t *testing.T, dir string, reported map[uint64]string, round
 	}
 	arep, err := db.VerifyJournal(t.Context(), Report{})
 	if err != nil || !arep.OK || arep.Events != rep.Events {
-		t.Fatalf("round %d: VerifyAudit = %+v, %v (store has %d events)", round, arep, err, rep.Events)
+		t.Fatalf("round %d: VerifyJournal = %+v, %v (store has %d events)", round, arep, err, rep.Events)
 	}
 }

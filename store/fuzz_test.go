@@ -83,7 +83,7 @@ func seedChain(first uint64) []byte {
 	return all
 }
 
-// FuzzVerifyJSONL: VerifyJSONL never panics or errors on any input, and an
+// FuzzVerifyJSONL: VerifyFile never panics or errors on any input, and an
 // OK report counts exactly the file's lines.
 func FuzzVerifyJSONL(f *testing.F) {
 	all := seedChain(1)
@@ -93,7 +93,7 @@ func FuzzVerifyJSONL(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rep, err := VerifyFile(t.Context(), bytes.NewReader(data), nil)
 		if err != nil {
-			t.Fatalf("VerifyJSONL error on in-memory input: %v", err)
+			t.Fatalf("VerifyFile error on in-memory input: %v", err)
 		}
 		if rep.OK && rep.Events != uint64(bytes.Count(data, []byte("\n"))) {
 			t.Fatalf("OK with %d events for %d lines", rep.Events, bytes.Count(data, []byte("\n")))
@@ -101,8 +101,8 @@ func FuzzVerifyJSONL(f *testing.F) {
 	})
 }
 
-// FuzzJSONLHashes: JSONLHashes never panics on any input, and on one
-// that VerifyJSONL finds good it returns, for every seq, the hash the
+// FuzzJSONLHashes: FileHashes never panics on any input, and on one
+// that VerifyFile finds good it returns, for every seq, the hash the
 // verification saw there (its cheap reading of each line's seq agrees with
 // the full one).
 func FuzzJSONLHashes(f *testing.F) {
@@ -114,7 +114,7 @@ func FuzzJSONLHashes(f *testing.F) {
 		seen := map[uint64]string{}
 		rep, err := VerifyFile(t.Context(), bytes.NewReader(data), &FileOptions{Each: func(ev Event) { seen[ev.Seq] = ev.Hash }})
 		if err != nil {
-			t.Fatalf("VerifyJSONL error on in-memory input: %v", err)
+			t.Fatalf("VerifyFile error on in-memory input: %v", err)
 		}
 		seqs := []uint64{0, 1, 2, 5, 6, 7, 8, rep.LastSeq, rep.LastSeq + 1}
 		got, err := FileHashes(t.Context(), bytes.NewReader(data), seqs, rep.LastSeq, nil)
@@ -122,11 +122,11 @@ func FuzzJSONLHashes(f *testing.F) {
 			return
 		}
 		if err != nil {
-			t.Fatalf("JSONLHashes of a good file: %v", err)
+			t.Fatalf("FileHashes of a good file: %v", err)
 		}
 		for _, s := range seqs {
 			if got[s] != seen[s] {
-				t.Fatalf("seq %d: JSONLHashes %q, VerifyJSONL saw %q", s, got[s], seen[s])
+				t.Fatalf("seq %d: FileHashes %q, VerifyFile saw %q", s, got[s], seen[s])
 			}
 		}
 	})
@@ -206,7 +206,7 @@ func FuzzParseArchiveLine(f *testing.F) {
 	})
 }
 
-// FuzzVerifyArchive: VerifyArchive never panics or errors on in-memory
+// FuzzVerifyArchive: VerifyFile never panics or errors on in-memory
 // input (compressed or not), and never calls a file OK whose seal does
 // not match its events.
 func FuzzVerifyArchive(f *testing.F) {
@@ -244,7 +244,7 @@ func FuzzVerifyArchive(f *testing.F) {
 		}
 		rep, err := VerifyFile(t.Context(), bytes.NewReader(data), &FileOptions{Archive: true})
 		if err != nil {
-			t.Fatalf("VerifyArchive error on in-memory input: %v", err)
+			t.Fatalf("VerifyFile error on in-memory input: %v", err)
 		}
 		if rep.OK && (rep.Seal.Head != rep.LastHash || rep.Seal.Last != rep.LastSeq || rep.Events != rep.Seal.Count) {
 			t.Fatalf("OK with a seal %+v that does not match the events %+v", rep.Seal, rep.Report)

@@ -83,7 +83,7 @@ func checkChain(t *testing.T, db *DB, want []Event) {
 		t.Fatalf("Verify = %+v, %v", rep, err)
 	}
 	if rep, err := db.VerifyJournal(t.Context(), Report{}); err != nil || !rep.OK || rep.Events != uint64(len(want)) {
-		t.Fatalf("VerifyAudit = %+v, %v", rep, err)
+		t.Fatalf("VerifyJournal = %+v, %v", rep, err)
 	}
 }
 
@@ -155,7 +155,7 @@ func TestJournalReplay(t *testing.T) {
 				rep, err := ro.VerifyJournal(t.Context(), Report{})
 				ro.Close()
 				if err != nil || !rep.OK || rep.Events != 10 || !strings.Contains(strings.Join(rep.Warnings, "\n"), "past the store's last (seq 8-10)") {
-					t.Fatalf("read-only VerifyAudit = %+v, %v", rep, err)
+					t.Fatalf("read-only VerifyJournal = %+v, %v", rep, err)
 				}
 			}
 			db2, err := Open(path, nil)
@@ -386,7 +386,7 @@ func FuzzJournalRecovery(f *testing.F) {
 			t.Fatalf("Verify = %+v, %v", rep, err)
 		}
 		if rep, err := db.VerifyJournal(t.Context(), Report{}); err != nil || !rep.OK || rep.Events != uint64(n) {
-			t.Fatalf("VerifyAudit = %+v, %v", rep, err)
+			t.Fatalf("VerifyJournal = %+v, %v", rep, err)
 		}
 	})
 }
@@ -610,7 +610,7 @@ func TestCloseWithoutJournalSync(t *testing.T) {
 	checkChain(t, db2, append(want, buf...))
 }
 
-// TestVerifyReportsADurableHead: Verify and VerifyAudit on a running store
+// TestVerifyReportsADurableHead: Verify and VerifyJournal on a running store
 // report a head (LastHash) to anchor, so they sync what AppendBuffered
 // left unsynced: the head they report is never one a machine restart
 // could take back.
@@ -620,7 +620,7 @@ func TestVerifyReportsADurableHead(t *testing.T) {
 		fn   func(*DB) (Report, error)
 	}{
 		{"Verify", func(db *DB) (Report, error) { return db.Verify(t.Context(), nil) }},
-		{"VerifyAudit", func(db *DB) (Report, error) { return db.VerifyJournal(t.Context(), Report{}) }},
+		{"VerifyJournal", func(db *DB) (Report, error) { return db.VerifyJournal(t.Context(), Report{}) }},
 	} {
 		t.Run(verify.name, func(t *testing.T) {
 			db := openTest(t, t.TempDir(), nil)
@@ -725,7 +725,7 @@ func TestJournalRotationIsRefused(t *testing.T) {
 	}
 	checkChain(t, db, append(want, more...))
 	if rep, err := db.VerifyJournal(t.Context(), Report{}); err != nil || !rep.OK || rep.Events != 4 {
-		t.Fatalf("VerifyAudit = %+v, %v; want 4 good events", rep, err)
+		t.Fatalf("VerifyJournal = %+v, %v; want 4 good events", rep, err)
 	}
 	// Cut under the store (copytruncate): refused for good.
 	if err := os.Truncate(path, 0); err != nil {

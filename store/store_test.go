@@ -302,7 +302,7 @@ func TestConcurrentAppend(t *testing.T) {
 		t.Errorf("Verify = %+v, %v", rep, err)
 	}
 	if rep, err := db.VerifyJournal(t.Context(), Report{}); err != nil || !rep.OK || rep.Events != workers*per*2 {
-		t.Errorf("VerifyAudit = %+v, %v", rep, err)
+		t.Errorf("VerifyJournal = %+v, %v", rep, err)
 	}
 }
 
@@ -431,7 +431,7 @@ func TestReadOnly(t *testing.T) {
 			t.Errorf("Verify = %+v, %v", rep, err)
 		}
 		if rep, err := d.VerifyJournal(t.Context(), Report{}); err != nil || !rep.OK || rep.Events != 5 {
-			t.Errorf("VerifyAudit = %+v, %v", rep, err)
+			t.Errorf("VerifyJournal = %+v, %v", rep, err)
 		}
 	}
 	if _, err := Open(filepath.Join(dir, "missing.db"), &Options{ReadOnly: true}); err == nil {
@@ -549,7 +549,7 @@ func TestAuditReconcile(t *testing.T) {
 				t.Fatal(err)
 			}
 			if rep, err := db2.VerifyJournal(t.Context(), Report{}); err != nil || !rep.OK || rep.Events != 21 {
-				t.Errorf("VerifyAudit = %+v, %v", rep, err)
+				t.Errorf("VerifyJournal = %+v, %v", rep, err)
 			}
 			if tt.wantErr != nil {
 				kept, _ := filepath.Glob(path + ".replaced-*")
@@ -579,7 +579,7 @@ func TestRebuildAudit(t *testing.T) {
 	}
 	fill(t, db, 3)
 	if rep, err := db.VerifyJournal(t.Context(), Report{}); err != nil || !rep.OK || rep.Events != 15 {
-		t.Errorf("VerifyAudit after rebuild and appends = %+v, %v", rep, err)
+		t.Errorf("VerifyJournal after rebuild and appends = %+v, %v", rep, err)
 	}
 }
 

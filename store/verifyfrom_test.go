@@ -11,7 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// TestVerifyFromAnchor: VerifyFrom checks the events after a trusted
+// TestVerifyFromAnchor: Verify from an anchor checks the events after a trusted
 // anchor and catches a tampered event after it, an anchor the chain does
 // not continue (a rewritten history), and a deleted tail.
 func TestVerifyFromAnchor(t *testing.T) {
@@ -29,19 +29,19 @@ func TestVerifyFromAnchor(t *testing.T) {
 	var seen uint64
 	rep, err := db.Verify(context.Background(), &VerifyOptions{From: 10, FromHash: anchor, Progress: func(seq uint64) { seen = seq }})
 	if err != nil || !rep.OK || rep.Events != 20 || rep.LastSeq != 30 || rep.LastHash != hashOf(fx.lines[29]) || seen != 30 {
-		t.Fatalf("VerifyFrom(10) = %+v, %v (progress %d)", rep, err, seen)
+		t.Fatalf("Verify(From: 10) = %+v, %v (progress %d)", rep, err, seen)
 	}
 	if rep, _ := db.Verify(context.Background(), &VerifyOptions{From: 30, FromHash: hashOf(fx.lines[29])}); !rep.OK || rep.Events != 0 {
-		t.Errorf("VerifyFrom(head) = %+v", rep)
+		t.Errorf("Verify(From: head) = %+v", rep)
 	}
 	if rep, _ := db.Verify(context.Background(), &VerifyOptions{From: 10, FromHash: hashOf(fx.lines[8])}); rep.OK || rep.BadSeq != 11 {
-		t.Errorf("VerifyFrom with a wrong anchor hash = %+v, want broken at 11", rep)
+		t.Errorf("Verify from an anchor with a wrong anchor hash = %+v, want broken at 11", rep)
 	}
 	if rep, _ := db.Verify(context.Background(), &VerifyOptions{From: 30, FromHash: hashOf(fx.lines[28])}); rep.OK {
-		t.Errorf("VerifyFrom(head) with a wrong hash = %+v, want broken", rep)
+		t.Errorf("Verify(From: head) with a wrong hash = %+v, want broken", rep)
 	}
 	if _, err := db.Verify(context.Background(), &VerifyOptions{From: 10, FromHash: "xyz"}); err == nil {
-		t.Error("VerifyFrom with a malformed hash: no error")
+		t.Error("Verify from an anchor with a malformed hash: no error")
 	}
 
 	tests := []struct {
@@ -66,7 +66,7 @@ func TestVerifyFromAnchor(t *testing.T) {
 			withBolt(t, filepath.Join(dir, "events.db"), tt.tamper)
 			rep, err := open(t, dir).Verify(context.Background(), &VerifyOptions{From: 10, FromHash: anchor})
 			if err != nil || rep.OK || rep.BadSeq != tt.wantSeq {
-				t.Errorf("VerifyFrom = %+v, %v; want broken at %d", rep, err, tt.wantSeq)
+				t.Errorf("Verify from an anchor = %+v, %v; want broken at %d", rep, err, tt.wantSeq)
 			}
 		})
 	}
@@ -89,7 +89,7 @@ func TestVerifyAuditWithTrustsOnlyIdenticalLines(t *testing.T) {
 		t.Fatal(rep, err)
 	}
 	if arep, err := db.VerifyJournal(context.Background(), rep); err != nil || !arep.OK || arep.Events != 30 || arep.LastHash != rep.LastHash {
-		t.Fatalf("VerifyAuditWith = %+v, %v", arep, err)
+		t.Fatalf("VerifyJournal = %+v, %v", arep, err)
 	}
 	b, _ := os.ReadFile(jsonl)
 	if err := os.WriteFile(jsonl, bytes.Replace(b, []byte("message 7"), []byte("message X"), 1), 0o600); err != nil {
