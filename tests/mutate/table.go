@@ -451,4 +451,11 @@ var table = []mutation{
 	{ID: "H10", File: "cmd/thinbot/reload.go", What: "a reload that adds a schedule never starts it",
 		Old: "\t\t\tr.sched.replace(sched)\n", New: "\t\t\t_ = sched\n",
 		Pkgs: []string{"./tests"}, Run: "TestReloadSkillsAndSchedules"},
+	// One door for verification (issue #32).
+	{ID: "V1", File: "agentcore/verify.go", What: "audit verify and the daemon's full check skip the recorded checkpoints: a history rewritten with every hash recomputed verifies",
+		Old: "if opt.From == 0 && rep.OK {", New: "if false {",
+		Pkgs: []string{"./cmd/thinbot"}, Run: "TestAuditVerifyChecksTheCheckpoints"},
+	{ID: "V2", File: "agentcore/verify.go", What: "audit verify with the journal says nothing of it: a broken journal passes",
+		Old: "\t\t\t\tv.Journal = &rep\n", New: "\t\t\t\tv.Journal, _ = &v.Chain, rep\n",
+		Pkgs: []string{"./cmd/thinbot"}, Run: "TestAuditVerify$|TestAuditVerifyArchiveChecksTheStore"},
 }
