@@ -28,28 +28,9 @@
 //
 // # One commit per step
 //
-// A step is one durable commit, made just before its command runs: the
-// model reply that asked for the command and its gate decision go to the
-// store together (run.record with the run's pending reply), and the
-// journal is synced. The command's result is appended buffered as soon as
-// it is known (store.DB.AppendBuffered: in the chain and readable at once,
-// synced by the next commit). The invariants: (1) a command runs only after
-// its decision, and everything the run did before it, is durable; (2) a
-// model reply is never in the chain without the results it read, which come
-// before it. A crash of the process keeps a buffered result; a crash of the
-// machine before the next commit loses it together with everything after
-// it, and the chain then shows the decision without a result (the
-// projection closes the call as interrupted, as for a crash while the
-// command ran). Steps without a gate decision record their reply before
-// the next request: buffered for a malformed call, durably with
-// skill_opened for a skill; the run's end
-// commits whatever is left. The run's start (a changed system prompt,
-// run_started, the user's message) is buffered too: the first decision, or
-// the run's end before the answer is posted, syncs it, so an answer without
-// commands costs one sync. Streamed text (Hooks.Text, which the bot shows in
-// the chat while the model writes) is an answer posted too: the first delta
-// after a buffered append syncs the chain (store.DB.Sync) before it is
-// shown, so a streamed answer costs that sync as well.
+// A step is one durable commit, made just before its command runs; its
+// command's result is appended buffered and synced by the next commit.
+// run.record says what is durable when, and why.
 //
 // # Projection
 //

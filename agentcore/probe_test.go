@@ -468,7 +468,7 @@ func probeMain() {
 }
 
 // TestEverydayDiagnostics runs the diagnostics of the skill packs
-// (sys-doctor, log-triage) and of the README in the read-only tier, as a
+// (sys-doctor, log-triage) and of deploy/security.md in the read-only tier, as a
 // root daemon's read-only user: each one that works unconfined on this
 // machine (exit 0) must work in the sandbox too. The table says what each
 // did in both places.

@@ -158,7 +158,8 @@ for goarch in $arches; do
   # Tarball: binary, skill packs (text and scripts, from the binary), deploy files, README.
   "$work/thinbot-host" skills install --bot-user 65534 "$stage/skills" >/dev/null
   cp skills/README.md "$stage/skills/"
-  cp deploy/thinbot.example.yaml deploy/thinbot.service deploy/mattermost.md deploy/slack.md deploy/slack-manifest.yaml deploy/fleet.md "$stage/deploy/"
+  cp deploy/thinbot.example.yaml deploy/thinbot.service deploy/mattermost.md deploy/slack.md deploy/slack-manifest.yaml deploy/fleet.md deploy/alerts.md \
+    deploy/operations.md deploy/console.md deploy/security.md deploy/audit.md deploy/measurements.md "$stage/deploy/"
   cp README.md "$stage/"
   tar -C "$work" --sort=name --owner=0 --group=0 --numeric-owner --mtime="$mtime" -czf "$out/$name.tar.gz" "$name"
   (cd "$out" && sha256sum "$name.tar.gz" > "$name.tar.gz.sha256")
@@ -180,7 +181,8 @@ for goarch in $arches; do
   chmod 0644 "$root/usr/lib/systemd/system/thinbot.service"
   install -m 0640 deploy/thinbot.example.yaml "$root/etc/thinbot/thinbot.example.yaml"
   "$work/thinbot-host" skills install --bot-user 65534 "$root/usr/share/thinbot/skills" >/dev/null
-  install -m 0644 README.md deploy/mattermost.md deploy/slack.md deploy/slack-manifest.yaml deploy/fleet.md "$root/usr/share/doc/thinbot/"
+  install -m 0644 README.md deploy/mattermost.md deploy/slack.md deploy/slack-manifest.yaml deploy/fleet.md deploy/alerts.md \
+    deploy/operations.md deploy/console.md deploy/security.md deploy/audit.md deploy/measurements.md "$root/usr/share/doc/thinbot/"
   manpage "$work/thinbot-host" | gzip -9n > "$root/usr/share/man/man1/thinbot.1.gz"
   copyright "$stage/thinbot" > "$root/usr/share/doc/thinbot/copyright"
   # The package is native (its version has no Debian revision: thinbot packages itself), so

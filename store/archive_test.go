@@ -574,7 +574,7 @@ func TestArchiveSplit(t *testing.T) {
 }
 
 // TestPythonVerifierArchive: the outside verifier checks the live journal
-// from the archive's head, and an archive's lines, as the README says.
+// from the archive's head, and an archive's lines, as deploy/audit.md says.
 func TestPythonVerifierArchive(t *testing.T) {
 	py, err := exec.LookPath("python3")
 	if err != nil {

@@ -178,7 +178,7 @@ func TestRelease(t *testing.T) {
 		t.Fatalf("tarballs for %s: %q", runtime.GOARCH, tarballs)
 	}
 	listing := sh(t, "tar", "-tzf", tarballs[0])
-	for _, want := range []string{"/thinbot", "/deploy/fleet.md", "/deploy/mattermost.md", "/deploy/slack.md", "/deploy/thinbot.service", "/deploy/thinbot.example.yaml", "/skills/sys-doctor/SKILL.md"} {
+	for _, want := range []string{"/thinbot", "/deploy/fleet.md", "/deploy/mattermost.md", "/deploy/slack.md", "/deploy/alerts.md", "/deploy/operations.md", "/deploy/console.md", "/deploy/security.md", "/deploy/audit.md", "/deploy/measurements.md", "/deploy/thinbot.service", "/deploy/thinbot.example.yaml", "/skills/sys-doctor/SKILL.md"} {
 		if !strings.Contains(listing, want+"\n") {
 			t.Errorf("the tarball has no %s:\n%s", want, listing)
 		}

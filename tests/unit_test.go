@@ -19,7 +19,7 @@ import (
 // The shipped systemd unit's hardening is inherited by every command the
 // agent runs. This machine (like CI's) has no systemd as PID 1, so the unit
 // cannot be started; instead these tests measure what the commands the
-// skill packs and the README rely on ask of the kernel (socket families;
+// skill packs and deploy/security.md rely on ask of the kernel (socket families;
 // writable-and-executable memory), with strace, and check that no directive
 // of deploy/thinbot.service refuses it. Directives the tests have not
 // reviewed fail the test, so a new one is weighed the same way.
@@ -125,7 +125,7 @@ func TestParseStrace(t *testing.T) {
 	}
 }
 
-// packCommand is one command the skill packs or the README's promises run.
+// packCommand is one command the skill packs or deploy/security.md's promises run.
 type packCommand struct {
 	why      string
 	args     []string // run with bash -c when one element
@@ -140,12 +140,12 @@ func packCommands(t *testing.T) []packCommand {
 	return []packCommand{
 		{why: "sys-doctor (doctor.sh, every section: awk, ps, df, ss, journalctl, dmesg, systemctl)",
 			args: []string{"bash", filepath.Join(packs, "sys-doctor/scripts/doctor.sh")}},
-		{why: "README: ss works as before; the listening sockets an on-call engineer asks for", args: []string{"ss", "-tlnp"}},
+		{why: "deploy/security.md: ss works as before; the listening sockets an on-call engineer asks for", args: []string{"ss", "-tlnp"}},
 		{why: "ip: addresses and routes (gate: read-only)", args: []string{"ip", "addr"}},
 		{why: "ip route", args: []string{"ip", "route"}},
-		{why: "README: ps works as before", args: []string{"ps", "-e", "-o", "pid,comm"}},
-		{why: "README: df works as before", args: []string{"df", "-h"}},
-		{why: "README: journalctl works as before", args: []string{"journalctl", "-n", "1", "--no-pager"}},
+		{why: "deploy/security.md: ps works as before", args: []string{"ps", "-e", "-o", "pid,comm"}},
+		{why: "deploy/security.md: df works as before", args: []string{"df", "-h"}},
+		{why: "deploy/security.md: journalctl works as before", args: []string{"journalctl", "-n", "1", "--no-pager"}},
 		{why: "csv-stats pack", args: []string{"python3", filepath.Join(packs, "csv-stats/scripts/csv_stats.py"), filepath.Join(packs, "csv-stats/testdata/orders.csv")}},
 		{why: "log-triage pack", args: []string{"python3", filepath.Join(packs, "log-triage/scripts/triage.py"), filepath.Join(packs, "log-triage/testdata/app.log")}},
 		{why: "a JIT runtime: node (and node-based CLIs)", args: []string{"node", "-e", "1"}},

@@ -46,7 +46,7 @@ func runAudit(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errb.String(), exitCode(err)
 }
 
-// TestAuditArchiveCommands: the operator's steps of the README: archive,
+// TestAuditArchiveCommands: the operator's steps of deploy/audit.md: archive,
 // verify the live store (which says what is archived where), verify the
 // archives alone and with the store, export (which says where the earlier
 // events are), restore and verify the restored store; a tampered archive

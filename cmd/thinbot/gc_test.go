@@ -39,11 +39,11 @@ func TestTuneGC(t *testing.T) {
 	}
 }
 
-// TestGCAndProfilingDocumented: the README states the collector defaults
+// TestGCAndProfilingDocumented: deploy/operations.md states the collector defaults
 // serve applies, how to override them, and the profiling switches; the
 // systemd unit shows where the override goes.
 func TestGCAndProfilingDocumented(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	guide, err := os.ReadFile("../../deploy/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,8 +59,8 @@ func TestGCAndProfilingDocumented(t *testing.T) {
 		traceEnv + "=1",
 		"mode 0600",
 	} {
-		if !strings.Contains(string(readme), want) {
-			t.Errorf("README.md does not say %q", want)
+		if !strings.Contains(string(guide), want) {
+			t.Errorf("deploy/operations.md does not say %q", want)
 		}
 	}
 	if !strings.Contains(string(unit), "Environment=GOMEMLIMIT=") {

@@ -95,7 +95,7 @@ var table = []mutation{
 	{ID: "S4", File: "store/verify.go", What: "deleted last events verify (head beyond the chain ignored)",
 		Old: "case headSeq > c.rep.LastSeq:", New: "case false:",
 		Pkgs: []string{"./store"}, Run: "TestVerifyDetectsTampering"},
-	{ID: "S5", File: "store/store.go", What: "Close deadlocks with VerifyAudit and appenders waiting for the queue",
+	{ID: "S5", File: "store/store.go", What: "Close deadlocks with VerifyJournal and appenders waiting for the queue",
 		Old: "\tcase <-db.closing:\n\t\tdb.closeMu.RUnlock()\n\t\treturn nil, ErrClosed\n", New: "",
 		Pkgs: []string{"./store"}, Run: "TestCloseWhileVerifyAuditWaitsForCommits"},
 	{ID: "S6", File: "store/verify.go", What: "audit verify trusts export lines without comparing them to the verified store",
