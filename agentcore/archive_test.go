@@ -105,7 +105,7 @@ func TestArchiveKeepsOpenSessions(t *testing.T) {
 	if topic, _ := IndexedTopic(db, "d0", true); topic != "" {
 		t.Fatalf("an archived session's topic is still indexed: %q", topic)
 	}
-	rep, err := db.Verify(t.Context())
+	rep, err := db.Verify(t.Context(), nil)
 	if err != nil || !rep.OK || rep.ArchivedSeq != 20 {
 		t.Fatalf("Verify: %+v, %v", rep, err)
 	}
@@ -131,7 +131,7 @@ func TestCheckpointsAcrossAnArchive(t *testing.T) {
 	}
 	checkpoint := func() ChainCheckpoint {
 		t.Helper()
-		rep, err := db.Verify(t.Context())
+		rep, err := db.Verify(t.Context(), nil)
 		if err != nil || !rep.OK {
 			t.Fatalf("verify: %+v, %v", rep, err)
 		}
@@ -169,8 +169,8 @@ func TestCheckpointsAcrossAnArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The export (the journal, which now starts after the archived
-	// events) is held to the same rule: VerifyJSONL agrees with
-	// CheckChainCheckpoints at every step.
+	// events) is held to the same rule: verifyJSONL agrees with
+	// checkChainCheckpoints at every step.
 	exportSays := func(problem string, bad uint64) {
 		t.Helper()
 		f, err := os.Open(db.AuditPath())
@@ -178,12 +178,12 @@ func TestCheckpointsAcrossAnArchive(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		rep, err := VerifyJSONL(t.Context(), f)
+		rep, err := verifyJSONL(t.Context(), f)
 		if err != nil || rep.ArchivedSeq != res.Record.Last || rep.OK != (problem == "") || rep.BadSeq != bad || rep.Problem != problem {
-			t.Fatalf("VerifyJSONL of the export = %+v, %v; want the store's %q at %d", rep, err, problem, bad)
+			t.Fatalf("verifyJSONL of the export = %+v, %v; want the store's %q at %d", rep, err, problem, bad)
 		}
 	}
-	if problem, bad, err := CheckChainCheckpoints(db); err != nil || problem != "" {
+	if problem, bad, err := checkChainCheckpoints(db); err != nil || problem != "" {
 		t.Fatalf("after the archive: %q at %d, %v; want a checkpoint for the archive's head accepted", problem, bad, err)
 	}
 	exportSays("", 0)
@@ -192,7 +192,7 @@ func TestCheckpointsAcrossAnArchive(t *testing.T) {
 		Payload: mustJSON(ChainVerifiedPayload{Seq: 5, Hash: strings.Repeat("1", 64)})}); err != nil {
 		t.Fatal(err)
 	}
-	if problem, bad, err := CheckChainCheckpoints(db); err != nil || problem != "" {
+	if problem, bad, err := checkChainCheckpoints(db); err != nil || problem != "" {
 		t.Fatalf("a checkpoint inside the archive: %q at %d, %v", problem, bad, err)
 	}
 	exportSays("", 0)
@@ -202,7 +202,7 @@ func TestCheckpointsAcrossAnArchive(t *testing.T) {
 		Payload: mustJSON(ChainVerifiedPayload{Seq: early.Seq, Hash: forged})}); err != nil {
 		t.Fatal(err)
 	}
-	problem, bad, err := CheckChainCheckpoints(db)
+	problem, bad, err := checkChainCheckpoints(db)
 	if err != nil || bad != early.Seq || !strings.Contains(problem, "archive") {
 		t.Fatalf("a checkpoint disagreeing with the archive's head: %q at %d, %v", problem, bad, err)
 	}

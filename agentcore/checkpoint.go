@@ -26,12 +26,12 @@ import (
 // hash of the last event the verification found good:
 //
 //   - The checkpoint event comes after the events it vouches for, so the
-//     restart's check from the checkpoint (store.DB.VerifyFrom from its
-//     seq and hash) covers the checkpoint event too: an edited checkpoint
+//     restart's check from the checkpoint (store.DB.Verify from its seq
+//     and hash) covers the checkpoint event too: an edited checkpoint
 //     breaks its own hash or the next event's link, exactly as any edited
 //     event does. A checkpoint that does not vouch for events before
 //     itself is not used (LastChainCheckpoint).
-//   - VerifyFrom starts from the checkpoint's hash, not from whatever the
+//   - That check starts from the checkpoint's hash, not from whatever the
 //     store holds at its seq: a history rewritten before the checkpoint
 //     (hashes recomputed) no longer continues from that hash and is
 //     reported as a break right after it.
@@ -41,10 +41,10 @@ import (
 //     (FullVerifyEvery) and whenever an auditor asks (`thinbot audit
 //     verify`, or the viewer's Chain page). A full verification also
 //     checks every recorded checkpoint against the chain
-//     (CheckChainCheckpoints): a rewrite that recomputed every hash but
-//     left the checkpoints' payloads is caught there. An auditor with a
-//     JSONL export or an archive file alone gets the same check, by the
-//     same rule (VerifyJSONL, VerifyArchiveFile).
+//     (Verify): a rewrite that recomputed every hash but left the
+//     checkpoints' payloads is caught there. An auditor with a JSONL
+//     export or an archive file alone gets the same check, by the same
+//     rule (VerifyOptions.JSONL and Archives).
 //   - What no record inside the store can catch is a rewrite of the whole
 //     chain with its checkpoints recomputed: that is what the chain head
 //     the daemon logs every 10 minutes, kept elsewhere, is for.
@@ -91,7 +91,7 @@ type ChainVerifiedPayload struct {
 }
 
 // RecordChainVerified records a good full verification (rep, which must be
-// OK and come from a full Verify or VerifyBackground) as a checkpoint
+// OK and come from a verification of the whole store) as a checkpoint
 // event, durably, and returns it.
 func RecordChainVerified(db *store.DB, rep store.Report, took time.Duration, export string) (ChainCheckpoint, error) {
 	if !rep.OK || rep.LastSeq == 0 {
@@ -138,7 +138,7 @@ func isHash(s string) bool {
 // through the session summary of CheckpointSession: a few reads, whatever
 // the chain's length); ok is false when there is none or the newest is
 // unusable. It is a claim until checked: verify the chain from it
-// (store.DB.VerifyFrom(cp.Seq, cp.Hash)), which also checks the
+// (store.DB.Verify from cp.Seq, cp.Hash), which also checks the
 // checkpoint's own event, before trusting it.
 func LastChainCheckpoint(db *store.DB) (cp ChainCheckpoint, ok bool, err error) {
 	info, found, err := db.Session(CheckpointSession)
@@ -153,7 +153,7 @@ func LastChainCheckpoint(db *store.DB) (cp ChainCheckpoint, ok bool, err error) 
 	return cp, ok, nil
 }
 
-// CheckChainCheckpoints compares every checkpoint recorded in db with the
+// checkChainCheckpoints compares every checkpoint recorded in db with the
 // chain: the event each vouches for must still have the hash it recorded.
 // Run it after a full verification found the chain good (each event's own
 // hash and links already checked): a mismatch then means the history
@@ -164,8 +164,8 @@ func LastChainCheckpoint(db *store.DB) (cp ChainCheckpoint, ok bool, err error) 
 // audit archive): for the archive's last event it is compared with the head
 // the live chain's archive event recorded; earlier ones are the archive
 // file's to prove (audit verify --archive), since their events are no
-// longer in db. VerifyJSONL applies the same rule to a JSONL export.
-func CheckChainCheckpoints(db *store.DB) (problem string, bad uint64, err error) {
+// longer in db. verifyJSONL applies the same rule to a JSONL export.
+func checkChainCheckpoints(db *store.DB) (problem string, bad uint64, err error) {
 	rec, _, archived, err := db.ArchivedBefore()
 	if err != nil {
 		return "", 0, err
@@ -180,14 +180,14 @@ func CheckChainCheckpoints(db *store.DB) (problem string, bad uint64, err error)
 	})
 }
 
-// VerifyJSONL is store.VerifyJSONL of a JSONL export (a daemon's
+// verifyJSONL is store.VerifyFile of a JSONL export (a daemon's
 // audit.jsonl, or a file an auditor was sent) with the check
-// CheckChainCheckpoints makes of a store: every checkpoint recorded in the
+// checkChainCheckpoints makes of a store: every checkpoint recorded in the
 // part of the file that verified must vouch for an event the file holds
 // with that hash (one for the archive's last event, in an export that
 // starts after archived events, for the archive's head). A mismatch is
 // reported as the chain's break (rep.OK false, BadSeq the seq found
-// rewritten), as Verify's caller does for a store.
+// rewritten), as Verify does for a store.
 //
 // The file is read once for the chain, which collects the checkpoints (a
 // few: one a day), and, when they vouch for events in it, a second time
@@ -196,13 +196,14 @@ func CheckChainCheckpoints(db *store.DB) (problem string, bad uint64, err error)
 // read, seeked back there: an r that cannot seek (a pipe) is then an
 // error, not an unchecked report. The error is non-nil only when it could
 // not check.
-func VerifyJSONL(ctx context.Context, r io.ReadSeeker) (store.Report, error) {
+func verifyJSONL(ctx context.Context, r io.ReadSeeker) (store.Report, error) {
 	start, err := r.Seek(0, io.SeekCurrent)
 	if err != nil {
 		start = -1 // a pipe: fine unless a second read is needed
 	}
 	var cps []store.Event
-	rep, err := store.VerifyJSONLEach(ctx, r, collectCheckpoints(&cps))
+	frep, err := store.VerifyFile(ctx, r, &store.FileOptions{Each: collectCheckpoints(&cps)})
+	rep := frep.Report
 	if err != nil || !rep.OK {
 		return rep, err
 	}
@@ -217,7 +218,7 @@ func VerifyJSONL(ctx context.Context, r io.ReadSeeker) (store.Report, error) {
 		if _, err := r.Seek(start, io.SeekStart); err != nil {
 			return nil, fmt.Errorf("the checkpoints need a second read: %w", err)
 		}
-		return store.JSONLHashes(ctx, r, seqs, rep.LastSeq)
+		return store.FileHashes(ctx, r, seqs, rep.LastSeq, nil)
 	})
 	if err != nil {
 		return rep, fmt.Errorf("verify jsonl: %w", err)
@@ -225,21 +226,23 @@ func VerifyJSONL(ctx context.Context, r io.ReadSeeker) (store.Report, error) {
 	return rep, nil
 }
 
-// VerifyArchiveFile is store.VerifyArchiveFile with the check of the
-// checkpoints the archive holds, as VerifyJSONL checks an export's: each
+// verifyArchiveFile is store.VerifyFile of the archive file at path with
+// the check of the checkpoints the archive holds, as verifyJSONL checks an
+// export's: each
 // must vouch for an event of the archive with that hash, or, for the event
 // before its first, for its prev (the head of the archive before it).
 // Those further back are the earlier archives' to prove: each archive's
 // head is what the next one's prev and the live chain's archive event
 // record (audit verify --archive with them checks that).
-func VerifyArchiveFile(ctx context.Context, path string) (store.ArchiveReport, error) {
+func verifyArchiveFile(ctx context.Context, path string) (store.FileReport, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return store.ArchiveReport{}, fmt.Errorf("verify archive: %w", err)
+		return store.FileReport{}, fmt.Errorf("verify archive: %w", err)
 	}
 	defer f.Close()
 	var cps []store.Event
-	rep, err := store.VerifyArchiveEach(ctx, f, collectCheckpoints(&cps))
+	opt := &store.FileOptions{Archive: true, Each: collectCheckpoints(&cps)}
+	rep, err := store.VerifyFile(ctx, f, opt)
 	if err != nil || !rep.OK {
 		return rep, err
 	}
@@ -251,7 +254,7 @@ func VerifyArchiveFile(ctx context.Context, path string) (store.ArchiveReport, e
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return nil, err
 		}
-		return store.ArchiveHashes(ctx, f, seqs)
+		return store.FileHashes(ctx, f, seqs, rep.LastSeq, opt)
 	})
 	if err != nil {
 		return rep, fmt.Errorf("verify archive %s: %w", path, err)
@@ -259,7 +262,7 @@ func VerifyArchiveFile(ctx context.Context, path string) (store.ArchiveReport, e
 	return rep, nil
 }
 
-// collectCheckpoints returns a store.VerifyJSONLEach callback that keeps
+// collectCheckpoints returns a store.FileOptions.Each callback that keeps
 // the events of CheckpointSession in *cps.
 func collectCheckpoints(cps *[]store.Event) func(store.Event) {
 	return func(ev store.Event) {
@@ -320,7 +323,7 @@ type archivedHead struct {
 	Head, File string
 }
 
-// checkCheckpoints is the rule CheckChainCheckpoints and VerifyJSONL share:
+// checkCheckpoints is the rule checkChainCheckpoints and verifyJSONL share:
 // each of the events of CheckpointSession (in chain order) that is a
 // checkpoint must vouch for an event whose hash, as hashAt finds it in the
 // verified chain, is the one it recorded; a checkpoint for an archived event

@@ -13,8 +13,8 @@ import (
 	"github.com/thinbot/thinbot/store"
 )
 
-// TestVerifyJSONLChecksTheCheckpoints: VerifyJSONL holds an export's
-// checkpoints to CheckChainCheckpoints' rule (a forged claim is a break at
+// TestVerifyJSONLChecksTheCheckpoints: verifyJSONL holds an export's
+// checkpoints to checkChainCheckpoints' rule (a forged claim is a break at
 // the seq it vouches for, though the chain alone verifies). The check reads
 // the file a second time, from where it was opened at, which a pipe cannot
 // give: a piped export with checkpoints is then an error (could not
@@ -35,7 +35,7 @@ func TestVerifyJSONLChecksTheCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := db.Verify(t.Context())
+	rep, err := db.Verify(t.Context(), nil)
 	if err != nil || !rep.OK {
 		t.Fatal(rep, err)
 	}
@@ -57,7 +57,7 @@ func TestVerifyJSONLChecksTheCheckpoints(t *testing.T) {
 			_, _ = w.Write(data)
 			w.Close()
 		}()
-		rep, err := VerifyJSONL(t.Context(), r)
+		rep, err := verifyJSONL(t.Context(), r)
 		_, _ = io.Copy(io.Discard, r) // let the writer finish
 		return rep, err
 	}
@@ -81,7 +81,7 @@ func TestVerifyJSONLChecksTheCheckpoints(t *testing.T) {
 	if _, err := f.Seek(int64(len("header\n")), io.SeekStart); err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := VerifyJSONL(t.Context(), f); err != nil || !rep.OK || rep.LastSeq != 6 {
+	if rep, err := verifyJSONL(t.Context(), f); err != nil || !rep.OK || rep.LastSeq != 6 {
 		t.Errorf("a file read from an offset: %+v, %v", rep, err)
 	}
 	// A checkpoint that vouches for another hash than the file's event has
@@ -101,10 +101,10 @@ func TestVerifyJSONLChecksTheCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := store.VerifyJSONL(t.Context(), bytes.NewReader(file)); err != nil || !rep.OK {
+	if rep, err := store.VerifyFile(t.Context(), bytes.NewReader(file), nil); err != nil || !rep.OK {
 		t.Fatalf("the chain alone: %+v, %v", rep, err)
 	}
-	rep, err = VerifyJSONL(t.Context(), bytes.NewReader(file))
+	rep, err = verifyJSONL(t.Context(), bytes.NewReader(file))
 	if err != nil || rep.OK || rep.BadSeq != 3 || !strings.HasPrefix(rep.Problem, "the checkpoint at seq 7 recorded hash 000000000000… for seq 3, which now has ") {
 		t.Errorf("a forged checkpoint: %+v, %v", rep, err)
 	}

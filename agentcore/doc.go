@@ -49,9 +49,8 @@
 // OpenSessions, SeenMessages, KnownSession, IndexedTopic and
 // IndexedApprovals answer from the chain's state index (stateindex.go);
 // AlertGroups rebuilds the alert threads; WriteTimeline renders a
-// session's timeline; VerifyJSONL, VerifyArchiveFile and
-// CheckChainCheckpoints check an export, an archive and the recorded
-// checkpoints beside the store's own verification.
+// session's timeline; Verify checks the store, the checkpoints recorded
+// in it, its journal, an export and archive files, in that order.
 //
 // # Concurrency
 //

@@ -61,7 +61,7 @@ func payloadOf[T any](t *testing.T, f *fixture, session, typ string) []T {
 
 func verifyStore(t *testing.T, f *fixture) {
 	t.Helper()
-	if rep, err := f.db.Verify(context.Background()); err != nil {
+	if rep, err := f.db.Verify(context.Background(), nil); err != nil {
 		t.Fatalf("audit verify: %v (%+v)", err, rep)
 	}
 }

@@ -40,7 +40,7 @@ func (a *Agent) Timeline(ctx context.Context, session string, opt TimelineOption
 	if err := db.Sync(); err != nil && !errors.Is(err, store.ErrReadOnly) {
 		return "", fmt.Errorf("timeline of %s: %w", session, err)
 	}
-	rep, err := db.Verify(ctx)
+	rep, err := db.Verify(ctx, nil)
 	if err != nil {
 		return "", fmt.Errorf("timeline of %s: verify: %w", session, err)
 	}

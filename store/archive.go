@@ -40,7 +40,7 @@ import (
 // where P is the hash of event F-1 (ZeroHash for F = 1: the previous
 // archive's head), H the hash of event L and D the SHA-256 of the N lines,
 // each followed by "\n" (what `sed '1d;$d'` of the decompressed file
-// gives). Gzip's own CRC catches a cut file; VerifyArchive checks the rest.
+// gives). Gzip's own CRC catches a cut file; VerifyFile checks the rest.
 
 // TypeArchive is the type of the event that records an archive in the live
 // chain; its payload is an ArchiveRecord. Like every event type it lives in
@@ -721,8 +721,8 @@ func (db *DB) buildCut(ctx context.Context, cut uint64, sessions map[string]*Arc
 		if len(evs) == 0 {
 			return nil
 		}
-		ck := checkpointValue(last, size, last, size, db.bootID)
-		err := bdb.Update(func(tx *bolt.Tx) error { return putEvents(tx, evs, lines, ck) })
+		mark := journalMarkValue(last, size, last, size, db.bootID)
+		err := bdb.Update(func(tx *bolt.Tx) error { return putEvents(tx, evs, lines, mark) })
 		evs, lines = evs[:0], lines[:0]
 		return err
 	}
@@ -886,36 +886,13 @@ func pendingCut(path, journal string) (string, string) {
 	return path, journal
 }
 
-// ArchiveReport is the result of VerifyArchive.
-type ArchiveReport struct {
-	// Seal is the archive's seal as read (zero if the file has none).
-	Seal ArchiveRecord
-	// Report is the check of its events, from the seal's (First-1, Prev):
-	// when not OK, BadSeq and Problem say where.
-	Report
-	// FileSHA256 is the digest of the file's bytes.
-	FileSHA256 string
-}
-
-// VerifyArchive checks an archive file read from r: gzip intact, header
-// and seal well-formed and equal, every event's canonical form and hash
-// and the links from the seal's Prev to its Head, the count and the
-// digest. A problem with an event is reported by its seq (BadSeq); one with
-// the file itself by the seq where it shows (the first event for the
-// header, the last one past the events for the seal). The error is non-nil
-// only if r fails or ctx is done.
-func VerifyArchive(ctx context.Context, r io.Reader) (ArchiveReport, error) {
-	return VerifyArchiveEach(ctx, r, nil)
-}
-
-// VerifyArchiveEach is VerifyArchive that calls each, if not nil, with
-// every event it finds good, in order (as VerifyJSONLEach).
-func VerifyArchiveEach(ctx context.Context, r io.Reader, each func(Event)) (ArchiveReport, error) {
+// verifyArchive is VerifyFile of an archive file.
+func verifyArchive(ctx context.Context, r io.Reader, each func(Event)) (FileReport, error) {
 	fileSum := sha256.New()
-	var out ArchiveReport
+	var out FileReport
 	c := newChain()
 	c.noBase = true
-	bad := func(seq uint64, format string, args ...any) (ArchiveReport, error) {
+	bad := func(seq uint64, format string, args ...any) (FileReport, error) {
 		c.fail(seq, fmt.Sprintf(format, args...))
 		out.Report = c.rep
 		return out, nil
@@ -1004,24 +981,23 @@ func gzipProblem(err error) string {
 	return err.Error()
 }
 
-// VerifyArchiveFile is VerifyArchive of the file at p.
-func VerifyArchiveFile(ctx context.Context, p string) (ArchiveReport, error) {
+// verifyArchivePath is VerifyFile of the archive file at p.
+func verifyArchivePath(ctx context.Context, p string) (FileReport, error) {
 	f, err := os.Open(p)
 	if err != nil {
-		return ArchiveReport{}, fmt.Errorf("store: verify archive: %w", err)
+		return FileReport{}, fmt.Errorf("store: verify archive: %w", err)
 	}
 	defer f.Close()
-	rep, err := VerifyArchive(ctx, f)
+	rep, err := verifyArchive(ctx, f, nil)
 	if err != nil {
 		return rep, fmt.Errorf("store: verify archive %s: %w", p, err)
 	}
 	return rep, nil
 }
 
-// ArchiveHashes is JSONLHashes of the events of an archive file read from
-// r, which VerifyArchive found good: a second read for the few hashes a
-// caller needs (the gzip stream is decompressed again).
-func ArchiveHashes(ctx context.Context, r io.Reader, seqs []uint64) (map[uint64]string, error) {
+// archiveHashes is FileHashes of an archive file: the events up to seq
+// last of those it holds.
+func archiveHashes(ctx context.Context, r io.Reader, seqs []uint64, last uint64) (map[uint64]string, error) {
 	zr, err := gzip.NewReader(r)
 	if err != nil {
 		return nil, fmt.Errorf("store: archive hashes: %w", err)
@@ -1038,16 +1014,16 @@ func ArchiveHashes(ctx context.Context, r io.Reader, seqs []uint64) (map[uint64]
 	}
 	// The seal line after the events does not start with a seq: the read
 	// stops there.
-	return JSONLHashes(ctx, br, seqs, hdr.Last)
+	return jsonlHashes(ctx, br, seqs, min(last, hdr.Last))
 }
 
 // Restore writes the events of the archive files (in chain order, each
 // continuing the one before) into a new store at path, with its journal:
 // a store that thinbot's readers open like any other. Each file is checked
-// first (VerifyArchive) and so is the continuity of the files; the restored
+// first (VerifyFile) and so is the continuity of the files; the restored
 // store starts where the first file starts, and when that is not seq 1 its
-// chain is verified from that archive's Prev (VerifyFrom), as Restore
-// returns it. path must not exist yet.
+// chain is verified from that archive's Prev (VerifyOptions.From), as
+// Restore returns it. path must not exist yet.
 func Restore(ctx context.Context, path string, files []string) (first ArchiveRecord, last ArchiveRecord, err error) {
 	if _, err := os.Stat(path); err == nil {
 		return first, last, fmt.Errorf("store: restore: %s exists", path)
@@ -1060,7 +1036,7 @@ func Restore(ctx context.Context, path string, files []string) (first ArchiveRec
 		return first, last, fmt.Errorf("store: restore: %s exists", journal)
 	}
 	for i, p := range files {
-		rep, err := VerifyArchiveFile(ctx, p)
+		rep, err := verifyArchivePath(ctx, p)
 		if err != nil {
 			return first, last, err
 		}

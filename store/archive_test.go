@@ -60,14 +60,14 @@ func verifyAll(t *testing.T, path string) Report {
 		t.Fatalf("Open after archive: %v", err)
 	}
 	defer db.Close()
-	rep, err := db.Verify(t.Context())
+	rep, err := db.Verify(t.Context(), nil)
 	if err != nil || !rep.OK {
 		t.Fatalf("Verify: %+v, %v", rep, err)
 	}
 	for _, trusted := range []Report{{}, rep} {
-		arep, err := db.VerifyAuditWith(t.Context(), trusted)
+		arep, err := db.VerifyJournal(t.Context(), trusted)
 		if err != nil || !arep.OK || arep.ArchivedSeq != rep.ArchivedSeq || arep.ArchiveFile != rep.ArchiveFile {
-			t.Fatalf("VerifyAuditWith(%v): %+v, %v", trusted.OK, arep, err)
+			t.Fatalf("VerifyJournal(%v): %+v, %v", trusted.OK, arep, err)
 		}
 	}
 	return rep
@@ -100,17 +100,17 @@ func TestArchive(t *testing.T) {
 			t.Errorf("%s left behind", p)
 		}
 	}
-	arep, err := VerifyArchiveFile(t.Context(), res.Path)
+	arep, err := verifyArchivePath(t.Context(), res.Path)
 	if err != nil || !arep.OK || arep.Seal.Head != evs[19].Hash || arep.FileSHA256 != res.Record.FileSHA256 || arep.Events != 20 {
-		t.Fatalf("VerifyArchive: %+v, %v", arep, err)
+		t.Fatalf("VerifyFile: %+v, %v", arep, err)
 	}
 	rep := verifyAll(t, path)
 	if rep.ArchivedSeq != 20 || rep.ArchivedHash != evs[19].Hash || rep.ArchiveFile != filepath.Base(res.Path) || rep.Events != 31 || rep.LastSeq != 51 {
 		t.Fatalf("Verify after archive: %+v", rep)
 	}
-	jrep, err := VerifyJSONL(t.Context(), mustOpenFile(t, filepath.Join(dir, "audit.jsonl")))
+	jrep, err := VerifyFile(t.Context(), mustOpenFile(t, filepath.Join(dir, "audit.jsonl")), nil)
 	if err != nil || !jrep.OK || jrep.ArchivedSeq != 20 {
-		t.Fatalf("VerifyJSONL of the cut journal: %+v, %v", jrep, err)
+		t.Fatalf("VerifyFile of the cut journal: %+v, %v", jrep, err)
 	}
 
 	db, err := Open(path, nil)
@@ -174,11 +174,11 @@ func TestArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
-	if frep, err := rdb.VerifyFrom(t.Context(), 20, evs[19].Hash, nil); err != nil || !frep.OK || frep.LastSeq != 40 {
-		t.Fatalf("VerifyFrom on a restored later archive: %+v, %v", frep, err)
+	if frep, err := rdb.Verify(t.Context(), &VerifyOptions{From: 20, FromHash: evs[19].Hash}); err != nil || !frep.OK || frep.LastSeq != 40 {
+		t.Fatalf("Verify from an anchor on a restored later archive: %+v, %v", frep, err)
 	}
-	if frep, err := rdb.VerifyFrom(t.Context(), 10, evs[9].Hash, nil); err != nil || frep.OK || !strings.Contains(frep.Problem, "starts at seq 21, after the anchor (seq 10)") {
-		t.Fatalf("VerifyFrom an anchor before the live chain: %+v, %v", frep, err)
+	if frep, err := rdb.Verify(t.Context(), &VerifyOptions{From: 10, FromHash: evs[9].Hash}); err != nil || frep.OK || !strings.Contains(frep.Problem, "starts at seq 21, after the anchor (seq 10)") {
+		t.Fatalf("Verify from an anchor before the live chain: %+v, %v", frep, err)
 	}
 	if _, _, err := Restore(t.Context(), filepath.Join(t.TempDir(), "events.db"), []string{res2.Path, res.Path}); err == nil {
 		t.Fatal("Restore accepted archives out of order")
@@ -223,7 +223,7 @@ func rewriteArchive(t *testing.T, p string, edit func(lines [][]byte) [][]byte) 
 }
 
 // TestArchiveTamper: a changed, removed or added event, a changed seal or
-// header, a cut file and trailing bytes each fail VerifyArchive, naming
+// header, a cut file and trailing bytes each fail VerifyFile, naming
 // where.
 func TestArchiveTamper(t *testing.T) {
 	path, _ := archiveStore(t, t.TempDir())
@@ -281,12 +281,12 @@ func TestArchiveTamper(t *testing.T) {
 			} else {
 				os.WriteFile(res.Path, tc.raw(bytes.Clone(orig)), 0o600)
 			}
-			rep, err := VerifyArchiveFile(t.Context(), res.Path)
+			rep, err := verifyArchivePath(t.Context(), res.Path)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if rep.OK || rep.BadSeq != tc.badSeq || !strings.Contains(rep.Problem, tc.problem) {
-				t.Fatalf("VerifyArchive = OK %v, bad seq %d: %s; want seq %d, %q", rep.OK, rep.BadSeq, rep.Problem, tc.badSeq, tc.problem)
+				t.Fatalf("VerifyFile = OK %v, bad seq %d: %s; want seq %d, %q", rep.OK, rep.BadSeq, rep.Problem, tc.badSeq, tc.problem)
 			}
 		})
 	}
@@ -307,14 +307,14 @@ func TestArchiveAnchorTamper(t *testing.T) {
 	}
 	lines := bytes.SplitAfter(journal, []byte("\n"))
 	// The journal without its first three lines (seqs 21..23).
-	rep, err := VerifyJSONL(t.Context(), bytes.NewReader(bytes.Join(lines[3:], nil)))
+	rep, err := VerifyFile(t.Context(), bytes.NewReader(bytes.Join(lines[3:], nil)), nil)
 	if err != nil || rep.OK || rep.BadSeq != 23 || !strings.Contains(rep.Problem, "no archive event") {
-		t.Fatalf("VerifyJSONL of a journal missing its first lines: %+v, %v", rep, err)
+		t.Fatalf("VerifyFile of a journal missing its first lines: %+v, %v", rep, err)
 	}
 	// The journal without the archive event (the last line).
-	rep, err = VerifyJSONL(t.Context(), bytes.NewReader(bytes.Join(lines[:len(lines)-2], nil)))
+	rep, err = VerifyFile(t.Context(), bytes.NewReader(bytes.Join(lines[:len(lines)-2], nil)), nil)
 	if err != nil || rep.OK || !strings.Contains(rep.Problem, "no archive event") {
-		t.Fatalf("VerifyJSONL without the archive event: %+v, %v", rep, err)
+		t.Fatalf("VerifyFile without the archive event: %+v, %v", rep, err)
 	}
 	// The store without seqs 21 and 22.
 	bdb, err := bolt.Open(path, 0o600, nil)
@@ -341,7 +341,7 @@ func TestArchiveAnchorTamper(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rep, err = db.Verify(t.Context())
+	rep.Report, err = db.Verify(t.Context(), nil)
 	if err != nil || rep.OK || rep.BadSeq != 22 || !strings.Contains(rep.Problem, "no archive event") {
 		t.Fatalf("Verify of a store missing its first live events: %+v, %v", rep, err)
 	}
@@ -373,8 +373,8 @@ func TestArchiveCrash(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					rep, err := db.Verify(t.Context())
-					arep, aerr := db.VerifyAuditWith(t.Context(), rep)
+					rep, err := db.Verify(t.Context(), nil)
+					arep, aerr := db.VerifyJournal(t.Context(), rep)
 					db.Close()
 					if err != nil || aerr != nil || !rep.OK || !arep.OK {
 						t.Fatalf("read-only after a crash at %s: %+v %v; export %+v %v", step, rep, err, arep, aerr)
@@ -530,7 +530,7 @@ func TestArchiveIndexes(t *testing.T) {
 	if si, ok, _ := db.Session("s1"); !ok || si.Events != 1 || si.FirstSeq != 52 {
 		t.Fatalf("a continued archived session: %+v", si)
 	}
-	rep, err := db.Verify(t.Context())
+	rep, err := db.Verify(t.Context(), nil)
 	if err != nil || !rep.OK || rep.ArchivedSeq != 30 {
 		t.Fatalf("Verify: %+v, %v", rep, err)
 	}
@@ -621,7 +621,7 @@ func TestArchiveRefusesAnEditedEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if rep, err := db.Verify(t.Context()); err != nil || rep.OK || rep.BadSeq != 7 {
+	if rep, err := db.Verify(t.Context(), nil); err != nil || rep.OK || rep.BadSeq != 7 {
 		t.Fatalf("Verify after the refused archive: %+v, %v; want the edit still reported at seq 7", rep, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "archive", archiveName(1, 20))); err == nil {
@@ -651,9 +651,9 @@ func TestVerifyFromRemovedPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rep, err := db.VerifyFrom(t.Context(), 10, evs[9].Hash, nil)
+	rep, err := db.Verify(t.Context(), &VerifyOptions{From: 10, FromHash: evs[9].Hash})
 	if err != nil || rep.OK || rep.BadSeq != 11 || strings.Contains(rep.Problem, "were archived") || !strings.Contains(rep.Problem, "no archive event") {
-		t.Fatalf("VerifyFrom an anchor in a removed prefix: %+v, %v; want it reported removed, not archived", rep, err)
+		t.Fatalf("Verify from an anchor in a removed prefix: %+v, %v; want it reported removed, not archived", rep, err)
 	}
 	// With the archive event (a real archive), it says where they are.
 	if err := db.Close(); err != nil {
@@ -669,9 +669,9 @@ func TestVerifyFromRemovedPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db2.Close()
-	rep, err = db2.VerifyFrom(t.Context(), 10, evs2[9].Hash, nil)
+	rep, err = db2.Verify(t.Context(), &VerifyOptions{From: 10, FromHash: evs2[9].Hash})
 	if err != nil || rep.OK || !strings.Contains(rep.Problem, "events up to seq 20 were archived in "+filepath.Base(res.Path)) {
-		t.Fatalf("VerifyFrom an anchor in a removed prefix: %+v, %v; want it reported removed, not archived", rep, err)
+		t.Fatalf("Verify from an anchor in a removed prefix: %+v, %v; want it reported removed, not archived", rep, err)
 	}
 }
 
@@ -726,7 +726,7 @@ func TestArchiveKeepsAnotherArchive(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "another archive") {
 		t.Fatalf("Archive into a file of another store's archive: %v, want a refusal", err)
 	}
-	rep, err := VerifyArchiveFile(t.Context(), res1.Path)
+	rep, err := verifyArchivePath(t.Context(), res1.Path)
 	if err != nil || !rep.OK || rep.FileSHA256 != res1.Record.FileSHA256 {
 		t.Fatalf("the first store's archive after the second's attempt: %+v, %v", rep, err)
 	}
@@ -784,7 +784,7 @@ func TestReplayJournalAfterAnArchive(t *testing.T) {
 	if n := bytes.Count(j, []byte("\n")); n != 20 {
 		t.Fatalf("the restored journal of events 21..40 has %d lines", n)
 	}
-	rep, err := VerifyJSONL(t.Context(), bytes.NewReader(j))
+	rep, err := VerifyFile(t.Context(), bytes.NewReader(j), nil)
 	if err != nil || rep.LastSeq != 40 || rep.LastHash != evs[39].Hash {
 		t.Fatalf("the restored journal: %+v, %v", rep, err)
 	}
@@ -794,7 +794,7 @@ func TestReplayJournalAfterAnArchive(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(jdir, "audit.jsonl"), live, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rep = verifyAll(t, filepath.Join(jdir, "events.db"))
+	rep.Report = verifyAll(t, filepath.Join(jdir, "events.db"))
 	if rep.ArchivedSeq != 20 || rep.LastSeq != 51 || rep.Events != 31 {
 		t.Fatalf("a store built from the journal after an archive: %+v", rep)
 	}
@@ -834,8 +834,8 @@ func TestArchiveRefusesAnEditedJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if rep, err := db.VerifyAudit(t.Context()); err != nil || rep.OK || rep.BadSeq != 7 {
-		t.Fatalf("VerifyAudit after the refused archive: %+v, %v", rep, err)
+	if rep, err := db.VerifyJournal(t.Context(), Report{}); err != nil || rep.OK || rep.BadSeq != 7 {
+		t.Fatalf("VerifyJournal after the refused archive: %+v, %v", rep, err)
 	}
 }
 
@@ -874,7 +874,7 @@ func TestArchiveRecordOutsideItsSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
-	rep, err := rdb.Verify(t.Context())
+	rep, err := rdb.Verify(t.Context(), nil)
 	if err != nil || rep.OK || !strings.Contains(rep.Problem, "no archive event") {
 		t.Fatalf("Verify of a prefix vouched for outside the archive session: %+v, %v", rep, err)
 	}

@@ -25,46 +25,46 @@ func bootID() string {
 	return string(bytes.TrimSpace(b))
 }
 
-// checkpoint is the meta "audit" value a commit records: how far the
-// journal is written and how far it is synced, each as (seq, offset), then
-// the boot id. Callers hold auditMu.
-func (db *DB) checkpoint() []byte {
-	return checkpointValue(db.auditSeq, db.auditOff, db.syncedSeq, db.syncedOff, db.bootID)
+// journalMark is the meta "audit" value a commit records, the journal
+// mark: how far the journal is written and how far it is synced, each as
+// (seq, offset), then the boot id. Callers hold auditMu.
+func (db *DB) journalMark() []byte {
+	return journalMarkValue(db.auditSeq, db.auditOff, db.syncedSeq, db.syncedOff, db.bootID)
 }
 
-func checkpointValue(seq uint64, off int64, syncedSeq uint64, syncedOff int64, boot string) []byte {
-	ck := make([]byte, 32, 32+len(boot))
-	binary.BigEndian.PutUint64(ck, seq)
-	binary.BigEndian.PutUint64(ck[8:], uint64(off))
-	binary.BigEndian.PutUint64(ck[16:], syncedSeq)
-	binary.BigEndian.PutUint64(ck[24:], uint64(syncedOff))
-	return append(ck, boot...)
+func journalMarkValue(seq uint64, off int64, syncedSeq uint64, syncedOff int64, boot string) []byte {
+	mark := make([]byte, 32, 32+len(boot))
+	binary.BigEndian.PutUint64(mark, seq)
+	binary.BigEndian.PutUint64(mark[8:], uint64(off))
+	binary.BigEndian.PutUint64(mark[16:], syncedSeq)
+	binary.BigEndian.PutUint64(mark[24:], uint64(syncedOff))
+	return append(mark, boot...)
 }
 
 // openAudit opens the journal (the export) and reconciles it with the store.
 //
-// Every commit records in the meta bucket a checkpoint (see checkpoint): the
-// journal was written and synced up to that event and byte offset when the
-// commit indexed it. Written bytes survive a crash of the process (they are
-// in the page cache), so after one only the bytes past the checkpoint can
-// differ: openAudit checks the checkpointed line, keeps the lines after it
+// Every commit records in the meta bucket a journal mark (journalMark):
+// the journal was written and synced up to that event and byte offset
+// when the commit indexed it. Written bytes survive a crash of the process (they are
+// in the page cache), so after one only the bytes past the journal mark can
+// differ: openAudit checks the marked line, keeps the lines after it
 // that equal the store's, replays into the store the lines past its end
 // that continue the chain (a batch the journal took and bbolt did not),
 // cuts a cut last line, and appends from the store what the file lacks (an
 // export written by an older thinbot, which synced it in the background). A
-// file shorter than its checkpoint, one whose checkpointed line differs from
+// file shorter than its journal mark, one whose marked line differs from
 // the store, or a complete line past the store's end that does not continue
 // the chain, was tampered with: ErrAuditMismatch. (A machine restart is
 // handled before, by rebuildStore.)
 func (db *DB) openAudit() error {
-	var ckSeq, syncSeq uint64
-	var ckOff, syncOff int64
+	var markSeq, syncSeq uint64
+	var markOff, syncOff int64
 	var boot string
 	if err := db.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketMeta).Get(keyAudit)
 		if len(v) >= 16 {
-			ckSeq, ckOff = binary.BigEndian.Uint64(v), int64(binary.BigEndian.Uint64(v[8:]))
-			syncSeq, syncOff = ckSeq, ckOff
+			markSeq, markOff = binary.BigEndian.Uint64(v), int64(binary.BigEndian.Uint64(v[8:]))
+			syncSeq, syncOff = markSeq, markOff
 		}
 		if len(v) >= 32 {
 			syncSeq, syncOff = binary.BigEndian.Uint64(v[16:]), int64(binary.BigEndian.Uint64(v[24:]))
@@ -84,14 +84,14 @@ func (db *DB) openAudit() error {
 	if err != nil {
 		return fmt.Errorf("store: audit: %w", err)
 	}
-	// Only a checkpoint of an older thinbot can be synced behind where it
+	// Only a journal mark of an older thinbot can be synced behind where it
 	// was written.
-	if st, err := f.Stat(); err == nil && st.Size() < ckOff && boot != db.bootID && st.Size() >= syncOff {
+	if st, err := f.Stat(); err == nil && st.Size() < markOff && boot != db.bootID && st.Size() >= syncOff {
 		db.log.Warn("audit export: the machine restarted and lost its unsynced tail; rebuilding the tail from the store",
-			"path", db.auditPath, "synced_seq", syncSeq, "written_seq", ckSeq)
-		ckSeq, ckOff = syncSeq, syncOff
+			"path", db.auditPath, "synced_seq", syncSeq, "written_seq", markSeq)
+		markSeq, markOff = syncSeq, syncOff
 	}
-	off, seq, err := db.reconcile(f, ckSeq, ckOff)
+	off, seq, err := db.reconcile(f, markSeq, markOff)
 	if err == nil {
 		db.auditFile, db.auditOff, db.auditSeq = f, off, seq
 		db.auditIdent, err = f.Stat()
@@ -117,7 +117,7 @@ func (db *DB) openAudit() error {
 // reconcile returns the offset and seq of the end of the export's good
 // prefix, having replayed into the store the journal's lines past its end
 // and cut everything after them.
-func (db *DB) reconcile(f *os.File, ckSeq uint64, ckOff int64) (int64, uint64, error) {
+func (db *DB) reconcile(f *os.File, markSeq uint64, markOff int64) (int64, uint64, error) {
 	mismatch := func(format string, args ...any) error {
 		return fmt.Errorf("store: %s: %w: %s; see 'thinbot audit verify', and 'thinbot audit rebuild' rewrites it keeping the old file",
 			db.auditPath, ErrAuditMismatch, fmt.Sprintf(format, args...))
@@ -126,31 +126,31 @@ func (db *DB) reconcile(f *os.File, ckSeq uint64, ckOff int64) (int64, uint64, e
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: audit: %w", err)
 	}
-	if st.Size() < ckOff {
-		return 0, 0, mismatch("it is %d bytes, shorter than its checkpoint at seq %d (%d bytes)", st.Size(), ckSeq, ckOff)
+	if st.Size() < markOff {
+		return 0, 0, mismatch("it is %d bytes, shorter than its journal mark at seq %d (%d bytes)", st.Size(), markSeq, markOff)
 	}
-	if ckSeq > db.lastSeq.Load() {
-		return 0, 0, mismatch("checkpoint seq %d is beyond the store's last event %d", ckSeq, db.lastSeq.Load())
+	if markSeq > db.lastSeq.Load() {
+		return 0, 0, mismatch("the journal mark's seq %d is beyond the store's last event %d", markSeq, db.lastSeq.Load())
 	}
-	if ckSeq > 0 {
-		want, err := db.line(ckSeq)
+	if markSeq > 0 {
+		want, err := db.line(markSeq)
 		if err != nil {
 			return 0, 0, err
 		}
 		want = append(want, '\n')
 		got := make([]byte, len(want))
-		if int64(len(want)) > ckOff {
-			return 0, 0, mismatch("checkpointed line %d does not match the store", ckSeq)
+		if int64(len(want)) > markOff {
+			return 0, 0, mismatch("marked line %d does not match the store", markSeq)
 		}
-		if _, err := f.ReadAt(got, ckOff-int64(len(want))); err != nil {
+		if _, err := f.ReadAt(got, markOff-int64(len(want))); err != nil {
 			return 0, 0, fmt.Errorf("store: audit: %w", err)
 		}
 		if !bytes.Equal(got, want) {
-			return 0, 0, mismatch("checkpointed line %d does not match the store", ckSeq)
+			return 0, 0, mismatch("marked line %d does not match the store", markSeq)
 		}
 	}
-	off, seq := ckOff, ckSeq
-	br := bufio.NewReader(io.NewSectionReader(f, ckOff, st.Size()-ckOff))
+	off, seq := markOff, markSeq
+	br := bufio.NewReader(io.NewSectionReader(f, markOff, st.Size()-markOff))
 	for seq < db.lastSeq.Load() {
 		got, err := br.ReadBytes('\n')
 		if err != nil {
@@ -211,7 +211,7 @@ func (db *DB) replay(f *os.File, br *bufio.Reader, off *int64) (uint64, error) {
 		}
 		if !synced {
 			// The dead process may not have synced them (AppendBuffered):
-			// sync before a checkpoint says so.
+			// sync before a journal mark says so.
 			if err := fdatasync(f); err != nil {
 				return fmt.Errorf("replay: sync: %w", err)
 			}
@@ -219,7 +219,7 @@ func (db *DB) replay(f *os.File, br *bufio.Reader, off *int64) (uint64, error) {
 		}
 		last := evs[len(evs)-1]
 		if err := db.bolt.Update(func(tx *bolt.Tx) error {
-			if err := putEvents(tx, evs, lines, checkpointValue(last.Seq, end, last.Seq, end, db.bootID)); err != nil {
+			if err := putEvents(tx, evs, lines, journalMarkValue(last.Seq, end, last.Seq, end, db.bootID)); err != nil {
 				return err
 			}
 			return applyIndex(tx, db.indexer, evs)
@@ -392,8 +392,8 @@ func (db *DB) rebuildAudit(ctx context.Context) error {
 	if db.auditFile != nil {
 		db.auditFile.Close()
 	}
-	// The export and the store hold the same events; the checkpoint offsets
-	// stay valid because a line is the stored bytes.
+	// The export and the store hold the same events; the journal mark's
+	// offsets stay valid because a line is the stored bytes.
 	db.auditFile, db.auditOff, db.auditSeq, db.auditBroken = tmp, off, db.lastSeq.Load(), false
 	db.setSynced(db.auditSeq, db.auditOff)
 	if st, err := tmp.Stat(); err == nil {

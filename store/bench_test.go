@@ -70,7 +70,7 @@ func BenchmarkVerify100k(b *testing.B) {
 		}
 	}
 	for b.Loop() {
-		rep, err := db.Verify(ctx)
+		rep, err := db.Verify(ctx, nil)
 		if err != nil || !rep.OK || rep.Events != 100_000 {
 			b.Fatalf("Verify = %+v, %v", rep, err)
 		}

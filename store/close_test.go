@@ -18,11 +18,11 @@ import (
 // goroutine dump instead of hanging to the global timeout.
 const closeDeadline = 30 * time.Second
 
-// TestCloseWhileVerifyAuditWaitsForCommits: VerifyAudit (the web console's
+// TestCloseWhileVerifyAuditWaitsForCommits: VerifyJournal (the web console's
 // verify tab) holds the export lock, which keeps the committer waiting, and
 // then reads the store. Appenders that find the commit queue full wait for
 // the committer while holding closeMu's read lock; Close must release them
-// (ErrClosed) before it takes the write lock, or VerifyAudit's read queues
+// (ErrClosed) before it takes the write lock, or VerifyJournal's read queues
 // behind Close, and nothing ever moves again (fixed in d10a264).
 //
 // It replaces the test ca488f3 removed, which hung because it waited for the
@@ -51,7 +51,7 @@ func TestCloseWhileVerifyAuditWaitsForCommits(t *testing.T) {
 		}
 	}
 
-	db.auditMu.Lock() // VerifyAudit has begun; the committer waits for it
+	db.auditMu.Lock() // VerifyJournal has begun; the committer waits for it
 	var appends sync.WaitGroup
 	var errMu sync.Mutex
 	var appendErrs []error
@@ -93,7 +93,7 @@ func TestCloseWhileVerifyAuditWaitsForCommits(t *testing.T) {
 
 	read := make(chan error, 1)
 	go func() {
-		err := db.view(func(*bolt.Tx) error { return nil }) // VerifyAudit reads the store
+		err := db.view(func(*bolt.Tx) error { return nil }) // VerifyJournal reads the store
 		db.auditMu.Unlock()
 		read <- err
 	}()
@@ -102,7 +102,7 @@ func TestCloseWhileVerifyAuditWaitsForCommits(t *testing.T) {
 	select {
 	case <-read:
 	case <-timeout.C:
-		stuck("VerifyAudit's read waits for Close, Close for the appenders, they for the committer, it for VerifyAudit")
+		stuck("VerifyJournal's read waits for Close, Close for the appenders, they for the committer, it for VerifyJournal")
 	}
 	select {
 	case err := <-closed:

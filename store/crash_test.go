@@ -174,7 +174,7 @@ func checkAfterCrash(t *testing.T, dir string, reported map[uint64]string, round
 	// at most cut inside its last line.
 	raw, err := os.ReadFile(filepath.Join(dir, "audit.jsonl"))
 	if err == nil {
-		rep, err := VerifyJSONL(t.Context(), bytes.NewReader(raw))
+		rep, err := VerifyFile(t.Context(), bytes.NewReader(raw), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,12 +203,12 @@ func checkAfterCrash(t *testing.T, dir string, reported map[uint64]string, round
 	if err != nil {
 		t.Fatalf("round %d: %v", round, err)
 	}
-	rep, err := db.Verify(t.Context())
+	rep, err := db.Verify(t.Context(), nil)
 	if err != nil || !rep.OK {
 		t.Fatalf("round %d: Verify = %+v, %v", round, rep, err)
 	}
-	arep, err := db.VerifyAudit(t.Context())
+	arep, err := db.VerifyJournal(t.Context(), Report{})
 	if err != nil || !arep.OK || arep.Events != rep.Events {
-		t.Fatalf("round %d: VerifyAudit = %+v, %v (store has %d events)", round, arep, err, rep.Events)
+		t.Fatalf("round %d: VerifyJournal = %+v, %v (store has %d events)", round, arep, err, rep.Events)
 	}
 }

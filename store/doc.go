@@ -56,7 +56,7 @@
 // So an outside verifier needs no JSON canonicalisation of its own: cut the
 // hash suffix, hash the bytes, and compare; then check that seq counts up
 // from 1 and that prev equals the previous line's hash. Verify and
-// VerifyJSONL additionally re-encode every event and reject a line that is
+// VerifyFile additionally re-encode every event and reject a line that is
 // not in the canonical form above (so no two byte strings verify as the same
 // event). testdata/verify_jsonl.py is such a verifier in 26 lines of Python
 // (an optional SEQ:HASH anchor checks a file that starts after it):
@@ -81,7 +81,7 @@
 //     summary in the leaf page it writes the session's new entries to.
 //   - bucket "meta": "format" = "thinbot-events-2"; "last" = 8-byte seq +
 //     32-byte hash of the chain head (so a deleted tail is detected);
-//     "audit" = the journal checkpoint: 8-byte seq + 8-byte offset of the
+//     "audit" = the journal mark: 8-byte seq + 8-byte offset of the
 //     journal's end when the events up to seq were indexed, the same two
 //     again (an older thinbot synced the export in the background and
 //     recorded its written and its synced point there), then the kernel's
@@ -114,9 +114,9 @@
 // goroutine checks, in order, the seq, the prev links, the index and the
 // summaries: the order-dependent part is the same as a one-at-a-time check.
 // Lines in the canonical layout are read by their layout (decodeCanonical),
-// not by a JSON decoder. VerifyFrom checks only the events after a trusted
-// anchor (seq, hash); VerifyAuditWith checks the export's lines that are
-// byte-identical to a store just verified by that comparison alone. About
+// not by a JSON decoder. VerifyOptions.From checks only the events after a
+// trusted anchor (seq, hash); VerifyJournal checks the export's lines that
+// are byte-identical to a store just verified by that comparison alone. About
 // 5.6 s of CPU for a million events (store and export), so about 3 s on two
 // idle cores.
 //
@@ -129,7 +129,7 @@
 // an archive event (type "archive", session "audit:archive") recording the
 // file, its range, head and digests is appended to the live chain; then
 // the cut. The live chain then starts at S+1, whose prev is the archive's
-// head. Verify, VerifyJSONL, VerifyAudit and the rebuild from the journal
+// head. Verify, VerifyFile, VerifyJournal and the rebuild from the journal
 // accept a chain that starts after seq 1 only where an archive event in it
 // records exactly that start (last seq S, head = the first event's prev):
 // removing the first live events, or the archive event, still fails
@@ -158,7 +158,7 @@
 // (PATH.state, locked while open) says "closed" after Close, which syncs
 // bbolt, or "open BOOT-ID" while a process has the store. Open then:
 //
-//   - after Close: checks the checkpointed line and goes on;
+//   - after Close: checks the marked line and goes on;
 //   - after a crash of the process (same boot id): written bytes survive
 //     in the page cache, so bbolt is consistent and at most one batch
 //     behind; the journal lines past its end that continue the chain are
@@ -172,8 +172,8 @@
 //     events a second on a small VM (BenchmarkRebuild100k).
 //
 // What a crash cannot explain is refused with ErrAuditMismatch rather than
-// repaired: a journal shorter than its checkpoint or than what the old
-// bbolt file recorded as synced, a checkpointed line that differs from the
+// repaired: a journal shorter than its journal mark or than what the old
+// bbolt file recorded as synced, a marked line that differs from the
 // store (after a machine restart: from the old bbolt file's copy of the
 // last event it recorded as synced, where that file still has it), a
 // complete line past the store's end that does not continue the chain, a

@@ -167,7 +167,7 @@ func TestCommitIsSyncedBeforeItIsAcknowledged(t *testing.T) {
 	if db2.LastSeq() != 6 {
 		t.Errorf("after reopen LastSeq = %d, want 6 (the failed Append was not committed)", db2.LastSeq())
 	}
-	if rep, err := db2.Verify(t.Context()); err != nil || !rep.OK {
+	if rep, err := db2.Verify(t.Context(), nil); err != nil || !rep.OK {
 		t.Errorf("Verify after reopen: %+v, %v", rep, err)
 	}
 }

@@ -29,7 +29,7 @@ func ExampleDB_Append() {
 		return
 	}
 	fmt.Println(evs[0].Seq, evs[0].Prev == store.ZeroHash, string(evs[0].Payload))
-	rep, _ := db.Verify(ctx)
+	rep, _ := db.Verify(ctx, nil)
 	fmt.Println(rep.OK, rep.Events, rep.LastHash == evs[0].Hash)
 	// Output:
 	// 1 true {"text":"why is disk full on db1?"}

@@ -83,7 +83,7 @@ func seedChain(first uint64) []byte {
 	return all
 }
 
-// FuzzVerifyJSONL: VerifyJSONL never panics or errors on any input, and an
+// FuzzVerifyJSONL: VerifyFile never panics or errors on any input, and an
 // OK report counts exactly the file's lines.
 func FuzzVerifyJSONL(f *testing.F) {
 	all := seedChain(1)
@@ -91,9 +91,9 @@ func FuzzVerifyJSONL(f *testing.F) {
 	f.Add(all[:len(all)-5])
 	f.Add([]byte("garbage\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		rep, err := VerifyJSONL(t.Context(), bytes.NewReader(data))
+		rep, err := VerifyFile(t.Context(), bytes.NewReader(data), nil)
 		if err != nil {
-			t.Fatalf("VerifyJSONL error on in-memory input: %v", err)
+			t.Fatalf("VerifyFile error on in-memory input: %v", err)
 		}
 		if rep.OK && rep.Events != uint64(bytes.Count(data, []byte("\n"))) {
 			t.Fatalf("OK with %d events for %d lines", rep.Events, bytes.Count(data, []byte("\n")))
@@ -101,8 +101,8 @@ func FuzzVerifyJSONL(f *testing.F) {
 	})
 }
 
-// FuzzJSONLHashes: JSONLHashes never panics on any input, and on one
-// that VerifyJSONL finds good it returns, for every seq, the hash the
+// FuzzJSONLHashes: FileHashes never panics on any input, and on one
+// that VerifyFile finds good it returns, for every seq, the hash the
 // verification saw there (its cheap reading of each line's seq agrees with
 // the full one).
 func FuzzJSONLHashes(f *testing.F) {
@@ -112,21 +112,21 @@ func FuzzJSONLHashes(f *testing.F) {
 	f.Add([]byte("{\"seq\":1,garbage\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		seen := map[uint64]string{}
-		rep, err := VerifyJSONLEach(t.Context(), bytes.NewReader(data), func(ev Event) { seen[ev.Seq] = ev.Hash })
+		rep, err := VerifyFile(t.Context(), bytes.NewReader(data), &FileOptions{Each: func(ev Event) { seen[ev.Seq] = ev.Hash }})
 		if err != nil {
-			t.Fatalf("VerifyJSONL error on in-memory input: %v", err)
+			t.Fatalf("VerifyFile error on in-memory input: %v", err)
 		}
 		seqs := []uint64{0, 1, 2, 5, 6, 7, 8, rep.LastSeq, rep.LastSeq + 1}
-		got, err := JSONLHashes(t.Context(), bytes.NewReader(data), seqs, rep.LastSeq)
+		got, err := FileHashes(t.Context(), bytes.NewReader(data), seqs, rep.LastSeq, nil)
 		if !rep.OK {
 			return
 		}
 		if err != nil {
-			t.Fatalf("JSONLHashes of a good file: %v", err)
+			t.Fatalf("FileHashes of a good file: %v", err)
 		}
 		for _, s := range seqs {
 			if got[s] != seen[s] {
-				t.Fatalf("seq %d: JSONLHashes %q, VerifyJSONL saw %q", s, got[s], seen[s])
+				t.Fatalf("seq %d: FileHashes %q, VerifyFile saw %q", s, got[s], seen[s])
 			}
 		}
 	})
@@ -206,7 +206,7 @@ func FuzzParseArchiveLine(f *testing.F) {
 	})
 }
 
-// FuzzVerifyArchive: VerifyArchive never panics or errors on in-memory
+// FuzzVerifyArchive: VerifyFile never panics or errors on in-memory
 // input (compressed or not), and never calls a file OK whose seal does
 // not match its events.
 func FuzzVerifyArchive(f *testing.F) {
@@ -232,7 +232,7 @@ func FuzzVerifyArchive(f *testing.F) {
 		zw.Close()
 		return buf.Bytes()
 	}
-	if rep, err := VerifyArchive(f.Context(), bytes.NewReader(gz(plain.Bytes()))); err != nil || !rep.OK {
+	if rep, err := VerifyFile(f.Context(), bytes.NewReader(gz(plain.Bytes())), &FileOptions{Archive: true}); err != nil || !rep.OK {
 		f.Fatalf("seed does not verify: %+v, %v", rep, err)
 	}
 	f.Add(plain.Bytes(), true)
@@ -242,9 +242,9 @@ func FuzzVerifyArchive(f *testing.F) {
 		if compress {
 			data = gz(data)
 		}
-		rep, err := VerifyArchive(t.Context(), bytes.NewReader(data))
+		rep, err := VerifyFile(t.Context(), bytes.NewReader(data), &FileOptions{Archive: true})
 		if err != nil {
-			t.Fatalf("VerifyArchive error on in-memory input: %v", err)
+			t.Fatalf("VerifyFile error on in-memory input: %v", err)
 		}
 		if rep.OK && (rep.Seal.Head != rep.LastHash || rep.Seal.Last != rep.LastSeq || rep.Events != rep.Seal.Count) {
 			t.Fatalf("OK with a seal %+v that does not match the events %+v", rep.Seal, rep.Report)

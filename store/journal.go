@@ -366,8 +366,8 @@ func rebuildStore(path, journal, boot string, o Options) error {
 		if len(evs) == 0 {
 			return nil
 		}
-		ck := checkpointValue(c.rep.LastSeq, off, c.rep.LastSeq, off, boot)
-		err := bdb.Update(func(tx *bolt.Tx) error { return putEvents(tx, evs, lines, ck) })
+		mark := journalMarkValue(c.rep.LastSeq, off, c.rep.LastSeq, off, boot)
+		err := bdb.Update(func(tx *bolt.Tx) error { return putEvents(tx, evs, lines, mark) })
 		evs, lines = evs[:0], lines[:0]
 		return err
 	}
@@ -462,8 +462,8 @@ func rebuildStore(path, journal, boot string, o Options) error {
 // oldStore is what a bbolt file left by a machine restart records, as far
 // as it can be read (its unsynced pages may be stale or torn).
 type oldStore struct {
-	ok     bool   // the journal checkpoint could be read
-	synced uint64 // the last seq the checkpoint records as synced
+	ok     bool   // the journal mark could be read
+	synced uint64 // the last seq the journal mark records as synced
 	// line is the stored line of synced where the file still has it as a
 	// well-formed event of that seq, else nil.
 	line []byte

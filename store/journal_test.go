@@ -79,11 +79,11 @@ func checkChain(t *testing.T, db *DB, want []Event) {
 			t.Fatalf("event %d = seq %d %.12s, want seq %d %.12s", i, got[i].Seq, got[i].Hash, want[i].Seq, want[i].Hash)
 		}
 	}
-	if rep, err := db.Verify(t.Context()); err != nil || !rep.OK {
+	if rep, err := db.Verify(t.Context(), nil); err != nil || !rep.OK {
 		t.Fatalf("Verify = %+v, %v", rep, err)
 	}
-	if rep, err := db.VerifyAudit(t.Context()); err != nil || !rep.OK || rep.Events != uint64(len(want)) {
-		t.Fatalf("VerifyAudit = %+v, %v", rep, err)
+	if rep, err := db.VerifyJournal(t.Context(), Report{}); err != nil || !rep.OK || rep.Events != uint64(len(want)) {
+		t.Fatalf("VerifyJournal = %+v, %v", rep, err)
 	}
 }
 
@@ -152,10 +152,10 @@ func TestJournalReplay(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rep, err := ro.VerifyAudit(t.Context())
+				rep, err := ro.VerifyJournal(t.Context(), Report{})
 				ro.Close()
 				if err != nil || !rep.OK || rep.Events != 10 || !strings.Contains(strings.Join(rep.Warnings, "\n"), "past the store's last (seq 8-10)") {
-					t.Fatalf("read-only VerifyAudit = %+v, %v", rep, err)
+					t.Fatalf("read-only VerifyJournal = %+v, %v", rep, err)
 				}
 			}
 			db2, err := Open(path, nil)
@@ -382,11 +382,11 @@ func FuzzJournalRecovery(f *testing.F) {
 		if n < 5 {
 			t.Fatalf("store has %d events, want at least the 5 committed", n)
 		}
-		if rep, err := db.Verify(t.Context()); err != nil || !rep.OK {
+		if rep, err := db.Verify(t.Context(), nil); err != nil || !rep.OK {
 			t.Fatalf("Verify = %+v, %v", rep, err)
 		}
-		if rep, err := db.VerifyAudit(t.Context()); err != nil || !rep.OK || rep.Events != uint64(n) {
-			t.Fatalf("VerifyAudit = %+v, %v", rep, err)
+		if rep, err := db.VerifyJournal(t.Context(), Report{}); err != nil || !rep.OK || rep.Events != uint64(n) {
+			t.Fatalf("VerifyJournal = %+v, %v", rep, err)
 		}
 	})
 }
@@ -610,7 +610,7 @@ func TestCloseWithoutJournalSync(t *testing.T) {
 	checkChain(t, db2, append(want, buf...))
 }
 
-// TestVerifyReportsADurableHead: Verify and VerifyAudit on a running store
+// TestVerifyReportsADurableHead: Verify and VerifyJournal on a running store
 // report a head (LastHash) to anchor, so they sync what AppendBuffered
 // left unsynced: the head they report is never one a machine restart
 // could take back.
@@ -619,8 +619,8 @@ func TestVerifyReportsADurableHead(t *testing.T) {
 		name string
 		fn   func(*DB) (Report, error)
 	}{
-		{"Verify", func(db *DB) (Report, error) { return db.Verify(t.Context()) }},
-		{"VerifyAudit", func(db *DB) (Report, error) { return db.VerifyAudit(t.Context()) }},
+		{"Verify", func(db *DB) (Report, error) { return db.Verify(t.Context(), nil) }},
+		{"VerifyJournal", func(db *DB) (Report, error) { return db.VerifyJournal(t.Context(), Report{}) }},
 	} {
 		t.Run(verify.name, func(t *testing.T) {
 			db := openTest(t, t.TempDir(), nil)
@@ -724,8 +724,8 @@ func TestJournalRotationIsRefused(t *testing.T) {
 		t.Fatalf("Append with the journal back = %+v, %v", more, err)
 	}
 	checkChain(t, db, append(want, more...))
-	if rep, err := db.VerifyAudit(t.Context()); err != nil || !rep.OK || rep.Events != 4 {
-		t.Fatalf("VerifyAudit = %+v, %v; want 4 good events", rep, err)
+	if rep, err := db.VerifyJournal(t.Context(), Report{}); err != nil || !rep.OK || rep.Events != 4 {
+		t.Fatalf("VerifyJournal = %+v, %v; want 4 good events", rep, err)
 	}
 	// Cut under the store (copytruncate): refused for good.
 	if err := os.Truncate(path, 0); err != nil {

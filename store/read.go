@@ -177,7 +177,7 @@ func (db *DB) Sessions() ([]SessionInfo, error) {
 // Export writes events with Seq >= sinceSeq as JSONL, one stored line per
 // event: the whole chain when session is "", else that session's events.
 // The whole-chain export from seq 1 is byte-identical to the audit file and
-// verifies with VerifyJSONL; a one-session export has gaps by design and
+// verifies with VerifyFile; a one-session export has gaps by design and
 // only its hashes can be checked. It stops when ctx is done.
 func (db *DB) Export(ctx context.Context, w io.Writer, session string, sinceSeq uint64) error {
 	chunks := db.allLines(sinceSeq)

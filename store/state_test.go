@@ -116,7 +116,7 @@ func TestStateIndex(t *testing.T) {
 	if count != n+3 || !db.IndexCurrent("t2") {
 		t.Errorf("rebuilt index has %d keys, want %d", count, n+3)
 	}
-	rep, err := db.Verify(context.Background())
+	rep, err := db.Verify(context.Background(), nil)
 	if err != nil || !rep.OK {
 		t.Errorf("Verify with an index: %+v, %v", rep, err)
 	}
@@ -174,7 +174,7 @@ func TestRecentSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(db)
-	if rep, err := db.Verify(context.Background()); err != nil || !rep.OK {
+	if rep, err := db.Verify(context.Background(), nil); err != nil || !rep.OK {
 		t.Fatalf("Verify = %+v, %v", rep, err)
 	}
 	db.Close()
@@ -191,7 +191,7 @@ func TestRecentSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(ro)
-	if rep, err := ro.Verify(context.Background()); err != nil || !rep.OK {
+	if rep, err := ro.Verify(context.Background(), nil); err != nil || !rep.OK {
 		t.Errorf("Verify with a stale recent index = %+v, %v", rep, err)
 	}
 	ro.Close()
@@ -213,7 +213,7 @@ func TestRecentSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	if rep, err := ro.Verify(context.Background()); err != nil || rep.OK || !strings.Contains(rep.Problem, "hidden") {
+	if rep, err := ro.Verify(context.Background(), nil); err != nil || rep.OK || !strings.Contains(rep.Problem, "hidden") {
 		t.Errorf("Verify with a session hidden from the recent index = %+v, %v", rep, err)
 	}
 }

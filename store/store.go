@@ -136,7 +136,7 @@ type DB struct {
 	notify   chan struct{}
 
 	// auditMu guards the export state and is held by the committer for a
-	// whole batch, so VerifyAudit and RebuildAudit see file == store.
+	// whole batch, so VerifyJournal and RebuildAudit see file == store.
 	auditMu     sync.Mutex
 	auditPath   string
 	auditFile   *os.File
@@ -524,7 +524,7 @@ func (db *DB) DurableSeq() uint64 {
 // arrive later fail with ErrClosed. Close is idempotent.
 func (db *DB) Close() error {
 	// First release appenders waiting for room in the queue (they hold
-	// closeMu's read lock, and the committer may wait for VerifyAudit,
+	// closeMu's read lock, and the committer may wait for VerifyJournal,
 	// which needs it too).
 	db.closeOnce.Do(func() { close(db.closing) })
 	db.closeMu.Lock()
@@ -716,12 +716,12 @@ func (db *DB) commit(batch []*request) {
 			return
 		}
 	}
-	var ck []byte
+	var mark []byte
 	if journal {
-		ck = db.checkpoint()
+		mark = db.journalMark()
 	}
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		if err := putEvents(tx, evs, lines, ck); err != nil {
+		if err := putEvents(tx, evs, lines, mark); err != nil {
 			return err
 		}
 		return applyIndex(tx, db.indexer, evs)
@@ -766,9 +766,8 @@ func (db *DB) answer(live []*request, err error) {
 }
 
 // putEvents indexes events (their stored lines) in tx: the events, the
-// per-session index and summaries, the chain head and the journal
-// checkpoint ck.
-func putEvents(tx *bolt.Tx, evs []*Event, lines [][]byte, ck []byte) error {
+// per-session index and summaries, the chain head and the journal mark.
+func putEvents(tx *bolt.Tx, evs []*Event, lines [][]byte, mark []byte) error {
 	events, index, meta := tx.Bucket(bucketEvents), tx.Bucket(bucketIndex), tx.Bucket(bucketMeta)
 	events.FillPercent = 1.0
 	touched := map[string]*sessionInfo{}
@@ -828,10 +827,10 @@ func putEvents(tx *bolt.Tx, evs []*Event, lines [][]byte, ck []byte) error {
 			}
 		}
 	}
-	if ck == nil {
+	if mark == nil {
 		return nil
 	}
-	return meta.Put(keyAudit, ck)
+	return meta.Put(keyAudit, mark)
 }
 
 // Wait blocks until LastSeq() > afterSeq, ctx is done (returns ctx.Err()) or

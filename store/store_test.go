@@ -246,7 +246,7 @@ func TestPayloadCap(t *testing.T) {
 	if _, ok := Capped(got[1].Payload); ok {
 		t.Errorf("small payload reported as capped")
 	}
-	if rep, err := db.Verify(t.Context()); err != nil || !rep.OK {
+	if rep, err := db.Verify(t.Context(), nil); err != nil || !rep.OK {
 		t.Errorf("Verify = %+v, %v", rep, err)
 	}
 }
@@ -297,12 +297,12 @@ func TestConcurrentAppend(t *testing.T) {
 			t.Fatalf("stored seq %d hash %.8s, Append returned %.8s (%v)", ev.Seq, ev.Hash, seen[ev.Seq], err)
 		}
 	}
-	rep, err := db.Verify(t.Context())
+	rep, err := db.Verify(t.Context(), nil)
 	if err != nil || !rep.OK || rep.Events != workers*per*2 || rep.Sessions != workers {
 		t.Errorf("Verify = %+v, %v", rep, err)
 	}
-	if rep, err := db.VerifyAudit(t.Context()); err != nil || !rep.OK || rep.Events != workers*per*2 {
-		t.Errorf("VerifyAudit = %+v, %v", rep, err)
+	if rep, err := db.VerifyJournal(t.Context(), Report{}); err != nil || !rep.OK || rep.Events != workers*per*2 {
+		t.Errorf("VerifyJournal = %+v, %v", rep, err)
 	}
 }
 
@@ -427,11 +427,11 @@ func TestReadOnly(t *testing.T) {
 		t.Errorf("Append(read-only) = %v", err)
 	}
 	for _, d := range []*DB{ro, ro2} {
-		if rep, err := d.Verify(t.Context()); err != nil || !rep.OK || rep.Events != 5 {
+		if rep, err := d.Verify(t.Context(), nil); err != nil || !rep.OK || rep.Events != 5 {
 			t.Errorf("Verify = %+v, %v", rep, err)
 		}
-		if rep, err := d.VerifyAudit(t.Context()); err != nil || !rep.OK || rep.Events != 5 {
-			t.Errorf("VerifyAudit = %+v, %v", rep, err)
+		if rep, err := d.VerifyJournal(t.Context(), Report{}); err != nil || !rep.OK || rep.Events != 5 {
+			t.Errorf("VerifyJournal = %+v, %v", rep, err)
 		}
 	}
 	if _, err := Open(filepath.Join(dir, "missing.db"), &Options{ReadOnly: true}); err == nil {
@@ -508,7 +508,7 @@ func TestAuditReconcile(t *testing.T) {
 		}, ErrAuditMismatch},
 		{"missing file", func(p string, _ []byte) error { return os.Remove(p) }, nil},
 		{"empty file", func(p string, _ []byte) error { return os.WriteFile(p, nil, 0o600) }, ErrAuditMismatch},
-		{"truncated behind checkpoint", func(p string, f []byte) error {
+		{"truncated behind journal mark", func(p string, f []byte) error {
 			return os.WriteFile(p, f[:bytes.IndexByte(f, '\n')+1], 0o600)
 		}, ErrAuditMismatch},
 		{"edited", func(p string, f []byte) error {
@@ -520,7 +520,7 @@ func TestAuditReconcile(t *testing.T) {
 			dir := t.TempDir()
 			db := openTest(t, dir, nil)
 			fill(t, db, 20)
-			// The checkpoint is at seq 20, the last line: Open repairs
+			// The journal mark is at seq 20, the last line: Open repairs
 			// only what follows it.
 			db.Close()
 			path := filepath.Join(dir, "audit.jsonl")
@@ -548,8 +548,8 @@ func TestAuditReconcile(t *testing.T) {
 			if _, err := db2.Append(t.Context(), Event{Session: "a", Type: "t"}); err != nil {
 				t.Fatal(err)
 			}
-			if rep, err := db2.VerifyAudit(t.Context()); err != nil || !rep.OK || rep.Events != 21 {
-				t.Errorf("VerifyAudit = %+v, %v", rep, err)
+			if rep, err := db2.VerifyJournal(t.Context(), Report{}); err != nil || !rep.OK || rep.Events != 21 {
+				t.Errorf("VerifyJournal = %+v, %v", rep, err)
 			}
 			if tt.wantErr != nil {
 				kept, _ := filepath.Glob(path + ".replaced-*")
@@ -578,16 +578,16 @@ func TestRebuildAudit(t *testing.T) {
 		t.Errorf("rebuild of an intact export left %v", kept)
 	}
 	fill(t, db, 3)
-	if rep, err := db.VerifyAudit(t.Context()); err != nil || !rep.OK || rep.Events != 15 {
-		t.Errorf("VerifyAudit after rebuild and appends = %+v, %v", rep, err)
+	if rep, err := db.VerifyJournal(t.Context(), Report{}); err != nil || !rep.OK || rep.Events != 15 {
+		t.Errorf("VerifyJournal after rebuild and appends = %+v, %v", rep, err)
 	}
 }
 
 // TestAuditAfterPowerLoss: an older thinbot did not fsync the export at
 // every commit, so a power loss may have cut it behind its written
-// checkpoint. After a reboot (a
-// different boot id in the checkpoint) Open rebuilds the tail from the store
-// down to the fsynced checkpoint; in the same boot the same file is
+// journal mark. After a reboot (a
+// different boot id in the journal mark) Open rebuilds the tail from the store
+// down to the fsynced journal mark; in the same boot the same file is
 // tampering (see TestAuditReconcile).
 func TestAuditAfterPowerLoss(t *testing.T) {
 	if bootID() == "" {

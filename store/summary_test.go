@@ -127,7 +127,7 @@ func checkSummaries(t *testing.T, db *DB, want []string) []SessionInfo {
 	if !slices.Equal(recent, list) {
 		t.Errorf("RecentSessions = %+v, want %+v reversed", recent, list)
 	}
-	rep, err := db.Verify(t.Context())
+	rep, err := db.Verify(t.Context(), nil)
 	if err != nil || !rep.OK || rep.Sessions != len(want) {
 		t.Errorf("Verify = %+v, %v", rep, err)
 	}
@@ -154,7 +154,7 @@ func TestFormat1ReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rep, err := db.Verify(t.Context())
+	rep, err := db.Verify(t.Context(), nil)
 	if err != nil || rep.OK || !strings.Contains(rep.Problem, `session "web:x" has events but no session record`) {
 		t.Fatalf("Verify of a format 1 store without a session record = %+v, %v", rep, err)
 	}
@@ -205,7 +205,7 @@ func TestFormat1Migrates(t *testing.T) {
 	if strings.Contains(logs.String(), "moved the session summaries") {
 		t.Errorf("migrated twice: %s", logs.String())
 	}
-	if rep, err := db.Verify(t.Context()); err != nil || !rep.OK || rep.Events != 44 {
+	if rep, err := db.Verify(t.Context(), nil); err != nil || !rep.OK || rep.Events != 44 {
 		t.Errorf("Verify after reopening = %+v, %v", rep, err)
 	}
 }
@@ -224,7 +224,7 @@ func TestFormat1MigratesDamageAsItIs(t *testing.T) {
 	if format, _ := storeFormatOf(t, db); format != formatVersion {
 		t.Fatalf("format %q after a writable open", format)
 	}
-	rep, err := db.Verify(t.Context())
+	rep, err := db.Verify(t.Context(), nil)
 	if err != nil || rep.OK || !strings.Contains(rep.Problem, `session "web:x": damaged session record`) {
 		t.Fatalf("Verify = %+v, %v", rep, err)
 	}

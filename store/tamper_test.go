@@ -183,7 +183,7 @@ func TestVerifyDetectsTamperingInBolt(t *testing.T) {
 			dir := fx.copyTo(t)
 			withBolt(t, filepath.Join(dir, "events.db"), tt.tamper)
 			db := openTest(t, dir, &Options{ReadOnly: true})
-			rep, err := db.Verify(t.Context())
+			rep, err := db.Verify(t.Context(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -194,7 +194,7 @@ func TestVerifyDetectsTamperingInBolt(t *testing.T) {
 	}
 	t.Run("untouched", func(t *testing.T) {
 		db := openTest(t, fx.copyTo(t), &Options{ReadOnly: true})
-		rep, err := db.Verify(t.Context())
+		rep, err := db.Verify(t.Context(), nil)
 		if err != nil || !rep.OK || rep.Events != 30 || rep.Sessions != 3 || rep.LastHash != hashOf(fx.lines[29]) {
 			t.Errorf("Verify(untouched) = %+v, %v", rep, err)
 		}
@@ -216,9 +216,9 @@ func TestVerifyDetectsTamperingInJSONL(t *testing.T) {
 	tests := []struct {
 		name      string
 		file      func() []byte
-		wantSeq   uint64 // 0: VerifyJSONL alone finds nothing
+		wantSeq   uint64 // 0: VerifyFile alone finds nothing
 		auditSeq  uint64
-		auditMore uint64 // Report.Beyond from VerifyAudit
+		auditMore uint64 // Report.Beyond from VerifyJournal
 	}{
 		{"changed payload", edit(func(ls [][]byte) [][]byte {
 			ls[4] = bytes.Replace(ls[4], []byte("message 4"), []byte("message X"), 1)
@@ -258,16 +258,16 @@ func TestVerifyDetectsTamperingInJSONL(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			file := tt.file()
-			rep, err := VerifyJSONL(t.Context(), bytes.NewReader(file))
+			rep, err := VerifyFile(t.Context(), bytes.NewReader(file), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tt.wantSeq == 0 {
 				if !rep.OK {
-					t.Errorf("VerifyJSONL = BadSeq %d (%s); want OK (not detectable alone)", rep.BadSeq, rep.Problem)
+					t.Errorf("VerifyFile = BadSeq %d (%s); want OK (not detectable alone)", rep.BadSeq, rep.Problem)
 				}
 			} else if rep.OK || rep.BadSeq != tt.wantSeq {
-				t.Errorf("VerifyJSONL = OK %v, BadSeq %d (%s); want BadSeq %d", rep.OK, rep.BadSeq, rep.Problem, tt.wantSeq)
+				t.Errorf("VerifyFile = OK %v, BadSeq %d (%s); want BadSeq %d", rep.OK, rep.BadSeq, rep.Problem, tt.wantSeq)
 			}
 
 			dir := fx.copyTo(t)
@@ -276,16 +276,16 @@ func TestVerifyDetectsTamperingInJSONL(t *testing.T) {
 				t.Fatal(err)
 			}
 			db := openTest(t, dir, &Options{ReadOnly: true, AuditPath: path})
-			rep, err = db.VerifyAudit(t.Context())
+			rep.Report, err = db.VerifyJournal(t.Context(), Report{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if rep.OK || rep.BadSeq != tt.auditSeq || rep.Beyond != tt.auditMore {
-				t.Errorf("VerifyAudit = OK %v, BadSeq %d, Beyond %d (%s); want BadSeq %d, Beyond %d",
+				t.Errorf("VerifyJournal = OK %v, BadSeq %d, Beyond %d (%s); want BadSeq %d, Beyond %d",
 					rep.OK, rep.BadSeq, rep.Beyond, rep.Problem, tt.auditSeq, tt.auditMore)
 			}
 			if tt.name == "truncated tail" && !strings.Contains(rep.Problem, "3 more events") {
-				t.Errorf("VerifyAudit problem %q does not say how many events the store has beyond", rep.Problem)
+				t.Errorf("VerifyJournal problem %q does not say how many events the store has beyond", rep.Problem)
 			}
 		})
 	}
@@ -308,7 +308,7 @@ func TestVerifyFlagsTimeGoingBackwards(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep, err := db.Verify(context.Background())
+	rep, err := db.Verify(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestVerifyFlagsTimeGoingBackwards(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	jrep, err := VerifyJSONL(context.Background(), f)
+	jrep, err := VerifyFile(context.Background(), f, nil)
 	if err != nil || !jrep.OK || jrep.WarningCount != 1 {
 		t.Errorf("export report = %+v, %v", jrep, err)
 	}
@@ -358,24 +358,24 @@ func TestEventsIndexWithoutEvent(t *testing.T) {
 func TestJSONLHashes(t *testing.T) {
 	fx := newTamperFixture(t)
 	file := func(ls [][]byte) *bytes.Reader { return bytes.NewReader(append(bytes.Join(ls, []byte("\n")), '\n')) }
-	got, err := JSONLHashes(t.Context(), file(fx.lines), []uint64{5, 30, 31, 5}, 30)
+	got, err := FileHashes(t.Context(), file(fx.lines), []uint64{5, 30, 31, 5}, 30, nil)
 	if err != nil || len(got) != 2 || got[5] != hashOf(fx.lines[4]) || got[30] != hashOf(fx.lines[29]) {
-		t.Errorf("JSONLHashes(5, 30, 31) = %v, %v", got, err)
+		t.Errorf("FileHashes(5, 30, 31) = %v, %v", got, err)
 	}
 	// Past last: the lines a running daemon appended since the check.
-	if got, err := JSONLHashes(t.Context(), file(fx.lines), []uint64{9, 20}, 10); err != nil || len(got) != 1 || got[9] != hashOf(fx.lines[8]) {
-		t.Errorf("JSONLHashes(9, 20) up to 10 = %v, %v", got, err)
+	if got, err := FileHashes(t.Context(), file(fx.lines), []uint64{9, 20}, 10, nil); err != nil || len(got) != 1 || got[9] != hashOf(fx.lines[8]) {
+		t.Errorf("FileHashes(9, 20) up to 10 = %v, %v", got, err)
 	}
 	// A file that starts after archived events.
-	if got, err := JSONLHashes(t.Context(), file(fx.lines[3:]), []uint64{2, 4}, 30); err != nil || len(got) != 1 || got[4] != hashOf(fx.lines[3]) {
-		t.Errorf("JSONLHashes(2, 4) of a file from seq 4 = %v, %v", got, err)
+	if got, err := FileHashes(t.Context(), file(fx.lines[3:]), []uint64{2, 4}, 30, nil); err != nil || len(got) != 1 || got[4] != hashOf(fx.lines[3]) {
+		t.Errorf("FileHashes(2, 4) of a file from seq 4 = %v, %v", got, err)
 	}
 	changed := slices.Clone(fx.lines)
 	changed[6] = bytes.Replace(changed[6], []byte("message 6"), []byte("message X"), 1)
-	if got, err := JSONLHashes(t.Context(), file(changed), []uint64{7}, 30); err == nil || !strings.Contains(err.Error(), "seq 7 no longer verifies") {
-		t.Errorf("JSONLHashes of a line changed since: %v, %v", got, err)
+	if got, err := FileHashes(t.Context(), file(changed), []uint64{7}, 30, nil); err == nil || !strings.Contains(err.Error(), "seq 7 no longer verifies") {
+		t.Errorf("FileHashes of a line changed since: %v, %v", got, err)
 	}
-	if got, err := JSONLHashes(t.Context(), file(changed), []uint64{8}, 30); err != nil || got[8] != hashOf(fx.lines[7]) {
-		t.Errorf("JSONLHashes past a changed line not asked for: %v, %v", got, err)
+	if got, err := FileHashes(t.Context(), file(changed), []uint64{8}, 30, nil); err != nil || got[8] != hashOf(fx.lines[7]) {
+		t.Errorf("FileHashes past a changed line not asked for: %v, %v", got, err)
 	}
 }

@@ -28,7 +28,7 @@ type Report struct {
 	LastSeq  uint64 // seq of the last good event
 	LastHash string // hash of the last good event (ZeroHash if none): anchor it elsewhere to detect a rewritten chain
 	Sessions int    // sessions in the store (Verify only)
-	Beyond   uint64 // VerifyAudit: events the store has past the end of the export
+	Beyond   uint64 // VerifyJournal: events the store has past the end of the journal
 	// Warnings are findings that do not break the chain but deserve an
 	// auditor's look: an event timed earlier than the one before it (a
 	// clock stepped back, or events written with a forged clock). At most
@@ -144,40 +144,52 @@ func (c *chain) fail(seq uint64, problem string) bool {
 	return false
 }
 
-// Verify checks the whole store in one read transaction: every event's
+// VerifyOptions says what Verify checks. The zero value (or a nil
+// *VerifyOptions) checks the whole store.
+type VerifyOptions struct {
+	// From and FromHash are a trusted anchor: the event at seq From had
+	// hash FromHash when it was last verified (a head that `thinbot audit
+	// verify` printed, kept elsewhere). Verify then checks only the events
+	// after it, in time proportional to their number: every later event's
+	// canonical form and hash, the gapless seq and prev links from the
+	// anchor on, that each is in its session's index, and the recorded
+	// chain head. It does not re-check the events up to the anchor, nor the
+	// session summaries (a whole verification does): it is the daily check
+	// between whole ones. An anchor the chain does not continue (a
+	// rewritten history) is reported as a break at From+1. From 0 means
+	// the whole store.
+	From     uint64
+	FromHash string
+	// Progress, if not nil, is called with the seq checked so far every
+	// thousand events or so (from Verify's goroutine).
+	Progress func(seq uint64)
+	// Workers is how many goroutines hash the events: 0 means GOMAXPROCS.
+	// A daemon's background check uses 1, leaving the other cores to the
+	// daemon's work.
+	Workers int
+}
+
+// Verify checks the store in one read transaction: every event's
 // canonical form and hash, the gapless seq and prev links, the chain head
 // recorded in the meta bucket (a deleted tail), the per-session index (each
-// event indexed, no entry pointing at nothing) and the session summaries.
+// event indexed, no entry pointing at nothing) and the session summaries;
+// opt narrows the check to the events after an anchor (see VerifyOptions).
 // It reports the first problem; the error is non-nil only if it could not
-// check (closed DB, ctx done, unreadable file) or, on a writable DB, could
-// not sync the journal so that the reported head is durable. A damaged bbolt page that
-// makes bbolt panic is reported as an error wrapping ErrCorrupt.
-func (db *DB) Verify(ctx context.Context) (rep Report, err error) {
-	return db.verify(ctx, 0, ZeroHash, nil, 0)
-}
-
-// VerifyBackground is Verify for a daemon's background check: it hashes
-// with one worker (leaving the other cores to the daemon's work) and calls
-// progress, if not nil, with the seq checked so far every thousand events
-// or so (from its goroutine).
-func (db *DB) VerifyBackground(ctx context.Context, progress func(seq uint64)) (rep Report, err error) {
-	return db.verify(ctx, 0, ZeroHash, progress, 1)
-}
-
-// VerifyFrom checks the chain after a trusted anchor: the event at seq
-// fromSeq had hash fromHash when it was last verified (a head that `thinbot
-// audit verify` printed, kept elsewhere). It checks every later event's
-// canonical form and hash, the gapless seq and prev links from the anchor
-// on, that each is in its session's index, and the recorded chain head, in
-// time proportional to the events after the anchor. It does not re-check
-// the events up to the anchor, nor the session summaries (Verify does):
-// it is the daily check between full ones. An anchor the chain does not
-// continue (a rewritten history) is reported as a break at fromSeq+1.
-func (db *DB) VerifyFrom(ctx context.Context, fromSeq uint64, fromHash string, progress func(seq uint64)) (Report, error) {
-	if fromSeq > 0 && !isHex64(fromHash) {
-		return Report{}, fmt.Errorf("store: verify: anchor hash %q is not 64 lowercase hex digits", fromHash)
+// check (closed DB, ctx done, unreadable file, an anchor hash that is not
+// 64 lowercase hex digits) or, on a writable DB, could not sync the journal
+// so that the reported head is durable. A damaged bbolt page that makes
+// bbolt panic is reported as an error wrapping ErrCorrupt.
+func (db *DB) Verify(ctx context.Context, opt *VerifyOptions) (rep Report, err error) {
+	var o VerifyOptions
+	if opt != nil {
+		o = *opt
 	}
-	return db.verify(ctx, fromSeq, fromHash, progress, 0)
+	if o.From == 0 {
+		o.FromHash = ZeroHash
+	} else if !isHex64(o.FromHash) {
+		return Report{}, fmt.Errorf("store: verify: anchor hash %q is not 64 lowercase hex digits", o.FromHash)
+	}
+	return db.verify(ctx, o.From, o.FromHash, o.Progress, o.Workers)
 }
 
 // verify checks the chain after (fromSeq, fromHash), hashing with workers
@@ -410,21 +422,65 @@ func checkSessions(tx *bolt.Tx, sums map[string]*sessionInfo) (string, uint64) {
 	return problem, bad
 }
 
-// VerifyJSONL checks a JSONL export read from r: canonical form and hash of
-// every line, gapless seq from 1 (or from the head of archived events that
-// an archive event in it records) and prev links. A last line without its
-// newline is reported as a cut line. A cut-off tail of whole lines cannot be
-// seen from the file alone: compare LastSeq and LastHash with the store
-// (VerifyAudit does) or with an anchor kept elsewhere. The error is non-nil
-// only if r fails or ctx is done.
-func VerifyJSONL(ctx context.Context, r io.Reader) (Report, error) {
-	return VerifyJSONLEach(ctx, r, nil)
+// FileOptions says how VerifyFile reads a file. The zero value (or a nil
+// *FileOptions) reads a JSONL export.
+type FileOptions struct {
+	// Archive says the file is an archive file (Archive writes them: gzip,
+	// a header line, the events, a seal line), not a JSONL export.
+	Archive bool
+	// Each, if not nil, is called with every event found good, in order:
+	// a caller that checks more than the chain (agentcore's checkpoints)
+	// reads the file once for both.
+	Each func(Event)
 }
 
-// VerifyJSONLEach is VerifyJSONL that calls each, if not nil, with every
-// event it finds good, in order: a caller that checks more than the chain
-// (agentcore's checkpoints) reads the file once for both.
-func VerifyJSONLEach(ctx context.Context, r io.Reader, each func(Event)) (Report, error) {
+// FileReport is the result of VerifyFile.
+type FileReport struct {
+	// Report is the check of the file's events: when not OK, BadSeq and
+	// Problem say where. An archive's events are checked from its seal's
+	// (First-1, Prev).
+	Report
+	// Seal is an archive's seal as read (zero for a JSONL export, and for
+	// an archive whose seal was not reached).
+	Seal ArchiveRecord
+	// FileSHA256 is the digest of an archive file's bytes ("" for a JSONL
+	// export).
+	FileSHA256 string
+}
+
+// VerifyFile checks a file read from r on its own, without the store: a
+// JSONL export (audit.jsonl, or a file an auditor was sent), or an archive
+// file when opt.Archive is set.
+//
+// Of a JSONL export it checks the canonical form and hash of every line,
+// the gapless seq from 1 (or from the head of archived events that an
+// archive event in it records) and the prev links. A last line without its
+// newline is reported as a cut line. A cut-off tail of whole lines cannot
+// be seen from the file alone: compare LastSeq and LastHash with the store
+// (VerifyJournal does) or with an anchor kept elsewhere.
+//
+// Of an archive file it checks that the gzip stream is intact, that the
+// header and the seal are well-formed and equal, every event's canonical
+// form and hash, the links from the seal's Prev to its Head, the count and
+// the digest. A problem with an event is reported by its seq (BadSeq); one
+// with the file itself by the seq where it shows (the first event for the
+// header, the last one past the events for the seal).
+//
+// The error is non-nil only if r fails or ctx is done.
+func VerifyFile(ctx context.Context, r io.Reader, opt *FileOptions) (FileReport, error) {
+	var o FileOptions
+	if opt != nil {
+		o = *opt
+	}
+	if o.Archive {
+		return verifyArchive(ctx, r, o.Each)
+	}
+	rep, err := verifyJSONL(ctx, r, o.Each)
+	return FileReport{Report: rep}, err
+}
+
+// verifyJSONL is VerifyFile of a JSONL export.
+func verifyJSONL(ctx context.Context, r io.Reader, each func(Event)) (Report, error) {
 	c := newChain()
 	err := eachLine(ctx, r, func(line []byte, complete bool) bool {
 		if !complete {
@@ -443,16 +499,25 @@ func VerifyJSONLEach(ctx context.Context, r io.Reader, each func(Event)) (Report
 	return c.rep, nil
 }
 
-// JSONLHashes returns the hashes of the events at seqs (at most up to seq
-// last) in a JSONL export read from r, which VerifyJSONL found good up to
-// last: a second read of a file too long to keep every hash of in memory.
-// It reads each line's seq from its start and fully checks (canonical
-// form, hash) only the lines it returns; it stops at the first line past
-// last (or not starting with a seq) or once it has them all. A seq it did
-// not find is absent from the map. A line at a wanted seq that no longer verifies (the file
-// changed since it was verified) is an error, as is a failing r or a done
-// ctx.
-func JSONLHashes(ctx context.Context, r io.Reader, seqs []uint64, last uint64) (map[uint64]string, error) {
+// FileHashes returns the hashes of the events at seqs (at most up to seq
+// last) in a file read from r, which VerifyFile, with the same opt, found
+// good up to last: a second read of a file too long to keep every hash of
+// in memory (an archive's gzip stream is decompressed again; opt.Each is
+// not called). It reads each line's seq from its start and fully checks
+// (canonical form, hash) only the lines it returns; it stops at the first
+// line past last (or not starting with a seq) or once it has them all. A
+// seq it did not find is absent from the map. A line at a wanted seq that
+// no longer verifies (the file changed since it was verified) is an error,
+// as is a failing r or a done ctx.
+func FileHashes(ctx context.Context, r io.Reader, seqs []uint64, last uint64, opt *FileOptions) (map[uint64]string, error) {
+	if opt != nil && opt.Archive {
+		return archiveHashes(ctx, r, seqs, last)
+	}
+	return jsonlHashes(ctx, r, seqs, last)
+}
+
+// jsonlHashes is FileHashes of a JSONL export.
+func jsonlHashes(ctx context.Context, r io.Reader, seqs []uint64, last uint64) (map[uint64]string, error) {
 	want := map[uint64]bool{}
 	for _, s := range seqs {
 		if s <= last {
@@ -468,7 +533,7 @@ func JSONLHashes(ctx context.Context, r io.Reader, seqs []uint64, last uint64) (
 		seq, ok := lineSeq(line)
 		switch {
 		case !ok || seq > last || !complete:
-			return false // past the lines VerifyJSONL found good
+			return false // past the lines VerifyFile found good
 		case !want[seq]:
 			return true
 		}
@@ -535,23 +600,21 @@ func eachLine(ctx context.Context, r io.Reader, fn func(line []byte, complete bo
 	}
 }
 
-// VerifyAudit checks the JSONL export against the store: the file's own
-// chain, that each line is byte-identical to the stored event, and that the
-// file is not behind the store. A truncated export is reported with BadSeq
-// the first missing seq and Beyond the number of events the store has past
-// its end. On a writable DB, appends wait while it reads the file.
-func (db *DB) VerifyAudit(ctx context.Context) (Report, error) {
-	return db.VerifyAuditWith(ctx, Report{})
-}
-
-// VerifyAuditWith is VerifyAudit after a verification of the store
-// (Verify's report, from the same DB): the export's lines up to
+// VerifyJournal checks the JSONL journal (the export, audit.jsonl)
+// against the store: the file's own chain, that each line is
+// byte-identical to the stored event, and that the file is not behind the
+// store. A truncated journal is reported with BadSeq the first missing seq
+// and Beyond the number of events the store has past its end. On a
+// writable DB, appends wait while it reads the file.
+//
+// storeRep is a verification of the store just made (Verify's report,
+// from the same DB), or a zero Report: the journal's lines up to
 // storeRep.LastSeq that are byte-identical to the stored events it found
 // good are checked by that comparison alone, which is what makes them the
 // verified chain (a line is its event's stored bytes, hash included); the
-// lines after them, and any that differ, get the full check. A report that
-// is not OK trusts nothing.
-func (db *DB) VerifyAuditWith(ctx context.Context, storeRep Report) (Report, error) {
+// lines after them, and any that differ, get the full check. A report
+// that is not OK trusts nothing.
+func (db *DB) VerifyJournal(ctx context.Context, storeRep Report) (Report, error) {
 	var trusted uint64
 	if storeRep.OK {
 		trusted = storeRep.LastSeq

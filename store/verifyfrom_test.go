@@ -11,7 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// TestVerifyFromAnchor: VerifyFrom checks the events after a trusted
+// TestVerifyFromAnchor: Verify from an anchor checks the events after a trusted
 // anchor and catches a tampered event after it, an anchor the chain does
 // not continue (a rewritten history), and a deleted tail.
 func TestVerifyFromAnchor(t *testing.T) {
@@ -27,21 +27,21 @@ func TestVerifyFromAnchor(t *testing.T) {
 	}
 	db := open(t, fx.copyTo(t))
 	var seen uint64
-	rep, err := db.VerifyFrom(context.Background(), 10, anchor, func(seq uint64) { seen = seq })
+	rep, err := db.Verify(context.Background(), &VerifyOptions{From: 10, FromHash: anchor, Progress: func(seq uint64) { seen = seq }})
 	if err != nil || !rep.OK || rep.Events != 20 || rep.LastSeq != 30 || rep.LastHash != hashOf(fx.lines[29]) || seen != 30 {
-		t.Fatalf("VerifyFrom(10) = %+v, %v (progress %d)", rep, err, seen)
+		t.Fatalf("Verify(From: 10) = %+v, %v (progress %d)", rep, err, seen)
 	}
-	if rep, _ := db.VerifyFrom(context.Background(), 30, hashOf(fx.lines[29]), nil); !rep.OK || rep.Events != 0 {
-		t.Errorf("VerifyFrom(head) = %+v", rep)
+	if rep, _ := db.Verify(context.Background(), &VerifyOptions{From: 30, FromHash: hashOf(fx.lines[29])}); !rep.OK || rep.Events != 0 {
+		t.Errorf("Verify(From: head) = %+v", rep)
 	}
-	if rep, _ := db.VerifyFrom(context.Background(), 10, hashOf(fx.lines[8]), nil); rep.OK || rep.BadSeq != 11 {
-		t.Errorf("VerifyFrom with a wrong anchor hash = %+v, want broken at 11", rep)
+	if rep, _ := db.Verify(context.Background(), &VerifyOptions{From: 10, FromHash: hashOf(fx.lines[8])}); rep.OK || rep.BadSeq != 11 {
+		t.Errorf("Verify from an anchor with a wrong anchor hash = %+v, want broken at 11", rep)
 	}
-	if rep, _ := db.VerifyFrom(context.Background(), 30, hashOf(fx.lines[28]), nil); rep.OK {
-		t.Errorf("VerifyFrom(head) with a wrong hash = %+v, want broken", rep)
+	if rep, _ := db.Verify(context.Background(), &VerifyOptions{From: 30, FromHash: hashOf(fx.lines[28])}); rep.OK {
+		t.Errorf("Verify(From: head) with a wrong hash = %+v, want broken", rep)
 	}
-	if _, err := db.VerifyFrom(context.Background(), 10, "xyz", nil); err == nil {
-		t.Error("VerifyFrom with a malformed hash: no error")
+	if _, err := db.Verify(context.Background(), &VerifyOptions{From: 10, FromHash: "xyz"}); err == nil {
+		t.Error("Verify from an anchor with a malformed hash: no error")
 	}
 
 	tests := []struct {
@@ -64,9 +64,9 @@ func TestVerifyFromAnchor(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := fx.copyTo(t)
 			withBolt(t, filepath.Join(dir, "events.db"), tt.tamper)
-			rep, err := open(t, dir).VerifyFrom(context.Background(), 10, anchor, nil)
+			rep, err := open(t, dir).Verify(context.Background(), &VerifyOptions{From: 10, FromHash: anchor})
 			if err != nil || rep.OK || rep.BadSeq != tt.wantSeq {
-				t.Errorf("VerifyFrom = %+v, %v; want broken at %d", rep, err, tt.wantSeq)
+				t.Errorf("Verify from an anchor = %+v, %v; want broken at %d", rep, err, tt.wantSeq)
 			}
 		})
 	}
@@ -84,19 +84,19 @@ func TestVerifyAuditWithTrustsOnlyIdenticalLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rep, err := db.Verify(context.Background())
+	rep, err := db.Verify(context.Background(), nil)
 	if err != nil || !rep.OK {
 		t.Fatal(rep, err)
 	}
-	if arep, err := db.VerifyAuditWith(context.Background(), rep); err != nil || !arep.OK || arep.Events != 30 || arep.LastHash != rep.LastHash {
-		t.Fatalf("VerifyAuditWith = %+v, %v", arep, err)
+	if arep, err := db.VerifyJournal(context.Background(), rep); err != nil || !arep.OK || arep.Events != 30 || arep.LastHash != rep.LastHash {
+		t.Fatalf("VerifyJournal = %+v, %v", arep, err)
 	}
 	b, _ := os.ReadFile(jsonl)
 	if err := os.WriteFile(jsonl, bytes.Replace(b, []byte("message 7"), []byte("message X"), 1), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range []Report{rep, {}} {
-		arep, err := db.VerifyAuditWith(context.Background(), r)
+		arep, err := db.VerifyJournal(context.Background(), r)
 		if err != nil || arep.OK || arep.BadSeq != 8 || !strings.Contains(arep.Problem, "hash") {
 			t.Errorf("tampered export, store report OK=%v: %+v, %v; want broken at 8", r.OK, arep, err)
 		}

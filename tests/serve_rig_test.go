@@ -886,11 +886,11 @@ func verifyState(t *testing.T, stateDir string) {
 		t.Fatalf("open the store: %v", err)
 	}
 	defer db.Close()
-	rep, err := db.Verify(t.Context())
+	rep, err := db.Verify(t.Context(), nil)
 	if err != nil || !rep.OK {
 		t.Fatalf("verify the chain: %+v, %v", rep, err)
 	}
-	arep, err := db.VerifyAudit(t.Context())
+	arep, err := db.VerifyJournal(t.Context(), store.Report{})
 	if err != nil || !arep.OK || arep.Beyond != 0 {
 		t.Fatalf("verify the audit export: %+v, %v", arep, err)
 	}

@@ -29,7 +29,7 @@ const defaultCheckpointMin = 10000
 // (guarded by Server.verifyMu; Server.verifying says the verifier runs).
 // The chain is verified in full when the verifier starts (and every
 // fullVerifyEvery), then new events are checked as they commit, from the
-// verified checkpoint (seq, hash) on (store.DB.VerifyFrom), so a page shows
+// verified checkpoint (seq, hash) on (store.VerifyOptions.From), so a page shows
 // the state at once and never verifies inside its request (issue #23: a
 // year of events made the Chain page take 25 s). A good full verification
 // is recorded in the chain as a checkpoint; a restart within a day of it
@@ -107,30 +107,21 @@ func (s *Server) verifyLoop(ctx context.Context) {
 		s.verified.running, s.verified.progress, s.verified.target = true, 0, db.LastSeq()
 		s.verifyMu.Unlock()
 		start := time.Now()
-		rep, err := db.VerifyBackground(ctx, func(seq uint64) {
+		// The store, its checkpoints (a rewrite that recomputed the hashes
+		// does not agree with them) and its journal.
+		res, err := agentcore.Verify(ctx, db, agentcore.VerifyOptions{Workers: 1, Journal: db.AuditPath() != "", Progress: func(seq uint64) {
 			s.verifyMu.Lock()
 			s.verified.progress = seq
 			s.verifyMu.Unlock()
-		})
-		if err == nil && rep.OK {
-			// Every event's hash and link is good: the recorded checkpoints
-			// must still agree with it (a rewrite that recomputed the
-			// hashes does not).
-			problem, bad, cerr := agentcore.CheckChainCheckpoints(db)
-			switch {
-			case cerr != nil:
-				err = cerr
-			case problem != "":
-				rep.OK, rep.BadSeq, rep.Problem = false, bad, problem
-			}
-		}
+		}})
+		rep := res.Chain
 		took := time.Since(start)
 		export, exportOK := "", false
 		if err == nil && db.AuditPath() != "" {
-			arep, aerr := db.VerifyAuditWith(ctx, rep)
+			arep := res.Journal
 			switch {
-			case aerr != nil:
-				export = "could not check the JSONL export: " + aerr.Error()
+			case arep == nil:
+				export = "could not check the JSONL export: " + res.JournalErr.Error()
 			case arep.OK:
 				export, exportOK = fmt.Sprintf("%s: identical to the chain (%d events)", db.AuditPath(), arep.Events), true
 			default:
@@ -230,7 +221,7 @@ func (s *Server) resume(ctx context.Context) (due time.Time, ok bool) {
 	if arch, _, ok, err := db.ArchivedBefore(); err != nil || ok && cp.Seq < arch.Last {
 		return time.Time{}, false
 	}
-	rep, err := db.VerifyFrom(ctx, cp.Seq, cp.Hash, nil)
+	rep, err := db.Verify(ctx, &store.VerifyOptions{From: cp.Seq, FromHash: cp.Hash})
 	if err != nil {
 		s.log.Warn("verify from the recorded checkpoint (verifying the whole chain)", "seq", cp.Seq, "err", err)
 		return time.Time{}, false
@@ -289,7 +280,7 @@ func (s *Server) followChain(ctx context.Context, until time.Time) {
 		if asked.Load() || err != nil || bad || ctx.Err() != nil || !time.Now().Before(until) {
 			return
 		}
-		rep, err := db.VerifyFrom(ctx, seq, hash, nil)
+		rep, err := db.Verify(ctx, &store.VerifyOptions{From: seq, FromHash: hash})
 		if ctx.Err() != nil {
 			return
 		}
@@ -367,7 +358,7 @@ func (s *Server) catchUp(ctx context.Context) {
 	case v.bad != nil:
 	case !v.checked() && head <= inlineVerify:
 		start := time.Now()
-		rep, err := s.cfg.Chain.Verify(ctx)
+		rep, err := s.cfg.Chain.Verify(ctx, nil)
 		if err != nil {
 			return
 		}
@@ -378,7 +369,7 @@ func (s *Server) catchUp(ctx context.Context) {
 			v.seq, v.hash = rep.LastSeq, rep.LastHash
 		}
 	case v.checked() && head > v.seq && head-v.seq <= inlineVerify:
-		rep, err := s.cfg.Chain.VerifyFrom(ctx, v.seq, v.hash, nil)
+		rep, err := s.cfg.Chain.Verify(ctx, &store.VerifyOptions{From: v.seq, FromHash: v.hash})
 		switch {
 		case err != nil:
 		case !rep.OK:

@@ -77,7 +77,7 @@ func BenchmarkSessionPage10k(b *testing.B) {
 func BenchmarkVerify10k(b *testing.B) {
 	db := fillBig(b, 10000)
 	for b.Loop() {
-		rep, err := db.Verify(context.Background())
+		rep, err := db.Verify(context.Background(), nil)
 		if err != nil || !rep.OK {
 			b.Fatal(rep, err)
 		}

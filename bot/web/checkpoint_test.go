@@ -226,7 +226,7 @@ func TestCheckpointTamperingIsDetected(t *testing.T) {
 			db := openChain(t, path)
 			if tt.rehash {
 				// Each event verifies on its own: only the checkpoint tells.
-				if rep, err := db.Verify(t.Context()); err != nil || !rep.OK {
+				if rep, err := db.Verify(t.Context(), nil); err != nil || !rep.OK {
 					t.Fatalf("rewritten chain: Verify = %+v, %v; want it to verify on its own", rep, err)
 				}
 			}
@@ -273,7 +273,7 @@ func TestRestartAfterAnArchive(t *testing.T) {
 	db := open()
 	const n = inlineVerify + 100
 	appendNotes(t, db, n)
-	rep, err := db.Verify(t.Context())
+	rep, err := db.Verify(t.Context(), nil)
 	if err != nil || !rep.OK {
 		t.Fatalf("verify: %+v, %v", rep, err)
 	}

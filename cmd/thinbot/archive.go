@@ -151,12 +151,13 @@ func restoreArchives(ctx context.Context, e *env, files []string, dir string) er
 func verifyArchives(ctx context.Context, e *env, files []string, dbPath string) error {
 	var broken []string
 	var prev *store.ArchiveRecord
-	var seals []store.ArchiveReport
+	var seals []store.FileReport
 	for _, p := range files {
-		rep, err := agentcore.VerifyArchiveFile(ctx, p) // its chain and its checkpoints
+		v, err := agentcore.Verify(ctx, nil, agentcore.VerifyOptions{Archives: []string{p}}) // its chain and its checkpoints
 		if err != nil {
 			return err
 		}
+		rep := v.Archives[0]
 		if !rep.OK {
 			fmt.Fprintf(e.stdout, "archive %s: BROKEN at seq %d: %s\n", p, rep.BadSeq, rep.Problem)
 			broken = append(broken, p)
@@ -183,10 +184,11 @@ func verifyArchives(ctx context.Context, e *env, files []string, dbPath string) 
 		defer db.Close()
 		// The store as audit verify checks it (its checkpoints and its
 		// export too), and that it continues the last archive.
-		rep, err := verifyChain(ctx, db)
+		v, err := agentcore.Verify(ctx, db, agentcore.VerifyOptions{Journal: true})
 		if err != nil {
 			return err
 		}
+		rep := v.Chain
 		recorded := map[string]store.ArchiveRecord{}
 		for ev, err := range db.Events(store.ArchiveSession, 0) {
 			if err != nil {
@@ -207,7 +209,7 @@ func verifyArchives(ctx context.Context, e *env, files []string, dbPath string) 
 		default:
 			fmt.Fprintf(e.stdout, "store  %s: ok, continues the last archive: events %d..%d, head seq %d hash %s\n", dbPath, rep.ArchivedSeq+1, rep.LastSeq, rep.LastSeq, rep.LastHash)
 		}
-		if ok, err := verifyExport(ctx, e, db, rep); err != nil {
+		if ok, err := verifyExport(e, db, v); err != nil {
 			return err
 		} else if !ok {
 			broken = append(broken, "export")

@@ -242,10 +242,11 @@ func verifyStore(ctx context.Context, e *env, path string) error {
 		return err
 	}
 	defer db.Close()
-	rep, err := verifyChain(ctx, db)
+	v, err := agentcore.Verify(ctx, db, agentcore.VerifyOptions{Journal: true})
 	if err != nil {
 		return err
 	}
+	rep := v.Chain
 	var broken []string
 	if rep.OK {
 		if rep.ArchivedSeq > 0 {
@@ -258,7 +259,7 @@ func verifyStore(ctx context.Context, e *env, path string) error {
 		fmt.Fprintf(e.stdout, "store  %s: BROKEN at seq %d: %s (%d good events before it)\n", path, rep.BadSeq, rep.Problem, rep.Events)
 		broken = append(broken, "store")
 	}
-	ok, err := verifyExport(ctx, e, db, rep)
+	ok, err := verifyExport(e, db, v)
 	if err != nil {
 		return err
 	}
@@ -271,31 +272,14 @@ func verifyStore(ctx context.Context, e *env, path string) error {
 	return nil
 }
 
-// verifyChain is a full Verify of the store and the check that the
-// daemon's recorded verification checkpoints agree with the chain
-// (agentcore/checkpoint.go).
-func verifyChain(ctx context.Context, db *store.DB) (store.Report, error) {
-	rep, err := db.Verify(ctx)
-	if err != nil || !rep.OK {
-		return rep, err
+// verifyExport prints what v, a verification of the store with its
+// journal (agentcore.Verify), found of the journal, the JSONL export; ok is
+// false if it is broken.
+func verifyExport(e *env, db *store.DB, v agentcore.Verification) (ok bool, err error) {
+	if v.JournalErr != nil {
+		return false, v.JournalErr
 	}
-	problem, bad, err := agentcore.CheckChainCheckpoints(db)
-	if err != nil {
-		return rep, err
-	}
-	if problem != "" {
-		rep.OK, rep.BadSeq, rep.Problem = false, bad, problem
-	}
-	return rep, nil
-}
-
-// verifyExport checks the store's JSONL export after rep (verifyChain's
-// report) and prints what it found; ok is false if it is broken.
-func verifyExport(ctx context.Context, e *env, db *store.DB, rep store.Report) (ok bool, err error) {
-	arep, err := db.VerifyAuditWith(ctx, rep)
-	if err != nil {
-		return false, err
-	}
+	rep, arep := v.Chain, v.Journal
 	// Warnings of the export's own: lines a process that died left past
 	// the store's end, for the next writable open to replay or cut (the
 	// time warnings of the events both hold were shown with the store).
@@ -340,7 +324,7 @@ func parseAnchor(s string) (uint64, string, error) {
 }
 
 // verifyStoreFrom is verify --from: the store's events after a trusted
-// anchor (store.DB.VerifyFrom), the daily check between full ones. It
+// anchor (store.VerifyOptions.From), the daily check between full ones. It
 // checks neither the events up to the anchor, nor the session summaries,
 // nor the export (a full verify does).
 func verifyStoreFrom(ctx context.Context, e *env, path string, seq uint64, hash string) error {
@@ -349,10 +333,11 @@ func verifyStoreFrom(ctx context.Context, e *env, path string, seq uint64, hash 
 		return err
 	}
 	defer db.Close()
-	rep, err := db.VerifyFrom(ctx, seq, hash, nil)
+	v, err := agentcore.Verify(ctx, db, agentcore.VerifyOptions{From: seq, FromHash: hash})
 	if err != nil {
 		return err
 	}
+	rep := v.Chain
 	if !rep.OK {
 		fmt.Fprintf(e.stdout, "store  %s: BROKEN at seq %d: %s (%d good events after the anchor seq %d)\n", path, rep.BadSeq, rep.Problem, rep.Events, seq)
 		return brokenError{"audit verify: [store] failed verification"}
@@ -380,12 +365,12 @@ func verifyJSONLFile(ctx context.Context, e *env, path string) error {
 		return fmt.Errorf("audit verify: %w", err)
 	}
 	defer f.Close()
-	// The chain and the checkpoints recorded in it, as verifyChain checks
-	// a store's.
-	rep, err := agentcore.VerifyJSONL(ctx, f)
+	// The chain and the checkpoints recorded in it, as a store's.
+	v, err := agentcore.Verify(ctx, nil, agentcore.VerifyOptions{JSONL: f})
 	if err != nil {
 		return fmt.Errorf("audit verify %s: %w", path, err)
 	}
+	rep := *v.JSONL
 	if !rep.OK {
 		fmt.Fprintf(e.stdout, "export %s: BROKEN at seq %d: %s (%d good events before it)\n", path, rep.BadSeq, rep.Problem, rep.Events)
 		return brokenError{"audit verify: the export failed verification"}

@@ -60,7 +60,7 @@ func TestAuditVerifyChecksTheCheckpoints(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			chain, err := store.VerifyJSONL(t.Context(), f)
+			chain, err := store.VerifyFile(t.Context(), f, nil)
 			f.Close()
 			if err != nil || chain.OK == !tt.rehash {
 				t.Fatalf("the rewritten file's chain alone: %+v, %v; want it to verify only when rehashed", chain, err)
@@ -175,7 +175,11 @@ func TestAuditVerifyArchiveChecksTheCheckpoints(t *testing.T) {
 		t.Fatalf("verify --archive before the rewrite: exit %d\n%s%s", code, out, errb)
 	}
 	rewriteArchiveFrom(t, res.Path, 3)
-	if arep, err := store.VerifyArchiveFile(t.Context(), res.Path); err != nil || !arep.OK {
+	archive, err := os.ReadFile(res.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if arep, err := store.VerifyFile(t.Context(), bytes.NewReader(archive), &store.FileOptions{Archive: true}); err != nil || !arep.OK {
 		t.Fatalf("the rewritten archive's chain alone: %+v, %v; want it to verify", arep, err)
 	}
 	want := fmt.Sprintf("archive %s: BROKEN at seq 30: the checkpoint at seq 31 recorded hash %.12s… for seq 30, which now has ", res.Path, cp.Hash)
@@ -248,7 +252,7 @@ func openCheckpointed(t *testing.T, path string) (*store.DB, agentcore.ChainChec
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := db.Verify(t.Context())
+	rep, err := db.Verify(t.Context(), nil)
 	if err != nil || !rep.OK {
 		t.Fatal(rep, err)
 	}

@@ -25,7 +25,7 @@ import (
 //
 // A read takes a snapshot: the complete lines present when it opened the
 // file (a line the daemon is writing at that moment is left out, not read
-// half), verified as a chain with its checkpoints (agentcore.VerifyJSONL)
+// half), verified as a chain with its checkpoints (agentcore.Verify)
 // before anything is shown. The file at the journal's path must be the one
 // the daemon writes (daemonWrites): a journal rotated away and replaced
 // would verify on its own as a shorter chain.
@@ -53,11 +53,12 @@ func openLiveJournal(ctx context.Context, dbPath string) (*liveJournal, error) {
 		f.Close()
 		return nil, fmt.Errorf("journal %s: %w", path, err)
 	}
-	rep, err := agentcore.VerifyJSONL(ctx, io.NewSectionReader(f, 0, end))
+	v, err := agentcore.Verify(ctx, nil, agentcore.VerifyOptions{JSONL: io.NewSectionReader(f, 0, end)})
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("journal %s: %w", path, err)
 	}
+	rep := *v.JSONL
 	if !rep.OK {
 		f.Close()
 		return nil, brokenError{fmt.Sprintf("journal %s: BROKEN at seq %d: %s (%d good events before it); nothing read from it", path, rep.BadSeq, rep.Problem, rep.Events)}

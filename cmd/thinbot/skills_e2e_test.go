@@ -89,7 +89,7 @@ func TestSkillEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rep, err := db.Verify(t.Context())
+	rep, err := db.Verify(t.Context(), nil)
 	if err != nil || !rep.OK || rep.Events < 6 {
 		t.Fatalf("verify: %+v, %v", rep, err)
 	}

@@ -60,7 +60,7 @@ func auditTimeline(ctx context.Context, e *env, dbPath, jsonl, session string, l
 		db, err := openReadOnly(dbPath)
 		if err == nil {
 			defer db.Close()
-			rep, err := db.Verify(ctx)
+			rep, err := db.Verify(ctx, nil)
 			if err != nil {
 				return err
 			}
@@ -118,14 +118,14 @@ func auditTimeline(ctx context.Context, e *env, dbPath, jsonl, session string, l
 		return fmt.Errorf("audit timeline: %w", err)
 	}
 	defer f.Close()
-	rep, err := store.VerifyJSONL(ctx, f)
+	rep, err := store.VerifyFile(ctx, f, nil)
 	if err != nil {
 		return err
 	}
 	if _, err := f.Seek(0, 0); err != nil {
 		return err
 	}
-	return agentcore.WriteTimeline(e.stdout, session, jsonlEvents(f, session, rep.LastSeq), rep, agentcore.TimelineOptions{Location: loc})
+	return agentcore.WriteTimeline(e.stdout, session, jsonlEvents(f, session, rep.LastSeq), rep.Report, agentcore.TimelineOptions{Location: loc})
 }
 
 // jsonlEvents are the session's events of a JSONL export up to seq last
@@ -157,7 +157,7 @@ func jsonlEvents(f *os.File, session string, last uint64) iter.Seq2[store.Event,
 // zoneOf gives for the session.
 func chainTimeline(db *store.DB, zoneOf func(session string) *time.Location) func(ctx context.Context, session string) (string, error) {
 	return func(ctx context.Context, session string) (string, error) {
-		rep, err := db.Verify(ctx)
+		rep, err := db.Verify(ctx, nil)
 		if err != nil {
 			return "", err
 		}

@@ -25,7 +25,7 @@ type Decoder func(store.Event) (any, error)
 func CloseChecked(t testing.TB, db *store.DB, decode Decoder) {
 	t.Cleanup(func() {
 		defer db.Close()
-		rep, err := db.Verify(context.Background())
+		rep, err := db.Verify(context.Background(), nil)
 		switch {
 		case errors.Is(err, store.ErrClosed):
 			return

@@ -46,7 +46,7 @@ func TestServeAfterArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rep, err := db.Verify(t.Context())
+	rep, err := db.Verify(t.Context(), nil)
 	if err != nil || !rep.OK || rep.ArchivedSeq == 0 || rep.ArchivedSeq > 2000 || rep.LastSeq <= 3001 {
 		t.Fatalf("after the restart: %+v, %v; want the live chain after the archive, with the recovery's events", rep, err)
 	}

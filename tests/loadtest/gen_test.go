@@ -23,7 +23,7 @@ func TestGenerate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rep, err := db.Verify(context.Background())
+	rep, err := db.Verify(context.Background(), nil)
 	if err != nil || !rep.OK || rep.Events != 2000 || rep.Sessions < 30 || rep.Sessions > 50 {
 		t.Fatalf("Verify = %+v, %v; want 2000 events in about 40 sessions", rep, err)
 	}

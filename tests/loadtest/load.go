@@ -854,7 +854,7 @@ func verifyStore(ctx context.Context, path string, res *Result) error {
 		return fmt.Errorf("loadtest: open store: %w", err)
 	}
 	defer db.Close()
-	rep, err := db.Verify(ctx)
+	rep, err := db.Verify(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("loadtest: verify store: %w", err)
 	}
