@@ -111,14 +111,20 @@ func (a *alerts) investigate(ctx context.Context, t Thread, ch Channel, rt Alert
 		budgets: agentcore.Budgets{MaxSteps: steps, MaxModelCalls: 2*steps + 1, MaxWall: wall}}
 	m := Message{Thread: t, User: User{ID: "alert:" + rt.Name, Name: "alert"}, Text: alertQuestion(wh, ch.Agent.Skills()), Time: b.cfg.Now()}
 	b.mu.Lock()
-	closing := b.closing
+	closing, base := b.closing, b.runCtx
 	b.mu.Unlock()
 	if closing {
 		release()
 		return
 	}
+	if base == nil { // a delivery before Run: as before, it ends by its budgets
+		base = context.WithoutCancel(ctx)
+	}
 	a.count("investigation_started")
-	b.enqueue(context.WithoutCancel(ctx), m, ch, item{msg: m, alert: ar})
+	// Not the delivery's context, which ends with the webhook's answer:
+	// the bot's, so that a shutdown ends the first look as it ends every
+	// run, with its cause, instead of waiting out the look's wall time.
+	b.enqueue(base, m, ch, item{msg: m, alert: ar})
 }
 
 // alertQuestion is the first look's question: the instructions are ours;

@@ -723,3 +723,55 @@ func TestAlertFirstLooksPerRoute(t *testing.T) {
 		})
 	}
 }
+
+// A shutdown ends a first look under way as it ends every run, with its
+// cause, instead of waiting out the look's wall time (5 minutes by
+// default): the delivery's request has long ended, the bot's context is
+// what the look runs under.
+func TestShutdownEndsAFirstLook(t *testing.T) {
+	m := &blockModel{called: make(chan struct{}, 1)}
+	r := newRig(t, m, Channel{}, Config{})
+	h := r.alerts(t, AlertsConfig{Routes: []AlertRoute{{Name: "ops", Channel: "C1", Investigate: true,
+		Matchers: []Matcher{must(ParseMatcher(`severity="critical"`))}}}})
+	if w := deliver(h, testAlertToken, alertBody("g1", "firing", diskAlert("firing"))); w.Code != http.StatusOK {
+		t.Fatalf("deliver: %d %s", w.Code, w.Body)
+	}
+	root := r.ad.rootPosts()[0].id
+	th := Thread{Platform: "fake", Channel: "C1", Root: root}
+	<-m.called // the first look is under way
+	r.stopWith(&agentcore.StopCause{Kind: agentcore.StopShutdown, By: "SIGTERM"})
+	var fin *agentcore.RunPayload
+	for ev, err := range r.db.All(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == agentcore.EvRunFinished && ev.Session == th.Key() {
+			p, err := agentcore.Decode(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fin = p.(*agentcore.RunPayload)
+		}
+	}
+	if fin == nil || fin.Status != agentcore.StatusCancelled || fin.Cause != agentcore.StopShutdown || fin.CauseBy != "SIGTERM" {
+		t.Fatalf("the first look's run_finished = %+v, want cancelled by the shutdown (SIGTERM)", fin)
+	}
+}
+
+// blockModel waits for its call's end, saying when it was called. A call
+// nothing ends fails after 20 s, so that a run the product no longer
+// cancels fails its test instead of hanging it.
+type blockModel struct{ called chan struct{} }
+
+func (m *blockModel) Complete(ctx context.Context, _ agentcore.Request) (agentcore.Response, error) {
+	select {
+	case m.called <- struct{}{}:
+	default:
+	}
+	select {
+	case <-ctx.Done():
+		return agentcore.Response{}, ctx.Err()
+	case <-time.After(20 * time.Second):
+		return agentcore.Response{}, errors.New("the call was never cancelled")
+	}
+}

@@ -107,6 +107,10 @@ type Bot struct {
 	seen    *Dedupe
 	pending map[string]*request
 	closing bool
+	// runCtx is Run's context: work that outlives the request that
+	// started it (an alert's first look) ends with it, and its cause
+	// (a shutdown's signal) is the run's.
+	runCtx context.Context
 	// notEnabled is when each unconfigured channel was last told that the
 	// bot does not work there.
 	notEnabled map[string]time.Time
@@ -238,6 +242,9 @@ func (b *Bot) lookupKnown(key string) bool {
 // Run connects the adapter and serves until ctx is done. It returns after
 // every run it started has ended and recorded its end.
 func (b *Bot) Run(ctx context.Context) error {
+	b.mu.Lock()
+	b.runCtx = ctx
+	b.mu.Unlock()
 	b.requeue(ctx)
 	err := b.cfg.Adapter.Run(ctx, b)
 	b.mu.Lock()

@@ -504,6 +504,9 @@ var table = []mutation{
 	{ID: "D17", File: "bot/approval.go", What: "an approval card whose run was stopped does not say who stopped it or that thinbot shut down",
 		Old: "decidedText(req, cancelledOutcome(agentcore.CauseOf(ctx)))", New: "decidedText(req, CancelledOutcome)",
 		Pkgs: []string{"./bot"}, Run: "TestCancelledApprovalCardSaysWhy"},
+	{ID: "D18", File: "bot/alertinvestigate.go", What: "a shutdown waits out an alert first look's wall time (5 minutes) instead of ending it with its cause",
+		Old: "b.enqueue(base, m, ch, item{msg: m, alert: ar})", New: "b.enqueue(context.WithoutCancel(ctx), m, ch, item{msg: m, alert: ar})",
+		Pkgs: []string{"./bot"}, Run: "TestShutdownEndsAFirstLook"},
 	// One door for verification (issue #32).
 	{ID: "V1", File: "agentcore/verify.go", What: "audit verify and the daemon's full check skip the recorded checkpoints: a history rewritten with every hash recomputed verifies",
 		Old: "if opt.From == 0 && rep.OK {", New: "if false {",
