@@ -93,8 +93,13 @@ func TestReload(t *testing.T) {
 	fourth := chat.Mention("alice", lobby, "", "and now?")
 	r.waitPost(lobby, fourth, "ANSWER(and now?)")
 
-	// 4. POST /-/reload: refused without the token or with a wrong one,
-	// applied with it (the start config again: the lobby is gone).
+	// 4. POST /-/reload: with the token but the broken file, 500 (and in
+	// the chain as the token's name); refused without the token or with
+	// a wrong one, applied with it (the start config again: the lobby is
+	// gone).
+	if code, body := r.postReload("Bearer " + reloadToken); code != http.StatusInternalServerError {
+		t.Errorf("POST /-/reload of a broken file: %d %s, want 500", code, body)
+	}
 	r.writeConfig(string(start))
 	for _, auth := range []string{"", "Bearer wrong-token-0123456789", "Basic " + reloadToken} {
 		if code, body := r.postReload(auth); code != http.StatusUnauthorized {
@@ -119,22 +124,48 @@ func TestReload(t *testing.T) {
 		t.Errorf("the lobby answered after the reload that removed it: %v", posts)
 	}
 
-	// The chain: the two applied reloads, and nothing of the others.
-	var got []map[string]any
-	var actors []string
+	// The chain: the two applied reloads; the four refused or failed
+	// ones apart, with who asked and why; nothing of the unauthorised
+	// requests.
+	var got, refused []map[string]any
+	var actors, refusedBy []string
 	for _, ev := range chainEvents(t, r.stateDir) {
-		if ev.Type != "config_reloaded" {
+		if ev.Type != "config_reloaded" && ev.Type != "config_reload_refused" {
 			continue
 		}
 		if ev.Session != "system:config" {
-			t.Errorf("config_reloaded in session %q", ev.Session)
+			t.Errorf("%s in session %q", ev.Type, ev.Session)
 		}
 		var p map[string]any
 		if err := json.Unmarshal(ev.Payload, &p); err != nil {
 			t.Fatal(err)
 		}
+		if ev.Type == "config_reload_refused" {
+			refused = append(refused, p)
+			refusedBy = append(refusedBy, ev.Actor)
+			continue
+		}
 		got = append(got, p)
 		actors = append(actors, ev.Actor)
+	}
+	wantRefused := []struct{ by, actor, err string }{
+		{"SIGHUP", "system", "cannot change without a restart: listen"},
+		{"SIGHUP", "system", "cannot change without a restart: channels[0].workspace (" + fresh},
+		{"SIGHUP", "system", "config"},
+		{"deployer", "user:deployer", "config"},
+	}
+	if len(refused) != len(wantRefused) {
+		t.Errorf("config_reload_refused events: %d (%v), want %d", len(refused), refused, len(wantRefused))
+	} else {
+		for i, w := range wantRefused {
+			p := refused[i]
+			if e, _ := p["error"].(string); p["by"] != w.by || refusedBy[i] != w.actor || !strings.Contains(e, w.err) || p["file"] != r.cfgPath || p["sha256"] == "" {
+				t.Errorf("refused reload %d: %v (actor %s), want by %s actor %s, error with %q", i, p, refusedBy[i], w.by, w.actor, w.err)
+			}
+		}
+		if ch, _ := refused[0]["changed"].([]any); len(ch) != 2 || ch[0] != "channels" || ch[1] != "listen" {
+			t.Errorf("the refused reload that moved listen names changed %v, want [channels listen]", refused[0]["changed"])
+		}
 	}
 	if len(got) != 2 {
 		t.Fatalf("config_reloaded events: %d (%v), want 2: the refused and the broken reload are not applied", len(got), got)

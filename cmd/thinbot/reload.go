@@ -40,7 +40,13 @@ import (
 //
 // An applied reload is an EvConfigReloaded event in the chain (who, what
 // changed, the file's SHA-256), recorded before the new config takes
-// effect: a reload the chain cannot record is not applied. Runs under way,
+// effect: a reload the chain cannot record is not applied. A reload asked
+// for and not applied (refused or failed) is an EvConfigReloadRefused
+// event, with the error: the chain then says who tried to change the
+// config and when, not only who did. A POST /-/reload without a right
+// token is not recorded, only logged: anyone who reaches the listener can
+// send one, as often as they like, and the chain must not grow at their
+// pace (the log line names the remote address). Runs under way,
 // and the approval requests they opened, keep the configuration they
 // started with; the messages that arrive after the reload get the new one.
 
@@ -139,6 +145,10 @@ func (d *daemon) reloadConfig(ctx context.Context, by, actor string) (agentcore.
 	r.took = time.Since(start)
 	if err != nil {
 		r.ok.Set(0)
+		rec.Error = err.Error()
+		if _, rerr := agentcore.RecordConfigReloadRefused(d.db, actor, rec); rerr != nil {
+			d.logger.Error("record the refused config reload", "by", by, "err", rerr)
+		}
 		return rec, err
 	}
 	r.ok.Set(1)
@@ -149,11 +159,12 @@ func (d *daemon) reloadConfig(ctx context.Context, by, actor string) (agentcore.
 // tryReload is reloadConfig with r.mu held.
 func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.ConfigReload, error) {
 	r, logger := &d.reload, d.logger
+	rec := agentcore.ConfigReload{By: by, File: r.path, Previous: r.sum}
 	data, err := os.ReadFile(r.path)
 	if err != nil {
-		return agentcore.ConfigReload{}, fmt.Errorf("config: %w", err)
+		return rec, fmt.Errorf("config: %w", err)
 	}
-	rec := agentcore.ConfigReload{By: by, File: r.path, SHA256: sha256Hex(data), Previous: r.sum}
+	rec.SHA256 = sha256Hex(data)
 	raw, err := rawConfig(data)
 	if err != nil {
 		return rec, err
@@ -170,10 +181,12 @@ func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.Con
 	for _, k := range keys {
 		top, _, _ := strings.Cut(k, ".")
 		top, _, _ = strings.Cut(top, "[")
+		rec.Changed = append(rec.Changed, top)
 		if !reloadable(top) {
 			restart = append(restart, k)
 		}
 	}
+	rec.Changed = slices.Compact(rec.Changed) // keys are sorted
 	restart = append(restart, d.sandboxBinds(c)...)
 	if len(restart) > 0 {
 		return rec, &errNeedsRestart{keys: restart}
@@ -201,11 +214,6 @@ func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.Con
 		return rec, err
 	}
 	fp := fingerprints(c, rt)
-	for _, k := range keys {
-		top, _, _ := strings.Cut(k, ".")
-		top, _, _ = strings.Cut(top, "[")
-		rec.Changed = append(rec.Changed, top)
-	}
 	rec.Changed = append(rec.Changed, changedSections(r.fp, fp)...)
 	slices.Sort(rec.Changed)
 	rec.Changed = slices.Compact(rec.Changed)

@@ -48,14 +48,16 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	if *path == "" {
-		return serveConsole(ctx, e, *listen, *stateDir)
-	}
 	// SIGHUP reloads the config (reload.go); caught from here on, so that
 	// one sent while the daemon starts waits for it instead of killing it.
+	// The console without a config has none to reload: it says so
+	// (serveConsole), and goes on.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	if *path == "" {
+		return serveConsole(ctx, e, *listen, *stateDir, hup)
+	}
 	e.logJSON = true // the daemon's log lines are JSON, its final error too
 	c, err := loadConfig(*path, e.getenv)
 	if err != nil {

@@ -451,4 +451,12 @@ var table = []mutation{
 	{ID: "H10", File: "cmd/thinbot/reload.go", What: "a reload that adds a schedule never starts it",
 		Old: "\t\t\tr.sched.replace(sched)\n", New: "\t\t\t_ = sched\n",
 		Pkgs: []string{"./tests"}, Run: "TestReloadSkillsAndSchedules"},
+	// Config reload, part 2: alert routes, the console's SIGHUP, refused
+	// reloads in the chain, schedules under token budgets (issue 31).
+	{ID: "H11", File: "cmd/thinbot/reload.go", What: "a refused or failed reload leaves no trace in the chain: an auditor cannot tell who tried to change the config",
+		Old: "if _, rerr := agentcore.RecordConfigReloadRefused(d.db, actor, rec); rerr != nil {", New: "if rerr := error(nil); rerr != nil {",
+		Pkgs: []string{"./tests"}, Run: "TestReload$"},
+	{ID: "H12", File: "cmd/thinbot/serve.go", What: "thinbot serve without --config dies on SIGHUP (Go's default)",
+		Old: "\t\treturn serveConsole(ctx, e, *listen, *stateDir, hup)\n", New: "\t\tsignal.Stop(hup)\n\t\treturn serveConsole(ctx, e, *listen, *stateDir, hup)\n",
+		Pkgs: []string{"./tests"}, Run: "TestConsoleHangup"},
 }
