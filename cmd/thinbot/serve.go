@@ -109,6 +109,9 @@ type daemon struct {
 	reg     *prometheus.Registry
 	bot     *bot.Bot
 	webBot  *bot.Bot // the web console's, if it serves one
+	// alerts is the alert receiver, if the config has an alerts section;
+	// a config reload reconfigures it.
+	alerts *bot.AlertReceiver
 	// What the chain left open, and the sessions and message ids the bots
 	// start with (recoverChain).
 	unfinished     agentcore.Unfinished
@@ -211,7 +214,7 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 	defer func() { stopWeb(); waitWeb() }()
 	b.Recover(ctx, unfinished)
-	if err := serveAlerts(ctx, c, d.db, map[string]*bot.Bot{c.Platform: b, web.Platform: d.webBot}, d.adapter, d.mux, d.reg, logger); err != nil {
+	if d.alerts, err = serveAlerts(ctx, c, d.db, map[string]*bot.Bot{c.Platform: b, web.Platform: d.webBot}, d.adapter, d.mux, d.reg, logger); err != nil {
 		return err
 	}
 
