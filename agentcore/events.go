@@ -85,7 +85,7 @@ func Decode(ev store.Event) (any, error) {
 		p = new(ChainVerifiedPayload)
 	case EvAlert:
 		p = new(AlertPayload)
-	case EvConfigReloaded:
+	case EvConfigReloaded, EvConfigReloadRefused:
 		p = new(ConfigReload)
 	default:
 		return nil, nil

@@ -12,7 +12,15 @@ const ConfigSession = "system:config"
 // It lives in the chain forever: never rename it.
 const EvConfigReloaded = "config_reloaded"
 
-// ConfigReload is what EvConfigReloaded records.
+// EvConfigReloadRefused is a configuration reload the daemon was asked for
+// (by SIGHUP, or by an authenticated POST /-/reload) and did not apply: a
+// key that needs a restart changed, or the file did not load. The running
+// configuration stayed in force. It answers an auditor's "who tried to
+// change the configuration, and when" as EvConfigReloaded answers "who
+// changed it". It lives in the chain forever: never rename it.
+const EvConfigReloadRefused = "config_reload_refused"
+
+// ConfigReload is what EvConfigReloaded and EvConfigReloadRefused record.
 type ConfigReload struct {
 	// By is who asked: "SIGHUP", or the name an authenticated POST
 	// /-/reload gave.
@@ -27,6 +35,10 @@ type ConfigReload struct {
 	// and "policy", "instructions" or "skills" when the files they name
 	// changed under the same keys. Empty when nothing changed.
 	Changed []string `json:"changed"`
+	// Error says why a refused reload was not applied (the keys that need
+	// a restart, or why the file did not load); empty in EvConfigReloaded.
+	// SHA256 is then "" when the file could not be read.
+	Error string `json:"error,omitempty"`
 }
 
 // RecordConfigReload records an applied reload durably, as actor
@@ -34,10 +46,20 @@ type ConfigReload struct {
 // event. A daemon records it before the new config takes effect: a reload
 // the chain could not record is not applied.
 func RecordConfigReload(db *store.DB, actor string, r ConfigReload) (store.Event, error) {
+	return recordConfig(db, EvConfigReloaded, actor, r)
+}
+
+// RecordConfigReloadRefused records a reload that was asked for and not
+// applied, durably, as actor; r.Error says why.
+func RecordConfigReloadRefused(db *store.DB, actor string, r ConfigReload) (store.Event, error) {
+	return recordConfig(db, EvConfigReloadRefused, actor, r)
+}
+
+func recordConfig(db *store.DB, typ, actor string, r ConfigReload) (store.Event, error) {
 	if r.Changed == nil {
 		r.Changed = []string{}
 	}
-	evs, err := write(db, nil, durable, []store.Event{{Session: ConfigSession, Type: EvConfigReloaded, Actor: actor, Payload: mustJSON(r)}})
+	evs, err := write(db, nil, durable, []store.Event{{Session: ConfigSession, Type: typ, Actor: actor, Payload: mustJSON(r)}})
 	if err != nil {
 		return store.Event{}, err // it names the event type
 	}

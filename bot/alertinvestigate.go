@@ -67,7 +67,7 @@ func (ar *alertRun) after(ctx context.Context, b *Bot, t Thread) {
 // investigate starts the route's first look in the group's thread, unless
 // the channel or the route already has its limit of first looks running;
 // then the thread says it was skipped.
-func (a *alerts) investigate(ctx context.Context, t Thread, ch Channel, rt AlertRoute, wh Webhook) {
+func (a *alerts) investigate(ctx context.Context, cfg *AlertsConfig, t Thread, ch Channel, rt AlertRoute, wh Webhook) {
 	limitRoute := rt.MaxInvestigations
 	if limitRoute <= 0 {
 		limitRoute = 2
@@ -75,7 +75,7 @@ func (a *alerts) investigate(ctx context.Context, t Thread, ch Channel, rt Alert
 	a.mu.Lock()
 	why := ""
 	switch {
-	case a.perChan[rt.Channel] >= a.cfg.MaxPerChannel:
+	case a.perChan[rt.Channel] >= cfg.MaxPerChannel:
 		why = fmt.Sprintf("%d first looks are already running in this channel (the limit)", a.perChan[rt.Channel])
 	case a.perRoute[rt.Name] >= limitRoute:
 		why = fmt.Sprintf("%d first looks of route %q are already running (the limit)", a.perRoute[rt.Name], rt.Name)

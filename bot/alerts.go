@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -193,12 +194,19 @@ type AlertsConfig struct {
 	Registerer prometheus.Registerer
 }
 
+// AlertReceiver is the alert webhook receiver: an http.Handler (POST, JSON
+// body, "Authorization: Bearer TOKEN"). Reconfigure changes its token,
+// routes and limits while it serves. Safe for concurrent use.
+type AlertReceiver struct{ *alerts }
+
 // alerts is the receiver's state.
 type alerts struct {
 	bots map[string]*Bot // by platform
 	log  *slog.Logger
 	now  func() time.Time
-	cfg  AlertsConfig
+	// cfg is the configuration in force (Reconfigure replaces it); each
+	// delivery reads it once, so that one delivery is handled under one.
+	cfg atomic.Pointer[AlertsConfig]
 
 	mu     sync.Mutex
 	groups map[string]agentcore.AlertGroup
@@ -240,6 +248,13 @@ type bucket struct {
 	refilled time.Time
 }
 
+// resize gives the bucket a new rate and burst; the tokens it holds stay,
+// up to the new burst.
+func (k *bucket) resize(rate float64, burst int) {
+	k.rate, k.burst = rate, burst
+	k.tokens = min(k.tokens, float64(burst))
+}
+
 // take takes a token, or says how long until there is one.
 func (k *bucket) take(now time.Time) (time.Duration, bool) {
 	k.tokens = min(float64(k.burst), k.tokens+now.Sub(k.refilled).Seconds()*k.rate)
@@ -261,32 +276,126 @@ type groupLock struct {
 // without a token: an open receiver would let anyone open threads and start
 // investigations.
 func (b *Bot) AlertHandler(cfg AlertsConfig) (http.Handler, error) {
-	return NewAlertReceiver(cfg, map[string]*Bot{cfg.Platform: b})
+	r, err := NewAlertReceiver(cfg, map[string]*Bot{cfg.Platform: b})
+	if err != nil {
+		return nil, err // not a nil *AlertReceiver in a non-nil Handler
+	}
+	return r, nil
 }
 
 // NewAlertReceiver is AlertHandler for several bots, one per platform (the
 // chat platform's and the web console's): a route's Platform picks the bot
-// that opens its threads; "" means cfg.Platform.
-func NewAlertReceiver(cfg AlertsConfig, bots map[string]*Bot) (http.Handler, error) {
-	if len(cfg.Token) < 16 {
-		return nil, errors.New("alerts: a bearer token of at least 16 bytes is required")
+// that opens its threads; "" means cfg.Platform. It checks cfg as
+// CheckAlerts does, against the bots' channels.
+func NewAlertReceiver(cfg AlertsConfig, bots map[string]*Bot) (*AlertReceiver, error) {
+	if err := CheckAlerts(cfg, botChannels(bots)); err != nil {
+		return nil, err
 	}
 	b := bots[cfg.Platform]
-	if b == nil {
-		return nil, fmt.Errorf("alerts: no bot for platform %q", cfg.Platform)
+	cfg = alertDefaults(cfg)
+	a := &alerts{bots: bots, log: b.log, now: b.cfg.Now, groups: map[string]agentcore.AlertGroup{}, locks: map[string]*groupLock{},
+		seen:       map[string]*delivery{},
+		deliveries: bucket{rate: cfg.Rate, burst: cfg.Burst, tokens: float64(cfg.Burst), refilled: b.cfg.Now()},
+		refusals:   bucket{rate: cfg.AuthRate, burst: cfg.AuthBurst, tokens: float64(cfg.AuthBurst), refilled: b.cfg.Now()},
+		perChan:    map[string]int{}, perRoute: map[string]int{}}
+	a.cfg.Store(&cfg)
+	for k, g := range cfg.Groups {
+		a.groups[k] = g
+		t, _ := ThreadOf(g.Session)
+		if gb := bots[t.Platform]; gb != nil {
+			gb.mu.Lock()
+			gb.known[g.Session] = true
+			gb.mu.Unlock()
+		}
 	}
+	if cfg.Registerer != nil {
+		a.counter = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "thinbot_alerts_total",
+			Help: "Alert deliveries and first looks by outcome (opened, update, duplicate, unauthorized, rate_limited, rejected, no_route, failed, investigation_started, investigation_skipped)."},
+			[]string{"outcome"})
+		if err := cfg.Registerer.Register(a.counter); err != nil {
+			return nil, fmt.Errorf("alerts: metrics: %w", err)
+		}
+	}
+	now := b.cfg.Now()
+	for _, d := range cfg.Deliveries {
+		a.seen[d] = handled(now)
+	}
+	return &AlertReceiver{a}, nil
+}
+
+// CheckAlerts is NewAlertReceiver's check of cfg: a token of at least 16
+// bytes, and every route's channel a configured channel of its platform
+// (channel looks it up as Config.Channel does, by platform): a config
+// reload checks its alert routes against its new channels before it puts
+// either in force.
+func CheckAlerts(cfg AlertsConfig, channel func(platform, id string) (Channel, bool)) error {
+	if len(cfg.Token) < 16 {
+		return errors.New("alerts: a bearer token of at least 16 bytes is required")
+	}
+	if _, ok := channel(cfg.Platform, ""); !ok {
+		return fmt.Errorf("alerts: no bot for platform %q", cfg.Platform)
+	}
+	for _, r := range cfg.Routes {
+		p := cmp.Or(r.Platform, cfg.Platform)
+		if _, ok := channel(p, ""); !ok {
+			return fmt.Errorf("alerts: route %q: no bot for platform %q", r.Name, p)
+		}
+		if _, ok := channel(p, r.Channel); !ok || r.Channel == "" || r.Channel == "*" {
+			return fmt.Errorf("alerts: route %q: channel %q is not a configured channel", r.Name, r.Channel)
+		}
+	}
+	return nil
+}
+
+// botChannels is CheckAlerts' lookup over bots' channels; an id ""
+// asks whether the platform has a bot.
+func botChannels(bots map[string]*Bot) func(platform, id string) (Channel, bool) {
+	return func(platform, id string) (Channel, bool) {
+		b := bots[platform]
+		if b == nil {
+			return Channel{}, false
+		}
+		if id == "" {
+			return Channel{}, true
+		}
+		return b.cfg.Channel(id)
+	}
+}
+
+// Reconfigure puts cfg's token, routes and limits (MaxBody, Rate, Burst,
+// AuthRate, AuthBurst, ReadTimeout, MaxPerChannel, DedupeWindow) in force
+// for the deliveries that arrive after it; a delivery being handled
+// finishes under the configuration it began with, and first looks under
+// way keep their route's budgets (they still count against the limits).
+// The alert groups and deliveries it knows stay known. cfg.Platform must
+// be the receiver's; Groups, Deliveries and Registerer are ignored. It
+// checks cfg as NewAlertReceiver does, against the bots' channels as they
+// are now, and changes nothing when that fails. Safe to call while the
+// receiver serves.
+func (r *AlertReceiver) Reconfigure(cfg AlertsConfig) error {
+	a := r.alerts
+	if p := a.cfg.Load().Platform; cfg.Platform != p {
+		return fmt.Errorf("alerts: platform %q: the receiver's is %q", cfg.Platform, p)
+	}
+	if err := CheckAlerts(cfg, botChannels(a.bots)); err != nil {
+		return err
+	}
+	cfg = alertDefaults(cfg)
+	cfg.Groups, cfg.Deliveries, cfg.Registerer = nil, nil, nil
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.deliveries.resize(cfg.Rate, cfg.Burst)
+	a.refusals.resize(cfg.AuthRate, cfg.AuthBurst)
+	a.cfg.Store(&cfg)
+	return nil
+}
+
+// alertDefaults is cfg with each route's platform and each zero limit
+// filled in.
+func alertDefaults(cfg AlertsConfig) AlertsConfig {
 	routes := make([]AlertRoute, len(cfg.Routes))
 	for i, r := range cfg.Routes {
-		if r.Platform == "" {
-			r.Platform = cfg.Platform
-		}
-		rb := bots[r.Platform]
-		if rb == nil {
-			return nil, fmt.Errorf("alerts: route %q: no bot for platform %q", r.Name, r.Platform)
-		}
-		if _, ok := rb.cfg.Channel(r.Channel); !ok || r.Channel == "" || r.Channel == "*" {
-			return nil, fmt.Errorf("alerts: route %q: channel %q is not a configured channel", r.Name, r.Channel)
-		}
+		r.Platform = cmp.Or(r.Platform, cfg.Platform)
 		routes[i] = r
 	}
 	cfg.Routes = routes
@@ -314,48 +423,23 @@ func NewAlertReceiver(cfg AlertsConfig, bots map[string]*Bot) (http.Handler, err
 	if cfg.DedupeWindow <= 0 {
 		cfg.DedupeWindow = 10 * time.Minute
 	}
-	a := &alerts{bots: bots, log: b.log, now: b.cfg.Now, cfg: cfg, groups: map[string]agentcore.AlertGroup{}, locks: map[string]*groupLock{},
-		seen:       map[string]*delivery{},
-		deliveries: bucket{rate: cfg.Rate, burst: cfg.Burst, tokens: float64(cfg.Burst), refilled: b.cfg.Now()},
-		refusals:   bucket{rate: cfg.AuthRate, burst: cfg.AuthBurst, tokens: float64(cfg.AuthBurst), refilled: b.cfg.Now()},
-		perChan:    map[string]int{}, perRoute: map[string]int{}}
-	for k, g := range cfg.Groups {
-		a.groups[k] = g
-		t, _ := ThreadOf(g.Session)
-		if gb := bots[t.Platform]; gb != nil {
-			gb.mu.Lock()
-			gb.known[g.Session] = true
-			gb.mu.Unlock()
-		}
-	}
-	if cfg.Registerer != nil {
-		a.counter = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "thinbot_alerts_total",
-			Help: "Alert deliveries and first looks by outcome (opened, update, duplicate, unauthorized, rate_limited, rejected, no_route, failed, investigation_started, investigation_skipped)."},
-			[]string{"outcome"})
-		if err := cfg.Registerer.Register(a.counter); err != nil {
-			return nil, fmt.Errorf("alerts: metrics: %w", err)
-		}
-	}
-	now := b.cfg.Now()
-	for _, d := range cfg.Deliveries {
-		a.seen[d] = handled(now)
-	}
-	return a, nil
+	return cfg
 }
 
 // ServeHTTP implements http.Handler.
 func (a *alerts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	cfg := a.cfg.Load()
 	// The body must arrive within ReadTimeout: a trickled body would hold
 	// a connection and a goroutine for as long as the sender likes. A
 	// ResponseWriter that cannot (a test recorder) has no connection to
 	// hold.
-	_ = http.NewResponseController(w).SetReadDeadline(a.now().Add(a.cfg.ReadTimeout))
+	_ = http.NewResponseController(w).SetReadDeadline(a.now().Add(cfg.ReadTimeout))
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	if !a.authorized(r.Header.Get("Authorization")) {
+	if !authorized(cfg, r.Header.Get("Authorization")) {
 		a.refuse(w, r)
 		return
 	}
@@ -368,7 +452,7 @@ func (a *alerts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "too many alert deliveries", http.StatusTooManyRequests)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, cfg.MaxBody))
 	if err != nil {
 		a.count("rejected")
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
@@ -391,7 +475,7 @@ func (a *alerts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	digest := DeliveryDigest(wh)
 	for {
-		d, mine := a.claim(digest)
+		d, mine := a.claim(cfg, digest)
 		if mine {
 			break
 		}
@@ -415,7 +499,7 @@ func (a *alerts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	status, msg := a.deliver(r.Context(), wh, digest)
+	status, msg := a.deliver(r.Context(), cfg, wh, digest)
 	a.settle(digest, status < 300)
 	if status >= 300 {
 		a.count("failed")
@@ -477,13 +561,13 @@ func DeliveryDigest(wh Webhook) string {
 
 // authorized compares the bearer token in constant time (over digests, so
 // that the token's length does not leak either).
-func (a *alerts) authorized(h string) bool {
+func authorized(cfg *AlertsConfig, h string) bool {
 	tok, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok {
 		return false
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	want := sha256.Sum256(a.cfg.Token)
+	want := sha256.Sum256(cfg.Token)
 	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
@@ -496,19 +580,19 @@ func handled(t time.Time) *delivery {
 
 // claim marks a delivery as in flight and reports true, or returns the
 // same delivery in flight or handled within the dedupe window.
-func (a *alerts) claim(digest string) (*delivery, bool) {
+func (a *alerts) claim(cfg *AlertsConfig, digest string) (*delivery, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.now()
 	if now.Sub(a.lastSweep) > time.Minute {
 		for k, d := range a.seen {
-			if d.ok && now.Sub(d.at) > a.cfg.DedupeWindow {
+			if d.ok && now.Sub(d.at) > cfg.DedupeWindow {
 				delete(a.seen, k)
 			}
 		}
 		a.lastSweep = now
 	}
-	if d, ok := a.seen[digest]; ok && (!d.ok || now.Sub(d.at) <= a.cfg.DedupeWindow) {
+	if d, ok := a.seen[digest]; ok && (!d.ok || now.Sub(d.at) <= cfg.DedupeWindow) {
 		return d, false
 	}
 	a.seen[digest] = &delivery{done: make(chan struct{})}
@@ -554,7 +638,7 @@ func (a *alerts) lock(key string) func() {
 // route returns the first route matching the group's labels (the common
 // labels with the group labels, or the first alert's labels when there are
 // no common ones).
-func (a *alerts) route(wh Webhook) (AlertRoute, bool) {
+func route(cfg *AlertsConfig, wh Webhook) (AlertRoute, bool) {
 	labels := map[string]string{}
 	if len(wh.CommonLabels) == 0 && len(wh.Alerts) > 0 {
 		for k, v := range wh.Alerts[0].Labels {
@@ -567,7 +651,7 @@ func (a *alerts) route(wh Webhook) (AlertRoute, bool) {
 	for k, v := range wh.GroupLabels {
 		labels[k] = v
 	}
-	for _, r := range a.cfg.Routes {
+	for _, r := range cfg.Routes {
 		ok := true
 		for _, m := range r.Matchers {
 			if !m.Matches(labels) {
@@ -583,15 +667,21 @@ func (a *alerts) route(wh Webhook) (AlertRoute, bool) {
 }
 
 // deliver handles one delivery and returns the HTTP status and message.
-func (a *alerts) deliver(ctx context.Context, wh Webhook, digest string) (int, string) {
-	rt, ok := a.route(wh)
+func (a *alerts) deliver(ctx context.Context, cfg *AlertsConfig, wh Webhook, digest string) (int, string) {
+	rt, ok := route(cfg, wh)
 	if !ok {
 		a.count("no_route")
 		a.log.Warn("alert group matches no route", "group", wh.GroupKey, "receiver", wh.Receiver)
 		return http.StatusOK, "no route matches this alert group; nothing posted"
 	}
 	b := a.bots[rt.Platform]
-	ch, _ := b.cfg.Channel(rt.Channel)
+	ch, ok := b.cfg.Channel(rt.Channel)
+	if !ok || ch.Agent == nil {
+		// A config reload took the route's channel away and has not put
+		// the receiver's new routes in force yet: the retry finds them.
+		a.log.Warn("alert route's channel is not configured", "group", wh.GroupKey, "route", rt.Name, "channel", rt.Channel)
+		return http.StatusServiceUnavailable, "the route's channel is not configured; retry later"
+	}
 	unlock := a.lock(wh.GroupKey)
 	defer unlock()
 	a.mu.Lock()
@@ -628,7 +718,7 @@ func (a *alerts) deliver(ctx context.Context, wh Webhook, digest string) (int, s
 		a.count("opened")
 		b.log.Info("alert group opened a thread", "group", wh.GroupKey, "conv", t.Key(), "route", rt.Name, "status", wh.Status)
 		if wh.Status == "firing" && rt.Investigate {
-			a.investigate(ctx, t, ch, rt, wh)
+			a.investigate(ctx, cfg, t, ch, rt, wh)
 		}
 		return http.StatusOK, "opened a thread"
 	}
@@ -658,7 +748,7 @@ func (a *alerts) deliver(ctx context.Context, wh Webhook, digest string) (int, s
 	a.groups[wh.GroupKey] = g
 	a.mu.Unlock()
 	if refired && rt.Investigate {
-		a.investigate(ctx, t, ch, rt, wh)
+		a.investigate(ctx, cfg, t, ch, rt, wh)
 	}
 	return http.StatusOK, "posted to the group's thread"
 }

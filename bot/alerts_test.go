@@ -595,7 +595,7 @@ func TestAlertRetryAfterFailure(t *testing.T) {
 			t.Fatalf("the retry was answered while the first try was under way: %d %s", w.Code, w.Body)
 		case <-time.After(time.Millisecond):
 		}
-		a := h.(*alerts)
+		a := h.(*AlertReceiver).alerts
 		a.mu.Lock()
 		d := a.seen[DeliveryDigest(must(ParseWebhook(body2)))]
 		waiting = d != nil && d.waiting > 0
@@ -774,4 +774,62 @@ func (m *blockModel) Complete(ctx context.Context, _ agentcore.Request) (agentco
 	case <-time.After(20 * time.Second):
 		return agentcore.Response{}, errors.New("the call was never cancelled")
 	}
+}
+
+// Reconfigure puts a new token and new routes in force for the deliveries
+// after it; a first look under way keeps its route's budget of steps and
+// still counts against the route's limit; a reconfiguration that names an
+// unknown channel changes nothing.
+func TestAlertReconfigure(t *testing.T) {
+	model := &recModel{m: loopModel{}, gate: make(chan struct{})}
+	r := newRig(t, model, Channel{}, Config{MaxConcurrent: 8})
+	release := sync.OnceFunc(func() { close(model.gate) })
+	t.Cleanup(release) // before the rig stops
+	critical := must(ParseMatcher(`severity="critical"`))
+	ops := AlertRoute{Name: "ops", Channel: "C1", Investigate: true, MaxSteps: 2, MaxInvestigations: 1, Matchers: []Matcher{critical}}
+	legacy := AlertRoute{Name: "legacy", Channel: "C1", Matchers: []Matcher{must(ParseMatcher(`alertname="Legacy"`))}}
+	h := r.alerts(t, AlertsConfig{MaxPerChannel: 8, Routes: []AlertRoute{ops, legacy}})
+	if w := deliver(h, testAlertToken, alertBody("g1", "firing", diskAlert("firing"))); w.Code != http.StatusOK {
+		t.Fatalf("deliver: %d %s", w.Code, w.Body)
+	}
+	first := Thread{Platform: "fake", Channel: "C1", Root: r.ad.rootPosts()[0].id}
+
+	const newToken = "n3w-token-0123456789abcdef"
+	rcv := h.(*AlertReceiver)
+	bigger := ops
+	bigger.MaxSteps = 5
+	cpu := AlertRoute{Name: "cpu", Channel: "C1", Matchers: []Matcher{must(ParseMatcher(`alertname="CPUHigh"`))}}
+	next := AlertsConfig{Token: []byte(newToken), Platform: "fake", MaxPerChannel: 8, Routes: []AlertRoute{bigger, cpu}}
+	bad := next
+	bad.Routes = []AlertRoute{bigger, {Name: "nowhere", Channel: "C9"}}
+	if err := rcv.Reconfigure(bad); err == nil {
+		t.Fatal("Reconfigure with a route to an unknown channel: no error")
+	}
+	if w := deliver(h, newToken, alertBody("g0", "firing", diskAlert("firing"))); w.Code != http.StatusUnauthorized {
+		t.Fatalf("after a failed Reconfigure, its token was taken: %d %s", w.Code, w.Body)
+	}
+	if err := rcv.Reconfigure(next); err != nil {
+		t.Fatal(err)
+	}
+	if w := deliver(h, testAlertToken, alertBody("g2", "firing", diskAlert("firing"))); w.Code != http.StatusUnauthorized {
+		t.Fatalf("the old token after Reconfigure: %d %s", w.Code, w.Body)
+	}
+	legacyAlert := WebhookAlert{Status: "firing", Fingerprint: "l1", StartsAt: fired, Labels: map[string]string{"alertname": "Legacy"}}
+	if w := deliver(h, newToken, alertBody("g3", "firing", legacyAlert)); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "no route matches") {
+		t.Errorf("an alert of the removed route: %d %s", w.Code, w.Body)
+	}
+	cpuAlert := WebhookAlert{Status: "firing", Fingerprint: "c1", StartsAt: fired, Labels: map[string]string{"alertname": "CPUHigh"}}
+	if w := deliver(h, newToken, alertBody("g4", "firing", cpuAlert)); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "opened a thread") {
+		t.Errorf("an alert of the added route: %d %s", w.Code, w.Body)
+	}
+	// The first look of g1 still runs: the route's one slot is taken.
+	second := diskAlert("firing")
+	second.Fingerprint = "f2"
+	if w := deliver(h, newToken, alertBody("g5", "firing", second)); w.Code != http.StatusOK {
+		t.Fatalf("deliver: %d %s", w.Code, w.Body)
+	}
+	roots := r.ad.rootPosts()
+	r.ad.waitPost(t, Thread{Platform: "fake", Channel: "C1", Root: roots[len(roots)-1].id}, contains(`1 first looks of route "ops" are already running`))
+	release()
+	r.ad.waitPost(t, first, contains("Stopped: the run used its budget of 2 steps."))
 }

@@ -12,7 +12,8 @@ import (
 // TokenBudgets bound a channel's model tokens (prompt plus completion, as
 // the server reports them, estimated where it reports none); 0 means no
 // bound. A run stops when it reaches the smallest that applies; a run
-// that would start over one does not start. The tallies come from the
+// that would start over one does not start. A scheduled question of the
+// channel is a run of it too, under PerRun and PerDay (scheduleBudget). The tallies come from the
 // chain (each model call's assistant event, through the state index), so
 // a restart keeps them: a crash loop does not hand a channel a fresh day.
 type TokenBudgets struct {
@@ -41,6 +42,9 @@ type tokenTally struct {
 	mark  uint64
 	day   time.Time      // the UTC midnight days counts from
 	days  map[string]int // Thread.channelKey -> tokens since day
+	// schedules are the channels (Thread.channelKey) of the schedules'
+	// sessions ("schedule:NAME"), whose calls count in days too.
+	schedules map[string]string
 	// threads are the tallies of the threads that ran since the process
 	// started (thread key -> tokens), each read from the chain when first
 	// needed.
@@ -50,16 +54,34 @@ type tokenTally struct {
 // tokenBudget puts the thread's remaining budget into t, or says why the
 // run cannot start.
 func (b *Bot) tokenBudget(th *thread, t *agentcore.Turn) string {
-	tb := th.ch.Tokens
+	return b.channelBudget(th.ch, th.t.channelKey(), &th.t, t)
+}
+
+// scheduleBudget is tokenBudget for a scheduled question of channel ch:
+// its run and the channel's day are bounded as a thread's run is, and what
+// it spends counts in the channel's day. The thread's budget does not
+// apply: a schedule's session lasts as long as the schedule, and a
+// budget of it, once spent, would stop the schedule for good.
+func (b *Bot) scheduleBudget(s Schedule, ch Channel, t *agentcore.Turn) string {
+	key := Thread{Platform: s.Platform, Channel: s.Channel}.channelKey()
+	b.tokens.schedule(t.Session, key)
+	return b.channelBudget(ch, key, nil, t)
+}
+
+// channelBudget puts the remaining budget of a run in channel ch (key is
+// its Thread.channelKey) into t, or says why the run cannot start; th is
+// the run's thread, nil for a schedule's run.
+func (b *Bot) channelBudget(ch Channel, key string, th *Thread, t *agentcore.Turn) string {
+	tb := ch.Tokens
 	if tb == (TokenBudgets{}) {
 		return ""
 	}
-	usedThread, usedDay, err := b.tokens.used(th.ch.Agent, th.t, b.cfg.Now())
+	usedThread, usedDay, err := b.tokens.used(ch.Agent, th, key, b.cfg.Now())
 	if err != nil {
 		// Closed: the budget is a cost control, and a store that cannot be
 		// read would fail the run anyway.
 		b.cfg.Metrics.error("store")
-		b.log.Error("token budget: reading the tallies", "conv", th.t.Key(), "err", err)
+		b.log.Error("token budget: reading the tallies", "conv", t.Session, "err", err)
 		return "Not started: this channel's token budget could not be checked (the event store failed). Operators can see the details in the log."
 	}
 	limit := tb.PerRun
@@ -68,7 +90,7 @@ func (b *Bot) tokenBudget(th *thread, t *agentcore.Turn) string {
 			limit = n
 		}
 	}
-	if tb.PerThread > 0 {
+	if tb.PerThread > 0 && th != nil {
 		if usedThread >= tb.PerThread {
 			return fmt.Sprintf("Not started: this thread has used its budget of %d model tokens (%d used). Start a new thread, or ask an operator to raise `tokens.per_thread`.", tb.PerThread, usedThread)
 		}
@@ -85,7 +107,7 @@ func (b *Bot) tokenBudget(th *thread, t *agentcore.Turn) string {
 	}
 	if tb.PerDay > 0 {
 		// Other runs of the channel may spend the day meanwhile.
-		t.Spent = func() string { return b.daySpent(th) }
+		t.Spent = func() string { return b.daySpent(ch, key, t.Session) }
 	}
 	return ""
 }
@@ -94,14 +116,14 @@ func (b *Bot) tokenBudget(th *thread, t *agentcore.Turn) string {
 // runs of one channel that overlap share what the day has left, which
 // the run's own MaxTokens, fixed at its start, cannot see. It says why the
 // run must stop, or "".
-func (b *Bot) daySpent(th *thread) string {
-	_, usedDay, err := b.tokens.used(th.ch.Agent, th.t, b.cfg.Now())
+func (b *Bot) daySpent(ch Channel, key, conv string) string {
+	_, usedDay, err := b.tokens.used(ch.Agent, nil, key, b.cfg.Now())
 	if err != nil {
 		b.cfg.Metrics.error("store")
-		b.log.Error("token budget: reading the tallies", "conv", th.t.Key(), "err", err)
+		b.log.Error("token budget: reading the tallies", "conv", conv, "err", err)
 		return "Stopped: this channel's token budget could not be checked (the event store failed). Operators can see the details in the log."
 	}
-	if perDay := th.ch.Tokens.PerDay; usedDay >= perDay {
+	if perDay := ch.Tokens.PerDay; usedDay >= perDay {
 		return fmt.Sprintf("Stopped: this channel has used its budget of %d model tokens for today (UTC).", perDay)
 	}
 	return ""
@@ -116,14 +138,17 @@ func (b *Bot) spent(th *thread, u agentcore.Usage) {
 	b.cfg.Metrics.tokensUsed(th.t.Channel, u)
 }
 
-// used returns what thread th and its channel today have used: it brings
-// the tallies forward from the chain and reads a thread's tally the first
-// time the thread asks.
-func (tt *tokenTally) used(ag *agentcore.Agent, th Thread, now time.Time) (thread, day int, err error) {
+// used returns what thread th (0 when nil) and channel chanKey today have
+// used: it brings the tallies forward from the chain and reads a thread's
+// tally the first time the thread asks.
+func (tt *tokenTally) used(ag *agentcore.Agent, th *Thread, chanKey string, now time.Time) (thread, day int, err error) {
 	tt.mu.Lock()
 	defer tt.mu.Unlock()
 	if err := tt.catchUp(ag, now); err != nil {
 		return 0, 0, err
+	}
+	if th == nil {
+		return 0, tt.days[chanKey], nil
 	}
 	key := th.Key()
 	n, ok := tt.threads[key]
@@ -140,7 +165,26 @@ func (tt *tokenTally) used(ag *agentcore.Agent, th Thread, now time.Time) (threa
 		}
 		tt.threads[key] = n
 	}
-	return n, tt.days[th.channelKey()], nil
+	return n, tt.days[chanKey], nil
+}
+
+// schedule says that the calls of session (a schedule's) count in the day
+// of channel chanKey. A session the tallies did not know, or knew of
+// another channel, makes them count the day afresh at the next look: its
+// calls of today may be in the chain already (before a restart, before a
+// config reload moved the schedule), counted nowhere or elsewhere. A
+// schedule a reload removed keeps its channel until the process ends.
+func (tt *tokenTally) schedule(session, chanKey string) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	if tt.schedules[session] == chanKey {
+		return
+	}
+	if tt.schedules == nil {
+		tt.schedules = map[string]string{}
+	}
+	tt.schedules[session] = chanKey
+	tt.ready, tt.threads = false, nil
 }
 
 // catchUp adds the model calls after mark to the threads whose tallies are
@@ -189,8 +233,10 @@ func (tt *tokenTally) catchUp(ag *agentcore.Agent, now time.Time) error {
 			tt.threads[u.Session] = n + u.Tokens
 		}
 		if today {
-			if t, ok := ThreadOf(u.Session); ok { // not a schedule's session
+			if t, ok := ThreadOf(u.Session); ok {
 				tt.days[t.channelKey()] += u.Tokens
+			} else if k, ok := tt.schedules[u.Session]; ok {
+				tt.days[k] += u.Tokens
 			}
 		}
 	}

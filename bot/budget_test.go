@@ -520,3 +520,60 @@ func TestOverlappingRunsShareTheDay(t *testing.T) {
 		t.Errorf("no run was told the day is spent; posts: %+v", r.ad.posts)
 	}
 }
+
+// A scheduled question is a run of its channel: what it spends counts in
+// the channel's day, and once the day is spent it does not start (the
+// check fails saying why, and the chain records it); the thread budget
+// does not apply to it. After a restart, the schedules' spending of the
+// day still counts before they run again.
+func TestScheduledQuestionsCountInTheDay(t *testing.T) {
+	rr := newRestartRig(t, usageModel{}, Channel{Tokens: TokenBudgets{PerThread: 500, PerDay: 1000}}, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	s := Schedule{Name: "disk", Spec: "@every 1h", Channel: "C1", Platform: "fake", Question: "Is any disk full?"}
+	if _, err := rr.r.b.NewScheduler([]Schedule{s}); err != nil {
+		t.Fatal(err)
+	}
+	st := &scheduleState{}
+	runs := func() (finished, refused int) {
+		for e, err := range rr.db.Events("schedule:disk", 1) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			var p agentcore.NotePayload
+			switch {
+			case e.Type == agentcore.EvRunFinished:
+				finished++
+			case e.Type == agentcore.EvNote && json.Unmarshal(e.Payload, &p) == nil && p.Kind == agentcore.NoteRunRefused:
+				refused++
+			}
+		}
+		return finished, refused
+	}
+	// Two runs of 700 tokens: the second starts (700 < 1000 for the day;
+	// the thread budget of 500 is not the schedule's).
+	rr.r.b.runSchedule(rr.r.ctx, s, st)
+	rr.r.b.runSchedule(rr.r.ctx, s, st)
+	if f, _ := runs(); f != 2 {
+		t.Fatalf("%d scheduled runs finished, want 2", f)
+	}
+	if got := rr.ask(th1, "m1"); !strings.Contains(got, "has used its budget of 1000 model tokens for today") {
+		t.Fatalf("a thread's run after the schedule spent the day: %q", got)
+	}
+	rr.r.b.runSchedule(rr.r.ctx, s, st)
+	if f, refused := runs(); f != 2 || refused != 1 {
+		t.Fatalf("after the day was spent: %d scheduled runs finished, %d refused; want 2 and 1", f, refused)
+	}
+	// The first run's "answered" failed the check; the refusal is a new
+	// failure, posted.
+	if rr.r.ad.count("Scheduled check `disk` **failed**") != 2 || rr.r.ad.count("has used its budget of 1000 model tokens for today") != 2 {
+		t.Errorf("posts: %+v", rr.r.ad.posts)
+	}
+
+	rr.reopen()
+	if _, err := rr.r.b.NewScheduler([]Schedule{s}); err != nil {
+		t.Fatal(err)
+	}
+	th2 := Thread{Platform: "fake", Channel: "C1", Root: "R2"}
+	if got := rr.ask(th2, "m2"); !strings.Contains(got, "has used its budget of 1000 model tokens for today") {
+		t.Fatalf("after a restart, a thread's run: %q", got)
+	}
+}

@@ -58,13 +58,24 @@ type Scheduler struct {
 
 // NewScheduler checks the schedules against the bot's channels: a known
 // channel, a valid spec, a command or a question, a command that is a skill
-// command of the channel's workspace.
+// command of the channel's workspace. It tells the channels' token
+// tallies about the questions' sessions, so that what they spent today
+// (before a restart, say) counts in their channel's day before they next
+// run.
 func (b *Bot) NewScheduler(list []Schedule) (*Scheduler, error) {
 	if err := CheckSchedules(list, b.cfg.Channel); err != nil {
 		return nil, err
 	}
+	for _, s := range list {
+		if s.Question != "" {
+			b.tokens.schedule(scheduleSession(s), Thread{Platform: s.Platform, Channel: s.Channel}.channelKey())
+		}
+	}
 	return &Scheduler{b: b, list: list}, nil
 }
+
+// scheduleSession is the chain session of a schedule's runs.
+func scheduleSession(s Schedule) string { return "schedule:" + s.Name }
 
 // CheckSchedules is NewScheduler's check against the channels channel
 // returns (as Config.Channel does): a config reload checks its schedules
@@ -146,7 +157,7 @@ func (b *Bot) runSchedule(ctx context.Context, s Schedule, st *scheduleState) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	failed := false
-	t := agentcore.Turn{Session: "schedule:" + s.Name, Actor: "schedule:" + s.Name, Dir: ch.Workspace,
+	t := agentcore.Turn{Session: scheduleSession(s), Actor: "schedule:" + s.Name, Dir: ch.Workspace,
 		Instructions: []string{ch.Instructions}, FleetGroups: ch.FleetGroups,
 		Hooks: agentcore.Hooks{Result: func(_ agentcore.CommandInfo, _ string, isErr bool) { failed = failed || isErr }}}
 	var res agentcore.Result
@@ -165,7 +176,19 @@ func (b *Bot) runSchedule(ctx context.Context, s Schedule, st *scheduleState) {
 		t.Text, t.Budgets = scheduleQuestion+s.Question, agentcore.Budgets{MaxSteps: steps, MaxModelCalls: 2*steps + 1, MaxWall: wall}
 		failed = false // a question's commands may fail on the way; its answer decides
 		t.Hooks.Result = nil
-		res, err = ch.Agent.Run(ctx, t)
+		if why := b.scheduleBudget(s, ch, &t); why != "" {
+			// Not run: the chain says so, and the check fails with why.
+			if _, err := ch.Agent.Note(t.Session, agentcore.EvNote, t.Actor, agentcore.NotePayload{
+				Kind: agentcore.NoteRunRefused, Detail: why, Text: s.Question}); err != nil {
+				b.log.Error("record refused schedule", "schedule", s.Name, "err", err)
+			}
+			res.Answer = why
+		} else {
+			res, err = ch.Agent.Run(ctx, t)
+			if u := res.Usage; u.PromptTokens+u.CompletionTokens > 0 {
+				b.cfg.Metrics.tokensUsed(s.Channel, u)
+			}
+		}
 		first, _, _ := strings.Cut(strings.TrimSpace(res.Answer), "\n")
 		failed = !strings.EqualFold(strings.Trim(strings.TrimSpace(first), "*_`."), "OK")
 	}

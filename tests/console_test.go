@@ -214,3 +214,30 @@ func TestServeWebSectionBesideMattermost(t *testing.T) {
 	}
 	r.stop()
 }
+
+// TestConsoleHangup: the console without a config has no file to reload;
+// a SIGHUP is logged as such and the console serves on, then stops on
+// SIGTERM with exit code 0 (Go's default for SIGHUP ends the process).
+func TestConsoleHangup(t *testing.T) {
+	t.Parallel()
+	dir, addr := t.TempDir(), freeAddr(t)
+	cmd, log, done := startConsole(t, dir, addr, nil)
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLogged(t, "thinbot serve", log, 0, "SIGHUP: no config file to reload", done)
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatalf("after SIGHUP, /healthz: %v", err)
+	}
+	resp.Body.Close()
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(waitTimeout):
+		t.Fatal("thinbot serve did not stop on SIGTERM")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit code %d after SIGHUP and SIGTERM, want 0", code)
+	}
+}

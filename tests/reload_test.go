@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -93,8 +94,13 @@ func TestReload(t *testing.T) {
 	fourth := chat.Mention("alice", lobby, "", "and now?")
 	r.waitPost(lobby, fourth, "ANSWER(and now?)")
 
-	// 4. POST /-/reload: refused without the token or with a wrong one,
-	// applied with it (the start config again: the lobby is gone).
+	// 4. POST /-/reload: with the token but the broken file, 500 (and in
+	// the chain as the token's name); refused without the token or with
+	// a wrong one, applied with it (the start config again: the lobby is
+	// gone).
+	if code, body := r.postReload("Bearer " + reloadToken); code != http.StatusInternalServerError {
+		t.Errorf("POST /-/reload of a broken file: %d %s, want 500", code, body)
+	}
 	r.writeConfig(string(start))
 	for _, auth := range []string{"", "Bearer wrong-token-0123456789", "Basic " + reloadToken} {
 		if code, body := r.postReload(auth); code != http.StatusUnauthorized {
@@ -119,22 +125,48 @@ func TestReload(t *testing.T) {
 		t.Errorf("the lobby answered after the reload that removed it: %v", posts)
 	}
 
-	// The chain: the two applied reloads, and nothing of the others.
-	var got []map[string]any
-	var actors []string
+	// The chain: the two applied reloads; the four refused or failed
+	// ones apart, with who asked and why; nothing of the unauthorised
+	// requests.
+	var got, refused []map[string]any
+	var actors, refusedBy []string
 	for _, ev := range chainEvents(t, r.stateDir) {
-		if ev.Type != "config_reloaded" {
+		if ev.Type != "config_reloaded" && ev.Type != "config_reload_refused" {
 			continue
 		}
 		if ev.Session != "system:config" {
-			t.Errorf("config_reloaded in session %q", ev.Session)
+			t.Errorf("%s in session %q", ev.Type, ev.Session)
 		}
 		var p map[string]any
 		if err := json.Unmarshal(ev.Payload, &p); err != nil {
 			t.Fatal(err)
 		}
+		if ev.Type == "config_reload_refused" {
+			refused = append(refused, p)
+			refusedBy = append(refusedBy, ev.Actor)
+			continue
+		}
 		got = append(got, p)
 		actors = append(actors, ev.Actor)
+	}
+	wantRefused := []struct{ by, actor, err string }{
+		{"SIGHUP", "system", "cannot change without a restart: listen"},
+		{"SIGHUP", "system", "cannot change without a restart: channels[0].workspace (" + fresh},
+		{"SIGHUP", "system", "config"},
+		{"deployer", "user:deployer", "config"},
+	}
+	if len(refused) != len(wantRefused) {
+		t.Errorf("config_reload_refused events: %d (%v), want %d", len(refused), refused, len(wantRefused))
+	} else {
+		for i, w := range wantRefused {
+			p := refused[i]
+			if e, _ := p["error"].(string); p["by"] != w.by || refusedBy[i] != w.actor || !strings.Contains(e, w.err) || p["file"] != r.cfgPath || p["sha256"] == "" {
+				t.Errorf("refused reload %d: %v (actor %s), want by %s actor %s, error with %q", i, p, refusedBy[i], w.by, w.actor, w.err)
+			}
+		}
+		if ch, _ := refused[0]["changed"].([]any); len(ch) != 2 || ch[0] != "channels" || ch[1] != "listen" {
+			t.Errorf("the refused reload that moved listen names changed %v, want [channels listen]", refused[0]["changed"])
+		}
 	}
 	if len(got) != 2 {
 		t.Fatalf("config_reloaded events: %d (%v), want 2: the refused and the broken reload are not applied", len(got), got)
@@ -297,5 +329,83 @@ func TestReloadSkillsAndSchedules(t *testing.T) {
 	chat.Mention("alice", ops, root, "/run hello")
 	r.waitPost(ops, root, "hello-after-reload")
 	r.waitRecorded("schedule:tick", `"run_finished"`)
+	r.stop()
+}
+
+// TestReloadAlertRoutes: the alerts section reloads as the channels do. A
+// route added by SIGHUP takes alerts afterwards, a removed one no longer
+// does, and the token file is read again (a rotated token is the only one
+// taken); a reload that moves the receiver's path or names another token
+// file is refused (the listener and the sandbox took them at start) and
+// recorded so, and the receiver serves on as it was.
+func TestReloadAlertRoutes(t *testing.T) {
+	t.Parallel()
+	chat := newMMChat(t)
+	dir := t.TempDir()
+	tokenFile := writeSecret(t, dir, "alerts.token", alertToken)
+	ops := chat.Ops()
+	route := func(name, alertname string) string {
+		return "    - name: " + name + "\n      matchers: ['alertname=\"" + alertname + "\"']\n      channel: " + ops + "\n      investigate: false\n"
+	}
+	section := "alerts:\n  token_file: " + tokenFile + "\n  routes:\n"
+	r := newRig(t, chat, "http://"+freeAddr(t)+"/v1", rigOpts{Extra: section + route("disk", "DiskFull")})
+	start, err := os.ReadFile(r.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	send := func(token, alertname string) (int, string) {
+		t.Helper()
+		n++ // each delivery its own content: none is a duplicate of another
+		body := fmt.Sprintf(`{"version":"4","groupKey":"group-%s","status":"firing","receiver":"thinbot","commonLabels":{"alertname":%q},"alerts":[{"status":"firing","labels":{"alertname":%q},"fingerprint":"f%d","startsAt":"2026-01-01T00:00:00Z"}]}`,
+			alertname, alertname, alertname, n)
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+r.addr+"/alerts", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := r.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, msg := send(alertToken, "CPUHigh"); code != http.StatusOK || !strings.Contains(msg, "no route matches") {
+		t.Fatalf("CPUHigh before the reload: %d %s", code, msg)
+	}
+
+	// The cpu route in place of the disk route, and a rotated token.
+	const rotated = "fedcba9876543210-rotated-alert-token"
+	writeSecret(t, dir, "alerts.token", rotated)
+	r.writeConfig(strings.Replace(string(start), route("disk", "DiskFull"), route("cpu", "CPUHigh"), 1))
+	r.hangup()
+	r.waitRecorded("system:config", `"config_reloaded"`, `"changed":["alerts"]`)
+	r.waitReloaded(1)
+	if code, msg := send(alertToken, "CPUHigh"); code != http.StatusUnauthorized {
+		t.Errorf("the token from before the rotation: %d %s, want 401", code, msg)
+	}
+	if code, msg := send(rotated, "CPUHigh"); code != http.StatusOK || !strings.Contains(msg, "opened a thread") {
+		t.Errorf("CPUHigh after the reload added its route: %d %s", code, msg)
+	}
+	if code, msg := send(rotated, "DiskFull"); code != http.StatusOK || !strings.Contains(msg, "no route matches") {
+		t.Errorf("DiskFull after the reload removed its route: %d %s", code, msg)
+	}
+	cards := botRoots(chat, ops)
+	if len(cards) != 1 || !strings.Contains(cards[0].Text, "CPUHigh") {
+		t.Errorf("cards in the channel: %v, want the one of CPUHigh", cards)
+	}
+
+	// The receiver's path and its token file need a restart.
+	cur, err := os.ReadFile(r.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := writeSecret(t, dir, "other.token", rotated)
+	moved := strings.Replace(string(cur), "alerts:\n  token_file: "+tokenFile+"\n", "alerts:\n  path: /moved\n  token_file: "+other+"\n", 1)
+	r.writeConfig(moved)
+	r.hangup()
+	r.waitRecorded("system:config", `"config_reload_refused"`, "cannot change without a restart: alerts.path, alerts.token_file")
+	if code, msg := send(rotated, "CPUHigh"); code != http.StatusOK || strings.Contains(msg, "no route") {
+		t.Errorf("after the refused reload, /alerts: %d %s", code, msg)
+	}
 	r.stop()
 }

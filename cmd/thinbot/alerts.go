@@ -121,22 +121,51 @@ func (a *alertsConfig) check(bad func(string, ...any), channels []channelConfig,
 }
 
 // serveAlerts mounts the alert receiver on mux when the config has an
-// alerts section. A route's channel given by name is resolved through the
-// adapter.
+// alerts section, and returns it (nil without one): a config reload
+// reconfigures it (reloadAlerts).
 func serveAlerts(ctx context.Context, c *daemonConfig, db *store.DB, bots map[string]*bot.Bot, adapter bot.Adapter, mux *http.ServeMux,
-	reg prometheus.Registerer, logger *slog.Logger) error {
+	reg prometheus.Registerer, logger *slog.Logger) (*bot.AlertReceiver, error) {
 	a := c.Alerts
 	if !a.configured() {
-		return nil
+		return nil, nil
 	}
+	cfg, err := receiverConfig(ctx, c, bots[web.Platform] != nil, adapter)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Groups, cfg.Deliveries, err = agentcore.AlertGroups(db, time.Now().Add(-cfg.DedupeWindow))
+	if err != nil {
+		return nil, err
+	}
+	cfg.Registerer = reg
+	for p, b := range bots {
+		if b == nil {
+			delete(bots, p)
+		}
+	}
+	h, err := bot.NewAlertReceiver(cfg, bots)
+	if err != nil {
+		return nil, err
+	}
+	path := a.Path
+	if path == "" {
+		path = "/alerts"
+	}
+	mux.Handle(path, h)
+	logger.Info("alert receiver enabled", "path", path, "routes", len(cfg.Routes), "known_groups", len(cfg.Groups))
+	return h, nil
+}
+
+// receiverConfig is the receiver's configuration from c's alerts section:
+// the token read from its file (again at each config reload: that is how
+// a rotated token takes effect), and each route's channel resolved, a
+// channel id of c's channels as it is, any other through the adapter (a
+// channel's name). webServed says whether the web console serves threads.
+func receiverConfig(ctx context.Context, c *daemonConfig, webServed bool, adapter bot.Adapter) (bot.AlertsConfig, error) {
+	a := c.Alerts
 	token, err := readSecret(a.TokenFile)
 	if err != nil {
-		return fmt.Errorf("alerts token: %w", err)
-	}
-	window := a.DedupeWindow.or(10 * time.Minute)
-	groups, deliveries, err := agentcore.AlertGroups(db, time.Now().Add(-window))
-	if err != nil {
-		return err
+		return bot.AlertsConfig{}, fmt.Errorf("alerts token: %w", err)
 	}
 	ids := map[string]string{}
 	for _, ch := range c.Channels {
@@ -145,52 +174,37 @@ func serveAlerts(ctx context.Context, c *daemonConfig, db *store.DB, bots map[st
 		}
 	}
 	cfg := bot.AlertsConfig{Token: []byte(token), Platform: c.Platform, MaxBody: a.MaxBodyBytes, Rate: a.Rate, Burst: a.Burst,
-		MaxPerChannel: a.MaxPerChannel, DedupeWindow: window, Groups: groups, Deliveries: deliveries, Registerer: reg}
+		MaxPerChannel: a.MaxPerChannel, DedupeWindow: a.DedupeWindow.or(10 * time.Minute)}
 	for _, r := range a.Routes {
 		rt := bot.AlertRoute{Name: r.Name, Channel: ids[r.Channel], Investigate: r.Investigate == nil || *r.Investigate,
 			MaxSteps: r.MaxSteps, MaxInvestigations: r.MaxInvestigations}
 		if r.Platform == web.Platform {
 			rt.Platform, rt.Channel = web.Platform, "console"
-			if bots[web.Platform] == nil {
-				return fmt.Errorf("alerts route %q: the web console is not served", r.Name)
+			if !webServed {
+				return bot.AlertsConfig{}, fmt.Errorf("alerts route %q: the web console is not served", r.Name)
 			}
 		}
 		if rt.Channel == "" {
 			res, ok := adapter.(bot.ChannelResolver)
 			if !ok {
-				return fmt.Errorf("alerts route %q: this chat platform cannot resolve channel names: give the channel's id", r.Name)
+				return bot.AlertsConfig{}, fmt.Errorf("alerts route %q: this chat platform cannot resolve channel names: give the channel's id", r.Name)
 			}
 			rctx, cancel := context.WithTimeout(ctx, time.Minute)
 			rt.Channel, err = res.ChannelID(rctx, r.Channel)
 			cancel()
 			if err != nil {
-				return fmt.Errorf("alerts route %q: channel %q: %w", r.Name, r.Channel, err)
+				return bot.AlertsConfig{}, fmt.Errorf("alerts route %q: channel %q: %w", r.Name, r.Channel, err)
 			}
 		}
 		rt.MaxWall = r.MaxWall.Duration
 		for _, m := range r.Matchers {
 			mt, err := bot.ParseMatcher(m)
 			if err != nil {
-				return fmt.Errorf("alerts route %q: %w", r.Name, err)
+				return bot.AlertsConfig{}, fmt.Errorf("alerts route %q: %w", r.Name, err)
 			}
 			rt.Matchers = append(rt.Matchers, mt)
 		}
 		cfg.Routes = append(cfg.Routes, rt)
 	}
-	for p, b := range bots {
-		if b == nil {
-			delete(bots, p)
-		}
-	}
-	h, err := bot.NewAlertReceiver(cfg, bots)
-	if err != nil {
-		return err
-	}
-	path := a.Path
-	if path == "" {
-		path = "/alerts"
-	}
-	mux.Handle(path, h)
-	logger.Info("alert receiver enabled", "path", path, "routes", len(cfg.Routes), "known_groups", len(groups))
-	return nil
+	return cfg, nil
 }

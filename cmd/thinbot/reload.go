@@ -24,6 +24,7 @@ import (
 
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/bot"
+	"github.com/thinbot/thinbot/bot/web"
 )
 
 // A config reload (SIGHUP, or an authenticated POST /-/reload, as
@@ -32,7 +33,8 @@ import (
 // workspaces, approvers and token budgets (the routes), users, allow_bots,
 // mention_in_thread, approval_timeout, the policy file, the instruction
 // files, the skills (dirs, lock and the skill folders themselves), the
-// run budgets, env_allow, command_path and the schedules. Everything else
+// run budgets, env_allow, command_path, the schedules and the alert
+// routes with the receiver's token and limits. Everything else
 // needs a restart (reloadable says why); a reload that changes any of it
 // is refused as a whole, naming the keys, and the running config stays in
 // force. So does a reload that fails: a file that does not parse or check,
@@ -40,7 +42,13 @@ import (
 //
 // An applied reload is an EvConfigReloaded event in the chain (who, what
 // changed, the file's SHA-256), recorded before the new config takes
-// effect: a reload the chain cannot record is not applied. Runs under way,
+// effect: a reload the chain cannot record is not applied. A reload asked
+// for and not applied (refused or failed) is an EvConfigReloadRefused
+// event, with the error: the chain then says who tried to change the
+// config and when, not only who did. A POST /-/reload without a right
+// token is not recorded, only logged: anyone who reaches the listener can
+// send one, as often as they like, and the chain must not grow at their
+// pace (the log line names the remote address). Runs under way,
 // and the approval requests they opened, keep the configuration they
 // started with; the messages that arrive after the reload get the new one.
 
@@ -55,8 +63,14 @@ import (
 //     hides (every secret file) and its limits;
 //   - max_concurrent_runs: the run slots; timezone: every bot's clock;
 //   - log_level: the logger; web: the console's listener, logins and bot;
-//   - fleet: its SSH connections; alerts: the receiver, its rate limits
-//     and the groups it remembers.
+//   - fleet: its SSH connections.
+//
+// Within alerts (reloadable), three changes need a restart (alertsKey):
+// the section added or removed (the receiver is mounted on the listener at
+// start, or not), alerts.path (the listener's route) and alerts.token_file
+// (the kernel sandbox hides the secret files it was started with; one
+// named later would be open to every command). The token file itself is
+// read again at every reload: a rotated token takes effect then.
 //
 // A key not listed here needs a restart, so that a key added later is
 // never half applied by accident.
@@ -66,7 +80,13 @@ func reloadable(key string) bool { return slices.Contains(reloadableKeys(), key)
 func reloadableKeys() []string {
 	return []string{"channels", "users", "allow_bots", "mention_in_thread", "approval_timeout",
 		"policy_file", "instructions_file", "skills_dirs", "skills_lock",
-		"budgets", "env_allow", "command_path", "schedules"}
+		"budgets", "env_allow", "command_path", "schedules", "alerts"}
+}
+
+// alertsKey reports whether a changed key of the alerts section (a path
+// of changedKeys) can take effect while the daemon runs; see reloadable.
+func alertsKey(key string) bool {
+	return key != "alerts" && key != "alerts.path" && key != "alerts.token_file"
 }
 
 // reloadState is the daemon's record of its config: the file's bytes and
@@ -139,6 +159,10 @@ func (d *daemon) reloadConfig(ctx context.Context, by, actor string) (agentcore.
 	r.took = time.Since(start)
 	if err != nil {
 		r.ok.Set(0)
+		rec.Error = err.Error()
+		if _, rerr := agentcore.RecordConfigReloadRefused(d.db, actor, rec); rerr != nil {
+			d.logger.Error("record the refused config reload", "by", by, "err", rerr)
+		}
 		return rec, err
 	}
 	r.ok.Set(1)
@@ -149,11 +173,12 @@ func (d *daemon) reloadConfig(ctx context.Context, by, actor string) (agentcore.
 // tryReload is reloadConfig with r.mu held.
 func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.ConfigReload, error) {
 	r, logger := &d.reload, d.logger
+	rec := agentcore.ConfigReload{By: by, File: r.path, Previous: r.sum}
 	data, err := os.ReadFile(r.path)
 	if err != nil {
-		return agentcore.ConfigReload{}, fmt.Errorf("config: %w", err)
+		return rec, fmt.Errorf("config: %w", err)
 	}
-	rec := agentcore.ConfigReload{By: by, File: r.path, SHA256: sha256Hex(data), Previous: r.sum}
+	rec.SHA256 = sha256Hex(data)
 	raw, err := rawConfig(data)
 	if err != nil {
 		return rec, err
@@ -170,10 +195,12 @@ func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.Con
 	for _, k := range keys {
 		top, _, _ := strings.Cut(k, ".")
 		top, _, _ = strings.Cut(top, "[")
-		if !reloadable(top) {
+		rec.Changed = append(rec.Changed, top)
+		if !reloadable(top) || (top == "alerts" && !alertsKey(k)) {
 			restart = append(restart, k)
 		}
 	}
+	rec.Changed = slices.Compact(rec.Changed) // keys are sorted
 	restart = append(restart, d.sandboxBinds(c)...)
 	if len(restart) > 0 {
 		return rec, &errNeedsRestart{keys: restart}
@@ -200,12 +227,11 @@ func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.Con
 	if err := bot.CheckSchedules(scheduleList(c), rt.channel); err != nil {
 		return rec, err
 	}
-	fp := fingerprints(c, rt)
-	for _, k := range keys {
-		top, _, _ := strings.Cut(k, ".")
-		top, _, _ = strings.Cut(top, "[")
-		rec.Changed = append(rec.Changed, top)
+	alerts, err := d.nextAlerts(ctx, c, rt)
+	if err != nil {
+		return rec, err
 	}
+	fp := fingerprints(c, rt)
 	rec.Changed = append(rec.Changed, changedSections(r.fp, fp)...)
 	slices.Sort(rec.Changed)
 	rec.Changed = slices.Compact(rec.Changed)
@@ -218,6 +244,13 @@ func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.Con
 	d.bot.SetAccess(bot.Access{Users: c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread, ApprovalTimeout: c.ApprovalTimeout.Duration})
 	if d.webBot != nil {
 		d.webBot.SetAccess(bot.Access{ApprovalTimeout: c.ApprovalTimeout.Duration}) // the console's users are web's roles
+	}
+	if d.alerts != nil {
+		// Checked above against the new channels, now in force: this
+		// cannot fail.
+		if err := d.alerts.Reconfigure(alerts); err != nil {
+			logger.Error("alert routes after a reload", "err", err)
+		}
 	}
 	if !reflect.DeepEqual(r.raw["schedules"], raw["schedules"]) {
 		// Checked above against the new channels: this cannot fail. A
@@ -234,6 +267,31 @@ func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.Con
 		logger.Error("record hidden skills after a reload", "err", err)
 	}
 	return rec, nil
+}
+
+// nextAlerts builds the alert receiver's configuration from c (its token
+// file read again, its routes' channel names resolved) and checks it
+// against the channels of rt, before either is in force. Without a
+// receiver it returns nothing (adding one needs a restart: alertsKey).
+func (d *daemon) nextAlerts(ctx context.Context, c *daemonConfig, rt *routes) (bot.AlertsConfig, error) {
+	if d.alerts == nil {
+		return bot.AlertsConfig{}, nil
+	}
+	cfg, err := receiverConfig(ctx, c, d.webBot != nil, d.adapter)
+	if err != nil {
+		return cfg, err
+	}
+	channel := func(platform, id string) (bot.Channel, bool) {
+		switch {
+		case platform == c.Platform && id == "":
+			return bot.Channel{}, true
+		case platform == c.Platform:
+			return rt.channel(id)
+		}
+		// The web console's one channel (receiverConfig names it).
+		return bot.Channel{}, platform == web.Platform && d.webBot != nil && (id == "" || id == "console")
+	}
+	return cfg, bot.CheckAlerts(cfg, channel)
 }
 
 // sandboxBinds names the workspaces and skill dirs of c that an enforced
@@ -511,6 +569,9 @@ func fingerprints(c *daemonConfig, rt *routes) map[string]string {
 		}
 	}
 	file("policy", c.PolicyFile)
+	// The token's hash, kept in memory only: a rotated token shows as a
+	// change of the section.
+	file("alerts", c.Alerts.TokenFile)
 	file("instructions", c.InstructionsFile)
 	for _, cc := range c.Channels {
 		file("instructions", cc.InstructionsFile)

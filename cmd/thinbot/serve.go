@@ -48,14 +48,16 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	if *path == "" {
-		return serveConsole(ctx, e, *listen, *stateDir)
-	}
 	// SIGHUP reloads the config (reload.go); caught from here on, so that
 	// one sent while the daemon starts waits for it instead of killing it.
+	// The console without a config has none to reload: it says so
+	// (serveConsole), and goes on.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	if *path == "" {
+		return serveConsole(ctx, e, *listen, *stateDir, hup)
+	}
 	e.logJSON = true // the daemon's log lines are JSON, its final error too
 	c, err := loadConfig(*path, e.getenv)
 	if err != nil {
@@ -107,6 +109,9 @@ type daemon struct {
 	reg     *prometheus.Registry
 	bot     *bot.Bot
 	webBot  *bot.Bot // the web console's, if it serves one
+	// alerts is the alert receiver, if the config has an alerts section;
+	// a config reload reconfigures it.
+	alerts *bot.AlertReceiver
 	// What the chain left open, and the sessions and message ids the bots
 	// start with (recoverChain).
 	unfinished     agentcore.Unfinished
@@ -209,7 +214,7 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 	defer func() { stopWeb(); waitWeb() }()
 	b.Recover(ctx, unfinished)
-	if err := serveAlerts(ctx, c, d.db, map[string]*bot.Bot{c.Platform: b, web.Platform: d.webBot}, d.adapter, d.mux, d.reg, logger); err != nil {
+	if d.alerts, err = serveAlerts(ctx, c, d.db, map[string]*bot.Bot{c.Platform: b, web.Platform: d.webBot}, d.adapter, d.mux, d.reg, logger); err != nil {
 		return err
 	}
 

@@ -365,7 +365,7 @@ func (unconfiguredModel) Complete(context.Context, agentcore.Request) (agentcore
 // serveConsole is `thinbot serve` without a config: the web console on a
 // loopback address, state in ./.thinbot, this directory as the workspace,
 // the model from the environment.
-func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
+func serveConsole(ctx context.Context, e *env, listen, stateDir string, hup <-chan os.Signal) error {
 	// JSON lines, as the daemon's: one log format for every serve.
 	e.logJSON = true
 	logger := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -473,11 +473,34 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
 	// The chain head goes to the log every 10 minutes and at the end, as
 	// the daemon's does: a log kept elsewhere anchors the chain.
 	waitHead := logChainHead(srvCtx, db, logger)
+	waitHup := ignoreHangup(srvCtx, hup, logger)
 	runErr := b.Run(ctx)
 	stop()
 	waitHead()
+	waitHup()
 	wait()
 	seq, hash := chainHead(db)
 	logger.Info("thinbot stopped", "last_seq", seq, "head_hash", hash)
 	return runErr
+}
+
+// ignoreHangup logs each SIGHUP that hup delivers until ctx is done: the
+// console without --config has no config file to reload (its settings are
+// flags and the environment, read once at start), and a SIGHUP must not
+// kill it either, as Go's default would: `kill -HUP` is the operator's
+// reload everywhere else. It stops on SIGTERM and Ctrl+C. The returned
+// function waits for it to stop.
+func ignoreHangup(ctx context.Context, hup <-chan os.Signal, logger *slog.Logger) func() {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				logger.Warn("SIGHUP: no config file to reload (thinbot serve without --config): restart the console to change its flags, environment, skills or AGENT.md")
+			}
+		}
+	})
+	return wg.Wait
 }
