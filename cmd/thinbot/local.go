@@ -201,9 +201,12 @@ func openLocal(e *env, f *localFlags) (*local, error) {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
 	policy = policy.WithProtected(hidden...)
-	sbx := startSandbox(context.Background(), e.getenv("THINBOT_SANDBOX"), hidden, visibleFolders(e, dir), logger)
+	// The helpers start while the store opens and the first model call is
+	// made; commands wait for them (beginSandbox).
+	sbx := beginSandbox(context.Background(), e.getenv("THINBOT_SANDBOX"), hidden, visibleFolders(e, dir), logger)
 	db, err := store.Open(filepath.Join(state, "events.db"), &store.Options{Logger: logger})
 	if err != nil {
+		sbx.close()
 		return nil, err
 	}
 	window := f.window

@@ -405,7 +405,9 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
 		return fmt.Errorf("workspace %s", why)
 	}
 	policy = policy.WithProtected(absState)
-	sbx := startSandbox(ctx, e.getenv("THINBOT_SANDBOX"), []string{absState}, visibleFolders(e, ws), logger)
+	// The helpers start while the console gets ready; commands wait for
+	// them, and so does /readyz.
+	sbx := beginSandbox(ctx, e.getenv("THINBOT_SANDBOX"), []string{absState}, visibleFolders(e, ws), logger)
 	defer sbx.close()
 	lock, err := readSkillsLock(e.getenv("AGENT_SKILLS_LOCK"))
 	if err != nil {

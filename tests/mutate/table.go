@@ -451,4 +451,16 @@ var table = []mutation{
 	{ID: "H10", File: "cmd/thinbot/reload.go", What: "a reload that adds a schedule never starts it",
 		Old: "\t\t\tr.sched.replace(sched)\n", New: "\t\t\t_ = sched\n",
 		Pkgs: []string{"./tests"}, Run: "TestReloadSkillsAndSchedules"},
+	// Start-up (issue #35): the sandbox starts beside the first model call;
+	// nothing may run, and no pass verdict stand, before its outcome.
+	{ID: "S14", File: "agentcore/decide.go", What: "a pass verdict stands while the sandbox is still starting: a start that then fails runs it unconfined",
+		Old: "\tec, err := a.cfg.Exec.started(ctx)\n", New: "\tec, err := a.cfg.Exec, error(nil)\n",
+		Pkgs: []string{"./agentcore"}, Run: "TestSandboxStartingFailsClosed"},
+	{ID: "S15", File: "cmd/thinbot/sandbox.go", What: "ask publishes the sandbox before its start ended: commands see neither a sandbox nor a reason, and a pass runs unconfined",
+		Old:  "\t\tafter := s.start(ctx, want, sandbox.Config{Hide: hide, Workspaces: workspaces}, logger)\n\t\tclose(s.started)\n",
+		New:  "\t\tclose(s.started)\n\t\tafter := s.start(ctx, want, sandbox.Config{Hide: hide, Workspaces: workspaces}, logger)\n",
+		Pkgs: []string{"./cmd/thinbot"}, Run: "TestBeginSandboxPublishesOnlyItsOutcome"},
+	{ID: "S16", File: "cmd/thinbot/sandbox.go", What: "the terminal commands stay dumpable: a process of the same user reads their memory (the API key)",
+		Old: "\tif err := sandbox.Harden(agentcore.SecretName); err != nil {", New: "\tif err := error(nil); err != nil {",
+		Pkgs: []string{"./cmd/thinbot"}, Run: "TestBeginSandboxPublishesOnlyItsOutcome"},
 }
