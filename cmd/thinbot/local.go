@@ -345,6 +345,7 @@ func oneShot(ctx context.Context, e *env, name string, args []string, goal bool)
 	if text == "" {
 		return fmt.Errorf("%w: thinbot %s [flags] 'TEXT'", errUsage, name)
 	}
+	defer tuneGC(e.getenv)()
 	l, err := openLocal(e, &f)
 	if err != nil {
 		return err

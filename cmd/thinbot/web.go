@@ -369,6 +369,7 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
 	// JSON lines, as the daemon's: one log format for every serve.
 	e.logJSON = true
 	logger := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	defer tuneGC(e.getenv)()
 	ws, err := os.Getwd()
 	if err != nil {
 		return err
