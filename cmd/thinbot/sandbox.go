@@ -190,6 +190,10 @@ func beginSandbox(ctx context.Context, want string, hide, workspaces []string, l
 		return startSandbox(ctx, want, hide, workspaces, logger)
 	}
 	s := &sandboxSetup{started: make(chan struct{}), done: make(chan struct{})}
+	// Not cut short when ctx ends (shutdown during the start): the start
+	// is bounded by its own timeout, and a cut one would log the sandbox
+	// as refused.
+	ctx = context.WithoutCancel(ctx)
 	go func() {
 		defer close(s.done)
 		after := s.start(ctx, want, sandbox.Config{Hide: hide, Workspaces: workspaces}, logger)
@@ -258,11 +262,7 @@ func (s *sandboxSetup) start(ctx context.Context, want string, cfg sandbox.Confi
 // read-only command there fail with "Permission denied", with nothing on
 // the log to say why.
 func warnUnreadableWorkspaces(ctx context.Context, sb *sandbox.Sandbox, user string, dirs []string, logger *slog.Logger) {
-	bad := sb.UnreadableWorkspaces(ctx, dirs)
-	if ctx.Err() != nil {
-		return // stopped (shutdown): the checks did not finish
-	}
-	for _, u := range bad {
+	for _, u := range sb.UnreadableWorkspaces(ctx, dirs) {
 		name, _, _ := strings.Cut(user, " ")
 		logger.Warn("read-only commands cannot read this workspace: they run as "+user+", not as root, and will fail there with 'Permission denied'; "+
 			"give that user read access (chmod o+rx on the folder and its parents, or setfacl -m u:"+name+":rX), or run thinbot as an ordinary user",
