@@ -225,7 +225,9 @@ func openLocal(e *env, f *localFlags) (*local, error) {
 		sbx.close()
 		return nil, err
 	}
-	set := skills.Load(skillDirs(e, dir), skills.Options{Probe: skillProbe(e), Lock: lock, Logger: logger})
+	probe := skillProbe(e)
+	probe.Python = sbx.afterStart((&skills.PythonProbe{}).Version)
+	set := skills.Load(skillDirs(e, dir), skills.Options{Probe: probe, Lock: lock, Logger: logger})
 	agent, err := agentcore.New(agentcore.Config{
 		Store: db, Model: model, Policy: policy, Skills: set, TextProtocol: f.text, ContextWindow: window,
 		GlobalInstructions: readText(filepath.Join(configDir(e), "AGENT.md")),

@@ -301,6 +301,21 @@ func (s *sandboxSetup) wait(ctx context.Context) (*sandbox.Sandbox, string, erro
 	}
 }
 
+// afterStart returns f made to wait until a start under way has ended.
+// It is for python3's version probe (skills.Probe.Python), the one child
+// process the start-up of ask, chat, goal and the console may run: no
+// child may start while sandbox.Start moves this process into a leaf
+// cgroup (v2), where one left behind would keep the group from handing
+// its controllers to command groups.
+func (s *sandboxSetup) afterStart(f func() (int, int, error)) func() (int, int, error) {
+	return func() (int, int, error) {
+		if s.started != nil {
+			<-s.started
+		}
+		return f()
+	}
+}
+
 // problem is what /readyz reports, "" when the sandbox works or is off;
 // a start under way is waited for, within ctx.
 func (s *sandboxSetup) problem(ctx context.Context) string {

@@ -14,7 +14,8 @@ import (
 )
 
 // TestBeginSandboxPublishesOnlyItsOutcome: the terminal commands start the
-// sandbox in the background (beginSandbox), and what commands wait for
+// sandbox in the background (beginSandbox), no child process starts before
+// it has ended (afterStart), and what commands wait for
 // (ExecConfig.Starting) answers only once the start has ended, with a
 // sandbox or the reason there is none, never with neither (which would run
 // a pass verdict unconfined), and only after the process was made
@@ -31,6 +32,18 @@ func TestBeginSandboxPublishesOnlyItsOutcome(t *testing.T) {
 	}
 	s := beginSandbox(t.Context(), "", []string{state}, []string{dir}, slog.New(slog.DiscardHandler))
 	defer s.close()
+	// python3's version probe, the one child the start-up may run, waits
+	// for the start: it may move this process into a leaf cgroup, which a
+	// child forked meanwhile would defeat. (The start takes milliseconds:
+	// a probe that did not wait runs while it is under way.)
+	s.afterStart(func() (int, int, error) {
+		select {
+		case <-s.started:
+		default:
+			t.Error("python3 ran while the sandbox was still starting")
+		}
+		return 3, 12, nil
+	})()
 	c := s.exec(agentcore.ExecConfig{})
 	if c.Starting == nil || c.Sandbox != nil || c.NoSandbox != "" {
 		t.Fatalf("exec of a start under way: Starting set %v, Sandbox %v, NoSandbox %q", c.Starting != nil, c.Sandbox, c.NoSandbox)
@@ -51,3 +64,4 @@ func TestBeginSandboxPublishesOnlyItsOutcome(t *testing.T) {
 		}
 	}
 }
+

@@ -414,7 +414,9 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string) error {
 	if err != nil {
 		return err
 	}
-	set := skills.Load(skillDirs(e, ws), skills.Options{Probe: skillProbe(e), Lock: lock, Logger: logger})
+	probe := skillProbe(e)
+	probe.Python = sbx.afterStart((&skills.PythonProbe{}).Version)
+	set := skills.Load(skillDirs(e, ws), skills.Options{Probe: probe, Lock: lock, Logger: logger})
 	agent, err := agentcore.New(agentcore.Config{
 		Store: db, Model: model, Policy: policy, Skills: set, Secrets: secrets,
 		GlobalInstructions: readText(filepath.Join(configDir(e), "AGENT.md")),
