@@ -17,6 +17,9 @@
 //   - serve: `thinbot serve` with nothing configured (the web console, no
 //     model), timed to its first 200 from GET /healthz (polled every
 //     millisecond), then stopped with SIGTERM.
+//   - serve-mm: `thinbot serve --config` for one Mattermost channel
+//     (tests/fakemattermost, served here too) and the scripted model,
+//     timed the same way.
 //
 // Each figure is the median of the runs (min and max beside it); peak is
 // the largest resident set among the process and the helpers it waited
@@ -45,6 +48,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/thinbot/thinbot/tests/fakemattermost"
 	"github.com/thinbot/thinbot/tests/fakemodel"
 )
 
@@ -63,7 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	bin := fs.String("bin", "", "thinbot `binary` to measure; empty builds ./cmd/thinbot")
 	vs := fs.String("vs", "", "baseline thinbot `binary`: run in turn with -bin, ratios taken pair by pair")
 	n := fs.Int("n", 10, "measured runs of each binary and case (after one warm-up run)")
-	cases := fs.String("cases", "ask,ask10,serve", "comma-separated `cases`: ask, ask10, serve")
+	cases := fs.String("cases", "ask,ask10,serve,serve-mm", "comma-separated `cases`: ask, ask10, serve, serve-mm")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -93,6 +97,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	model := newModel()
 	defer model.close()
+	mm := fakemattermost.New(nil)
+	defer mm.Close()
+	alice := mm.AddUser("alice")
+	mmChannel := mm.AddChannel("ops", mm.Bot.ID, alice.ID)
 
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "case\tfigure\tbinary\tmedian\tmin\tmax\t\n")
@@ -104,7 +112,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		case "ask10":
 			m = func(ctx context.Context, bin, dir string) (sample, error) { return ask(ctx, model, bin, dir, 10) }
 		case "serve":
-			m = serve
+			m = func(ctx context.Context, bin, dir string) (sample, error) { return serve(ctx, bin, dir, nil) }
+		case "serve-mm":
+			m = func(ctx context.Context, bin, dir string) (sample, error) {
+				return serve(ctx, bin, dir, func(addr string) (string, error) {
+					return mmConfig(dir, addr, mm.URL, mm.Bot.Token, mmChannel, alice.ID, model.srv.URL)
+				})
+			}
 		default:
 			return fmt.Errorf("unknown case %q", c)
 		}
@@ -288,14 +302,23 @@ func ask(ctx context.Context, m *model, bin, dir string, commands int) (sample, 
 	return sample{"first request ms": ms(first.Sub(t0)), "wall ms": ms(wall), "peak MiB": peakMiB(cmd.ProcessState)}, nil
 }
 
-// serve runs `thinbot serve` with nothing configured in dir until its
-// /healthz answers, then stops it.
-func serve(ctx context.Context, bin, dir string) (sample, error) {
+// serve runs `thinbot serve` in dir until its /healthz answers, then
+// stops it: with nothing configured, or with the config file config
+// writes for the listen address.
+func serve(ctx context.Context, bin, dir string, config func(addr string) (string, error)) (sample, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", addr)
+	args := []string{"serve", "--listen", addr}
+	if config != nil {
+		path, err := config(addr)
+		if err != nil {
+			return nil, err
+		}
+		args = []string{"serve", "--config", path}
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
 	cmd.Env = environ(dir)
 	var out bytes.Buffer
@@ -343,4 +366,27 @@ func freePort() (string, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
+}
+
+// mmConfig writes a daemon config for one Mattermost channel into dir and
+// returns its path.
+func mmConfig(dir, addr, mmURL, token, channel, approver, modelURL string) (string, error) {
+	tokenFile := filepath.Join(dir, "mm.token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	ws := filepath.Join(dir, "workspace")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return "", err
+	}
+	conf := fmt.Sprintf(`model: {base_url: %q, model: bench}
+platform: mattermost
+mattermost: {url: %q, token_file: %q, callback_url: "http://%s/hooks/mattermost/actions"}
+listen: %q
+state_dir: %q
+channels:
+  - {id: %q, workspace: %q, approvers: [%q]}
+`, modelURL, mmURL, tokenFile, addr, addr, filepath.Join(dir, "state"), channel, ws, approver)
+	path := filepath.Join(dir, "thinbot.yaml")
+	return path, os.WriteFile(path, []byte(conf), 0o600)
 }
