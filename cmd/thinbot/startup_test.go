@@ -64,4 +64,3 @@ func TestBeginSandboxPublishesOnlyItsOutcome(t *testing.T) {
 		}
 	}
 }
-
