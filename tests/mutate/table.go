@@ -466,4 +466,7 @@ var table = []mutation{
 	{ID: "S17", File: "cmd/thinbot/sandbox.go", What: "python3's probe runs while the sandbox start moves the process into a leaf cgroup: left behind, it keeps the command groups' limits from force",
 		Old: "\t\tif s.started != nil {\n\t\t\t<-s.started\n\t\t}\n\t\treturn f()\n", New: "\t\treturn f()\n",
 		Pkgs: []string{"./cmd/thinbot"}, Run: "TestBeginSandboxPublishesOnlyItsOutcome"},
+	{ID: "S18", File: "agentcore/remote.go", What: "ssh starts for a remote command while the sandbox is still starting (the daemon still dumpable)",
+		Old: "\tif _, err := r.cfg.Exec.started(ctx); err != nil {\n", New: "\tif _, err := r.cfg.Exec, error(nil); err != nil {\n",
+		Pkgs: []string{"./agentcore"}, Run: "TestFleetWaitsForTheSandbox"},
 }
