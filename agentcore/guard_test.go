@@ -114,7 +114,8 @@ func TestSandboxUnavailableFailsClosed(t *testing.T) {
 // command the gate passes waits for the start's outcome before its
 // verdict stands: a start that ends without a sandbox makes it confirm
 // (refused without an approver), never a pass run unconfined; a start
-// that cannot end before the run does leaves it unrun too.
+// that cannot end before the run does leaves it unrun too. An approved
+// command waits as well, and runs in the sandbox the start ends with.
 func TestSandboxStartingFailsClosed(t *testing.T) {
 	const cmd = "echo ran-without-sandbox"
 	if d := gate.DefaultPolicy().Classify(cmd); d.Verdict != gate.Pass {
@@ -162,6 +163,35 @@ func TestSandboxStartingFailsClosed(t *testing.T) {
 		}
 		if st := f.a.SandboxState(); !strings.HasPrefix(st, "unavailable") {
 			t.Errorf("SandboxState after the start = %q", st)
+		}
+	})
+	t.Run("ends with a sandbox", func(t *testing.T) {
+		// An approved command (no fail-closed check stands before it)
+		// waits too, and runs in the sandbox, which hides the state dir.
+		dir, state := t.TempDir(), t.TempDir()
+		if err := os.WriteFile(filepath.Join(state, "key"), []byte("state-secret"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sb, err := sandbox.Start(t.Context(), sandbox.Config{Hide: []string{state}, Workspaces: []string{dir}})
+		if err != nil {
+			if os.Getenv("CI") == "" && errors.Is(err, syscall.EPERM) {
+				t.Skipf("this host refuses the sandbox: %v", err)
+			}
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sb.Close() })
+		starting := func(context.Context) (*sandbox.Sandbox, string, error) { return sb, "", nil }
+		var saw string
+		f := newFixture(t, Config{Exec: ExecConfig{Starting: starting}}, runCmd("cat "+filepath.Join(state, "key")+"; echo end; touch made"), // touch: confirm
+			func(r Request) (Response, error) {
+				saw = lastToolContent(r)
+				return Response{Content: "ok"}, nil
+			})
+		if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: dir, AllowAll: true}); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(saw, "state-secret") || !strings.Contains(saw, "end") {
+			t.Errorf("the approved command saw %q", saw)
 		}
 	})
 	t.Run("never ends", func(t *testing.T) {

@@ -469,4 +469,7 @@ var table = []mutation{
 	{ID: "S18", File: "agentcore/remote.go", What: "ssh starts for a remote command while the sandbox is still starting (the daemon still dumpable)",
 		Old: "\tif _, err := r.cfg.Exec.started(ctx); err != nil {\n", New: "\tif _, err := r.cfg.Exec, error(nil); err != nil {\n",
 		Pkgs: []string{"./agentcore"}, Run: "TestFleetWaitsForTheSandbox"},
+	{ID: "S19", File: "agentcore/exec.go", What: "an approved command does not wait for the sandbox still starting and runs unconfined, the state dir readable",
+		Old: "\tcfg, serr := cfg.started(ctx)\n", New: "\tcfg, serr := cfg, error(nil)\n",
+		Pkgs: []string{"./agentcore"}, Run: "TestSandboxStartingFailsClosed"},
 }
