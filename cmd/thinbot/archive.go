@@ -79,12 +79,22 @@ func cmdAuditArchive(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: audit archive needs --before DATE or --upto SEQ", errUsage)
 	}
 	start := time.Now()
-	res, err := store.Archive(ctx, *db, &store.Options{Logger: slog.New(slog.NewTextHandler(e.stderr, nil))}, ao)
+	opts := &store.Options{Logger: slog.New(slog.NewTextHandler(e.stderr, nil))}
+	res, err := store.Archive(ctx, *db, opts, ao)
 	if errors.Is(err, store.ErrLocked) {
 		return fmt.Errorf("%w; stop the daemon first: archiving needs the store to itself", err)
 	}
 	if err != nil {
 		return err
+	}
+	// The new store's state index, which the next start would otherwise
+	// build from the live chain first.
+	live, err := store.Open(*db, opts)
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(live.UseIndex(ctx, agentcore.StateIndex), live.Close()); err != nil {
+		return fmt.Errorf("archived, but the state index: %w", err)
 	}
 	r := res.Record
 	fmt.Fprintf(e.stdout, "archived events %d..%d (%d events, %d sessions) into %s (%s)\n", r.First, r.Last, r.Count, r.Sessions, res.Path, size(fileSize(res.Path)))
