@@ -135,7 +135,7 @@ func (r *run) runCommand(ctx context.Context, call ToolCall, command, reason, ta
 	judged := r.cfg.Policy.ClassifyIn(r.t.Dir, command)
 	requested := command
 	command = program(judged, command)
-	d := r.checkPins(requested, r.failClosed(judged))
+	d := r.checkPins(requested, r.failClosed(ctx, judged))
 	info := CommandInfo{Tool: ToolRun, Command: command, Requested: requested}
 	ok, refusal, err := r.decide(ctx, call, info, d, reason)
 	if err != nil {
@@ -191,29 +191,40 @@ func modeFor(v gate.Verdict) sandbox.Mode {
 }
 
 // SandboxState says, for /status, how commands run: "enforced", "off"
-// (the operator turned it off, or no sandbox was configured) or
-// "unavailable: why" (every command then needs an approval).
+// (the operator turned it off, or no sandbox was configured),
+// "unavailable: why" (every command then needs an approval) or "starting"
+// (commands wait for it). It does not wait.
 func (a *Agent) SandboxState() string {
+	now, cancel := context.WithCancel(context.Background())
+	cancel()
+	ec, err := a.cfg.Exec.started(now)
 	switch {
-	case a.cfg.Exec.NoSandbox != "":
-		return "unavailable (" + a.cfg.Exec.NoSandbox + "): every command needs an approval"
-	case a.cfg.Exec.Sandbox == nil:
+	case err != nil:
+		return "starting: commands wait until it is up"
+	case ec.NoSandbox != "":
+		return "unavailable (" + ec.NoSandbox + "): every command needs an approval"
+	case ec.Sandbox == nil:
 		return "off: commands run unconfined, only the gate stands in the way"
-	case a.cfg.Exec.Sandbox.Err() != nil:
-		return "unavailable (" + a.cfg.Exec.Sandbox.Err().Error() + "): every command needs an approval"
+	case ec.Sandbox.Err() != nil:
+		return "unavailable (" + ec.Sandbox.Err().Error() + "): every command needs an approval"
 	}
 	return "enforced: read-only commands cannot write, the bot's secrets are hidden from every command"
 }
 
 // failClosed turns a pass verdict into confirm while the kernel sandbox
-// that pass verdicts rely on is wanted but missing or broken.
-func (a *Agent) failClosed(d gate.Decision) gate.Decision {
+// that pass verdicts rely on is wanted but missing or broken. A sandbox
+// still starting is waited for (ExecConfig.Starting); one whose state
+// stays unknown (ctx ended first) counts as missing.
+func (a *Agent) failClosed(ctx context.Context, d gate.Decision) gate.Decision {
 	if d.Verdict != gate.Pass {
 		return d
 	}
-	why := a.cfg.Exec.NoSandbox
-	if why == "" && a.cfg.Exec.Sandbox != nil {
-		if err := a.cfg.Exec.Sandbox.Err(); err != nil {
+	ec, err := a.cfg.Exec.started(ctx)
+	why := ec.NoSandbox
+	if err != nil {
+		why = err.Error()
+	} else if why == "" && ec.Sandbox != nil {
+		if err := ec.Sandbox.Err(); err != nil {
 			why = err.Error()
 		}
 	}

@@ -47,6 +47,31 @@ type ExecConfig struct {
 	// although one was wanted (the kernel refused it): every command then
 	// needs an approval, pass verdicts included (fail closed).
 	NoSandbox string
+	// Starting, when not nil, is a sandbox start still under way (cmd
+	// starts the kernel sandbox beside a run's first model call, which
+	// runs nothing): it blocks until the start has ended, or ctx has, and
+	// returns the Sandbox and NoSandbox to use instead of the two fields
+	// above; with a done ctx it still returns the outcome of a start that
+	// has ended. Every command, local or remote, and the check that lets
+	// a pass verdict stand without an approval (fail closed) wait for it:
+	// nothing runs, and no pass verdict stands, while the sandbox's state
+	// is unknown.
+	Starting func(ctx context.Context) (sb *sandbox.Sandbox, noSandbox string, err error)
+}
+
+// started returns c with the outcome of a sandbox start under way in
+// Sandbox and NoSandbox, once the start has ended. Its error (ctx ended
+// first) leaves the sandbox unknown: the caller fails closed.
+func (c ExecConfig) started(ctx context.Context) (ExecConfig, error) {
+	if c.Starting == nil {
+		return c, nil
+	}
+	sb, no, err := c.Starting(ctx)
+	if err != nil {
+		return c, fmt.Errorf("the kernel sandbox is still starting: %w", err)
+	}
+	c.Sandbox, c.NoSandbox, c.Starting = sb, no, nil
+	return c, nil
 }
 
 // DefaultPath is the PATH of every command unless configured otherwise.
@@ -187,6 +212,10 @@ type ExecResult struct {
 // group is killed. The error is non-nil only when the command could not be
 // started; a non-zero exit is reported in ExitCode.
 func Exec(ctx context.Context, cfg ExecConfig, m sandbox.Mode, dir, command string) (ExecResult, error) {
+	cfg, serr := cfg.started(ctx)
+	if serr != nil {
+		return ExecResult{}, serr
+	}
 	cfg = cfg.withDefaults()
 	ctxT, cancelT := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancelT()

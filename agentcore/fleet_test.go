@@ -12,12 +12,19 @@ import (
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore/fleet"
+	"github.com/thinbot/thinbot/agentcore/sandbox"
 	"github.com/thinbot/thinbot/tests/sshd"
 )
 
 // fleetFixture starts n real sshd hosts (group web, plus a down host when
 // withDown) and an Agent whose fleet reaches them.
 func fleetFixture(t *testing.T, n int, withDown bool, replies ...func(Request) (Response, error)) (*fixture, *sshd.Rig) {
+	t.Helper()
+	return fleetFixtureWith(t, n, withDown, Config{}, replies...)
+}
+
+// fleetFixtureWith is fleetFixture with cfg for the Agent (its Fleet set).
+func fleetFixtureWith(t *testing.T, n int, withDown bool, cfg Config, replies ...func(Request) (Response, error)) (*fixture, *sshd.Rig) {
 	t.Helper()
 	rig := sshd.Start(t, "web", n, 0)
 	inv, err := fleet.ParseINI(strings.NewReader(rig.Inventory("web", withDown)))
@@ -36,7 +43,8 @@ func fleetFixture(t *testing.T, n int, withDown bool, replies ...func(Request) (
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = fl.Close() })
-	return newFixture(t, Config{Fleet: fl}, replies...), rig
+	cfg.Fleet = fl
+	return newFixture(t, cfg, replies...), rig
 }
 
 func runOn(cmd, target string) func(Request) (Response, error) {
@@ -125,6 +133,26 @@ func TestFleetPassRunsEverywhereReadOnly(t *testing.T) {
 		}
 	}
 	verifyStore(t, f)
+}
+
+// TestFleetWaitsForTheSandbox: nothing starts, ssh included, while the
+// local sandbox is still starting (its start ends with this process made
+// non-dumpable): a start whose outcome the run cannot wait for leaves a
+// remote command unrun.
+func TestFleetWaitsForTheSandbox(t *testing.T) {
+	var saw string
+	starting := func(context.Context) (*sandbox.Sandbox, string, error) { return nil, "", context.Canceled }
+	f, _ := fleetFixtureWith(t, 1, false, Config{Exec: ExecConfig{Starting: starting}}, runOn("echo remote-ran", "web"),
+		func(r Request) (Response, error) {
+			saw = lastToolContent(r)
+			return Response{Content: "ok"}, nil
+		})
+	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: f.dir}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(saw, "remote-ran") || !strings.Contains(saw, "still starting") {
+		t.Errorf("the model saw %q", saw)
+	}
 }
 
 // TestFleetWriteNeedsOneApprovalNamingAllTargets: a write asks once, the

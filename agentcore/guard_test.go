@@ -109,6 +109,116 @@ func TestSandboxUnavailableFailsClosed(t *testing.T) {
 	}
 }
 
+// TestSandboxStartingFailsClosed: a sandbox still starting
+// (ExecConfig.Starting) does not hold up the first model call, and a
+// command the gate passes waits for the start's outcome before its
+// verdict stands: a start that ends without a sandbox makes it confirm
+// (refused without an approver), never a pass run unconfined; a start
+// that cannot end before the run does leaves it unrun too. An approved
+// command waits as well, and runs in the sandbox the start ends with.
+func TestSandboxStartingFailsClosed(t *testing.T) {
+	const cmd = "echo ran-without-sandbox"
+	if d := gate.DefaultPolicy().Classify(cmd); d.Verdict != gate.Pass {
+		t.Fatalf("%q is %v, not pass: the test proves nothing", cmd, d.Verdict)
+	}
+	t.Run("ends without a sandbox", func(t *testing.T) {
+		// The start ends when the first model call is made: a run that
+		// waited for it before that call is an error (answered at once,
+		// so that the test does not hang).
+		release := make(chan struct{})
+		starting := func(ctx context.Context) (*sandbox.Sandbox, string, error) {
+			select {
+			case <-release:
+				return nil, "kernel refused namespaces", nil
+			default:
+			}
+			if ctx.Err() == nil {
+				t.Error("waited for the sandbox before the first model call")
+				return nil, "kernel refused namespaces", nil
+			}
+			return nil, "", ctx.Err()
+		}
+		var refused string
+		f := newFixture(t, Config{Exec: ExecConfig{Starting: starting}},
+			func(r Request) (Response, error) {
+				close(release)
+				return runCmd(cmd)(r)
+			},
+			func(r Request) (Response, error) {
+				refused = lastToolContent(r)
+				return Response{Content: "could not"}, nil
+			})
+		if st := f.a.SandboxState(); !strings.HasPrefix(st, "starting") {
+			t.Errorf("SandboxState while starting = %q", st)
+		}
+		if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: f.dir}); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(refused, "ran-without-sandbox") || !strings.Contains(refused, "not run") {
+			t.Errorf("the model saw %q", refused)
+		}
+		d := gateDecisions(t, f, "s")
+		if len(d) != 1 || d[0].Verdict != "confirm" || d[0].Rule != "sandbox-unavailable" || d[0].Action != "refuse" {
+			t.Errorf("gate decisions = %+v", d)
+		}
+		if st := f.a.SandboxState(); !strings.HasPrefix(st, "unavailable") {
+			t.Errorf("SandboxState after the start = %q", st)
+		}
+	})
+	t.Run("ends with a sandbox", func(t *testing.T) {
+		// An approved command (no fail-closed check stands before it)
+		// waits too, and runs in the sandbox, which hides the state dir.
+		dir, state := t.TempDir(), t.TempDir()
+		if err := os.WriteFile(filepath.Join(state, "key"), []byte("state-secret"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sb, err := sandbox.Start(t.Context(), sandbox.Config{Hide: []string{state}, Workspaces: []string{dir}})
+		if err != nil {
+			if os.Getenv("CI") == "" && errors.Is(err, syscall.EPERM) {
+				t.Skipf("this host refuses the sandbox: %v", err)
+			}
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sb.Close() })
+		starting := func(context.Context) (*sandbox.Sandbox, string, error) { return sb, "", nil }
+		var saw string
+		f := newFixture(t, Config{Exec: ExecConfig{Starting: starting}}, runCmd("cat "+filepath.Join(state, "key")+"; echo end; touch made"), // touch: confirm
+			func(r Request) (Response, error) {
+				saw = lastToolContent(r)
+				return Response{Content: "ok"}, nil
+			})
+		if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: dir, AllowAll: true}); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(saw, "state-secret") || !strings.Contains(saw, "end") {
+			t.Errorf("the approved command saw %q", saw)
+		}
+	})
+	t.Run("never ends", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		starting := func(sctx context.Context) (*sandbox.Sandbox, string, error) {
+			cancel() // the run ends (a /stop) while the start is under way
+			<-sctx.Done()
+			return nil, "", sctx.Err()
+		}
+		f := newFixture(t, Config{Exec: ExecConfig{Starting: starting}}, runCmd(cmd))
+		res, _ := f.a.Run(ctx, Turn{Session: "s", Text: "x", Dir: f.dir, AllowAll: false})
+		if res.Status != StatusCancelled {
+			t.Errorf("status = %v", res.Status)
+		}
+		for _, d := range gateDecisions(t, f, "s") {
+			if d.Verdict != "confirm" || d.Action != "refuse" {
+				t.Errorf("gate decision while the sandbox was unknown: %+v", d)
+			}
+		}
+		for _, e := range f.events(t, "s") {
+			if e.Type == EvToolResult && strings.Contains(string(e.Payload), "ran-without-sandbox") {
+				t.Errorf("the command ran: %s", e.Payload)
+			}
+		}
+	})
+}
+
 // TestPassRunsReadOnlyApprovedRunsWritable: with the real sandbox, a command
 // the gate passes runs read-only (so what a gate with holes passes still
 // cannot write), and an approved command can write the workspace.

@@ -44,6 +44,40 @@ func TestMask(t *testing.T) {
 	}
 }
 
+// Every embedded rule compiles, and has keywords: NewMasker leaves the
+// compile to a rule's first use, where a bad regexp would panic, and a rule
+// without keywords would run over every text.
+func TestMaskRulesCompile(t *testing.T) {
+	m, err := NewMasker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.rules) < 200 {
+		t.Fatalf("%d rules", len(m.rules))
+	}
+	for _, r := range m.rules {
+		if len(r.keywords) == 0 {
+			t.Errorf("rule %s has no keywords", r.id)
+		}
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("rule %s: %v", r.id, p)
+				}
+			}()
+			r.re()
+		}()
+	}
+}
+
+func BenchmarkNewMasker(b *testing.B) {
+	for b.Loop() {
+		if _, err := NewMasker(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkMask16K(b *testing.B) {
 	m, err := NewMasker()
 	if err != nil {

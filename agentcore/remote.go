@@ -124,6 +124,13 @@ func (r *run) remote(ctx context.Context, call ToolCall, info CommandInfo, d gat
 		r.stopped = CauseOf(ctx)
 		return notRun(r.stopped), true, nil, nil
 	}
+	// Nothing starts while the local sandbox is still starting, ssh
+	// included: its start ends with this process made non-dumpable.
+	if _, err := r.cfg.Exec.started(ctx); err != nil {
+		content := "error: " + err.Error()
+		r.hookResult(info, content, true)
+		return content, true, nil, nil
+	}
 	start := r.cfg.Now()
 	// The same time limit and output capture as a local command (a
 	// fleet's own timeout, when configured, wins).

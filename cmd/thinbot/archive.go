@@ -79,13 +79,15 @@ func cmdAuditArchive(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: audit archive needs --before DATE or --upto SEQ", errUsage)
 	}
 	start := time.Now()
-	res, err := store.Archive(ctx, *db, &store.Options{Logger: slog.New(slog.NewTextHandler(e.stderr, nil))}, ao)
+	opts := &store.Options{Logger: slog.New(slog.NewTextHandler(e.stderr, nil))}
+	res, err := store.Archive(ctx, *db, opts, ao)
 	if errors.Is(err, store.ErrLocked) {
 		return fmt.Errorf("%w; stop the daemon first: archiving needs the store to itself", err)
 	}
 	if err != nil {
 		return err
 	}
+
 	r := res.Record
 	fmt.Fprintf(e.stdout, "archived events %d..%d (%d events, %d sessions) into %s (%s)\n", r.First, r.Last, r.Count, r.Sessions, res.Path, size(fileSize(res.Path)))
 	fmt.Fprintf(e.stdout, "  head seq %d hash %s\n  file sha256 %s\n", r.Last, r.Head, r.FileSHA256)
@@ -93,7 +95,22 @@ func cmdAuditArchive(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "  %s: %s -> %s; %s: %s -> %s; took %s\n", filepath.Base(*db), size(res.DBBefore), size(res.DBAfter),
 		"audit.jsonl", size(res.JournalBefore), size(res.JournalAfter), time.Since(start).Round(time.Millisecond))
 	fmt.Fprintf(e.stdout, "copy the file off this host and check it there: thinbot audit verify --archive %s\n", filepath.Base(res.Path))
+	// The new store's state index, which the next start would otherwise
+	// build from the live chain first. Derived data: a failure here is
+	// said, and leaves that to the next start.
+	if err := indexStore(ctx, *db, opts); err != nil {
+		fmt.Fprintf(e.stderr, "thinbot: warning: the state index was not built (the next start builds it): %v\n", err)
+	}
 	return nil
+}
+
+// indexStore builds the state index of the store at path.
+func indexStore(ctx context.Context, path string, opts *store.Options) error {
+	db, err := store.Open(path, opts)
+	if err != nil {
+		return err
+	}
+	return errors.Join(db.UseIndex(ctx, agentcore.StateIndex), db.Close())
 }
 
 // parseDate reads --before: a date (midnight UTC) or an RFC 3339 time.

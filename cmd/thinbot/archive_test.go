@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/store"
 )
 
@@ -63,6 +64,15 @@ func TestAuditArchiveCommands(t *testing.T) {
 		t.Fatalf("archive: exit %d\n%s%s", code, out, errb)
 	}
 	a1 := filepath.Join(dir, "archive", "archive-000000000001-000000000020.jsonl.gz")
+	// The new store starts as fast as any: its state index is built.
+	if db, err := store.Open(path, &store.Options{ReadOnly: true}); err != nil {
+		t.Fatal(err)
+	} else {
+		if !agentcore.IndexIsCurrent(db) {
+			t.Error("after the archive the store has no current state index: the next start builds it from the chain")
+		}
+		db.Close()
+	}
 	out, errb, code = runAudit(t, "verify", "--db", path)
 	if code != 0 || !strings.Contains(out, "events 1..20 archived in archive-000000000001-000000000020.jsonl.gz (head ") || !strings.Contains(out, "verified 21..51: 31 events") ||
 		!strings.Contains(out, "identical to the store") {

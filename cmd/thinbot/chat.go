@@ -19,6 +19,7 @@ func cmdChat(ctx context.Context, e *env, args []string) error {
 	if err := fs.parse(args); err != nil {
 		return err
 	}
+	defer tuneGC(e.getenv)()
 	l, err := openLocal(e, &f)
 	if err != nil {
 		return err

@@ -2,14 +2,16 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"runtime/debug"
 	"strings"
 	"testing"
 )
 
-// TestTuneGC: serve sets the collector's percent and soft memory limit
-// unless the environment sets them, and restores what was there.
+// TestTuneGC: serve sets the collector's percent and soft memory limit,
+// or the environment's (which the runtime of a process re-executed by
+// HideEnviron never saw), and restores what was there.
 func TestTuneGC(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -18,9 +20,12 @@ func TestTuneGC(t *testing.T) {
 		wantLimit int64
 	}{
 		{"defaults", nil, daemonGOGC, daemonMemLimit},
-		{"GOGC set", map[string]string{"GOGC": "50"}, 77, daemonMemLimit},
-		{"GOMEMLIMIT set", map[string]string{"GOMEMLIMIT": "1GiB"}, daemonGOGC, 1 << 40},
-		{"both set", map[string]string{"GOGC": "off", "GOMEMLIMIT": "1GiB"}, 77, 1 << 40},
+		{"GOGC set", map[string]string{"GOGC": "50"}, 50, daemonMemLimit},
+		{"GOMEMLIMIT set", map[string]string{"GOMEMLIMIT": "1GiB"}, daemonGOGC, 1 << 30},
+		{"both set", map[string]string{"GOGC": "off", "GOMEMLIMIT": "512MiB"}, -1, 512 << 20},
+		{"bytes", map[string]string{"GOMEMLIMIT": "1000000B"}, daemonGOGC, 1000000},
+		{"limit off", map[string]string{"GOMEMLIMIT": "off"}, daemonGOGC, math.MaxInt64},
+		{"bad values keep the defaults", map[string]string{"GOGC": "lots", "GOMEMLIMIT": "1GB"}, daemonGOGC, daemonMemLimit},
 	}
 	for _, tt := range tests {
 		// What the runtime would have read from the environment.

@@ -201,9 +201,12 @@ func openLocal(e *env, f *localFlags) (*local, error) {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
 	policy = policy.WithProtected(hidden...)
-	sbx := startSandbox(context.Background(), e.getenv("THINBOT_SANDBOX"), hidden, visibleFolders(e, dir), logger)
+	// The helpers start while the store opens and the first model call is
+	// made; commands wait for them (beginSandbox).
+	sbx := beginSandbox(context.Background(), e.getenv("THINBOT_SANDBOX"), hidden, visibleFolders(e, dir), logger)
 	db, err := store.Open(filepath.Join(state, "events.db"), &store.Options{Logger: logger})
 	if err != nil {
+		sbx.close()
 		return nil, err
 	}
 	window := f.window
@@ -222,7 +225,9 @@ func openLocal(e *env, f *localFlags) (*local, error) {
 		sbx.close()
 		return nil, err
 	}
-	set := skills.Load(skillDirs(e, dir), skills.Options{Probe: skillProbe(e), Lock: lock, Logger: logger})
+	probe := skillProbe(e)
+	probe.Python = sbx.afterStart((&skills.PythonProbe{}).Version)
+	set := skills.Load(skillDirs(e, dir), skills.Options{Probe: probe, Lock: lock, Logger: logger})
 	agent, err := agentcore.New(agentcore.Config{
 		Store: db, Model: model, Policy: policy, Skills: set, TextProtocol: f.text, ContextWindow: window,
 		GlobalInstructions: readText(filepath.Join(configDir(e), "AGENT.md")),
@@ -345,6 +350,7 @@ func oneShot(ctx context.Context, e *env, name string, args []string, goal bool)
 	if text == "" {
 		return fmt.Errorf("%w: thinbot %s [flags] 'TEXT'", errUsage, name)
 	}
+	defer tuneGC(e.getenv)()
 	l, err := openLocal(e, &f)
 	if err != nil {
 		return err

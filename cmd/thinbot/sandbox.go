@@ -162,12 +162,45 @@ type sandboxSetup struct {
 	off         bool // the operator turned the sandbox off
 	summary     string
 	outputLimit int64
+	// started, for a start under way (beginSandbox), is closed once it
+	// has ended: sb, noSandbox and summary are set then, not before.
+	// done is closed when the goroutine that runs it has ended.
+	started chan struct{}
+	done    chan struct{}
 }
 
 // startSandbox starts the kernel sandbox with the default limits unless
-// want is "off" (ask, chat, goal and the web console without a config).
+// want is "off".
 func startSandbox(ctx context.Context, want string, hide, workspaces []string, logger *slog.Logger) *sandboxSetup {
 	return startSandboxWith(ctx, want, sandbox.Config{Hide: hide, Workspaces: workspaces}, 0, logger)
+}
+
+// beginSandbox is startSandbox without the wait, for ask, chat, goal and
+// the web console without a config: it returns at once, while the helpers
+// start beside the caller's store, agent and first model call, none of
+// which runs a command. A command waits for the start's outcome
+// (agentcore.ExecConfig.Starting, which exec sets), and so does the check
+// that lets a pass verdict stand (fail closed): nothing runs while the
+// sandbox's state is unknown. The process is made non-dumpable (Harden)
+// as the start ends, before that outcome is published, as startSandboxWith
+// does right after Start: the helpers' start needs it dumpable, and it is
+// so for no longer than in a start that blocks.
+func beginSandbox(ctx context.Context, want string, hide, workspaces []string, logger *slog.Logger) *sandboxSetup {
+	if want == "off" {
+		return startSandbox(ctx, want, hide, workspaces, logger)
+	}
+	s := &sandboxSetup{started: make(chan struct{}), done: make(chan struct{})}
+	// Not cut short when ctx ends (shutdown during the start): the start
+	// is bounded by its own timeout, and a cut one would log the sandbox
+	// as refused.
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		defer close(s.done)
+		after := s.start(ctx, want, sandbox.Config{Hide: hide, Workspaces: workspaces}, logger)
+		close(s.started)
+		after()
+	}()
+	return s
 }
 
 // startSandboxFor starts the kernel sandbox as config c asks.
@@ -181,6 +214,17 @@ func startSandboxFor(ctx context.Context, c *daemonConfig, hide, workspaces []st
 // and says so on the log.
 func startSandboxWith(ctx context.Context, want string, cfg sandbox.Config, outputLimit int64, logger *slog.Logger) *sandboxSetup {
 	s := &sandboxSetup{outputLimit: outputLimit}
+	s.start(ctx, want, cfg, logger)()
+	return s
+}
+
+// start starts the sandbox into s and then marks this process
+// non-dumpable: sandbox.Start must come first, since the helpers' start
+// writes their uid_map, which an ordinary user's non-dumpable process
+// cannot (their /proc files then belong to root). It returns what is left
+// to do that no command needs to wait for: the check of the workspaces.
+func (s *sandboxSetup) start(ctx context.Context, want string, cfg sandbox.Config, logger *slog.Logger) (after func()) {
+	after = func() {}
 	switch want {
 	case "off":
 		s.off = true
@@ -202,14 +246,14 @@ func startSandboxWith(ctx context.Context, want string, cfg sandbox.Config, outp
 				logger.Warn("sandbox group limits not in force (limits_by says why)", "not_in_force", rw.NotInForce, "limits_by", rw.LimitsBy)
 			}
 			if ro.User != "" {
-				warnUnreadableWorkspaces(ctx, sb, ro.User, cfg.Workspaces, logger)
+				after = func() { warnUnreadableWorkspaces(ctx, sb, ro.User, cfg.Workspaces, logger) }
 			}
 		}
 	}
 	if err := sandbox.Harden(agentcore.SecretName); err != nil {
 		logger.Warn("could not mark the process non-dumpable", "err", err)
 	}
-	return s
+	return after
 }
 
 // warnUnreadableWorkspaces says at start which workspaces a root daemon's
@@ -226,17 +270,60 @@ func warnUnreadableWorkspaces(ctx context.Context, sb *sandbox.Sandbox, user str
 	}
 }
 
-// exec fills the sandbox fields of an ExecConfig.
+// exec fills the sandbox fields of an ExecConfig; for a start under way,
+// Starting, which waits for it.
 func (s *sandboxSetup) exec(c agentcore.ExecConfig) agentcore.ExecConfig {
-	c.Sandbox, c.NoSandbox = s.sb, s.noSandbox
+	if s.started != nil {
+		c.Starting = s.wait
+	} else {
+		c.Sandbox, c.NoSandbox = s.sb, s.noSandbox
+	}
 	if s.outputLimit > 0 {
 		c.OutputLimit = s.outputLimit
 	}
 	return c
 }
 
-// problem is what /readyz reports, "" when the sandbox works or is off.
-func (s *sandboxSetup) problem() string {
+// wait is agentcore.ExecConfig.Starting for a start under way: the
+// sandbox and why it is missing, once the start has ended; ctx's error if
+// ctx ends first (a start that has ended wins over a done ctx).
+func (s *sandboxSetup) wait(ctx context.Context) (*sandbox.Sandbox, string, error) {
+	select {
+	case <-s.started:
+		return s.sb, s.noSandbox, nil
+	default:
+	}
+	select {
+	case <-s.started:
+		return s.sb, s.noSandbox, nil
+	case <-ctx.Done():
+		return nil, "", ctx.Err()
+	}
+}
+
+// afterStart returns f made to wait until a start under way has ended.
+// It is for python3's version probe (skills.Probe.Python), the one child
+// process the start-up of ask, chat, goal and the console may run: no
+// child may start while sandbox.Start moves this process into a leaf
+// cgroup (v2), where one left behind would keep the group from handing
+// its controllers to command groups.
+func (s *sandboxSetup) afterStart(f func() (int, int, error)) func() (int, int, error) {
+	return func() (int, int, error) {
+		if s.started != nil {
+			<-s.started
+		}
+		return f()
+	}
+}
+
+// problem is what /readyz reports, "" when the sandbox works or is off;
+// a start under way is waited for, within ctx.
+func (s *sandboxSetup) problem(ctx context.Context) string {
+	if s.started != nil {
+		if _, _, err := s.wait(ctx); err != nil {
+			return "sandbox: starting"
+		}
+	}
 	if s.off {
 		return ""
 	}
@@ -250,6 +337,11 @@ func (s *sandboxSetup) problem() string {
 }
 
 func (s *sandboxSetup) close() {
+	if s.done != nil {
+		// The start ends, with its check of the workspaces, whose warning
+		// a run that needed no command would otherwise never show.
+		<-s.done
+	}
 	if s.sb != nil {
 		s.sb.Close()
 	}

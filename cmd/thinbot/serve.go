@@ -633,7 +633,7 @@ func (r *readiness) serve(w http.ResponseWriter, req *http.Request) {
 	if !r.adapter.Connected() {
 		problems = append(problems, "chat: not connected")
 	}
-	if p := r.sandbox.problem(); p != "" {
+	if p := r.sandbox.problem(req.Context()); p != "" {
 		problems = append(problems, p)
 	}
 	var st syscall.Statfs_t

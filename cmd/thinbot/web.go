@@ -369,6 +369,7 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string, hup <-ch
 	// JSON lines, as the daemon's: one log format for every serve.
 	e.logJSON = true
 	logger := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	defer tuneGC(e.getenv)()
 	ws, err := os.Getwd()
 	if err != nil {
 		return err
@@ -405,13 +406,17 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string, hup <-ch
 		return fmt.Errorf("workspace %s", why)
 	}
 	policy = policy.WithProtected(absState)
-	sbx := startSandbox(ctx, e.getenv("THINBOT_SANDBOX"), []string{absState}, visibleFolders(e, ws), logger)
+	// The helpers start while the console gets ready; commands wait for
+	// them, and so does /readyz.
+	sbx := beginSandbox(ctx, e.getenv("THINBOT_SANDBOX"), []string{absState}, visibleFolders(e, ws), logger)
 	defer sbx.close()
 	lock, err := readSkillsLock(e.getenv("AGENT_SKILLS_LOCK"))
 	if err != nil {
 		return err
 	}
-	set := skills.Load(skillDirs(e, ws), skills.Options{Probe: skillProbe(e), Lock: lock, Logger: logger})
+	probe := skillProbe(e)
+	probe.Python = sbx.afterStart((&skills.PythonProbe{}).Version)
+	set := skills.Load(skillDirs(e, ws), skills.Options{Probe: probe, Lock: lock, Logger: logger})
 	agent, err := agentcore.New(agentcore.Config{
 		Store: db, Model: model, Policy: policy, Skills: set, Secrets: secrets,
 		GlobalInstructions: readText(filepath.Join(configDir(e), "AGENT.md")),
