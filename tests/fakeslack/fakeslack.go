@@ -164,6 +164,12 @@ type Server struct {
 	AckTimeout time.Duration
 	// MaxRetries bounds redeliveries of one envelope (Slack: 3).
 	MaxRetries int
+	// HTTPRetryDelay is how long an HTTP delivery that failed waits before
+	// its first retry, doubled for each later one. Slack spaces its
+	// retries by minutes (at once, 1 minute, 5 minutes); the fake keeps
+	// the spacing, scaled down, so that a receiver that is starting (503
+	// until its adapter runs) sees a retry once it runs, as with Slack.
+	HTTPRetryDelay time.Duration
 	// PingInterval is how often sockets are pinged.
 	PingInterval time.Duration
 
@@ -200,22 +206,23 @@ type Server struct {
 func New(t testing.TB) *Server {
 	t.Helper()
 	f := &Server{
-		t:            t,
-		AckTimeout:   3 * time.Second,
-		MaxRetries:   3,
-		PingInterval: 5 * time.Second,
-		changed:      make(chan struct{}),
-		users:        map[string]string{BotUserID: "thinbot"},
-		bots:         map[string]bool{BotUserID: true},
-		channels:     map[string]*channel{},
-		uploads:      map[string]*upload{},
-		rateLimit:    map[string]int{},
-		failures:     map[string]*failure{},
-		hang:         map[string]bool{},
-		clock:        1700000000,
-		httpKick:     make(chan struct{}, 1),
-		tickets:      map[string]bool{},
-		done:         make(chan struct{}),
+		t:              t,
+		AckTimeout:     3 * time.Second,
+		MaxRetries:     3,
+		PingInterval:   5 * time.Second,
+		HTTPRetryDelay: 250 * time.Millisecond,
+		changed:        make(chan struct{}),
+		users:          map[string]string{BotUserID: "thinbot"},
+		bots:           map[string]bool{BotUserID: true},
+		channels:       map[string]*channel{},
+		uploads:        map[string]*upload{},
+		rateLimit:      map[string]int{},
+		failures:       map[string]*failure{},
+		hang:           map[string]bool{},
+		clock:          1700000000,
+		httpKick:       make(chan struct{}, 1),
+		tickets:        map[string]bool{},
+		done:           make(chan struct{}),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/{method}", f.serveAPI)

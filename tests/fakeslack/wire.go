@@ -467,6 +467,12 @@ func (f *Server) deliverHTTP(client *http.Client, target, secret string, e *enve
 			return
 		}
 		if attempt > 0 {
+			select { // Slack's spacing, scaled down (HTTPRetryDelay)
+			case <-time.After(f.HTTPRetryDelay << (attempt - 1)):
+			case <-f.done:
+				cancel()
+				return
+			}
 			req.Header.Set("X-Slack-Retry-Num", strconv.Itoa(attempt))
 			req.Header.Set("X-Slack-Retry-Reason", "http_error")
 		}
