@@ -295,7 +295,8 @@ func decodeTraced(text string) (tracedCmd, error) {
 // with no configuration removes quotes and backslashes, as bash does, and
 // neither splits nor globs words that hold no expansion (the trace quotes
 // every special character); expand.Literal would keep an unquoted
-// backslash (`”\”00'` is '00, not \'00).
+// backslash (bash traces the word '00 as two quoted parts around an
+// escaped quote, and Literal would read it as \'00).
 func unquote(w *syntax.Word) (string, error) {
 	f, err := shexpand.Fields(nil, w)
 	if err != nil {
