@@ -31,16 +31,7 @@ func TestAskSignalsEndPrivilegedMasters(t *testing.T) {
 				t.Fatal(err)
 			}
 			socks := filepath.Join(xdg, "thinbot-ssh")
-			masters := func(prefix string) []string {
-				var out []string
-				ents, _ := os.ReadDir(socks)
-				for _, e := range ents {
-					if strings.HasPrefix(e.Name(), prefix) && e.Type()&os.ModeSocket != 0 {
-						out = append(out, e.Name())
-					}
-				}
-				return out
-			}
+			masters := func(prefix string) []string { return controlSockets(socks, prefix) }
 			t.Cleanup(func() {
 				for _, s := range append(masters("w-"), masters("r-")...) {
 					exec.Command("ssh", "-o", "ControlPath="+filepath.Join(socks, s), "-O", "exit", "x").Run()

@@ -383,16 +383,7 @@ func TestFleetWarmAcrossRuns(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(rig.Dir, rig.Servers[0].Name+".log"))
 		return strings.Count(string(b), "Accepted publickey for "+sshd.UserRO)
 	}
-	list := func(prefix string) []string {
-		var out []string
-		ents, _ := os.ReadDir(socks)
-		for _, e := range ents {
-			if strings.HasPrefix(e.Name(), prefix) && e.Type()&os.ModeSocket != 0 {
-				out = append(out, e.Name())
-			}
-		}
-		return out
-	}
+	list := func(prefix string) []string { return controlSockets(socks, prefix) }
 	dir := t.TempDir()
 	env := func(m *fakemodel.Server) []string {
 		return append(modelEnv(m), "THINBOT_FLEET="+fleetFile, "XDG_RUNTIME_DIR="+xdg)
@@ -522,4 +513,17 @@ func TestFleetGuideKeys(t *testing.T) {
 		asDaemon("ssh-keygen", "-y", "-f", filepath.Join(ssh, k))
 	}
 	asDaemon(bin, "hosts", "--fleet", fleetFile)
+}
+
+// controlSockets lists the ControlMaster sockets in dir whose names start
+// with prefix ("r-" read-only, "w-" privileged).
+func controlSockets(dir, prefix string) []string {
+	var out []string
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), prefix) && e.Type()&os.ModeSocket != 0 {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
