@@ -803,22 +803,16 @@ func alertLine(g agentcore.AlertGroup, wh Webhook, p agentcore.AlertPayload, now
 		}
 		return fmt.Sprintf("✅ **Resolved** at %s: fired for %s.", textfmt.Clock(end, loc, "2006-01-02 15:04:05"), roundDur(end.Sub(starts)))
 	case g.Status == "resolved":
+		if c := alertChanges(g.Last.Alerts, p.Alerts); c != "" {
+			return fmt.Sprintf("🔥 **Firing again**: %d alert(s): %s.", firing, c)
+		}
 		return fmt.Sprintf("🔥 **Firing again**: %d alert(s).", firing)
 	}
-	old := map[string]bool{}
-	for _, r := range g.Last.Alerts {
-		old[r.Fingerprint+"\x00"+r.Status] = true
-	}
-	changed := 0
-	for _, r := range p.Alerts {
-		if !old[r.Fingerprint+"\x00"+r.Status] {
-			changed++
-		}
-	}
-	if changed == 0 {
+	changes := alertChanges(g.Last.Alerts, p.Alerts)
+	if changes == "" {
 		return fmt.Sprintf("🔁 Still firing (repeat notification): %d alert(s), for %s so far.", firing, roundDur(now.Sub(starts)))
 	}
-	return fmt.Sprintf("🔥 Update: %d alert(s) firing, %d changed since the last notification.", firing, changed)
+	return fmt.Sprintf("🔥 Update: %s; %d alert(s) firing.", changes, firing)
 }
 
 func roundDur(d time.Duration) string {
@@ -892,6 +886,7 @@ func alertCard(wh Webhook, p agentcore.AlertPayload, now, starts time.Time, loc 
 	if len(ls) > 0 {
 		fmt.Fprintf(&b, "**Labels:** %s\n", strings.Join(ls, " "))
 	}
+	b.WriteString(alertList(p.Alerts, wh.CommonAnnotations["summary"]))
 	if !starts.IsZero() {
 		fmt.Fprintf(&b, "**Started:** %s", textfmt.Clock(starts, loc, "2006-01-02 15:04:05"))
 		if wh.Status == "resolved" {
