@@ -13,6 +13,28 @@ import (
 // model sees an alert only as the quoted question of an investigation.
 const EvAlert = "alert"
 
+// EvAlertAck records that a person took an alert group's incident: they
+// pressed Acknowledge on its card (AlertAckPayload). Like EvAlert it never
+// enters the projection.
+const EvAlertAck = "alert_ack"
+
+// AlertAckPayload is an EvAlertAck's: who acknowledged which group, when.
+type AlertAckPayload struct {
+	GroupKey string `json:"group_key"`
+	// Alerts names the group's alerts as the card showed them when it was
+	// acknowledged: each alert's alertname and the labels that tell it
+	// apart from the others ("DiskFull instance=db1:9100").
+	Alerts []string `json:"alerts"`
+	// UserID and UserName are the chat user who acknowledged (ids are
+	// what approver lists match; the name is for readers).
+	UserID   string `json:"user_id"`
+	UserName string `json:"user_name,omitempty"`
+	// At is when the click was accepted.
+	At time.Time `json:"at"`
+	// PostID is the card's post.
+	PostID string `json:"post_id,omitempty"`
+}
+
 // AlertPayload is one alert notification (an Alertmanager or Grafana
 // webhook delivery) as the chain records it.
 type AlertPayload struct {
@@ -58,6 +80,8 @@ type AlertGroup struct {
 	StartsAt time.Time
 	// Card is the last notification, for redrawing the card.
 	Last AlertPayload
+	// Ack is the group's acknowledgement, nil if nobody took it yet.
+	Ack *AlertAckPayload
 }
 
 // AlertGroups reads every alert group's thread from the chain, and the
@@ -68,6 +92,16 @@ func AlertGroups(db *store.DB, since time.Time) (map[string]AlertGroup, []string
 	for e, err := range db.All(1) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("scan chain: %w", err)
+		}
+		if e.Type == EvAlertAck {
+			var ack AlertAckPayload
+			if json.Unmarshal(e.Payload, &ack) == nil {
+				if g, ok := groups[ack.GroupKey]; ok && g.Ack == nil {
+					g.Ack = &ack
+					groups[ack.GroupKey] = g
+				}
+			}
+			continue
 		}
 		if e.Type != EvAlert {
 			continue

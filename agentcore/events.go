@@ -85,6 +85,8 @@ func Decode(ev store.Event) (any, error) {
 		p = new(ChainVerifiedPayload)
 	case EvAlert:
 		p = new(AlertPayload)
+	case EvAlertAck:
+		p = new(AlertAckPayload)
 	case EvConfigReloaded, EvConfigReloadRefused:
 		p = new(ConfigReload)
 	default:

@@ -153,6 +153,12 @@ func (t *timeline) event(e store.Event) {
 			text += " severity " + textfmt.CodeSpan(sev, 40)
 		}
 		t.line(e, text+fmt.Sprintf(", %d of %d alert(s) firing", firing, len(p.Alerts)))
+	case EvAlertAck:
+		var p AlertAckPayload
+		if json.Unmarshal(e.Payload, &p) != nil {
+			return
+		}
+		t.line(e, "**acknowledged** by "+textfmt.CodeSpan(e.Actor, 80))
 	case EvUserMessage:
 		var p UserMessagePayload
 		if json.Unmarshal(e.Payload, &p) != nil {

@@ -151,6 +151,9 @@ type AlertRoute struct {
 	MaxWall  time.Duration
 	// MaxInvestigations bounds the route's concurrent first looks; 0 means 2.
 	MaxInvestigations int
+	// Acknowledgers are user ids who may acknowledge the route's alerts
+	// besides whoever may approve in its channel.
+	Acknowledgers []string
 }
 
 // AlertsConfig configures the alert receiver.
@@ -299,6 +302,11 @@ func NewAlertReceiver(cfg AlertsConfig, bots map[string]*Bot) (*AlertReceiver, e
 		refusals:   bucket{rate: cfg.AuthRate, burst: cfg.AuthBurst, tokens: float64(cfg.AuthBurst), refilled: b.cfg.Now()},
 		perChan:    map[string]int{}, perRoute: map[string]int{}}
 	a.cfg.Store(&cfg)
+	for _, ab := range bots {
+		ab.mu.Lock()
+		ab.alerts = a
+		ab.mu.Unlock()
+	}
 	for k, g := range cfg.Groups {
 		a.groups[k] = g
 		t, _ := ThreadOf(g.Session)
@@ -691,9 +699,8 @@ func (a *alerts) deliver(ctx context.Context, cfg *AlertsConfig, wh Webhook, dig
 		Delivery: digest, Truncated: wh.TruncatedAlerts, Alerts: records(wh)}
 	now, loc := b.cfg.Now(), b.zone(ch)
 	if !known {
-		card := alertCard(wh, p, now, time.Time{}, loc)
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		id, err := b.cfg.Adapter.Post(pctx, Thread{Platform: rt.Platform, Channel: rt.Channel}, quiet(Post{Text: card}))
+		id, err := b.cfg.Adapter.Post(pctx, Thread{Platform: rt.Platform, Channel: rt.Channel}, cardPost(agentcore.AlertGroup{}, wh, p, now, time.Time{}, loc))
 		cancel()
 		if err != nil || id == "" {
 			b.cfg.Metrics.error("chat")
@@ -739,7 +746,7 @@ func (a *alerts) deliver(ctx context.Context, cfg *AlertsConfig, wh Webhook, dig
 	if e := earliest(p.Alerts); !e.IsZero() && (starts.IsZero() || e.Before(starts)) {
 		starts = e
 	}
-	b.update(ctx, t, g.PostID, Post{Text: alertCard(wh, p, now, starts, loc)})
+	b.update(ctx, t, g.PostID, cardPost(g, wh, p, now, starts, loc))
 	b.post(ctx, t, Post{Text: alertLine(g, wh, p, now, starts, loc)})
 	a.count("update")
 	refired := g.Status == "resolved" && wh.Status == "firing"

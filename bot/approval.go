@@ -162,8 +162,12 @@ func (b *Bot) take(id string) *request {
 }
 
 // HandleClick implements Handler: it authorises a click on an approval
-// button and hands the decision to the waiting run.
+// button and hands the decision to the waiting run, or a click on an alert
+// card's Acknowledge (alertack.go).
 func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
+	if c.ActionID == ActionAck {
+		return b.acknowledge(ctx, c)
+	}
 	b.mu.Lock()
 	req := b.pending[c.Value]
 	b.mu.Unlock()

@@ -50,6 +50,9 @@ type alertRouteConfig struct {
 	MaxSteps          int      `yaml:"max_steps"`
 	MaxWall           duration `yaml:"max_wall"`
 	MaxInvestigations int      `yaml:"max_investigations"`
+	// Acknowledgers are user ids who may press the card's Acknowledge
+	// besides whoever may approve in the route's channel.
+	Acknowledgers []string `yaml:"acknowledgers"`
 }
 
 func (a *alertsConfig) configured() bool { return a.TokenFile != "" || len(a.Routes) > 0 }
@@ -88,6 +91,15 @@ func (a *alertsConfig) check(bad func(string, ...any), channels []channelConfig,
 		for _, m := range r.Matchers {
 			if _, err := bot.ParseMatcher(m); err != nil {
 				bad("%s.matchers: %v", where, err)
+			}
+		}
+		for _, u := range r.Acknowledgers {
+			p := platform
+			if r.Platform == "web" {
+				p = "web"
+			}
+			if why := notUserID(p, u); why != "" {
+				bad("%s.acknowledgers: %q is not %s; acknowledgers are matched by id", where, u, why)
 			}
 		}
 		switch r.Platform {
@@ -177,7 +189,7 @@ func receiverConfig(ctx context.Context, c *daemonConfig, webServed bool, adapte
 		MaxPerChannel: a.MaxPerChannel, DedupeWindow: a.DedupeWindow.or(10 * time.Minute)}
 	for _, r := range a.Routes {
 		rt := bot.AlertRoute{Name: r.Name, Channel: ids[r.Channel], Investigate: r.Investigate == nil || *r.Investigate,
-			MaxSteps: r.MaxSteps, MaxInvestigations: r.MaxInvestigations}
+			MaxSteps: r.MaxSteps, MaxInvestigations: r.MaxInvestigations, Acknowledgers: r.Acknowledgers}
 		if r.Platform == web.Platform {
 			rt.Platform, rt.Channel = web.Platform, "console"
 			if !webServed {

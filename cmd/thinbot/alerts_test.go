@@ -46,9 +46,10 @@ channels:
       max_wall: soon
     - name: ops
       channel: abcdefghijklmnopqrstuvwxyz
+      acknowledgers: [bob]
 `)
 	for _, want := range []string{"alerts.token_file is empty", "alerts.routes[0].matchers: matcher", "alerts.routes[0].channel \"nowhere\"",
-		"alerts.routes[0].max_wall", "alerts.routes[1].name \"ops\" is used twice"} {
+		"alerts.routes[0].max_wall", "alerts.routes[1].name \"ops\" is used twice", "alerts.routes[1].acknowledgers: \"bob\" is not a Mattermost user id"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("config check output lacks %q:\n%s", want, out)
 		}

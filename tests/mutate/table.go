@@ -567,4 +567,12 @@ var table = []mutation{
 	{ID: "S19", File: "agentcore/exec.go", What: "an approved command does not wait for the sandbox still starting and runs unconfined, the state dir readable",
 		Old: "\tcfg, serr := cfg.started(ctx)\n", New: "\tcfg, serr := cfg, error(nil)\n",
 		Pkgs: []string{"./agentcore"}, Run: "TestSandboxStartingFailsClosed"},
+	// Acknowledge, escalate, silence (issue #33): who may take an incident,
+	// and the chain's record of it before the card shows it.
+	{ID: "K1", File: "bot/alertack.go", What: "anyone who can press the card's button acknowledges the incident, approver or not",
+		Old: "if why := b.mayAcknowledge(ctx, ch, acks, c); why != \"\" {", New: "if why := b.mayAcknowledge(ctx, ch, acks, c); false && why != \"\" {",
+		Pkgs: []string{"./bot"}, Run: "TestAlertAcknowledge"},
+	{ID: "K2", File: "bot/alertack.go", What: "the card says who took the incident although the chain has no record of it",
+		Old: "\tif _, err := ch.Agent.NoteUnlocked(g.Session, agentcore.EvAlertAck, actor(c.User), ack); err != nil {", New: "\tif err := error(nil); err != nil {",
+		Pkgs: []string{"./bot"}, Run: "TestAlertAcknowledge"},
 }
