@@ -3,6 +3,7 @@ package agentcore
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/thinbot/thinbot/skills"
 	"github.com/thinbot/thinbot/store"
@@ -28,9 +29,10 @@ const (
 	EvCompacted        = "compacted"    // a summary replacing everything before it in the projection
 	EvMemory           = "memory"       // a note the model appended to the workspace memory
 	EvSkillFiltered    = "skill_filtered"
-	EvSkillOpened      = "skill_opened"   // the skill tool opened a skill: its folder and the SHA-256 of its files
-	EvNote             = "note"           // something a front end records (NotePayload: approval posted, message queued, click refused)
-	EvChainVerified    = "chain_verified" // a good full verification of the chain, the checkpoint a restart verifies from (checkpoint.go)
+	EvSkillOpened      = "skill_opened"      // the skill tool opened a skill: its folder and the SHA-256 of its files
+	EvNote             = "note"              // something a front end records (NotePayload: approval posted, message queued, click refused)
+	EvChainVerified    = "chain_verified"    // a good full verification of the chain, the checkpoint a restart verifies from (checkpoint.go)
+	EvApprovalReminder = "approval_reminder" // an open approval request's reminder or escalation, posted in its thread (ApprovalReminderPayload)
 )
 
 // Run statuses recorded in EvRunFinished.
@@ -87,6 +89,8 @@ func Decode(ev store.Event) (any, error) {
 		p = new(AlertPayload)
 	case EvAlertAck:
 		p = new(AlertAckPayload)
+	case EvApprovalReminder:
+		p = new(ApprovalReminderPayload)
 	case EvConfigReloaded, EvConfigReloadRefused:
 		p = new(ConfigReload)
 	default:
@@ -96,6 +100,25 @@ func Decode(ev store.Event) (any, error) {
 		return nil, fmt.Errorf("agentcore: decode %s event %d: %w", ev.Type, ev.Seq, err)
 	}
 	return p, nil
+}
+
+// ApprovalReminderPayload is an EvApprovalReminder's: a front end
+// reminded the people who may decide an open request, or escalated it to
+// others, because nobody decided it in time. The request still expires as
+// a deny.
+type ApprovalReminderPayload struct {
+	RequestID string `json:"request_id"`
+	// Stage is "remind" (the request's approvers again) or "escalate"
+	// (the configured escalation group).
+	Stage string `json:"stage"`
+	// Mentioned are the user ids the reminder mentioned.
+	Mentioned []string `json:"mentioned,omitempty"`
+	// After is how long the request had been open, in seconds.
+	After float64 `json:"after_seconds"`
+	// Expires is when the request expires.
+	Expires time.Time `json:"expires"`
+	// PostID is the reminder's post ("" if it could not be posted).
+	PostID string `json:"post_id,omitempty"`
 }
 
 // SystemPromptPayload is an EvSystemPrompt's: the prompt the session's

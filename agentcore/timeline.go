@@ -159,6 +159,17 @@ func (t *timeline) event(e store.Event) {
 			return
 		}
 		t.line(e, "**acknowledged** by "+textfmt.CodeSpan(e.Actor, 80))
+	case EvApprovalReminder:
+		var p ApprovalReminderPayload
+		if json.Unmarshal(e.Payload, &p) != nil {
+			return
+		}
+		what := map[string]string{"remind": "reminder", "escalate": "escalation"}[p.Stage]
+		if what == "" {
+			what = "reminder"
+		}
+		t.line(e, fmt.Sprintf("**%s** of request `%s` after %s, to %d user(s)", what, p.RequestID,
+			time.Duration(p.After*float64(time.Second)).Round(time.Second), len(p.Mentioned)))
 	case EvUserMessage:
 		var p UserMessagePayload
 		if json.Unmarshal(e.Payload, &p) != nil {

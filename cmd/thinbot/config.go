@@ -70,6 +70,8 @@ type daemonConfig struct {
 	MentionInThread bool     `yaml:"mention_in_thread"`
 	MaxConcurrent   int      `yaml:"max_concurrent_runs"`
 	ApprovalTimeout duration `yaml:"approval_timeout"`
+	// ApprovalReminders remind and escalate a request nobody decides.
+	ApprovalReminders approvalReminders `yaml:"approval_reminders"`
 	// Timezone is the zone of the times thinbot writes into chat and
 	// timelines; unset is UTC. channels[].timezone overrides it.
 	Timezone zone     `yaml:"timezone"`
@@ -363,6 +365,7 @@ func (c *daemonConfig) checkDaemon(bad func(string, ...any)) {
 		}
 	}
 	c.ApprovalTimeout.check(bad, "approval_timeout", "15m")
+	c.ApprovalReminders.check(bad, c.Platform, c.ApprovalTimeout.Duration)
 	c.Timezone.check(bad, "timezone")
 	c.Budgets.MaxWall.check(bad, "budgets.max_wall", "15m")
 	c.Budgets.CommandTimeout.check(bad, "budgets.command_timeout", "15m")
@@ -803,4 +806,39 @@ func cmdConfig(_ context.Context, e *env, args []string) error {
 	abs, _ := filepath.Abs(c.StateDir)
 	fmt.Fprintf(e.stdout, "config %s is fine: platform %s, %d channel(s), state in %s, listening on %s\n", *path, c.Platform, len(c.Channels), abs, c.Listen)
 	return nil
+}
+
+// approvalReminders is the approval_reminders: section: after remind_after
+// an open request's thread mentions its approvers again, after
+// escalate_after it mentions escalate_to; the request still expires at
+// approval_timeout, as a deny.
+type approvalReminders struct {
+	RemindAfter   duration `yaml:"remind_after"`
+	EscalateAfter duration `yaml:"escalate_after"`
+	// EscalateTo are the chat platform's user ids an escalation mentions.
+	EscalateTo []string `yaml:"escalate_to"`
+}
+
+func (r approvalReminders) check(bad func(string, ...any), platform string, timeout time.Duration) {
+	r.RemindAfter.check(bad, "approval_reminders.remind_after", "5m")
+	r.EscalateAfter.check(bad, "approval_reminders.escalate_after", "10m")
+	for _, d := range []struct {
+		key string
+		d   time.Duration
+	}{{"remind_after", r.RemindAfter.Duration}, {"escalate_after", r.EscalateAfter.Duration}} {
+		if d.d > 0 && d.d >= timeout {
+			bad("approval_reminders.%s %s is not before approval_timeout %s: the request would expire first", d.key, d.d, timeout)
+		}
+	}
+	if (r.EscalateAfter.Duration > 0) != (len(r.EscalateTo) > 0) {
+		bad("approval_reminders: escalate_after and escalate_to go together (when, and whom to mention)")
+	}
+	if r.RemindAfter.Duration > 0 && r.EscalateAfter.Duration > 0 && r.EscalateAfter.Duration <= r.RemindAfter.Duration {
+		bad("approval_reminders.escalate_after %s: want it after remind_after %s", r.EscalateAfter.Duration, r.RemindAfter.Duration)
+	}
+	for _, u := range r.EscalateTo {
+		if why := notUserID(platform, u); why != "" {
+			bad("approval_reminders.escalate_to: %q is not %s; mentions are by id", u, why)
+		}
+	}
 }

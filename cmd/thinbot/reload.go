@@ -31,7 +31,7 @@ import (
 // Prometheus and Alertmanager do it) reads the config file again and puts
 // in force what can change while the daemon runs: the channels and their
 // workspaces, approvers and token budgets (the routes), users, allow_bots,
-// mention_in_thread, approval_timeout, the policy file, the instruction
+// mention_in_thread, approval_timeout, approval_reminders, the policy file, the instruction
 // files, the skills (dirs, lock and the skill folders themselves), the
 // run budgets, env_allow, command_path, the schedules and the alert
 // routes with the receiver's token and limits. Everything else
@@ -78,7 +78,7 @@ func reloadable(key string) bool { return slices.Contains(reloadableKeys(), key)
 
 // reloadableKeys are the top-level keys reloadable accepts.
 func reloadableKeys() []string {
-	return []string{"channels", "users", "allow_bots", "mention_in_thread", "approval_timeout",
+	return []string{"channels", "users", "allow_bots", "mention_in_thread", "approval_timeout", "approval_reminders",
 		"policy_file", "instructions_file", "skills_dirs", "skills_lock",
 		"budgets", "env_allow", "command_path", "schedules", "alerts"}
 }
@@ -241,9 +241,10 @@ func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.Con
 		return rec, err
 	}
 	d.routes.Store(rt)
-	d.bot.SetAccess(bot.Access{Users: c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread, ApprovalTimeout: c.ApprovalTimeout.Duration})
+	d.bot.SetAccess(bot.Access{Users: c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread, ApprovalTimeout: c.ApprovalTimeout.Duration,
+		Reminders: c.ApprovalReminders.reminders(false)})
 	if d.webBot != nil {
-		d.webBot.SetAccess(bot.Access{ApprovalTimeout: c.ApprovalTimeout.Duration}) // the console's users are web's roles
+		d.webBot.SetAccess(bot.Access{ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(true)}) // the console's users are web's roles
 	}
 	if d.alerts != nil {
 		// Checked above against the new channels, now in force: this

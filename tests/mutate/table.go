@@ -575,4 +575,7 @@ var table = []mutation{
 	{ID: "K2", File: "bot/alertack.go", What: "the card says who took the incident although the chain has no record of it",
 		Old: "\tif _, err := ch.Agent.NoteUnlocked(g.Session, agentcore.EvAlertAck, actor(c.User), ack); err != nil {", New: "\tif err := error(nil); err != nil {",
 		Pkgs: []string{"./bot"}, Run: "TestAlertAcknowledge"},
+	{ID: "K3", File: "bot/remind.go", What: "a reminder or escalation is posted but the chain does not say who was reminded when",
+		Old: "\tif _, err := req.ch.Agent.NoteUnlocked(req.ap.Session, agentcore.EvApprovalReminder, \"bot\", p); err != nil {", New: "\tif _, err := any(p), error(nil); err != nil {",
+		Pkgs: []string{"./bot"}, Run: "TestApprovalReminders"},
 }
