@@ -35,6 +35,36 @@ type AlertAckPayload struct {
 	PostID string `json:"post_id,omitempty"`
 }
 
+// EvAlertSilence records a silence of an alert group in Alertmanager
+// (AlertSilencePayload): created or expired after an approval, or what
+// Alertmanager answered when it refused. The approval itself is the
+// approval_requested and approval_decision events before it, whose
+// request id it carries.
+const EvAlertSilence = "alert_silence"
+
+// AlertSilencePayload is an EvAlertSilence's.
+type AlertSilencePayload struct {
+	GroupKey string `json:"group_key"`
+	// Action is "created", "expired" or "failed".
+	Action string `json:"action"`
+	// RequestID is the approval request that allowed it.
+	RequestID string `json:"request_id"`
+	// SilenceID is Alertmanager's id of the silence.
+	SilenceID string `json:"silence_id,omitempty"`
+	// Matchers are the silence's label matchers, name="value".
+	Matchers []string `json:"matchers,omitempty"`
+	// StartsAt and EndsAt are the silence's; CreatedBy and Comment as
+	// Alertmanager shows them.
+	StartsAt  time.Time `json:"starts_at,omitzero"`
+	EndsAt    time.Time `json:"ends_at,omitzero"`
+	CreatedBy string    `json:"created_by,omitempty"`
+	Comment   string    `json:"comment,omitempty"`
+	// By is who approved it (an actor).
+	By string `json:"by,omitempty"`
+	// Error is why it failed.
+	Error string `json:"error,omitempty"`
+}
+
 // AlertPayload is one alert notification (an Alertmanager or Grafana
 // webhook delivery) as the chain records it.
 type AlertPayload struct {
@@ -55,6 +85,9 @@ type AlertPayload struct {
 	Truncated int `json:"truncated,omitempty"`
 	// Kind is "opened" (a new thread), "update" or "resolved".
 	Kind string `json:"kind"`
+	// GroupLabels are the labels the notifier grouped the alerts by
+	// (Alertmanager's group_by): a silence of the group matches them.
+	GroupLabels map[string]string `json:"group_labels,omitempty"`
 }
 
 // AlertRecord is one alert of a notification.
@@ -82,6 +115,9 @@ type AlertGroup struct {
 	Last AlertPayload
 	// Ack is the group's acknowledgement, nil if nobody took it yet.
 	Ack *AlertAckPayload
+	// Silence is the group's silence created last, nil if none or it was
+	// expired through thinbot.
+	Silence *AlertSilencePayload
 }
 
 // AlertGroups reads every alert group's thread from the chain, and the
@@ -92,6 +128,21 @@ func AlertGroups(db *store.DB, since time.Time) (map[string]AlertGroup, []string
 	for e, err := range db.All(1) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("scan chain: %w", err)
+		}
+		if e.Type == EvAlertSilence {
+			var sp AlertSilencePayload
+			if json.Unmarshal(e.Payload, &sp) == nil {
+				if g, ok := groups[sp.GroupKey]; ok {
+					switch sp.Action {
+					case "created":
+						g.Silence = &sp
+					case "expired":
+						g.Silence = nil
+					}
+					groups[sp.GroupKey] = g
+				}
+			}
+			continue
 		}
 		if e.Type == EvAlertAck {
 			var ack AlertAckPayload

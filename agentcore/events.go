@@ -89,6 +89,8 @@ func Decode(ev store.Event) (any, error) {
 		p = new(AlertPayload)
 	case EvAlertAck:
 		p = new(AlertAckPayload)
+	case EvAlertSilence:
+		p = new(AlertSilencePayload)
 	case EvApprovalReminder:
 		p = new(ApprovalReminderPayload)
 	case EvConfigReloaded, EvConfigReloadRefused:

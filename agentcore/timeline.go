@@ -159,6 +159,23 @@ func (t *timeline) event(e store.Event) {
 			return
 		}
 		t.line(e, "**acknowledged** by "+textfmt.CodeSpan(e.Actor, 80))
+	case EvAlertSilence:
+		var p AlertSilencePayload
+		if json.Unmarshal(e.Payload, &p) != nil {
+			return
+		}
+		text := fmt.Sprintf("**silence %s** in Alertmanager", textfmt.CodeSpan(p.Action, 20))
+		if p.SilenceID != "" {
+			text += " " + textfmt.CodeSpan(p.SilenceID, 60)
+		}
+		if !p.EndsAt.IsZero() && p.Action == "created" {
+			text += " until " + p.EndsAt.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		text += ", request `" + p.RequestID + "`"
+		if p.Error != "" {
+			text += ": " + textfmt.CodeSpan(p.Error, 200)
+		}
+		t.line(e, text)
 	case EvApprovalReminder:
 		var p ApprovalReminderPayload
 		if json.Unmarshal(e.Payload, &p) != nil {

@@ -36,13 +36,20 @@ func ackValue(groupKey string) string {
 // group fires and nobody took it.
 func cardPost(g agentcore.AlertGroup, wh Webhook, p agentcore.AlertPayload, now, starts time.Time, loc *time.Location) Post {
 	text := alertCard(wh, p, now, starts, loc)
+	var lines []string
 	if g.Ack != nil {
-		line := "**Acknowledged** by @" + textfmt.OneLine(cmpName(g.Ack.UserName, g.Ack.UserID), 80) + " at " + textfmt.Clock(g.Ack.At, loc, "2006-01-02 15:04:05")
+		lines = append(lines, "**Acknowledged** by @"+textfmt.OneLine(cmpName(g.Ack.UserName, g.Ack.UserID), 80)+" at "+textfmt.Clock(g.Ack.At, loc, "2006-01-02 15:04:05"))
+	}
+	if g.Silence != nil {
+		lines = append(lines, silenceLine(g.Silence, loc))
+	}
+	if len(lines) > 0 {
+		add := strings.Join(lines, "\n")
 		// Above the card's last line, its note on alert text.
 		if i := strings.LastIndexByte(text, '\n'); i >= 0 {
-			text = text[:i+1] + line + "\n" + text[i+1:]
+			text = text[:i+1] + add + "\n" + text[i+1:]
 		} else {
-			text += "\n" + line
+			text += "\n" + add
 		}
 	}
 	post := Post{Text: text}

@@ -195,6 +195,9 @@ type AlertsConfig struct {
 	Deliveries []string
 	// Registerer, if set, gets thinbot_alerts_total{outcome}.
 	Registerer prometheus.Registerer
+	// Alertmanager is where /silence creates silences (silence.go); the
+	// zero value creates none.
+	Alertmanager Alertmanager
 }
 
 // AlertReceiver is the alert webhook receiver: an http.Handler (POST, JSON
@@ -696,7 +699,7 @@ func (a *alerts) deliver(ctx context.Context, cfg *AlertsConfig, wh Webhook, dig
 	g, known := a.groups[wh.GroupKey]
 	a.mu.Unlock()
 	p := agentcore.AlertPayload{GroupKey: wh.GroupKey, Status: wh.Status, Receiver: wh.Receiver, Route: rt.Name,
-		Delivery: digest, Truncated: wh.TruncatedAlerts, Alerts: records(wh)}
+		Delivery: digest, Truncated: wh.TruncatedAlerts, Alerts: records(wh), GroupLabels: wh.GroupLabels}
 	now, loc := b.cfg.Now(), b.zone(ch)
 	if !known {
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -98,6 +98,13 @@ func (a *threadApprover) Await(ctx context.Context, ap agentcore.Approval, _ str
 	if req == nil {
 		return agentcore.ApprovalDecision{}, fmt.Errorf("approval request %s was not asked", ap.RequestID)
 	}
+	return b.await(ctx, req)
+}
+
+// await waits for an authorised click on req, the expiry (a deny) or
+// ctx's end, which cancels the request; meanwhile it reminds (Reminders).
+func (b *Bot) await(ctx context.Context, req *request) (agentcore.ApprovalDecision, error) {
+	ap := req.ap
 	req.setReady()
 	timer := time.NewTimer(time.Until(req.expires))
 	defer timer.Stop()
@@ -127,7 +134,7 @@ func (a *threadApprover) Await(ctx context.Context, ap agentcore.Approval, _ str
 				return <-req.decided, nil
 			}
 			b.cfg.Metrics.approval("cancelled")
-			b.update(ctx, a.th.t, req.postID, Post{Text: decidedText(req, cancelledOutcome(agentcore.CauseOf(ctx)))})
+			b.update(ctx, req.th.t, req.postID, Post{Text: decidedText(req, cancelledOutcome(agentcore.CauseOf(ctx)))})
 			return agentcore.ApprovalDecision{}, ctx.Err()
 		}
 	}

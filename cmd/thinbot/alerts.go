@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -33,6 +34,67 @@ type alertsConfig struct {
 	// DedupeWindow is how long a delivery is remembered; "" means 10m.
 	DedupeWindow duration           `yaml:"dedupe_window"`
 	Routes       []alertRouteConfig `yaml:"routes"`
+	// Alertmanager is where /silence creates silences; unset, there is
+	// no /silence.
+	Alertmanager alertmanagerConfig `yaml:"alertmanager"`
+}
+
+// alertmanagerConfig is alerts.alertmanager: Alertmanager's API and the
+// credentials thinbot sends it, from files the commands never see.
+type alertmanagerConfig struct {
+	URL             string `yaml:"url"`
+	BearerTokenFile string `yaml:"bearer_token_file" secret:"file"`
+	BasicAuth       struct {
+		Username     string `yaml:"username"`
+		PasswordFile string `yaml:"password_file" secret:"file"`
+	} `yaml:"basic_auth"`
+}
+
+// check reports the section's problems through bad.
+func (am alertmanagerConfig) check(bad func(string, ...any)) {
+	if am.URL == "" {
+		if am.BearerTokenFile != "" || am.BasicAuth.PasswordFile != "" {
+			bad("alerts.alertmanager: credentials without a url")
+		}
+		return
+	}
+	if u, err := url.Parse(am.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("alerts.alertmanager.url %q: want Alertmanager's base URL, like http://127.0.0.1:9093", am.URL)
+	}
+	if am.BearerTokenFile != "" && am.BasicAuth.PasswordFile != "" {
+		bad("alerts.alertmanager: bearer_token_file or basic_auth, not both")
+	}
+	if (am.BasicAuth.Username == "") != (am.BasicAuth.PasswordFile == "") {
+		bad("alerts.alertmanager.basic_auth: username and password_file go together")
+	}
+	for key, f := range map[string]string{"bearer_token_file": am.BearerTokenFile, "basic_auth.password_file": am.BasicAuth.PasswordFile} {
+		if f == "" {
+			continue
+		}
+		if err := checkSecretFile(f); err != nil {
+			bad("alerts.alertmanager.%s: %v", key, err)
+		}
+	}
+}
+
+// client is the bot's Alertmanager of the section, its secrets read.
+func (am alertmanagerConfig) client() (bot.Alertmanager, error) {
+	out := bot.Alertmanager{URL: am.URL, BasicUser: am.BasicAuth.Username}
+	tok, err := readSecret(am.BearerTokenFile)
+	if err != nil {
+		return out, fmt.Errorf("alerts.alertmanager.bearer_token_file: %w", err)
+	}
+	pw, err := readSecret(am.BasicAuth.PasswordFile)
+	if err != nil {
+		return out, fmt.Errorf("alerts.alertmanager.basic_auth.password_file: %w", err)
+	}
+	if tok != "" {
+		out.BearerToken = []byte(tok)
+	}
+	if pw != "" {
+		out.BasicPassword = []byte(pw)
+	}
+	return out, nil
 }
 
 type alertRouteConfig struct {
@@ -76,6 +138,7 @@ func (a *alertsConfig) check(bad func(string, ...any), channels []channelConfig,
 		bad("alerts: max_body_bytes, rate, burst and max_investigations_per_channel must not be negative")
 	}
 	a.DedupeWindow.check(bad, "alerts.dedupe_window", "10m")
+	a.Alertmanager.check(bad)
 	if len(a.Routes) == 0 {
 		bad("alerts.routes is empty: say which channel alerts go to")
 	}
@@ -187,6 +250,9 @@ func receiverConfig(ctx context.Context, c *daemonConfig, webServed bool, adapte
 	}
 	cfg := bot.AlertsConfig{Token: []byte(token), Platform: c.Platform, MaxBody: a.MaxBodyBytes, Rate: a.Rate, Burst: a.Burst,
 		MaxPerChannel: a.MaxPerChannel, DedupeWindow: a.DedupeWindow.or(10 * time.Minute)}
+	if cfg.Alertmanager, err = a.Alertmanager.client(); err != nil {
+		return bot.AlertsConfig{}, err
+	}
 	for _, r := range a.Routes {
 		rt := bot.AlertRoute{Name: r.Name, Channel: ids[r.Channel], Investigate: r.Investigate == nil || *r.Investigate,
 			MaxSteps: r.MaxSteps, MaxInvestigations: r.MaxInvestigations, Acknowledgers: r.Acknowledgers}

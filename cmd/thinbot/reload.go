@@ -65,7 +65,9 @@ import (
 //   - log_level: the logger; web: the console's listener, logins and bot;
 //   - fleet: its SSH connections.
 //
-// Within alerts (reloadable), three changes need a restart (alertsKey):
+// Within alerts (reloadable), these changes need a restart (alertsKey),
+// and so does any change of alerts.alertmanager but its url and
+// basic_auth.username (its files are secrets, like the token file):
 // the section added or removed (the receiver is mounted on the listener at
 // start, or not), alerts.path (the listener's route) and alerts.token_file
 // (the kernel sandbox hides the secret files it was started with; one
@@ -86,6 +88,11 @@ func reloadableKeys() []string {
 // alertsKey reports whether a changed key of the alerts section (a path
 // of changedKeys) can take effect while the daemon runs; see reloadable.
 func alertsKey(key string) bool {
+	if strings.HasPrefix(key, "alerts.alertmanager") {
+		// Its url and user name may change; its files are secrets the
+		// sandbox hides from the start, as alerts.token_file.
+		return key == "alerts.alertmanager.url" || key == "alerts.alertmanager.basic_auth.username"
+	}
 	return key != "alerts" && key != "alerts.path" && key != "alerts.token_file"
 }
 

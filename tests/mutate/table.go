@@ -578,4 +578,10 @@ var table = []mutation{
 	{ID: "K3", File: "bot/remind.go", What: "a reminder or escalation is posted but the chain does not say who was reminded when",
 		Old: "\tif _, err := req.ch.Agent.NoteUnlocked(req.ap.Session, agentcore.EvApprovalReminder, \"bot\", p); err != nil {", New: "\tif _, err := any(p), error(nil); err != nil {",
 		Pkgs: []string{"./bot"}, Run: "TestApprovalReminders"},
+	{ID: "K4", File: "bot/silence.go", What: "a denied (or expired) silence request still silences the group in Alertmanager",
+		Old: "\tif !ok || !d.Approved {\n", New: "\tif !ok {\n",
+		Pkgs: []string{"./bot"}, Run: "TestAlertSilence"},
+	{ID: "K5", File: "bot/silence.go", What: "a silence is made in Alertmanager but the chain does not hold its id",
+		Old: "\tev, rerr := ch.Agent.NoteUnlocked(key, agentcore.EvAlertSilence, \"bot\", rec)\n", New: "\tev, rerr := struct{ Seq uint64 }{}, error(nil)\n",
+		Pkgs: []string{"./bot"}, Run: "TestAlertSilence"},
 }
