@@ -116,15 +116,22 @@ func (b *Bot) acknowledge(ctx context.Context, c Click) ClickResult {
 	if a == nil {
 		return ClickResult{Ephemeral: "This alert is not known (thinbot receives no alerts now). Nothing was changed."}
 	}
-	key, g, ok := a.groupOf(c.Value, c.Thread.Key())
-	if !ok || (c.PostID != "" && c.PostID != g.PostID) {
+	a.mu.Lock()
+	key := a.ackKeys[c.Value]
+	a.mu.Unlock()
+	if key == "" {
 		return ClickResult{Ephemeral: "This card's alert group is not known. Nothing was changed."}
 	}
+	// A press that races the card's record waits for the delivery, which
+	// holds the group's lock.
 	unlock := a.lock(key)
 	defer unlock()
 	a.mu.Lock()
-	g = a.groups[key]
+	g, ok := a.groups[key]
 	a.mu.Unlock()
+	if !ok || g.Session != c.Thread.Key() || (c.PostID != "" && c.PostID != g.PostID) {
+		return ClickResult{Ephemeral: "This card's alert group is not known. Nothing was changed."}
+	}
 	ch, ok := b.cfg.Channel(c.Thread.Channel)
 	if !ok || ch.Agent == nil {
 		return ClickResult{Ephemeral: "This channel is not configured. Nothing was changed."}
@@ -164,19 +171,6 @@ func (b *Bot) acknowledge(ctx context.Context, c Click) ClickResult {
 	b.log.Info("alert acknowledged", "conv", g.Session, "group", key, "user", c.User.ID)
 	post := cardPost(g, payloadWebhook(g.Last), g.Last, b.cfg.Now(), g.StartsAt, loc)
 	return ClickResult{Update: &post}
-}
-
-// groupOf finds the group whose Acknowledge value is value and whose
-// thread is session.
-func (a *alerts) groupOf(value, session string) (string, agentcore.AlertGroup, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for k, g := range a.groups {
-		if g.Session == session && ackValue(k) == value {
-			return k, g, true
-		}
-	}
-	return "", agentcore.AlertGroup{}, false
 }
 
 // mayAcknowledge returns why c's user may not acknowledge an alert of ch,

@@ -216,6 +216,9 @@ type alerts struct {
 
 	mu     sync.Mutex
 	groups map[string]agentcore.AlertGroup
+	// ackKeys maps an Acknowledge button's value to its group's key, set
+	// before the card is posted (alertack.go).
+	ackKeys map[string]string
 	locks  map[string]*groupLock
 	seen   map[string]*delivery // by DeliveryDigest
 	// deliveries and refusals are the token buckets of authorized
@@ -299,7 +302,7 @@ func NewAlertReceiver(cfg AlertsConfig, bots map[string]*Bot) (*AlertReceiver, e
 	}
 	b := bots[cfg.Platform]
 	cfg = alertDefaults(cfg)
-	a := &alerts{bots: bots, log: b.log, now: b.cfg.Now, groups: map[string]agentcore.AlertGroup{}, locks: map[string]*groupLock{},
+	a := &alerts{bots: bots, log: b.log, now: b.cfg.Now, groups: map[string]agentcore.AlertGroup{}, ackKeys: map[string]string{}, locks: map[string]*groupLock{},
 		seen:       map[string]*delivery{},
 		deliveries: bucket{rate: cfg.Rate, burst: cfg.Burst, tokens: float64(cfg.Burst), refilled: b.cfg.Now()},
 		refusals:   bucket{rate: cfg.AuthRate, burst: cfg.AuthBurst, tokens: float64(cfg.AuthBurst), refilled: b.cfg.Now()},
@@ -312,6 +315,7 @@ func NewAlertReceiver(cfg AlertsConfig, bots map[string]*Bot) (*AlertReceiver, e
 	}
 	for k, g := range cfg.Groups {
 		a.groups[k] = g
+		a.ackKeys[ackValue(k)] = k
 		t, _ := ThreadOf(g.Session)
 		if gb := bots[t.Platform]; gb != nil {
 			gb.mu.Lock()
@@ -702,6 +706,9 @@ func (a *alerts) deliver(ctx context.Context, cfg *AlertsConfig, wh Webhook, dig
 		Delivery: digest, Truncated: wh.TruncatedAlerts, Alerts: records(wh), GroupLabels: wh.GroupLabels}
 	now, loc := b.cfg.Now(), b.zone(ch)
 	if !known {
+		a.mu.Lock()
+		a.ackKeys[ackValue(wh.GroupKey)] = wh.GroupKey // a press that races the record waits for it
+		a.mu.Unlock()
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		id, err := b.cfg.Adapter.Post(pctx, Thread{Platform: rt.Platform, Channel: rt.Channel}, cardPost(agentcore.AlertGroup{}, wh, p, now, time.Time{}, loc))
 		cancel()
