@@ -219,8 +219,8 @@ type alerts struct {
 	// ackKeys maps an Acknowledge button's value to its group's key, set
 	// before the card is posted (alertack.go).
 	ackKeys map[string]string
-	locks  map[string]*groupLock
-	seen   map[string]*delivery // by DeliveryDigest
+	locks   map[string]*groupLock
+	seen    map[string]*delivery // by DeliveryDigest
 	// deliveries and refusals are the token buckets of authorized
 	// deliveries and of requests with a bad token; suppressed counts the
 	// refusals not logged since the last one that was.

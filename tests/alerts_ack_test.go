@@ -101,7 +101,9 @@ alerts:
 
 	// Acknowledge: carol approves nothing and is refused; bob takes it.
 	chat.Click(t, ops, root, root, "ack", "carol")
-	r.waitFor("carol's refusal", func() bool { return strings.Contains(strings.Join(chat.Ephemerals("carol"), "\n"), "cannot acknowledge") })
+	r.waitFor("carol's refusal", func() bool {
+		return strings.Contains(strings.Join(chat.Ephemerals("carol"), "\n"), "cannot acknowledge")
+	})
 	chat.Click(t, ops, root, root, "ack", "bob")
 	r.waitFor("the card to say bob acknowledged", func() bool {
 		roots := botRoots(chat, ops)
