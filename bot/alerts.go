@@ -216,11 +216,8 @@ type alerts struct {
 
 	mu     sync.Mutex
 	groups map[string]agentcore.AlertGroup
-	// ackKeys maps an Acknowledge button's value to its group's key, set
-	// before the card is posted (alertack.go).
-	ackKeys map[string]string
-	locks   map[string]*groupLock
-	seen    map[string]*delivery // by DeliveryDigest
+	locks  map[string]*groupLock
+	seen   map[string]*delivery // by DeliveryDigest
 	// deliveries and refusals are the token buckets of authorized
 	// deliveries and of requests with a bad token; suppressed counts the
 	// refusals not logged since the last one that was.
@@ -230,6 +227,10 @@ type alerts struct {
 	perRoute             map[string]int
 	lastSweep            time.Time
 	counter              *prometheus.CounterVec
+
+	// ackKeys maps an Acknowledge button's value to its group's key, set
+	// before the card is posted (alertack.go).
+	ackKeys map[string]string
 }
 
 // count counts a delivery's or a first look's outcome.
@@ -302,12 +303,13 @@ func NewAlertReceiver(cfg AlertsConfig, bots map[string]*Bot) (*AlertReceiver, e
 	}
 	b := bots[cfg.Platform]
 	cfg = alertDefaults(cfg)
-	a := &alerts{bots: bots, log: b.log, now: b.cfg.Now, groups: map[string]agentcore.AlertGroup{}, ackKeys: map[string]string{}, locks: map[string]*groupLock{},
+	a := &alerts{bots: bots, log: b.log, now: b.cfg.Now, groups: map[string]agentcore.AlertGroup{}, locks: map[string]*groupLock{},
 		seen:       map[string]*delivery{},
 		deliveries: bucket{rate: cfg.Rate, burst: cfg.Burst, tokens: float64(cfg.Burst), refilled: b.cfg.Now()},
 		refusals:   bucket{rate: cfg.AuthRate, burst: cfg.AuthBurst, tokens: float64(cfg.AuthBurst), refilled: b.cfg.Now()},
 		perChan:    map[string]int{}, perRoute: map[string]int{}}
 	a.cfg.Store(&cfg)
+	a.ackKeys = map[string]string{}
 	for _, ab := range bots {
 		ab.mu.Lock()
 		ab.alerts = a
