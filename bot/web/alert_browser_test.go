@@ -32,13 +32,20 @@ func TestBrowserAlertAcknowledge(t *testing.T) {
 		"commonLabels":{"alertname":"WebDown","severity":"critical"},"commonAnnotations":{"runbook_url":"https://runbooks.example/web"},
 		"alerts":[{"status":"firing","fingerprint":"a1","labels":{"alertname":"WebDown","severity":"critical","instance":"web-1"},"annotations":{"summary":"web-1 answers 502","runbook_url":"https://runbooks.example/web"},"startsAt":"2026-12-04T17:00:00Z"},
 		{"status":"firing","fingerprint":"a2","labels":{"alertname":"WebDown","severity":"critical","instance":"web-2"},"annotations":{"summary":"web-2 answers 502","runbook_url":"https://runbooks.example/web"},"startsAt":"2026-12-04T17:01:00Z"}]}`
-	req := httptest.NewRequest("POST", "/alerts", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer alert-token-0123456789")
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, req)
-	if w.Code != http.StatusOK {
-		t.Fatalf("delivery: %d %s", w.Code, w.Body)
+	deliver := func(body string) {
+		t.Helper()
+		req := httptest.NewRequest("POST", "/alerts", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer alert-token-0123456789")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			t.Fatalf("delivery: %d %s", w.Code, w.Body)
+		}
 	}
+	deliver(body)
+	// A repeat notification redraws the card, its button with it: the
+	// card is no approval request, in the inbox or anywhere.
+	deliver(strings.Replace(body, `"startsAt":"2026-12-04T17:01:00Z"`, `"startsAt":"2026-12-04T17:01:30Z"`, 1))
 	var tid string
 	waitFor(t, "the alert's thread", func() bool {
 		r.srv.mu.Lock()
@@ -51,6 +58,10 @@ func TestBrowserAlertAcknowledge(t *testing.T) {
 		return tid != ""
 	})
 	ack := "#post-" + tid + ` button[data-action="ack"]`
+	r.waitPost(tid, "Still firing")
+	if code, inbox := r.do("alice", "GET", "/api/inbox", ""); code != http.StatusOK || strings.Contains(inbox, tid) {
+		t.Errorf("the inbox lists the alert card: %d %s", code, inbox)
+	}
 	save := func(ctx context.Context, name string) {
 		t.Helper()
 		if os.Getenv("THINBOT_SCREENSHOTS") != "1" {
