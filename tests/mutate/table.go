@@ -567,4 +567,8 @@ var table = []mutation{
 	{ID: "S19", File: "agentcore/exec.go", What: "an approved command does not wait for the sandbox still starting and runs unconfined, the state dir readable",
 		Old: "\tcfg, serr := cfg.started(ctx)\n", New: "\tcfg, serr := cfg, error(nil)\n",
 		Pkgs: []string{"./agentcore"}, Run: "TestSandboxStartingFailsClosed"},
+	// storm (issue 33): alerts without a chat platform, storms, budgets everywhere.
+	{ID: "N1", File: "agentcore/archive.go", What: "audit archive takes a firing alert group's thread: its resolve then opens a new thread",
+		Old: "\t\tif g.Status != \"resolved\" {\n", New: "\t\tif false {\n",
+		Pkgs: []string{"./tests"}, Run: "TestArchiveKeepsFiringAlertGroups"},
 }

@@ -1,0 +1,95 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/thinbot/thinbot/tests/fakemodel"
+)
+
+// TestArchiveKeepsFiringAlertGroups: `thinbot audit archive` leaves the
+// thread of an alert group still firing live, so that after the archive and
+// a restart the group's resolve lands in its thread instead of opening a
+// new one; a resolved group's thread is archived.
+func TestArchiveKeepsFiringAlertGroups(t *testing.T) {
+	chat := newMMChat(t)
+	m := fakemodel.Start(t)
+	tokenFile := writeSecret(t, t.TempDir(), "alerts.token", alertToken)
+	r := newRig(t, chat, m.URL, rigOpts{Extra: fmt.Sprintf(`alerts:
+  token_file: %s
+  routes:
+    - name: ops
+      channel: %s
+      investigate: false
+`, tokenFile, chat.Ops())})
+	ops := chat.Ops()
+	send := func(group, status string) {
+		t.Helper()
+		ends := ""
+		if status == "resolved" {
+			ends = `,"endsAt":"2026-01-01T00:10:00Z"`
+		}
+		body := fmt.Sprintf(`{"version":"4","groupKey":%q,"status":%q,"receiver":"thinbot","commonLabels":{"alertname":%q,"severity":"warning"},`+
+			`"alerts":[{"status":%q,"labels":{"alertname":%q,"severity":"warning"},"startsAt":"2026-01-01T00:00:00Z"%s,"fingerprint":%q}]}`,
+			group, status, group, status, group, ends, group)
+		req, _ := http.NewRequest("POST", "http://"+r.addr+"/alerts", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+alertToken)
+		resp, err := r.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("delivery %s %s: %d %s", group, status, resp.StatusCode, b.String())
+		}
+	}
+	root := func(alertname string) string {
+		for _, p := range botRoots(chat, ops) {
+			if strings.Contains(p.Text, alertname) {
+				return p.ID
+			}
+		}
+		return ""
+	}
+	// Gone fires and resolves; Still fires after it and stays firing.
+	send("Gone", "firing")
+	r.waitFor("Gone's card", func() bool { return root("Gone") != "" })
+	send("Gone", "resolved")
+	r.waitPost(ops, root("Gone"), "Resolved")
+	send("Still", "firing")
+	r.waitFor("Still's card", func() bool { return root("Still") != "" })
+	still := root("Still")
+	r.stop()
+
+	before := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	res := thinbot(t, r.dir, nil, "audit", "archive", "--config", r.cfgPath, "--before", before)
+	if res.code != 0 {
+		t.Fatalf("audit archive: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	t.Logf("audit archive: %s", res.stdout)
+	// Gone's thread went into the archive; Still's events stayed live.
+	exp := thinbot(t, r.dir, nil, "audit", "export", "--config", r.cfgPath)
+	if exp.code != 0 {
+		t.Fatalf("audit export: exit %d\n%s", exp.code, exp.stderr)
+	}
+	if !strings.Contains(exp.stdout, r.session(ops, still)) {
+		t.Fatalf("the live chain lost the firing group's thread %s:\n%s", still, exp.stdout)
+	}
+	if strings.Contains(exp.stdout, r.session(ops, root("Gone"))) {
+		t.Errorf("the resolved group's thread was not archived:\n%s", exp.stdout)
+	}
+
+	r.start()
+	send("Still", "resolved")
+	r.waitPost(ops, still, "Resolved")
+	if n := len(botRoots(chat, ops)); n != 2 {
+		t.Errorf("%d cards after the resolve, want 2 (the resolve opened a new thread)", n)
+	}
+	r.stop()
+}
