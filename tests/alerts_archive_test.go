@@ -27,28 +27,7 @@ func TestArchiveKeepsFiringAlertGroups(t *testing.T) {
       investigate: false
 `, tokenFile, chat.Ops())})
 	ops := chat.Ops()
-	send := func(group, status string) {
-		t.Helper()
-		ends := ""
-		if status == "resolved" {
-			ends = `,"endsAt":"2026-01-01T00:10:00Z"`
-		}
-		body := fmt.Sprintf(`{"version":"4","groupKey":%q,"status":%q,"receiver":"thinbot","commonLabels":{"alertname":%q,"severity":"warning"},`+
-			`"alerts":[{"status":%q,"labels":{"alertname":%q,"severity":"warning"},"startsAt":"2026-01-01T00:00:00Z"%s,"fingerprint":%q}]}`,
-			group, status, group, status, group, ends, group)
-		req, _ := http.NewRequest("POST", "http://"+r.addr+"/alerts", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+alertToken)
-		resp, err := r.hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b bytes.Buffer
-		b.ReadFrom(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("delivery %s %s: %d %s", group, status, resp.StatusCode, b.String())
-		}
-	}
+	send := func(group, status string) { t.Helper(); deliver(t, r, group, status) }
 	root := func(alertname string) string {
 		for _, p := range botRoots(chat, ops) {
 			if strings.Contains(p.Text, alertname) {
@@ -91,5 +70,53 @@ func TestArchiveKeepsFiringAlertGroups(t *testing.T) {
 	if n := len(botRoots(chat, ops)); n != 2 {
 		t.Errorf("%d cards after the resolve, want 2 (the resolve opened a new thread)", n)
 	}
+	r.stop()
+}
+
+// deliver sends the receiver a webhook of one alert of group (its
+// alertname too) with status, as Alertmanager writes it, and fails the test
+// unless it is answered 200.
+func deliver(t *testing.T, r *rig, group, status string) {
+	t.Helper()
+	ends := ""
+	if status == "resolved" {
+		ends = `,"endsAt":"2026-01-01T00:10:00Z"`
+	}
+	body := fmt.Sprintf(`{"version":"4","groupKey":%q,"status":%q,"receiver":"thinbot","commonLabels":{"alertname":%q,"severity":"warning"},`+
+		`"alerts":[{"status":%q,"labels":{"alertname":%q,"severity":"warning"},"startsAt":"2026-01-01T00:00:00Z"%s,"fingerprint":%q}]}`,
+		group, status, group, status, group, ends, group)
+	req, _ := http.NewRequest("POST", "http://"+r.addr+"/alerts", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+alertToken)
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("delivery %s %s: %d %s", group, status, resp.StatusCode, b.String())
+	}
+}
+
+// TestAlertRouteByChannelName: a route names its channel ("ops") while the
+// channel is configured by its id; the card opens there (issue 33: the
+// config check refused it).
+func TestAlertRouteByChannelName(t *testing.T) {
+	chat := newMMChat(t)
+	m := fakemodel.Start(t)
+	tokenFile := writeSecret(t, t.TempDir(), "alerts.token", alertToken)
+	r := newRig(t, chat, m.URL, rigOpts{Extra: fmt.Sprintf(`alerts:
+  token_file: %s
+  routes:
+    - name: ops
+      channel: ops
+      investigate: false
+`, tokenFile)})
+	deliver(t, r, "ByName", "firing")
+	r.waitFor("the card in the ops channel", func() bool {
+		roots := botRoots(chat, chat.Ops())
+		return len(roots) == 1 && strings.Contains(roots[0].Text, "ByName")
+	})
 	r.stop()
 }
