@@ -23,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/bot"
 )
 
 // daemonConfig is the YAML config file of thinbot serve. deploy/thinbot.example.yaml
@@ -135,12 +136,24 @@ type channelConfig struct {
 	// is the top-level timezone.
 	Timezone zone `yaml:"timezone"`
 	// Tokens bounds the channel's model tokens (bot.TokenBudgets).
-	Tokens struct {
-		PerRun    int `yaml:"per_run"`
-		PerThread int `yaml:"per_thread"`
-		PerDay    int `yaml:"per_day"`
-	} `yaml:"tokens"`
+	Tokens tokensConfig `yaml:"tokens"`
 }
+
+// tokensConfig is a tokens: section, a channel's or the web console's
+// (bot.TokenBudgets); 0 means no bound.
+type tokensConfig struct {
+	PerRun    int `yaml:"per_run"`
+	PerThread int `yaml:"per_thread"`
+	PerDay    int `yaml:"per_day"`
+}
+
+// budgets is the section as bot.TokenBudgets.
+func (t tokensConfig) budgets() bot.TokenBudgets {
+	return bot.TokenBudgets{PerRun: t.PerRun, PerThread: t.PerThread, PerDay: t.PerDay}
+}
+
+// negative reports whether a budget is negative.
+func (t tokensConfig) negative() bool { return t.PerRun < 0 || t.PerThread < 0 || t.PerDay < 0 }
 
 // loadConfig reads and checks a config file. It returns every problem found,
 // joined, so that `thinbot config check` reports them all at once; the
@@ -406,7 +419,7 @@ func (c *daemonConfig) checkChannels(bad func(string, ...any)) {
 			}
 		}
 		ch.Timezone.check(bad, where+".timezone")
-		if ch.Tokens.PerRun < 0 || ch.Tokens.PerThread < 0 || ch.Tokens.PerDay < 0 {
+		if ch.Tokens.negative() {
 			bad("%s.tokens: budgets must not be negative (0 means none)", where)
 		}
 		if len(ch.Approvers) == 0 && !ch.AnyMember && !ch.AllowAll {

@@ -107,6 +107,7 @@ type daemon struct {
 	adapter chatAdapter
 	mux     *http.ServeMux
 	reg     *prometheus.Registry
+	metrics *bot.Metrics // the chat bot's and the console's
 	bot     *bot.Bot
 	webBot  *bot.Bot // the web console's, if it serves one
 	// alerts is the alert receiver, if the config has an alerts section;
@@ -185,12 +186,13 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 	d.routes.Store(rt)
 	d.reload.running(c, rt)
 	d.reg = newRegistry(d.db, d.adapter)
+	d.metrics = bot.NewMetrics(d.reg)
 	d.bot, err = bot.New(bot.Config{
 		Adapter: d.adapter,
 		Channel: func(id string) (bot.Channel, bool) { return d.routes.Load().channel(id) },
 		Users:   c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread,
 		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout.Duration, Location: c.Timezone.loc,
-		Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db), Metrics: bot.NewMetrics(d.reg), Logger: logger,
+		Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db), Metrics: d.metrics, Logger: logger,
 	})
 	return err
 }
@@ -206,8 +208,9 @@ func (d *daemon) run(ctx context.Context) error {
 	defer stopWeb()
 	agents := func() map[string]*agentcore.Agent { return d.routes.Load().agents }
 	zoneOf := func(session string) *time.Location { return d.routes.Load().zoneOf(session) }
-	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, agents, d.unfinished, zoneOf, bot.Config{MaxConcurrent: c.MaxConcurrent,
-		ApprovalTimeout: c.ApprovalTimeout.Duration, Location: c.Timezone.loc, Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db)},
+	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, c.Web.budgets(c.Channels), agents, d.unfinished, zoneOf, bot.Config{MaxConcurrent: c.MaxConcurrent,
+		ApprovalTimeout: c.ApprovalTimeout.Duration, Location: c.Timezone.loc, Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db),
+		Metrics: d.metrics},
 		d.db, c.StateDir, logger, &d.webBot)
 	if err != nil {
 		return err
@@ -437,7 +440,7 @@ func buildAgents(e *env, c *daemonConfig, base daemonBase, logger *slog.Logger) 
 		}
 		ch := bot.Channel{Agent: ag, Workspace: ws, Approvers: cc.Approvers, AnyMember: cc.AnyMember,
 			TwoPerson: cc.TwoPerson, AllowAll: cc.AllowAll, FleetGroups: cc.FleetGroups, Location: cc.Timezone.loc,
-			Tokens: bot.TokenBudgets{PerRun: cc.Tokens.PerRun, PerThread: cc.Tokens.PerThread, PerDay: cc.Tokens.PerDay}}
+			Tokens: cc.Tokens.budgets()}
 		if cc.InstructionsFile != "" {
 			ch.Instructions = readText(cc.InstructionsFile)
 		}

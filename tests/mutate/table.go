@@ -571,4 +571,7 @@ var table = []mutation{
 	{ID: "N1", File: "agentcore/archive.go", What: "audit archive takes a firing alert group's thread: its resolve then opens a new thread",
 		Old: "\t\tif g.Status != \"resolved\" {\n", New: "\t\tif false {\n",
 		Pkgs: []string{"./tests"}, Run: "TestArchiveKeepsFiringAlertGroups"},
+	{ID: "N2", File: "cmd/thinbot/web.go", What: "the web console's threads run without token budgets",
+		Old: "TwoPerson: w.TwoPerson, Tokens: tokens}", New: "TwoPerson: w.TwoPerson}",
+		Pkgs: []string{"./tests"}, Run: "TestConsoleTokenBudget"},
 }
