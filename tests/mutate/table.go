@@ -574,4 +574,10 @@ var table = []mutation{
 	{ID: "N2", File: "cmd/thinbot/web.go", What: "the web console's threads run without token budgets",
 		Old: "TwoPerson: w.TwoPerson, Tokens: tokens}", New: "TwoPerson: w.TwoPerson}",
 		Pkgs: []string{"./tests"}, Run: "TestConsoleTokenBudget"},
+	{ID: "N3", File: "bot/schedule.go", What: "a schedule forgets its last result at a restart: a failure then a pass says nothing",
+		Old: "\tb.lastSchedule(ch, s, st)\n", New: "",
+		Pkgs: []string{"./tests"}, Run: "TestScheduleRecoversAcrossARestart"},
+	{ID: "N4", File: "bot/schedule.go", What: "a check that could not run (refused, a bad skill command) is said to have failed",
+		Old: "\tcase notRun:\n", New: "\tcase false && notRun:\n",
+		Pkgs: []string{"./tests"}, Run: "TestScheduleCouldNotRun"},
 }
