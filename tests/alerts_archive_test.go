@@ -2,9 +2,14 @@ package tests
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,4 +124,80 @@ func TestAlertRouteByChannelName(t *testing.T) {
 		return len(roots) == 1 && strings.Contains(roots[0].Text, "ByName")
 	})
 	r.stop()
+}
+
+// TestAlertsWebOnly: a daemon with no chat platform (platform: web, the
+// web console alone, as a new user tries it first) takes Alertmanager's
+// alerts into console threads, with the first look's answer, and a route
+// needs no channel (issue 33: alerts needed Mattermost or Slack).
+func TestAlertsWebOnly(t *testing.T) {
+	m := fakemodel.Start(t, run("uptime"), fakemodel.Reply{Content: "Findings in the web-only console: all quiet."})
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	addr, webAddr := freeAddr(t), freeAddr(t)
+	tokenFile := writeSecret(t, dir, "alerts.token", alertToken)
+	cfg := filepath.Join(dir, "thinbot.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`platform: web
+model: {base_url: %s, model: test-model, max_retries: 0}
+listen: %s
+state_dir: %s
+systemd_unit: thinbot-e2e-test.service
+web:
+  listen: %s
+  trusted_proxies: [127.0.0.1/32]
+  users: [alice]
+  approvers: [bob]
+  workspace: ws
+alerts:
+  token_file: %s
+  routes:
+    - name: all
+      max_steps: 4
+`, m.URL, addr, filepath.Join(dir, "state"), webAddr, tokenFile)), 0o600)
+	if res := thinbot(t, dir, nil, "config", "check", "--config", cfg); res.code != 0 {
+		t.Fatalf("config check: %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	cmd := exec.Command(thinbotBin, "serve", "--config", cfg)
+	cmd.Dir, cmd.Env = dir, baseEnv()
+	log := &logBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+		if t.Failed() {
+			t.Logf("thinbot output:\n%s", tail(log.String(), 6000))
+		}
+	})
+	waitLogged(t, "thinbot serve", log, 0, `"msg":"thinbot serving"`, done)
+
+	am := startAlertmanager(t, "http://"+addr+"/alerts", tokenFile)
+	am.post(t, amAlert{Labels: map[string]string{"alertname": "WebOnlyDown", "severity": "critical"}})
+	c := consoleClient{t: t, base: "http://" + webAddr, user: "alice"}
+	var id string
+	waitUntilBy(t, time.Now().Add(waitTimeout), "the alert's console thread", func() bool {
+		_, list := c.call("GET", "/api/threads", "")
+		var threads struct{ Threads []struct{ ID, Title string } }
+		json.Unmarshal([]byte(list), &threads)
+		for _, th := range threads.Threads {
+			if strings.Contains(th.Title, "WebOnlyDown") {
+				id = th.ID
+			}
+		}
+		return id != ""
+	})
+	waitUntilBy(t, time.Now().Add(waitTimeout), "the first look's answer", func() bool { return c.hasPost(id, "Findings in the web-only console: all quiet.") })
+	cmd.Process.Signal(syscall.SIGTERM)
+	<-done
+	if cmd.ProcessState.ExitCode() != 0 {
+		t.Errorf("thinbot exited with %d after SIGTERM", cmd.ProcessState.ExitCode())
+	}
+	verifyChain(t, filepath.Join(dir, "state", "events.db"))
 }

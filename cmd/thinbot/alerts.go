@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -91,9 +92,15 @@ func (a *alertsConfig) check(bad func(string, ...any), channels []channelConfig,
 				bad("%s.matchers: %v", where, err)
 			}
 		}
-		switch r.Platform {
-		case "", platform:
-		case "web":
+		switch cmp.Or(r.Platform, platform) {
+		case platform:
+			if platform == web.Platform {
+				if r.Channel != "" && r.Channel != "console" {
+					bad("%s.channel %q: with platform web a route has no channel (its threads open in the console)", where, r.Channel)
+				}
+				continue
+			}
+		case web.Platform:
 			if w.Listen == "" || len(w.Users) == 0 {
 				bad("%s.platform web: the web console is not served (web.listen and web.users)", where)
 			}
@@ -179,7 +186,7 @@ func receiverConfig(ctx context.Context, c *daemonConfig, webServed bool, adapte
 	for _, r := range a.Routes {
 		rt := bot.AlertRoute{Name: r.Name, Channel: ids[r.Channel], Investigate: r.Investigate == nil || *r.Investigate,
 			MaxSteps: r.MaxSteps, MaxInvestigations: r.MaxInvestigations}
-		if r.Platform == web.Platform {
+		if cmp.Or(r.Platform, c.Platform) == web.Platform {
 			rt.Platform, rt.Channel = web.Platform, "console"
 			if !webServed {
 				return bot.AlertsConfig{}, fmt.Errorf("alerts route %q: the web console is not served", r.Name)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/bot"
+	"github.com/thinbot/thinbot/bot/web"
 )
 
 // daemonConfig is the YAML config file of thinbot serve. deploy/thinbot.example.yaml
@@ -224,6 +225,12 @@ func (c *daemonConfig) defaults(getenv func(string) string) {
 	if c.Listen == "" {
 		c.Listen = defaultListen
 	}
+	if c.Platform == web.Platform && len(c.Channels) == 0 && c.Web.Workspace != "" {
+		// The web console is the only chat: its one channel, "console",
+		// is the web section's (its workspace, approvers and budgets).
+		c.Channels = []channelConfig{{ID: "console", Workspace: c.Web.Workspace, Approvers: c.Web.Approvers,
+			TwoPerson: c.Web.TwoPerson, Tokens: c.Web.Tokens}}
+	}
 	if c.Sandbox == "" {
 		c.Sandbox = "on"
 	}
@@ -334,10 +341,16 @@ func (c *daemonConfig) checkPlatform(bad func(string, ...any), who daemonUser) {
 				bad("slack.signing_secret_file: %v", err)
 			}
 		}
+	case web.Platform:
+		// No chat platform: the web console is the chat (and alerts'
+		// threads open there).
+		if c.Web.Listen == "" || len(c.Web.Users) == 0 {
+			bad("platform web: the web console is the only chat, so set web.listen and web.users (and web.approvers, web.workspace)")
+		}
 	case "":
-		bad("platform is empty: want mattermost or slack")
+		bad("platform is empty: want mattermost, slack or web (the web console alone)")
 	default:
-		bad("platform %q: want mattermost or slack", c.Platform)
+		bad("platform %q: want mattermost, slack or web", c.Platform)
 	}
 }
 

@@ -174,19 +174,25 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 		return err
 	}
 
-	// The chat adapter and its bot.
+	// The chat adapter and its bot; with platform web, none: the web
+	// console's bot (run) is the only one.
 	d.mux = http.NewServeMux()
-	if d.adapter, err = newAdapter(c, d.db, d.mux, logger); err != nil {
-		return err
-	}
-	if err := resolveChannels(ctx, d.adapter, rt.named, rt.channels); err != nil {
-		return err
+	if c.Platform != web.Platform {
+		if d.adapter, err = newAdapter(c, d.db, d.mux, logger); err != nil {
+			return err
+		}
+		if err := resolveChannels(ctx, d.adapter, rt.named, rt.channels); err != nil {
+			return err
+		}
 	}
 	rt.zones(c)
 	d.routes.Store(rt)
 	d.reload.running(c, rt)
 	d.reg = newRegistry(d.db, d.adapter)
 	d.metrics = bot.NewMetrics(d.reg)
+	if d.adapter == nil {
+		return nil
+	}
 	d.bot, err = bot.New(bot.Config{
 		Adapter: d.adapter,
 		Channel: func(id string) (bot.Channel, bool) { return d.routes.Load().channel(id) },
@@ -216,8 +222,12 @@ func (d *daemon) run(ctx context.Context) error {
 		return err
 	}
 	defer func() { stopWeb(); waitWeb() }()
-	b.Recover(ctx, unfinished)
-	if d.alerts, err = serveAlerts(ctx, c, d.db, map[string]*bot.Bot{c.Platform: b, web.Platform: d.webBot}, d.adapter, d.mux, d.reg, logger); err != nil {
+	bots := map[string]*bot.Bot{web.Platform: d.webBot}
+	if b != nil {
+		b.Recover(ctx, unfinished)
+		bots[c.Platform] = b
+	}
+	if d.alerts, err = serveAlerts(ctx, c, d.db, bots, d.adapter, d.mux, d.reg, logger); err != nil {
 		return err
 	}
 
@@ -239,7 +249,7 @@ func (d *daemon) run(ctx context.Context) error {
 	logger.Info("thinbot serving", "sandbox", d.sbx.summary, "platform", c.Platform, "listen", addr.String(), "channels", len(c.Channels),
 		"recovered_approvals", len(unfinished.Approvals), "interrupted_runs", len(unfinished.Runs))
 	waitHead := logChainHead(httpCtx, d.db, logger)
-	sched, err := newScheduler(c, b)
+	sched, err := newScheduler(c, d.chat())
 	if err != nil {
 		d.reload.sched.stopped()
 		stopHTTP()
@@ -249,7 +259,12 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 	waitSched := d.runSchedules(ctx, sched)
 	waitReloads := d.reloadOnHangup(ctx)
-	runErr := b.Run(ctx)
+	var runErr error
+	if b != nil {
+		runErr = b.Run(ctx)
+	} else {
+		<-ctx.Done() // the console's bot stops with it (serveWeb)
+	}
 	waitReloads()
 	waitSched()
 	stopHTTP()
@@ -258,6 +273,15 @@ func (d *daemon) run(ctx context.Context) error {
 	seq, hash := chainHead(d.db)
 	logger.Info("thinbot stopped", "last_seq", seq, "head_hash", hash)
 	return runErr
+}
+
+// chat is the bot of the config's platform: the chat platform's, or with
+// platform web the console's.
+func (d *daemon) chat() *bot.Bot {
+	if d.bot != nil {
+		return d.bot
+	}
+	return d.webBot
 }
 
 // close releases what open acquired, in reverse order: the fleet's
@@ -467,14 +491,17 @@ func newRegistry(db *store.DB, adapter chatAdapter) *prometheus.Registry {
 			Help: "Batches of events committed since start, synced or not (each one bbolt transaction)."}, func() float64 { return float64(db.Commits()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_build_info",
 			Help:        "Always 1; its labels say which thinbot runs.",
-			ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()}}, func() float64 { return 1 }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_chat_connected",
-			Help: "1 while the chat connection (WebSocket, Socket Mode) is up, else 0."}, func() float64 {
-			if adapter.Connected() {
-				return 1
-			}
-			return 0
-		}))
+			ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()}}, func() float64 { return 1 }))
+	if adapter == nil { // platform web: no chat connection
+		return reg
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_chat_connected",
+		Help: "1 while the chat connection (WebSocket, Socket Mode) is up, else 0."}, func() float64 {
+		if adapter.Connected() {
+			return 1
+		}
+		return 0
+	}))
 	return reg
 }
 
@@ -633,7 +660,7 @@ type readiness struct {
 
 func (r *readiness) serve(w http.ResponseWriter, req *http.Request) {
 	var problems []string
-	if !r.adapter.Connected() {
+	if r.adapter != nil && !r.adapter.Connected() {
 		problems = append(problems, "chat: not connected")
 	}
 	if p := r.sandbox.problem(req.Context()); p != "" {
