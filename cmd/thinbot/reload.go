@@ -248,8 +248,10 @@ func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.Con
 		return rec, err
 	}
 	d.routes.Store(rt)
-	d.bot.SetAccess(bot.Access{Users: c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread, ApprovalTimeout: c.ApprovalTimeout.Duration,
-		Reminders: c.ApprovalReminders.reminders(false)})
+	if d.bot != nil {
+		d.bot.SetAccess(bot.Access{Users: c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread, ApprovalTimeout: c.ApprovalTimeout.Duration,
+			Reminders: c.ApprovalReminders.reminders(false)})
+	}
 	if d.webBot != nil {
 		d.webBot.SetAccess(bot.Access{ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(true)}) // the console's users are web's roles
 	}
@@ -264,7 +266,7 @@ func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.Con
 		// Checked above against the new channels: this cannot fail. A
 		// schedule's channel is looked up at each of its runs, so only
 		// a change of the schedules replaces them.
-		if sched, err := newScheduler(c, d.bot); err != nil {
+		if sched, err := newScheduler(c, d.chat()); err != nil {
 			logger.Error("schedules after a reload", "err", err)
 		} else {
 			r.sched.replace(sched)
