@@ -567,4 +567,17 @@ var table = []mutation{
 	{ID: "S19", File: "agentcore/exec.go", What: "an approved command does not wait for the sandbox still starting and runs unconfined, the state dir readable",
 		Old: "\tcfg, serr := cfg.started(ctx)\n", New: "\tcfg, serr := cfg, error(nil)\n",
 		Pkgs: []string{"./agentcore"}, Run: "TestSandboxStartingFailsClosed"},
+	// MCP in (issue 34): tools from MCP servers, gated like commands.
+	{ID: "M1", File: "agentcore/mcp/mcp.go", What: "a read-only MCP call runs in the server process of the approved tier: a server whose tool the config marks read-only can write",
+		Old: "c, err := s.conn(ctx, sv, r, m)", New: "c, err := s.conn(ctx, sv, r, sandbox.Approved)",
+		Pkgs: []string{"./agentcore"}, Run: "TestMCPReadOnlyTierCannotWrite"},
+	{ID: "M2", File: "agentcore/mcptool.go", What: "every MCP tool runs without an approval, a filesystem server's write_file too",
+		Old: "\tif t.ReadOnly {\n\t\td = gate", New: "\tif true {\n\t\td = gate",
+		Pkgs: []string{"./agentcore"}, Run: "TestMCPFilesystemWriteWaitsForApproval"},
+	{ID: "M3", File: "agentcore/mcp/mcp.go", What: "a server's own readOnlyHint is trusted: a server that claims read-only skips the approval",
+		Old: "ReadOnly:     sv.cfg.ReadOnly ||", New: "ReadOnly:     (t.Annotations != nil && t.Annotations.ReadOnlyHint) || sv.cfg.ReadOnly ||",
+		Pkgs: []string{"./agentcore"}, Run: "TestMCPToolsOfferedNamespaced"},
+	{ID: "M4", File: "agentcore/mcptool.go", What: "an MCP result is not masked like command output: what was masked goes unrecorded",
+		Old: "textfmt.HeadTail(r.maskOutput(res.Text), r.cfg.Exec.ViewLimit)", New: "textfmt.HeadTail(res.Text, r.cfg.Exec.ViewLimit)",
+		Pkgs: []string{"./agentcore"}, Run: "TestMCPReadOnlyToolRunsAtOnce"},
 }
