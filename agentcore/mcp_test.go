@@ -3,10 +3,13 @@ package agentcore
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -378,5 +381,63 @@ func TestMCPReadOnlyTierCannotWrite(t *testing.T) {
 		if err != nil || len(calls) != 1 || calls[0].Tier != "approved" {
 			t.Errorf("approved tier: the write did not happen (%v): %+v", err, calls)
 		}
+	}
+}
+
+// TestMCPStreamableHTTP: a server behind a streamable HTTP URL gets the
+// configured headers with every request; its read-only tool runs at once
+// (tier "remote"), and its other tool, which the server calls read-only,
+// waits for an approval and is not called when it is denied.
+func TestMCPStreamableHTTP(t *testing.T) {
+	s := sdk.NewServer(&sdk.Implementation{Name: "remote", Version: "1"}, nil)
+	type in struct {
+		Q string `json:"q"`
+	}
+	var deleted atomic.Bool
+	sdk.AddTool(s, &sdk.Tool{Name: "query"}, func(ctx context.Context, _ *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "rows for " + a.Q}}}, nil, nil
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "delete", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, _ *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
+			deleted.Store(true)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "deleted"}}}, nil, nil
+		})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil)
+	var unauthorized atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tkn-0123456789" {
+			unauthorized.Add(1)
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	set := mcpSet(t, nil, 0, mcp.Server{Name: "db", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer tkn-0123456789"},
+		ReadOnlyTools: []string{"query"}})
+	var saw string
+	f := newFixture(t, Config{MCP: set},
+		call("db__query", `{"q":"errors"}`), call("db__delete", `{"q":"everything"}`),
+		func(r Request) (Response, error) { saw = lastToolContent(r); return Response{Content: "ok"}, nil })
+	var asked []Approval
+	approver := approverFunc(func(ctx context.Context, a Approval) (ApprovalDecision, error) {
+		asked = append(asked, a)
+		return ApprovalDecision{Approved: false, By: "user:bob"}, nil
+	})
+	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: f.dir, Approver: approver}); err != nil {
+		t.Fatal(err)
+	}
+	calls := mcpCallOf(t, f, "s")
+	if len(calls) != 1 || calls[0].Tool != "query" || calls[0].Tier != "remote" || calls[0].Error != "" {
+		t.Errorf("mcp_call events = %+v; want the query alone, remote", calls)
+	}
+	if res := toolResults(t, f, "s"); len(res) != 2 || !strings.Contains(res[0].Content, "rows for errors") {
+		t.Errorf("results = %+v", res)
+	}
+	if deleted.Load() || len(asked) != 1 || !strings.Contains(asked[0].Command, "mcp db delete") || !strings.Contains(saw, "refused") {
+		t.Errorf("delete: ran %v, approvals %+v, the model saw %q", deleted.Load(), asked, saw)
+	}
+	if unauthorized.Load() != 0 {
+		t.Errorf("%d requests came without the configured header", unauthorized.Load())
 	}
 }

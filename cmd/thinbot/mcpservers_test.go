@@ -66,3 +66,30 @@ mcp_servers:
 		t.Error("the env_file's token is not among the values masked in output")
 	}
 }
+
+// FuzzSecretLines: the env_file and headers_file reader never panics, and
+// every pair it returns has a name without the separator and no blanks
+// around name or value.
+func FuzzSecretLines(f *testing.F) {
+	for _, s := range []string{"A=b\n", "# c\n\nAuthorization: Bearer x\n", "=x", "A='q'\r\nB=\"r\"", "no separator"} {
+		f.Add(s)
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, text string) {
+		p := filepath.Join(dir, "s")
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, sep := range []string{"=", ":"} {
+			lines, err := secretLines(p, sep)
+			if err != nil {
+				continue
+			}
+			for _, kv := range lines {
+				if kv[0] == "" || strings.Contains(kv[0], sep) || kv[0] != strings.TrimSpace(kv[0]) {
+					t.Errorf("secretLines(%q, %q) gave name %q", text, sep, kv[0])
+				}
+			}
+		}
+	})
+}
