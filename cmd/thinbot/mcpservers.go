@@ -147,11 +147,10 @@ func secretLines(path, sep string) ([][2]string, error) {
 	return out, nil
 }
 
-// startMCP starts the servers of set in the daemon's sandbox and logs
-// what each offers. Where the kernel refuses the sandbox, stdio servers
+// startMCP starts the servers of set in the daemon's sandbox. Where the kernel refuses the sandbox, stdio servers
 // are not started (fail closed: their read-only tier could write); with
 // sandbox: off they run unconfined, like commands.
-func startMCP(ctx context.Context, set *mcp.Set, sbx *sandboxSetup, logger *slog.Logger) {
+func startMCP(ctx context.Context, set *mcp.Set, sbx *sandboxSetup) {
 	if set == nil {
 		return
 	}
@@ -162,10 +161,7 @@ func startMCP(ctx context.Context, set *mcp.Set, sbx *sandboxSetup, logger *slog
 	case sbx.noSandbox != "":
 		r = refuseRunner{sbx.noSandbox}
 	}
-	set.Start(ctx, r)
-	for name, why := range set.Problems() {
-		logger.Warn("mcp server offers no tools", "server", name, "err", why)
-	}
+	set.Start(ctx, r) // it logs what each server offers, or why nothing
 }
 
 // refuseRunner starts nothing: the sandbox a stdio server's tier needs is

@@ -169,7 +169,7 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 	if d.mcp, err = c.mcpServers(logger); err != nil {
 		return err
 	}
-	startMCP(ctx, d.mcp, d.sbx, logger)
+	startMCP(ctx, d.mcp, d.sbx)
 	base.cfg.MCP = d.mcp
 	rt, err := buildAgents(e, c, base, logger)
 	if err != nil {
