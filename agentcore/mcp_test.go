@@ -256,7 +256,8 @@ const mcpFakeEnv = "THINBOT_TEST_MCP_FAKE"
 
 // mcpFakeMain serves, over stdio, an MCP server built with the SDK whose
 // tools misbehave: crash exits mid-call, hang never answers, flood sends
-// 20000 notifications before it answers, huge answers 8 MiB, echo echoes.
+// 20000 notifications before it answers, huge answers 8 MiB, big 300 KiB,
+// echo echoes.
 func mcpFakeMain() {
 	if os.Getenv(mcpFakeEnv) == "" {
 		return
@@ -284,6 +285,9 @@ func mcpFakeMain() {
 	})
 	sdk.AddTool(s, &sdk.Tool{Name: "huge"}, func(ctx context.Context, _ *sdk.CallToolRequest, _ in) (*sdk.CallToolResult, any, error) {
 		return text(strings.Repeat("h", 8<<20)), nil, nil
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "big"}, func(ctx context.Context, _ *sdk.CallToolRequest, _ in) (*sdk.CallToolResult, any, error) {
+		return text("first line\n" + strings.Repeat("b", 300<<10) + "\nlast line"), nil, nil
 	})
 	sdk.AddTool(s, &sdk.Tool{Name: "echo"}, func(ctx context.Context, _ *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
 		return text("echo: " + a.Text), nil, nil
@@ -314,6 +318,7 @@ func TestMCPBadServers(t *testing.T) {
 		call("hung__hang", "{}"), call("hung__echo", `{"text":"still here"}`),
 		call("fake__flood", "{}"),
 		call("fake__huge", "{}"), echo,
+		call("fake__big", "{}"),
 		say("done"))
 	res, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: f.dir})
 	if err != nil || res.Answer != "done" {
@@ -329,6 +334,7 @@ func TestMCPBadServers(t *testing.T) {
 		{"flood", "", "flood over"},
 		{"huge", "maximum line length", "exceeded the configured maximum"},
 		{"echo", "", "echo: still here"},
+		{"big", "", "bytes omitted"},
 	}
 	if len(calls) != len(want) || len(results) != len(want) {
 		t.Fatalf("%d mcp_call events, %d results; want %d: %+v", len(calls), len(results), len(want), calls)
@@ -341,6 +347,37 @@ func TestMCPBadServers(t *testing.T) {
 		if !strings.Contains(r.Content, w.result) || len(r.Content) > 20<<10 {
 			t.Errorf("call %d (%s): the model saw %.300q (%d bytes), want %q", i, w.tool, r.Content, len(r.Content), w.result)
 		}
+	}
+	// Bounded: the model sees the head and the tail of a big result, the
+	// chain its full size.
+	if big, r := calls[len(calls)-1], results[len(results)-1]; big.ResultSize < 300<<10 || !strings.Contains(r.Content, "first line") || !strings.Contains(r.Content, "last line") {
+		t.Errorf("big result: recorded %d bytes, the model saw %.200q", big.ResultSize, r.Content)
+	}
+}
+
+// TestMCPReadOnlySandboxUnavailableFailsClosed: where the kernel sandbox
+// is wanted but unavailable, a stdio tool the config marks read-only
+// needs an approval, as a read-only command does: its read-only tier
+// could not be enforced.
+func TestMCPReadOnlySandboxUnavailableFailsClosed(t *testing.T) {
+	root := t.TempDir()
+	set := mcpSet(t, nil, 0, mcp.Server{Name: "fs", Command: npmServer(t, "server-filesystem", root),
+		Env: []string{"PATH=/usr/bin:/bin"}, ReadOnlyTools: []string{"list_directory"}})
+	f := newFixture(t, Config{MCP: set, Exec: ExecConfig{NoSandbox: "the kernel refused user namespaces"}},
+		call("fs__list_directory", mustArgs(map[string]string{"path": root})), say("ok"))
+	var asked int
+	approver := approverFunc(func(context.Context, Approval) (ApprovalDecision, error) {
+		asked++
+		return ApprovalDecision{Approved: false, By: "user:bob"}, nil
+	})
+	if _, err := f.a.Run(t.Context(), Turn{Session: "s", Text: "x", Dir: f.dir, Approver: approver}); err != nil {
+		t.Fatal(err)
+	}
+	if g := gateDecisions(t, f, "s"); asked != 1 || len(g) != 1 || g[0].Rule != "sandbox-unavailable" {
+		t.Errorf("asked %d times, gate decisions %+v; want one approval, rule sandbox-unavailable", asked, g)
+	}
+	if calls := mcpCallOf(t, f, "s"); len(calls) != 0 {
+		t.Errorf("denied, and the server was called: %+v", calls)
 	}
 }
 

@@ -112,6 +112,9 @@ func (r *run) callMCP(ctx context.Context, call ToolCall, t mcp.Tool) (string, b
 	}
 	start := r.cfg.Now()
 	res, cerr := r.cfg.MCP.Call(ctx, runner, mode, t, args)
+	if cerr != nil && ctx.Err() != nil {
+		r.stopped = CauseOf(ctx) // the result records why it was cut off
+	}
 	p := MCPCallPayload{CallID: call.ID, Server: t.Server, Tool: t.Tool, Arguments: string(args), Tier: tier,
 		ReadOnly: t.ReadOnly, ReadOnlyHint: t.ReadOnlyHint, DurationMS: r.cfg.Now().Sub(start).Milliseconds()}
 	var content string

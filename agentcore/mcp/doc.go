@@ -21,6 +21,9 @@
 //
 // # Failures
 //
+// The tool list is read once, by Start: the model's tools must not change
+// under running sessions (notifications/tools/list_changed is ignored).
+//
 // Every call has a time limit (Server.Timeout); a server that does not
 // answer in time is stopped, and so is one whose answer is larger than
 // Config.MaxResult (one JSON-RPC message). A server process that exited

@@ -265,7 +265,8 @@ func (s *Set) Tool(name string) (Tool, bool) {
 	return t, ok
 }
 
-// Problems says, per server that offers no tools, why.
+// Problems says, per server that offers no tools, why; call it after
+// Start.
 func (s *Set) Problems() map[string]string {
 	out := map[string]string{}
 	for name, sv := range s.servers {
@@ -433,12 +434,14 @@ func (c *conn) stderrOf(err error) error {
 	return err
 }
 
+// close stops the process first (a hung server would hold a graceful
+// close), then the session.
 func (c *conn) close() error {
-	err := c.session.Close()
 	if c.stop != nil {
 		c.stop()
 		<-c.done
 	}
+	err := c.session.Close()
 	if errors.Is(err, sdk.ErrConnectionClosed) || c.done != nil {
 		// The process is gone or stopped: that is how it was closed.
 		err = nil

@@ -65,6 +65,10 @@ mcp_servers:
 	if !slices.Contains(c.secretValues(), "ghp_0123456789abcdefghijklmnopqrstuvwxyz") {
 		t.Error("the env_file's token is not among the values masked in output")
 	}
+	// The servers and their tool list are fixed at start (reload.go).
+	if reloadable("mcp_servers") {
+		t.Error("mcp_servers is reloadable; its servers start with the daemon")
+	}
 }
 
 // FuzzSecretLines: the env_file and headers_file reader never panics, and

@@ -580,4 +580,7 @@ var table = []mutation{
 	{ID: "M4", File: "agentcore/mcptool.go", What: "an MCP result is not masked like command output: what was masked goes unrecorded",
 		Old: "textfmt.HeadTail(r.maskOutput(res.Text), r.cfg.Exec.ViewLimit)", New: "textfmt.HeadTail(res.Text, r.cfg.Exec.ViewLimit)",
 		Pkgs: []string{"./agentcore"}, Run: "TestMCPReadOnlyToolRunsAtOnce"},
+	{ID: "M5", File: "agentcore/mcptool.go", What: "with the kernel sandbox unavailable, a read-only MCP tool still runs at once, its server unconfined",
+		Old: "\t\t\td = r.failClosed(ctx, d)\n", New: "",
+		Pkgs: []string{"./agentcore"}, Run: "TestMCPReadOnlySandboxUnavailableFailsClosed"},
 }
