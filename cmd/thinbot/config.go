@@ -104,6 +104,9 @@ type daemonConfig struct {
 	Alerts alertsConfig `yaml:"alerts"`
 	// Schedules: checks on a cron spec (schedules.go).
 	Schedules []scheduleConfig `yaml:"schedules"`
+	// MCPServers: MCP servers whose tools the model may call
+	// (mcpservers.go, deploy/mcp.md).
+	MCPServers []mcpServerConfig `yaml:"mcp_servers"`
 	// SecretFiles are more files holding secrets the daemon uses (an
 	// EnvironmentFile thinbot cannot find on its own, say): hidden from
 	// every command like the *_file keys.
@@ -209,6 +212,9 @@ func (c *daemonConfig) resolvePaths(base string) {
 	for i := range c.Channels {
 		paths = append(paths, &c.Channels[i].Workspace, &c.Channels[i].InstructionsFile)
 	}
+	for i := range c.MCPServers {
+		paths = append(paths, &c.MCPServers[i].EnvFile, &c.MCPServers[i].HeadersFile)
+	}
 	for _, p := range paths {
 		*p = rel(base, *p)
 	}
@@ -256,6 +262,7 @@ func (c *daemonConfig) check(path string) error {
 	c.Web.check(bad, c.Channels, who)
 	c.Alerts.check(bad, c.Channels, c.Platform, c.Web)
 	checkSchedules(bad, c.Schedules, c.Channels)
+	c.checkMCP(bad, who)
 	c.checkChannels(bad)
 	if c.Fleet.configured() {
 		errs = append(errs, c.Fleet.check(filepath.Dir(path))...)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/agentcore/fleet"
+	"github.com/thinbot/thinbot/agentcore/mcp"
 	"github.com/thinbot/thinbot/agentcore/openai"
 	"github.com/thinbot/thinbot/bot"
 	"github.com/thinbot/thinbot/bot/mattermost"
@@ -103,6 +104,7 @@ type daemon struct {
 	db      *store.DB
 	sbx     *sandboxSetup
 	fleet   *fleet.Fleet
+	mcp     *mcp.Set
 	model   *openai.Client
 	adapter chatAdapter
 	mux     *http.ServeMux
@@ -163,6 +165,13 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 		return err
 	}
 	base.cfg.Fleet = d.fleet
+	// MCP servers: started now, in the sandbox, so that the model's tool
+	// list is fixed before the first run.
+	if d.mcp, err = c.mcpServers(logger); err != nil {
+		return err
+	}
+	startMCP(ctx, d.mcp, d.sbx)
+	base.cfg.MCP = d.mcp
 	rt, err := buildAgents(e, c, base, logger)
 	if err != nil {
 		return err
@@ -290,6 +299,9 @@ func (d *daemon) close() error {
 	var errs []error
 	if d.fleet != nil {
 		errs = append(errs, d.fleet.Close())
+	}
+	if d.mcp != nil {
+		errs = append(errs, d.mcp.Close())
 	}
 	if d.sbx != nil {
 		d.sbx.close()
