@@ -87,6 +87,8 @@ func Decode(ev store.Event) (any, error) {
 		p = new(AlertPayload)
 	case EvConfigReloaded, EvConfigReloadRefused:
 		p = new(ConfigReload)
+	case EvLeaderElected:
+		p = new(LeaderElectedPayload)
 	default:
 		return nil, nil
 	}
@@ -275,4 +277,22 @@ type SkillOpenedPayload struct {
 // ClearPayload is an EvClear's: the branch the session continues on.
 type ClearPayload struct {
 	Branch int `json:"branch"`
+}
+
+// EvLeaderElected is a node of a thinbot cluster taking over as its leader
+// (store/replica): from it on, that node alone connects to chat, runs
+// commands and commits events, until the next one. It lives in the chain
+// forever: never rename it.
+const EvLeaderElected = "leader_elected"
+
+// LeaderElectedPayload is an EvLeaderElected's.
+type LeaderElectedPayload struct {
+	// Node is the new leader's node id, Term its raft term.
+	Node string `json:"node"`
+	Term uint64 `json:"term"`
+	// Interrupted are the sessions whose runs the old leader left open and
+	// that were closed as interrupted ("leader lost"); Approvals the
+	// approval requests it left open, which stay open under this leader.
+	Interrupted []string `json:"interrupted"`
+	Approvals   []string `json:"approvals"`
 }

@@ -30,6 +30,9 @@ var allowedImports = map[string][]string{
 	// state index (approvals, topics) and rebuilds console threads from
 	// agentcore's payloads.
 	"bot/web": {"bot", "agentcore", "store"},
+	// The chain replicated over raft: the store is its state machine,
+	// and the store knows nothing of raft.
+	"store/replica": {"store"},
 }
 
 // sdkOwners: only these packages may import the SDK, and each of them does
@@ -47,6 +50,11 @@ var sdkOwners = map[string][]string{
 	// The bot counts runs, commands and approvals (bot.Metrics); cmd
 	// registers the process and store collectors and serves /metrics.
 	"github.com/prometheus/client_golang": {"bot", "cmd/thinbot"},
+	// The replicated chain (issue 36): raft, its bbolt log store and
+	// the logger type raft takes.
+	"github.com/hashicorp/raft":           {"store/replica"},
+	"github.com/hashicorp/raft-boltdb/v2": {"store/replica"},
+	"github.com/hashicorp/go-hclog":       {"store/replica"},
 }
 
 func TestImportMap(t *testing.T) {

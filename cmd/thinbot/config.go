@@ -111,6 +111,8 @@ type daemonConfig struct {
 	// ReloadTokenFile holds the bearer tokens of POST /-/reload, one
 	// "name token" pair a line (reload.go); "" turns the endpoint off.
 	ReloadTokenFile string `yaml:"reload_token_file" secret:"file"`
+	// Cluster: the chain replicated among several nodes (cluster.go).
+	Cluster clusterConfig `yaml:"cluster"`
 
 	// systemd is what the unit's files say (secrets.go), found at load.
 	systemd systemdSources
@@ -196,6 +198,7 @@ func (c *daemonConfig) resolvePaths(base string) {
 	for _, p := range paths {
 		*p = rel(base, *p)
 	}
+	c.Cluster.resolvePaths(base)
 }
 
 // defaults fills what the file leaves out: the model from the environment
@@ -234,6 +237,7 @@ func (c *daemonConfig) check(path string) error {
 	c.Web.check(bad, c.Channels, who)
 	c.Alerts.check(bad, c.Channels, c.Platform, c.Web)
 	checkSchedules(bad, c.Schedules, c.Channels)
+	c.Cluster.check(bad, who)
 	c.checkChannels(bad)
 	if c.Fleet.configured() {
 		errs = append(errs, c.Fleet.check(filepath.Dir(path))...)

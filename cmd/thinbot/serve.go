@@ -32,6 +32,7 @@ import (
 	"github.com/thinbot/thinbot/bot/web"
 	"github.com/thinbot/thinbot/skills"
 	"github.com/thinbot/thinbot/store"
+	"github.com/thinbot/thinbot/store/replica"
 )
 
 // chatAdapter is what serve needs of an adapter beyond bot.Adapter.
@@ -84,7 +85,11 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	d := &daemon{c: c, logger: logger, hup: hup}
 	err = d.open(ctx, e, *path)
 	if err == nil {
-		err = d.run(ctx)
+		runCtx, stopLeading := d.leading(ctx)
+		err = errors.Join(d.run(runCtx), stopLeading())
+	}
+	if errors.Is(err, errStopped) {
+		err = nil
 	}
 	if cerr := d.close(); cerr != nil {
 		err = errors.Join(err, cerr)
@@ -122,6 +127,11 @@ type daemon struct {
 	// hup delivers SIGHUP; reload is the state of config reloads.
 	hup    <-chan os.Signal
 	reload reloadState
+
+	// node is the cluster's raft node (cluster.go); nil alone.
+	node *replica.Node
+	// leaderSince is when this node became the cluster's leader.
+	leaderSince time.Time
 }
 
 // open builds the daemon from d.c; configPath is the config file's path.
@@ -138,7 +148,7 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 	pyWG.Go(func() { py.Version() })
 	defer pyWG.Wait()
 	var err error
-	if d.db, err = store.Open(filepath.Join(c.StateDir, "events.db"), &store.Options{Logger: logger}); err != nil {
+	if d.db, err = d.openStore(); err != nil {
 		return err
 	}
 	if err := d.reload.start(e, configPath); err != nil {
@@ -169,7 +179,14 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 	if err := rt.noteHidden(logger); err != nil {
 		return err
 	}
-	if d.unfinished, d.sessions, d.seen, err = recoverChain(d.db); err != nil {
+	// A cluster's node goes on only once it leads (cluster.go).
+	if err := d.follow(ctx); err != nil {
+		return err
+	}
+	if d.unfinished, d.sessions, d.seen, err = d.recoverChain(); err != nil {
+		return err
+	}
+	if err := d.recordLeader(); err != nil {
 		return err
 	}
 
@@ -267,6 +284,7 @@ func (d *daemon) close() error {
 	if d.sbx != nil {
 		d.sbx.close()
 	}
+	errs = append(errs, d.closeNode())
 	if d.db != nil {
 		errs = append(errs, d.db.Close())
 	}
@@ -538,6 +556,9 @@ func newAdapter(c *daemonConfig, db *store.DB, mux *http.ServeMux, logger *slog.
 			return nil, fmt.Errorf("mattermost token: %w", err)
 		}
 		secret, err := actionSecret(filepath.Join(c.StateDir, "action.key"))
+		if c.Cluster.configured() {
+			secret, err = clusterActionKey(c.Cluster.ActionKeyFile)
+		}
 		if err != nil {
 			return nil, err
 		}

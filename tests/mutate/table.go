@@ -567,4 +567,21 @@ var table = []mutation{
 	{ID: "S19", File: "agentcore/exec.go", What: "an approved command does not wait for the sandbox still starting and runs unconfined, the state dir readable",
 		Old: "\tcfg, serr := cfg.started(ctx)\n", New: "\tcfg, serr := cfg, error(nil)\n",
 		Pkgs: []string{"./agentcore"}, Run: "TestSandboxStartingFailsClosed"},
+	// The replicated chain (issue 36): who may join, and what a node's
+	// store must agree with.
+	{ID: "X1", File: "store/replica/replica.go", What: "a raft peer whose certificate is not of the cluster's CA joins the cluster (a forged node reads and writes the chain)",
+		Old: "\ttc.ClientAuth = tls.RequireAndVerifyClientCert\n", New: "\ttc.ClientAuth = tls.NoClientCert\n",
+		Pkgs: []string{"./store/replica"}, Run: "TestClusterRefusesStrangers"},
+	{ID: "X2", File: "store/replica/transport.go", What: "a node of another cluster (another cluster id) is let into this one",
+		Old: "\tif peerCluster != l.clusterID {\n", New: "\tif false {\n",
+		Pkgs: []string{"./store/replica"}, Run: "TestClusterRefusesStrangers"},
+	{ID: "X3", File: "store/replica/replica.go", What: "a node whose store was rewritten starts and serves a chain the cluster's log disagrees with",
+		Old: "\t\t\tif !ok || ev.Hash != k.Hash {\n", New: "\t\t\tif !ok || ev.Hash == \"\" {\n",
+		Pkgs: []string{"./store/replica"}, Run: "TestStartRefusesDivergedStore"},
+	{ID: "X4", File: "store/replicate.go", What: "a replicated line at a seq the store holds is taken without comparing: a diverged store goes on as if in sync",
+		Old: "\tif bytes.Equal(have, lines[last]) {\n", New: "\tif have != nil || true {\n",
+		Pkgs: []string{"./store"}, Run: "TestApplyLinesDiverged"},
+	{ID: "X5", File: "store/replica/fsm.go", What: "an entry formed on an old chain head is applied: two events share a seq",
+		Old: "\tif ls[0].Seq != f.head.Seq+1 || ls[0].Prev != f.head.Hash {\n", New: "\tif false {\n",
+		Pkgs: []string{"./store/replica"}, Run: "TestStaleEntryIsRefused"},
 }
