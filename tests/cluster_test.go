@@ -19,15 +19,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/thinbot/thinbot/store"
 	"github.com/thinbot/thinbot/tests/fakemodel"
 )
 
@@ -45,6 +43,80 @@ type clusterRig struct {
 	nodes []*rig
 	ids   []string
 	lb    *httptest.Server
+	// net is the raft network's proxies, when the test partitions it.
+	net *raftNet
+}
+
+// raftNet puts a TCP proxy in front of each node's raft listener: node k
+// listens on 127.0.0.(11+k) and dials from there, the others reach it
+// through its proxy on 127.0.0.1. Cutting a node off closes its
+// connections and refuses new ones, both ways, as a blocked port would.
+type raftNet struct {
+	mu    sync.Mutex
+	cut   string // the IP cut off; "" none
+	conns map[net.Conn]string
+	lns   []net.Listener
+	wg    sync.WaitGroup
+}
+
+func nodeIP(k int) string { return fmt.Sprintf("127.0.0.%d", 11+k) }
+
+// proxy forwards connections on ln to target, the raft listener of the node
+// at ip.
+func (rn *raftNet) proxy(ln net.Listener, ip, target string) {
+	defer rn.wg.Done()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		src := c.RemoteAddr().(*net.TCPAddr).IP.String()
+		rn.mu.Lock()
+		if rn.cut != "" && (rn.cut == ip || rn.cut == src) {
+			rn.mu.Unlock()
+			c.Close()
+			continue
+		}
+		u, err := net.Dial("tcp", target)
+		if err != nil {
+			rn.mu.Unlock()
+			c.Close()
+			continue
+		}
+		rn.conns[c], rn.conns[u] = src+">"+ip, src+">"+ip
+		rn.mu.Unlock()
+		go func() { io.Copy(u, c); u.Close() }()
+		go func() { io.Copy(c, u); c.Close() }()
+	}
+}
+
+// partition cuts the node at ip off (or heals with "").
+func (rn *raftNet) partition(ip string) {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	rn.cut = ip
+	if ip == "" {
+		return
+	}
+	for c, route := range rn.conns {
+		src, dst, _ := strings.Cut(route, ">")
+		if src == ip || dst == ip {
+			c.Close()
+			delete(rn.conns, c)
+		}
+	}
+}
+
+func (rn *raftNet) close() {
+	for _, ln := range rn.lns {
+		ln.Close()
+	}
+	rn.mu.Lock()
+	for c := range rn.conns {
+		c.Close()
+	}
+	rn.mu.Unlock()
+	rn.wg.Wait()
 }
 
 // writePEM writes a PEM block to dir/name with mode 0600.
@@ -93,6 +165,13 @@ func clusterCerts(t *testing.T, dir string, ids []string) (ca string, certs, key
 // config.
 func newClusterRig(t *testing.T, chat chatSide, modelURL, extra string) *clusterRig {
 	t.Helper()
+	return newClusterRigNet(t, chat, modelURL, extra, false)
+}
+
+// newClusterRigNet is newClusterRig, with the raft traffic through a
+// raftNet if partitionable.
+func newClusterRigNet(t *testing.T, chat chatSide, modelURL, extra string, partitionable bool) *clusterRig {
+	t.Helper()
 	cr := &clusterRig{t: t, chat: chat, ids: []string{"n1", "n2", "n3"}}
 	dir := t.TempDir()
 	ca, certs, keys := clusterCerts(t, dir, cr.ids)
@@ -102,9 +181,30 @@ func newClusterRig(t *testing.T, chat chatSide, modelURL, extra string) *cluster
 	if err := os.WriteFile(actionKey, key, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var listen, raftAddr []string
+	var listen, raftAddr, raftBind []string
 	for range cr.ids {
 		listen, raftAddr = append(listen, freeAddr(t)), append(raftAddr, freeAddr(t))
+	}
+	if partitionable {
+		cr.net = &raftNet{conns: map[net.Conn]string{}}
+		raftAddr = raftAddr[:0]
+		for k := range cr.ids {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := net.Listen("tcp", nodeIP(k)+":0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			bind := b.Addr().String()
+			b.Close()
+			raftAddr, raftBind = append(raftAddr, ln.Addr().String()), append(raftBind, bind)
+			cr.net.lns = append(cr.net.lns, ln)
+			cr.net.wg.Add(1)
+			go cr.net.proxy(ln, nodeIP(k), bind)
+		}
+		t.Cleanup(cr.net.close)
 	}
 	cr.lb = httptest.NewServer(http.HandlerFunc(cr.balance))
 	t.Cleanup(cr.lb.Close)
@@ -112,6 +212,9 @@ func newClusterRig(t *testing.T, chat chatSide, modelURL, extra string) *cluster
 	var peers strings.Builder
 	for i, id := range cr.ids {
 		fmt.Fprintf(&peers, "    - id: %s\n      raft_address: %s\n      http_address: http://%s\n", id, raftAddr[i], listen[i])
+		if raftBind != nil {
+			fmt.Fprintf(&peers, "      raft_bind: %s\n", raftBind[i])
+		}
 	}
 	for i, id := range cr.ids {
 		cfg := fmt.Sprintf(`cluster:
@@ -217,64 +320,42 @@ func (cr *clusterRig) journalHead(i int) string {
 }
 
 // sameHeads waits until the live nodes' journals end at the same event,
-// stops them (SIGTERM: a follower exits 0, and so does the leader), and
-// checks that each chain verifies (store, journal, thinbot audit verify)
-// to that head.
+// then runs thinbot audit verify on each running node (it verifies the
+// node's journal) and checks that every one verifies to that head. It
+// returns the head ("seq N hash H").
 func (cr *clusterRig) sameHeads() string {
 	cr.t.Helper()
 	live := cr.live()
-	var head string
-	waitUntil(cr.t, "the live nodes' chains to end at the same event", func() bool {
-		head = cr.journalHead(live[0])
+	headRE := regexp.MustCompile(`seq \d+ hash [0-9a-f]{64}`) // "head seq" (store) or "last seq" (a running node's journal)
+	var heads []string
+	// The leader may still be committing (a first look finishing): the
+	// followers apply what it commits a moment later, so the check is
+	// repeated until the nodes agree, within waitTimeout.
+	waitUntil(cr.t, "the live nodes to verify to the same head", func() bool {
+		head := cr.journalHead(live[0])
 		for _, i := range live[1:] {
 			if cr.journalHead(i) != head {
 				return false
 			}
 		}
+		heads = heads[:0]
+		for _, i := range live {
+			n := cr.nodes[i]
+			r := thinbot(cr.t, n.dir, nil, "audit", "verify", "--db", filepath.Join(n.stateDir, "events.db"))
+			if r.code != 0 {
+				cr.t.Fatalf("%s: audit verify failed (exit %d):\n%s\n%s", cr.ids[i], r.code, r.stdout, r.stderr)
+			}
+			heads = append(heads, headRE.FindString(r.stdout))
+		}
+		for _, h := range heads {
+			if h == "" || h != heads[0] {
+				return false
+			}
+		}
 		return true
 	})
-	// Followers first, so that the leader's last words are replicated.
-	slices.SortFunc(live, func(a, b int) int {
-		return strings.Count(cr.nodes[a].log.String(), `"msg":"thinbot serving"`) - strings.Count(cr.nodes[b].log.String(), `"msg":"thinbot serving"`)
-	})
-	for _, i := range live {
-		n := cr.nodes[i]
-		if code := n.signal(syscall.SIGTERM); code != 0 {
-			cr.t.Errorf("%s exited %d after SIGTERM", cr.ids[i], code)
-		}
-	}
-	for _, i := range live {
-		n := cr.nodes[i]
-		verifyState(cr.t, n.stateDir)
-		verifyChain(cr.t, filepath.Join(n.stateDir, "events.db"))
-		db, err := store.Open(filepath.Join(n.stateDir, "events.db"), &store.Options{ReadOnly: true})
-		if err != nil {
-			cr.t.Fatal(err)
-		}
-		seq, hash := db.Head()
-		db.Close()
-		if got := fmt.Sprintf("%d:%s", seq, hash); got != head {
-			// The leader may have committed after the wait: compare the
-			// stores with each other below.
-			head = got
-		}
-	}
-	var heads []string
-	for _, i := range live {
-		db, err := store.Open(filepath.Join(cr.nodes[i].stateDir, "events.db"), &store.Options{ReadOnly: true})
-		if err != nil {
-			cr.t.Fatal(err)
-		}
-		seq, hash := db.Head()
-		db.Close()
-		heads = append(heads, fmt.Sprintf("%s %d:%s", cr.ids[i], seq, hash))
-	}
-	for _, h := range heads[1:] {
-		if h[strings.IndexByte(h, ' '):] != heads[0][strings.IndexByte(heads[0], ' '):] {
-			cr.t.Fatalf("the live nodes' chains differ: %v", heads)
-		}
-	}
-	return head
+	cr.t.Logf("%d live nodes verify to %s", len(live), heads[0])
+	return heads[0]
 }
 
 // takeover kills the leader and waits for another node to lead; it
@@ -506,4 +587,146 @@ func (r *rig) startQuiet() {
 			return
 		}
 	}
+}
+
+// TestClusterPartitionedLeader: the leader's raft traffic is cut (both
+// ways, as a blocked port). It cannot commit, so it runs nothing: it steps
+// down and exits ("lost the cluster's leadership"); the majority elects a
+// leader, which takes the question asked meanwhile and answers it once, its
+// command run there alone. Healed and started again, the old leader
+// follows, and all three verify to one head.
+func TestClusterPartitionedLeader(t *testing.T) {
+	m := modelFunc(t, func(req fakemodel.Request) fakemodel.Reply {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == "tool" {
+			return fakemodel.Reply{Content: "DONE(partition)"}
+		}
+		return run("touch ran.txt")
+	})
+	chat := newMMChat(t)
+	cr := newClusterRigNet(t, chat, m.URL, "", true)
+	l := cr.leader()
+	old := cr.nodes[l]
+	cr.net.partition(nodeIP(l))
+	start := time.Now()
+	sb := chat.Sandbox()
+	root := chat.Mention("alice", sb, "", "partition question")
+	select {
+	case <-old.proc.done:
+	case <-time.After(waitTimeout):
+		t.Fatal("the cut-off leader did not exit")
+	}
+	if old.proc.code == 0 || !strings.Contains(old.log.String()[old.from:], "lost the cluster's leadership") {
+		t.Errorf("the cut-off leader exited %d without saying it lost the leadership", old.proc.code)
+	}
+	nl := cr.leader()
+	t.Logf("partition: %s cut off, exited %v later; %s leads", cr.ids[l], time.Since(start).Round(time.Millisecond), cr.ids[nl])
+	n := cr.nodes[nl]
+	n.waitPost(sb, root, "DONE(partition)")
+	if c := n.countPosts(sb, root, "DONE(partition)"); c != 1 {
+		t.Errorf("answered %d times", c)
+	}
+	// The cut-off leader's appends failed when it lost the leadership; it
+	// tells the thread nothing of them (the new leader answers).
+	if c := n.countPosts(sb, root, "Something went wrong"); c != 0 {
+		t.Errorf("the cut-off leader posted after it lost the leadership:\n%s", chat.Dump())
+	}
+	for k, node := range cr.nodes {
+		ran := fileExists(filepath.Join(node.sandbox, "ran.txt"))
+		if ran != (k == nl) {
+			t.Errorf("%s ran the command: %v (the leader is %s)", cr.ids[k], ran, cr.ids[nl])
+		}
+	}
+	if tr := cr.chainTypes(l, n.session(sb, root)); len(tr) != 0 {
+		t.Errorf("the cut-off leader's chain holds the thread: %v", tr)
+	}
+	cr.net.partition("")
+	old.startQuiet()
+	if old.startErr != "" {
+		t.Fatal(old.startErr)
+	}
+	cr.sameHeads()
+}
+
+// TestClusterLeaderKilledDuringAlertStorm: a real Alertmanager sends a
+// storm of alert groups to the load balancer (any node: followers forward
+// to the leader); the leader dies after the first cards. Alertmanager
+// retries what failed, the new leader takes it, and in the end every group
+// has a card and at most one first look's answer; the live nodes verify to
+// one head.
+func TestClusterLeaderKilledDuringAlertStorm(t *testing.T) {
+	const n = 30
+	model := modelFunc(t, func(req fakemodel.Request) fakemodel.Reply {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == "tool" {
+			return fakemodel.Reply{Content: "Findings: nothing unusual.", Delay: 100 * time.Millisecond}
+		}
+		rep := run("uptime")
+		rep.Delay = 100 * time.Millisecond
+		return rep
+	})
+	chat := newMMChat(t)
+	mm := chat.(*mmChat)
+	ops := chat.Ops()
+	tokenFile := writeSecret(t, t.TempDir(), "alerts.token", alertToken)
+	cr := newClusterRig(t, chat, model.URL, fmt.Sprintf(`max_concurrent_runs: 8
+alerts:
+  token_file: %s
+  rate: 200
+  burst: 400
+  routes:
+    - name: storm
+      channel: %s
+`, tokenFile, ops))
+	l := cr.leader()
+	am := startAlertmanager(t, cr.lb.URL+"/alerts", tokenFile)
+	var alerts []amAlert
+	for i := range n {
+		alerts = append(alerts, amAlert{Labels: map[string]string{"alertname": fmt.Sprintf("Storm%03d", i), "severity": "critical"},
+			Annotations: map[string]string{"summary": "storm"}})
+	}
+	am.post(t, alerts...)
+	waitUntil(t, "the first cards", func() bool { return len(botRoots(chat, ops)) >= 3 })
+	nl, _ := cr.takeover(l)
+	node := cr.nodes[nl]
+	node.waitFor(fmt.Sprintf("a card for each of the %d groups", n), func() bool {
+		groups := map[string]bool{}
+		for _, r := range botRoots(chat, ops) {
+			for i := range n {
+				if strings.Contains(r.Text, fmt.Sprintf("Storm%03d", i)) {
+					groups[fmt.Sprintf("Storm%03d", i)] = true
+				}
+			}
+		}
+		return len(groups) == n
+	})
+	cards, looks := map[string]int{}, map[string]int{}
+	for _, r := range botRoots(chat, ops) {
+		g := ""
+		for i := range n {
+			if strings.Contains(r.Text, fmt.Sprintf("Storm%03d", i)) {
+				g = fmt.Sprintf("Storm%03d", i)
+			}
+		}
+		cards[g]++
+		for _, p := range mm.s.Thread(r.ID) {
+			if strings.Contains(p.Message, "Findings: nothing unusual.") {
+				looks[g]++
+			}
+		}
+	}
+	dup := 0
+	for g, c := range cards {
+		if looks[g] > 1 {
+			t.Errorf("group %s got %d first looks' answers (%d cards)", g, looks[g], c)
+		}
+		if c > 1 {
+			dup++
+		}
+	}
+	// A card is posted before its alert event is committed (the event
+	// names the card's post as the thread): a leader killed in between
+	// leaves a card the chain does not know, and Alertmanager's retry
+	// opens the group again. Logged, not asserted: the receiver's order,
+	// the same after a lone thinbot's crash.
+	t.Logf("alert storm: %d groups, %d cards, %d groups with a second card from the retry", n, len(botRoots(chat, ops)), dup)
+	cr.sameHeads()
 }

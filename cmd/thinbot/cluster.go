@@ -52,6 +52,9 @@ type clusterPeer struct {
 	// HTTPAddress is the URL of the node's listener (listen), as the
 	// other nodes reach it: followers forward to the leader's.
 	HTTPAddress string `yaml:"http_address"`
+	// RaftBind is where the node listens for raft, when raft_address is
+	// not its own (NAT, a proxy); "" means raft_address.
+	RaftBind string `yaml:"raft_bind"`
 }
 
 func (cc *clusterConfig) configured() bool {
@@ -173,7 +176,7 @@ func (d *daemon) openStore() (*store.DB, error) {
 	for _, p := range cc.Peers {
 		peers = append(peers, replica.Peer{ID: p.ID, Addr: p.RaftAddress})
 	}
-	if d.node, err = replica.Open(replica.Config{ClusterID: cc.ID, ID: cc.NodeID, Addr: self.RaftAddress, Peers: peers,
+	if d.node, err = replica.Open(replica.Config{ClusterID: cc.ID, ID: cc.NodeID, Addr: self.RaftAddress, Bind: self.RaftBind, Peers: peers,
 		Dir: cc.dataDir(c.StateDir), TLS: tc, HeartbeatTimeout: cc.HeartbeatTimeout.Duration, ElectionTimeout: cc.ElectionTimeout.Duration,
 		Logger: d.logger.With("component", "raft")}); err != nil {
 		return nil, err
@@ -240,6 +243,14 @@ func (d *daemon) follow(ctx context.Context) error {
 			continue
 		}
 		d.leaderSince = time.Now()
+		// The chat's catch-up starts at the old leader's last event: the
+		// new leader's own (recovery, leader_elected) would hide the
+		// messages that arrived in between.
+		if seq := d.db.LastSeq(); seq > 0 {
+			if ev, ok, err := d.db.Event(seq); err == nil && ok {
+				d.catchUpFrom = ev.Time
+			}
+		}
 		logger.Info("this node leads the cluster", "node", d.c.Cluster.NodeID)
 		return nil
 	}
@@ -364,4 +375,51 @@ func (d *daemon) recoverChain() (u agentcore.Unfinished, sessions, seen []string
 	}
 	seen, err = agentcore.SeenMessages(d.db)
 	return u, nil, seen, err
+}
+
+// clusterChat is what a cluster's node changes in the chat adapter: where
+// its catch-up starts (the zero time: after the chain's last event) and a
+// gate on the chat client's writes (nil: none).
+type clusterChat struct {
+	since  time.Time
+	leader func() bool
+}
+
+func (d *daemon) clusterChat() clusterChat {
+	if d.node == nil {
+		return clusterChat{}
+	}
+	return clusterChat{since: d.catchUpFrom, leader: d.node.IsLeader}
+}
+
+// client returns hc, its writes refused once this node is not the
+// cluster's leader: a node that lost its leadership posts nothing (an
+// error notice about the append its loss failed, say) before it exits.
+func (cl clusterChat) client(hc *http.Client) *http.Client {
+	if cl.leader == nil {
+		return hc
+	}
+	out := *hc
+	out.Transport = leaderOnly{base: hc.Transport, leader: cl.leader}
+	return &out
+}
+
+// leaderOnly refuses every request but GET and HEAD while this node is not
+// the leader.
+type leaderOnly struct {
+	base   http.RoundTripper
+	leader func() bool
+}
+
+// errNotLeader is what a refused chat write returns.
+var errNotLeader = errors.New("this node is not the cluster's leader: chat writes are refused")
+
+func (l leaderOnly) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !l.leader() {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, errNotLeader
+	}
+	return l.base.RoundTrip(r)
 }

@@ -130,8 +130,9 @@ type daemon struct {
 
 	// node is the cluster's raft node (cluster.go); nil alone.
 	node *replica.Node
-	// leaderSince is when this node became the cluster's leader.
-	leaderSince time.Time
+	// leaderSince is when this node became the cluster's leader;
+	// catchUpFrom the time of the chain's last event then.
+	leaderSince, catchUpFrom time.Time
 }
 
 // open builds the daemon from d.c; configPath is the config file's path.
@@ -192,7 +193,7 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 
 	// The chat adapter and its bot.
 	d.mux = http.NewServeMux()
-	if d.adapter, err = newAdapter(c, d.db, d.mux, logger); err != nil {
+	if d.adapter, err = newAdapter(c, d.db, d.mux, logger, d.clusterChat()); err != nil {
 		return err
 	}
 	if err := resolveChannels(ctx, d.adapter, rt.named, rt.channels); err != nil {
@@ -548,7 +549,7 @@ func chatHTTPClient() *http.Client {
 
 // newAdapter builds the configured chat adapter and mounts its HTTP
 // handlers on mux.
-func newAdapter(c *daemonConfig, db *store.DB, mux *http.ServeMux, logger *slog.Logger) (chatAdapter, error) {
+func newAdapter(c *daemonConfig, db *store.DB, mux *http.ServeMux, logger *slog.Logger, cl clusterChat) (chatAdapter, error) {
 	switch c.Platform {
 	case "mattermost":
 		token, err := readSecret(c.Mattermost.TokenFile)
@@ -562,8 +563,8 @@ func newAdapter(c *daemonConfig, db *store.DB, mux *http.ServeMux, logger *slog.
 		if err != nil {
 			return nil, err
 		}
-		var since time.Time
-		if n := db.LastSeq(); n > 0 {
+		since := cl.since
+		if n := db.LastSeq(); n > 0 && since.IsZero() {
 			for ev, err := range db.All(n) {
 				if err == nil {
 					since = ev.Time
@@ -571,7 +572,7 @@ func newAdapter(c *daemonConfig, db *store.DB, mux *http.ServeMux, logger *slog.
 			}
 		}
 		a, err := mattermost.New(mattermost.Config{URL: c.Mattermost.URL, Token: token, CallbackURL: c.Mattermost.CallbackURL,
-			ActionSecret: secret, Since: since, Logger: logger, HTTPClient: chatHTTPClient()})
+			ActionSecret: secret, Since: since, Logger: logger, HTTPClient: cl.client(chatHTTPClient())})
 		if err != nil {
 			return nil, err
 		}

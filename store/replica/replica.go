@@ -69,7 +69,10 @@ type Peer struct {
 type Config struct {
 	ClusterID string
 	ID        string // this node's id; one of Peers
-	Addr      string // this node's raft address (listened on)
+	Addr      string // this node's raft address, as the others reach it
+	// Bind is the address raft listens on, and whose IP its connections
+	// leave from; "" means Addr (it differs behind NAT or a proxy).
+	Bind string
 	// Peers are the voters the cluster starts with (this node among
 	// them), used only when Dir holds no raft state yet: every node of a
 	// new cluster must be given the same list.
@@ -160,7 +163,7 @@ func Open(cfg Config) (n *Node, err error) {
 	}
 	tc := cfg.TLS.Clone()
 	tc.ClientAuth = tls.RequireAndVerifyClientCert
-	if n.layer, err = newTLSLayer(cfg.Addr, cfg.ClusterID, cfg.ID, tc, log); err != nil {
+	if n.layer, err = newTLSLayer(cfg.Addr, cfg.Bind, cfg.ClusterID, cfg.ID, tc, log); err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{

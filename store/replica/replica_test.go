@@ -287,7 +287,7 @@ func TestClusterRefusesStrangers(t *testing.T) {
 	l := leader(t, ms)
 	target := raft.ServerAddress(l.node.Addr())
 
-	other, err := newTLSLayer("127.0.0.1:0", "c2", "intruder", ca.tlsFor(t, "intruder"), slogTo(&logLines{}))
+	other, err := newTLSLayer("127.0.0.1:0", "", "c2", "intruder", ca.tlsFor(t, "intruder"), slogTo(&logLines{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestClusterRefusesStrangers(t *testing.T) {
 	// The forger trusts any server; the cluster must not trust it.
 	forgedTLS := newCA(t).tlsFor(t, "forged")
 	forgedTLS.InsecureSkipVerify = true
-	forged, err := newTLSLayer("127.0.0.1:0", "c1", "forged", forgedTLS, slogTo(&logLines{}))
+	forged, err := newTLSLayer("127.0.0.1:0", "", "c1", "forged", forgedTLS, slogTo(&logLines{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestClusterRefusesStrangers(t *testing.T) {
 		c.Close()
 		t.Error("a peer with a certificate of another CA was let in")
 	}
-	same, err := newTLSLayer("127.0.0.1:0", "c1", "n9", ca.tlsFor(t, "n9"), slogTo(&logLines{}))
+	same, err := newTLSLayer("127.0.0.1:0", "", "c1", "n9", ca.tlsFor(t, "n9"), slogTo(&logLines{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ const helloPrefix = "thinbot-raft/1"
 type tlsLayer struct {
 	ln        net.Listener // TCP
 	advertise net.Addr
+	local     net.Addr // the source address of dialled connections; nil: the system's
 	tls       *tls.Config
 	clusterID string
 	id        string
@@ -36,8 +37,13 @@ type tlsLayer struct {
 
 var _ raft.StreamLayer = (*tlsLayer)(nil)
 
-func newTLSLayer(addr, clusterID, id string, cfg *tls.Config, log *slog.Logger) (*tlsLayer, error) {
-	ln, err := net.Listen("tcp", addr)
+// newTLSLayer listens on bind ("" means addr) and advertises addr; the
+// connections it dials leave from bind's IP, if it names one.
+func newTLSLayer(addr, bind, clusterID, id string, cfg *tls.Config, log *slog.Logger) (*tlsLayer, error) {
+	if bind == "" {
+		bind = addr
+	}
+	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, fmt.Errorf("raft listen: %w", err)
 	}
@@ -49,7 +55,11 @@ func newTLSLayer(addr, clusterID, id string, cfg *tls.Config, log *slog.Logger) 
 	if adv.Port == 0 {
 		adv = ln.Addr().(*net.TCPAddr)
 	}
-	return &tlsLayer{ln: ln, advertise: adv, tls: cfg, clusterID: clusterID, id: id, log: log}, nil
+	l := &tlsLayer{ln: ln, advertise: adv, tls: cfg, clusterID: clusterID, id: id, log: log}
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsUnspecified() {
+		l.local = &net.TCPAddr{IP: ip}
+	}
+	return l, nil
 }
 
 // Accept returns the next connection whose peer passed the TLS handshake
@@ -117,7 +127,7 @@ func parseHello(line string) (cluster, node string, err error) {
 // Dial connects to a peer: TLS with this node's certificate, the peer's
 // checked against the cluster's CA, then the hello.
 func (l *tlsLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	d := &net.Dialer{Timeout: timeout}
+	d := &net.Dialer{Timeout: timeout, LocalAddr: l.local}
 	cfg := l.tls.Clone()
 	if cfg.ServerName == "" {
 		host, _, _ := net.SplitHostPort(string(address))

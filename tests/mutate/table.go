@@ -584,4 +584,10 @@ var table = []mutation{
 	{ID: "X5", File: "store/replica/fsm.go", What: "an entry formed on an old chain head is applied: two events share a seq",
 		Old: "\tif ls[0].Seq != f.head.Seq+1 || ls[0].Prev != f.head.Hash {\n", New: "\tif false {\n",
 		Pkgs: []string{"./store/replica"}, Run: "TestStaleEntryIsRefused"},
+	{ID: "X6", File: "cmd/thinbot/cluster.go", What: "a leader cut off from its cluster goes on posting to chat after it lost the leadership",
+		Old: "\tif r.Method != http.MethodGet && r.Method != http.MethodHead && !l.leader() {\n", New: "\tif false {\n",
+		Pkgs: []string{"./tests"}, Run: "TestClusterPartitionedLeader"},
+	{ID: "X7", File: "cmd/thinbot/cluster.go", What: "a new leader's chat catch-up starts after its own takeover events: a question asked while the leader changed is never answered",
+		Old: "\t\t\t\td.catchUpFrom = ev.Time\n", New: "\t\t\t\t_ = ev\n",
+		Pkgs: []string{"./tests"}, Run: "TestClusterPartitionedLeader"},
 }
