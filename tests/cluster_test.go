@@ -26,6 +26,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+
 	"github.com/thinbot/thinbot/tests/fakemodel"
 )
 
