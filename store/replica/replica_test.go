@@ -33,7 +33,7 @@ type testCA struct {
 	pool *x509.CertPool
 }
 
-func newCA(t *testing.T) *testCA {
+func newCA(t testing.TB) *testCA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -56,7 +56,7 @@ func newCA(t *testing.T) *testCA {
 
 // tlsFor is a node's TLS config: a certificate of ca for 127.0.0.1, and ca
 // as the roots of both sides.
-func (ca *testCA) tlsFor(t *testing.T, name string) *tls.Config {
+func (ca *testCA) tlsFor(t testing.TB, name string) *tls.Config {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -81,7 +81,7 @@ func (ca *testCA) tlsFor(t *testing.T, name string) *tls.Config {
 }
 
 // freeAddr reserves a loopback port.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -130,13 +130,19 @@ func testConfig(c Config) Config {
 	return c
 }
 
-// startMember opens a node and its store in dir and starts it.
-func startMember(t *testing.T, cfg Config, dir string) (*member, error) {
+// startMember opens a node and its store in dir and starts it, with the
+// short test timeouts.
+func startMember(t testing.TB, cfg Config, dir string) (*member, error) {
+	return startMemberWith(t, testConfig(cfg), dir)
+}
+
+// startMemberWith is startMember with cfg's timeouts as they are.
+func startMemberWith(t testing.TB, cfg Config, dir string) (*member, error) {
 	t.Helper()
 	ll := &logLines{}
 	cfg.Dir = filepath.Join(dir, "raft")
 	cfg.Logger = slogTo(ll)
-	n, err := Open(testConfig(cfg))
+	n, err := Open(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -163,8 +169,15 @@ func (m *member) stop() {
 	}
 }
 
-// newCluster starts n members of one cluster on loopback.
-func newCluster(t *testing.T, ca *testCA, n int) []*member {
+// newCluster starts n members of one cluster on loopback, with the short
+// test timeouts.
+func newCluster(t testing.TB, ca *testCA, n int) []*member {
+	return newClusterWith(t, ca, n, testConfig)
+}
+
+// newClusterWith is newCluster with each member's Config passed through
+// conf.
+func newClusterWith(t testing.TB, ca *testCA, n int, conf func(Config) Config) []*member {
 	t.Helper()
 	var peers []Peer
 	for i := range n {
@@ -172,7 +185,7 @@ func newCluster(t *testing.T, ca *testCA, n int) []*member {
 	}
 	var ms []*member
 	for _, p := range peers {
-		m, err := startMember(t, Config{ClusterID: "c1", ID: p.ID, Addr: p.Addr, Peers: peers, TLS: ca.tlsFor(t, p.ID)}, t.TempDir())
+		m, err := startMemberWith(t, conf(Config{ClusterID: "c1", ID: p.ID, Addr: p.Addr, Peers: peers, TLS: ca.tlsFor(t, p.ID)}), t.TempDir())
 		if err != nil {
 			t.Fatalf("start %s: %v", p.ID, err)
 		}
@@ -182,7 +195,7 @@ func newCluster(t *testing.T, ca *testCA, n int) []*member {
 }
 
 // leader waits for one of ms to lead and returns it.
-func leader(t *testing.T, ms []*member) *member {
+func leader(t testing.TB, ms []*member) *member {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -203,7 +216,7 @@ func leader(t *testing.T, ms []*member) *member {
 }
 
 // waitHead waits until m's store reaches seq.
-func waitHead(t *testing.T, m *member, seq uint64) {
+func waitHead(t testing.TB, m *member, seq uint64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -212,7 +225,7 @@ func waitHead(t *testing.T, m *member, seq uint64) {
 	}
 }
 
-func appendN(t *testing.T, db *store.DB, n int, session string) {
+func appendN(t testing.TB, db *store.DB, n int, session string) {
 	t.Helper()
 	for i := range n {
 		if _, err := db.Append(t.Context(), store.Event{Session: session, Type: "user_message", Actor: "user:alice",
@@ -222,7 +235,7 @@ func appendN(t *testing.T, db *store.DB, n int, session string) {
 	}
 }
 
-func verified(t *testing.T, m *member) (uint64, string) {
+func verified(t testing.TB, m *member) (uint64, string) {
 	t.Helper()
 	rep, err := m.db.Verify(t.Context(), nil)
 	if err != nil || !rep.OK {
