@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -730,4 +731,117 @@ alerts:
 	// the same after a lone thinbot's crash.
 	t.Logf("alert storm: %d groups, %d cards, %d groups with a second card from the retry", n, len(botRoots(chat, ops)), dup)
 	cr.sameHeads()
+}
+
+// freePorts returns a base such that base+1..base+n are free loopback
+// ports a moment ago.
+func freePorts(t *testing.T, n int) int {
+	t.Helper()
+	for range 100 {
+		base := 20000 + mrand.IntN(20000)
+		ok := true
+		for k := 1; k <= n && ok; k++ {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+k))
+			if err != nil {
+				ok = false
+				continue
+			}
+			ln.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no free run of ports")
+	return 0
+}
+
+// TestClusterExampleScript: deploy/cluster/three-local.sh, as the guide
+// runs it, makes the certificates and configs from a base config and
+// starts three nodes on loopback; one of them leads and answers a
+// mention; "down" stops all three.
+func TestClusterExampleScript(t *testing.T) {
+	needTool(t, "openssl")
+	m := fakemodel.Start(t, fakemodel.Reply{Content: "hello from the cluster"})
+	chat := newMMChat(t)
+	dir := t.TempDir()
+	httpBase, raftBase := freePorts(t, 3), freePorts(t, 3)
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	base := chat.Config(t, dir, fmt.Sprintf("127.0.0.1:%d", httpBase+2)) + fmt.Sprintf(`model:
+  base_url: %s
+  model: test-model
+systemd_unit: thinbot-e2e-test.service
+channels:
+  - id: %s
+    workspace: %s
+    approvers: [%s]
+`, m.URL, chat.Ops(), ws, chat.UserID("bob"))
+	basePath := filepath.Join(dir, "base.yaml")
+	os.WriteFile(basePath, []byte(base), 0o600)
+	cluster := filepath.Join(dir, "c")
+	script := func(args ...string) string {
+		cmd := exec.Command("bash", append([]string{"../deploy/cluster/three-local.sh"}, args...)...)
+		cmd.Env = append(baseEnv(), "THINBOT="+thinbotBin, fmt.Sprintf("HTTP_BASE=%d", httpBase), fmt.Sprintf("RAFT_BASE=%d", raftBase))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("three-local.sh %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	logOf := func(n int) string {
+		b, _ := os.ReadFile(filepath.Join(cluster, fmt.Sprintf("n%d", n), "thinbot.log"))
+		return string(b)
+	}
+	pids := func() []int {
+		var out []int
+		for n := 1; n <= 3; n++ {
+			b, err := os.ReadFile(filepath.Join(cluster, fmt.Sprintf("n%d", n), "pid"))
+			if err == nil {
+				p, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	script("up", basePath, cluster)
+	started := pids()
+	t.Cleanup(func() {
+		for _, p := range started {
+			if proc, err := os.FindProcess(p); err == nil {
+				proc.Kill()
+			}
+		}
+		if t.Failed() {
+			for n := 1; n <= 3; n++ {
+				t.Logf("n%d:\n%s", n, tail(logOf(n), 3000))
+			}
+		}
+	})
+	waitUntilBy(t, startDeadline(t), "a node of the example to lead and connect", func() bool {
+		for n := 1; n <= 3; n++ {
+			if strings.Contains(logOf(n), `"msg":"thinbot serving"`) {
+				return chat.Connected()
+			}
+		}
+		return false
+	})
+	root := chat.Mention("alice", chat.Ops(), "", "hello?")
+	waitUntil(t, "the answer", func() bool {
+		for _, p := range chat.BotPosts(chat.Ops(), root) {
+			if strings.Contains(p.Text, "hello from the cluster") {
+				return true
+			}
+		}
+		return false
+	})
+	script("down", cluster)
+	waitUntil(t, "the three nodes to stop", func() bool {
+		for _, p := range started {
+			if syscall.Kill(p, 0) == nil {
+				return false
+			}
+		}
+		return true
+	})
 }
