@@ -22,3 +22,16 @@ func RecordLeaderElected(db *store.DB, p LeaderElectedPayload) (store.Event, err
 	}
 	return evs[0], nil
 }
+
+// RecordClusterMembership records durably an administrator's change of the
+// cluster's members, as "user:"+p.By, and returns the event.
+func RecordClusterMembership(db *store.DB, p ClusterMembershipPayload) (store.Event, error) {
+	if p.Members == nil {
+		p.Members = []string{}
+	}
+	evs, err := write(db, nil, durable, []store.Event{{Session: ClusterSession, Type: EvClusterMembership, Actor: "user:" + p.By, Payload: mustJSON(p)}})
+	if err != nil {
+		return store.Event{}, err
+	}
+	return evs[0], nil
+}

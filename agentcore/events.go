@@ -89,6 +89,8 @@ func Decode(ev store.Event) (any, error) {
 		p = new(ConfigReload)
 	case EvLeaderElected:
 		p = new(LeaderElectedPayload)
+	case EvClusterMembership:
+		p = new(ClusterMembershipPayload)
 	default:
 		return nil, nil
 	}
@@ -296,3 +298,24 @@ type LeaderElectedPayload struct {
 	Interrupted []string `json:"interrupted"`
 	Approvals   []string `json:"approvals"`
 }
+
+// EvClusterMembership is an administrator's change of a cluster's members
+// (a node added or removed), applied or refused. It lives in the chain
+// forever: never rename it.
+const EvClusterMembership = "cluster_membership"
+
+// ClusterMembershipPayload is an EvClusterMembership's.
+type ClusterMembershipPayload struct {
+	// Op is "add" or "remove"; Node the node's id, RaftAddress its raft
+	// address (add).
+	Op          string `json:"op"`
+	Node        string `json:"node"`
+	RaftAddress string `json:"raft_address,omitempty"`
+	// By is the administrator (the name of the token they sent).
+	By string `json:"by"`
+	// Error says why the change was not applied; empty when it was.
+	Error string `json:"error,omitempty"`
+	// Members are the cluster's members after it: "id=raft_address".
+	Members []string `json:"members"`
+}
+

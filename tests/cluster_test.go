@@ -47,6 +47,26 @@ type clusterRig struct {
 	lb    *httptest.Server
 	// net is the raft network's proxies, when the test partitions it.
 	net *raftNet
+	// nodeConfig is node i's cluster section (and the rig's extra); peers,
+	// lbAddr and modelURL are the cluster's, for a node added later.
+	nodeConfig              func(i int, id, peers, more string) string
+	peers, lbAddr, modelURL string
+}
+
+// addNode starts n4 with join: true (it waits to be added) and returns it
+// with its raft address.
+func (cr *clusterRig) addNode() (*rig, string) {
+	cr.t.Helper()
+	listen, raftAddr := freeAddr(cr.t), freeAddr(cr.t)
+	peers := cr.peers + fmt.Sprintf("    - id: n4\n      raft_address: %s\n      http_address: http://%s\n", raftAddr, listen)
+	n := newRigNoStart(cr.t, cr.chat, cr.modelURL, rigOpts{Addr: listen, CallbackAddr: cr.lbAddr,
+		Extra: cr.nodeConfig(3, "n4", peers, "  join: true\n"), ReadyLine: "thinbot following"})
+	n.startQuiet()
+	if n.startErr != "" {
+		cr.t.Fatal(n.startErr)
+	}
+	cr.nodes, cr.ids = append(cr.nodes, n), append(cr.ids, "n4")
+	return n, raftAddr
 }
 
 // raftNet puts a TCP proxy in front of each node's raft listener: node k
@@ -176,7 +196,8 @@ func newClusterRigNet(t *testing.T, chat chatSide, modelURL, extra string, parti
 	t.Helper()
 	cr := &clusterRig{t: t, chat: chat, ids: []string{"n1", "n2", "n3"}}
 	dir := t.TempDir()
-	ca, certs, keys := clusterCerts(t, dir, cr.ids)
+	// n4's certificate is made too, for a node added later (addNode).
+	ca, certs, keys := clusterCerts(t, dir, append(slices.Clone(cr.ids), "n4"))
 	key := make([]byte, 32)
 	rand.Read(key)
 	actionKey := filepath.Join(dir, "action.key")
@@ -218,8 +239,8 @@ func newClusterRigNet(t *testing.T, chat chatSide, modelURL, extra string, parti
 			fmt.Fprintf(&peers, "      raft_bind: %s\n", raftBind[i])
 		}
 	}
-	for i, id := range cr.ids {
-		cfg := fmt.Sprintf(`cluster:
+	cr.nodeConfig = func(i int, id, peers, more string) string {
+		return fmt.Sprintf(`cluster:
   id: e2e-cluster
   node_id: %s
   action_key_file: %s
@@ -227,8 +248,12 @@ func newClusterRigNet(t *testing.T, chat chatSide, modelURL, extra string, parti
     cert_file: %s
     key_file: %s
     ca_file: %s
-  peers:
-%s`, id, actionKey, certs[i], keys[i], ca, peers.String()) + extra
+%s  peers:
+%s`, id, actionKey, certs[i], keys[i], ca, more, peers) + extra
+	}
+	cr.peers, cr.lbAddr, cr.modelURL = peers.String(), lbAddr, modelURL
+	for i, id := range cr.ids {
+		cfg := cr.nodeConfig(i, id, cr.peers, "")
 		cr.nodes = append(cr.nodes, nil)
 		cr.nodes[i] = newRigNoStart(t, chat, modelURL, rigOpts{Addr: listen[i], CallbackAddr: lbAddr, Extra: cfg, ReadyLine: "thinbot following"})
 	}
@@ -844,4 +869,62 @@ channels:
 		}
 		return true
 	})
+}
+
+// TestClusterMembership: an administrator adds a fourth node (started with
+// join: true) through any node's listener and a token of
+// reload_token_file; it catches up to the same head; then removes it. A
+// request without a good token changes nothing. Each change is recorded
+// (cluster_membership) with the token's name.
+func TestClusterMembership(t *testing.T) {
+	m := fakemodel.Start(t)
+	chat := newMMChat(t)
+	tokens := writeSecret(t, t.TempDir(), "admin.tokens", "ops-admin 0123456789abcdef0123456789abcdef")
+	cr := newClusterRig(t, chat, m.URL, "reload_token_file: "+tokens+"\n")
+	cr.leader()
+	n4, raftAddr := cr.addNode()
+	admin := func(method, path, token, body string) (int, string) {
+		req, _ := http.NewRequest(method, cr.lb.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	add := fmt.Sprintf(`{"id": "n4", "raft_address": %q}`, raftAddr)
+	if code, body := admin("POST", "/-/cluster/members", "wrong-token-0123456789", add); code != http.StatusUnauthorized {
+		t.Fatalf("an add with a wrong token: %d %s", code, body)
+	}
+	code, body := admin("POST", "/-/cluster/members", "0123456789abcdef0123456789abcdef", add)
+	if code != http.StatusOK || !strings.Contains(body, "n4="+raftAddr) {
+		t.Fatalf("add n4: %d %s", code, body)
+	}
+	n4.waitFor("n4 to follow in sync", func() bool {
+		c, b := n4.get("/readyz")
+		return c == http.StatusOK && strings.Contains(b, "follower, in sync")
+	})
+	cr.sameHeads()
+	code, body = admin("DELETE", "/-/cluster/members/n4", "0123456789abcdef0123456789abcdef", "")
+	if code != http.StatusOK || strings.Contains(body, "n4=") {
+		t.Fatalf("remove n4: %d %s", code, body)
+	}
+	l := cr.leader()
+	var changes []string
+	b, _ := os.ReadFile(filepath.Join(cr.nodes[l].stateDir, "audit.jsonl"))
+	for _, line := range strings.Split(string(b), "\n") {
+		var ev struct {
+			Type, Actor string
+			Payload     struct{ Op, Node, Error string }
+		}
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Type == "cluster_membership" {
+			changes = append(changes, ev.Actor+" "+ev.Payload.Op+" "+ev.Payload.Node+" "+ev.Payload.Error)
+		}
+	}
+	want := []string{"user:ops-admin add n4 ", "user:ops-admin remove n4 "}
+	if !slices.Equal(changes, want) {
+		t.Errorf("recorded membership changes = %q, want %q", changes, want)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -40,6 +41,10 @@ type clusterConfig struct {
 	// on every node, so that a button the old leader posted works on the
 	// new one.
 	ActionKeyFile string `yaml:"action_key_file" secret:"file"`
+	// Join makes a node without raft state wait to be added to a running
+	// cluster (POST /-/cluster/members on any node) instead of creating
+	// one from peers.
+	Join bool `yaml:"join"`
 	// HeartbeatTimeout and ElectionTimeout are raft's; unset means 1s.
 	HeartbeatTimeout duration `yaml:"heartbeat_timeout"`
 	ElectionTimeout  duration `yaml:"election_timeout"`
@@ -176,7 +181,7 @@ func (d *daemon) openStore() (*store.DB, error) {
 	for _, p := range cc.Peers {
 		peers = append(peers, replica.Peer{ID: p.ID, Addr: p.RaftAddress})
 	}
-	if d.node, err = replica.Open(replica.Config{ClusterID: cc.ID, ID: cc.NodeID, Addr: self.RaftAddress, Bind: self.RaftBind, Peers: peers,
+	if d.node, err = replica.Open(replica.Config{ClusterID: cc.ID, ID: cc.NodeID, Addr: self.RaftAddress, Bind: self.RaftBind, Peers: peers, Join: cc.Join,
 		Dir: cc.dataDir(c.StateDir), TLS: tc, HeartbeatTimeout: cc.HeartbeatTimeout.Duration, ElectionTimeout: cc.ElectionTimeout.Duration,
 		Logger: d.logger.With("component", "raft")}); err != nil {
 		return nil, err
@@ -422,4 +427,111 @@ func (l leaderOnly) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, errNotLeader
 	}
 	return l.base.RoundTrip(r)
+}
+
+// mountCluster mounts the leader's membership admin endpoints on mux (in a
+// cluster): GET /-/cluster/members lists the members; POST (JSON {"id",
+// "raft_address"}) adds a node, which catches up from a snapshot and the
+// log; DELETE /-/cluster/members/{id} removes one. Each needs a token of
+// reload_token_file (Authorization: Bearer), and each change, applied or
+// refused, is recorded (cluster_membership) with the token's name.
+func (d *daemon) mountCluster(mux *http.ServeMux) {
+	if d.node == nil {
+		return
+	}
+	mux.HandleFunc("GET /-/cluster/members", func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := d.clusterAdmin(w, r); !ok {
+			return
+		}
+		members, err := d.members()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		for _, m := range members {
+			fmt.Fprintln(w, m)
+		}
+	})
+	mux.HandleFunc("POST /-/cluster/members", func(w http.ResponseWriter, r *http.Request) {
+		by, ok := d.clusterAdmin(w, r)
+		if !ok {
+			return
+		}
+		var p replica.Peer
+		var body struct {
+			ID          string `json:"id"`
+			RaftAddress string `json:"raft_address"`
+		}
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil || body.ID == "" || body.RaftAddress == "" {
+			http.Error(w, `send JSON {"id": "n4", "raft_address": "host:port"}`, http.StatusBadRequest)
+			return
+		}
+		p.ID, p.Addr = body.ID, body.RaftAddress
+		d.changeMembers(w, agentcore.ClusterMembershipPayload{Op: "add", Node: p.ID, RaftAddress: p.Addr, By: by}, func() error { return d.node.AddVoter(p) })
+	})
+	mux.HandleFunc("DELETE /-/cluster/members/{id}", func(w http.ResponseWriter, r *http.Request) {
+		by, ok := d.clusterAdmin(w, r)
+		if !ok {
+			return
+		}
+		id := r.PathValue("id")
+		if id == d.c.Cluster.NodeID {
+			http.Error(w, "this node leads: remove it from another leader (stop it first, or move the leadership)", http.StatusConflict)
+			return
+		}
+		d.changeMembers(w, agentcore.ClusterMembershipPayload{Op: "remove", Node: id, By: by}, func() error { return d.node.RemoveServer(id) })
+	})
+}
+
+// clusterAdmin authenticates an admin request with reload_token_file's
+// tokens and returns the token's name.
+func (d *daemon) clusterAdmin(w http.ResponseWriter, r *http.Request) (string, bool) {
+	file := d.reload.tokenFile()
+	if file == "" {
+		http.Error(w, "cluster administration over HTTP is off: set reload_token_file in the config", http.StatusForbidden)
+		return "", false
+	}
+	name, err := reloadCaller(file, r.Header.Get("Authorization"))
+	if err != nil {
+		d.logger.Warn("cluster administration refused", "remote", r.RemoteAddr, "why", err)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="thinbot cluster"`)
+		http.Error(w, "unauthorised: "+err.Error(), http.StatusUnauthorized)
+		return "", false
+	}
+	return name, true
+}
+
+// changeMembers applies a membership change and records it, applied or
+// refused; it answers with the members after it.
+func (d *daemon) changeMembers(w http.ResponseWriter, p agentcore.ClusterMembershipPayload, apply func() error) {
+	err := apply()
+	if err != nil {
+		p.Error = err.Error()
+	}
+	p.Members, _ = d.members()
+	if _, rerr := agentcore.RecordClusterMembership(d.db, p); rerr != nil {
+		d.logger.Error("record the cluster membership change", "op", p.Op, "node", p.Node, "err", rerr)
+		err = errors.Join(err, rerr)
+	}
+	d.logger.Info("cluster membership", "op", p.Op, "node", p.Node, "by", p.By, "error", p.Error, "members", p.Members)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
+	for _, m := range p.Members {
+		fmt.Fprintln(w, m)
+	}
+}
+
+// members are the cluster's members as "id=raft_address".
+func (d *daemon) members() ([]string, error) {
+	servers, err := d.node.Servers()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(servers))
+	for _, s := range servers {
+		out = append(out, s.ID+"="+s.Addr)
+	}
+	return out, nil
 }

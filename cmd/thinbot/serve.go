@@ -243,6 +243,7 @@ func (d *daemon) run(ctx context.Context) error {
 	d.reg.MustRegister(modelUpGauge(ready))
 	d.mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
 	d.mux.HandleFunc("POST /-/reload", d.serveReload)
+	d.mountCluster(d.mux)
 	d.reload.register(d.reg)
 	// It stays up until the bot has stopped.
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
