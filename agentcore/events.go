@@ -318,4 +318,3 @@ type ClusterMembershipPayload struct {
 	// Members are the cluster's members after it: "id=raft_address".
 	Members []string `json:"members"`
 }
-
