@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
@@ -172,6 +173,11 @@ func (d *daemon) openStore() (*store.DB, error) {
 		return store.Open(path, &store.Options{Logger: d.logger})
 	}
 	cc := &c.Cluster
+	// The mark that tells thinbot audit archive this store is a cluster's.
+	mark := fmt.Sprintf("cluster %s node %s data_dir %s\n", cc.ID, cc.NodeID, cc.dataDir(c.StateDir))
+	if err := os.WriteFile(clusterMark(path), []byte(mark), 0o600); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
 	tc, err := cc.tlsConfig()
 	if err != nil {
 		return nil, fmt.Errorf("cluster tls: %w", err)
@@ -534,4 +540,18 @@ func (d *daemon) members() ([]string, error) {
 		out = append(out, s.ID+"="+s.Addr)
 	}
 	return out, nil
+}
+
+// clusterMark is the file beside a cluster node's store that says so.
+func clusterMark(dbPath string) string { return filepath.Join(filepath.Dir(dbPath), "cluster-node") }
+
+// refuseClusterArchive refuses to archive a cluster node's store: the cut
+// is not replicated, so the node's chain would start where the others' and
+// the log's do not (deploy/cluster.md, "Archives").
+func refuseClusterArchive(dbPath string) error {
+	b, err := os.ReadFile(clusterMark(dbPath))
+	if err != nil {
+		return nil
+	}
+	return fmt.Errorf("%s is the store of a cluster node (%s): audit archive is not cluster-wide yet and would cut this node's chain alone; see deploy/cluster.md", dbPath, strings.TrimSpace(string(b)))
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -31,5 +34,22 @@ cluster:
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestArchiveRefusesAClusterNode: audit archive does not cut a cluster
+// node's store (the cut is not replicated).
+func TestArchiveRefusesAClusterNode(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "events.db")
+	os.WriteFile(clusterMark(db), []byte("cluster c1 node n1 data_dir x\n"), 0o600)
+	var out bytes.Buffer
+	e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+	err := run(t.Context(), e, []string{"audit", "archive", "--db", db, "--upto", "5", "--dir", dir})
+	if err == nil || !strings.Contains(err.Error(), "cluster node") {
+		t.Fatalf("audit archive of a cluster node's store = %v", err)
+	}
+	if _, serr := os.Stat(db); serr == nil {
+		t.Error("the store was opened")
 	}
 }
