@@ -700,7 +700,11 @@ func (b *Bot) Recover(ctx context.Context, u agentcore.Unfinished) {
 			continue
 		}
 		b.cfg.Metrics.approval("expired")
-		text := fmt.Sprintf("**Expired** — thinbot restarted before anyone decided. Nothing was run.\n```\n%s\n```", pa.Command)
+		why := "thinbot restarted"
+		if u.LeaderLost {
+			why = "the cluster's leader was lost"
+		}
+		text := fmt.Sprintf("**Expired** — %s before anyone decided. Nothing was run.\n```\n%s\n```", why, pa.Command)
 		if pa.PostID == "" {
 			// The process died between posting the buttons and recording
 			// the post: say so in the thread, since the old message
@@ -715,6 +719,10 @@ func (b *Bot) Recover(ctx context.Context, u agentcore.Unfinished) {
 		if !ok {
 			continue
 		}
-		b.post(ctx, t, Post{Text: "thinbot restarted while working on this thread, so that run was interrupted. The session is kept: send a message to continue."})
+		text := "thinbot restarted while working on this thread, so that run was interrupted. The session is kept: send a message to continue."
+		if u.LeaderLost {
+			text = "The cluster's leader was lost while working on this thread (another node took over), so that run was interrupted. The session is kept: send a message to continue."
+		}
+		b.post(ctx, t, Post{Text: text})
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -101,8 +102,9 @@ type alertRouteConfig struct {
 	Name string `yaml:"name"`
 	// Matchers are Alertmanager-style: severity="critical", team=~"db|ops".
 	Matchers []string `yaml:"matchers"`
-	// Channel is a configured channel's id or name; with platform web,
-	// "" (the console).
+	// Channel is a configured channel's id or its name on the chat
+	// platform (resolved at start, so a channel configured by id may be
+	// routed to by name); with platform web, "" (the console).
 	Channel string `yaml:"channel"`
 	// Platform "web" opens the route's threads in the web console
 	// instead of the chat platform (it needs web.users).
@@ -165,9 +167,15 @@ func (a *alertsConfig) check(bad func(string, ...any), channels []channelConfig,
 				bad("%s.acknowledgers: %q is not %s; acknowledgers are matched by id", where, u, why)
 			}
 		}
-		switch r.Platform {
-		case "", platform:
-		case "web":
+		switch cmp.Or(r.Platform, platform) {
+		case platform:
+			if platform == web.Platform {
+				if r.Channel != "" && r.Channel != "console" {
+					bad("%s.channel %q: with platform web a route has no channel (its threads open in the console)", where, r.Channel)
+				}
+				continue
+			}
+		case web.Platform:
 			if w.Listen == "" || len(w.Users) == 0 {
 				bad("%s.platform web: the web console is not served (web.listen and web.users)", where)
 			}
@@ -179,14 +187,14 @@ func (a *alertsConfig) check(bad func(string, ...any), channels []channelConfig,
 			bad("%s.platform %q: want %s or web", where, r.Platform, platform)
 			continue
 		}
-		found := false
-		for _, ch := range channels {
-			if r.Channel != "" && r.Channel != "*" && (ch.ID == r.Channel || (ch.Name != "" && strings.TrimLeft(ch.Name, "#~") == strings.TrimLeft(r.Channel, "#~"))) {
-				found = true
-			}
-		}
-		if !found {
-			bad("%s.channel %q is not one of the configured channels (by id or name)", where, r.Channel)
+		// A channel's id, or a name: a name is resolved on the chat
+		// platform at start (receiverConfig), and the id it names must
+		// then be a configured channel's, however that channel is
+		// configured (by id or by name). Only the platform knows which id
+		// a name has, so a name no channel is configured by is checked
+		// there.
+		if r.Channel == "" || r.Channel == "*" {
+			bad("%s.channel %q: give a configured channel's id or name", where, r.Channel)
 		}
 		r.MaxWall.check(bad, where+".max_wall", "5m")
 		if r.MaxSteps < 0 || r.MaxInvestigations < 0 {
@@ -256,7 +264,7 @@ func receiverConfig(ctx context.Context, c *daemonConfig, webServed bool, adapte
 	for _, r := range a.Routes {
 		rt := bot.AlertRoute{Name: r.Name, Channel: ids[r.Channel], Investigate: r.Investigate == nil || *r.Investigate,
 			MaxSteps: r.MaxSteps, MaxInvestigations: r.MaxInvestigations, Acknowledgers: r.Acknowledgers}
-		if r.Platform == web.Platform {
+		if cmp.Or(r.Platform, c.Platform) == web.Platform {
 			rt.Platform, rt.Channel = web.Platform, "console"
 			if !webServed {
 				return bot.AlertsConfig{}, fmt.Errorf("alerts route %q: the web console is not served", r.Name)

@@ -23,6 +23,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/bot"
+	"github.com/thinbot/thinbot/bot/web"
 )
 
 // daemonConfig is the YAML config file of thinbot serve. deploy/thinbot.example.yaml
@@ -102,6 +104,9 @@ type daemonConfig struct {
 	Alerts alertsConfig `yaml:"alerts"`
 	// Schedules: checks on a cron spec (schedules.go).
 	Schedules []scheduleConfig `yaml:"schedules"`
+	// MCPServers: MCP servers whose tools the model may call
+	// (mcpservers.go, deploy/mcp.md).
+	MCPServers []mcpServerConfig `yaml:"mcp_servers"`
 	// SecretFiles are more files holding secrets the daemon uses (an
 	// EnvironmentFile thinbot cannot find on its own, say): hidden from
 	// every command like the *_file keys.
@@ -113,6 +118,8 @@ type daemonConfig struct {
 	// ReloadTokenFile holds the bearer tokens of POST /-/reload, one
 	// "name token" pair a line (reload.go); "" turns the endpoint off.
 	ReloadTokenFile string `yaml:"reload_token_file" secret:"file"`
+	// Cluster: the chain replicated among several nodes (cluster.go).
+	Cluster clusterConfig `yaml:"cluster"`
 
 	// systemd is what the unit's files say (secrets.go), found at load.
 	systemd systemdSources
@@ -137,12 +144,24 @@ type channelConfig struct {
 	// is the top-level timezone.
 	Timezone zone `yaml:"timezone"`
 	// Tokens bounds the channel's model tokens (bot.TokenBudgets).
-	Tokens struct {
-		PerRun    int `yaml:"per_run"`
-		PerThread int `yaml:"per_thread"`
-		PerDay    int `yaml:"per_day"`
-	} `yaml:"tokens"`
+	Tokens tokensConfig `yaml:"tokens"`
 }
+
+// tokensConfig is a tokens: section, a channel's or the web console's
+// (bot.TokenBudgets); 0 means no bound.
+type tokensConfig struct {
+	PerRun    int `yaml:"per_run"`
+	PerThread int `yaml:"per_thread"`
+	PerDay    int `yaml:"per_day"`
+}
+
+// budgets is the section as bot.TokenBudgets.
+func (t tokensConfig) budgets() bot.TokenBudgets {
+	return bot.TokenBudgets{PerRun: t.PerRun, PerThread: t.PerThread, PerDay: t.PerDay}
+}
+
+// negative reports whether a budget is negative.
+func (t tokensConfig) negative() bool { return t.PerRun < 0 || t.PerThread < 0 || t.PerDay < 0 }
 
 // loadConfig reads and checks a config file. It returns every problem found,
 // joined, so that `thinbot config check` reports them all at once; the
@@ -195,9 +214,13 @@ func (c *daemonConfig) resolvePaths(base string) {
 	for i := range c.Channels {
 		paths = append(paths, &c.Channels[i].Workspace, &c.Channels[i].InstructionsFile)
 	}
+	for i := range c.MCPServers {
+		paths = append(paths, &c.MCPServers[i].EnvFile, &c.MCPServers[i].HeadersFile)
+	}
 	for _, p := range paths {
 		*p = rel(base, *p)
 	}
+	c.Cluster.resolvePaths(base)
 }
 
 // defaults fills what the file leaves out: the model from the environment
@@ -212,6 +235,12 @@ func (c *daemonConfig) defaults(getenv func(string) string) {
 	}
 	if c.Listen == "" {
 		c.Listen = defaultListen
+	}
+	if c.Platform == web.Platform && len(c.Channels) == 0 && c.Web.Workspace != "" {
+		// The web console is the only chat: its one channel, "console",
+		// is the web section's (its workspace, approvers and budgets).
+		c.Channels = []channelConfig{{ID: "console", Workspace: c.Web.Workspace, Approvers: c.Web.Approvers,
+			TwoPerson: c.Web.TwoPerson, Tokens: c.Web.Tokens}}
 	}
 	if c.Sandbox == "" {
 		c.Sandbox = "on"
@@ -236,6 +265,8 @@ func (c *daemonConfig) check(path string) error {
 	c.Web.check(bad, c.Channels, who)
 	c.Alerts.check(bad, c.Channels, c.Platform, c.Web)
 	checkSchedules(bad, c.Schedules, c.Channels)
+	c.checkMCP(bad, who)
+	c.Cluster.check(bad, who)
 	c.checkChannels(bad)
 	if c.Fleet.configured() {
 		errs = append(errs, c.Fleet.check(filepath.Dir(path))...)
@@ -323,10 +354,16 @@ func (c *daemonConfig) checkPlatform(bad func(string, ...any), who daemonUser) {
 				bad("slack.signing_secret_file: %v", err)
 			}
 		}
+	case web.Platform:
+		// No chat platform: the web console is the chat (and alerts'
+		// threads open there).
+		if c.Web.Listen == "" || len(c.Web.Users) == 0 {
+			bad("platform web: the web console is the only chat, so set web.listen and web.users (and web.approvers, web.workspace)")
+		}
 	case "":
-		bad("platform is empty: want mattermost or slack")
+		bad("platform is empty: want mattermost, slack or web (the web console alone)")
 	default:
-		bad("platform %q: want mattermost or slack", c.Platform)
+		bad("platform %q: want mattermost, slack or web", c.Platform)
 	}
 }
 
@@ -409,7 +446,7 @@ func (c *daemonConfig) checkChannels(bad func(string, ...any)) {
 			}
 		}
 		ch.Timezone.check(bad, where+".timezone")
-		if ch.Tokens.PerRun < 0 || ch.Tokens.PerThread < 0 || ch.Tokens.PerDay < 0 {
+		if ch.Tokens.negative() {
 			bad("%s.tokens: budgets must not be negative (0 means none)", where)
 		}
 		if len(ch.Approvers) == 0 && !ch.AnyMember && !ch.AllowAll {

@@ -63,7 +63,11 @@ import (
 //     hides (every secret file) and its limits;
 //   - max_concurrent_runs: the run slots; timezone: every bot's clock;
 //   - log_level: the logger; web: the console's listener, logins and bot;
-//   - fleet: its SSH connections.
+//   - fleet: its SSH connections;
+//   - mcp_servers: the servers' processes and the tools they offer, fixed
+//     at start so that the model's tool list (a stable prompt prefix) does
+//     not change under running sessions, and their env_file and
+//     headers_file, which the kernel sandbox hides from the start on.
 //
 // Within alerts (reloadable), these changes need a restart (alertsKey),
 // and so does any change of alerts.alertmanager but its url and
@@ -220,6 +224,7 @@ func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.Con
 	}
 	base.cfg.Exec = d.sbx.exec(base.cfg.Exec)
 	base.cfg.Fleet = d.fleet
+	base.cfg.MCP = d.mcp
 	rt, err := buildAgents(r.e, c, base, logger)
 	if err != nil {
 		return rec, err
@@ -248,8 +253,10 @@ func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.Con
 		return rec, err
 	}
 	d.routes.Store(rt)
-	d.bot.SetAccess(bot.Access{Users: c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread, ApprovalTimeout: c.ApprovalTimeout.Duration,
-		Reminders: c.ApprovalReminders.reminders(false)})
+	if d.bot != nil {
+		d.bot.SetAccess(bot.Access{Users: c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread, ApprovalTimeout: c.ApprovalTimeout.Duration,
+			Reminders: c.ApprovalReminders.reminders(false)})
+	}
 	if d.webBot != nil {
 		d.webBot.SetAccess(bot.Access{ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(true)}) // the console's users are web's roles
 	}
@@ -264,7 +271,7 @@ func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.Con
 		// Checked above against the new channels: this cannot fail. A
 		// schedule's channel is looked up at each of its runs, so only
 		// a change of the schedules replaces them.
-		if sched, err := newScheduler(c, d.bot); err != nil {
+		if sched, err := newScheduler(c, d.chat()); err != nil {
 			logger.Error("schedules after a reload", "err", err)
 		} else {
 			r.sched.replace(sched)
