@@ -28,8 +28,9 @@ func mcpNPMDir() string {
 // model; a read-only tool runs at once in the sandbox's read-only tier, a
 // write is an approval card in the thread naming server, tool and
 // arguments, and runs once an approver clicks, in the approved tier; the
-// chain records both calls. A server that exits at start is reported and
-// offers nothing; the daemon serves all the same.
+// chain records every call. A server's env_file reaches its process and
+// nothing else (the result that shows it is masked). A server that exits
+// at start is reported and offers nothing; the daemon serves all the same.
 func TestServeMCPServerTools(t *testing.T) {
 	js := filepath.Join(mcpNPMDir(), "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
 	node, err := exec.LookPath("node")
@@ -56,6 +57,9 @@ func TestServeMCPServerTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := filepath.Join(root, "from-chat.txt")
+	everything := filepath.Join(mcpNPMDir(), "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	const token = "tok-e2e-0123456789abcdef"
+	envFile := writeSecret(t, t.TempDir(), "everything.env", "SERVICE_TOKEN="+token)
 
 	chat := newMMChat(t)
 	var offered []string
@@ -67,6 +71,8 @@ func TestServeMCPServerTools(t *testing.T) {
 			}
 			return fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "fs__read_text_file", Args: fmt.Sprintf(`{"path":%q}`, filepath.Join(root, "motd"))}}}
 		case 2:
+			return fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "everything__get-env", Args: `{}`}}}
+		case 3:
 			return fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "fs__write_file", Args: fmt.Sprintf(`{"path":%q,"content":"hello from chat"}`, target)}}}
 		}
 		return fakemodel.Reply{Content: "Wrote it."}
@@ -75,9 +81,13 @@ func TestServeMCPServerTools(t *testing.T) {
   - name: fs
     command: [%s, %s, %s]
     read_only_tools: [read_text_file, list_directory]
+  - name: everything
+    command: [%s, %s, stdio]
+    env_file: %s
+    read_only_tools: [get-env]
   - name: broken
     command: [/bin/false]
-`, node, js, root)})
+`, node, js, root, node, everything, envFile)})
 	if !strings.Contains(r.log.String(), `"msg":"mcp server offers no tools","server":"broken"`) {
 		t.Errorf("a server that exits at start was not reported")
 	}
@@ -101,6 +111,27 @@ func TestServeMCPServerTools(t *testing.T) {
 	}
 	r.stop()
 
+	// The env_file's token reached the server (its get-env shows its
+	// environment: the config's, not the daemon's) and nothing else: the
+	// result the model saw, and the chain, hold it masked.
+	audit, err := os.ReadFile(filepath.Join(r.stateDir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(audit), token) {
+		t.Error("the env_file's token is in the chain")
+	}
+	var env string
+	for _, ev := range chainEvents(t, r.stateDir) {
+		var p agentcore.ToolResultPayload
+		if ev.Type == agentcore.EvToolResult && json.Unmarshal(ev.Payload, &p) == nil && p.Tool == "everything__get-env" {
+			env = p.Content
+		}
+	}
+	if !strings.Contains(env, `"SERVICE_TOKEN": "[REDACTED]"`) || !strings.Contains(env, `"HOME": "/"`) || strings.Contains(env, "THINBOT") {
+		t.Errorf("the server's environment as the model saw it:\n%s", env)
+	}
+
 	var tiers []string
 	for _, ev := range chainEvents(t, r.stateDir) {
 		if ev.Type != agentcore.EvMCPCall {
@@ -115,7 +146,7 @@ func TestServeMCPServerTools(t *testing.T) {
 		}
 		tiers = append(tiers, p.Tool+":"+p.Tier)
 	}
-	if want := []string{"read_text_file:read-only", "write_file:approved"}; !slices.Equal(tiers, want) {
+	if want := []string{"read_text_file:read-only", "get-env:read-only", "write_file:approved"}; !slices.Equal(tiers, want) {
 		t.Errorf("mcp_call events %v, want %v", tiers, want)
 	}
 }
