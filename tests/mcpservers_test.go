@@ -1,14 +1,20 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/tests/fakemodel"
@@ -31,8 +37,11 @@ func mcpNPMDir() string {
 // chain records every call. A server's env_file reaches its process and
 // nothing else (the result that shows it is masked). A server that exits
 // at start is reported and offers nothing; the daemon serves all the same.
-func TestServeMCPServerTools(t *testing.T) {
-	js := filepath.Join(mcpNPMDir(), "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
+// mcpE2E returns node, the filesystem server's script and a folder for
+// it to serve. Under CI they must be there.
+func mcpE2E(t *testing.T) (node, js, root string) {
+	t.Helper()
+	js = filepath.Join(mcpNPMDir(), "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
 	node, err := exec.LookPath("node")
 	if _, serr := os.Stat(js); err != nil || serr != nil {
 		if os.Getenv("CI") != "" {
@@ -42,7 +51,7 @@ func TestServeMCPServerTools(t *testing.T) {
 	}
 	// The server's folder must be visible in the read-only tier (which
 	// has a private /tmp) and readable by its user: beside the servers.
-	root, err := os.MkdirTemp(filepath.Dir(mcpNPMDir()), "e2e-")
+	root, err = os.MkdirTemp(filepath.Dir(mcpNPMDir()), "e2e-")
 	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal(err)
@@ -53,6 +62,11 @@ func TestServeMCPServerTools(t *testing.T) {
 	if err := os.Chmod(root, 0o777); err != nil {
 		t.Fatal(err)
 	}
+	return node, js, root
+}
+
+func TestServeMCPServerTools(t *testing.T) {
+	node, js, root := mcpE2E(t)
 	if err := os.WriteFile(filepath.Join(root, "motd"), []byte("all systems nominal\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -149,4 +163,68 @@ func TestServeMCPServerTools(t *testing.T) {
 	if want := []string{"read_text_file:read-only", "get-env:read-only", "write_file:approved"}; !slices.Equal(tiers, want) {
 		t.Errorf("mcp_call events %v, want %v", tiers, want)
 	}
+}
+
+// TestGuideMCPConfig: the mcp_servers example of deploy/mcp.md, with its
+// paths and URL pointed at this machine's servers, starts both servers
+// under thinbot serve: the stdio filesystem server in the sandbox, and a
+// streamable HTTP server (the Go SDK's, on loopback) that gets the
+// headers_file's Authorization header; the model is offered the tools of
+// both.
+func TestGuideMCPConfig(t *testing.T) {
+	node, _, root := mcpE2E(t)
+	guide, err := os.ReadFile("../deploy/mcp.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(guide), "```yaml\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 || !strings.HasPrefix(block, "mcp_servers:") {
+		t.Fatalf("deploy/mcp.md has no mcp_servers example:\n%s", block)
+	}
+	s := sdk.NewServer(&sdk.Implementation{Name: "grafana-like", Version: "1"}, nil)
+	sdk.AddTool(s, &sdk.Tool{Name: "query_prometheus"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "up 1"}}}, nil, nil
+	})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil)
+	var badAuth atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer guide-token-0123456789" {
+			badAuth.Add(1)
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	secrets := t.TempDir()
+	block = strings.NewReplacer(
+		"/usr/bin/node", node,
+		"/opt/mcp", mcpNPMDir(),
+		"/srv/data", root,
+		"/etc/thinbot/fs.env", writeSecret(t, secrets, "fs.env", "# nothing secret for this server\n"),
+		"/etc/thinbot/grafana-mcp.headers", writeSecret(t, secrets, "grafana.headers", "Authorization: Bearer guide-token-0123456789"),
+		"https://mcp.example.com/mcp", srv.URL,
+	).Replace(block)
+
+	chat := newMMChat(t)
+	var offered []string
+	m := modelFunc(t, func(req fakemodel.Request) fakemodel.Reply {
+		for _, tl := range req.Tools {
+			offered = append(offered, tl.Function.Name)
+		}
+		return fakemodel.Reply{Content: "Tools listed."}
+	})
+	r := newRig(t, chat, m.URL, rigOpts{Extra: block})
+	root1 := chat.Mention("alice", chat.Ops(), "", "what can you use?")
+	r.waitPost(chat.Ops(), root1, "Tools listed.")
+	for _, want := range []string{"fs__read_text_file", "fs__write_file", "grafana__query_prometheus"} {
+		if !slices.Contains(offered, want) {
+			t.Errorf("the guide's config does not offer %s: %v", want, offered)
+		}
+	}
+	if badAuth.Load() != 0 {
+		t.Errorf("%d requests to the HTTP server came without the headers_file's header", badAuth.Load())
+	}
+	r.stop()
 }
