@@ -526,3 +526,25 @@ func npmServerB(b *testing.B, name string, args ...string) []string {
 	}
 	return append([]string{node, js}, args...)
 }
+
+// TestMCPEverythingContent: the reference everything server's kinds of
+// content come back as text the model can read (an image and a resource
+// link as a line saying what they are).
+func TestMCPEverythingContent(t *testing.T) {
+	set := mcpSet(t, nil, 0, mcp.Server{Name: "everything", Command: npmServer(t, "server-everything", "stdio"), Env: []string{"PATH=/usr/bin:/bin"}})
+	for _, c := range []struct{ tool, args, want string }{
+		{"get-sum", `{"a":2,"b":3}`, "5"},
+		{"get-tiny-image", `{}`, "[image image/png"},
+		{"get-resource-links", `{"count":2}`, "[resource link "},
+		{"echo", `{"message":"after"}`, "after"},
+	} {
+		tool, ok := set.Tool("everything__" + c.tool)
+		if !ok {
+			t.Fatalf("no tool %s", c.tool)
+		}
+		res, err := set.Call(t.Context(), nil, sandbox.ReadOnly, tool, json.RawMessage(c.args))
+		if err != nil || !strings.Contains(res.Text, c.want) {
+			t.Errorf("%s: %.300q, %v; want %q", c.tool, res.Text, err, c.want)
+		}
+	}
+}
