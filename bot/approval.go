@@ -164,6 +164,9 @@ func (b *Bot) take(id string) *request {
 // HandleClick implements Handler: it authorises a click on an approval
 // button and hands the decision to the waiting run.
 func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
+	if c.ActionID == ActionFirstLook {
+		return b.runFirstLook(ctx, c)
+	}
 	b.mu.Lock()
 	req := b.pending[c.Value]
 	b.mu.Unlock()

@@ -122,6 +122,9 @@ type Bot struct {
 	// shutdownRuns are the sessions whose runs Run's ctx (the shutdown)
 	// cancelled, for its last log line.
 	shutdownRuns []string
+	// alerts is the alert receiver whose cards this Bot posts, for their
+	// Acknowledge buttons (nil without one).
+	alerts *alerts
 }
 
 // Access is who may talk to the Bot and how long an approval request

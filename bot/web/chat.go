@@ -200,7 +200,7 @@ func (s *Server) Post(_ context.Context, t bot.Thread, p bot.Post) (string, erro
 	}
 	wp := &wpost{ID: s.newPostID(), Author: "thinbot", Bot: true, Text: p.Text, Buttons: buttons(p.Buttons),
 		Time: s.cfg.Now(), value: p.Value, expires: p.Expires}
-	if p.Value != "" {
+	if p.Value != "" && !p.Expires.IsZero() {
 		// The console's user ids are their names.
 		wp.requester = p.Requester.ID
 		s.pending[wp] = th
@@ -229,7 +229,9 @@ func (s *Server) Update(_ context.Context, t bot.Thread, postID string, p bot.Po
 	if len(p.Buttons) > 0 {
 		wp.value, wp.expires = p.Value, p.Expires
 	}
-	if wp.value == "" {
+	if wp.value == "" || wp.expires.IsZero() {
+		// Only an approval request expires; an alert card's Acknowledge
+		// is not one the inbox lists.
 		delete(s.pending, wp)
 	} else {
 		s.pending[wp] = th
@@ -564,4 +566,15 @@ func writeEvent(w http.ResponseWriter, ev event) error {
 	}
 	_, err = fmt.Fprintf(w, "data: %s\n\n", b)
 	return err
+}
+
+var _ bot.ThreadLinker = (*Server)(nil)
+
+// ThreadLink implements bot.ThreadLinker: the thread in the console, a
+// link within the page (its hash).
+func (s *Server) ThreadLink(t bot.Thread) string {
+	if t.Platform != Platform || t.Root == "" {
+		return ""
+	}
+	return "#" + t.Root
 }

@@ -64,6 +64,9 @@ func script(req fakemodel.Request) fakemodel.Reply {
 		return fakemodel.Reply{Content: "Let me do that.", ToolCalls: []fakemodel.Call{{Name: "run", Args: string(args)}}}
 	}
 	switch {
+	case strings.Contains(user, "StormHold"):
+		// An alert's first look that holds its slot until the test ends.
+		return fakemodel.Reply{Content: "Never shown.", Delay: time.Hour}
 	case strings.Contains(user, "stream the disk report"):
 		// Written over about 1.3 s: several stream ticks of a 400 ms
 		// UpdateInterval see it being written.
@@ -129,6 +132,7 @@ type rig struct {
 
 	// The running console; start replaces them.
 	srv    *Server
+	bot    *bot.Bot
 	hs     *httptest.Server
 	url    string
 	cancel context.CancelFunc
@@ -215,7 +219,7 @@ func (r *rig) start(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.srv = srv
+	r.srv, r.bot = srv, b
 	r.hs = httptest.NewServer(srv.Handler())
 	r.url = r.hs.URL
 	ctx, cancel := context.WithCancel(context.Background())

@@ -580,4 +580,13 @@ var table = []mutation{
 	{ID: "N4", File: "bot/schedule.go", What: "a check that could not run (refused, a bad skill command) is said to have failed",
 		Old: "\tcase notRun:\n", New: "\tcase false && notRun:\n",
 		Pkgs: []string{"./tests"}, Run: "TestScheduleCouldNotRun"},
+	{ID: "N5", File: "bot/alertinvestigate.go", What: "in a storm every first look beyond the limit is skipped for good: none queues",
+		Old: "\tcase len(a.waiting[rt.Channel]) < cfg.MaxQueued:\n", New: "\tcase false:\n",
+		Pkgs: []string{"./bot"}, Run: "TestAlertStormBounded"},
+	{ID: "N6", File: "bot/alertinvestigate.go", What: "anyone may tap Run first look, not only who may approve in the channel",
+		Old: "\tif why := b.mayRunLook(ctx, ch, c); why != \"\" {\n", New: "\tif why := \"\"; why != \"\" {\n",
+		Pkgs: []string{"./bot"}, Run: "TestRunFirstLookByTap"},
+	{ID: "N7", File: "bot/alertinvestigate.go", What: "a queued first look never starts: an ending look does not hand its slot on",
+		Old: "\t\t\tif auto {\n\t\t\t\ta.next(rt.Channel)\n\t\t\t}\n", New: "",
+		Pkgs: []string{"./bot"}, Run: "TestAlertStormBounded"},
 }
