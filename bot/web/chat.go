@@ -198,7 +198,11 @@ func (s *Server) Post(_ context.Context, t bot.Thread, p bot.Post) (string, erro
 	if err != nil {
 		return "", err
 	}
-	wp := &wpost{ID: s.newPostID(), Author: "thinbot", Bot: true, Text: p.Text, Buttons: buttons(p.Buttons),
+	text := p.Text
+	for i := len(p.Mentions) - 1; i >= 0; i-- {
+		text = "@" + p.Mentions[i] + " " + text // the console's user ids are their names
+	}
+	wp := &wpost{ID: s.newPostID(), Author: "thinbot", Bot: true, Text: text, Buttons: buttons(p.Buttons),
 		Time: s.cfg.Now(), value: p.Value, expires: p.Expires}
 	if p.Value != "" && !p.Expires.IsZero() {
 		// The console's user ids are their names.

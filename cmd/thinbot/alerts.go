@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -37,6 +38,67 @@ type alertsConfig struct {
 	// DedupeWindow is how long a delivery is remembered; "" means 10m.
 	DedupeWindow duration           `yaml:"dedupe_window"`
 	Routes       []alertRouteConfig `yaml:"routes"`
+	// Alertmanager is where /silence creates silences; unset, there is
+	// no /silence.
+	Alertmanager alertmanagerConfig `yaml:"alertmanager"`
+}
+
+// alertmanagerConfig is alerts.alertmanager: Alertmanager's API and the
+// credentials thinbot sends it, from files the commands never see.
+type alertmanagerConfig struct {
+	URL             string `yaml:"url"`
+	BearerTokenFile string `yaml:"bearer_token_file" secret:"file"`
+	BasicAuth       struct {
+		Username     string `yaml:"username"`
+		PasswordFile string `yaml:"password_file" secret:"file"`
+	} `yaml:"basic_auth"`
+}
+
+// check reports the section's problems through bad.
+func (am alertmanagerConfig) check(bad func(string, ...any)) {
+	if am.URL == "" {
+		if am.BearerTokenFile != "" || am.BasicAuth.PasswordFile != "" {
+			bad("alerts.alertmanager: credentials without a url")
+		}
+		return
+	}
+	if u, err := url.Parse(am.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("alerts.alertmanager.url %q: want Alertmanager's base URL, like http://127.0.0.1:9093", am.URL)
+	}
+	if am.BearerTokenFile != "" && am.BasicAuth.PasswordFile != "" {
+		bad("alerts.alertmanager: bearer_token_file or basic_auth, not both")
+	}
+	if (am.BasicAuth.Username == "") != (am.BasicAuth.PasswordFile == "") {
+		bad("alerts.alertmanager.basic_auth: username and password_file go together")
+	}
+	for key, f := range map[string]string{"bearer_token_file": am.BearerTokenFile, "basic_auth.password_file": am.BasicAuth.PasswordFile} {
+		if f == "" {
+			continue
+		}
+		if err := checkSecretFile(f); err != nil {
+			bad("alerts.alertmanager.%s: %v", key, err)
+		}
+	}
+}
+
+// client is the bot's Alertmanager of the section, its secrets read.
+func (am alertmanagerConfig) client() (bot.Alertmanager, error) {
+	out := bot.Alertmanager{URL: am.URL, BasicUser: am.BasicAuth.Username}
+	tok, err := readSecret(am.BearerTokenFile)
+	if err != nil {
+		return out, fmt.Errorf("alerts.alertmanager.bearer_token_file: %w", err)
+	}
+	pw, err := readSecret(am.BasicAuth.PasswordFile)
+	if err != nil {
+		return out, fmt.Errorf("alerts.alertmanager.basic_auth.password_file: %w", err)
+	}
+	if tok != "" {
+		out.BearerToken = []byte(tok)
+	}
+	if pw != "" {
+		out.BasicPassword = []byte(pw)
+	}
+	return out, nil
 }
 
 type alertRouteConfig struct {
@@ -55,6 +117,9 @@ type alertRouteConfig struct {
 	MaxSteps          int      `yaml:"max_steps"`
 	MaxWall           duration `yaml:"max_wall"`
 	MaxInvestigations int      `yaml:"max_investigations"`
+	// Acknowledgers are user ids who may press the card's Acknowledge
+	// besides whoever may approve in the route's channel.
+	Acknowledgers []string `yaml:"acknowledgers"`
 }
 
 func (a *alertsConfig) configured() bool { return a.TokenFile != "" || len(a.Routes) > 0 }
@@ -81,6 +146,7 @@ func (a *alertsConfig) check(bad func(string, ...any), channels []channelConfig,
 		bad("alerts.max_queued_first_looks %d: want a number of first looks, 0 for the default (20) or -1 for no queue", a.MaxQueued)
 	}
 	a.DedupeWindow.check(bad, "alerts.dedupe_window", "10m")
+	a.Alertmanager.check(bad)
 	if len(a.Routes) == 0 {
 		bad("alerts.routes is empty: say which channel alerts go to")
 	}
@@ -96,6 +162,15 @@ func (a *alertsConfig) check(bad func(string, ...any), channels []channelConfig,
 		for _, m := range r.Matchers {
 			if _, err := bot.ParseMatcher(m); err != nil {
 				bad("%s.matchers: %v", where, err)
+			}
+		}
+		for _, u := range r.Acknowledgers {
+			p := platform
+			if r.Platform == "web" {
+				p = "web"
+			}
+			if why := notUserID(p, u); why != "" {
+				bad("%s.acknowledgers: %q is not %s; acknowledgers are matched by id", where, u, why)
 			}
 		}
 		switch cmp.Or(r.Platform, platform) {
@@ -189,9 +264,12 @@ func receiverConfig(ctx context.Context, c *daemonConfig, webServed bool, adapte
 	}
 	cfg := bot.AlertsConfig{Token: []byte(token), Platform: c.Platform, MaxBody: a.MaxBodyBytes, Rate: a.Rate, Burst: a.Burst,
 		MaxPerChannel: a.MaxPerChannel, MaxQueued: a.MaxQueued, DedupeWindow: a.DedupeWindow.or(10 * time.Minute)}
+	if cfg.Alertmanager, err = a.Alertmanager.client(); err != nil {
+		return bot.AlertsConfig{}, err
+	}
 	for _, r := range a.Routes {
 		rt := bot.AlertRoute{Name: r.Name, Channel: ids[r.Channel], Investigate: r.Investigate == nil || *r.Investigate,
-			MaxSteps: r.MaxSteps, MaxInvestigations: r.MaxInvestigations}
+			MaxSteps: r.MaxSteps, MaxInvestigations: r.MaxInvestigations, Acknowledgers: r.Acknowledgers}
 		if cmp.Or(r.Platform, c.Platform) == web.Platform {
 			rt.Platform, rt.Channel = web.Platform, "console"
 			if !webServed {

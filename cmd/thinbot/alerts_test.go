@@ -46,9 +46,14 @@ channels:
       max_wall: soon
     - name: ops
       channel: abcdefghijklmnopqrstuvwxyz
+      acknowledgers: [bob]
+  alertmanager:
+    url: localhost:9093
+    basic_auth: {username: thinbot}
 `)
 	for _, want := range []string{"alerts.token_file is empty", "alerts.routes[0].matchers: matcher", "alerts.routes[0].channel \"*\"",
-		"alerts.routes[0].max_wall", "alerts.routes[1].name \"ops\" is used twice"} {
+		"alerts.routes[0].max_wall", "alerts.routes[1].name \"ops\" is used twice", "alerts.routes[1].acknowledgers: \"bob\" is not a Mattermost user id",
+		"alerts.alertmanager.url \"localhost:9093\": want Alertmanager's base URL", "basic_auth: username and password_file go together"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("config check output lacks %q:\n%s", want, out)
 		}

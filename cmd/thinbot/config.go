@@ -72,6 +72,8 @@ type daemonConfig struct {
 	MentionInThread bool     `yaml:"mention_in_thread"`
 	MaxConcurrent   int      `yaml:"max_concurrent_runs"`
 	ApprovalTimeout duration `yaml:"approval_timeout"`
+	// ApprovalReminders remind and escalate a request nobody decides.
+	ApprovalReminders approvalReminders `yaml:"approval_reminders"`
 	// Timezone is the zone of the times thinbot writes into chat and
 	// timelines; unset is UTC. channels[].timezone overrides it.
 	Timezone zone     `yaml:"timezone"`
@@ -102,6 +104,9 @@ type daemonConfig struct {
 	Alerts alertsConfig `yaml:"alerts"`
 	// Schedules: checks on a cron spec (schedules.go).
 	Schedules []scheduleConfig `yaml:"schedules"`
+	// MCPServers: MCP servers whose tools the model may call
+	// (mcpservers.go, deploy/mcp.md).
+	MCPServers []mcpServerConfig `yaml:"mcp_servers"`
 	// SecretFiles are more files holding secrets the daemon uses (an
 	// EnvironmentFile thinbot cannot find on its own, say): hidden from
 	// every command like the *_file keys.
@@ -113,6 +118,8 @@ type daemonConfig struct {
 	// ReloadTokenFile holds the bearer tokens of POST /-/reload, one
 	// "name token" pair a line (reload.go); "" turns the endpoint off.
 	ReloadTokenFile string `yaml:"reload_token_file" secret:"file"`
+	// Cluster: the chain replicated among several nodes (cluster.go).
+	Cluster clusterConfig `yaml:"cluster"`
 
 	// systemd is what the unit's files say (secrets.go), found at load.
 	systemd systemdSources
@@ -207,9 +214,13 @@ func (c *daemonConfig) resolvePaths(base string) {
 	for i := range c.Channels {
 		paths = append(paths, &c.Channels[i].Workspace, &c.Channels[i].InstructionsFile)
 	}
+	for i := range c.MCPServers {
+		paths = append(paths, &c.MCPServers[i].EnvFile, &c.MCPServers[i].HeadersFile)
+	}
 	for _, p := range paths {
 		*p = rel(base, *p)
 	}
+	c.Cluster.resolvePaths(base)
 }
 
 // defaults fills what the file leaves out: the model from the environment
@@ -254,6 +265,8 @@ func (c *daemonConfig) check(path string) error {
 	c.Web.check(bad, c.Channels, who)
 	c.Alerts.check(bad, c.Channels, c.Platform, c.Web)
 	checkSchedules(bad, c.Schedules, c.Channels)
+	c.checkMCP(bad, who)
+	c.Cluster.check(bad, who)
 	c.checkChannels(bad)
 	if c.Fleet.configured() {
 		errs = append(errs, c.Fleet.check(filepath.Dir(path))...)
@@ -389,6 +402,7 @@ func (c *daemonConfig) checkDaemon(bad func(string, ...any)) {
 		}
 	}
 	c.ApprovalTimeout.check(bad, "approval_timeout", "15m")
+	c.ApprovalReminders.check(bad, c.Platform, c.ApprovalTimeout.Duration)
 	c.Timezone.check(bad, "timezone")
 	c.Budgets.MaxWall.check(bad, "budgets.max_wall", "15m")
 	c.Budgets.CommandTimeout.check(bad, "budgets.command_timeout", "15m")
@@ -829,4 +843,39 @@ func cmdConfig(_ context.Context, e *env, args []string) error {
 	abs, _ := filepath.Abs(c.StateDir)
 	fmt.Fprintf(e.stdout, "config %s is fine: platform %s, %d channel(s), state in %s, listening on %s\n", *path, c.Platform, len(c.Channels), abs, c.Listen)
 	return nil
+}
+
+// approvalReminders is the approval_reminders: section: after remind_after
+// an open request's thread mentions its approvers again, after
+// escalate_after it mentions escalate_to; the request still expires at
+// approval_timeout, as a deny.
+type approvalReminders struct {
+	RemindAfter   duration `yaml:"remind_after"`
+	EscalateAfter duration `yaml:"escalate_after"`
+	// EscalateTo are the chat platform's user ids an escalation mentions.
+	EscalateTo []string `yaml:"escalate_to"`
+}
+
+func (r approvalReminders) check(bad func(string, ...any), platform string, timeout time.Duration) {
+	r.RemindAfter.check(bad, "approval_reminders.remind_after", "5m")
+	r.EscalateAfter.check(bad, "approval_reminders.escalate_after", "10m")
+	for _, d := range []struct {
+		key string
+		d   time.Duration
+	}{{"remind_after", r.RemindAfter.Duration}, {"escalate_after", r.EscalateAfter.Duration}} {
+		if d.d > 0 && d.d >= timeout {
+			bad("approval_reminders.%s %s is not before approval_timeout %s: the request would expire first", d.key, d.d, timeout)
+		}
+	}
+	if (r.EscalateAfter.Duration > 0) != (len(r.EscalateTo) > 0) {
+		bad("approval_reminders: escalate_after and escalate_to go together (when, and whom to mention)")
+	}
+	if r.RemindAfter.Duration > 0 && r.EscalateAfter.Duration > 0 && r.EscalateAfter.Duration <= r.RemindAfter.Duration {
+		bad("approval_reminders.escalate_after %s: want it after remind_after %s", r.EscalateAfter.Duration, r.RemindAfter.Duration)
+	}
+	for _, u := range r.EscalateTo {
+		if why := notUserID(platform, u); why != "" {
+			bad("approval_reminders.escalate_to: %q is not %s; mentions are by id", u, why)
+		}
+	}
 }
