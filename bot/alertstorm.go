@@ -39,12 +39,14 @@ type ThreadLinker interface {
 
 // storm is one channel's storm and its summary post.
 type storm struct {
-	// mu orders the summary's posts and updates; it is taken before
-	// alerts.mu.
+	// mu is held by the one goroutine that posts or updates the summary
+	// (flush); it is taken before alerts.mu.
 	mu     sync.Mutex
 	postID string
 	shown  string
-	// The rest is guarded by alerts.mu.
+	// The rest is guarded by alerts.mu. dirty: the summary may show less
+	// than the storm is now.
+	dirty bool
 	t     Thread // the channel (Root "")
 	since time.Time
 	last  time.Time // when its last new group opened
@@ -99,31 +101,59 @@ func (a *alerts) stormChanged(ctx context.Context, rt AlertRoute, key string, op
 	if opened {
 		s.last = now
 	}
+	s.dirty = true
 	a.mu.Unlock()
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ch, _ := b.cfg.Channel(rt.Channel)
-	a.mu.Lock()
-	text := a.stormText(b, s, b.zone(ch))
-	a.mu.Unlock()
-	if text == s.shown {
-		return
-	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if s.postID == "" {
-		id, err := b.cfg.Adapter.Post(pctx, t, quiet(Post{Text: text}))
-		if err != nil || id == "" {
-			b.log.Warn("post the storm summary", "channel", t.Channel, "err", err)
+	// One goroutine at a time posts or updates the summary, and goes on
+	// while changes arrive: a delivery never waits behind another's chat
+	// call, and the last change is always shown. One that finds the
+	// summary being written leaves its change to the writer, which looks
+	// again after it lets go.
+	for s.mu.TryLock() {
+		a.flush(ctx, b, s)
+		s.mu.Unlock()
+		a.mu.Lock()
+		again := s.dirty
+		a.mu.Unlock()
+		if !again {
 			return
 		}
-		s.postID = id
-	} else if err := b.cfg.Adapter.Update(pctx, Thread{Platform: t.Platform, Channel: t.Channel, Root: s.postID}, s.postID, quiet(Post{Text: text})); err != nil {
-		b.log.Warn("update the storm summary", "channel", t.Channel, "err", err)
-		return
 	}
-	s.shown = text
+}
+
+// flush shows the storm's summary until it shows the storm as it is: it
+// posts it, or updates it where its text changed. The caller holds s.mu.
+func (a *alerts) flush(ctx context.Context, b *Bot, s *storm) {
+	ch, _ := b.cfg.Channel(s.t.Channel)
+	for {
+		a.mu.Lock()
+		if !s.dirty {
+			a.mu.Unlock()
+			return
+		}
+		s.dirty = false
+		text := a.stormText(b, s, b.zone(ch))
+		a.mu.Unlock()
+		if text == s.shown {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		var err error
+		if s.postID == "" {
+			var id string
+			if id, err = b.cfg.Adapter.Post(pctx, s.t, quiet(Post{Text: text})); err == nil && id != "" {
+				s.postID = id
+			}
+		} else {
+			err = b.cfg.Adapter.Update(pctx, Thread{Platform: s.t.Platform, Channel: s.t.Channel, Root: s.postID}, s.postID, quiet(Post{Text: text}))
+		}
+		cancel()
+		if err != nil || s.postID == "" {
+			// The next change tries again.
+			b.log.Warn("post or update the storm summary", "channel", s.t.Channel, "err", err)
+			return
+		}
+		s.shown = text
+	}
 }
 
 // add puts a group into the storm once. The caller holds alerts.mu.
