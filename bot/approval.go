@@ -183,6 +183,9 @@ func (b *Bot) take(id string) *request {
 // button and hands the decision to the waiting run, or a click on an alert
 // card's Acknowledge (alertack.go).
 func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
+	if c.ActionID == ActionFirstLook {
+		return b.runFirstLook(ctx, c)
+	}
 	if c.ActionID == ActionAck {
 		return b.acknowledge(ctx, c)
 	}
