@@ -13,7 +13,7 @@ var allowedImports = map[string][]string{
 	"gate":              {},
 	"store":             {},
 	"skills":            {},
-	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox", "agentcore/fleet", "agentcore/textfmt"},
+	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox", "agentcore/fleet", "agentcore/textfmt", "agentcore/mcp"},
 	"agentcore/sandbox": {"agentcore/textfmt"},
 	// Inventory, host patterns and the OpenSSH fan-out; below agentcore
 	// like the sandbox, whose Mode (read-only or approved) it takes.
@@ -33,6 +33,9 @@ var allowedImports = map[string][]string{
 	// The chain replicated over raft: the store is its state machine,
 	// and the store knows nothing of raft.
 	"store/replica": {"store"},
+	// MCP servers as a client: their processes run in the sandbox's
+	// tiers; agentcore decides and records every call.
+	"agentcore/mcp": {"agentcore/sandbox"},
 }
 
 // sdkOwners: only these packages may import the SDK, and each of them does
@@ -55,6 +58,8 @@ var sdkOwners = map[string][]string{
 	"github.com/hashicorp/raft":           {"store/replica"},
 	"github.com/hashicorp/raft-boltdb/v2": {"store/replica"},
 	"github.com/hashicorp/go-hclog":       {"store/replica"},
+	// The official MCP Go SDK (issue 34).
+	"github.com/modelcontextprotocol/go-sdk": {"agentcore/mcp"},
 }
 
 func TestImportMap(t *testing.T) {
