@@ -432,7 +432,21 @@ func (l leaderOnly) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		return nil, errNotLeader
 	}
-	return l.base.RoundTrip(r)
+	base := l.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return base.RoundTrip(r)
+}
+
+// slackClient is the Slack adapter's Web API client: nil (the adapter's
+// own) alone, the leader-only gate in a cluster. Slack's Web API is POST
+// throughout, so a node that is not the leader makes no call at all.
+func (cl clusterChat) slackClient() *http.Client {
+	if cl.leader == nil {
+		return nil
+	}
+	return cl.client(&http.Client{})
 }
 
 // mountCluster mounts the leader's membership admin endpoints on mux (in a
