@@ -640,7 +640,7 @@ func newAdapter(c *daemonConfig, db *store.DB, mux *http.ServeMux, logger *slog.
 			return nil, fmt.Errorf("slack signing secret: %w", err)
 		}
 		a, err := slack.New(slack.Config{BotToken: botToken, AppToken: appToken, SigningSecret: signing,
-			Mode: c.Slack.Mode, APIURL: c.Slack.APIURL, Logger: logger})
+			Mode: c.Slack.Mode, APIURL: c.Slack.APIURL, Logger: logger, HTTPClient: cl.slackClient()})
 		if err != nil {
 			return nil, err
 		}
