@@ -339,13 +339,31 @@ func TestTimelineCommand(t *testing.T) {
 	r.ad.waitPost(t, th1, contains("finished: exit code: 0"))
 	r.say(alice, th1, "m2", "/timeline", true)
 	p := r.ad.waitPost(t, th1, contains("# Incident timeline"))
-	for _, want := range []string{"**Chain verified:**", "**message** from `user:U1 (alice)`: `say hi`", "**command** `echo hi`: verdict pass", "**result** of `echo hi`: exit 0"} {
+	postmortem := []string{"`alice` wrote: `say hi`", "`echo hi`: **exit 0**"}
+	appendix := []string{"**Chain verified:**", "**message** from `user:U1 (alice)`: `say hi`", "**command** `echo hi`: verdict pass", "**result** of `echo hi`: exit 0"}
+	for _, want := range postmortem {
 		if !strings.Contains(p.post.Text, want) {
 			t.Errorf("timeline lacks %q:\n%s", want, p.post.Text)
 		}
 	}
-	if p.post.File == nil || string(p.post.File.Data) != p.post.Text || p.post.File.Name != "timeline-R1.md" {
-		t.Errorf("attachment = %+v", p.post.File)
+	if strings.Contains(p.post.Text, "Chain verified") {
+		t.Errorf("the message shows the appendix:\n%s", p.post.Text)
+	}
+	if p.post.File == nil || !strings.HasPrefix(string(p.post.File.Data), p.post.Text) || p.post.File.Name != "timeline-R1.md" {
+		t.Fatalf("attachment = %+v", p.post.File)
+	}
+	for _, want := range append(postmortem, appendix...) {
+		if !strings.Contains(string(p.post.File.Data), want) {
+			t.Errorf("the attached timeline lacks %q:\n%s", want, p.post.File.Data)
+		}
+	}
+	// /timeline appendix shows the verified appendix.
+	r.say(alice, th1, "m3", "/timeline appendix", true)
+	p = r.ad.waitPost(t, th1, contains("**Chain verified:**"))
+	for _, want := range appendix {
+		if !strings.Contains(p.post.Text, want) {
+			t.Errorf("/timeline appendix lacks %q:\n%s", want, p.post.Text)
+		}
 	}
 }
 
@@ -366,7 +384,7 @@ func TestTimelineSummary(t *testing.T) {
 	r.say(alice, th1, "m2", "/timeline summary", true)
 	p := r.ad.waitPost(t, th1, contains("# Incident timeline"))
 	if !strings.Contains(p.post.Text, "## The model's summary (the model's words, not evidence)\n\n> The disk filled; **@\u200bchannel** nothing else.") ||
-		!strings.Contains(p.post.Text, "the model wrote a summary") {
+		p.post.File == nil || !strings.Contains(string(p.post.File.Data), "the model wrote a summary") {
 		t.Errorf("timeline:\n%s", p.post.Text)
 	}
 }

@@ -271,8 +271,8 @@ func scAlertThread(t *testing.T, newChat func(*testing.T) chatSide) {
 	}
 	r.waitFor("the second group's card", func() bool { return len(botRoots(chat, ops)) == 2 })
 
-	// /timeline: every line's hash is the chain's.
-	chat.Mention("bob", ops, root, "/timeline")
+	// /timeline appendix: every line's hash is the chain's.
+	chat.Mention("bob", ops, root, "/timeline appendix")
 	tl := r.waitPost(ops, root, "Incident timeline")
 	hashes := journalHashes(t, filepath.Join(r.stateDir, "audit.jsonl"))
 	lineRe := regexp.MustCompile("(?m)^[-•] (\\d\\d:\\d\\d:\\d\\d) #(\\d+) `([0-9a-f]{12})` ")

@@ -1,0 +1,309 @@
+package agentcore
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/thinbot/thinbot/store"
+	"github.com/thinbot/thinbot/store/storetest"
+)
+
+// nginxIncident writes the chain of an alert thread as the bot and the
+// kernel write it (the field report's NginxDown incident): the card, a
+// first look that ran uptime and was refused a restart, a second alert
+// joining, a person asking, an approved restart that failed, the resolve.
+// Each event's time is at's next entry.
+func nginxIncident(t *testing.T) (*store.DB, string) {
+	t.Helper()
+	day := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	hms := func(h, m, s int) time.Time {
+		return day.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute + time.Duration(s)*time.Second)
+	}
+	type ev struct {
+		at         time.Time
+		typ, actor string
+		payload    any
+	}
+	const s = "mattermost/C1/R1"
+	web1 := AlertRecord{Status: "firing", Fingerprint: "f1", StartsAt: hms(19, 9, 7), GeneratorURL: "http://prom.example:9090/graph?g0.expr=up(nginx)",
+		Labels:      map[string]string{"alertname": "NginxDown", "severity": "critical", "instance": "web-01"},
+		Annotations: map[string]string{"runbook_url": "https://runbooks.example/nginx", "summary": "nginx is down"}}
+	web2 := web1
+	web2.Fingerprint, web2.StartsAt = "f2", hms(19, 13, 30)
+	web2.Labels = map[string]string{"alertname": "NginxDown", "severity": "critical", "instance": "web-02"}
+	done1, done2 := web1, web2
+	done1.Status, done1.EndsAt = "resolved", hms(19, 15, 44)
+	done2.Status, done2.EndsAt = "resolved", hms(19, 16, 0)
+	zero, one := 0, 1
+	evs := []ev{
+		{hms(19, 9, 38), EvAlert, "alert:database", AlertPayload{GroupKey: "g", Status: "firing", Route: "database", Kind: "opened", Delivery: "d1", Alerts: []AlertRecord{web1}}},
+		{hms(19, 9, 38), EvRunStarted, "system", RunPayload{}},
+		{hms(19, 9, 38), EvUserMessage, "alert:database", UserMessagePayload{Text: "An alert fired and opened this thread."}},
+		{hms(19, 9, 39), EvAssistantMessage, "model", AssistantPayload{ToolCalls: []ToolCall{{ID: "c1", Name: ToolRun}}}},
+		{hms(19, 9, 39), EvGateDecision, "gate", GatePayload{CallID: "c1", Tool: ToolRun, Command: "uptime", Verdict: "pass", Rule: "read-only", Action: "run"}},
+		{hms(19, 9, 39), EvToolResult, "tool", ToolResultPayload{CallID: "c1", Tool: ToolRun, ExitCode: &zero, DurationMS: 205, OutputSize: 63,
+			Content: "exit code: 0\n 19:09:39 up 3 days,  2:01,  0 users,  load average: 0.00, 0.01, 0.05\n"}},
+		{hms(19, 9, 39), EvGateDecision, "gate", GatePayload{CallID: "c2", Tool: ToolRun, Command: "systemctl restart nginx", Verdict: "confirm", Rule: "verb.unknown", Action: "refuse"}},
+		{hms(19, 9, 39), EvToolResult, "tool", ToolResultPayload{CallID: "c2", Tool: ToolRun, IsError: true,
+			Content: "not run: 'systemctl restart' is not read-only (verb.unknown). It needs a human's approval."}},
+		{hms(19, 9, 40), EvAssistantMessage, "model", AssistantPayload{Content: "Findings: nginx is down on web-01.\nThe unit failed; restart it after approval."}},
+		{hms(19, 9, 40), EvRunFinished, "system", RunPayload{Status: StatusAnswered, Steps: 2}},
+		{hms(19, 14, 38), EvAlert, "alert:database", AlertPayload{GroupKey: "g", Status: "firing", Route: "database", Kind: "update", Delivery: "d2", Alerts: []AlertRecord{web1, web2}}},
+		{hms(19, 14, 58), EvUserMessage, "user:U1 (oncall)", UserMessagePayload{Text: "please restart nginx"}},
+		{hms(19, 15, 6), EvGateDecision, "gate", GatePayload{CallID: "c3", Tool: ToolRun, Command: "systemctl restart nginx", Verdict: "confirm", Rule: "verb.unknown", Action: "ask"}},
+		{hms(19, 15, 6), EvApprovalAsked, "gate", ApprovalAskedPayload{CallID: "c3", RequestID: "r24", Command: "systemctl restart nginx", SHA256: strings.Repeat("af", 32), Requester: "user:U1 (oncall)"}},
+		{hms(19, 15, 10), EvApprovalDecided, "user:U2 (bob)", ApprovalDecidedPayload{CallID: "c3", RequestID: "r24", Approved: true, By: "user:U2 (bob)", SHA256: strings.Repeat("af", 32)}},
+		{hms(19, 15, 10), EvToolResult, "tool", ToolResultPayload{CallID: "c3", Tool: ToolRun, ExitCode: &one, DurationMS: 238, OutputSize: 118,
+			Content: "exit code: 1\nSystem has not been booted with systemd as init system (PID 1). Can't operate.\nFailed to connect to bus: Host is down\n```\nline4\nline5\nline6\nline7\n"}},
+		{hms(19, 15, 11), EvAssistantMessage, "model", AssistantPayload{Content: "The restart failed: no systemd."}},
+		{hms(19, 15, 11), EvRunFinished, "system", RunPayload{Status: StatusAnswered, Steps: 2}},
+		{hms(19, 19, 38), EvAlert, "alert:database", AlertPayload{GroupKey: "g", Status: "resolved", Route: "database", Kind: "resolved", Delivery: "d3", Alerts: []AlertRecord{done1, done2}}},
+	}
+	i := 0
+	db, err := store.Open(filepath.Join(t.TempDir(), "events.db"), &store.Options{Now: func() time.Time { return evs[min(i, len(evs)-1)].at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.CloseChecked(t, db, Decode)
+	for ; i < len(evs); i++ {
+		e := evs[i]
+		if _, err := db.Append(t.Context(), store.Event{Session: s, Type: e.typ, Actor: e.actor, Payload: mustJSON(e.payload)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db, s
+}
+
+// TestReadTimeline: the rows and what they add up to, read from a real
+// store: the alerts with their own times, who joined and resolved when,
+// the milestones, the first look's findings, the output lines and the
+// refusal's reason once.
+func TestReadTimeline(t *testing.T) {
+	db, s := nginxIncident(t)
+	tl, err := ReadTimeline(s, db.Events(s, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tl.Rows) != 19 || tl.Route != "database" {
+		t.Fatalf("%d rows, route %q", len(tl.Rows), tl.Route)
+	}
+	var ms []string
+	for _, m := range tl.Milestones {
+		ms = append(ms, fmt.Sprintf("%s %s #%d", m.Name, m.At.Format("15:04:05"), m.Seq))
+	}
+	if want := "fired 19:09:07 #1, card 19:09:38 #1, first look 19:09:40 #9, first human 19:14:58 #12, approval 19:15:10 #15, resolved 19:16:00 #19"; strings.Join(ms, ", ") != want {
+		t.Errorf("milestones\n%s\nwant\n%s", strings.Join(ms, ", "), want)
+	}
+	var as []string
+	for _, a := range tl.Alerts {
+		as = append(as, fmt.Sprintf("%s %v %s..%s seen %s joined=%v resolved %s", a.Name, a.Labels, a.StartsAt.Format("15:04:05"),
+			a.EndsAt.Format("15:04:05"), a.Seen.Format("15:04:05"), a.Joined, a.ResolvedSeen.Format("15:04:05")))
+	}
+	if want := "NginxDown [instance=web-01] 19:09:07..19:15:44 seen 19:09:38 joined=false resolved 19:19:38\n" +
+		"NginxDown [instance=web-02] 19:13:30..19:16:00 seen 19:14:38 joined=true resolved 19:19:38"; strings.Join(as, "\n") != want {
+		t.Errorf("alerts\n%s\nwant\n%s", strings.Join(as, "\n"), want)
+	}
+	if tl.Findings != "Findings: nginx is down on web-01.\nThe unit failed; restart it after approval." || !tl.Rows[8].Findings || !tl.Rows[2].FirstLook {
+		t.Errorf("findings %q (row 9 %v, question row 3 %v)", tl.Findings, tl.Rows[8].Findings, tl.Rows[2].FirstLook)
+	}
+	if r := tl.Rows[7]; r.Result != "not run" || r.Detail != "'systemctl restart' is not read-only (verb.unknown). It needs a human's approval." || r.Command != "systemctl restart nginx" {
+		t.Errorf("refused row: %q %q %q", r.Result, r.Detail, r.Command)
+	}
+	if r := tl.Rows[15]; r.Result != "exit 1" || r.Detail != "exit code: 1" || len(r.Output) != OutputLines+1 ||
+		r.Output[0] != "System has not been booted with systemd as init system (PID 1). Can't operate." || r.Output[OutputLines] != "…" {
+		t.Errorf("restart row: %q %q %q", r.Result, r.Detail, r.Output)
+	}
+	if r := tl.Rows[14]; r.Command != "systemctl restart nginx" {
+		t.Errorf("decision row's command %q", r.Command)
+	}
+	if len(tl.Links) != 2 || tl.Links[0].Name != "runbook" || tl.Links[1].Name != "source" {
+		t.Errorf("links %v", tl.Links)
+	}
+	if len(tl.Rows[10].Joined) != 1 || tl.Rows[10].Joined[0].Labels[0] != "instance=web-02" || len(tl.Rows[18].Resolved) != 2 {
+		t.Errorf("joined %v, resolved %v", tl.Rows[10].Joined, tl.Rows[18].Resolved)
+	}
+	for i, r := range tl.Rows {
+		if want := i != 1 && i != 3; r.Listed != want { // run_started, the tool call
+			t.Errorf("row %d (%s) listed %v", i+1, r.Type, r.Listed)
+		}
+	}
+}
+
+// TestPostmortem: the postmortem body, line by line: no sequence numbers
+// or hashes; the links; each milestone with the time since the one
+// before; the alerts' own start and end beside their notifications; the
+// findings quoted; each command with its outcome and first output lines
+// in a fence the output cannot close; a refusal's reason said once.
+func TestPostmortem(t *testing.T) {
+	db, s := nginxIncident(t)
+	tl, err := ReadTimeline(s, db.Events(s, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := db.Verify(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := WriteTimeline(&b, tl, rep, TimelineOptions{Part: PartPostmortem, Console: "https://thinbot.example/", Now: time.Unix(0, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	want := "# Incident timeline: `mattermost/C1/R1`\n" +
+		"\n" +
+		"Session `mattermost/C1/R1`: `thinbot audit timeline mattermost/C1/R1` prints this document; the verified appendix ties each line to the hash-chained log. Times are UTC.\n" +
+		"\n" +
+		"**Links:** [runbook](https://runbooks.example/nginx) · [source](http://prom.example:9090/graph?g0.expr=up%28nginx%29) · [console](https://thinbot.example/audit/session?id=mattermost%2FC1%2FR1)\n" +
+		"\n" +
+		"## Durations\n" +
+		"\n" +
+		"- **fired** 2026-12-03 19:09:07 UTC (the alerts' startsAt)\n" +
+		"- **card** 2026-12-03 19:09:38 UTC, 31s after fired (the first notification)\n" +
+		"- **first look** 2026-12-03 19:09:40 UTC, 2s after card (the first look's answer)\n" +
+		"- **first human** 2026-12-03 19:14:58 UTC, 5m18s after first look (oncall)\n" +
+		"- **approval** 2026-12-03 19:15:10 UTC, 12s after first human (bob approved `systemctl restart nginx`)\n" +
+		"- **resolved** 2026-12-03 19:16:00 UTC, 50s after approval (the alerts' endsAt)\n" +
+		"- **total** fired to resolved: 6m53s\n" +
+		"\n" +
+		"## Alerts\n" +
+		"\n" +
+		"- `NginxDown` `instance=web-01`: started 2026-12-03 19:09:07 UTC, notified 2026-12-03 19:09:38 UTC, ended 2026-12-03 19:15:44 UTC (notified 2026-12-03 19:19:38 UTC)\n" +
+		"- `NginxDown` `instance=web-02`: started 2026-12-03 19:13:30 UTC, joined 2026-12-03 19:14:38 UTC, ended 2026-12-03 19:16:00 UTC (notified 2026-12-03 19:19:38 UTC)\n" +
+		"\n" +
+		"## First look findings (the model's words)\n" +
+		"\n" +
+		"> Findings: nginx is down on web-01.\n" +
+		"> The unit failed; restart it after approval.\n" +
+		"\n" +
+		"## Timeline\n" +
+		"\n" +
+		"**2026-12-03**\n" +
+		"\n" +
+		"- 19:09:38 **alert card posted** (`firing`), 1 of 1 alert(s) firing: `NginxDown` `instance=web-01`\n" +
+		"- 19:09:38 **first look** started (read-only), route `database`\n" +
+		"- 19:09:39 `uptime`: **exit 0**, 205ms\n" +
+		"\n" +
+		"```\n" +
+		" 19:09:39 up 3 days,  2:01,  0 users,  load average: 0.00, 0.01, 0.05\n" +
+		"```\n" +
+		"\n" +
+		"- 19:09:39 `systemctl restart nginx`: **not run**: `'systemctl restart' is not read-only (verb.unknown). It needs a human's approval.`\n" +
+		"- 19:09:40 **first look answered** (its findings are above)\n" +
+		"- 19:14:38 **alert update** (`firing`), 2 of 2 alert(s) firing; joined: `NginxDown` `instance=web-02`\n" +
+		"- 19:14:58 `oncall` wrote: `please restart nginx`\n" +
+		"- 19:15:06 **approval asked** for `systemctl restart nginx` (requested by `oncall`)\n" +
+		"- 19:15:10 **approved** by `bob`: `systemctl restart nginx`\n" +
+		"- 19:15:10 `systemctl restart nginx`: **exit 1**, 238ms\n" +
+		"\n" +
+		"````\n" +
+		"System has not been booted with systemd as init system (PID 1). Can't operate.\n" +
+		"Failed to connect to bus: Host is down\n" +
+		"```\n" +
+		"line4\n" +
+		"line5\n" +
+		"…\n" +
+		"````\n" +
+		"\n" +
+		"- 19:15:11 model answered: `The restart failed: no systemd.`\n" +
+		"- 19:19:38 **alert group resolved** (`resolved`), 0 of 2 alert(s) firing; resolved: `NginxDown` `instance=web-01`, `NginxDown` `instance=web-02`\n"
+	got := b.String()
+	gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := range max(len(gl), len(wl)) {
+		g, w := "(none)", "(none)"
+		if i < len(gl) {
+			g = gl[i]
+		}
+		if i < len(wl) {
+			w = wl[i]
+		}
+		if g != w {
+			t.Errorf("line %d:\n got %s\nwant %s", i+1, g, w)
+		}
+	}
+	if regexp.MustCompile("#[0-9]+ `[0-9a-f]{12}`").MatchString(got) {
+		t.Errorf("the postmortem shows sequence numbers and hashes:\n%s", got)
+	}
+}
+
+// TestAppendixVerifies: the appendix of the same rows opens with the
+// chain's head and verification, and each line's sequence number and
+// hash are the chain's; the doubled "not run: not run:" is gone.
+func TestAppendixVerifies(t *testing.T) {
+	db, s := nginxIncident(t)
+	tl, err := ReadTimeline(s, db.Events(s, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := db.Verify(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := WriteTimeline(&b, tl, rep, TimelineOptions{Part: PartAppendix, Now: time.Unix(0, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	hashes := map[uint64]string{}
+	for e, err := range db.All(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashes[e.Seq] = e.Hash
+	}
+	head := strings.SplitN(out, "\n", 4)
+	if want := fmt.Sprintf("**Chain verified:** 19 events, head #19 `%s` (at 1970-01-01T00:00:00Z).", hashes[19]); head[2] != want {
+		t.Errorf("the appendix opens with %q, want %q", head[2], want)
+	}
+	re := regexp.MustCompile("^- \\d\\d:\\d\\d:\\d\\d #(\\d+) `([0-9a-f]{12})` ")
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(l, "- ") {
+			continue
+		}
+		m := re.FindStringSubmatch(l)
+		if m == nil {
+			t.Errorf("line without seq and hash: %q", l)
+			continue
+		}
+		seq, _ := strconv.ParseUint(m[1], 10, 64)
+		if !strings.HasPrefix(hashes[seq], m[2]) {
+			t.Errorf("line %q: the chain's #%d is %s", l, seq, hashes[seq])
+		}
+		n++
+	}
+	if n != 17 || !strings.Contains(out, "17 of the session's 19 events listed") {
+		t.Errorf("%d lines, want 17:\n%s", n, out)
+	}
+	if strings.Contains(out, "not run: `not run") || !strings.Contains(out, "**result** of `systemctl restart nginx`: not run: `'systemctl restart' is not read-only") {
+		t.Errorf("the refusal's line:\n%s", out)
+	}
+	if !strings.Contains(out, "**result** of `uptime`: exit 0, 63 bytes, 205 ms: `exit code: 0`; output: `19:09:39 up 3 days,") {
+		t.Errorf("the uptime line lacks its output:\n%s", out)
+	}
+}
+
+// TestTimelineNewKind: an event type the renderers have no words for (a
+// newer thinbot's, another front end's) is listed by its type and actor,
+// in both parts.
+func TestTimelineNewKind(t *testing.T) {
+	rows := func(yield func(store.Event, error) bool) {
+		yield(store.Event{Seq: 7, Hash: strings.Repeat("c", 64), Time: time.Unix(60, 0), Session: "s", Type: "pager_paged", Actor: "user:U3 (carol)", Payload: []byte(`{"x":1}`)}, nil)
+	}
+	tl, err := ReadTimeline("s", rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := WriteTimeline(&b, tl, store.Report{OK: true}, TimelineOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"- 00:01:00 **pager_paged** by `user:U3 (carol)`\n", "- 00:01:00 #7 `cccccccccccc` **pager_paged** by `user:U3 (carol)`\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("lacks %q:\n%s", want, b.String())
+		}
+	}
+}
