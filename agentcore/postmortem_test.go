@@ -54,7 +54,7 @@ func nginxIncident(t *testing.T) (*store.DB, string) {
 		{hms(19, 9, 40), EvAssistantMessage, "model", AssistantPayload{Content: "Findings: nginx is down on web-01.\nThe unit failed; restart it after approval."}},
 		{hms(19, 9, 40), EvRunFinished, "system", RunPayload{Status: StatusAnswered, Steps: 2}},
 		{hms(19, 14, 38), EvAlert, "alert:database", AlertPayload{GroupKey: "g", Status: "firing", Route: "database", Kind: "update", Delivery: "d2", Alerts: []AlertRecord{web1, web2}}},
-		{hms(19, 14, 58), EvUserMessage, "user:U1 (oncall)", UserMessagePayload{Text: "please restart nginx"}},
+		{hms(19, 14, 58), EvUserMessage, "user:U1 (oncall)", UserMessagePayload{Text: "please restart nginx`\n- 19:00:00 **approved** by `ceo"}},
 		{hms(19, 15, 6), EvGateDecision, "gate", GatePayload{CallID: "c3", Tool: ToolRun, Command: "systemctl restart nginx", Verdict: "confirm", Rule: "verb.unknown", Action: "ask"}},
 		{hms(19, 15, 6), EvApprovalAsked, "gate", ApprovalAskedPayload{CallID: "c3", RequestID: "r24", Command: "systemctl restart nginx", SHA256: strings.Repeat("af", 32), Requester: "user:U1 (oncall)"}},
 		{hms(19, 15, 10), EvApprovalDecided, "user:U2 (bob)", ApprovalDecidedPayload{CallID: "c3", RequestID: "r24", Approved: true, By: "user:U2 (bob)", SHA256: strings.Repeat("af", 32)}},
@@ -79,16 +79,64 @@ func nginxIncident(t *testing.T) (*store.DB, string) {
 	return db, s
 }
 
-// TestReadTimeline: the rows and what they add up to, read from a real
-// store: the alerts with their own times, who joined and resolved when,
-// the milestones, the first look's findings, the output lines and the
-// refusal's reason once.
-func TestReadTimeline(t *testing.T) {
+// nginxTimeline reads nginxIncident's timeline, with its chain verified.
+func nginxTimeline(t *testing.T) (*store.DB, *Timeline, store.Report) {
+	t.Helper()
 	db, s := nginxIncident(t)
 	tl, err := ReadTimeline(s, db.Events(s, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
+	rep, err := db.Verify(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, tl, rep
+}
+
+// chainHashes are the hashes of db's events by sequence number.
+func chainHashes(t *testing.T, db *store.DB) map[uint64]string {
+	t.Helper()
+	hashes := map[uint64]string{}
+	for e, err := range db.All(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashes[e.Seq] = e.Hash
+	}
+	return hashes
+}
+
+// appendixLines checks that every list line of an appendix starts with a
+// time, a sequence number and the first 12 hex digits of that event's
+// hash in the chain, and counts them.
+func appendixLines(t *testing.T, appendix string, hashes map[uint64]string) int {
+	t.Helper()
+	n := 0
+	for _, l := range strings.Split(appendix, "\n") {
+		if !strings.HasPrefix(l, "- ") {
+			continue
+		}
+		m := lineRe.FindStringSubmatch(l)
+		if m == nil {
+			t.Errorf("line without time, seq and hash: %q", l)
+			continue
+		}
+		seq, _ := strconv.ParseUint(m[2], 10, 64)
+		if !strings.HasPrefix(hashes[seq], m[3]) {
+			t.Errorf("line %q: the chain's #%d is %s", l, seq, hashes[seq])
+		}
+		n++
+	}
+	return n
+}
+
+// TestReadTimeline: the rows and what they add up to, read from a real
+// store: the alerts with their own times, who joined and resolved when,
+// the milestones, the first look's findings, the output lines and the
+// refusal's reason once.
+func TestReadTimeline(t *testing.T) {
+	_, tl, _ := nginxTimeline(t)
 	if len(tl.Rows) != 19 || tl.Route != "database" {
 		t.Fatalf("%d rows, route %q", len(tl.Rows), tl.Route)
 	}
@@ -135,20 +183,12 @@ func TestReadTimeline(t *testing.T) {
 }
 
 // TestPostmortem: the postmortem body, line by line: no sequence numbers
-// or hashes; the links; each milestone with the time since the one
+// or hashes; a message that tries to forge a line stays in its code span; the links; each milestone with the time since the one
 // before; the alerts' own start and end beside their notifications; the
 // findings quoted; each command with its outcome and first output lines
 // in a fence the output cannot close; a refusal's reason said once.
 func TestPostmortem(t *testing.T) {
-	db, s := nginxIncident(t)
-	tl, err := ReadTimeline(s, db.Events(s, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := db.Verify(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tl, rep := nginxTimeline(t)
 	var b strings.Builder
 	if err := WriteTimeline(&b, tl, rep, TimelineOptions{Part: PartPostmortem, Console: "https://thinbot.example/", Now: time.Unix(0, 0)}); err != nil {
 		t.Fatal(err)
@@ -194,7 +234,7 @@ func TestPostmortem(t *testing.T) {
 		"- 19:09:39 `systemctl restart nginx`: **not run**: `'systemctl restart' is not read-only (verb.unknown). It needs a human's approval.`\n" +
 		"- 19:09:40 **first look answered** (its findings are above)\n" +
 		"- 19:14:38 **alert update** (`firing`), 2 of 2 alert(s) firing; joined: `NginxDown` `instance=web-02`\n" +
-		"- 19:14:58 `oncall` wrote: `please restart nginx`\n" +
+		"- 19:14:58 `oncall` wrote: `please restart nginx' - 19:00:00 **approved** by 'ceo`\n" +
 		"- 19:15:06 **approval asked** for `systemctl restart nginx` (requested by `oncall`)\n" +
 		"- 19:15:10 **approved** by `bob`: `systemctl restart nginx`\n" +
 		"- 19:15:10 `systemctl restart nginx`: **exit 1**, 238ms\n" +
@@ -233,48 +273,18 @@ func TestPostmortem(t *testing.T) {
 // chain's head and verification, and each line's sequence number and
 // hash are the chain's; the doubled "not run: not run:" is gone.
 func TestAppendixVerifies(t *testing.T) {
-	db, s := nginxIncident(t)
-	tl, err := ReadTimeline(s, db.Events(s, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := db.Verify(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, tl, rep := nginxTimeline(t)
 	var b strings.Builder
 	if err := WriteTimeline(&b, tl, rep, TimelineOptions{Part: PartAppendix, Now: time.Unix(0, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
-	hashes := map[uint64]string{}
-	for e, err := range db.All(1) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		hashes[e.Seq] = e.Hash
-	}
+	hashes := chainHashes(t, db)
 	head := strings.SplitN(out, "\n", 4)
 	if want := fmt.Sprintf("**Chain verified:** 19 events, head #19 `%s` (at 1970-01-01T00:00:00Z).", hashes[19]); head[2] != want {
 		t.Errorf("the appendix opens with %q, want %q", head[2], want)
 	}
-	re := regexp.MustCompile("^- \\d\\d:\\d\\d:\\d\\d #(\\d+) `([0-9a-f]{12})` ")
-	n := 0
-	for _, l := range strings.Split(out, "\n") {
-		if !strings.HasPrefix(l, "- ") {
-			continue
-		}
-		m := re.FindStringSubmatch(l)
-		if m == nil {
-			t.Errorf("line without seq and hash: %q", l)
-			continue
-		}
-		seq, _ := strconv.ParseUint(m[1], 10, 64)
-		if !strings.HasPrefix(hashes[seq], m[2]) {
-			t.Errorf("line %q: the chain's #%d is %s", l, seq, hashes[seq])
-		}
-		n++
-	}
+	n := appendixLines(t, out, hashes)
 	if n != 17 || !strings.Contains(out, "17 of the session's 19 events listed") {
 		t.Errorf("%d lines, want 17:\n%s", n, out)
 	}
@@ -305,5 +315,26 @@ func TestTimelineNewKind(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestTimelineLinks: the postmortem links only http(s) URLs, with what
+// could end a Markdown link escaped; any other scheme is shown as text.
+func TestTimelineLinks(t *testing.T) {
+	p := mustJSON(AlertPayload{Status: "firing", Kind: "opened", Alerts: []AlertRecord{{Status: "firing", GeneratorURL: "http://prom/g?x=a](http://evil)",
+		Annotations: map[string]string{"runbook_url": "javascript:alert(1)", "dashboard_url": "https://d.example/x"}}}})
+	tl, err := ReadTimeline("s", func(yield func(store.Event, error) bool) {
+		yield(store.Event{Seq: 1, Session: "s", Type: EvAlert, Actor: "alert:r", Payload: p}, nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := WriteTimeline(&b, tl, store.Report{OK: true}, TimelineOptions{Part: PartPostmortem, Console: "javascript://x"}); err != nil {
+		t.Fatal(err)
+	}
+	want := "**Links:** runbook `javascript:alert(1)` · [source](http://prom/g?x=a%5D%28http://evil%29) · [dashboard](https://d.example/x) · console `javascript://x/audit/session?id=s`\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("links: want\n%s\nin\n%s", want, b.String())
 	}
 }

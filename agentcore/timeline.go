@@ -29,9 +29,9 @@ type Timeline struct {
 	// Alerts are the alerts the session's notifications named, in the
 	// order they first came.
 	Alerts []*TimelineAlert
-	// Milestones are the incident's steps that the chain shows, in the
-	// order of MilestoneFired .. MilestoneResolved; a step not reached is
-	// missing.
+	// Milestones are the incident's steps that the chain shows, in time
+	// order (ties in the order of MilestoneFired .. MilestoneResolved); a
+	// step not reached is missing.
 	Milestones []Milestone
 	// Findings is the first look's final answer (the model's words), ""
 	// when there was none.
@@ -139,6 +139,9 @@ func ReadTimeline(session string, events iter.Seq2[store.Event, error]) (*Timeli
 			tl.Milestones = append(tl.Milestones, m)
 		}
 	}
+	// In time order, so that each step's duration is from the one before
+	// (a person may write before the first look answers).
+	slices.SortStableFunc(tl.Milestones, func(x, y Milestone) int { return x.At.Compare(y.At) })
 	return tl, nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,13 +63,7 @@ func TestTimeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hashes := map[uint64]string{}
-	for e, err := range db.All(1) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		hashes[e.Seq] = e.Hash
-	}
+	hashes := chainHashes(t, db)
 	seq, head := db.LastSeq(), hashes[db.LastSeq()]
 	if !strings.Contains(out, fmt.Sprintf("**Chain verified:** 16 events, head #%d `%s`", seq, head)) {
 		t.Errorf("no verified head:\n%s", out)
@@ -79,22 +72,7 @@ func TestTimeline(t *testing.T) {
 	if !ok {
 		t.Fatalf("no appendix:\n%s", out)
 	}
-	lines := 0
-	for _, l := range strings.Split(appendix, "\n") {
-		if !strings.HasPrefix(l, "- ") {
-			continue
-		}
-		m := lineRe.FindStringSubmatch(l)
-		if m == nil {
-			t.Errorf("line without time, seq and hash: %q", l)
-			continue
-		}
-		n, _ := strconv.ParseUint(m[2], 10, 64)
-		if !strings.HasPrefix(hashes[n], m[3]) {
-			t.Errorf("line %q: hash of #%d is %s", l, n, hashes[n])
-		}
-		lines++
-	}
+	lines := appendixLines(t, appendix, hashes)
 	if lines != 16 {
 		t.Errorf("%d lines, want 16:\n%s", lines, out)
 	}

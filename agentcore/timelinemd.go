@@ -131,8 +131,10 @@ func writePostmortem(w *bufio.Writer, tl *Timeline, opt TimelineOptions) {
 			fmt.Fprintf(w, " (%s)\n", m.Note)
 			prev = m
 		}
-		if first := tl.Milestones[0]; len(tl.Milestones) > 1 && first.Name == MilestoneFired && prev.Name == MilestoneResolved {
-			fmt.Fprintf(w, "- **total** fired to resolved: %s\n", took(prev.At.Sub(first.At)))
+		fired, ok1 := tl.Milestone(MilestoneFired)
+		resolved, ok2 := tl.Milestone(MilestoneResolved)
+		if ok1 && ok2 {
+			fmt.Fprintf(w, "- **total** fired to resolved: %s\n", took(resolved.At.Sub(fired.At)))
 		}
 		w.WriteString("\n")
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -333,13 +334,16 @@ func FuzzAlertCard(f *testing.F) {
 	})
 }
 
+// TestTimelineCommand: /timeline shows the postmortem, with the console's
+// link to the session, and attaches it with the verified appendix;
+// /timeline appendix shows the appendix.
 func TestTimelineCommand(t *testing.T) {
-	r := newRig(t, cmdModel{cmd: "echo hi"}, Channel{}, Config{})
+	r := newRig(t, cmdModel{cmd: "echo hi"}, Channel{}, Config{Console: "https://thinbot.example/"})
 	r.say(alice, th1, "m1", "say hi", true)
 	r.ad.waitPost(t, th1, contains("finished: exit code: 0"))
 	r.say(alice, th1, "m2", "/timeline", true)
 	p := r.ad.waitPost(t, th1, contains("# Incident timeline"))
-	postmortem := []string{"`alice` wrote: `say hi`", "`echo hi`: **exit 0**"}
+	postmortem := []string{"`alice` wrote: `say hi`", "`echo hi`: **exit 0**", "**Links:** [console](https://thinbot.example/audit/session?id=" + url.QueryEscape(th1.Key()) + ")"}
 	appendix := []string{"**Chain verified:**", "**message** from `user:U1 (alice)`: `say hi`", "**command** `echo hi`: verdict pass", "**result** of `echo hi`: exit 0"}
 	for _, want := range postmortem {
 		if !strings.Contains(p.post.Text, want) {

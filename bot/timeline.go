@@ -18,7 +18,7 @@ const maxInlineTimeline = 3500
 // file holds both.
 func (b *Bot) timeline(ctx context.Context, m Message, ch Channel) {
 	key := m.Thread.Key()
-	opt := agentcore.TimelineOptions{Location: b.zone(ch)}
+	opt := agentcore.TimelineOptions{Location: b.zone(ch), Console: b.cfg.Console}
 	shownPart := agentcore.PartPostmortem
 	for _, w := range strings.Fields(m.Text)[1:] {
 		switch strings.ToLower(w) {
