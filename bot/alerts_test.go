@@ -855,3 +855,22 @@ func TestAlertReconfigure(t *testing.T) {
 	release()
 	r.ad.waitPost(t, first, contains("Stopped: the run used its budget of 2 steps."))
 }
+
+// TestCutOutsideFence: a long timeline is cut at a line outside a command's
+// output fence, so that the chat does not show the rest as code.
+func TestCutOutsideFence(t *testing.T) {
+	s := "- a\n\n````\nout\n```\nmore\n````\n\n- b\n"
+	for _, tc := range []struct {
+		limit int
+		want  string
+	}{
+		{len(s), s},
+		{len(s) - 1, "- a\n\n````\nout\n```\nmore\n````\n\n"},
+		{20, "- a\n\n"},
+		{3, ""},
+	} {
+		if got := cutOutsideFence(s, tc.limit); got != tc.want {
+			t.Errorf("cutOutsideFence(%d) = %q, want %q", tc.limit, got, tc.want)
+		}
+	}
+}

@@ -39,8 +39,7 @@ func (b *Bot) timeline(ctx context.Context, m Message, ch Channel) {
 		var shown string
 		if shown, err = ch.Agent.Timeline(ctx, key, opt); err == nil {
 			if len(shown) > maxInlineTimeline {
-				cut := strings.LastIndexByte(shown[:maxInlineTimeline], '\n')
-				shown = shown[:cut+1] + "\n… (the whole timeline is in the attached file)"
+				shown = cutOutsideFence(shown, maxInlineTimeline) + "\n… (the whole timeline is in the attached file)"
 			}
 			b.post(ctx, m.Thread, Post{Text: shown, File: &File{Name: fmt.Sprintf("timeline-%s.md", fileSafe(m.Thread.Root)), Data: []byte(text)}})
 			return
@@ -48,6 +47,31 @@ func (b *Bot) timeline(ctx context.Context, m Message, ch Channel) {
 	}
 	b.log.Error("timeline", "conv", key, "err", err)
 	b.post(ctx, m.Thread, Post{Text: "Could not build this thread's timeline; operators can see the details in the log."})
+}
+
+// cutOutsideFence returns the longest head of s, at most limit bytes, that
+// ends with a whole line outside a fenced code block, so that a cut
+// timeline does not leave a command's output fence open in the chat.
+func cutOutsideFence(s string, limit int) string {
+	cut, fence := 0, ""
+	for i := 0; i < len(s); {
+		j := strings.IndexByte(s[i:], '\n')
+		if j < 0 || i+j+1 > limit {
+			break
+		}
+		line := s[i : i+j]
+		switch {
+		case fence == "" && strings.HasPrefix(line, "```") && strings.Trim(line, "`") == "":
+			fence = line
+		case line == fence:
+			fence = ""
+		}
+		i += j + 1
+		if fence == "" {
+			cut = i
+		}
+	}
+	return s[:cut]
 }
 
 func fileSafe(s string) string {

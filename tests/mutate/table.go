@@ -593,4 +593,7 @@ var table = []mutation{
 	{ID: "T8", File: "bot/web/timeline.go", What: "the viewer serves a timeline for a session the chain does not have",
 		Old: "err == nil && !ok {", New: "err == nil && !ok && false {",
 		Pkgs: []string{"./bot/web"}, Run: "TestAuditTimeline"},
+	{ID: "T9", File: "bot/timeline.go", What: "a long /timeline is cut inside a command's output fence: the chat shows the rest as code",
+		Old: "\t\tif fence == \"\" {\n\t\t\tcut = i\n\t\t}\n", New: "\t\tcut = i\n",
+		Pkgs: []string{"./bot"}, Run: "TestCutOutsideFence"},
 }
