@@ -336,7 +336,8 @@ func FuzzAlertCard(f *testing.F) {
 
 // TestTimelineCommand: /timeline shows the postmortem, with the console's
 // link to the session, and attaches it with the verified appendix;
-// /timeline appendix shows the appendix.
+// /status names the session for the CLI; /timeline appendix shows the
+// appendix.
 func TestTimelineCommand(t *testing.T) {
 	r := newRig(t, cmdModel{cmd: "echo hi"}, Channel{}, Config{Console: "https://thinbot.example/"})
 	r.say(alice, th1, "m1", "say hi", true)
@@ -361,6 +362,9 @@ func TestTimelineCommand(t *testing.T) {
 			t.Errorf("the attached timeline lacks %q:\n%s", want, p.post.File.Data)
 		}
 	}
+	// /status names the session as the CLI takes it.
+	r.say(alice, th1, "m4", "/status", true)
+	r.ad.waitPost(t, th1, contains("Session: `fake/C1/R1` (on the host: `thinbot audit timeline fake/C1/R1`)"))
 	// /timeline appendix shows the verified appendix.
 	r.say(alice, th1, "m3", "/timeline appendix", true)
 	p = r.ad.waitPost(t, th1, contains("**Chain verified:**"))
