@@ -189,8 +189,9 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 		Adapter: d.adapter,
 		Channel: func(id string) (bot.Channel, bool) { return d.routes.Load().channel(id) },
 		Users:   c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread,
-		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout.Duration, Location: c.Timezone.loc, Console: c.Web.PublicOrigin,
+		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout.Duration, Location: c.Timezone.loc,
 		Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db), Metrics: bot.NewMetrics(d.reg), Logger: logger,
+		Console: c.Web.PublicOrigin,
 	})
 	return err
 }
@@ -207,7 +208,7 @@ func (d *daemon) run(ctx context.Context) error {
 	agents := func() map[string]*agentcore.Agent { return d.routes.Load().agents }
 	zoneOf := func(session string) *time.Location { return d.routes.Load().zoneOf(session) }
 	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, agents, d.unfinished, zoneOf, bot.Config{MaxConcurrent: c.MaxConcurrent,
-		ApprovalTimeout: c.ApprovalTimeout.Duration, Location: c.Timezone.loc, Console: c.Web.PublicOrigin, Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db)},
+		ApprovalTimeout: c.ApprovalTimeout.Duration, Location: c.Timezone.loc, Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db)},
 		d.db, c.StateDir, logger, &d.webBot)
 	if err != nil {
 		return err

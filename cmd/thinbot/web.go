@@ -259,7 +259,7 @@ func serveWeb(ctx context.Context, w webConfig, agents func() map[string]*agentc
 		if agents()[ws] == nil {
 			return u, nil, fmt.Errorf("web.workspace %s is not the workspace of a channel", w.Workspace)
 		}
-		bc.Adapter = srv
+		bc.Adapter, bc.Console = srv, w.PublicOrigin
 		// The workspace's agent is the one in force: a config reload
 		// replaces it (and keeps web.workspace a channel's workspace).
 		bc.Channel = func(id string) (bot.Channel, bool) {
