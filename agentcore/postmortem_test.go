@@ -296,24 +296,36 @@ func TestAppendixVerifies(t *testing.T) {
 	}
 }
 
-// TestTimelineNewKind: an event type the renderers have no words for (a
-// newer thinbot's, another front end's) is listed by its type and actor,
-// in both parts.
-func TestTimelineNewKind(t *testing.T) {
-	rows := func(yield func(store.Event, error) bool) {
-		yield(store.Event{Seq: 7, Hash: strings.Repeat("c", 64), Time: time.Unix(60, 0), Session: "s", Type: "pager_paged", Actor: "user:U3 (carol)", Payload: []byte(`{"x":1}`)}, nil)
-	}
-	tl, err := ReadTimeline("s", rows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	if err := WriteTimeline(&b, tl, store.Report{OK: true}, TimelineOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"- 00:01:00 **pager_paged** by `user:U3 (carol)`\n", "- 00:01:00 #7 `cccccccccccc` **pager_paged** by `user:U3 (carol)`\n"} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("lacks %q:\n%s", want, b.String())
+// TestPostmortemOneRow: single events in both parts. An event type the
+// renderers have no words for (a newer thinbot's, another front end's) is
+// listed by its type and actor; a run that ended without an answer says
+// how, one that answered leaves it to the answer.
+func TestPostmortemOneRow(t *testing.T) {
+	for _, tc := range []struct {
+		ev         store.Event
+		body, appx string
+	}{
+		{store.Event{Type: "pager_paged", Actor: "user:U3 (carol)", Payload: []byte(`{"x":1}`)},
+			"- 00:01:00 **pager_paged** by `user:U3 (carol)`\n", "- 00:01:00 #7 `cccccccccccc` **pager_paged** by `user:U3 (carol)`\n"},
+		{store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(RunPayload{Status: StatusBudget, Steps: 20, Detail: "the step budget (20) ran out"})},
+			"- 00:01:00 run ended (budget): `the step budget (20) ran out`\n", "- 00:01:00 #7 `cccccccccccc` run finished: budget after 20 step(s)\n"},
+		{store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(RunPayload{Status: StatusAnswered, Steps: 2})},
+			"Nothing happened in this session yet.\n", "- 00:01:00 #7 `cccccccccccc` run finished: answered after 2 step(s)\n"},
+	} {
+		ev := tc.ev
+		ev.Seq, ev.Hash, ev.Time, ev.Session = 7, strings.Repeat("c", 64), time.Unix(60, 0), "s"
+		tl, err := ReadTimeline("s", func(yield func(store.Event, error) bool) { yield(ev, nil) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		if err := WriteTimeline(&b, tl, store.Report{OK: true}, TimelineOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{tc.body, tc.appx} {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("%s: lacks %q:\n%s", ev.Type, want, b.String())
+			}
 		}
 	}
 }

@@ -342,10 +342,15 @@ func bodyLine(r TimelineRow) (string, []string) {
 		}
 		return "model answered: " + textfmt.CodeSpan(firstLine(p.Content), 160), nil
 	case *RunPayload:
-		if p.Cause == "" {
-			return "", nil
+		switch {
+		case p.Cause != "":
+			return fmt.Sprintf("run ended (%s): %s", p.Status, stopLine(p.Cause, p.CauseBy)), nil
+		case p.Status == StatusAnswered || p.Status == StatusDone:
+			return "", nil // the answer says it
+		case p.Detail != "":
+			return fmt.Sprintf("run ended (%s): %s", p.Status, textfmt.CodeSpan(p.Detail, 160)), nil
 		}
-		return fmt.Sprintf("run ended (%s): %s", p.Status, stopLine(p.Cause, p.CauseBy)), nil
+		return fmt.Sprintf("run ended (%s)", p.Status), nil
 	case *NotePayload:
 		if p.Kind == NoteIncidentSummary {
 			return "", nil
