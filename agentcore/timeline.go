@@ -215,9 +215,9 @@ func (b *timelineBuilder) row(e store.Event) TimelineRow {
 		case r.Result == "not run":
 			r.Detail = strings.TrimPrefix(firstLine(p.Content), "not run: ")
 		case p.ExitCode != nil || p.TimedOut || p.Cause != "":
-			r.Detail, r.Output = status, headLines(rest, OutputLines)
+			r.Detail, r.Output = status, headLines(rest, OutputLines, outputWidth)
 		default:
-			r.Output = headLines(p.Content, OutputLines)
+			r.Output = headLines(p.Content, OutputLines, outputWidth)
 		}
 	case *AssistantPayload:
 		r.Listed = r.Listed && len(p.ToolCalls) == 0 && strings.TrimSpace(p.Content) != ""
@@ -326,11 +326,14 @@ func who(actor string) string {
 	return actor
 }
 
+// outputWidth is how many bytes of an output line a row keeps.
+const outputWidth = 160
+
 // headLines are the first n non-empty lines of s, then "…" if more
-// follow: each cut to 160 bytes, its control characters (a terminal's
+// follow: each cut to width bytes, its control characters (a terminal's
 // escapes, a carriage return) made spaces, its indentation kept, so that
 // columns (df, ps) still line up.
-func headLines(s string, n int) []string {
+func headLines(s string, n, width int) []string {
 	var out []string
 	for l := range strings.SplitSeq(s, "\n") {
 		l = strings.TrimRightFunc(strings.Map(func(r rune) rune {
@@ -346,7 +349,7 @@ func headLines(s string, n int) []string {
 			out = append(out, "…")
 			break
 		}
-		if h, rest := textfmt.Ends(l, 160, 0); rest != "" || len(h) < len(l) {
+		if h, rest := textfmt.Ends(l, width, 0); rest != "" || len(h) < len(l) {
 			l = h + "…"
 		}
 		out = append(out, l)

@@ -40,9 +40,9 @@ type TimelineOptions struct {
 	Console string
 }
 
-// findingsLines is how many lines of the first look's findings the
-// postmortem quotes.
-const findingsLines = 20
+// findingsLines and findingsWidth bound the first look's findings the
+// postmortem quotes: lines, and bytes a line.
+const findingsLines, findingsWidth = 20, 400
 
 // WriteTimeline writes tl in Markdown with rep, the chain's verification:
 // the postmortem (what happened, the alerts' own times, the durations
@@ -163,9 +163,10 @@ func writePostmortem(w *bufio.Writer, tl *Timeline, opt TimelineOptions) {
 		w.WriteString("\n")
 	}
 	if tl.Findings != "" {
-		w.WriteString("## First look findings (the model's words)\n\n")
-		quote(w, tl.Findings, findingsLines)
-		w.WriteString("\n")
+		// As text in a fence: the first look ran with no one watching, so
+		// its words (which an alert can steer) link and format nothing.
+		w.WriteString("## First look findings (the model's words)\n")
+		fence(w, headLines(tl.Findings, findingsLines, findingsWidth))
 	}
 	w.WriteString("## Timeline\n\n")
 	d := &days{w: w, loc: loc}
@@ -186,17 +187,13 @@ func writePostmortem(w *bufio.Writer, tl *Timeline, opt TimelineOptions) {
 	}
 	if opt.Summary != "" {
 		w.WriteString("\n## The model's summary (the model's words, not evidence)\n\n")
-		quote(w, opt.Summary, 0)
+		quote(w, opt.Summary)
 	}
 }
 
-// quote writes s as a Markdown block quote, at most n lines (0: all).
-func quote(w *bufio.Writer, s string, n int) {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if n > 0 && len(lines) > n {
-		lines = append(lines[:n], fmt.Sprintf("… (%d more lines in the thread and the chain)", len(lines)-n))
-	}
-	for _, l := range lines {
+// quote writes s as a Markdown block quote.
+func quote(w *bufio.Writer, s string) {
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
 		w.WriteString("> " + l + "\n")
 	}
 }
@@ -388,7 +385,7 @@ func writeAppendix(w *bufio.Writer, tl *Timeline, rep store.Report, opt Timeline
 	fmt.Fprintf(w, "\n%d of the session's %d events listed.\n", lines, len(tl.Rows))
 	if opt.Summary != "" && opt.Part == PartAppendix {
 		w.WriteString("\n## The model's summary (the model's words, not evidence)\n\n")
-		quote(w, opt.Summary, 0)
+		quote(w, opt.Summary)
 	}
 }
 

@@ -596,4 +596,7 @@ var table = []mutation{
 	{ID: "T9", File: "bot/timeline.go", What: "a long /timeline is cut inside a command's output fence: the chat shows the rest as code",
 		Old: "\t\tif fence == \"\" {\n\t\t\tcut = i\n\t\t}\n", New: "\t\tcut = i\n",
 		Pkgs: []string{"./bot"}, Run: "TestCutOutsideFence"},
+	{ID: "T10", File: "agentcore/timelinemd.go", What: "the first look's findings (steerable by an alert) are Markdown in the postmortem: their links link",
+		Old: "fence(w, headLines(tl.Findings, findingsLines, findingsWidth))", New: "quote(w, tl.Findings)",
+		Pkgs: []string{"./agentcore"}, Run: "TestPostmortem"},
 }
