@@ -205,8 +205,8 @@ func TestPostmortem(t *testing.T) {
 		"- **fired** 2026-12-03 19:09:07 UTC (the alerts' startsAt)\n" +
 		"- **card** 2026-12-03 19:09:38 UTC, 31s after fired (the first notification)\n" +
 		"- **first look** 2026-12-03 19:09:40 UTC, 2s after card (the first look's answer)\n" +
-		"- **first human** 2026-12-03 19:14:58 UTC, 5m18s after first look (oncall)\n" +
-		"- **approval** 2026-12-03 19:15:10 UTC, 12s after first human (bob approved `systemctl restart nginx`)\n" +
+		"- **first human** 2026-12-03 19:14:58 UTC, 5m18s after first look (`oncall`)\n" +
+		"- **approval** 2026-12-03 19:15:10 UTC, 12s after first human (`bob` approved `systemctl restart nginx`)\n" +
 		"- **resolved** 2026-12-03 19:16:00 UTC, 50s after approval (the alerts' endsAt)\n" +
 		"- **total** fired to resolved: 6m53s\n" +
 		"\n" +
@@ -352,4 +352,82 @@ func TestTimelineLinks(t *testing.T) {
 	if !strings.Contains(b.String(), want) {
 		t.Errorf("links: want\n%s\nin\n%s", want, b.String())
 	}
+}
+
+// FuzzTimelineLines: whatever a message, a command, its output, an
+// alert's labels and the findings hold, each listed event is one line of
+// the postmortem and of the appendix (output and findings inside fences
+// they cannot close), so that no text from the chain forges a line.
+//
+//	go test -run XXX -fuzz FuzzTimelineLines -fuzztime 30s ./agentcore/
+func FuzzTimelineLines(f *testing.F) {
+	f.Add("please restart`\n- 19:00:00 **approved**", "rm -rf /tmp/x\n- 1", "exit code: 0\n```\n- 19:00:00 forged\n````", "Disk`Full\r\n## x", "Findings\n```\n- 10:00:00 x")
+	f.Fuzz(func(t *testing.T, msg, cmd, out, label, findings string) {
+		zero := 0
+		evs := []store.Event{
+			{Type: EvAlert, Actor: "alert:r", Payload: mustJSON(AlertPayload{Status: "firing", Kind: "opened", Alerts: []AlertRecord{{Status: "firing", Labels: map[string]string{"alertname": label, label: msg}}}})},
+			{Type: EvUserMessage, Actor: "alert:r", Payload: mustJSON(UserMessagePayload{Text: msg})},
+			{Type: EvGateDecision, Actor: "gate", Payload: mustJSON(GatePayload{CallID: "c", Tool: ToolRun, Command: cmd, Verdict: "pass", Rule: label, Action: "run"})},
+			{Type: EvToolResult, Actor: "tool", Payload: mustJSON(ToolResultPayload{CallID: "c", Tool: ToolRun, Content: out, ExitCode: &zero})},
+			{Type: EvAssistantMessage, Actor: "model", Payload: mustJSON(AssistantPayload{Content: findings + "."})},
+			{Type: EvUserMessage, Actor: "user:U1 (" + label + ")", Payload: mustJSON(UserMessagePayload{Text: msg})},
+		}
+		tl, err := ReadTimeline("s", func(yield func(store.Event, error) bool) {
+			for i, e := range evs {
+				e.Seq, e.Hash, e.Session, e.Time = uint64(i+1), strings.Repeat("a", 64), "s", time.Unix(int64(i), 0)
+				if !yield(e, nil) {
+					return
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		if err := WriteTimeline(&b, tl, store.Report{OK: true}, TimelineOptions{Now: time.Unix(0, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		body, appendix, _ := strings.Cut(b.String(), "\n## Verified appendix\n")
+		_, events, _ := strings.Cut(body, "\n## Timeline\n")
+		_, appendixEvents, _ := strings.Cut(appendix, "\n### Events\n")
+		// The postmortem's timeline: the card, the first look, the
+		// command, the answer, the message; the appendix: all six.
+		for _, part := range []struct {
+			text, events string
+			want         int
+		}{{body, events, 5}, {appendix, appendixEvents, 6}} {
+			n, fence := 0, ""
+			for l := range strings.SplitSeq(part.events, "\n") {
+				switch {
+				case fence == "" && strings.HasPrefix(l, "```") && strings.Trim(l, "`") == "":
+					fence = l
+				case fence != "":
+					if l == fence {
+						fence = ""
+					}
+				case strings.HasPrefix(l, "- "):
+					n++
+				}
+			}
+			if n != part.want {
+				t.Errorf("%d list lines, want %d:\n%s", n, part.want, part.text)
+			}
+			fence = ""
+			for l := range strings.SplitSeq(part.text, "\n") {
+				switch {
+				case fence == "" && strings.HasPrefix(l, "```") && strings.Trim(l, "`") == "":
+					fence = l
+				case fence != "":
+					if l == fence {
+						fence = ""
+					}
+				case strings.HasPrefix(l, "#") && !strings.HasPrefix(l, "# Incident") && !strings.HasPrefix(l, "## ") && !strings.HasPrefix(l, "### Events"):
+					t.Errorf("a heading from the chain: %q", l)
+				}
+			}
+			if fence != "" {
+				t.Errorf("a fence left open:\n%s", part.text)
+			}
+		}
+	})
 }

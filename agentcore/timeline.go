@@ -96,7 +96,8 @@ type TimelineAlert struct {
 type Link struct{ Name, URL string }
 
 // Milestone is an incident step the chain shows: when, from which event,
-// and a note on what it was ("the alerts' startsAt", who).
+// and a note on what it was ("the alerts' startsAt", who), Markdown whose
+// text from the chain is in code spans.
 type Milestone struct {
 	Name string
 	At   time.Time
@@ -185,7 +186,7 @@ func (b *timelineBuilder) row(e store.Event) TimelineRow {
 	}
 	r.Payload = p
 	if strings.HasPrefix(e.Actor, "user:") && e.Type != EvNote {
-		b.reach(MilestoneFirstHuman, e, e.Time, who(e.Actor))
+		b.reach(MilestoneFirstHuman, e, e.Time, textfmt.CodeSpan(who(e.Actor), 80))
 	}
 	switch p := p.(type) {
 	case *AlertPayload:
@@ -205,7 +206,7 @@ func (b *timelineBuilder) row(e store.Event) TimelineRow {
 	case *ApprovalDecidedPayload:
 		r.Command = b.requests[p.RequestID]
 		if p.Approved {
-			b.reach(MilestoneApproval, e, e.Time, who(p.By)+" approved "+textfmt.CodeSpan(r.Command, 80))
+			b.reach(MilestoneApproval, e, e.Time, textfmt.CodeSpan(who(p.By), 80)+" approved "+textfmt.CodeSpan(r.Command, 80))
 		}
 	case *ToolResultPayload:
 		r.Listed = r.Listed && p.Tool != ToolSkill

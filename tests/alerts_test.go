@@ -297,7 +297,7 @@ func scAlertThread(t *testing.T, newChat func(*testing.T) chatSide) {
 	chat.Mention("bob", ops, root, "/timeline")
 	pm := r.waitPost(ops, root, "Durations")
 	for _, want := range []string{"runbooks.example/disk-full", "prometheus.example/graph", "after fired (the first notification)",
-		"(the first look's answer)", "(bob)", "(the alerts' endsAt)", "fired to resolved: ", "`DiskFull` `instance=db1:9100`: started ",
+		"(the first look's answer)", "(`bob`)", "(the alerts' endsAt)", "fired to resolved: ", "`DiskFull` `instance=db1:9100`: started ",
 		"`DiskFull` `instance=db2:9100`: started ", ", joined ", "Findings: the load is normal", "`uptime`: ", "exit 0",
 		"`touch fixed.txt`: ", "wrote: `what now?`"} {
 		if !strings.Contains(pm.Text, want) {

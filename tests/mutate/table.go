@@ -599,4 +599,7 @@ var table = []mutation{
 	{ID: "T10", File: "agentcore/timelinemd.go", What: "the first look's findings (steerable by an alert) are Markdown in the postmortem: their links link",
 		Old: "fence(w, headLines(tl.Findings, findingsLines, findingsWidth))", New: "quote(w, tl.Findings)",
 		Pkgs: []string{"./agentcore"}, Run: "TestPostmortem"},
+	{ID: "T11", File: "agentcore/timeline.go", What: "a chat name with a newline writes lines of its own into the postmortem's durations",
+		Old: "b.reach(MilestoneFirstHuman, e, e.Time, textfmt.CodeSpan(who(e.Actor), 80))", New: "b.reach(MilestoneFirstHuman, e, e.Time, who(e.Actor))",
+		Pkgs: []string{"./agentcore"}, Run: "TestPostmortem|FuzzTimelineLines"},
 }
