@@ -396,38 +396,44 @@ func FuzzTimelineLines(f *testing.F) {
 			text, events string
 			want         int
 		}{{body, events, 5}, {appendix, appendixEvents, 6}} {
-			n, fence := 0, ""
-			for l := range strings.SplitSeq(part.events, "\n") {
-				switch {
-				case fence == "" && strings.HasPrefix(l, "```") && strings.Trim(l, "`") == "":
-					fence = l
-				case fence != "":
-					if l == fence {
-						fence = ""
-					}
-				case strings.HasPrefix(l, "- "):
+			n := 0
+			for _, l := range outsideFences(t, part.events) {
+				if strings.HasPrefix(l, "- ") {
 					n++
 				}
 			}
 			if n != part.want {
 				t.Errorf("%d list lines, want %d:\n%s", n, part.want, part.text)
 			}
-			fence = ""
-			for l := range strings.SplitSeq(part.text, "\n") {
-				switch {
-				case fence == "" && strings.HasPrefix(l, "```") && strings.Trim(l, "`") == "":
-					fence = l
-				case fence != "":
-					if l == fence {
-						fence = ""
-					}
-				case strings.HasPrefix(l, "#") && !strings.HasPrefix(l, "# Incident") && !strings.HasPrefix(l, "## ") && !strings.HasPrefix(l, "### Events"):
+			for _, l := range outsideFences(t, part.text) {
+				if strings.HasPrefix(l, "#") && !strings.HasPrefix(l, "# Incident") && !strings.HasPrefix(l, "## ") && !strings.HasPrefix(l, "### Events") {
 					t.Errorf("a heading from the chain: %q", l)
 				}
 			}
-			if fence != "" {
-				t.Errorf("a fence left open:\n%s", part.text)
-			}
 		}
 	})
+}
+
+// outsideFences are the lines of Markdown text outside its fenced code
+// blocks; a fence left open fails the test.
+func outsideFences(t *testing.T, text string) []string {
+	t.Helper()
+	var out []string
+	fence := ""
+	for l := range strings.SplitSeq(text, "\n") {
+		switch {
+		case fence == "" && strings.HasPrefix(l, "```") && strings.Trim(l, "`") == "":
+			fence = l
+		case fence != "":
+			if l == fence {
+				fence = ""
+			}
+		default:
+			out = append(out, l)
+		}
+	}
+	if fence != "" {
+		t.Errorf("a fence left open:\n%s", text)
+	}
+	return out
 }
