@@ -53,6 +53,7 @@ func nginxIncident(t *testing.T) (*store.DB, string) {
 			Content: "not run: 'systemctl restart' is not read-only (verb.unknown). It needs a human's approval."}},
 		{hms(19, 9, 40), EvAssistantMessage, "model", AssistantPayload{Content: "Findings: nginx is down on web-01.\n\nThe unit failed; restart it after approval: [the runbook](http://evil.example/rb)."}},
 		{hms(19, 9, 40), EvRunFinished, "system", RunPayload{Status: StatusAnswered, Steps: 2}},
+		{hms(19, 12, 0), EvAlertAck, "user:U1 (oncall)", AlertAckPayload{GroupKey: "g", Alerts: []string{"NginxDown instance=web-01"}, UserID: "U1", UserName: "oncall", At: hms(19, 12, 0)}},
 		{hms(19, 14, 38), EvAlert, "alert:database", AlertPayload{GroupKey: "g", Status: "firing", Route: "database", Kind: "update", Delivery: "d2", Alerts: []AlertRecord{web1, web2}}},
 		{hms(19, 14, 58), EvUserMessage, "user:U1 (oncall)", UserMessagePayload{Text: "please restart nginx`\n- 19:00:00 **approved** by `ceo"}},
 		{hms(19, 15, 6), EvGateDecision, "gate", GatePayload{CallID: "c3", Tool: ToolRun, Command: "systemctl restart nginx", Verdict: "confirm", Rule: "verb.unknown", Action: "ask"}},
@@ -137,14 +138,14 @@ func appendixLines(t *testing.T, appendix string, hashes map[uint64]string) int 
 // refusal's reason once.
 func TestReadTimeline(t *testing.T) {
 	_, tl, _ := nginxTimeline(t)
-	if len(tl.Rows) != 19 || tl.Route != "database" {
+	if len(tl.Rows) != 20 || tl.Route != "database" {
 		t.Fatalf("%d rows, route %q", len(tl.Rows), tl.Route)
 	}
 	var ms []string
 	for _, m := range tl.Milestones {
 		ms = append(ms, fmt.Sprintf("%s %s #%d", m.Name, m.At.Format("15:04:05"), m.Seq))
 	}
-	if want := "fired 19:09:07 #1, card 19:09:38 #1, first look 19:09:40 #9, first human 19:14:58 #12, approval 19:15:10 #15, resolved 19:16:00 #19"; strings.Join(ms, ", ") != want {
+	if want := "fired 19:09:07 #1, card 19:09:38 #1, first look 19:09:40 #9, acknowledged 19:12:00 #11, first human 19:12:00 #11, approval 19:15:10 #16, resolved 19:16:00 #20"; strings.Join(ms, ", ") != want {
 		t.Errorf("milestones\n%s\nwant\n%s", strings.Join(ms, ", "), want)
 	}
 	var as []string
@@ -162,18 +163,18 @@ func TestReadTimeline(t *testing.T) {
 	if r := tl.Rows[7]; r.Result != "not run" || r.Detail != "'systemctl restart' is not read-only (verb.unknown). It needs a human's approval." || r.Command != "systemctl restart nginx" {
 		t.Errorf("refused row: %q %q %q", r.Result, r.Detail, r.Command)
 	}
-	if r := tl.Rows[15]; r.Result != "exit 1" || r.Detail != "exit code: 1" || len(r.Output) != OutputLines+1 ||
+	if r := tl.Rows[16]; r.Result != "exit 1" || r.Detail != "exit code: 1" || len(r.Output) != OutputLines+1 ||
 		r.Output[0] != "System has not been booted with systemd as init system (PID 1). Can't operate." || r.Output[OutputLines] != "…" {
 		t.Errorf("restart row: %q %q %q", r.Result, r.Detail, r.Output)
 	}
-	if r := tl.Rows[14]; r.Command != "systemctl restart nginx" {
+	if r := tl.Rows[15]; r.Command != "systemctl restart nginx" {
 		t.Errorf("decision row's command %q", r.Command)
 	}
 	if len(tl.Links) != 2 || tl.Links[0].Name != "runbook" || tl.Links[1].Name != "source" {
 		t.Errorf("links %v", tl.Links)
 	}
-	if len(tl.Rows[10].Joined) != 1 || tl.Rows[10].Joined[0].Labels[0] != "instance=web-02" || len(tl.Rows[18].Resolved) != 2 {
-		t.Errorf("joined %v, resolved %v", tl.Rows[10].Joined, tl.Rows[18].Resolved)
+	if len(tl.Rows[11].Joined) != 1 || tl.Rows[11].Joined[0].Labels[0] != "instance=web-02" || len(tl.Rows[19].Resolved) != 2 {
+		t.Errorf("joined %v, resolved %v", tl.Rows[11].Joined, tl.Rows[19].Resolved)
 	}
 	for i, r := range tl.Rows {
 		if want := i != 1 && i != 3; r.Listed != want { // run_started, the tool call
@@ -205,8 +206,9 @@ func TestPostmortem(t *testing.T) {
 		"- **fired** 2026-12-03 19:09:07 UTC (the alerts' startsAt)\n" +
 		"- **card** 2026-12-03 19:09:38 UTC, 31s after fired (the first notification)\n" +
 		"- **first look** 2026-12-03 19:09:40 UTC, 2s after card (the first look's answer)\n" +
-		"- **first human** 2026-12-03 19:14:58 UTC, 5m18s after first look (`oncall`)\n" +
-		"- **approval** 2026-12-03 19:15:10 UTC, 12s after first human (`bob` approved `systemctl restart nginx`)\n" +
+		"- **acknowledged** 2026-12-03 19:12:00 UTC, 2m20s after first look (`oncall`)\n" +
+		"- **first human** 2026-12-03 19:12:00 UTC, 0s after acknowledged (`oncall`)\n" +
+		"- **approval** 2026-12-03 19:15:10 UTC, 3m10s after first human (`bob` approved `systemctl restart nginx`)\n" +
 		"- **resolved** 2026-12-03 19:16:00 UTC, 50s after approval (the alerts' endsAt)\n" +
 		"- **total** fired to resolved: 6m53s\n" +
 		"\n" +
@@ -236,6 +238,7 @@ func TestPostmortem(t *testing.T) {
 		"\n" +
 		"- 19:09:39 `systemctl restart nginx`: **not run**: `'systemctl restart' is not read-only (verb.unknown). It needs a human's approval.`\n" +
 		"- 19:09:40 **first look answered** (its findings are above)\n" +
+		"- 19:12:00 **acknowledged** by `oncall`\n" +
 		"- 19:14:38 **alert update** (`firing`), 2 of 2 alert(s) firing; joined: `NginxDown` `instance=web-02`\n" +
 		"- 19:14:58 `oncall` wrote: `please restart nginx' - 19:00:00 **approved** by 'ceo`\n" +
 		"- 19:15:06 **approval asked** for `systemctl restart nginx` (requested by `oncall`)\n" +
@@ -284,15 +287,18 @@ func TestAppendixVerifies(t *testing.T) {
 	out := b.String()
 	hashes := chainHashes(t, db)
 	head := strings.SplitN(out, "\n", 4)
-	if want := fmt.Sprintf("**Chain verified:** 19 events, head #19 `%s` (at 1970-01-01T00:00:00Z).", hashes[19]); head[2] != want {
+	if want := fmt.Sprintf("**Chain verified:** 20 events, head #20 `%s` (at 1970-01-01T00:00:00Z).", hashes[20]); head[2] != want {
 		t.Errorf("the appendix opens with %q, want %q", head[2], want)
 	}
 	n := appendixLines(t, out, hashes)
-	if n != 17 || !strings.Contains(out, "17 of the session's 19 events listed") {
-		t.Errorf("%d lines, want 17:\n%s", n, out)
+	if n != 18 || !strings.Contains(out, "18 of the session's 20 events listed") || !strings.Contains(out, " #11 `") {
+		t.Errorf("%d lines, want 18:\n%s", n, out)
 	}
 	if strings.Contains(out, "not run: `not run") || !strings.Contains(out, "**result** of `systemctl restart nginx`: not run: `'systemctl restart' is not read-only") {
 		t.Errorf("the refusal's line:\n%s", out)
+	}
+	if !strings.Contains(out, " **acknowledged** by `user:U1 (oncall)`\n") {
+		t.Errorf("the appendix lacks the acknowledgement:\n%s", out)
 	}
 	if !strings.Contains(out, "**result** of `uptime`: exit 0, 63 bytes, 205 ms: `exit code: 0`; output: `19:09:39 up 3 days,") {
 		t.Errorf("the uptime line lacks its output:\n%s", out)
@@ -302,7 +308,8 @@ func TestAppendixVerifies(t *testing.T) {
 // TestPostmortemOneRow: single events in both parts. An event type the
 // renderers have no words for (a newer thinbot's, another front end's) is
 // listed by its type and actor; a run that ended without an answer says
-// how, one that answered leaves it to the answer.
+// how, one that answered leaves it to the answer; a silence and an
+// approval's escalation say what Alertmanager and the bot did.
 func TestPostmortemOneRow(t *testing.T) {
 	for _, tc := range []struct {
 		ev         store.Event
@@ -312,6 +319,13 @@ func TestPostmortemOneRow(t *testing.T) {
 			"- 00:01:00 **pager_paged** by `user:U3 (carol)`\n", "- 00:01:00 #7 `cccccccccccc` **pager_paged** by `user:U3 (carol)`\n"},
 		{store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(RunPayload{Status: StatusBudget, Steps: 20, Detail: "the step budget (20) ran out"})},
 			"- 00:01:00 run ended (budget): `the step budget (20) ran out`\n", "- 00:01:00 #7 `cccccccccccc` run finished: budget after 20 step(s)\n"},
+		{store.Event{Type: EvAlertSilence, Actor: "system", Payload: mustJSON(AlertSilencePayload{Action: "created", RequestID: "r9", SilenceID: "s-1",
+			EndsAt: time.Date(2026, 12, 3, 21, 0, 0, 0, time.UTC)})},
+			"- 00:01:00 **silence `created`** in Alertmanager `s-1` until 2026-12-03 21:00 UTC, request `r9`\n",
+			"- 00:01:00 #7 `cccccccccccc` **silence `created`** in Alertmanager `s-1` until 2026-12-03 21:00 UTC, request `r9`\n"},
+		{store.Event{Type: EvApprovalReminder, Actor: "system", Payload: mustJSON(ApprovalReminderPayload{RequestID: "r9", Stage: "escalate", Mentioned: []string{"U7"}, After: 300})},
+			"- 00:01:00 **escalation** of the approval for `-`, open 5m0s, to 1 user(s)\n",
+			"- 00:01:00 #7 `cccccccccccc` **escalation** of request `r9` after 5m0s, to 1 user(s)\n"},
 		{store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(RunPayload{Status: StatusAnswered, Steps: 2})},
 			"Nothing happened in this session yet.\n", "- 00:01:00 #7 `cccccccccccc` run finished: answered after 2 step(s)\n"},
 	} {

@@ -107,15 +107,16 @@ type Milestone struct {
 
 // The milestones of an incident, in their order.
 const (
-	MilestoneFired      = "fired"       // the earliest startsAt of the alerts
-	MilestoneCard       = "card"        // the first notification was recorded (the card posted)
-	MilestoneFirstLook  = "first look"  // the first look answered
-	MilestoneFirstHuman = "first human" // a person first wrote or decided in the session
-	MilestoneApproval   = "approval"    // the first approved command
-	MilestoneResolved   = "resolved"    // the group resolved: its alerts' latest endsAt
+	MilestoneFired        = "fired"        // the earliest startsAt of the alerts
+	MilestoneCard         = "card"         // the first notification was recorded (the card posted)
+	MilestoneFirstLook    = "first look"   // the first look answered
+	MilestoneAcknowledged = "acknowledged" // a person took the incident (the card's Acknowledge)
+	MilestoneFirstHuman   = "first human"  // a person first wrote, acknowledged or decided in the session
+	MilestoneApproval     = "approval"     // the first approved command
+	MilestoneResolved     = "resolved"     // the group resolved: its alerts' latest endsAt
 )
 
-var milestoneOrder = []string{MilestoneFired, MilestoneCard, MilestoneFirstLook, MilestoneFirstHuman, MilestoneApproval, MilestoneResolved}
+var milestoneOrder = []string{MilestoneFired, MilestoneCard, MilestoneFirstLook, MilestoneAcknowledged, MilestoneFirstHuman, MilestoneApproval, MilestoneResolved}
 
 // unlisted are the event types the timeline documents leave out: the
 // machinery of a run. A type not here is listed, one Decode does not know
@@ -203,6 +204,10 @@ func (b *timelineBuilder) row(e store.Event) TimelineRow {
 	case *ApprovalAskedPayload:
 		r.Command = p.Command
 		b.requests[p.RequestID] = p.Command
+	case *AlertAckPayload:
+		b.reach(MilestoneAcknowledged, e, e.Time, textfmt.CodeSpan(who(e.Actor), 80))
+	case *ApprovalReminderPayload:
+		r.Command = b.requests[p.RequestID]
 	case *ApprovalDecidedPayload:
 		r.Command = b.requests[p.RequestID]
 		if p.Approved {

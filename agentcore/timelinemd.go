@@ -333,6 +333,11 @@ func bodyLine(r TimelineRow) (string, []string) {
 			text += ": " + textfmt.CodeSpan(r.Detail, 160)
 		}
 		return text, r.Output
+	case *AlertAckPayload:
+		return "**acknowledged** by " + name, nil
+	case *ApprovalReminderPayload:
+		return fmt.Sprintf("**%s** of the approval for %s, open %s, to %d user(s)", reminderStage(p.Stage), textfmt.CodeSpan(r.Command, 160),
+			took(time.Duration(p.After*float64(time.Second))), len(p.Mentioned)), nil
 	case *AssistantPayload:
 		if r.Findings {
 			return "**first look answered** (its findings are above)", nil
@@ -472,6 +477,24 @@ func appendixText(r TimelineRow) string {
 			return fmt.Sprintf("first look answered (%d characters; the postmortem quotes its findings)", len(p.Content))
 		}
 		return fmt.Sprintf("model answered (%d characters; the answer is in the thread and the chain)", len(p.Content))
+	case *AlertAckPayload:
+		return "**acknowledged** by " + textfmt.CodeSpan(r.Actor, 80)
+	case *AlertSilencePayload:
+		text := fmt.Sprintf("**silence %s** in Alertmanager", textfmt.CodeSpan(p.Action, 20))
+		if p.SilenceID != "" {
+			text += " " + textfmt.CodeSpan(p.SilenceID, 60)
+		}
+		if !p.EndsAt.IsZero() && p.Action == "created" {
+			text += " until " + p.EndsAt.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		text += ", request " + textfmt.CodeSpan(p.RequestID, 40)
+		if p.Error != "" {
+			text += ": " + textfmt.CodeSpan(p.Error, 200)
+		}
+		return text
+	case *ApprovalReminderPayload:
+		return fmt.Sprintf("**%s** of request %s after %s, to %d user(s)", reminderStage(p.Stage), textfmt.CodeSpan(p.RequestID, 40),
+			time.Duration(p.After*float64(time.Second)).Round(time.Second), len(p.Mentioned))
 	case *ClearPayload:
 		return fmt.Sprintf("history cleared by %s (a new branch)", textfmt.CodeSpan(r.Actor, 80))
 	case *CompactedPayload:
@@ -490,6 +513,14 @@ func appendixText(r TimelineRow) string {
 	// A type this renderer has no words for (a newer kind): its name and
 	// who recorded it; the export has the rest.
 	return fmt.Sprintf("**%s** by %s", strings.ReplaceAll(textfmt.OneLine(r.Type, 60), "`", "'"), textfmt.CodeSpan(r.Actor, 80))
+}
+
+// reminderStage names an approval reminder's stage.
+func reminderStage(stage string) string {
+	if stage == "escalate" {
+		return "escalation"
+	}
+	return "reminder"
 }
 
 // stopLine says why a run stopped, from run_finished's cause and cause_by,

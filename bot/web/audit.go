@@ -659,6 +659,19 @@ func timelineRow(tr agentcore.TimelineRow) trow {
 		if p.Cause != "" {
 			r.Meta = append(r.Meta, stopMeta(p.Cause, p.CauseBy))
 		}
+	case *agentcore.AlertAckPayload:
+		r.Class, r.Title, r.Text = "approval", "Acknowledged", "by "+ev.Actor
+		r.Meta = append(r.Meta, p.Alerts...)
+	case *agentcore.AlertSilencePayload:
+		r.Class, r.Title, r.Badge, r.BadgeClass = "approval", "Silence in Alertmanager", p.Action, "v-confirm"
+		r.Text = strings.Join(p.Matchers, " ")
+		r.Meta = append(r.Meta, nonEmpty("request "+p.RequestID, p.SilenceID, p.Error)...)
+		if !p.EndsAt.IsZero() {
+			r.Meta = append(r.Meta, "until "+p.EndsAt.UTC().Format("2006-01-02 15:04:05")+" UTC")
+		}
+	case *agentcore.ApprovalReminderPayload:
+		r.Class, r.Title, r.Code = "approval", "Approval reminder ("+p.Stage+")", tr.Command
+		r.Meta = append(r.Meta, "request "+p.RequestID, fmt.Sprintf("%d user(s) mentioned", len(p.Mentioned)))
 	case *agentcore.ClearPayload:
 		r.Class, r.Title = "run", "New topic (/clear)"
 	case *agentcore.CompactedPayload:
