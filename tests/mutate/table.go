@@ -674,4 +674,7 @@ var table = []mutation{
 	{ID: "T11", File: "agentcore/timeline.go", What: "a chat name with a newline writes lines of its own into the postmortem's durations",
 		Old: "b.reach(MilestoneFirstHuman, e, e.Time, textfmt.CodeSpan(who(e.Actor), 80))", New: "b.reach(MilestoneFirstHuman, e, e.Time, who(e.Actor))",
 		Pkgs: []string{"./agentcore"}, Run: "TestPostmortem|FuzzTimelineLines"},
+	{ID: "T12", File: "agentcore/timeline.go", What: "the postmortem's durations leave out who acknowledged the incident and when",
+		Old: "\t\tb.reach(MilestoneAcknowledged, e, e.Time, textfmt.CodeSpan(who(e.Actor), 80))\n", New: "",
+		Pkgs: []string{"./agentcore"}, Run: "TestReadTimeline|TestPostmortem"},
 }
