@@ -169,6 +169,9 @@ scrape_configs:
 	loki.push(map[string]string{"job": "app", "host": "web-1"}, now.Add(-10*time.Minute), "level=error msg=\"payment failed for order 42\"")
 	loki.push(map[string]string{"job": "app", "host": "web-1"}, now.Add(-9*time.Minute), "level=info msg=ok")
 	loki.push(map[string]string{"job": "app", "host": "web-1"}, now.Add(-3*time.Hour), "level=error msg=\"too old to be seen\"")
+	for i := range 80 { // enough for chat to attach the whole answer
+		loki.push(map[string]string{"job": "app", "host": "web-1"}, now.Add(-20*time.Minute+time.Duration(i)*time.Second), fmt.Sprintf("level=error msg=\"retry %d of the payment queue\"", i))
+	}
 	lokiSrv := httptest.NewServer(loki)
 	defer lokiSrv.Close()
 	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -202,11 +205,17 @@ scrape_configs:
 			mu.Lock()
 			results = tools
 			mu.Unlock()
-			// Cite: the first line of each result's table.
+			// Cite: the last line of each result's table, and the log
+			// line that names an order.
 			var cite []string
 			for _, c := range tools {
 				lines := strings.Split(c, "\n")
 				cite = append(cite, lines[len(lines)-1])
+				for _, l := range lines {
+					if strings.Contains(l, "order 42") {
+						cite = append(cite, l)
+					}
+				}
 			}
 			return fakemodel.Reply{Content: "Findings:\n" + strings.Join(cite, "\n")}
 		}
@@ -250,7 +259,7 @@ scrape_configs:
 	}
 	for i, want := range []string{
 		"prometheus prom answered (/api/v1/query_range):\n1 series",
-		"loki logs answered (/loki/api/v1/query_range):\n1 streams, 1 lines",
+		"loki logs answered (/loki/api/v1/query_range):\n1 streams, 81 lines",
 		"alertmanager am answered (/api/v2/alerts):\n1 alerts, 1 active",
 		`error: prometheus "flaky": error answer: server error: 500: tsdb is compacting, try later`,
 	} {
@@ -265,6 +274,14 @@ scrape_configs:
 	}
 	if strings.Contains(strings.Join(got, "\n"), "too old to be seen") {
 		t.Error("a log line outside the window reached the model")
+	}
+	// The whole answer of the long read is attached in the thread.
+	attached := false
+	for _, f := range chat.Files(ops, card.ID) {
+		attached = attached || (strings.Contains(string(f), `"resultType":"streams"`) && strings.Contains(string(f), "retry 79 of the payment queue"))
+	}
+	if !attached {
+		t.Errorf("the Loki answer is not attached in the thread (%d files)", len(chat.Files(ops, card.ID)))
 	}
 	// The question carried the rule's expression, from generatorURL.
 	q := m.Requests()[0].Messages

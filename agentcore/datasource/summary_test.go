@@ -1,8 +1,11 @@
 package datasource
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/common/model"
 )
 
 func TestLokiSummary(t *testing.T) {
@@ -96,4 +99,25 @@ func FuzzAlertmanagerSummaries(f *testing.F) {
 			t.Fatalf("silences summary too long:\n%s", res.Summary)
 		}
 	})
+}
+
+// BenchmarkSummariseMatrix: the model's summary of a range answer of 5000
+// series of 240 points (what a careless `rate(x[5m])` over an hour
+// returns on a big cluster).
+func BenchmarkSummariseMatrix(b *testing.B) {
+	m := make(model.Matrix, 5000)
+	for i := range m {
+		ss := &model.SampleStream{Metric: model.Metric{"__name__": "x", "instance": model.LabelValue(fmt.Sprintf("host-%d:9100", i))}}
+		for j := range 240 {
+			ss.Values = append(ss.Values, model.SamplePair{Timestamp: model.Time(int64(j) * 15000), Value: model.SampleValue(i*j%97) / 7})
+		}
+		m[i] = ss
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var s strings.Builder
+		if summarise(&s, m, 20) != 5000 {
+			b.Fatal("series")
+		}
+	}
 }

@@ -642,7 +642,7 @@ var table = []mutation{
 	// Datasources (issue 34): reads only, bounded, hidden credentials,
 	// every read recorded.
 	{ID: "Y1", File: "agentcore/datasource/source.go", What: "a datasource's transport sends any method to a read path: the model's tool could create or expire Alertmanager silences",
-		Old: "!inside || !ok || !slices.Contains(methods, req.Method) {", New: "!inside || !ok {",
+		Old: "!inside || !ok || !slices.Contains(methods, req.Method) {", New: "!inside || !ok || methods == nil {",
 		Pkgs: []string{"./agentcore/datasource"}, Run: "TestOnlyReads"},
 	{ID: "Y2", File: "agentcore/datasource/source.go", What: "a datasource's answer is read whole: a 100 MB answer fills the daemon's memory",
 		Old: "\tresp.Body = &capped{r: resp.Body, left: s.cfg.MaxBytes, limit: s.cfg.MaxBytes}\n", New: "",
@@ -654,9 +654,12 @@ var table = []mutation{
 		Old: "PasswordFile    string `yaml:\"password_file\" secret:\"file\"`", New: "PasswordFile    string `yaml:\"password_file\" secret:\"no\"`",
 		Pkgs: []string{"./cmd/thinbot"}, Run: "TestDatasourceSecretsHiddenAndReload"},
 	{ID: "Y5", File: "cmd/thinbot/datasources.go", What: "a reload names a datasource credentials file the running sandbox does not hide, and it is read by the next command",
-		Old: "if a, _ := filepath.Abs(kv[1]); !slices.Contains(hidden, a) {", New: "if a, _ := filepath.Abs(kv[1]); a == \"\" {",
+		Old: "if a, _ := filepath.Abs(kv[1]); !slices.Contains(hidden, a) {", New: "if a, _ := filepath.Abs(kv[1]); hidden == nil && a == \"\" {",
 		Pkgs: []string{"./cmd/thinbot"}, Run: "TestDatasourceSecretsHiddenAndReload"},
 	{ID: "Y6", File: "agentcore/datasources.go", What: "a datasource read runs with no decision in the chain before it",
 		Old: "if _, _, err := r.decide(ctx, call, info, d, \"\"); err != nil {", New: "if err := error(nil); err != nil {",
 		Pkgs: []string{"./agentcore"}, Run: "TestDatasourceToolsRecordAndSurviveBadAnswers"},
+	{ID: "Y7", File: "bot/web/output.go", What: "the console's full output of a datasource read is the model's summary, not the answer the chain keeps",
+		Old: "\t\t\t\tanswers[p.CallID] = p\n", New: "\t\t\t\t_ = p\n",
+		Pkgs: []string{"./bot/web"}, Run: "TestDatasourceAnswerInFullFromTheChain"},
 }
