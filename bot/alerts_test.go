@@ -388,7 +388,7 @@ func FuzzAlertCard(f *testing.F) {
 				t.Fatalf("unbalanced code span in %q", line)
 			}
 		}
-		q := alertQuestion(wh, nil)
+		q := alertQuestion(wh, nil, false)
 		if strings.Count(q, "ALERT DATA>>>") != 1 || strings.Count(q, "<<<ALERT DATA") != 1 {
 			t.Fatalf("alert text forged a marker: %q", q)
 		}

@@ -411,10 +411,14 @@ func agentBase(e *env, c *daemonConfig, configPath string, db *store.DB, model *
 	if err != nil {
 		return daemonBase{}, nil, err
 	}
+	sources, err := c.datasources()
+	if err != nil {
+		return daemonBase{}, nil, err
+	}
 	return daemonBase{
 		cfg: agentcore.Config{
 			Store: db, Model: model, Policy: policy, GlobalInstructions: global, CompactPrompt: compactPrompt,
-			Secrets:      secrets,
+			Secrets: secrets, Datasources: sources,
 			TextProtocol: c.Model.TextProtocol, ContextWindow: c.Model.ContextWindow, CompactAt: c.Model.CompactAt,
 			Exec: agentcore.ExecConfig{Timeout: c.Budgets.CommandTimeout.Duration, Environ: os.Environ(), AllowEnv: c.EnvAllow, Path: c.CommandPath,
 				// Chat attaches long outputs whole, up to its limit.
