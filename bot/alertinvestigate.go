@@ -359,7 +359,6 @@ func (b *Bot) mayRunLook(ctx context.Context, ch Channel, c Click) string {
 	return "you are not an approver for this channel"
 }
 
-
 // alertQuestion is the first look's question: the instructions are ours;
 // the alert is JSON between markers that JSON cannot contain (its encoder
 // escapes < and >), labelled as untrusted data.
