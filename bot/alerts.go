@@ -220,11 +220,8 @@ type alerts struct {
 
 	mu     sync.Mutex
 	groups map[string]agentcore.AlertGroup
-	// ackKeys maps an Acknowledge button's value to its group's key, set
-	// before the card is posted (alertack.go).
-	ackKeys map[string]string
-	locks   map[string]*groupLock
-	seen    map[string]*delivery // by DeliveryDigest
+	locks  map[string]*groupLock
+	seen   map[string]*delivery // by DeliveryDigest
 	// deliveries and refusals are the token buckets of authorized
 	// deliveries and of requests with a bad token; suppressed counts the
 	// refusals not logged since the last one that was.
@@ -235,6 +232,9 @@ type alerts struct {
 	lastSweep            time.Time
 	counter              *prometheus.CounterVec
 
+	// ackKeys maps an Acknowledge button's value to its group's key, set
+	// before the card is posted (alertack.go).
+	ackKeys map[string]string
 	// waiting are the first looks queued per channel (AlertRoute.Channel),
 	// oldest first; looks is each group's first-look state (look*);
 	// storms are the channels' storm summaries (alertstorm.go).
@@ -313,13 +313,14 @@ func NewAlertReceiver(cfg AlertsConfig, bots map[string]*Bot) (*AlertReceiver, e
 	}
 	b := bots[cfg.Platform]
 	cfg = alertDefaults(cfg)
-	a := &alerts{bots: bots, log: b.log, now: b.cfg.Now, groups: map[string]agentcore.AlertGroup{}, ackKeys: map[string]string{}, locks: map[string]*groupLock{},
+	a := &alerts{bots: bots, log: b.log, now: b.cfg.Now, groups: map[string]agentcore.AlertGroup{}, locks: map[string]*groupLock{},
 		seen:       map[string]*delivery{},
 		deliveries: bucket{rate: cfg.Rate, burst: cfg.Burst, tokens: float64(cfg.Burst), refilled: b.cfg.Now()},
 		refusals:   bucket{rate: cfg.AuthRate, burst: cfg.AuthBurst, tokens: float64(cfg.AuthBurst), refilled: b.cfg.Now()},
 		perChan:    map[string]int{}, perRoute: map[string]int{},
 		waiting: map[string][]pendingLook{}, looks: map[string]string{}, storms: map[string]*storm{}}
 	a.cfg.Store(&cfg)
+	a.ackKeys = map[string]string{}
 	for _, ab := range bots {
 		ab.mu.Lock()
 		ab.alerts = a
