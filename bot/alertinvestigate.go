@@ -67,8 +67,8 @@ func (ar *alertRun) after(ctx context.Context, b *Bot, t Thread) {
 	b.post(ctx, t, Post{Text: s.String()})
 }
 
-// ActionFirstLook is the button id of Run first look, offered in the
-// thread of a group whose automatic first look was skipped.
+// ActionFirstLook is the button id of Run first look, offered on the card
+// of a group whose automatic first look was skipped.
 const ActionFirstLook = "first_look"
 
 // A group's first-look states (alerts.looks).
@@ -107,11 +107,16 @@ func (a *alerts) busy(cfg *AlertsConfig, rt AlertRoute) string {
 // investigate starts the route's first look in the group's thread, or,
 // when the channel or the route already has its limit of first looks
 // running, queues it (at most MaxQueued per channel; it starts when one
-// ends) or, beyond that, skips it: the thread then says so and offers Run
-// first look. The chain records a queued or skipped look (NoteFirstLook).
+// ends) or, beyond that, skips it: the thread then says so and the card
+// offers Run first look. The chain records a queued or skipped look
+// (NoteFirstLook).
 func (a *alerts) investigate(ctx context.Context, cfg *AlertsConfig, t Thread, ch Channel, rt AlertRoute, wh Webhook) {
 	a.mu.Lock()
 	why, queued := a.busy(cfg, rt), 0
+	if g, ok := a.groups[wh.GroupKey]; ok && g.LookSkipped { // skipped when it fired before
+		g.LookSkipped = false
+		a.groups[wh.GroupKey] = g
+	}
 	switch {
 	case why == "":
 		a.perChan[rt.Channel]++
