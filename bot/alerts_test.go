@@ -106,6 +106,18 @@ func (f *fakeAdapter) rootPosts() []fakePost {
 	return out
 }
 
+// post is the post id as last updated.
+func (f *fakeAdapter) post(id string) fakePost {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.posts {
+		if p.id == id {
+			return p
+		}
+	}
+	return fakePost{}
+}
+
 // stormHead starts a storm summary (which rootPosts leaves out).
 const stormHead = "⛈️ **Alert storm**"
 
@@ -278,11 +290,13 @@ func TestAlertStormBounded(t *testing.T) {
 		if told(th, "Queued the automatic first look: 2 first looks are already running in this channel") != nil {
 			queued = append(queued, th)
 		}
-		if q := told(th, "Skipped the automatic first look: 2 first looks are already running in this channel"); q != nil {
+		if told(th, "Skipped the automatic first look: 2 first looks are already running in this channel") != nil {
 			skipped = append(skipped, th)
-			if len(q.post.Buttons) != 1 || q.post.Buttons[0].ID != ActionFirstLook || q.post.Value == "" {
-				t.Errorf("a skipped look's notice has no Run first look button: %+v", q.post)
+			if card := r.ad.post(p.id); !slices.ContainsFunc(card.post.Buttons, func(b Button) bool { return b.ID == ActionFirstLook }) || card.post.Value == "" {
+				t.Errorf("a skipped look's card has no Run first look button: %+v", card.post)
 			}
+		} else if card := r.ad.post(p.id); slices.ContainsFunc(card.post.Buttons, func(b Button) bool { return b.ID == ActionFirstLook }) {
+			t.Errorf("the card of a look not skipped offers Run first look: %+v", card.post)
 		}
 	}
 	if len(queued) != 10 || len(skipped) != n-2-10 {
@@ -939,17 +953,19 @@ func TestRunFirstLookByTap(t *testing.T) {
 	}
 	roots := r.ad.rootPosts()
 	th := Thread{Platform: "fake", Channel: "C1", Root: roots[1].id}
-	notice := r.ad.waitPost(t, th, contains("Skipped the automatic first look"))
+	r.ad.waitPost(t, th, contains("Skipped the automatic first look"))
+	card := r.ad.post(roots[1].id)
 	click := func(u User) ClickResult {
-		return r.b.HandleClick(r.ctx, Click{Thread: th, PostID: notice.id, ActionID: ActionFirstLook, Value: notice.post.Value, User: u})
+		return r.b.HandleClick(r.ctx, Click{Thread: th, PostID: card.id, ActionID: ActionFirstLook, Value: card.post.Value, User: u})
 	}
 	if res := click(eve); !strings.Contains(res.Ephemeral, "You cannot run this first look") || res.Update != nil {
 		t.Fatalf("a non-approver's tap: %+v", res)
 	}
 	res := click(bob)
-	if res.Update == nil || !strings.Contains(res.Update.Text, "started by @bob") || len(res.Update.Buttons) != 0 {
+	if res.Update == nil || !strings.Contains(res.Update.Text, "FIRING") || slices.ContainsFunc(res.Update.Buttons, func(b Button) bool { return b.ID == ActionFirstLook }) {
 		t.Fatalf("an approver's tap: %+v", res)
 	}
+	r.ad.waitPost(t, th, contains("Run first look: started by @bob"))
 	if res := click(bob); !strings.Contains(res.Ephemeral, "already") {
 		t.Errorf("a second tap: %+v", res)
 	}
@@ -988,4 +1004,37 @@ func TestCutOutsideFence(t *testing.T) {
 			t.Errorf("cutOutsideFence(%d) = %q, want %q", tc.limit, got, tc.want)
 		}
 	}
+}
+
+// TestRunFirstLookAfterARestart: a group skipped before a restart keeps its
+// Run first look (the chain's first_look note, read back by
+// agentcore.AlertGroups), and a tap after the restart runs the look.
+func TestRunFirstLookAfterARestart(t *testing.T) {
+	model := &recModel{m: cmdModel{cmd: "true"}, gate: make(chan struct{})}
+	rr := newRestartRig(t, model, Channel{Approvers: []string{"U2"}}, time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC))
+	h := rr.r.alerts(t, AlertsConfig{MaxPerChannel: 1, MaxQueued: -1})
+	for i := range 2 {
+		a := diskAlert("firing")
+		a.Fingerprint = fmt.Sprint("f", i)
+		if w := deliver(h, testAlertToken, alertBody(fmt.Sprint("g", i), "firing", a)); w.Code != http.StatusOK {
+			t.Fatalf("alert %d: %d %s", i, w.Code, w.Body)
+		}
+	}
+	th := Thread{Platform: "fake", Channel: "C1", Root: rr.r.ad.rootPosts()[1].id}
+	rr.r.ad.waitPost(t, th, contains("Skipped the automatic first look"))
+	close(model.gate)
+	rr.reopen()
+	groups, _, err := agentcore.AlertGroups(rr.db, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := groups["g1"]; !g.LookSkipped || groups["g0"].LookSkipped {
+		t.Fatalf("after the restart: g0 skipped %v, g1 skipped %v; want false, true", groups["g0"].LookSkipped, g.LookSkipped)
+	}
+	rr.r.alerts(t, AlertsConfig{MaxPerChannel: 1, MaxQueued: -1, Groups: groups})
+	res := rr.r.b.HandleClick(rr.r.ctx, Click{Thread: th, PostID: th.Root, ActionID: ActionFirstLook, Value: ackValue("g1"), User: bob})
+	if res.Update == nil {
+		t.Fatalf("a tap after the restart: %+v", res)
+	}
+	rr.r.ad.waitPost(t, th, contains("finished: exit code: 0"))
 }
