@@ -639,4 +639,10 @@ var table = []mutation{
 	{ID: "X8", File: "cmd/thinbot/cluster.go", What: "anyone who reaches a node's listener adds a node of their own to the cluster (and so reads and writes the chain)",
 		Old: "\tname, err := reloadCaller(file, r.Header.Get(\"Authorization\"))\n", New: "\tname, err := \"anyone\", error(nil)\n",
 		Pkgs: []string{"./tests"}, Run: "TestClusterMembership"},
+	{ID: "X9", File: "agentcore/carry.go", What: "a request carried over a leader change runs its command although the approver denied it",
+		Old: "\tcase !dec.Approved:\n", New: "\tcase false && !dec.Approved:\n",
+		Pkgs: []string{"./agentcore"}, Run: "TestResumeCarriedApproval"},
+	{ID: "X10", File: "bot/resume.go", What: "a request carried over a leader change forgets who asked: the requester approves their own write (two-person rule off)",
+		Old: "\treq := &request{ap: c.Approval, th: a.th, ch: a.th.ch, requester: a.requester,", New: "\treq := &request{ap: c.Approval, th: a.th, ch: a.th.ch, requester: User{},",
+		Pkgs: []string{"./tests"}, Run: "TestClusterLeaderKilledDuringApproval"},
 }
