@@ -96,12 +96,12 @@ func Decode(ev store.Event) (any, error) {
 		p = new(ApprovalReminderPayload)
 	case EvConfigReloaded, EvConfigReloadRefused:
 		p = new(ConfigReload)
+	case EvMCPCall:
+		p = new(MCPCallPayload)
 	case EvLeaderElected:
 		p = new(LeaderElectedPayload)
 	case EvClusterMembership:
 		p = new(ClusterMembershipPayload)
-	case EvMCPCall:
-		p = new(MCPCallPayload)
 	default:
 		return nil, nil
 	}

@@ -30,12 +30,12 @@ var allowedImports = map[string][]string{
 	// state index (approvals, topics) and rebuilds console threads from
 	// agentcore's payloads.
 	"bot/web": {"bot", "agentcore", "store"},
-	// The chain replicated over raft: the store is its state machine,
-	// and the store knows nothing of raft.
-	"store/replica": {"store"},
 	// MCP servers as a client: their processes run in the sandbox's
 	// tiers; agentcore decides and records every call.
 	"agentcore/mcp": {"agentcore/sandbox"},
+	// The chain replicated over raft: the store is its state machine,
+	// and the store knows nothing of raft.
+	"store/replica": {"store"},
 }
 
 // sdkOwners: only these packages may import the SDK, and each of them does
@@ -53,13 +53,13 @@ var sdkOwners = map[string][]string{
 	// The bot counts runs, commands and approvals (bot.Metrics); cmd
 	// registers the process and store collectors and serves /metrics.
 	"github.com/prometheus/client_golang": {"bot", "cmd/thinbot"},
+	// The official MCP Go SDK (issue 34).
+	"github.com/modelcontextprotocol/go-sdk": {"agentcore/mcp"},
 	// The replicated chain (issue 36): raft, its bbolt log store and
 	// the logger type raft takes.
 	"github.com/hashicorp/raft":           {"store/replica"},
 	"github.com/hashicorp/raft-boltdb/v2": {"store/replica"},
 	"github.com/hashicorp/go-hclog":       {"store/replica"},
-	// The official MCP Go SDK (issue 34).
-	"github.com/modelcontextprotocol/go-sdk": {"agentcore/mcp"},
 }
 
 func TestImportMap(t *testing.T) {

@@ -265,8 +265,8 @@ func (c *daemonConfig) check(path string) error {
 	c.Web.check(bad, c.Channels, who)
 	c.Alerts.check(bad, c.Channels, c.Platform, c.Web)
 	checkSchedules(bad, c.Schedules, c.Channels)
-	c.Cluster.check(bad, who)
 	c.checkMCP(bad, who)
+	c.Cluster.check(bad, who)
 	c.checkChannels(bad)
 	if c.Fleet.configured() {
 		errs = append(errs, c.Fleet.check(filepath.Dir(path))...)
