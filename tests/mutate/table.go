@@ -715,4 +715,10 @@ var table = []mutation{
 	{ID: "Y7", File: "bot/web/output.go", What: "the console's full output of a datasource read is the model's summary, not the answer the chain keeps",
 		Old: "\t\t\t\tanswers[p.CallID] = p\n", New: "\t\t\t\t_ = p\n",
 		Pkgs: []string{"./bot/web"}, Run: "TestDatasourceAnswerInFullFromTheChain"},
+	{ID: "X9", File: "agentcore/carry.go", What: "a request carried over a leader change runs its command although the approver denied it",
+		Old: "\tcase !dec.Approved:\n", New: "\tcase false && !dec.Approved:\n",
+		Pkgs: []string{"./agentcore"}, Run: "TestResumeCarriedApproval"},
+	{ID: "X10", File: "bot/resume.go", What: "a request carried over a leader change forgets who asked: the requester approves their own write (two-person rule off)",
+		Old: "\treq := &request{ap: c.Approval, th: a.th, ch: a.th.ch, requester: a.requester,", New: "\treq := &request{ap: c.Approval, th: a.th, ch: a.th.ch, requester: User{},",
+		Pkgs: []string{"./tests"}, Run: "TestClusterLeaderKilledDuringApproval"},
 }
