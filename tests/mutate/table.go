@@ -241,7 +241,7 @@ var table = []mutation{
 	{ID: "L10", File: "bot/alerts.go", What: "a retried delivery with one added space or reordered JSON keys is handled again (a second post in the thread)",
 		Old: "digest := DeliveryDigest(wh)", New: "digest := fmt.Sprintf(\"%x\", sha256.Sum256(body))",
 		Pkgs: []string{"./bot"}, Run: "TestAlertDedupeByContent"},
-	{ID: "L9", File: "bot/alerts.go", What: "alert card links of any scheme (javascript:, data:) are made links",
+	{ID: "L9", File: "agentcore/textfmt/textfmt.go", What: "alert card links of any scheme (javascript:, data:) are made links",
 		Old: "(pu.Scheme != \"http\" && pu.Scheme != \"https\")", New: "false",
 		Pkgs: []string{"./bot"}, Run: "TestCardLink|TestAlertCardLinks"},
 	{ID: "L3", File: "bot/alertinvestigate.go", What: "the first looks of an alert storm are not bounded",
@@ -398,7 +398,7 @@ var table = []mutation{
 		Pkgs: []string{"./bot/web"}, Run: "TestTokenLoginAndRoles"},
 	// Card links (issue #30): the scheme is L9; a link's own ) or ]
 	// cannot end its Markdown early.
-	{ID: "L11", File: "bot/alerts.go", What: "a card link's ) and ] are not escaped: an annotation ends the link early and appends a link of its own",
+	{ID: "L11", File: "agentcore/textfmt/textfmt.go", What: "a card link's ) and ] are not escaped: an annotation ends the link early and appends a link of its own",
 		Old: "strings.IndexByte(\"()<>[]|`\\\"'\\\\*_~{}\", c) >= 0", New: "strings.IndexByte(\"<>|`\\\"'\\\\*_~{}\", c) >= 0",
 		Pkgs: []string{"./bot"}, Run: "TestCardLink|TestAlertCardLinks"},
 	// Not listed: dropping the "no Origin header" refusal in crossOrigin
@@ -650,11 +650,11 @@ var table = []mutation{
 	{ID: "T3", File: "agentcore/timelinemd.go", What: "a command's output closes the postmortem's code fence and writes Markdown of its own into the document",
 		Old: "f := strings.Repeat(\"`\", longest+1)", New: "f := \"```\"",
 		Pkgs: []string{"./agentcore"}, Run: "TestPostmortem"},
-	{ID: "T4", File: "agentcore/timelinemd.go", What: "an alert's link ends the postmortem's Markdown link early and links elsewhere",
+	{ID: "T4", File: "agentcore/textfmt/textfmt.go", What: "an alert's link ends the postmortem's Markdown link early and links elsewhere",
 		Old: "if c <= ' ' || c >= 0x7f || strings.IndexByte(\"()<>[]|`\\\"'\\\\*_~{}\", c) >= 0 {", New: "if c <= ' ' || c >= 0x7f {",
 		Pkgs: []string{"./agentcore"}, Run: "TestPostmortem|TestTimelineLinks"},
-	{ID: "T5", File: "agentcore/timelinemd.go", What: "a javascript: runbook becomes a link in the postmortem",
-		Old: "if err != nil || (u.Scheme != \"http\" && u.Scheme != \"https\") || u.Host == \"\" || len(raw) > 2000 {", New: "if err != nil || u == nil {",
+	{ID: "T5", File: "agentcore/textfmt/textfmt.go", What: "a javascript: runbook becomes a link in the postmortem",
+		Old: "(pu.Scheme != \"http\" && pu.Scheme != \"https\")", New: "false",
 		Pkgs: []string{"./agentcore"}, Run: "TestTimelineLinks"},
 	{ID: "T6", File: "agentcore/timelinemd.go", What: "a chat message forges lines of the postmortem (a fake approval)",
 		Old: "return fmt.Sprintf(\"%s wrote: %s\", name, textfmt.CodeSpan(p.Text, 200)), nil", New: "return fmt.Sprintf(\"%s wrote: %s\", name, p.Text), nil",
