@@ -485,6 +485,8 @@ func appendixText(r TimelineRow) string {
 	case *ApprovalReminderPayload:
 		return fmt.Sprintf("**%s** of request %s after %s, to %d user(s)", reminderStage(p.Stage), textfmt.CodeSpan(p.RequestID, 40),
 			time.Duration(p.After*float64(time.Second)).Round(time.Second), len(p.Mentioned))
+	case *DatasourcePayload:
+		return fmt.Sprintf("**datasource query** %s, %d ms", textfmt.CodeSpan(p.line(), 300), p.DurationMS)
 	case *ClearPayload:
 		return fmt.Sprintf("history cleared by %s (a new branch)", textfmt.CodeSpan(r.Actor, 80))
 	case *CompactedPayload:

@@ -469,7 +469,7 @@ var table = []mutation{
 		Old: "\t\t\ttext += \": \" + stopLine(p.Cause, p.CauseBy)\n", New: "",
 		Pkgs: []string{"./tests"}, Run: "TestServeRecordsWhyARunStopped"},
 	{ID: "D6", File: "bot/web/audit.go", What: "the audit viewer does not say why a run stopped",
-		Old: "\t\tif p.Cause != \"\" {\n\t\t\tr.Meta = append(r.Meta, stopMeta(p.Cause, p.CauseBy))\n\t\t}\n\tcase *agentcore.AlertAckPayload:", New: "\tcase *agentcore.AlertAckPayload:",
+		Old: "\t\tif p.Cause != \"\" {\n\t\t\tr.Meta = append(r.Meta, stopMeta(p.Cause, p.CauseBy))\n\t\t}\n\tcase *agentcore.DatasourcePayload:", New: "\tcase *agentcore.DatasourcePayload:",
 		Pkgs: []string{"./bot/web"}, Run: "TestAuditRowsSayWhyARunStopped"},
 	{ID: "D7", File: "bot/bot.go", What: "the thread is told a shutdown's run was stopped without the signal (or a /stop without who)",
 		Old: "r.finish(out, CancelledText(res.Cause, ctx.Err() == nil))", New: "r.finish(out, CancelledText(nil, ctx.Err() == nil))",
