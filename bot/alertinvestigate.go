@@ -29,6 +29,7 @@ func (ar *alertRun) prepare(t *agentcore.Turn) {
 	t.Actor = ar.actor
 	t.Approver = nil
 	t.AllowAll = false
+	t.NoApprover = "this automatic first look cannot ask for one (name it in your answer)"
 	t.Budgets = ar.budgets
 	cmd := t.Hooks.Command
 	t.Hooks.Command = func(c agentcore.CommandInfo) {
@@ -60,7 +61,7 @@ func (ar *alertRun) after(ctx context.Context, b *Bot, t Thread) {
 		}
 		fmt.Fprintf(&s, "- `%s`\n", oneLineMD(c))
 	}
-	s.WriteString("Mention me in this thread to run one; an approver then decides.")
+	s.WriteString("Ask me in this thread to run one; an approver then decides.")
 	b.post(ctx, t, Post{Text: s.String()})
 }
 
@@ -88,7 +89,7 @@ func (a *alerts) investigate(ctx context.Context, cfg *AlertsConfig, t Thread, c
 	if why != "" {
 		a.count("investigation_skipped")
 		b.log.Info("alert first look skipped", "conv", t.Key(), "route", rt.Name, "why", why)
-		b.post(ctx, t, Post{Text: "Skipped the automatic first look: " + why + ". Mention me in this thread to investigate."})
+		b.post(ctx, t, Post{Text: "Skipped the automatic first look: " + why + ". Ask me in this thread to investigate."})
 		return
 	}
 	var once sync.Once

@@ -256,7 +256,12 @@ func approvalText(req *request, loc *time.Location) string {
 	if req.ap.Reason != "" {
 		fmt.Fprintf(&b, "Reason: %s\n", req.ap.Reason)
 	}
-	fmt.Fprintf(&b, "Gate rule: `%s` · expires %s · request `%s` · sha256 `%s`", req.ap.Rule,
+	// The gate's words, not its rule's name (which the chain records):
+	// the person on call reads this card.
+	if req.ap.Why != "" {
+		fmt.Fprintf(&b, "Why it needs approval: %s\n", textfmt.OneLine(req.ap.Why, 300))
+	}
+	fmt.Fprintf(&b, "Expires %s · request `%s` · sha256 `%s`",
 		textfmt.Clock(req.expires, loc, "15:04"), req.ap.RequestID, req.ap.SHA256[:12])
 	return b.String()
 }

@@ -157,7 +157,7 @@ func (b *Bot) runSchedule(ctx context.Context, s Schedule, st *scheduleState) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	failed := false
-	t := agentcore.Turn{Session: scheduleSession(s), Actor: "schedule:" + s.Name, Dir: ch.Workspace,
+	t := agentcore.Turn{Session: scheduleSession(s), Actor: "schedule:" + s.Name, Dir: ch.Workspace, NoApprover: "a scheduled question cannot ask for one",
 		Instructions: []string{ch.Instructions}, FleetGroups: ch.FleetGroups,
 		Hooks: agentcore.Hooks{Result: func(_ agentcore.CommandInfo, _ string, isErr bool) { failed = failed || isErr }}}
 	var res agentcore.Result

@@ -16,15 +16,33 @@
     return e;
   }
 
-  // inline renders `code`, **bold** and _italic_ into parent.
+  // link is an <a> to url opening in a new tab, or null unless url is an
+  // absolute http(s) URL: a javascript: or data: link in an answer or an
+  // alert's text must never become something to tap.
+  function link(text, url) {
+    let u;
+    try { u = new URL(url); } catch (e) { return null; }
+    if (u.protocol !== "https:" && u.protocol !== "http:") return null;
+    const a = el("a", "ext", text);
+    a.href = u.href; a.target = "_blank"; a.rel = "noopener noreferrer";
+    a.title = u.href;
+    return a;
+  }
+
+  // inline renders `code`, **bold**, _italic_, [links](url) and bare
+  // http(s) URLs into parent.
   function inline(parent, s) {
-    const re = /(`[^`]+`|\*\*[^*]+\*\*|(?:^|(?<=\s))_[^_]+_(?=\s|$|[.,;:!?)]))/g;
+    const re = /(`[^`]+`|\*\*[^*]+\*\*|(?:^|(?<=\s))_[^_]+_(?=\s|$|[.,;:!?)])|\[[^\]\n]+\]\([^()\s]+\)|\bhttps?:\/\/[^\s<>()`]*[^\s<>()`.,;:!?'"])/g;
     let last = 0, m;
     while ((m = re.exec(s)) !== null) {
       if (m.index > last) parent.appendChild(document.createTextNode(s.slice(last, m.index)));
       const t = m[0];
       if (t[0] === "`") parent.appendChild(el("code", "", t.slice(1, -1)));
       else if (t[0] === "*") parent.appendChild(el("strong", "", t.slice(2, -2)));
+      else if (t[0] === "[") {
+        const [, text, url] = t.match(/^\[([^\]]+)\]\((.*)\)$/);
+        parent.appendChild(link(text, url) || document.createTextNode(t));
+      } else if (t[0] === "h") parent.appendChild(link(t, t) || document.createTextNode(t));
       else parent.appendChild(el("em", "", t.slice(1, -1)));
       last = m.index + t.length;
     }
@@ -393,12 +411,15 @@
     for (const a of list.querySelectorAll("a")) a.classList.toggle("on", a.dataset.id === id);
     const a = list.querySelector("a[data-id='" + CSS.escape(id) + "']");
     titleEl.textContent = a ? a.querySelector(".t-title").textContent : "Thread";
+    $("thread-state").replaceChildren();
     source = new EventSource("/api/threads/" + encodeURIComponent(id) + "/events");
     source.onopen = () => { conn.textContent = "live"; conn.className = "conn live"; };
     source.onerror = () => { conn.textContent = "reconnecting…"; conn.className = "conn"; };
     source.onmessage = (m) => {
       const ev = JSON.parse(m.data);
       const atEnd = postsEl.scrollHeight - postsEl.scrollTop - postsEl.clientHeight < 40;
+      if (ev.thread) showMeta(ev.thread);
+      if (ev.type === "thread") return;
       if (ev.type === "snapshot") {
         posts.clear(); postsEl.replaceChildren();
         for (const p of ev.posts) upsert(p);
@@ -418,6 +439,30 @@
     };
   }
 
+  // states renders a thread's state as badges: its alert's (firing,
+  // resolved), and what it does (waiting for approval, running), or idle.
+  function states(t) {
+    const box = el("span", "states");
+    const badge = (s) => { const b = el("span", "state s-" + s.split(" ")[0], s); box.appendChild(b); };
+    if (t.alert) badge(t.alert);
+    if ((t.state && t.state !== "idle") || !t.alert) badge(t.state || "idle");
+    return box;
+  }
+
+  // showMeta shows a thread's title and state, in the list and, for the
+  // open thread, in the header.
+  function showMeta(t) {
+    const a = list.querySelector("a[data-id='" + CSS.escape(t.id) + "']");
+    if (a) {
+      a.querySelector(".t-title").textContent = t.title;
+      a.querySelector(".states").replaceWith(states(t));
+    }
+    if (t.id === current) {
+      titleEl.textContent = t.title;
+      $("thread-state").replaceWith(Object.assign(states(t), { id: "thread-state" }));
+    }
+  }
+
   async function loadThreads(select) {
     let data;
     try { data = await api("GET", "/api/threads"); } catch (e) { return; }
@@ -427,15 +472,17 @@
       const li = el("li"), a = el("a");
       a.href = "#" + t.id; a.dataset.id = t.id;
       a.appendChild(el("span", "t-title", t.title));
-      const meta = el("span", "t-meta", t.by ? t.by + " · " : "");
+      const meta = el("span", "t-meta");
+      meta.appendChild(states(t));
+      meta.appendChild(document.createTextNode(t.by ? t.by + " · " : ""));
       meta.appendChild(timeEl(t.updated));
       a.appendChild(meta);
       if (t.id === current) a.classList.add("on");
       li.appendChild(a); list.appendChild(li);
     }
     if (select && select !== current) open(select); // the hashchange may have opened it
-    const on = current && list.querySelector("a[data-id='" + CSS.escape(current) + "'] .t-title");
-    if (on) titleEl.textContent = on.textContent;
+    const on = current && data.threads.find((t) => t.id === current);
+    if (on) showMeta(on);
   }
 
   function fromHash() {
@@ -448,6 +495,7 @@
     source = null; current = null; posts.clear();
     history.replaceState(null, "", "/");
     titleEl.textContent = "New thread"; conn.textContent = ""; conn.className = "conn";
+    $("thread-state").replaceChildren();
     postsEl.replaceChildren();
     for (const a of list.querySelectorAll("a")) a.classList.remove("on");
     showThread(true);
@@ -502,6 +550,6 @@
   window.addEventListener("hashchange", fromHash);
   loadThreads().then(fromHash);
   refreshInbox();
-  setInterval(() => loadThreads(), 10000);
+  setInterval(() => loadThreads(), 5000);
   setInterval(refreshInbox, 4000);
 })();
