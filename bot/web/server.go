@@ -379,11 +379,14 @@ var funcs = template.FuncMap{
 		}
 		return m
 	},
-	"time": func(t time.Time) string {
+	// time writes t in UTC, named, as a <time> element that time.js shows
+	// in the viewer's zone (UTC on hover): the console's rule for times.
+	"time": func(t time.Time) template.HTML {
 		if t.IsZero() {
 			return ""
 		}
-		return t.UTC().Format("2006-01-02 15:04:05")
+		u := t.UTC()
+		return template.HTML(`<time class="utc" datetime="` + u.Format(time.RFC3339) + `">` + u.Format("2006-01-02 15:04:05") + ` UTC</time>`)
 	},
 	// code renders `spans` of s as code, escaping everything.
 	"code": func(s string) template.HTML {

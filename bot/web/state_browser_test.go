@@ -483,3 +483,98 @@ func TestBrowserFirstLookLinksStayText(t *testing.T) {
 	check("after a restart")
 	saveScreen(t, alice, "links-first-look-after-restart")
 }
+
+// utcLeft is the text of what sel shows, code and hover titles left out,
+// that still reads as a UTC time: none, when every time is in the
+// viewer's zone.
+func utcLeft(t *testing.T, ctx context.Context, sel string) []string {
+	t.Helper()
+	return eval[[]string](t, ctx, fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return ["no " + %q];
+		const c = e.cloneNode(true); for (const x of c.querySelectorAll("pre, code, script")) x.remove();
+		return c.textContent.match(/\d\d:\d\d(:\d\d)? UTC/g) || []; })()`, sel, sel))
+}
+
+// TestBrowserOneTimeZone: one rule for every time the console and the
+// audit pages show, cards and posts alike: the viewer's zone, named, with
+// UTC on hover. The viewer here is in Kolkata (UTC+5:30).
+func TestBrowserOneTimeZone(t *testing.T) {
+	for _, v := range []struct {
+		name        string
+		phone, dark bool
+	}{{"desktop-light", false, false}, {"phone-dark", true, true}} {
+		t.Run(v.name, func(t *testing.T) {
+			r := newRig(t, rigOpts{})
+			bctx := browser(t)
+			alice, bob, audrey := tab(t, bctx, "alice"), tab(t, bctx, "bob"), tab(t, bctx, "audrey")
+			for _, c := range []context.Context{alice, bob, audrey} {
+				if _, err := chromedp.Call(c, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Kolkata"}); err != nil {
+					t.Fatal(err)
+				}
+				if v.phone {
+					phone(t, c)
+				}
+				dark(t, c, v.dark)
+			}
+			r.alert(nginxAlert("firing"))
+			tid := r.alertThread()
+			do(t, alice, "open the alert's thread", chromedp.Navigate(r.url+"/#"+tid), chromedp.WaitVisible(chromedp.CSS("#post-"+tid+" a.ext")))
+			z := eval[string](t, alice, `new Intl.DateTimeFormat(undefined, {timeZoneName: "short"}).formatToParts(new Date()).find(x => x.type === "timeZoneName").value`)
+			if z == "" || z == "UTC" {
+				t.Fatalf("the viewer's zone is named %q", z)
+			}
+			// The card: its start in Kolkata, UTC on hover.
+			started := eval[[]string](t, alice, `(() => { const e = document.querySelector("#post-`+tid+` time.tz"); return e ? [e.textContent, e.title] : []; })()`)
+			if want := []string{"2026-12-04 15:30:00 " + z, "2026-12-04 10:00:00 UTC"}; strings.Join(started, "|") != strings.Join(want, "|") {
+				t.Errorf("the card's start shows %q, want %q", started, want)
+			}
+			// A post's own time, the list's, an approval's expiry and its decision.
+			send(t, alice, "please create the marker")
+			ask := r.waitPost(tid, "Approval needed")
+			waitText(t, alice, "#post-"+ask.ID, "Expires ")
+			head := eval[[]string](t, alice, `(() => { const e = document.querySelector("#post-`+ask.ID+` .post-head time"); return [e.textContent, e.title]; })()`)
+			if !strings.HasSuffix(head[0], " "+z) || !strings.HasSuffix(head[1], " UTC") {
+				t.Errorf("a post's time shows %q (hover %q), want it in %s with UTC on hover", head[0], head[1], z)
+			}
+			waitText(t, alice, "#thread-list", z)
+			waitText(t, alice, "#inbox-count", "1")
+			do(t, alice, "open the inbox", chromedp.Click(chromedp.CSS("#inbox-open")), chromedp.WaitVisible(chromedp.CSS("#inbox-list li.item")))
+			waitText(t, alice, "#inbox-list .expires", z)
+			for _, sel := range []string{"#posts", "#thread-list", "#inbox-list"} {
+				if left := utcLeft(t, alice, sel); len(left) > 0 {
+					t.Errorf("%s still shows UTC times: %q", sel, left)
+				}
+			}
+			saveScreen(t, alice, "zone-"+v.name+"-inbox")
+			do(t, alice, "close the inbox", chromedp.Click(chromedp.CSS("#inbox-close")))
+			do(t, bob, "bob approves", chromedp.Navigate(r.url+"/#"+tid), chromedp.WaitVisible(chromedp.CSS(approvalButton(ask.ID, "approve"))),
+				chromedp.Click(chromedp.CSS(approvalButton(ask.ID, "approve"))))
+			waitText(t, alice, "#posts", "Created approved.txt")
+			r.alert(nginxAlert("resolved"))
+			waitText(t, alice, "#posts", "Resolved")
+			waitText(t, alice, "#posts", "2026-12-04 15:37:30 "+z)
+			if left := utcLeft(t, alice, "#posts"); len(left) > 0 {
+				t.Errorf("the thread still shows UTC times: %q", left)
+			}
+			saveScreen(t, alice, "zone-"+v.name+"-thread")
+
+			// The audit pages: the same rule.
+			for _, page := range []string{"/audit", "/audit/session?id=web/console/" + tid, "/audit/approvals", "/audit/verify"} {
+				do(t, audrey, "open "+page, chromedp.Navigate(r.url+page), chromedp.WaitVisible(chromedp.CSS("main")))
+				got := eval[[]string](t, audrey, `[...document.querySelectorAll("time")].map(e => e.className + "|" + e.textContent + "|" + e.title)`)
+				if len(got) == 0 {
+					t.Errorf("%s shows no times", page)
+				}
+				for _, g := range got {
+					if p := strings.Split(g, "|"); p[0] != "local" || !strings.HasSuffix(p[1], " "+z) || !strings.HasSuffix(p[2], " UTC") {
+						t.Errorf("%s shows a time as %q, want it in %s with UTC on hover", page, g, z)
+					}
+				}
+				if left := utcLeft(t, audrey, "main"); len(left) > 0 {
+					t.Errorf("%s still shows UTC times: %q", page, left)
+				}
+			}
+			do(t, audrey, "the timeline", chromedp.Navigate(r.url+"/audit/session?id=web/console/"+tid), chromedp.WaitVisible(chromedp.CSS("#timeline")))
+			saveScreen(t, audrey, "zone-"+v.name+"-audit")
+		})
+	}
+}

@@ -604,4 +604,10 @@ var table = []mutation{
 	{ID: "U12", File: "agentcore/redact.go", What: "the approval card's words for why a command needs approval show a secret the command holds",
 		Old: "s.x.scrub(a.Reason), s.x.scrub(a.Why)", New: "s.x.scrub(a.Reason), a.Why",
 		Pkgs: []string{"./agentcore"}, Run: "TestApprovalWhyIsScrubbed"},
+	{ID: "U13", File: "bot/web/assets/time.js", What: "the audit pages show UTC times while the console shows the viewer's zone: two zones on one screen",
+		Old: "  for (const t of document.querySelectorAll(\"time.utc[datetime]\")) {\n", New: "  for (const t of []) {\n",
+		Pkgs: []string{"./bot/web"}, Run: "TestBrowserOneTimeZone"},
+	{ID: "U14", File: "bot/web/assets/console.js", What: "the times the bot writes into cards and posts stay in UTC beside posts shown in the viewer's zone",
+		Old: "      if (isNaN(d)) continue;\n", New: "      continue;\n",
+		Pkgs: []string{"./bot/web"}, Run: "TestBrowserOneTimeZone"},
 }

@@ -29,13 +29,51 @@
     return a;
   }
 
+  // ---- one time-zone rule: every time in the viewer's zone, the zone
+  // named, UTC on hover. The bot writes the console's texts in UTC
+  // ("10:00:00 UTC", "2026-12-04 10:00:00 UTC"); withTimes shows each such
+  // time in the browser's zone. A time without a date is the one nearest
+  // the post's own time (anchor).
+  let anchor = null;
+  const utcRe = /\b(?:(\d{4})-(\d\d)-(\d\d) )?(\d\d):(\d\d)(?::(\d\d))? UTC\b/g;
+  function zone(d) {
+    const p = new Intl.DateTimeFormat(undefined, { timeZoneName: "short" }).formatToParts(d).find((x) => x.type === "timeZoneName");
+    return p ? p.value : "";
+  }
+  function utcTime(m) {
+    const h = +m[4], mi = +m[5], sec = m[6] ? +m[6] : 0;
+    if (m[1]) return new Date(Date.UTC(+m[1], +m[2] - 1, +m[3], h, mi, sec));
+    const a = anchor ? new Date(anchor) : new Date();
+    let best = null;
+    for (const off of [-1, 0, 1]) {
+      const d = new Date(Date.UTC(a.getUTCFullYear(), a.getUTCMonth(), a.getUTCDate() + off, h, mi, sec));
+      if (!best || Math.abs(d - a) < Math.abs(best - a)) best = d;
+    }
+    return best;
+  }
+  function withTimes(parent, s) {
+    let last = 0, m;
+    utcRe.lastIndex = 0;
+    while ((m = utcRe.exec(s)) !== null) {
+      const d = utcTime(m);
+      if (isNaN(d)) continue;
+      if (m.index > last) parent.appendChild(document.createTextNode(s.slice(last, m.index)));
+      const hm = pad(d.getHours()) + ":" + pad(d.getMinutes()) + (m[6] ? ":" + pad(d.getSeconds()) : "");
+      const t = el("time", "tz", (m[1] ? day(d) + " " : "") + hm + " " + zone(d));
+      t.dateTime = d.toISOString(); t.title = utc(d);
+      parent.appendChild(t);
+      last = m.index + m[0].length;
+    }
+    if (last < s.length) parent.appendChild(document.createTextNode(s.slice(last)));
+  }
+
   // inline renders `code`, **bold**, _italic_, [links](url) and bare
   // http(s) URLs into parent.
   function inline(parent, s) {
     const re = /(`[^`]+`|\*\*[^*]+\*\*|(?:^|(?<=\s))_[^_]+_(?=\s|$|[.,;:!?)])|\[[^\]\n]+\]\([^()\s]+\)|\bhttps?:\/\/[^\s<>()`]*[^\s<>()`.,;:!?'"])/g;
     let last = 0, m;
     while ((m = re.exec(s)) !== null) {
-      if (m.index > last) parent.appendChild(document.createTextNode(s.slice(last, m.index)));
+      if (m.index > last) withTimes(parent, s.slice(last, m.index));
       const t = m[0];
       if (t[0] === "`") parent.appendChild(el("code", "", t.slice(1, -1)));
       else if (t[0] === "*") parent.appendChild(el("strong", "", t.slice(2, -2)));
@@ -43,10 +81,10 @@
         const [, text, url] = t.match(/^\[([^\]]+)\]\((.*)\)$/);
         parent.appendChild(link(text, url) || document.createTextNode(t));
       } else if (t[0] === "h") parent.appendChild(link(t, t) || document.createTextNode(t));
-      else parent.appendChild(el("em", "", t.slice(1, -1)));
+      else { const em = el("em"); withTimes(em, t.slice(1, -1)); parent.appendChild(em); }
       last = m.index + t.length;
     }
-    if (last < s.length) parent.appendChild(document.createTextNode(s.slice(last)));
+    if (last < s.length) withTimes(parent, s.slice(last));
   }
 
   // markdown renders the subset of Markdown the bot writes.
@@ -152,13 +190,15 @@
     return root;
   }
 
-  // Times show in local time, 24 hours, with the UTC time on hover.
+  // Times show in the viewer's zone, 24 hours, the zone named, with the
+  // UTC time on hover.
   function pad(n) { return String(n).padStart(2, "0"); }
+  function day(d) { return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()); }
   function clock(t) { const d = new Date(t); return pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()); }
   function when(t) {
     const d = new Date(t), now = new Date();
-    if (d.toDateString() === now.toDateString()) return clock(d);
-    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " + clock(d);
+    if (d.toDateString() === now.toDateString()) return clock(d) + " " + zone(d);
+    return day(d) + " " + clock(d) + " " + zone(d);
   }
   function utc(t) { return new Date(t).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC"); }
   function timeEl(t) { const e = el("time", "", when(t)); e.dateTime = new Date(t).toISOString(); e.title = utc(t); return e; }
@@ -175,6 +215,7 @@
     head.appendChild(el("strong", "", p.author));
     head.appendChild(timeEl(p.time));
     b.appendChild(head);
+    anchor = p.time;
     b.appendChild(markdown(p.text || "", p));
     if (p.file) {
       const a = el("a", "", "⤓ " + p.file + " (" + p.file_size + " bytes)");
@@ -334,7 +375,7 @@
     if (x && it.expires) {
       const left = new Date(it.expires) - Date.now();
       x.className = "expires" + (left < 5 * 60000 ? " late" : "");
-      x.textContent = "expires " + clock(it.expires) + " (in " + ago(Date.now() - Math.max(0, left)) + ")";
+      x.textContent = "expires " + clock(it.expires) + " " + zone(new Date(it.expires)) + " (in " + ago(Date.now() - Math.max(0, left)) + ")";
       x.title = utc(it.expires);
     }
   }
@@ -352,6 +393,7 @@
     meta.appendChild(el("span", "age", ""));
     if (it.expires) meta.appendChild(el("span", "expires", ""));
     li.appendChild(meta);
+    anchor = it.asked;
     li.appendChild(markdown(it.text));
     if (mayDecide) {
       const acts = el("div", "actions");
