@@ -466,6 +466,10 @@ func CancelledText(c *agentcore.StopCause, stopped bool) string {
 	return ShutdownText
 }
 
+// CancelledOutcomeOf is the first line of the card of a request whose run
+// was stopped (c: why) before anyone decided, as the live card shows it.
+func CancelledOutcomeOf(c *agentcore.StopCause) string { return cancelledOutcome(c) }
+
 // cancelledOutcome is CancelledOutcome saying why the run stopped.
 func cancelledOutcome(c *agentcore.StopCause) string {
 	switch {

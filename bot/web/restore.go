@@ -106,6 +106,7 @@ type card struct {
 	targets   []string
 	requester string
 	decided   bool
+	cancelled bool // undecided when its run was stopped: finish says why
 }
 
 // userName is the name in an actor ("user:alice", "user:U1 (alice)").
@@ -216,8 +217,13 @@ func (rp *replay) event(ev store.Event) {
 	case *agentcore.ApprovalDecidedPayload:
 		if c := rp.cards[p.RequestID]; c != nil {
 			c.post.Text = bot.DecidedCard(bot.DecisionOutcome(p.Approved, p.By, p.Why, ev.Time, rp.s.cfg.Location), c.command, c.targets, c.requester, p.RequestID)
-			if p.By == "system" { // expired by a restart: as bot.Recover wrote it
+			switch {
+			case p.By == "system" && strings.HasPrefix(p.Why, "expired: thinbot restarted"):
+				// Expired by a restart (agentcore.Recover): as bot.Recover wrote it.
 				c.post.Text = bot.RestartExpiredCard(c.command)
+			case p.By == "system" && strings.HasPrefix(p.Why, "cancelled before a decision"):
+				// Its run was stopped: finish knows by whom.
+				c.post.Text, c.cancelled = bot.DecidedCard(bot.CancelledOutcome, c.command, c.targets, c.requester, p.RequestID), true
 			}
 			c.decided = true
 		}
@@ -314,6 +320,11 @@ func (rp *replay) finish(p *agentcore.RunPayload, ev store.Event) {
 			c = &agentcore.StopCause{Kind: p.Cause, By: p.CauseBy}
 		}
 		answer = bot.CancelledText(c, rp.stopped)
+		for id, cd := range rp.cards {
+			if cd.cancelled {
+				cd.post.Text = bot.DecidedCard(bot.CancelledOutcomeOf(c), cd.command, cd.targets, cd.requester, id)
+			}
+		}
 	case agentcore.StatusBudget:
 		answer = "Stopped: the run used its budget." + bot.BudgetSuffix
 		if m := budgetDetail.FindStringSubmatch(p.Detail); m != nil {

@@ -578,3 +578,30 @@ func TestBrowserOneTimeZone(t *testing.T) {
 		})
 	}
 }
+
+// TestBrowserStoppedWhileWaiting: a run stopped while its command waits
+// for an approval ends with a status that says the command did not run,
+// not "waiting for approval", live and after a restart alike.
+func TestBrowserStoppedWhileWaiting(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	bctx := browser(t)
+	alice := tab(t, bctx, "alice")
+	do(t, alice, "open the console", chromedp.Navigate(r.url+"/"), chromedp.WaitVisible(chromedp.CSS("#composer")))
+	send(t, alice, "please create the marker")
+	waitText(t, alice, "#posts", "Approval needed")
+	tid := currentThread(t, alice)
+	send(t, alice, "/stop")
+	waitText(t, alice, "#posts", "Done: 1 step(s).")
+	waitText(t, alice, "#posts", "cancelled before a decision: stopped by user:alice")
+	live := postTexts(t, alice)
+	if all := strings.Join(live, "\n"); strings.Contains(all, "waiting for approval") {
+		t.Errorf("the stopped run's thread still says waiting for approval:\n%s", all)
+	}
+	r.restart(t)
+	do(t, alice, "reopen after a restart", chromedp.Navigate(r.url+"/#"+tid), chromedp.WaitVisible(chromedp.CSS("#composer")))
+	waitText(t, alice, "#posts", "cancelled before a decision: stopped by user:alice")
+	if after := postTexts(t, alice); strings.Join(after, "\n") != strings.Join(live, "\n") {
+		t.Errorf("the thread differs after a restart.\nlive:\n%s\n\nafter:\n%s", strings.Join(live, "\n"), strings.Join(after, "\n"))
+	}
+	saveScreen(t, alice, "stopped-while-waiting")
+}

@@ -610,4 +610,7 @@ var table = []mutation{
 	{ID: "U14", File: "bot/web/assets/console.js", What: "the times the bot writes into cards and posts stay in UTC beside posts shown in the viewer's zone",
 		Old: "      if (isNaN(d)) continue;\n", New: "      continue;\n",
 		Pkgs: []string{"./bot/web"}, Run: "TestBrowserOneTimeZone"},
+	{ID: "U15", File: "bot/web/restore.go", What: "after a restart the card of a request whose run was stopped no longer says who stopped it (or says denied by @system)",
+		Old: "\t\t\t\tcd.post.Text = bot.DecidedCard(bot.CancelledOutcomeOf(c), cd.command, cd.targets, cd.requester, id)\n", New: "",
+		Pkgs: []string{"./bot/web"}, Run: "TestBrowserStoppedWhileWaiting"},
 }
