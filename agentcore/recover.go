@@ -38,6 +38,20 @@ const (
 	// restart neither requeues it nor takes it again when the platform
 	// delivers it again, so it is not refused twice.
 	NoteRunRefused = "run_refused"
+	// NoteScheduleResult records a scheduled check's outcome (Detail:
+	// ScheduleOK, ScheduleFailed or ScheduleNotRun) and the digest of what
+	// is compared from one run to the next (Text, hex), so that a restart
+	// knows the last result (LastNote).
+	NoteScheduleResult = "schedule_result"
+)
+
+// The outcomes a NoteScheduleResult records.
+const (
+	ScheduleOK     = "ok"
+	ScheduleFailed = "failed"
+	// ScheduleNotRun is a check that could not run: refused by a budget
+	// or the gate, a skill command that is missing, a model that failed.
+	ScheduleNotRun = "not_run"
 )
 
 // NotePayload is the payload of EvNote events that front ends record.

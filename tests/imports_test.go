@@ -13,7 +13,7 @@ var allowedImports = map[string][]string{
 	"gate":              {},
 	"store":             {},
 	"skills":            {},
-	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox", "agentcore/fleet", "agentcore/textfmt"},
+	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox", "agentcore/fleet", "agentcore/textfmt", "agentcore/mcp"},
 	"agentcore/sandbox": {"agentcore/textfmt"},
 	// Inventory, host patterns and the OpenSSH fan-out; below agentcore
 	// like the sandbox, whose Mode (read-only or approved) it takes.
@@ -30,6 +30,9 @@ var allowedImports = map[string][]string{
 	// state index (approvals, topics) and rebuilds console threads from
 	// agentcore's payloads.
 	"bot/web": {"bot", "agentcore", "store"},
+	// MCP servers as a client: their processes run in the sandbox's
+	// tiers; agentcore decides and records every call.
+	"agentcore/mcp": {"agentcore/sandbox"},
 }
 
 // sdkOwners: only these packages may import the SDK, and each of them does
@@ -47,6 +50,8 @@ var sdkOwners = map[string][]string{
 	// The bot counts runs, commands and approvals (bot.Metrics); cmd
 	// registers the process and store collectors and serves /metrics.
 	"github.com/prometheus/client_golang": {"bot", "cmd/thinbot"},
+	// The official MCP Go SDK (issue 34).
+	"github.com/modelcontextprotocol/go-sdk": {"agentcore/mcp"},
 }
 
 func TestImportMap(t *testing.T) {

@@ -164,15 +164,23 @@ func (rp *replay) event(ev store.Event) {
 		// rewrites it and posts a line.
 		card, line := rp.alerts.Event(*p, ev.Time)
 		if rp.card == nil {
-			rp.card = rp.bot(card, ev.Time)
+			rp.card = rp.bot("", ev.Time)
 			rp.card.ID = rp.th.ID
 		}
-		rp.card.Text = card
+		rp.redraw(card)
 		if line != "" {
 			rp.bot(line, ev.Time)
 		}
 		rp.th.Alert = p.Status
-		rp.th.Title, rp.th.By, rp.titled = plainTitle(card), "thinbot", true
+		rp.th.Title, rp.th.By, rp.titled = plainTitle(card.Text), "thinbot", true
+	case *agentcore.AlertAckPayload:
+		if card, ok := rp.alerts.Ack(*p, ev.Time); ok {
+			rp.redraw(card)
+		}
+	case *agentcore.AlertSilencePayload:
+		if card, ok := rp.alerts.Silence(*p, ev.Time); ok {
+			rp.redraw(card)
+		}
 	case *agentcore.UserMessagePayload:
 		if strings.HasPrefix(ev.Actor, "alert:") || strings.HasPrefix(ev.Actor, "schedule:") {
 			// An alert's first look, a schedule's question: never shown
@@ -284,6 +292,15 @@ func (rp *replay) event(ev store.Event) {
 			rp.bot(fmt.Sprintf("Compacted the conversation: about %d → %d tokens.", p.TokensBefore, p.TokensAfter), ev.Time)
 		}
 	}
+}
+
+// redraw shows an alert's card as the receiver last drew it: its text, and
+// its Acknowledge button while the group fires and nobody took it.
+func (rp *replay) redraw(card bot.Post) {
+	if rp.card == nil {
+		return
+	}
+	rp.card.Text, rp.card.Buttons, rp.card.value = card.Text, buttons(card.Buttons), card.Value
 }
 
 // fullOutput is a result's output as the live thread attached it when the

@@ -144,6 +144,7 @@ type rig struct {
 
 	// The running console; start replaces them.
 	srv    *Server
+	bot    *bot.Bot
 	hs     *httptest.Server
 	url    string
 	alerts *httptest.Server // the alert receiver, routing to the console
@@ -254,7 +255,7 @@ func (r *rig) start(t testing.TB) {
 		t.Fatal(err)
 	}
 	b.Recover(context.Background(), unfinished)
-	r.srv = srv
+	r.srv, r.bot = srv, b
 	r.hs = httptest.NewServer(srv.Handler())
 	r.url = r.hs.URL
 	r.alerts = httptest.NewServer(recv)

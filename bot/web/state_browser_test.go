@@ -154,11 +154,11 @@ func TestBrowserThreadStates(t *testing.T) {
 			waitText(t, alice, "#posts", "Approval needed")
 			waitMeta(t, alice, tid, nginxTitle+" [firing, waiting for approval]")
 			saveScreen(t, alice, "states-"+v.name+"-waiting")
-			if card := eval[string](t, alice, `document.querySelector("#posts .post.ask").textContent`); !strings.Contains(card, "Why it needs approval: ") ||
+			ask := r.waitPost(tid, "Approval needed")
+			if card := eval[string](t, alice, `document.querySelector("#post-`+ask.ID+`").textContent`); !strings.Contains(card, "Why it needs approval: ") ||
 				strings.Contains(card, "syntax.") || strings.Contains(card, "Gate rule") {
 				t.Errorf("the approval card says why in the gate's rule names: %s", card)
 			}
-			ask := r.waitPost(tid, "Approval needed")
 			do(t, bob, "bob approves", chromedp.Navigate(r.url+"/#"+tid), chromedp.WaitVisible(chromedp.CSS(approvalButton(ask.ID, "approve"))),
 				chromedp.Click(chromedp.CSS(approvalButton(ask.ID, "approve"))))
 			waitText(t, alice, "#posts", "Created approved.txt")
@@ -343,6 +343,18 @@ func TestBrowserAlertThreadAfterRestart(t *testing.T) {
 				t.Errorf("a second restart shows another page.\nfirst:\n%s\n\nsecond:\n%s", all, strings.Join(again, "\n"))
 			}
 			waitMeta(t, alice, tid, nginxTitle+" [firing]")
+
+			// The restored card keeps its Acknowledge, which still works,
+			// and a restart keeps who acknowledged.
+			ackBtn := "#post-" + tid + ` button[data-action="ack"]`
+			do(t, alice, "alice acknowledges on the restored card", chromedp.WaitVisible(chromedp.CSS(ackBtn)), chromedp.Click(chromedp.CSS(ackBtn)))
+			waitText(t, alice, "#post-"+tid, "Acknowledged by @alice")
+			k.restart(t)
+			do(t, alice, "reopen after the acknowledgement", chromedp.Navigate(k.url+"/#"+tid), chromedp.WaitVisible(chromedp.CSS("#post-"+tid+" a.ext")))
+			waitText(t, alice, "#post-"+tid, "Acknowledged by @alice")
+			if eval[bool](t, alice, `!!document.querySelector(`+"`"+ackBtn+"`"+`)`) {
+				t.Error("after a restart the acknowledged card offers Acknowledge again")
+			}
 
 			// The restored card is the thread's root post: the resolve rewrites it.
 			k.alert(nginxAlert("resolved"))

@@ -25,6 +25,7 @@ import (
 
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/agentcore/fleet"
+	"github.com/thinbot/thinbot/agentcore/mcp"
 	"github.com/thinbot/thinbot/agentcore/openai"
 	"github.com/thinbot/thinbot/bot"
 	"github.com/thinbot/thinbot/bot/mattermost"
@@ -103,10 +104,12 @@ type daemon struct {
 	db      *store.DB
 	sbx     *sandboxSetup
 	fleet   *fleet.Fleet
+	mcp     *mcp.Set
 	model   *openai.Client
 	adapter chatAdapter
 	mux     *http.ServeMux
 	reg     *prometheus.Registry
+	metrics *bot.Metrics // the chat bot's and the console's
 	bot     *bot.Bot
 	webBot  *bot.Bot // the web console's, if it serves one
 	// alerts is the alert receiver, if the config has an alerts section;
@@ -162,6 +165,13 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 		return err
 	}
 	base.cfg.Fleet = d.fleet
+	// MCP servers: started now, in the sandbox, so that the model's tool
+	// list is fixed before the first run.
+	if d.mcp, err = c.mcpServers(logger); err != nil {
+		return err
+	}
+	startMCP(ctx, d.mcp, d.sbx)
+	base.cfg.MCP = d.mcp
 	rt, err := buildAgents(e, c, base, logger)
 	if err != nil {
 		return err
@@ -173,24 +183,31 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 		return err
 	}
 
-	// The chat adapter and its bot.
+	// The chat adapter and its bot; with platform web, none: the web
+	// console's bot (run) is the only one.
 	d.mux = http.NewServeMux()
-	if d.adapter, err = newAdapter(c, d.db, d.mux, logger); err != nil {
-		return err
-	}
-	if err := resolveChannels(ctx, d.adapter, rt.named, rt.channels); err != nil {
-		return err
+	if c.Platform != web.Platform {
+		if d.adapter, err = newAdapter(c, d.db, d.mux, logger); err != nil {
+			return err
+		}
+		if err := resolveChannels(ctx, d.adapter, rt.named, rt.channels); err != nil {
+			return err
+		}
 	}
 	rt.zones(c)
 	d.routes.Store(rt)
 	d.reload.running(c, rt)
 	d.reg = newRegistry(d.db, d.adapter)
+	d.metrics = bot.NewMetrics(d.reg)
+	if d.adapter == nil {
+		return nil
+	}
 	d.bot, err = bot.New(bot.Config{
 		Adapter: d.adapter,
 		Channel: func(id string) (bot.Channel, bool) { return d.routes.Load().channel(id) },
 		Users:   c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread,
-		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout.Duration, Location: c.Timezone.loc,
-		Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db), Metrics: bot.NewMetrics(d.reg), Logger: logger,
+		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(false), Location: c.Timezone.loc,
+		Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db), Metrics: d.metrics, Logger: logger,
 	})
 	return err
 }
@@ -206,15 +223,20 @@ func (d *daemon) run(ctx context.Context) error {
 	defer stopWeb()
 	agents := func() map[string]*agentcore.Agent { return d.routes.Load().agents }
 	zoneOf := func(session string) *time.Location { return d.routes.Load().zoneOf(session) }
-	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, agents, d.unfinished, zoneOf, bot.Config{MaxConcurrent: c.MaxConcurrent,
-		ApprovalTimeout: c.ApprovalTimeout.Duration, Location: c.Timezone.loc, Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db)},
+	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, c.Web.budgets(c.Channels), agents, d.unfinished, zoneOf, bot.Config{MaxConcurrent: c.MaxConcurrent,
+		ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(true), Location: c.Timezone.loc, Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db),
+		Metrics: d.metrics},
 		d.db, c.StateDir, logger, &d.webBot)
 	if err != nil {
 		return err
 	}
 	defer func() { stopWeb(); waitWeb() }()
-	b.Recover(ctx, unfinished)
-	if d.alerts, err = serveAlerts(ctx, c, d.db, map[string]*bot.Bot{c.Platform: b, web.Platform: d.webBot}, d.adapter, d.mux, d.reg, logger); err != nil {
+	bots := map[string]*bot.Bot{web.Platform: d.webBot}
+	if b != nil {
+		b.Recover(ctx, unfinished)
+		bots[c.Platform] = b
+	}
+	if d.alerts, err = serveAlerts(ctx, c, d.db, bots, d.adapter, d.mux, d.reg, logger); err != nil {
 		return err
 	}
 
@@ -236,7 +258,7 @@ func (d *daemon) run(ctx context.Context) error {
 	logger.Info("thinbot serving", "sandbox", d.sbx.summary, "platform", c.Platform, "listen", addr.String(), "channels", len(c.Channels),
 		"recovered_approvals", len(unfinished.Approvals), "interrupted_runs", len(unfinished.Runs))
 	waitHead := logChainHead(httpCtx, d.db, logger)
-	sched, err := newScheduler(c, b)
+	sched, err := newScheduler(c, d.chat())
 	if err != nil {
 		d.reload.sched.stopped()
 		stopHTTP()
@@ -246,7 +268,12 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 	waitSched := d.runSchedules(ctx, sched)
 	waitReloads := d.reloadOnHangup(ctx)
-	runErr := b.Run(ctx)
+	var runErr error
+	if b != nil {
+		runErr = b.Run(ctx)
+	} else {
+		<-ctx.Done() // the console's bot stops with it (serveWeb)
+	}
 	waitReloads()
 	waitSched()
 	stopHTTP()
@@ -257,12 +284,24 @@ func (d *daemon) run(ctx context.Context) error {
 	return runErr
 }
 
+// chat is the bot of the config's platform: the chat platform's, or with
+// platform web the console's.
+func (d *daemon) chat() *bot.Bot {
+	if d.bot != nil {
+		return d.bot
+	}
+	return d.webBot
+}
+
 // close releases what open acquired, in reverse order: the fleet's
 // connections, the sandbox's helpers, the store.
 func (d *daemon) close() error {
 	var errs []error
 	if d.fleet != nil {
 		errs = append(errs, d.fleet.Close())
+	}
+	if d.mcp != nil {
+		errs = append(errs, d.mcp.Close())
 	}
 	if d.sbx != nil {
 		d.sbx.close()
@@ -437,7 +476,7 @@ func buildAgents(e *env, c *daemonConfig, base daemonBase, logger *slog.Logger) 
 		}
 		ch := bot.Channel{Agent: ag, Workspace: ws, Approvers: cc.Approvers, AnyMember: cc.AnyMember,
 			TwoPerson: cc.TwoPerson, AllowAll: cc.AllowAll, FleetGroups: cc.FleetGroups, Location: cc.Timezone.loc,
-			Tokens: bot.TokenBudgets{PerRun: cc.Tokens.PerRun, PerThread: cc.Tokens.PerThread, PerDay: cc.Tokens.PerDay}}
+			Tokens: cc.Tokens.budgets()}
 		if cc.InstructionsFile != "" {
 			ch.Instructions = readText(cc.InstructionsFile)
 		}
@@ -464,14 +503,17 @@ func newRegistry(db *store.DB, adapter chatAdapter) *prometheus.Registry {
 			Help: "Batches of events committed since start, synced or not (each one bbolt transaction)."}, func() float64 { return float64(db.Commits()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_build_info",
 			Help:        "Always 1; its labels say which thinbot runs.",
-			ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()}}, func() float64 { return 1 }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_chat_connected",
-			Help: "1 while the chat connection (WebSocket, Socket Mode) is up, else 0."}, func() float64 {
-			if adapter.Connected() {
-				return 1
-			}
-			return 0
-		}))
+			ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()}}, func() float64 { return 1 }))
+	if adapter == nil { // platform web: no chat connection
+		return reg
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_chat_connected",
+		Help: "1 while the chat connection (WebSocket, Socket Mode) is up, else 0."}, func() float64 {
+		if adapter.Connected() {
+			return 1
+		}
+		return 0
+	}))
 	return reg
 }
 
@@ -630,7 +672,7 @@ type readiness struct {
 
 func (r *readiness) serve(w http.ResponseWriter, req *http.Request) {
 	var problems []string
-	if !r.adapter.Connected() {
+	if r.adapter != nil && !r.adapter.Connected() {
 		problems = append(problems, "chat: not connected")
 	}
 	if p := r.sandbox.problem(req.Context()); p != "" {
@@ -758,4 +800,14 @@ func resolveChannels(ctx context.Context, adapter bot.Adapter, named []namedChan
 		channels[id] = n.ch
 	}
 	return nil
+}
+
+// reminders is the section for the chat platform's bot; web is the web
+// console's, which reminds its approvers but has none of the platform's
+// users to escalate to.
+func (r approvalReminders) reminders(web bool) bot.Reminders {
+	if web {
+		return bot.Reminders{RemindAfter: r.RemindAfter.Duration}
+	}
+	return bot.Reminders{RemindAfter: r.RemindAfter.Duration, EscalateAfter: r.EscalateAfter.Duration, EscalateTo: r.EscalateTo}
 }
