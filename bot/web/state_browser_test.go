@@ -542,7 +542,7 @@ func TestBrowserOneTimeZone(t *testing.T) {
 			// A post's own time, the list's, an approval's expiry and its decision.
 			send(t, alice, "please create the marker")
 			ask := r.waitPost(tid, "Approval needed")
-			waitText(t, alice, "#post-"+ask.ID, "Expires ")
+			waitText(t, alice, "#post-"+ask.ID, "expires ")
 			head := eval[[]string](t, alice, `(() => { const e = document.querySelector("#post-`+ask.ID+` .post-head time"); return [e.textContent, e.title]; })()`)
 			if !strings.HasSuffix(head[0], " "+z) || !strings.HasSuffix(head[1], " UTC") {
 				t.Errorf("a post's time shows %q (hover %q), want it in %s with UTC on hover", head[0], head[1], z)
