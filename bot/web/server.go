@@ -414,7 +414,10 @@ const titleLen = 80
 func plainTitle(md string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(md), "\n")
 	line = cardState.ReplaceAllString(line, "")
-	line = strings.NewReplacer("**", "", "`", "").Replace(line)
+	line = strings.ReplaceAll(line, "`", "")
+	for strings.Contains(line, "**") { // "*`*" is "**" once the ` is gone
+		line = strings.ReplaceAll(line, "**", "")
+	}
 	line = italic.ReplaceAllString(line, "$1$2$3")
 	line = strings.Join(strings.Fields(line), " ")
 	if line == "" {

@@ -617,3 +617,44 @@ func TestBrowserStoppedWhileWaiting(t *testing.T) {
 	}
 	saveScreen(t, alice, "stopped-while-waiting")
 }
+
+// TestStormThreadsAfterRestart: the thirty threads of a storm come back
+// after a restart each with its card as its root post, its plain title and
+// its badge, not empty or titled "Earlier thread".
+func TestStormThreadsAfterRestart(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	const n = 30
+	for i := range n {
+		body := strings.ReplaceAll(strings.ReplaceAll(nginxAlert("firing"), "NginxDown", fmt.Sprintf("Storm%02d", i)), "4f1e2c3d", fmt.Sprintf("fp%02d", i))
+		r.alert(body)
+	}
+	type shown struct{ title, alert, card string }
+	read := func() map[string]shown {
+		r.srv.mu.Lock()
+		defer r.srv.mu.Unlock()
+		out := map[string]shown{}
+		for id, th := range r.srv.threads {
+			if len(th.posts) > 0 && th.posts[0].ID == id {
+				out[id] = shown{th.Title, th.Alert, th.posts[0].Text}
+			} else {
+				out[id] = shown{th.Title, th.Alert, ""}
+			}
+		}
+		return out
+	}
+	before := read()
+	if len(before) != n {
+		t.Fatalf("%d threads for %d groups", len(before), n)
+	}
+	r.restart(t)
+	after := read()
+	for id, b := range before {
+		a := after[id]
+		if a != b {
+			t.Errorf("thread %s after a restart:\n%+v\nwant as before:\n%+v", id, a, b)
+		}
+		if !strings.HasPrefix(a.title, "Storm") || a.alert != "firing" || !strings.Contains(a.card, "nginx on web-1 is down") {
+			t.Errorf("thread %s after a restart: %+v", id, a)
+		}
+	}
+}

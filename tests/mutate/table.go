@@ -662,4 +662,7 @@ var table = []mutation{
 	{ID: "U16", File: "bot/web/restore.go", What: "after a restart an acknowledged alert's card offers Acknowledge again and no longer says who took it",
 		Old: "\t\tif card, ok := rp.alerts.Ack(*p, ev.Time); ok {\n\t\t\trp.redraw(card)\n\t\t}\n", New: "",
 		Pkgs: []string{"./bot/web"}, Run: "TestBrowserAlertThreadAfterRestart"},
+	{ID: "U17", File: "bot/web/restore.go", What: "after a restart a storm's alert threads are empty: no card, nothing to tell them apart",
+		Old: "\t\trp.redraw(card)\n\t\tif line != \"\" {\n", New: "\t\t_ = card\n\t\tif line != \"\" {\n",
+		Pkgs: []string{"./bot/web"}, Run: "TestStormThreadsAfterRestart"},
 }
