@@ -145,7 +145,16 @@ func (s *Server) restate(th *wthread, title string) {
 		return
 	}
 	th.State, th.Title = st, title
-	s.broadcast(th, event{Type: "thread", Thread: th.meta()})
+	s.tell(th)
+}
+
+// tell sends th's title and state to every page, whichever thread it
+// follows: each page's list of threads shows them; the caller holds s.mu.
+func (s *Server) tell(th *wthread) {
+	ev := event{Type: "thread", Thread: th.meta()}
+	for _, o := range s.threads {
+		s.broadcast(o, ev)
+	}
 }
 
 // meta is th's title and state, without its posts.
@@ -169,7 +178,7 @@ func (s *Server) AlertState(t bot.Thread, status string) {
 	defer s.mu.Unlock()
 	if th, err := s.thread(t); err == nil && th.Alert != status {
 		th.Alert, th.State = status, s.stateOf(th)
-		s.broadcast(th, event{Type: "thread", Thread: th.meta()})
+		s.tell(th)
 	}
 }
 

@@ -460,6 +460,7 @@
     source.onmessage = (m) => {
       const ev = JSON.parse(m.data);
       const atEnd = postsEl.scrollHeight - postsEl.scrollTop - postsEl.clientHeight < 40;
+      // Every page hears of every thread's title and state ("thread").
       if (ev.thread) showMeta(ev.thread);
       if (ev.type === "thread") return;
       if (ev.type === "snapshot") {
@@ -498,6 +499,8 @@
     if (a) {
       a.querySelector(".t-title").textContent = t.title;
       a.querySelector(".states").replaceWith(states(t));
+    } else {
+      loadThreads(); // a thread the list does not have yet
     }
     if (t.id === current) {
       titleEl.textContent = t.title;
