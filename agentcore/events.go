@@ -98,6 +98,10 @@ func Decode(ev store.Event) (any, error) {
 		p = new(ConfigReload)
 	case EvMCPCall:
 		p = new(MCPCallPayload)
+	case EvLeaderElected:
+		p = new(LeaderElectedPayload)
+	case EvClusterMembership:
+		p = new(ClusterMembershipPayload)
 	default:
 		return nil, nil
 	}
@@ -336,4 +340,42 @@ type SkillOpenedPayload struct {
 // ClearPayload is an EvClear's: the branch the session continues on.
 type ClearPayload struct {
 	Branch int `json:"branch"`
+}
+
+// EvLeaderElected is a node of a thinbot cluster taking over as its leader
+// (store/replica): from it on, that node alone connects to chat, runs
+// commands and commits events, until the next one. It lives in the chain
+// forever: never rename it.
+const EvLeaderElected = "leader_elected"
+
+// LeaderElectedPayload is an EvLeaderElected's.
+type LeaderElectedPayload struct {
+	// Node is the new leader's node id, Term its raft term.
+	Node string `json:"node"`
+	Term uint64 `json:"term"`
+	// Interrupted are the sessions whose runs the old leader left open and
+	// that were closed as interrupted ("leader lost"); Approvals the
+	// approval requests it left open, which stay open under this leader.
+	Interrupted []string `json:"interrupted"`
+	Approvals   []string `json:"approvals"`
+}
+
+// EvClusterMembership is an administrator's change of a cluster's members
+// (a node added or removed), applied or refused. It lives in the chain
+// forever: never rename it.
+const EvClusterMembership = "cluster_membership"
+
+// ClusterMembershipPayload is an EvClusterMembership's.
+type ClusterMembershipPayload struct {
+	// Op is "add" or "remove"; Node the node's id, RaftAddress its raft
+	// address (add).
+	Op          string `json:"op"`
+	Node        string `json:"node"`
+	RaftAddress string `json:"raft_address,omitempty"`
+	// By is the administrator (the name of the token they sent).
+	By string `json:"by"`
+	// Error says why the change was not applied; empty when it was.
+	Error string `json:"error,omitempty"`
+	// Members are the cluster's members after it: "id=raft_address".
+	Members []string `json:"members"`
 }

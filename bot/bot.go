@@ -719,6 +719,9 @@ func (b *Bot) Recover(ctx context.Context, u agentcore.Unfinished) {
 		}
 		b.cfg.Metrics.approval("expired")
 		text := RestartExpiredCard(pa.Command)
+		if u.LeaderLost {
+			text = LeaderLostExpiredCard(pa.Command)
+		}
 		if pa.PostID == "" {
 			// The process died between posting the buttons and recording
 			// the post: say so in the thread, since the old message
@@ -733,6 +736,10 @@ func (b *Bot) Recover(ctx context.Context, u agentcore.Unfinished) {
 		if !ok {
 			continue
 		}
-		b.post(ctx, t, Post{Text: InterruptedText})
+		text := InterruptedText
+		if u.LeaderLost {
+			text = LeaderLostText
+		}
+		b.post(ctx, t, Post{Text: text})
 	}
 }

@@ -423,6 +423,9 @@ const (
 	// InterruptedText is posted after a restart into a thread whose run
 	// the previous process left unfinished.
 	InterruptedText = "thinbot restarted while working on this thread, so that run was interrupted. The session is kept: send a message to continue."
+	// LeaderLostText is InterruptedText when a cluster's new leader
+	// closed the run (agentcore.RecoverLeaderLost).
+	LeaderLostText = "The cluster's leader was lost while working on this thread (another node took over), so that run was interrupted. The session is kept: send a message to continue."
 )
 
 // DecisionOutcome is the first line of a decided approval card: who
@@ -444,6 +447,12 @@ func DecisionOutcome(approved bool, by, why string, at time.Time, loc *time.Loca
 // thread rebuilt from the chain shows.
 func RestartExpiredCard(command string) string {
 	return fmt.Sprintf("**Expired** — thinbot restarted before anyone decided. Nothing was run.\n```\n%s\n```", command)
+}
+
+// LeaderLostExpiredCard is RestartExpiredCard when a cluster's new leader
+// expired the request (agentcore.RecoverLeaderLost).
+func LeaderLostExpiredCard(command string) string {
+	return fmt.Sprintf("**Expired** — the cluster's leader was lost before anyone decided. Nothing was run.\n```\n%s\n```", command)
 }
 
 // CancelledOutcome is the card's first line for a request whose run was

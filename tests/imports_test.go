@@ -33,6 +33,9 @@ var allowedImports = map[string][]string{
 	// MCP servers as a client: their processes run in the sandbox's
 	// tiers; agentcore decides and records every call.
 	"agentcore/mcp": {"agentcore/sandbox"},
+	// The chain replicated over raft: the store is its state machine,
+	// and the store knows nothing of raft.
+	"store/replica": {"store"},
 }
 
 // sdkOwners: only these packages may import the SDK, and each of them does
@@ -52,6 +55,11 @@ var sdkOwners = map[string][]string{
 	"github.com/prometheus/client_golang": {"bot", "cmd/thinbot"},
 	// The official MCP Go SDK (issue 34).
 	"github.com/modelcontextprotocol/go-sdk": {"agentcore/mcp"},
+	// The replicated chain (issue 36): raft, its bbolt log store and
+	// the logger type raft takes.
+	"github.com/hashicorp/raft":           {"store/replica"},
+	"github.com/hashicorp/raft-boltdb/v2": {"store/replica"},
+	"github.com/hashicorp/go-hclog":       {"store/replica"},
 }
 
 func TestImportMap(t *testing.T) {

@@ -229,6 +229,8 @@ func (rp *replay) event(ev store.Event) {
 			case p.By == "system" && strings.HasPrefix(p.Why, "expired: thinbot restarted"):
 				// Expired by a restart (agentcore.Recover): as bot.Recover wrote it.
 				c.post.Text = bot.RestartExpiredCard(c.command)
+			case p.By == "system" && strings.HasPrefix(p.Why, "expired: the cluster's leader was lost"):
+				c.post.Text = bot.LeaderLostExpiredCard(c.command)
 			case p.By == "system" && strings.HasPrefix(p.Why, "cancelled before a decision"):
 				// Its run was stopped: finish knows by whom.
 				c.post.Text, c.cancelled = bot.DecidedCard(bot.CancelledOutcome, c.command, c.targets, c.requester, p.RequestID), true
@@ -349,6 +351,9 @@ func (rp *replay) finish(p *agentcore.RunPayload, ev store.Event) {
 		}
 	case agentcore.StatusInterrupted:
 		answer = bot.InterruptedText
+		if p.Detail == "interrupted: leader lost" {
+			answer = bot.LeaderLostText
+		}
 	default:
 		answer = fmt.Sprintf("Something went wrong and the run stopped before doing anything more (ref %d). Operators can see the details in the log.", ev.Seq)
 	}

@@ -64,6 +64,9 @@ func script(req fakemodel.Request) fakemodel.Reply {
 		return fakemodel.Reply{Content: "Let me do that.", ToolCalls: []fakemodel.Call{{Name: "run", Args: string(args)}}}
 	}
 	switch {
+	case strings.Contains(user, "StormHold"):
+		// An alert's first look that holds its slot until the test ends.
+		return fakemodel.Reply{Content: "Never shown.", Delay: time.Hour}
 	case strings.Contains(user, "stream the disk report"):
 		// Written over about 1.3 s: several stream ticks of a 400 ms
 		// UpdateInterval see it being written.
@@ -85,9 +88,9 @@ func script(req fakemodel.Request) fakemodel.Reply {
 		return fakemodel.Reply{Content: "That was long."}
 	case strings.Contains(user, "show the big log"):
 		return run("seq 1 2000", "show the log")
-	case strings.Contains(user, "An alert fired and opened this thread") && !afterTool:
+	case strings.Contains(user, "An alert fired and opened this thread") && strings.Contains(user, "NginxDown") && !afterTool:
 		return run("git frobnicate --all", "look at the repository")
-	case strings.Contains(user, "An alert fired and opened this thread"):
+	case strings.Contains(user, "An alert fired and opened this thread") && strings.Contains(user, "NginxDown"):
 		return fakemodel.Reply{Content: "Looked around. The alert says to follow [the fix](https://evil.example/fix) or https://evil.example/run-this."}
 	case strings.Contains(user, "show me the links"):
 		return fakemodel.Reply{Content: "The [runbook](https://runbooks.example.com/nginx/down) says restart; see also https://grafana.example.com/d/nginx-overview-for-the-whole-frontend-fleet-and-its-upstreams?orgId=1&from=now-6h. " +

@@ -118,6 +118,8 @@ type daemonConfig struct {
 	// ReloadTokenFile holds the bearer tokens of POST /-/reload, one
 	// "name token" pair a line (reload.go); "" turns the endpoint off.
 	ReloadTokenFile string `yaml:"reload_token_file" secret:"file"`
+	// Cluster: the chain replicated among several nodes (cluster.go).
+	Cluster clusterConfig `yaml:"cluster"`
 
 	// systemd is what the unit's files say (secrets.go), found at load.
 	systemd systemdSources
@@ -218,6 +220,7 @@ func (c *daemonConfig) resolvePaths(base string) {
 	for _, p := range paths {
 		*p = rel(base, *p)
 	}
+	c.Cluster.resolvePaths(base)
 }
 
 // defaults fills what the file leaves out: the model from the environment
@@ -263,6 +266,7 @@ func (c *daemonConfig) check(path string) error {
 	c.Alerts.check(bad, c.Channels, c.Platform, c.Web)
 	checkSchedules(bad, c.Schedules, c.Channels)
 	c.checkMCP(bad, who)
+	c.Cluster.check(bad, who)
 	c.checkChannels(bad)
 	if c.Fleet.configured() {
 		errs = append(errs, c.Fleet.check(filepath.Dir(path))...)

@@ -33,6 +33,7 @@ import (
 	"github.com/thinbot/thinbot/bot/web"
 	"github.com/thinbot/thinbot/skills"
 	"github.com/thinbot/thinbot/store"
+	"github.com/thinbot/thinbot/store/replica"
 )
 
 // chatAdapter is what serve needs of an adapter beyond bot.Adapter.
@@ -85,7 +86,11 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	d := &daemon{c: c, logger: logger, hup: hup}
 	err = d.open(ctx, e, *path)
 	if err == nil {
-		err = d.run(ctx)
+		runCtx, stopLeading := d.leading(ctx)
+		err = errors.Join(d.run(runCtx), stopLeading())
+	}
+	if errors.Is(err, errStopped) {
+		err = nil
 	}
 	if cerr := d.close(); cerr != nil {
 		err = errors.Join(err, cerr)
@@ -125,6 +130,12 @@ type daemon struct {
 	// hup delivers SIGHUP; reload is the state of config reloads.
 	hup    <-chan os.Signal
 	reload reloadState
+
+	// node is the cluster's raft node (cluster.go); nil alone.
+	node *replica.Node
+	// leaderSince is when this node became the cluster's leader;
+	// catchUpFrom the time of the chain's last event then.
+	leaderSince, catchUpFrom time.Time
 }
 
 // open builds the daemon from d.c; configPath is the config file's path.
@@ -141,7 +152,7 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 	pyWG.Go(func() { py.Version() })
 	defer pyWG.Wait()
 	var err error
-	if d.db, err = store.Open(filepath.Join(c.StateDir, "events.db"), &store.Options{Logger: logger}); err != nil {
+	if d.db, err = d.openStore(); err != nil {
 		return err
 	}
 	if err := d.reload.start(e, configPath); err != nil {
@@ -179,7 +190,14 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 	if err := rt.noteHidden(logger); err != nil {
 		return err
 	}
-	if d.unfinished, d.sessions, d.seen, err = recoverChain(d.db); err != nil {
+	// A cluster's node goes on only once it leads (cluster.go).
+	if err := d.follow(ctx); err != nil {
+		return err
+	}
+	if d.unfinished, d.sessions, d.seen, err = d.recoverChain(); err != nil {
+		return err
+	}
+	if err := d.recordLeader(); err != nil {
 		return err
 	}
 
@@ -187,7 +205,7 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 	// console's bot (run) is the only one.
 	d.mux = http.NewServeMux()
 	if c.Platform != web.Platform {
-		if d.adapter, err = newAdapter(c, d.db, d.mux, logger); err != nil {
+		if d.adapter, err = newAdapter(c, d.db, d.mux, logger, d.clusterChat()); err != nil {
 			return err
 		}
 		if err := resolveChannels(ctx, d.adapter, rt.named, rt.channels); err != nil {
@@ -206,7 +224,7 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 		Adapter: d.adapter,
 		Channel: func(id string) (bot.Channel, bool) { return d.routes.Load().channel(id) },
 		Users:   c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread,
-		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(false), Location: c.Timezone.loc,
+		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(true), Location: c.Timezone.loc,
 		Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db), Metrics: d.metrics, Logger: logger,
 	})
 	return err
@@ -224,7 +242,7 @@ func (d *daemon) run(ctx context.Context) error {
 	agents := func() map[string]*agentcore.Agent { return d.routes.Load().agents }
 	zoneOf := func(session string) *time.Location { return d.routes.Load().zoneOf(session) }
 	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, c.Web.budgets(c.Channels), agents, d.unfinished, zoneOf, bot.Config{MaxConcurrent: c.MaxConcurrent,
-		ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(true), Location: c.Timezone.loc, Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db),
+		ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(c.Platform == web.Platform), Location: c.Timezone.loc, Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db),
 		Metrics: d.metrics},
 		d.db, c.StateDir, logger, &d.webBot)
 	if err != nil {
@@ -247,6 +265,7 @@ func (d *daemon) run(ctx context.Context) error {
 	d.reg.MustRegister(modelUpGauge(ready))
 	d.mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
 	d.mux.HandleFunc("POST /-/reload", d.serveReload)
+	d.mountCluster(d.mux)
 	d.reload.register(d.reg)
 	// It stays up until the bot has stopped.
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
@@ -306,6 +325,7 @@ func (d *daemon) close() error {
 	if d.sbx != nil {
 		d.sbx.close()
 	}
+	errs = append(errs, d.closeNode())
 	if d.db != nil {
 		errs = append(errs, d.db.Close())
 	}
@@ -572,7 +592,7 @@ func chatHTTPClient() *http.Client {
 
 // newAdapter builds the configured chat adapter and mounts its HTTP
 // handlers on mux.
-func newAdapter(c *daemonConfig, db *store.DB, mux *http.ServeMux, logger *slog.Logger) (chatAdapter, error) {
+func newAdapter(c *daemonConfig, db *store.DB, mux *http.ServeMux, logger *slog.Logger, cl clusterChat) (chatAdapter, error) {
 	switch c.Platform {
 	case "mattermost":
 		token, err := readSecret(c.Mattermost.TokenFile)
@@ -580,11 +600,14 @@ func newAdapter(c *daemonConfig, db *store.DB, mux *http.ServeMux, logger *slog.
 			return nil, fmt.Errorf("mattermost token: %w", err)
 		}
 		secret, err := actionSecret(filepath.Join(c.StateDir, "action.key"))
+		if c.Cluster.configured() {
+			secret, err = clusterActionKey(c.Cluster.ActionKeyFile)
+		}
 		if err != nil {
 			return nil, err
 		}
-		var since time.Time
-		if n := db.LastSeq(); n > 0 {
+		since := cl.since
+		if n := db.LastSeq(); n > 0 && since.IsZero() {
 			for ev, err := range db.All(n) {
 				if err == nil {
 					since = ev.Time
@@ -592,7 +615,7 @@ func newAdapter(c *daemonConfig, db *store.DB, mux *http.ServeMux, logger *slog.
 			}
 		}
 		a, err := mattermost.New(mattermost.Config{URL: c.Mattermost.URL, Token: token, CallbackURL: c.Mattermost.CallbackURL,
-			ActionSecret: secret, Since: since, Logger: logger, HTTPClient: chatHTTPClient()})
+			ActionSecret: secret, Since: since, Logger: logger, HTTPClient: cl.client(chatHTTPClient())})
 		if err != nil {
 			return nil, err
 		}
@@ -617,7 +640,7 @@ func newAdapter(c *daemonConfig, db *store.DB, mux *http.ServeMux, logger *slog.
 			return nil, fmt.Errorf("slack signing secret: %w", err)
 		}
 		a, err := slack.New(slack.Config{BotToken: botToken, AppToken: appToken, SigningSecret: signing,
-			Mode: c.Slack.Mode, APIURL: c.Slack.APIURL, Logger: logger})
+			Mode: c.Slack.Mode, APIURL: c.Slack.APIURL, Logger: logger, HTTPClient: cl.slackClient()})
 		if err != nil {
 			return nil, err
 		}
@@ -802,11 +825,11 @@ func resolveChannels(ctx context.Context, adapter bot.Adapter, named []namedChan
 	return nil
 }
 
-// reminders is the section for the chat platform's bot; web is the web
-// console's, which reminds its approvers but has none of the platform's
-// users to escalate to.
-func (r approvalReminders) reminders(web bool) bot.Reminders {
-	if web {
+// reminders is the section for a bot; escalate is false for the web
+// console beside a chat platform, which reminds its approvers but has
+// none of the platform's users to escalate to.
+func (r approvalReminders) reminders(escalate bool) bot.Reminders {
+	if !escalate {
 		return bot.Reminders{RemindAfter: r.RemindAfter.Duration}
 	}
 	return bot.Reminders{RemindAfter: r.RemindAfter.Duration, EscalateAfter: r.EscalateAfter.Duration, EscalateTo: r.EscalateTo}

@@ -68,7 +68,8 @@
   }
 
   // inline renders `code`, **bold**, _italic_, [links](url) and bare
-  // http(s) URLs into parent.
+  // http(s) URLs, and links to the console's own threads ([text](#id), the
+  // storm summary's), into parent.
   function inline(parent, s) {
     const re = /(`[^`]+`|\*\*[^*]+\*\*|(?:^|(?<=\s))_[^_]+_(?=\s|$|[.,;:!?)])|\[[^\]\n]+\]\([^()\s]+\)|\bhttps?:\/\/[^\s<>()`]*[^\s<>()`.,;:!?'"])/g;
     let last = 0, m;
@@ -79,7 +80,11 @@
       else if (t[0] === "*") parent.appendChild(el("strong", "", t.slice(2, -2)));
       else if (t[0] === "[") {
         const [, text, url] = t.match(/^\[([^\]]+)\]\((.*)\)$/);
-        parent.appendChild(link(text, url) || document.createTextNode(t));
+        if (/^#[A-Za-z0-9-]+$/.test(url)) {
+          const a = el("a", "thread-link", text);
+          a.href = url;
+          parent.appendChild(a);
+        } else parent.appendChild(link(text, url) || document.createTextNode(t));
       } else if (t[0] === "h") parent.appendChild(link(t, t) || document.createTextNode(t));
       else { const em = el("em"); withTimes(em, t.slice(1, -1)); parent.appendChild(em); }
       last = m.index + t.length;
