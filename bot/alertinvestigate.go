@@ -142,7 +142,7 @@ func (a *alerts) investigate(ctx context.Context, cfg *AlertsConfig, t Thread, c
 	default:
 		a.count("investigation_skipped")
 		text := fmt.Sprintf("Skipped the automatic first look: %s, and this channel's queue of first looks is full (%d waiting, the limit). "+
-			"Tap **Run first look** to run it now, or mention me in this thread to investigate.", why, cfg.MaxQueued)
+			"Tap **Run first look** to run it now, or ask me in this thread to investigate.", why, cfg.MaxQueued)
 		b.log.Info("alert first look skipped", "conv", t.Key(), "route", rt.Name, "why", why)
 		a.noteLook(ch, t, "alert:"+rt.Name, lookSkipped, text)
 		b.post(ctx, t, Post{Text: text, Buttons: []Button{{ID: ActionFirstLook, Label: "Run first look", Style: "primary"}}, Value: lookValue(wh.GroupKey)})
@@ -320,7 +320,7 @@ func (b *Bot) runFirstLook(ctx context.Context, c Click) ClickResult {
 	a.mu.Unlock()
 	switch {
 	case !firing:
-		return ClickResult{Ephemeral: "This alert group is resolved. Nothing was run; mention me in the thread to investigate."}
+		return ClickResult{Ephemeral: "This alert group is resolved. Nothing was run; ask me in the thread to investigate."}
 	case !ok:
 		return ClickResult{Ephemeral: "This group's first look is " + state + " already. Nothing more was run."}
 	}
