@@ -274,7 +274,7 @@ func (s *Server) Post(_ context.Context, t bot.Thread, p bot.Post) (string, erro
 	if err != nil {
 		return "", err
 	}
-	if n := len(th.posts); n > 0 && th.posts[n-1].restored && th.posts[n-1].Text == p.Text && p.Value == "" && p.File == nil {
+	if n := len(th.posts); n > 0 && th.posts[n-1].restored && th.posts[n-1].Text == p.Text && (p.Text == bot.InterruptedText || p.Text == bot.LeaderLostText) {
 		// The restart notice of an interrupted run (bot.Recover), which
 		// the thread rebuilt from the chain already ends with.
 		th.posts[n-1].restored = false
