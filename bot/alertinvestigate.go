@@ -330,7 +330,13 @@ func (b *Bot) runFirstLook(ctx context.Context, c Click) ClickResult {
 	b.log.Info("first look run by tap", "conv", g.Session, "user", c.User.ID)
 	a.start(ctx, c.Thread, ch, rt, lastWebhook(key, g.Last), false)
 	a.stormChanged(ctx, rt, key, false, false)
-	return ClickResult{Update: &Post{Text: "Skipped the automatic first look (the channel's limit and queue were full).\n" + text}}
+	return ClickResult{Update: &Post{Text: requestedLook(text)}}
+}
+
+// requestedLook is the skipped look's notice once a person tapped Run
+// first look (text says who and when).
+func requestedLook(text string) string {
+	return "Skipped the automatic first look (the channel's limit and queue were full).\n" + text
 }
 
 // mayRunLook returns why c's user may not run a first look in ch, or "":

@@ -88,6 +88,8 @@ func script(req fakemodel.Request) fakemodel.Reply {
 		return fakemodel.Reply{Content: "That was long."}
 	case strings.Contains(user, "show the big log"):
 		return run("seq 1 2000", "show the log")
+	case strings.Contains(user, "An alert fired and opened this thread") && strings.Contains(user, "HoldsTheLook"):
+		return fakemodel.Reply{Content: "Never shown.", Delay: time.Hour} // holds the channel's first look
 	case strings.Contains(user, "An alert fired and opened this thread") && strings.Contains(user, "NginxDown") && !afterTool:
 		return run("git frobnicate --all", "look at the repository")
 	case strings.Contains(user, "An alert fired and opened this thread") && strings.Contains(user, "NginxDown"):
@@ -125,6 +127,8 @@ type rigOpts struct {
 	Tokens bot.TokenBudgets
 	// Investigate starts an alert's first look (the rig's alert route).
 	Investigate bool
+	// Storm allows one first look at a time and one queued (Investigate).
+	Storm bool
 	// StateDir, if set, is a copy of another rig's state dir (events.db
 	// and audit.jsonl) to start from, as a process started over the files
 	// a killed one left.
@@ -144,6 +148,7 @@ type rig struct {
 	loc      *time.Location
 	state    string // the store's dir
 	look     bool   // the alert route's first look
+	storm    bool   // one first look at a time, one queued
 
 	// The running console; start replaces them.
 	srv    *Server
@@ -211,7 +216,7 @@ func newRig(t testing.TB, o rigOpts) *rig {
 	if auth.open() {
 		approvers = []string{"local"}
 	}
-	r := &rig{t: tt, dir: dir, db: db, auth: auth, state: state, look: o.Investigate, problem: problem, timeout: o.ApprovalTimeout, interval: o.UpdateInterval, loc: o.Location,
+	r := &rig{t: tt, dir: dir, db: db, auth: auth, state: state, look: o.Investigate || o.Storm, storm: o.Storm, problem: problem, timeout: o.ApprovalTimeout, interval: o.UpdateInterval, loc: o.Location,
 		ch: bot.Channel{Agent: ag, Workspace: dir, Approvers: approvers, TwoPerson: !auth.open(), Tokens: o.Tokens}}
 	r.start(t)
 	t.Cleanup(func() {
@@ -252,7 +257,11 @@ func (r *rig) start(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recv, err := bot.NewAlertReceiver(bot.AlertsConfig{Token: []byte(alertToken), Platform: Platform, Groups: groups, Deliveries: deliveries,
+	limit := 0 // the default
+	if r.storm {
+		limit = 1
+	}
+	recv, err := bot.NewAlertReceiver(bot.AlertsConfig{Token: []byte(alertToken), Platform: Platform, Groups: groups, Deliveries: deliveries, MaxPerChannel: limit, MaxQueued: limit,
 		Routes: []bot.AlertRoute{{Name: "console", Channel: "console", Investigate: r.look}}}, map[string]*bot.Bot{Platform: b})
 	if err != nil {
 		t.Fatal(err)

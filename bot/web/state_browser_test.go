@@ -13,6 +13,8 @@ import (
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+
+	"github.com/thinbot/thinbot/bot"
 )
 
 // These tests show the person on call which thread is which: plain titles
@@ -656,5 +658,46 @@ func TestStormThreadsAfterRestart(t *testing.T) {
 		if !strings.HasPrefix(a.title, "Storm") || a.alert != "firing" || !strings.Contains(a.card, "nginx on web-1 is down") {
 			t.Errorf("thread %s after a restart: %+v", id, a)
 		}
+	}
+}
+
+// TestSkippedLookAfterRestart: a storm's skipped first look comes back
+// after a restart with its notice and its Run first look, which still
+// runs the look; a tap's outcome comes back too, without the button.
+func TestSkippedLookAfterRestart(t *testing.T) {
+	r := newRig(t, rigOpts{Storm: true})
+	for _, name := range []string{"HoldsTheLook", "WaitsInQueue", "SkippedLook"} {
+		r.alert(strings.ReplaceAll(strings.ReplaceAll(nginxAlert("firing"), "NginxDown", name), "4f1e2c3d", "fp"+name))
+	}
+	var tid string
+	waitFor(t, "the skipped group's thread", func() bool {
+		r.srv.mu.Lock()
+		defer r.srv.mu.Unlock()
+		for id, th := range r.srv.threads {
+			if strings.HasPrefix(th.Title, "SkippedLook") {
+				tid = id
+			}
+		}
+		return tid != ""
+	})
+	notice := r.waitPost(tid, "Skipped the automatic first look")
+	if len(notice.Buttons) != 1 || notice.Buttons[0].ID != bot.ActionFirstLook || notice.value == "" {
+		t.Fatalf("the live notice: %+v", notice)
+	}
+	r.restart(t)
+	again := r.waitPost(tid, "Skipped the automatic first look")
+	if again.Text != notice.Text || len(again.Buttons) != 1 || again.Buttons[0] != notice.Buttons[0] || again.value != notice.value {
+		t.Fatalf("after a restart the notice is %+v\nwant as live: %+v", again, notice)
+	}
+	code, body := r.do("bob", "POST", "/api/threads/"+tid+"/posts/"+again.ID+"/click", `{"action":"`+bot.ActionFirstLook+`"}`)
+	if code != http.StatusOK || !strings.Contains(body, `"updated":true`) {
+		t.Fatalf("Run first look after a restart: %d %s", code, body)
+	}
+	r.waitPost(tid, "Run first look: started by @bob")
+	r.waitPost(tid, "I only know the test script.")
+	r.restart(t)
+	tapped := r.waitPost(tid, "Run first look: started by @bob")
+	if len(tapped.Buttons) != 0 || !strings.HasPrefix(tapped.Text, "Skipped the automatic first look") {
+		t.Errorf("after a second restart the tapped notice is %+v", tapped)
 	}
 }

@@ -703,4 +703,7 @@ var table = []mutation{
 	{ID: "U17", File: "bot/web/restore.go", What: "after a restart a storm's alert threads are empty: no card, nothing to tell them apart",
 		Old: "\t\trp.redraw(card)\n\t\tif line != \"\" {\n", New: "\t\t_ = card\n\t\tif line != \"\" {\n",
 		Pkgs: []string{"./bot/web"}, Run: "TestStormThreadsAfterRestart"},
+	{ID: "U18", File: "bot/web/restore.go", What: "after a restart a storm's skipped first look has lost its Run first look button",
+		Old: "\t\t\twp.Buttons, wp.value = buttons(lp.Buttons), lp.Value\n", New: "",
+		Pkgs: []string{"./bot/web"}, Run: "TestSkippedLookAfterRestart"},
 }
