@@ -34,6 +34,7 @@ func (ar *alertRun) prepare(t *agentcore.Turn) {
 	t.Actor = ar.actor
 	t.Approver = nil
 	t.AllowAll = false
+	t.NoApprover = "this automatic first look cannot ask for one (name it in your answer)"
 	t.Budgets = ar.budgets
 	cmd := t.Hooks.Command
 	t.Hooks.Command = func(c agentcore.CommandInfo) {
@@ -65,7 +66,7 @@ func (ar *alertRun) after(ctx context.Context, b *Bot, t Thread) {
 		}
 		fmt.Fprintf(&s, "- `%s`\n", oneLineMD(c))
 	}
-	s.WriteString("Mention me in this thread to run one; an approver then decides.")
+	s.WriteString("Ask me in this thread to run one; an approver then decides.")
 	b.post(ctx, t, Post{Text: s.String()})
 }
 
@@ -149,7 +150,7 @@ func (a *alerts) investigate(ctx context.Context, cfg *AlertsConfig, t Thread, c
 	default:
 		a.count("investigation_skipped")
 		text := fmt.Sprintf("Skipped the automatic first look: %s, and this channel's queue of first looks is full (%d waiting, the limit). "+
-			"Tap **Run first look** on the card to run it now, or mention me in this thread to investigate.", why, cfg.MaxQueued)
+			"Tap **Run first look** on the card to run it now, or ask me in this thread to investigate.", why, cfg.MaxQueued)
 		b.log.Info("alert first look skipped", "conv", t.Key(), "route", rt.Name, "why", why)
 		a.noteLook(ch, t, "alert:"+rt.Name, lookSkipped, text)
 		b.post(ctx, t, Post{Text: text})
@@ -330,7 +331,7 @@ func (b *Bot) runFirstLook(ctx context.Context, c Click) ClickResult {
 	a.mu.Unlock()
 	switch {
 	case g.Status != "firing":
-		return ClickResult{Ephemeral: "This alert group is resolved. Nothing was run; mention me in the thread to investigate."}
+		return ClickResult{Ephemeral: "This alert group is resolved. Nothing was run; ask me in the thread to investigate."}
 	case !ok:
 		return ClickResult{Ephemeral: "This group's first look is " + cmp.Or(state, "under way") + " already. Nothing more was run."}
 	}

@@ -285,8 +285,15 @@ func approvalText(req *request, loc *time.Location) string {
 	if req.ap.Reason != "" {
 		fmt.Fprintf(&b, "Reason: %s\n", req.ap.Reason)
 	}
-	fmt.Fprintf(&b, "Gate rule: `%s` · expires %s · request `%s` · sha256 `%s`", req.ap.Rule,
-		textfmt.Clock(req.expires, loc, "15:04"), req.ap.RequestID, req.ap.SHA256[:12])
+	// The gate's words, not its rule's name (which the chain records):
+	// the person on call reads this card.
+	if req.ap.Why != "" {
+		fmt.Fprintf(&b, "Why it needs approval: %s\n", textfmt.OneLine(req.ap.Why, 300))
+	} else {
+		fmt.Fprintf(&b, "Rule: `%s`\n", req.ap.Rule) // a request no gate decision made (a /silence)
+	}
+	fmt.Fprintf(&b, "Request `%s` · expires %s · sha256 `%s`", req.ap.RequestID,
+		textfmt.Clock(req.expires, loc, "15:04"), req.ap.SHA256[:12])
 	return b.String()
 }
 
