@@ -113,10 +113,6 @@ func (a *alerts) busy(cfg *AlertsConfig, rt AlertRoute) string {
 func (a *alerts) investigate(ctx context.Context, cfg *AlertsConfig, t Thread, ch Channel, rt AlertRoute, wh Webhook) {
 	a.mu.Lock()
 	why, queued := a.busy(cfg, rt), 0
-	if g, ok := a.groups[wh.GroupKey]; ok && g.LookSkipped { // skipped when it fired before
-		g.LookSkipped = false
-		a.groups[wh.GroupKey] = g
-	}
 	switch {
 	case why == "":
 		a.perChan[rt.Channel]++

@@ -993,3 +993,43 @@ func TestRunFirstLookAfterARestart(t *testing.T) {
 	}
 	rr.r.ad.waitPost(t, th, contains("finished: exit code: 0"))
 }
+
+// TestSkippedLookClearedWhenTheGroupFiresAgain: a group whose first look
+// was skipped, then resolved, fires again with room for a look: its card
+// no longer offers Run first look, and the look runs.
+func TestSkippedLookClearedWhenTheGroupFiresAgain(t *testing.T) {
+	model := &recModel{m: cmdModel{cmd: "true"}, gate: make(chan struct{})}
+	r := newRig(t, model, Channel{Approvers: []string{"U2"}}, Config{MaxConcurrent: 8})
+	h := r.alerts(t, AlertsConfig{MaxPerChannel: 1, MaxQueued: -1})
+	alert := func(i int, status string) WebhookAlert {
+		a := diskAlert(status)
+		a.Fingerprint = fmt.Sprint("f", i)
+		return a
+	}
+	for i := range 2 {
+		if w := deliver(h, testAlertToken, alertBody(fmt.Sprint("g", i), "firing", alert(i, "firing"))); w.Code != http.StatusOK {
+			t.Fatalf("alert %d: %d %s", i, w.Code, w.Body)
+		}
+	}
+	card := r.ad.rootPosts()[1].id
+	hasRun := func() bool {
+		return slices.ContainsFunc(r.ad.post(card).post.Buttons, func(b Button) bool { return b.ID == ActionFirstLook })
+	}
+	if !hasRun() {
+		t.Fatalf("the skipped group's card: %+v", r.ad.post(card).post)
+	}
+	close(model.gate) // g0's look ends: a slot is free
+	r.ad.waitPost(t, Thread{Platform: "fake", Channel: "C1", Root: r.ad.rootPosts()[0].id}, contains("finished: exit code: 0"))
+	if w := deliver(h, testAlertToken, alertBody("g1", "resolved", alert(1, "resolved"))); w.Code != http.StatusOK {
+		t.Fatalf("resolve: %d %s", w.Code, w.Body)
+	}
+	again := alert(1, "firing")
+	again.StartsAt = again.StartsAt.Add(time.Hour)
+	if w := deliver(h, testAlertToken, alertBody("g1", "firing", again)); w.Code != http.StatusOK {
+		t.Fatalf("fires again: %d %s", w.Code, w.Body)
+	}
+	r.ad.waitPost(t, Thread{Platform: "fake", Channel: "C1", Root: card}, contains("finished: exit code: 0"))
+	if hasRun() {
+		t.Errorf("the card of a group whose new first look ran offers Run first look: %+v", r.ad.post(card).post)
+	}
+}
