@@ -253,8 +253,8 @@ type AuditRow struct {
 	// Approval is "approved by WHO" or "refused: WHY" when a human was
 	// asked, else "".
 	Approval string
-	// Result is "exit N", "timed out", "not run" or "done"; "" while no
-	// result is recorded.
+	// Result is ToolResultPayload.Outcome; "" while no result is
+	// recorded.
 	Result string
 }
 
@@ -294,16 +294,7 @@ func (a *Agent) Audit(session string, n int) ([]AuditRow, error) {
 		case EvToolResult:
 			var p ToolResultPayload
 			if json.Unmarshal(e.Payload, &p) == nil && byCall[p.CallID] != nil {
-				switch {
-				case p.TimedOut:
-					byCall[p.CallID].Result = "timed out"
-				case p.ExitCode != nil:
-					byCall[p.CallID].Result = fmt.Sprintf("exit %d", *p.ExitCode)
-				case p.IsError:
-					byCall[p.CallID].Result = "not run"
-				default:
-					byCall[p.CallID].Result = "done"
-				}
+				byCall[p.CallID].Result = p.Outcome()
 			}
 		}
 	}

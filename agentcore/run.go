@@ -370,7 +370,8 @@ func (r *run) toolCall(ctx context.Context, call ToolCall) (done bool, summary s
 
 // tools are the tools the run offers.
 func (r *run) tools() []Tool {
-	return append(toolDefs(r.t.Goal, len(r.cfg.Skills.Skills) > 0, r.cfg.Fleet != nil), r.mcpTools()...)
+	tools := append(toolDefs(r.t.Goal, len(r.cfg.Skills.Skills) > 0, r.cfg.Fleet != nil), datasourceTools(r.cfg.Datasources)...)
+	return append(tools, r.mcpTools()...)
 }
 
 // result records a tool's result (what the model sees) and counts errors.

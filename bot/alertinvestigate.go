@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/agentcore/textfmt"
@@ -197,7 +199,7 @@ func (a *alerts) start(ctx context.Context, t Thread, ch Channel, rt AlertRoute,
 	}
 	ar := &alertRun{actor: "alert:" + rt.Name, release: release,
 		budgets: agentcore.Budgets{MaxSteps: steps, MaxModelCalls: 2*steps + 1, MaxWall: wall}}
-	m := Message{Thread: t, User: User{ID: "alert:" + rt.Name, Name: "alert"}, Text: alertQuestion(wh, ch.Agent.Skills()), Time: b.cfg.Now()}
+	m := Message{Thread: t, User: User{ID: "alert:" + rt.Name, Name: "alert"}, Text: alertQuestion(wh, ch.Agent.Skills(), ch.Agent.HasDatasource("prometheus")), Time: b.cfg.Now()}
 	b.mu.Lock()
 	closing, base := b.closing, b.runCtx
 	b.mu.Unlock()
@@ -362,14 +364,17 @@ func (b *Bot) mayRunLook(ctx context.Context, ch Channel, c Click) string {
 
 // alertQuestion is the first look's question: the instructions are ours;
 // the alert is JSON between markers that JSON cannot contain (its encoder
-// escapes < and >), labelled as untrusted data.
-func alertQuestion(wh Webhook, skills []agentcore.SkillInfo) string {
+// escapes < and >), labelled as untrusted data. With a Prometheus
+// datasource (prom), each alert carries its rule's expression (expr, from
+// its generatorURL) and the first look queries it over the last hour.
+func alertQuestion(wh Webhook, skills []agentcore.SkillInfo, prom bool) string {
 	type alertData struct {
 		Status       string            `json:"status"`
 		Labels       map[string]string `json:"labels,omitempty"`
 		Annotations  map[string]string `json:"annotations,omitempty"`
 		StartsAt     time.Time         `json:"startsAt"`
 		GeneratorURL string            `json:"generatorURL,omitempty"`
+		Expr         string            `json:"expr,omitempty"`
 	}
 	data := struct {
 		Status       string            `json:"status"`
@@ -382,7 +387,11 @@ func alertQuestion(wh Webhook, skills []agentcore.SkillInfo) string {
 			data.More = len(wh.Alerts) - 10 + wh.TruncatedAlerts
 			break
 		}
-		data.Alerts = append(data.Alerts, alertData{Status: al.Status, Labels: al.Labels, Annotations: al.Annotations, StartsAt: al.StartsAt, GeneratorURL: al.GeneratorURL})
+		ad := alertData{Status: al.Status, Labels: al.Labels, Annotations: al.Annotations, StartsAt: al.StartsAt, GeneratorURL: al.GeneratorURL}
+		if prom {
+			ad.Expr = AlertExpr(al.GeneratorURL)
+		}
+		data.Alerts = append(data.Alerts, ad)
 	}
 	js, _ := json.MarshalIndent(data, "", " ")
 	var s strings.Builder
@@ -390,6 +399,10 @@ func alertQuestion(wh Webhook, skills []agentcore.SkillInfo) string {
 		"use read-only commands and skills only (anything that needs an approval is refused in this run; " +
 		"name it in your answer instead and a human will decide). Answer briefly: what you checked, what you found, " +
 		"the likely cause, and what a human should do next.\n")
+	if slices.ContainsFunc(data.Alerts, func(a alertData) bool { return a.Expr != "" }) {
+		fmt.Fprintf(&s, "Start with the alert's own expression: an alert's expr is its rule's PromQL (from its generatorURL); "+
+			"query it with %s over the last hour (its default window) and cite what it shows.\n", agentcore.ToolPromRange)
+	}
 	if sk := matchSkill(wh, skills); sk != "" {
 		fmt.Fprintf(&s, "The skill `%s` matches this alert: open it first.\n", sk)
 	}
@@ -440,4 +453,26 @@ func matchSkill(wh Webhook, skills []agentcore.SkillInfo) string {
 		}
 	}
 	return ""
+}
+
+// maxExpr bounds the expression AlertExpr takes from a generatorURL.
+const maxExpr = 2048
+
+// AlertExpr is the PromQL expression of an alert's generatorURL, as
+// Prometheus writes it (/graph?g0.expr=...&g0.tab=1), or "" when the URL
+// holds none (or one longer than 2 KiB), its whitespace folded.
+func AlertExpr(generatorURL string) string {
+	u, err := url.Parse(generatorURL)
+	if err != nil {
+		return ""
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return ""
+	}
+	expr := strings.TrimSpace(q.Get("g0.expr"))
+	if len(expr) > maxExpr || !utf8.ValidString(expr) || strings.ContainsAny(expr, "\x00") {
+		return ""
+	}
+	return strings.Join(strings.Fields(expr), " ")
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -401,26 +402,51 @@ func FuzzAlertCard(f *testing.F) {
 				t.Fatalf("unbalanced code span in %q", line)
 			}
 		}
-		q := alertQuestion(wh, nil)
+		q := alertQuestion(wh, nil, false)
 		if strings.Count(q, "ALERT DATA>>>") != 1 || strings.Count(q, "<<<ALERT DATA") != 1 {
 			t.Fatalf("alert text forged a marker: %q", q)
 		}
 	})
 }
 
+// TestTimelineCommand: /timeline shows the postmortem, with the console's
+// link to the session, and attaches it with the verified appendix;
+// /status names the session for the CLI; /timeline appendix shows the
+// appendix.
 func TestTimelineCommand(t *testing.T) {
-	r := newRig(t, cmdModel{cmd: "echo hi"}, Channel{}, Config{})
+	r := newRig(t, cmdModel{cmd: "echo hi"}, Channel{}, Config{Console: "https://thinbot.example/"})
 	r.say(alice, th1, "m1", "say hi", true)
 	r.ad.waitPost(t, th1, contains("finished: exit code: 0"))
 	r.say(alice, th1, "m2", "/timeline", true)
 	p := r.ad.waitPost(t, th1, contains("# Incident timeline"))
-	for _, want := range []string{"**Chain verified:**", "**message** from `user:U1 (alice)`: `say hi`", "**command** `echo hi`: verdict pass", "**result** of `echo hi`: exit 0"} {
+	postmortem := []string{"`alice` wrote: `say hi`", "`echo hi`: **exit 0**", "**Links:** [console](https://thinbot.example/audit/session?id=" + url.QueryEscape(th1.Key()) + ")"}
+	appendix := []string{"**Chain verified:**", "**message** from `user:U1 (alice)`: `say hi`", "**command** `echo hi`: verdict pass", "**result** of `echo hi`: exit 0"}
+	for _, want := range postmortem {
 		if !strings.Contains(p.post.Text, want) {
 			t.Errorf("timeline lacks %q:\n%s", want, p.post.Text)
 		}
 	}
-	if p.post.File == nil || string(p.post.File.Data) != p.post.Text || p.post.File.Name != "timeline-R1.md" {
-		t.Errorf("attachment = %+v", p.post.File)
+	if strings.Contains(p.post.Text, "Chain verified") {
+		t.Errorf("the message shows the appendix:\n%s", p.post.Text)
+	}
+	if p.post.File == nil || !strings.HasPrefix(string(p.post.File.Data), p.post.Text) || p.post.File.Name != "timeline-R1.md" {
+		t.Fatalf("attachment = %+v", p.post.File)
+	}
+	for _, want := range append(postmortem, appendix...) {
+		if !strings.Contains(string(p.post.File.Data), want) {
+			t.Errorf("the attached timeline lacks %q:\n%s", want, p.post.File.Data)
+		}
+	}
+	// /status names the session as the CLI takes it.
+	r.say(alice, th1, "m4", "/status", true)
+	r.ad.waitPost(t, th1, contains("Session: `fake/C1/R1` (on the host: `thinbot audit timeline fake/C1/R1`)"))
+	// /timeline appendix shows the verified appendix.
+	r.say(alice, th1, "m3", "/timeline appendix", true)
+	p = r.ad.waitPost(t, th1, contains("**Chain verified:**"))
+	for _, want := range appendix {
+		if !strings.Contains(p.post.Text, want) {
+			t.Errorf("/timeline appendix lacks %q:\n%s", want, p.post.Text)
+		}
 	}
 }
 
@@ -441,7 +467,7 @@ func TestTimelineSummary(t *testing.T) {
 	r.say(alice, th1, "m2", "/timeline summary", true)
 	p := r.ad.waitPost(t, th1, contains("# Incident timeline"))
 	if !strings.Contains(p.post.Text, "## The model's summary (the model's words, not evidence)\n\n> The disk filled; **@\u200bchannel** nothing else.") ||
-		!strings.Contains(p.post.Text, "the model wrote a summary") {
+		p.post.File == nil || !strings.Contains(string(p.post.File.Data), "the model wrote a summary") {
 		t.Errorf("timeline:\n%s", p.post.Text)
 	}
 }
@@ -958,6 +984,25 @@ func TestRunFirstLookByTap(t *testing.T) {
 	want := []string{"first_look:skipped:alert:ops", "click_refused:run first look: you are not an approver for this channel:user:U3 (eve)", "first_look:requested:user:U2 (bob)"}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("the thread's notes: %q, want %q", kinds, want)
+	}
+}
+
+// TestCutOutsideFence: a long timeline is cut at a line outside a command's
+// output fence, so that the chat does not show the rest as code.
+func TestCutOutsideFence(t *testing.T) {
+	s := "- a\n\n````\nout\n```\nmore\n````\n\n- b\n"
+	for _, tc := range []struct {
+		limit int
+		want  string
+	}{
+		{len(s), s},
+		{len(s) - 1, "- a\n\n````\nout\n```\nmore\n````\n\n"},
+		{20, "- a\n\n"},
+		{3, ""},
+	} {
+		if got := cutOutsideFence(s, tc.limit); got != tc.want {
+			t.Errorf("cutOutsideFence(%d) = %q, want %q", tc.limit, got, tc.want)
+		}
 	}
 }
 

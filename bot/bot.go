@@ -92,6 +92,9 @@ type Config struct {
 	// that has none of its own; nil means UTC. Times in logs and in the
 	// chain stay UTC.
 	Location *time.Location
+	// Console is the web console's origin as browsers see it, for the
+	// console link of /timeline's postmortem; "" means none.
+	Console string
 }
 
 // Bot is the chat daemon: it implements Handler for an Adapter.
