@@ -261,6 +261,12 @@ func (a *alerts) next(channel string) {
 			continue
 		}
 		a.stormChanged(context.Background(), pl.rt, pl.key, false, false)
+		b.mu.Lock()
+		closing := b.closing
+		b.mu.Unlock()
+		if !closing { // a shutdown drops the queue (start): not started
+			a.noteLook(ch, pl.t, "alert:"+pl.rt.Name, "started", "")
+		}
 		a.start(context.Background(), pl.t, ch, pl.rt, pl.wh, true)
 		return
 	}

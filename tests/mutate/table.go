@@ -609,8 +609,8 @@ var table = []mutation{
 	{ID: "N7", File: "bot/alertinvestigate.go", What: "a queued first look never starts: an ending look does not hand its slot on",
 		Old: "\t\t\tif auto {\n\t\t\t\ta.next(rt.Channel)\n\t\t\t}\n", New: "",
 		Pkgs: []string{"./bot"}, Run: "TestAlertStormBounded"},
-	{ID: "N8", File: "agentcore/alert.go", What: "after a restart a skipped group's card loses Run first look (the chain's note is not read back)",
-		Old: "g.LookSkipped = n.Detail == \"skipped\"", New: "g.LookSkipped = false",
+	{ID: "N8", File: "agentcore/alert.go", What: "after a restart a skipped (or queued, then dropped) group's card loses Run first look (the chain's note is not read back)",
+		Old: "g.LookSkipped = n.Detail == \"skipped\" || n.Detail == \"queued\"", New: "g.LookSkipped = false",
 		Pkgs: []string{"./bot"}, Run: "TestRunFirstLookAfterARestart"},
 	// MCP in (issue 34): tools from MCP servers, gated like commands.
 	{ID: "M1", File: "agentcore/mcp/mcp.go", What: "a read-only MCP call runs in the server process of the approved tier: a server whose tool the config marks read-only can write",
