@@ -126,8 +126,10 @@ func (a *alerts) investigate(ctx context.Context, cfg *AlertsConfig, t Thread, c
 		a.looks[wh.GroupKey] = lookQueued
 	default:
 		a.looks[wh.GroupKey] = lookSkipped
+	}
+	if why != "" { // the card offers Run first look
 		g := a.groups[wh.GroupKey]
-		g.LookSkipped = true
+		g.LookOffered = true
 		a.groups[wh.GroupKey] = g
 	}
 	a.mu.Unlock()
@@ -138,10 +140,12 @@ func (a *alerts) investigate(ctx context.Context, cfg *AlertsConfig, t Thread, c
 		return
 	case queued > 0:
 		a.count("investigation_queued")
-		text := fmt.Sprintf("Queued the automatic first look: %s. It starts when one of them ends (number %d in this channel's queue of at most %d).", why, queued, cfg.MaxQueued)
+		text := fmt.Sprintf("Queued the automatic first look: %s. It starts when one of them ends (number %d in this channel's queue of at most %d); "+
+			"tap **Run first look** on the card to run it now.", why, queued, cfg.MaxQueued)
 		b.log.Info("alert first look queued", "conv", t.Key(), "route", rt.Name, "position", queued)
 		a.noteLook(ch, t, "alert:"+rt.Name, lookQueued, text)
 		b.post(ctx, t, Post{Text: text})
+		a.redrawCard(ctx, b, ch, t, wh.GroupKey)
 	default:
 		a.count("investigation_skipped")
 		text := fmt.Sprintf("Skipped the automatic first look: %s, and this channel's queue of first looks is full (%d waiting, the limit). "+
@@ -149,13 +153,18 @@ func (a *alerts) investigate(ctx context.Context, cfg *AlertsConfig, t Thread, c
 		b.log.Info("alert first look skipped", "conv", t.Key(), "route", rt.Name, "why", why)
 		a.noteLook(ch, t, "alert:"+rt.Name, lookSkipped, text)
 		b.post(ctx, t, Post{Text: text})
-		// The card gets its Run first look (cardPost).
-		a.mu.Lock()
-		g := a.groups[wh.GroupKey]
-		a.mu.Unlock()
-		b.update(ctx, t, g.PostID, cardPost(g, payloadWebhook(g.Last), g.Last, b.cfg.Now(), g.StartsAt, b.zone(ch)))
+		a.redrawCard(ctx, b, ch, t, wh.GroupKey)
 	}
 	a.stormChanged(ctx, rt, wh.GroupKey, false, true)
+}
+
+// redrawCard draws the group's card again (cardPost: with or without Run
+// first look). The caller holds the group's lock.
+func (a *alerts) redrawCard(ctx context.Context, b *Bot, ch Channel, t Thread, key string) {
+	a.mu.Lock()
+	g := a.groups[key]
+	a.mu.Unlock()
+	b.update(ctx, t, g.PostID, cardPost(g, payloadWebhook(g.Last), g.Last, b.cfg.Now(), g.StartsAt, b.zone(ch)))
 }
 
 // noteLook records what became of a group's first look in its thread.
@@ -234,7 +243,10 @@ func (a *alerts) next(channel string) {
 		}
 		pl := q[i]
 		a.waiting[channel] = append(q[:i:i], q[i+1:]...)
-		firing := a.groups[pl.key].Status == "firing"
+		g := a.groups[pl.key]
+		firing := g.Status == "firing"
+		g.LookOffered = false
+		a.groups[pl.key] = g
 		if firing {
 			a.perChan[pl.rt.Channel]++
 			a.perRoute[pl.rt.Name]++
@@ -266,16 +278,20 @@ func (a *alerts) next(channel string) {
 		b.mu.Unlock()
 		if !closing { // a shutdown drops the queue (start): not started
 			a.noteLook(ch, pl.t, "alert:"+pl.rt.Name, "started", "")
+			unlock := a.lock(pl.key)
+			a.redrawCard(context.Background(), b, ch, pl.t, pl.key) // without Run first look
+			unlock()
 		}
 		a.start(context.Background(), pl.t, ch, pl.rt, pl.wh, true)
 		return
 	}
 }
 
-// runFirstLook handles a press of Run first look on a group's card: a
-// person who may approve in the channel starts the group's read-only first
-// look, which the chain records as requested by them; the card is redrawn
-// without the button and the thread says who ran it. It runs once.
+// runFirstLook handles a press of Run first look on a group's card (its
+// first look skipped or queued): a person who may approve in the channel
+// starts the group's read-only first look now (out of the queue), which
+// the chain records as requested by them; the card is redrawn without the
+// button and the thread says who ran it. It runs once.
 func (b *Bot) runFirstLook(ctx context.Context, c Click) ClickResult {
 	b.mu.Lock()
 	a := b.alerts
@@ -323,11 +339,13 @@ func (b *Bot) runFirstLook(ctx context.Context, c Click) ClickResult {
 	a.mu.Lock()
 	g = a.groups[key]
 	state := a.looks[key]
-	ok = g.Status == "firing" && g.LookSkipped
+	ok = g.Status == "firing" && g.LookOffered
 	if ok {
-		g.LookSkipped = false
+		g.LookOffered = false
 		a.groups[key] = g
 		a.looks[key] = lookRunning
+		// Out of the queue, if it waits there: it runs now.
+		a.waiting[rt.Channel] = slices.DeleteFunc(a.waiting[rt.Channel], func(pl pendingLook) bool { return pl.key == key })
 	}
 	a.mu.Unlock()
 	switch {

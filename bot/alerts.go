@@ -777,7 +777,7 @@ func (a *alerts) deliver(ctx context.Context, cfg *AlertsConfig, wh Webhook, dig
 		starts = e
 	}
 	if g.Status == "resolved" && wh.Status == "firing" {
-		g.LookSkipped = false // it fires again: investigate decides anew
+		g.LookOffered = false // it fires again: investigate decides anew
 	}
 	b.update(ctx, t, g.PostID, cardPost(g, wh, p, now, starts, loc))
 	b.post(ctx, t, Post{Text: alertLine(g, wh, p, now, starts, loc)})

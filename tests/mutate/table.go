@@ -610,8 +610,11 @@ var table = []mutation{
 		Old: "\t\t\tif auto {\n\t\t\t\ta.next(rt.Channel)\n\t\t\t}\n", New: "",
 		Pkgs: []string{"./bot"}, Run: "TestAlertStormBounded"},
 	{ID: "N8", File: "agentcore/alert.go", What: "after a restart a skipped (or queued, then dropped) group's card loses Run first look (the chain's note is not read back)",
-		Old: "g.LookSkipped = n.Detail == \"skipped\" || n.Detail == \"queued\"", New: "g.LookSkipped = false",
+		Old: "g.LookOffered = n.Detail == \"skipped\" || n.Detail == \"queued\"", New: "g.LookOffered = false",
 		Pkgs: []string{"./bot"}, Run: "TestRunFirstLookAfterARestart"},
+	{ID: "N9", File: "bot/alertinvestigate.go", What: "a queued first look run by tap stays queued and runs a second time",
+		Old: "\t\ta.waiting[rt.Channel] = slices.DeleteFunc(a.waiting[rt.Channel], func(pl pendingLook) bool { return pl.key == key })\n", New: "",
+		Pkgs: []string{"./bot"}, Run: "TestRunQueuedFirstLookByTap"},
 	// MCP in (issue 34): tools from MCP servers, gated like commands.
 	{ID: "M1", File: "agentcore/mcp/mcp.go", What: "a read-only MCP call runs in the server process of the approved tier: a server whose tool the config marks read-only can write",
 		Old: "c, err := s.conn(ctx, sv, r, m)", New: "c, err := s.conn(ctx, sv, r, sandbox.Approved)",
