@@ -674,4 +674,7 @@ var table = []mutation{
 	{ID: "Y7", File: "bot/web/output.go", What: "the console's full output of a datasource read is the model's summary, not the answer the chain keeps",
 		Old: "\t\t\t\tanswers[p.CallID] = p\n", New: "\t\t\t\t_ = p\n",
 		Pkgs: []string{"./bot/web"}, Run: "TestDatasourceAnswerInFullFromTheChain"},
+	{ID: "Y8", File: "cmd/thinbot/reload.go", What: "a reload puts in force a datasource credentials file the running sandbox does not hide",
+		Old: "\trestart = append(restart, newSecretFiles(r.c, c, r.path)...)\n", New: "",
+		Pkgs: []string{"./tests"}, Run: "TestDatasourcesReload"},
 }
