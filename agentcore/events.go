@@ -358,9 +358,11 @@ type LeaderElectedPayload struct {
 	Term uint64 `json:"term"`
 	// Interrupted are the sessions whose runs the old leader left open and
 	// that were closed as interrupted ("leader lost"); Approvals the
-	// approval requests it left open, which stay open under this leader.
+	// approval requests it left open that stay open under this leader
+	// (their runs go on once decided), Expired those that were closed.
 	Interrupted []string `json:"interrupted"`
 	Approvals   []string `json:"approvals"`
+	Expired     []string `json:"expired"`
 }
 
 // EvClusterMembership is an administrator's change of a cluster's members

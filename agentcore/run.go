@@ -84,6 +84,13 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 		return Result{Status: StatusError}, err
 	}
 	res, runErr := r.loop(runCtx)
+	return r.end(ctx, runCtx, res, runErr)
+}
+
+// end records the run's end (run_finished: its status, steps and cause)
+// and returns its Result: ctx is the caller's, runCtx the run's own.
+func (r *run) end(ctx, runCtx context.Context, res Result, runErr error) (Result, error) {
+	a, t := r.Agent, r.t
 	res.Answer = a.scrub.scrub(res.Answer)
 	if runErr != nil && ctx.Err() != nil {
 		res.Status = StatusCancelled

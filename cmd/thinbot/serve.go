@@ -226,6 +226,7 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 		Users:   c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread,
 		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(true), Location: c.Timezone.loc,
 		Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db), Metrics: d.metrics, Logger: logger,
+		Console: c.Web.PublicOrigin,
 	})
 	return err
 }
