@@ -423,15 +423,19 @@ func TestMCPReadOnlyTierCannotWrite(t *testing.T) {
 }
 
 // TestMCPStreamableHTTP: a server behind a streamable HTTP URL gets the
-// configured headers with every request; its read-only tool runs at once
-// (tier "remote"), and its other tool, which the server calls read-only,
-// waits for an approval and is not called when it is denied.
+// configured headers with every request; an 8 MiB answer over the 1 MiB
+// limit is refused and the next call works; its read-only tool runs at
+// once (tier "remote"), and its other tool, which the server calls
+// read-only, waits for an approval and is not called when it is denied.
 func TestMCPStreamableHTTP(t *testing.T) {
 	s := sdk.NewServer(&sdk.Implementation{Name: "remote", Version: "1"}, nil)
 	type in struct {
 		Q string `json:"q"`
 	}
 	var deleted atomic.Bool
+	sdk.AddTool(s, &sdk.Tool{Name: "huge"}, func(ctx context.Context, _ *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.Repeat("h", 8<<20)}}}, nil, nil
+	})
 	sdk.AddTool(s, &sdk.Tool{Name: "query"}, func(ctx context.Context, _ *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "rows for " + a.Q}}}, nil, nil
 	})
@@ -440,7 +444,8 @@ func TestMCPStreamableHTTP(t *testing.T) {
 			deleted.Store(true)
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "deleted"}}}, nil, nil
 		})
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil)
+	// JSON answers: the SDK reads one whole, so thinbot bounds it.
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, &sdk.StreamableHTTPOptions{JSONResponse: true})
 	var unauthorized atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer tkn-0123456789" {
@@ -451,10 +456,11 @@ func TestMCPStreamableHTTP(t *testing.T) {
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	set := mcpSet(t, nil, 0, mcp.Server{Name: "db", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer tkn-0123456789"},
-		ReadOnlyTools: []string{"query"}})
+	set := mcpSet(t, nil, 1<<20, mcp.Server{Name: "db", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer tkn-0123456789"},
+		ReadOnlyTools: []string{"query", "huge"}})
 	var saw string
 	f := newFixture(t, Config{MCP: set},
+		call("db__huge", `{"q":"all"}`),
 		call("db__query", `{"q":"errors"}`), call("db__delete", `{"q":"everything"}`),
 		func(r Request) (Response, error) { saw = lastToolContent(r); return Response{Content: "ok"}, nil })
 	var asked []Approval
@@ -466,10 +472,11 @@ func TestMCPStreamableHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := mcpCallOf(t, f, "s")
-	if len(calls) != 1 || calls[0].Tool != "query" || calls[0].Tier != "remote" || calls[0].Error != "" {
-		t.Errorf("mcp_call events = %+v; want the query alone, remote", calls)
+	if len(calls) != 2 || calls[0].Tool != "huge" || !strings.Contains(calls[0].Error, "exceeded the configured maximum size") ||
+		calls[1].Tool != "query" || calls[1].Tier != "remote" || calls[1].Error != "" {
+		t.Errorf("mcp_call events = %+v; want the huge answer refused, then the query, remote; results %+v", calls, toolResults(t, f, "s"))
 	}
-	if res := toolResults(t, f, "s"); len(res) != 2 || !strings.Contains(res[0].Content, "rows for errors") {
+	if res := toolResults(t, f, "s"); len(res) != 3 || !strings.Contains(res[1].Content, "rows for errors") {
 		t.Errorf("results = %+v", res)
 	}
 	if deleted.Load() || len(asked) != 1 || !strings.Contains(asked[0].Command, "mcp db delete") || !strings.Contains(saw, "refused") {

@@ -456,7 +456,7 @@ func client() *sdk.Client {
 // dial connects to sc: over HTTP, or by starting its command in tier m.
 func (s *Set) dial(ctx context.Context, sc Server, r Runner, m sandbox.Mode) (*conn, error) {
 	if sc.URL != "" {
-		hc := &http.Client{Transport: headers{sc.Headers, http.DefaultTransport}}
+		hc := &http.Client{Transport: headers{h: sc.Headers, max: int64(s.cfg.MaxResult), next: http.DefaultTransport}}
 		t := &sdk.StreamableClientTransport{Endpoint: sc.URL, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true, MaxEventSize: s.cfg.MaxResult}
 		cs, err := client().Connect(ctx, t, nil)
 		if err != nil {
@@ -521,9 +521,12 @@ func (s *Set) dial(ctx context.Context, sc Server, r Runner, m sandbox.Mode) (*c
 	return c, nil
 }
 
-// headers adds configured headers to every request.
+// headers adds configured headers to every request, and bounds a JSON
+// answer to max bytes: the SDK reads one whole (an event stream's events
+// it bounds itself, MaxEventSize).
 type headers struct {
 	h    map[string]string
+	max  int64
 	next http.RoundTripper
 }
 
@@ -534,8 +537,32 @@ func (h headers) RoundTrip(req *http.Request) (*http.Response, error) {
 			req.Header.Set(k, v)
 		}
 	}
-	return h.next.RoundTrip(req)
+	resp, err := h.next.RoundTrip(req)
+	if err == nil && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		resp.Body = &limitedBody{ReadCloser: resp.Body, left: h.max}
+	}
+	return resp, err
 }
+
+// limitedBody fails a read past its limit.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errTooLarge
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return n, errTooLarge
+	}
+	return n, err
+}
+
+var errTooLarge = errors.New("the server's answer exceeded the configured maximum size")
 
 // tail keeps the last bytes written to it (a server's stderr).
 type tail struct {

@@ -625,6 +625,9 @@ var table = []mutation{
 	{ID: "M5", File: "agentcore/mcptool.go", What: "with the kernel sandbox unavailable, a read-only MCP tool still runs at once, its server unconfined",
 		Old: "\t\t\td = r.failClosed(ctx, d)\n", New: "",
 		Pkgs: []string{"./agentcore"}, Run: "TestMCPReadOnlySandboxUnavailableFailsClosed"},
+	{ID: "M6", File: "agentcore/mcp/mcp.go", What: "an HTTP MCP server's JSON answer is read whole, however large: 100 MB of it is 100 MB of the daemon's memory",
+		Old: "\t\tresp.Body = &limitedBody{ReadCloser: resp.Body, left: h.max}\n", New: "\t\t_ = &limitedBody{ReadCloser: resp.Body, left: h.max}\n",
+		Pkgs: []string{"./agentcore"}, Run: "TestMCPStreamableHTTP"},
 	// The replicated chain (issue 36): who may join, and what a node's
 	// store must agree with.
 	{ID: "X1", File: "store/replica/replica.go", What: "a raft peer whose certificate is not of the cluster's CA joins the cluster (a forged node reads and writes the chain)",
