@@ -46,7 +46,9 @@ type Server struct {
 	// readOnlyHint counts for nothing here.
 	ReadOnly      bool
 	ReadOnlyTools []string
-	// Timeout bounds each call, and the start; 0 means 60s.
+	// Timeout bounds each call; 0 means 60s. A start (the process, the
+	// handshake, the tool list) may take Timeout or a minute, whichever
+	// is longer: a loaded host starts slowly.
 	Timeout time.Duration
 }
 
@@ -196,7 +198,7 @@ func (s *Set) Start(ctx context.Context, r Runner) {
 
 // list starts sv's ReadOnly connection and reads its tools.
 func (s *Set) list(ctx context.Context, sv *server, r Runner) ([]Tool, error) {
-	ctx, cancel := context.WithTimeout(ctx, sv.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, startTimeout(sv.cfg))
 	defer cancel()
 	c, err := s.conn(ctx, sv, r, sandbox.ReadOnly)
 	if err != nil {
@@ -230,6 +232,9 @@ func (s *Set) list(ctx context.Context, sv *server, r Runner) ([]Tool, error) {
 	}
 	return tools, nil
 }
+
+// startTimeout bounds a server's start (Server.Timeout).
+func startTimeout(sc Server) time.Duration { return max(sc.Timeout, time.Minute) }
 
 func toolName(n string) string {
 	b := []byte(n)
@@ -291,12 +296,14 @@ func (s *Set) Call(ctx context.Context, r Runner, m sandbox.Mode, t Tool, args j
 	if sv.cfg.URL != "" {
 		m = sandbox.Approved // one connection
 	}
-	ctx, cancel := context.WithTimeout(ctx, sv.cfg.Timeout)
-	defer cancel()
-	c, err := s.conn(ctx, sv, r, m)
+	sctx, cancelStart := context.WithTimeout(ctx, startTimeout(sv.cfg))
+	c, err := s.conn(sctx, sv, r, m)
+	cancelStart()
 	if err != nil {
 		return Result{}, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, sv.cfg.Timeout)
+	defer cancel()
 	res, err := c.session.CallTool(ctx, &sdk.CallToolParams{Name: t.Tool, Arguments: args})
 	if err != nil {
 		var rpcErr *jsonrpc.Error

@@ -36,7 +36,8 @@ type mcpServerConfig struct {
 	// the tools named: those run without an approval.
 	ReadOnly      bool     `yaml:"read_only"`
 	ReadOnlyTools []string `yaml:"read_only_tools"`
-	// Timeout bounds each call and the start; unset means 60s.
+	// Timeout bounds each call; unset means 60s. A start may take it or
+	// a minute, whichever is longer.
 	Timeout duration `yaml:"timeout"`
 }
 

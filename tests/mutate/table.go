@@ -611,7 +611,7 @@ var table = []mutation{
 		Pkgs: []string{"./bot"}, Run: "TestAlertStormBounded"},
 	// MCP in (issue 34): tools from MCP servers, gated like commands.
 	{ID: "M1", File: "agentcore/mcp/mcp.go", What: "a read-only MCP call runs in the server process of the approved tier: a server whose tool the config marks read-only can write",
-		Old: "c, err := s.conn(ctx, sv, r, m)", New: "c, err := s.conn(ctx, sv, r, sandbox.Approved)",
+		Old: "c, err := s.conn(sctx, sv, r, m)", New: "c, err := s.conn(sctx, sv, r, sandbox.Approved)",
 		Pkgs: []string{"./agentcore"}, Run: "TestMCPReadOnlyTierCannotWrite"},
 	{ID: "M2", File: "agentcore/mcptool.go", What: "every MCP tool runs without an approval, a filesystem server's write_file too",
 		Old: "\tif t.ReadOnly {\n\t\td = gate", New: "\tif true {\n\t\td = gate",
