@@ -342,6 +342,7 @@ func TestMCPBadServers(t *testing.T) {
 	}
 	for i, w := range want {
 		c, r := calls[i], results[i]
+		t.Logf("%s: %d ms, error %q", c.Tool, c.DurationMS, c.Error)
 		if c.Tool != w.tool || !strings.Contains(c.Error, w.err) || (w.err == "" && c.Error != "") {
 			t.Errorf("call %d: %s error %q, want %s with %q", i, c.Tool, c.Error, w.tool, w.err)
 		}
