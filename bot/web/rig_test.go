@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/agentcore/datasource"
 	"github.com/thinbot/thinbot/agentcore/openai"
 	"github.com/thinbot/thinbot/bot"
 	"github.com/thinbot/thinbot/gate"
@@ -88,6 +89,10 @@ func script(req fakemodel.Request) fakemodel.Reply {
 		return fakemodel.Reply{Content: "That was long."}
 	case strings.Contains(user, "show the big log"):
 		return run("seq 1 2000", "show the log")
+	case strings.Contains(user, "query the metrics") && afterTool:
+		return fakemodel.Reply{Content: "Queried."}
+	case strings.Contains(user, "query the metrics"):
+		return fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "promql_range", Args: `{"query":"up"}`}}}
 	case strings.Contains(user, "break the model"):
 		return fakemodel.Reply{Status: 500}
 	case strings.Contains(user, "think hard"):
@@ -116,6 +121,8 @@ type rigOpts struct {
 	Location *time.Location
 	// Tokens are the console channel's token budgets.
 	Tokens bot.TokenBudgets
+	// Datasources are the agent's (its datasource tools).
+	Datasources []*datasource.Source
 }
 
 type rig struct {
@@ -174,7 +181,7 @@ func newRig(t testing.TB, o rigOpts) *rig {
 		}
 	}
 	ag, err := agentcore.New(agentcore.Config{Store: db, Model: model, Policy: gate.DefaultPolicy(),
-		Exec: agentcore.ExecConfig{Environ: []string{"PATH=" + os.Getenv("PATH")}}})
+		Exec: agentcore.ExecConfig{Environ: []string{"PATH=" + os.Getenv("PATH")}}, Datasources: o.Datasources})
 	if err != nil {
 		t.Fatal(err)
 	}
