@@ -556,3 +556,35 @@ func TestMCPEverythingContent(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPServerEnvHiddenFromReadOnlyCommands: a read-only command cannot
+// read the environment of a stdio server's read-only process (where its
+// env_file's secrets are): each runs in a Landlock domain of its own,
+// which scopes /proc/PID/environ (and a root daemon's server process of
+// the approved tier is root's). A control run shows that the command's
+// scan reads what it may (its own environment).
+func TestMCPServerEnvHiddenFromReadOnlyCommands(t *testing.T) {
+	root := t.TempDir()
+	sb := startSandbox(t, root)
+	const marker = "MCPENVMARKER=0123456789abcdef"
+	set := mcpSet(t, sb, 0, mcp.Server{Name: "everything", Command: npmServer(t, "server-everything", "stdio"),
+		Env: []string{"PATH=/usr/bin:/bin", marker}, ReadOnly: true})
+	if _, ok := set.Tool("everything__echo"); !ok {
+		t.Fatal("the server did not start in the read-only tier")
+	}
+	count := func(pattern string) string {
+		var out strings.Builder
+		script := `for f in /proc/[0-9]*/environ; do { tr '\0' '\n' < "$f"; } 2>/dev/null; done | grep -c '^` + pattern + `'`
+		if _, err := sb.Run(t.Context(), sandbox.ReadOnly, sandbox.Cmd{Args: []string{"/bin/sh", "-c", script}, Dir: root,
+			Env: []string{"PATH=/usr/bin:/bin", "OWNMARKER=1"}}, &out); err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out.String())
+	}
+	if n := count("OWNMARKER="); n == "0" || n == "" {
+		t.Fatalf("the command does not see even its own environment (%q): the check proves nothing", n)
+	}
+	if n := count("MCPENVMARKER="); n != "0" {
+		t.Errorf("a read-only command read the MCP server's environment %s times", n)
+	}
+}
