@@ -326,6 +326,10 @@ func TestPostmortemOneRow(t *testing.T) {
 		{store.Event{Type: EvApprovalReminder, Actor: "system", Payload: mustJSON(ApprovalReminderPayload{RequestID: "r9", Stage: "escalate", Mentioned: []string{"U7"}, After: 300})},
 			"- 00:01:00 **escalation** of the approval for `-`, open 5m0s, to 1 user(s)\n",
 			"- 00:01:00 #7 `cccccccccccc` **escalation** of request `r9` after 5m0s, to 1 user(s)\n"},
+		{store.Event{Type: EvDatasourceQuery, Actor: "system", Payload: mustJSON(DatasourcePayload{Tool: "prometheus_query", Datasource: "prom", Endpoint: "/api/v1/query",
+			Query: "up{job=`x`}", Series: 3, ResultSize: 120, DurationMS: 12})},
+			"- 00:01:00 **datasource query** `prometheus_query prom /api/v1/query up{job='x'}: 3 series, 120 bytes`, 12 ms\n",
+			"- 00:01:00 #7 `cccccccccccc` **datasource query** `prometheus_query prom /api/v1/query up{job='x'}: 3 series, 120 bytes`, 12 ms\n"},
 		{store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(RunPayload{Status: StatusAnswered, Steps: 2})},
 			"Nothing happened in this session yet.\n", "- 00:01:00 #7 `cccccccccccc` run finished: answered after 2 step(s)\n"},
 	} {

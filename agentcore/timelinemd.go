@@ -232,24 +232,14 @@ func took(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
-// mdLink is a Markdown link to an absolute http(s) URL, with the
-// characters that could end the link or start markup percent-encoded; any
+// mdLink is a Markdown link to an http(s) URL (textfmt.LinkURL); any
 // other text is shown as text in a code span, so that it neither links
 // nor formats.
 func mdLink(name, raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(raw) > 2000 {
-		return name + " " + textfmt.CodeSpan(raw, 200)
+	if u := textfmt.LinkURL(raw); u != "" {
+		return "[" + name + "](" + u + ")"
 	}
-	var b strings.Builder
-	for _, c := range []byte(raw) {
-		if c <= ' ' || c >= 0x7f || strings.IndexByte("()<>[]|`\"'\\*_~{}", c) >= 0 {
-			fmt.Fprintf(&b, "%%%02X", c)
-			continue
-		}
-		b.WriteByte(c)
-	}
-	return "[" + name + "](" + b.String() + ")"
+	return name + " " + textfmt.CodeSpan(raw, 200)
 }
 
 func alertName(a *TimelineAlert) string {
@@ -495,6 +485,8 @@ func appendixText(r TimelineRow) string {
 	case *ApprovalReminderPayload:
 		return fmt.Sprintf("**%s** of request %s after %s, to %d user(s)", reminderStage(p.Stage), textfmt.CodeSpan(p.RequestID, 40),
 			time.Duration(p.After*float64(time.Second)).Round(time.Second), len(p.Mentioned))
+	case *DatasourcePayload:
+		return fmt.Sprintf("**datasource query** %s, %d ms", textfmt.CodeSpan(p.line(), 300), p.DurationMS)
 	case *ClearPayload:
 		return fmt.Sprintf("history cleared by %s (a new branch)", textfmt.CodeSpan(r.Actor, 80))
 	case *CompactedPayload:

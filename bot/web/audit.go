@@ -659,6 +659,16 @@ func timelineRow(tr agentcore.TimelineRow) trow {
 		if p.Cause != "" {
 			r.Meta = append(r.Meta, stopMeta(p.Cause, p.CauseBy))
 		}
+	case *agentcore.DatasourcePayload:
+		r.Class, r.Title, r.Code = "cmd", "Datasource query ("+p.Datasource+")", strings.TrimSpace(p.Endpoint+" "+p.Query)
+		if p.Error != "" {
+			r.Badge, r.BadgeClass = "error", "v-deny"
+			r.Text = p.Error
+		}
+		r.Meta = append(r.Meta, p.Tool, fmt.Sprintf("%d series, %d bytes", p.Series, p.ResultSize), fmt.Sprintf("%d ms", p.DurationMS))
+		if p.Start != "" {
+			r.Meta = append(r.Meta, p.Start+" .. "+p.End)
+		}
 	case *agentcore.AlertAckPayload:
 		r.Class, r.Title, r.Text = "approval", "Acknowledged", "by "+ev.Actor
 		r.Meta = append(r.Meta, p.Alerts...)

@@ -118,8 +118,8 @@ func TestAuditRowsSayWhyARunStopped(t *testing.T) {
 // timeline rows in HTML: a result names its command (from the gate's
 // decision before it), an alert notification names the alerts that
 // joined with their own start, the first look's question and findings
-// are marked, an acknowledgement says who, and text from the chain is
-// escaped.
+// are marked, an acknowledgement says who, a datasource query what it
+// asked, and text from the chain is escaped.
 func TestSessionPageRendersTimelineRows(t *testing.T) {
 	db, err := store.Open(filepath.Join(t.TempDir(), "events.db"), nil)
 	if err != nil {
@@ -146,6 +146,8 @@ func TestSessionPageRendersTimelineRows(t *testing.T) {
 		store.Event{Session: sid, Type: agentcore.EvAssistantMessage, Actor: "model", Payload: js(agentcore.AssistantPayload{Content: "nginx is inactive"})},
 		alert("update", web1, web2),
 		store.Event{Session: sid, Type: agentcore.EvAlertAck, Actor: "user:U1 (oncall)", Payload: js(agentcore.AlertAckPayload{Alerts: []string{"NginxDown instance=web-01"}, UserID: "U1"})},
+		store.Event{Session: sid, Type: agentcore.EvDatasourceQuery, Actor: "system", Payload: js(agentcore.DatasourcePayload{Tool: "prometheus_query", Datasource: "prom",
+			Endpoint: "/api/v1/query", Query: "up", Series: 3, ResultSize: 120, DurationMS: 12})},
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -173,6 +175,7 @@ func TestSessionPageRendersTimelineRows(t *testing.T) {
 		"5": {"Model: the first look&#39;s findings", "nginx is inactive"},
 		"6": {"Alert notification (update)", "new: NginxDown instance=web-02 (started 2026-12-03 19:10:07 UTC)"},
 		"7": {"Acknowledged", "by user:U1 (oncall)", "NginxDown instance=web-01"},
+		"8": {"Datasource query (prom)", `<pre class="code">/api/v1/query up</pre>`, "3 series, 120 bytes"},
 	} {
 		row := li(seq)
 		for _, want := range wants {

@@ -268,6 +268,7 @@ func (c *daemonConfig) check(path string) error {
 	c.checkReload(bad, who)
 	c.Web.check(bad, c.Channels, who)
 	c.Alerts.check(bad, c.Channels, c.Platform, c.Web)
+	c.Alerts.Alertmanager.checkSource(bad, c.Datasources)
 	checkSchedules(bad, c.Schedules, c.Channels)
 	c.checkMCP(bad, who)
 	c.Cluster.check(bad, who)
