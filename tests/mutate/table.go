@@ -617,7 +617,7 @@ var table = []mutation{
 		Pkgs: []string{"./bot"}, Run: "TestRunQueuedFirstLookByTap"},
 	// MCP in (issue 34): tools from MCP servers, gated like commands.
 	{ID: "M1", File: "agentcore/mcp/mcp.go", What: "a read-only MCP call runs in the server process of the approved tier: a server whose tool the config marks read-only can write",
-		Old: "c, err := s.conn(ctx, sv, r, m)", New: "c, err := s.conn(ctx, sv, r, sandbox.Approved)",
+		Old: "c, err := s.conn(sctx, sv, r, m)", New: "c, err := s.conn(sctx, sv, r, sandbox.Approved)",
 		Pkgs: []string{"./agentcore"}, Run: "TestMCPReadOnlyTierCannotWrite"},
 	{ID: "M2", File: "agentcore/mcptool.go", What: "every MCP tool runs without an approval, a filesystem server's write_file too",
 		Old: "\tif t.ReadOnly {\n\t\td = gate", New: "\tif true {\n\t\td = gate",
@@ -631,6 +631,9 @@ var table = []mutation{
 	{ID: "M5", File: "agentcore/mcptool.go", What: "with the kernel sandbox unavailable, a read-only MCP tool still runs at once, its server unconfined",
 		Old: "\t\t\td = r.failClosed(ctx, d)\n", New: "",
 		Pkgs: []string{"./agentcore"}, Run: "TestMCPReadOnlySandboxUnavailableFailsClosed"},
+	{ID: "M6", File: "agentcore/mcp/mcp.go", What: "an HTTP MCP server's JSON answer is read whole, however large: 100 MB of it is 100 MB of the daemon's memory",
+		Old: "\t\tresp.Body = &limitedBody{ReadCloser: resp.Body, left: h.max}\n", New: "\t\t_ = &limitedBody{ReadCloser: resp.Body, left: h.max}\n",
+		Pkgs: []string{"./agentcore"}, Run: "TestMCPStreamableHTTP"},
 	// The replicated chain (issue 36): who may join, and what a node's
 	// store must agree with.
 	{ID: "X1", File: "store/replica/replica.go", What: "a raft peer whose certificate is not of the cluster's CA joins the cluster (a forged node reads and writes the chain)",
