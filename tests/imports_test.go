@@ -30,6 +30,9 @@ var allowedImports = map[string][]string{
 	// state index (approvals, topics) and rebuilds console threads from
 	// agentcore's payloads.
 	"bot/web": {"bot", "agentcore", "store"},
+	// thinbot as an MCP server: a front end beside the chat adapters,
+	// whose calls go through bot.ExternalThread to agentcore.CallTool.
+	"bot/mcp": {"bot", "agentcore", "agentcore/textfmt"},
 }
 
 // sdkOwners: only these packages may import the SDK, and each of them does
@@ -47,6 +50,8 @@ var sdkOwners = map[string][]string{
 	// The bot counts runs, commands and approvals (bot.Metrics); cmd
 	// registers the process and store collectors and serves /metrics.
 	"github.com/prometheus/client_golang": {"bot", "cmd/thinbot"},
+	// The official MCP Go SDK (issue 34): thinbot as an MCP server.
+	"github.com/modelcontextprotocol/go-sdk": {"bot/mcp"},
 }
 
 func TestImportMap(t *testing.T) {

@@ -1,0 +1,151 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/bot"
+)
+
+// fakeCaller stands for a bot.ExternalThread: it records the calls and
+// answers them, or, for "wait", blocks until the call's ctx ends.
+type fakeCaller struct {
+	mu      sync.Mutex
+	calls   []agentcore.ExternalCall
+	waiting chan struct{} // closed when a "wait" call blocks
+	ended   chan error    // the ctx error a "wait" call ended with
+}
+
+func (f *fakeCaller) Call(ctx context.Context, text string, c agentcore.ExternalCall) (agentcore.ExternalResult, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, c)
+	f.mu.Unlock()
+	if c.Command == "wait" {
+		close(f.waiting)
+		<-ctx.Done()
+		f.ended <- ctx.Err()
+		return agentcore.ExternalResult{Result: agentcore.Result{Status: agentcore.StatusCancelled}, Content: "not run: cancelled", IsError: true}, ctx.Err()
+	}
+	return agentcore.ExternalResult{Content: "ran " + c.Command + c.Path + " for " + text}, nil
+}
+
+// daemon serves Handler with tokens ci and other; opened records who
+// opened sessions.
+func daemon(t *testing.T, fc *fakeCaller) (*httptest.Server, *[]bot.User) {
+	t.Helper()
+	var mu sync.Mutex
+	var opened []bot.User
+	srv := httptest.NewServer(Handler(Config{
+		Open: func(_ context.Context, who bot.User, title string) (Caller, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			opened = append(opened, who)
+			if !strings.Contains(title, who.Name) {
+				t.Errorf("title %q does not name the client %q", title, who.Name)
+			}
+			return fc, nil
+		},
+		Tokens: func() []Token {
+			return []Token{{Name: "ci", Secret: "ci-secret-0123456789"}, {Name: "other", Secret: "other-secret-0123456789"}}
+		},
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &opened
+}
+
+// proxied starts Proxy on pipes and connects an SDK client to it as
+// "codex"; closing the returned writer is the client going away.
+func proxied(t *testing.T, url, token string) (*mcp.ClientSession, io.Closer, <-chan error) {
+	t.Helper()
+	cin, pout := io.Pipe() // proxy -> client
+	pin, cout := io.Pipe() // client -> proxy
+	done := make(chan error, 1)
+	go func() {
+		done <- Proxy(t.Context(), ProxyConfig{URL: url, Token: token, In: pin, Out: pout})
+		pout.Close()
+	}()
+	c := mcp.NewClient(&mcp.Implementation{Name: "codex"}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.IOTransport{Reader: cin, Writer: cout}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs, cout, done
+}
+
+func text(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// The proxy offers run and read_file and forwards each call to the
+// daemon's endpoint under the client's name, in one session of the
+// token's identity.
+func TestProxyForwards(t *testing.T) {
+	fc := &fakeCaller{waiting: make(chan struct{}), ended: make(chan error, 1)}
+	srv, opened := daemon(t, fc)
+	cs, closer, done := proxied(t, srv.URL, "ci-secret-0123456789")
+	tools, err := cs.ListTools(t.Context(), nil)
+	if err != nil || len(tools.Tools) != 2 {
+		t.Fatalf("tools %+v, %v", tools, err)
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"command": "uptime", "reason": "load"}})
+	if err != nil || res.IsError || !strings.Contains(text(res), "ran uptime") || !strings.Contains(text(res), "codex") {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+	res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "read_file", Arguments: map[string]any{"path": "/etc/hostname"}})
+	if err != nil || res.IsError || !strings.Contains(text(res), "ran /etc/hostname") {
+		t.Fatalf("read_file = %+v, %v", res, err)
+	}
+	if len(*opened) != 1 || (*opened)[0] != (bot.User{ID: "mcp:ci", Name: "codex"}) {
+		t.Errorf("sessions opened %+v, want one as mcp:ci for codex", *opened)
+	}
+	closer.Close()
+	if err := <-done; err != nil {
+		t.Errorf("Proxy = %v after the client closed", err)
+	}
+}
+
+// A client that goes away while its call waits (for an approval): the call
+// is cancelled on the daemon's side, and the proxy returns.
+func TestProxyClientGoneCancelsTheCall(t *testing.T) {
+	fc := &fakeCaller{waiting: make(chan struct{}), ended: make(chan error, 1)}
+	srv, _ := daemon(t, fc)
+	cs, closer, done := proxied(t, srv.URL, "ci-secret-0123456789")
+	go cs.CallTool(context.WithoutCancel(t.Context()), &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"command": "wait"}})
+	<-fc.waiting
+	closer.Close()
+	if err := <-fc.ended; !errors.Is(err, context.Canceled) {
+		t.Errorf("the waiting call ended with %v, want cancelled", err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Proxy = %v", err)
+	}
+}
+
+// A wrong token reaches nothing: the proxy's call is an error result.
+func TestProxyWrongToken(t *testing.T) {
+	fc := &fakeCaller{waiting: make(chan struct{}), ended: make(chan error, 1)}
+	srv, opened := daemon(t, fc)
+	cs, closer, _ := proxied(t, srv.URL, "ci-secret-0123456789x")
+	defer closer.Close()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"command": "uptime"}})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "could not reach") {
+		t.Fatalf("run with a wrong token = %+v, %v", res, err)
+	}
+	if len(*opened) != 0 || len(fc.calls) != 0 {
+		t.Errorf("a wrong token opened %v, called %v", *opened, fc.calls)
+	}
+}
