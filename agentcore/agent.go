@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore/fleet"
+	"github.com/thinbot/thinbot/agentcore/mcp"
 	"github.com/thinbot/thinbot/gate"
 	"github.com/thinbot/thinbot/skills"
 	"github.com/thinbot/thinbot/store"
@@ -54,6 +55,9 @@ type Config struct {
 	// reached over OpenSSH (see package fleet). Nil offers no target.
 	Fleet   *fleet.Fleet
 	Budgets Budgets
+	// MCP, if set, adds the tools of its MCP servers (started) to the
+	// model's tools; each call is decided like a command (callMCP).
+	MCP *mcp.Set
 	// ContextWindow is the model's context window in tokens; 0 means 32768.
 	ContextWindow int
 	// CompactAt is the share of ContextWindow at which the session is

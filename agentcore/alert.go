@@ -13,6 +13,58 @@ import (
 // model sees an alert only as the quoted question of an investigation.
 const EvAlert = "alert"
 
+// EvAlertAck records that a person took an alert group's incident: they
+// pressed Acknowledge on its card (AlertAckPayload). Like EvAlert it never
+// enters the projection.
+const EvAlertAck = "alert_ack"
+
+// AlertAckPayload is an EvAlertAck's: who acknowledged which group, when.
+type AlertAckPayload struct {
+	GroupKey string `json:"group_key"`
+	// Alerts names the group's alerts as the card showed them when it was
+	// acknowledged: each alert's alertname and the labels that tell it
+	// apart from the others ("DiskFull instance=db1:9100").
+	Alerts []string `json:"alerts"`
+	// UserID and UserName are the chat user who acknowledged (ids are
+	// what approver lists match; the name is for readers).
+	UserID   string `json:"user_id"`
+	UserName string `json:"user_name,omitempty"`
+	// At is when the click was accepted.
+	At time.Time `json:"at"`
+	// PostID is the card's post.
+	PostID string `json:"post_id,omitempty"`
+}
+
+// EvAlertSilence records a silence of an alert group in Alertmanager
+// (AlertSilencePayload): created or expired after an approval, or what
+// Alertmanager answered when it refused. The approval itself is the
+// approval_requested and approval_decision events before it, whose
+// request id it carries.
+const EvAlertSilence = "alert_silence"
+
+// AlertSilencePayload is an EvAlertSilence's.
+type AlertSilencePayload struct {
+	GroupKey string `json:"group_key"`
+	// Action is "created", "expired" or "failed".
+	Action string `json:"action"`
+	// RequestID is the approval request that allowed it.
+	RequestID string `json:"request_id"`
+	// SilenceID is Alertmanager's id of the silence.
+	SilenceID string `json:"silence_id,omitempty"`
+	// Matchers are the silence's label matchers, name="value".
+	Matchers []string `json:"matchers,omitempty"`
+	// StartsAt and EndsAt are the silence's; CreatedBy and Comment as
+	// Alertmanager shows them.
+	StartsAt  time.Time `json:"starts_at,omitzero"`
+	EndsAt    time.Time `json:"ends_at,omitzero"`
+	CreatedBy string    `json:"created_by,omitempty"`
+	Comment   string    `json:"comment,omitempty"`
+	// By is who approved it (an actor).
+	By string `json:"by,omitempty"`
+	// Error is why it failed.
+	Error string `json:"error,omitempty"`
+}
+
 // AlertPayload is one alert notification (an Alertmanager or Grafana
 // webhook delivery) as the chain records it.
 type AlertPayload struct {
@@ -33,6 +85,9 @@ type AlertPayload struct {
 	Truncated int `json:"truncated,omitempty"`
 	// Kind is "opened" (a new thread), "update" or "resolved".
 	Kind string `json:"kind"`
+	// GroupLabels are the labels the notifier grouped the alerts by
+	// (Alertmanager's group_by): a silence of the group matches them.
+	GroupLabels map[string]string `json:"group_labels,omitempty"`
 }
 
 // AlertRecord is one alert of a notification.
@@ -58,6 +113,11 @@ type AlertGroup struct {
 	StartsAt time.Time
 	// Card is the last notification, for redrawing the card.
 	Last AlertPayload
+	// Ack is the group's acknowledgement, nil if nobody took it yet.
+	Ack *AlertAckPayload
+	// Silence is the group's silence created last, nil if none or it was
+	// expired through thinbot.
+	Silence *AlertSilencePayload
 }
 
 // AlertGroups reads every alert group's thread from the chain, and the
@@ -68,6 +128,31 @@ func AlertGroups(db *store.DB, since time.Time) (map[string]AlertGroup, []string
 	for e, err := range db.All(1) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("scan chain: %w", err)
+		}
+		if e.Type == EvAlertSilence {
+			var sp AlertSilencePayload
+			if json.Unmarshal(e.Payload, &sp) == nil {
+				if g, ok := groups[sp.GroupKey]; ok {
+					switch sp.Action {
+					case "created":
+						g.Silence = &sp
+					case "expired":
+						g.Silence = nil
+					}
+					groups[sp.GroupKey] = g
+				}
+			}
+			continue
+		}
+		if e.Type == EvAlertAck {
+			var ack AlertAckPayload
+			if json.Unmarshal(e.Payload, &ack) == nil {
+				if g, ok := groups[ack.GroupKey]; ok && g.Ack == nil {
+					g.Ack = &ack
+					groups[ack.GroupKey] = g
+				}
+			}
+			continue
 		}
 		if e.Type != EvAlert {
 			continue

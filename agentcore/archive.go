@@ -3,6 +3,7 @@ package agentcore
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/thinbot/thinbot/store"
 )
@@ -10,8 +11,11 @@ import (
 // OpenSessions lists the sessions of db that an archive must leave live:
 // those with a run that never finished, an approval request without a
 // decision or a queued message no run handled (what Recover closes at the
-// next start). It reads the state index (building it first where it is
-// not current) and appends no event. Use it as store.ArchiveOptions.Keep.
+// next start), and the thread of every alert group still firing, whose
+// alert events are what maps the group's next notification (its resolve)
+// to that thread (AlertGroups). It reads the state index (building it
+// first where it is not current) and the chain's alert events, and
+// appends no event. Use it as store.ArchiveOptions.Keep.
 func OpenSessions(db *store.DB) ([]string, error) {
 	if err := useIndex(db); err != nil {
 		return nil, err
@@ -24,6 +28,15 @@ func OpenSessions(db *store.DB) ([]string, error) {
 	out = append(out, sessionsOf(u.Approvals)...)
 	for _, q := range u.Queued {
 		out = append(out, q.Session)
+	}
+	groups, _, err := AlertGroups(db, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range groups {
+		if g.Status != "resolved" {
+			out = append(out, g.Session)
+		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil

@@ -3,6 +3,7 @@ package agentcore
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/thinbot/thinbot/skills"
 	"github.com/thinbot/thinbot/store"
@@ -28,9 +29,11 @@ const (
 	EvCompacted        = "compacted"    // a summary replacing everything before it in the projection
 	EvMemory           = "memory"       // a note the model appended to the workspace memory
 	EvSkillFiltered    = "skill_filtered"
-	EvSkillOpened      = "skill_opened"   // the skill tool opened a skill: its folder and the SHA-256 of its files
-	EvNote             = "note"           // something a front end records (NotePayload: approval posted, message queued, click refused)
-	EvChainVerified    = "chain_verified" // a good full verification of the chain, the checkpoint a restart verifies from (checkpoint.go)
+	EvSkillOpened      = "skill_opened"      // the skill tool opened a skill: its folder and the SHA-256 of its files
+	EvNote             = "note"              // something a front end records (NotePayload: approval posted, message queued, click refused)
+	EvChainVerified    = "chain_verified"    // a good full verification of the chain, the checkpoint a restart verifies from (checkpoint.go)
+	EvApprovalReminder = "approval_reminder" // an open approval request's reminder or escalation, posted in its thread (ApprovalReminderPayload)
+	EvMCPCall          = "mcp_call"          // one call of an MCP server's tool that was let through: what was called, in which tier, how it ended
 )
 
 // Run statuses recorded in EvRunFinished.
@@ -85,8 +88,20 @@ func Decode(ev store.Event) (any, error) {
 		p = new(ChainVerifiedPayload)
 	case EvAlert:
 		p = new(AlertPayload)
+	case EvAlertAck:
+		p = new(AlertAckPayload)
+	case EvAlertSilence:
+		p = new(AlertSilencePayload)
+	case EvApprovalReminder:
+		p = new(ApprovalReminderPayload)
 	case EvConfigReloaded, EvConfigReloadRefused:
 		p = new(ConfigReload)
+	case EvMCPCall:
+		p = new(MCPCallPayload)
+	case EvLeaderElected:
+		p = new(LeaderElectedPayload)
+	case EvClusterMembership:
+		p = new(ClusterMembershipPayload)
 	default:
 		return nil, nil
 	}
@@ -94,6 +109,25 @@ func Decode(ev store.Event) (any, error) {
 		return nil, fmt.Errorf("agentcore: decode %s event %d: %w", ev.Type, ev.Seq, err)
 	}
 	return p, nil
+}
+
+// ApprovalReminderPayload is an EvApprovalReminder's: a front end
+// reminded the people who may decide an open request, or escalated it to
+// others, because nobody decided it in time. The request still expires as
+// a deny.
+type ApprovalReminderPayload struct {
+	RequestID string `json:"request_id"`
+	// Stage is "remind" (the request's approvers again) or "escalate"
+	// (the configured escalation group).
+	Stage string `json:"stage"`
+	// Mentioned are the user ids the reminder mentioned.
+	Mentioned []string `json:"mentioned,omitempty"`
+	// After is how long the request had been open, in seconds.
+	After float64 `json:"after_seconds"`
+	// Expires is when the request expires.
+	Expires time.Time `json:"expires"`
+	// PostID is the reminder's post ("" if it could not be posted).
+	PostID string `json:"post_id,omitempty"`
 }
 
 // SystemPromptPayload is an EvSystemPrompt's: the prompt the session's
@@ -207,6 +241,37 @@ type ToolResultPayload struct {
 	CauseBy string `json:"cause_by,omitempty"`
 }
 
+// MCPCallPayload is an EvMCPCall's: a call of an MCP server's tool that
+// its gate decision (and approval) let through, recorded when it ended.
+// The tool_result after it holds what the model saw.
+type MCPCallPayload struct {
+	CallID string `json:"call_id"`
+	Server string `json:"server"`
+	// Tool is the server's own name of the tool.
+	Tool string `json:"tool"`
+	// Arguments are the JSON object sent (keys sorted).
+	Arguments string `json:"arguments"`
+	// Tier is the sandbox tier of the server process that ran it:
+	// read-only, approved, or remote (a streamable HTTP server).
+	Tier string `json:"tier"`
+	// ReadOnly is the config's marking; ReadOnlyHint the server's own
+	// claim, recorded but never trusted.
+	ReadOnly     bool  `json:"read_only,omitempty"`
+	ReadOnlyHint bool  `json:"read_only_hint,omitempty"`
+	DurationMS   int64 `json:"duration_ms"`
+	// ResultSize and ResultSHA are of the result's text before it was
+	// masked and cut for the model; IsError reports that the tool said it
+	// failed.
+	ResultSize int    `json:"result_size,omitempty"`
+	ResultSHA  string `json:"result_sha256,omitempty"`
+	IsError    bool   `json:"is_error,omitempty"`
+	// Error says why the call failed: the server did not start, crashed,
+	// did not answer in time, answered too much, or refused the call.
+	Error string `json:"error,omitempty"`
+	// Masked counts the secret spans masked in the result, by rule.
+	Masked map[string]int `json:"masked,omitempty"`
+}
+
 // HostRecord is one host's outcome of a remote command, in the chain.
 type HostRecord struct {
 	Host       string `json:"host"`
@@ -275,4 +340,42 @@ type SkillOpenedPayload struct {
 // ClearPayload is an EvClear's: the branch the session continues on.
 type ClearPayload struct {
 	Branch int `json:"branch"`
+}
+
+// EvLeaderElected is a node of a thinbot cluster taking over as its leader
+// (store/replica): from it on, that node alone connects to chat, runs
+// commands and commits events, until the next one. It lives in the chain
+// forever: never rename it.
+const EvLeaderElected = "leader_elected"
+
+// LeaderElectedPayload is an EvLeaderElected's.
+type LeaderElectedPayload struct {
+	// Node is the new leader's node id, Term its raft term.
+	Node string `json:"node"`
+	Term uint64 `json:"term"`
+	// Interrupted are the sessions whose runs the old leader left open and
+	// that were closed as interrupted ("leader lost"); Approvals the
+	// approval requests it left open, which stay open under this leader.
+	Interrupted []string `json:"interrupted"`
+	Approvals   []string `json:"approvals"`
+}
+
+// EvClusterMembership is an administrator's change of a cluster's members
+// (a node added or removed), applied or refused. It lives in the chain
+// forever: never rename it.
+const EvClusterMembership = "cluster_membership"
+
+// ClusterMembershipPayload is an EvClusterMembership's.
+type ClusterMembershipPayload struct {
+	// Op is "add" or "remove"; Node the node's id, RaftAddress its raft
+	// address (add).
+	Op          string `json:"op"`
+	Node        string `json:"node"`
+	RaftAddress string `json:"raft_address,omitempty"`
+	// By is the administrator (the name of the token they sent).
+	By string `json:"by"`
+	// Error says why the change was not applied; empty when it was.
+	Error string `json:"error,omitempty"`
+	// Members are the cluster's members after it: "id=raft_address".
+	Members []string `json:"members"`
 }

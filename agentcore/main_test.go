@@ -12,5 +12,6 @@ import (
 func TestMain(m *testing.M) {
 	sandbox.Main(os.Args)
 	probeMain()
+	mcpFakeMain()
 	os.Exit(m.Run())
 }

@@ -77,6 +77,9 @@ func (r *run) systemPrompt() string {
 		}
 		b.WriteString(r.cfg.Skills.IndexWith(opts))
 	}
+	if r.textProtocol() && r.cfg.MCP != nil {
+		b.WriteString(mcpPrompt(r.cfg.MCP.Tools()))
+	}
 	if r.cfg.Fleet != nil {
 		b.WriteString(fleetPrompt(r.cfg.Fleet.Inventory(), r.t.FleetGroups))
 	}

@@ -38,6 +38,20 @@ const (
 	// restart neither requeues it nor takes it again when the platform
 	// delivers it again, so it is not refused twice.
 	NoteRunRefused = "run_refused"
+	// NoteScheduleResult records a scheduled check's outcome (Detail:
+	// ScheduleOK, ScheduleFailed or ScheduleNotRun) and the digest of what
+	// is compared from one run to the next (Text, hex), so that a restart
+	// knows the last result (LastNote).
+	NoteScheduleResult = "schedule_result"
+)
+
+// The outcomes a NoteScheduleResult records.
+const (
+	ScheduleOK     = "ok"
+	ScheduleFailed = "failed"
+	// ScheduleNotRun is a check that could not run: refused by a budget
+	// or the gate, a skill command that is missing, a model that failed.
+	ScheduleNotRun = "not_run"
 )
 
 // NotePayload is the payload of EvNote events that front ends record.
@@ -86,6 +100,9 @@ type Unfinished struct {
 	// no run handled, in chain order. Recover records nothing for them:
 	// the front end handles them, which records them.
 	Queued []QueuedMessage
+	// LeaderLost says that a cluster's new leader closed them: the node
+	// that left them open lost its leadership (RecoverLeaderLost).
+	LeaderLost bool
 }
 
 // Recover closes what a previous process left open in db: every approval
@@ -95,6 +112,21 @@ type Unfinished struct {
 // it closed so that front ends can update their messages and tell the
 // threads. Call it once at start, before any Agent over db runs.
 func Recover(db *store.DB) (Unfinished, error) {
+	return recoverAs(db, false)
+}
+
+// RecoverLeaderLost is Recover for a node that takes over a cluster's
+// leadership: what the old leader left open is closed the same way, and
+// recorded as left by the leader's loss ("interrupted: leader lost").
+func RecoverLeaderLost(db *store.DB) (Unfinished, error) {
+	return recoverAs(db, true)
+}
+
+func recoverAs(db *store.DB, leaderLost bool) (Unfinished, error) {
+	approvalWhy, runDetail := "expired: thinbot restarted before a decision", "the process ended before the run finished"
+	if leaderLost {
+		approvalWhy, runDetail = "expired: the cluster's leader was lost before a decision", "interrupted: leader lost"
+	}
 	if err := useIndex(db); err != nil {
 		return Unfinished{}, err
 	}
@@ -107,18 +139,18 @@ func Recover(db *store.DB) (Unfinished, error) {
 		_, err := write(db, nil, durable, []store.Event{e})
 		return err
 	}
-	u := Unfinished{Queued: open.Queued}
+	u := Unfinished{Queued: open.Queued, LeaderLost: leaderLost}
 	for i, pa := range open.Approvals {
 		p := pend[i]
 		if err := record(pa.Session, store.Event{Type: EvApprovalDecided, Actor: "system", Payload: mustJSON(ApprovalDecidedPayload{
-			CallID: p.CallID, RequestID: pa.RequestID, Approved: false, By: "system", Why: "expired: thinbot restarted before a decision", SHA256: p.SHA256})}); err != nil {
+			CallID: p.CallID, RequestID: pa.RequestID, Approved: false, By: "system", Why: approvalWhy, SHA256: p.SHA256})}); err != nil {
 			return u, err
 		}
 		u.Approvals = append(u.Approvals, pa)
 	}
 	for _, sid := range open.Runs {
 		if err := record(sid, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(RunPayload{
-			Status: StatusInterrupted, Detail: "the process ended before the run finished"})}); err != nil {
+			Status: StatusInterrupted, Detail: runDetail})}); err != nil {
 			return u, err
 		}
 		u.Runs = append(u.Runs, sid)

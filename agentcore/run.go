@@ -347,6 +347,13 @@ func (r *run) toolCall(ctx context.Context, call ToolCall) (done bool, summary s
 	if msg := call.text.refused(); msg != "" {
 		return false, "", r.result(call, msg, true, nil)
 	}
+	if t, ok := r.cfg.MCP.Tool(call.Name); ok {
+		content, isErr, err := r.callMCP(ctx, call, t)
+		if err != nil {
+			return false, "", err
+		}
+		return false, "", r.result(call, call.text.view(content, true), isErr, nil)
+	}
 	args, perr := parseArgs(call, r.tools())
 	if perr != nil {
 		return false, "", r.result(call, call.text.view("error: "+perr.Error(), false), true, nil)
@@ -363,7 +370,7 @@ func (r *run) toolCall(ctx context.Context, call ToolCall) (done bool, summary s
 
 // tools are the tools the run offers.
 func (r *run) tools() []Tool {
-	return toolDefs(r.t.Goal, len(r.cfg.Skills.Skills) > 0, r.cfg.Fleet != nil)
+	return append(toolDefs(r.t.Goal, len(r.cfg.Skills.Skills) > 0, r.cfg.Fleet != nil), r.mcpTools()...)
 }
 
 // result records a tool's result (what the model sees) and counts errors.

@@ -1,6 +1,9 @@
 package agentcore
 
 import (
+	"encoding/json"
+	"fmt"
+
 	"github.com/thinbot/thinbot/gate"
 	"github.com/thinbot/thinbot/store"
 )
@@ -75,3 +78,19 @@ func (a *Agent) Messages(session string) ([]Message, error) {
 
 // Policy is the gate policy the agent uses (with skills' read-only scripts).
 func (a *Agent) Policy() *gate.Policy { return a.cfg.Policy }
+
+// LastNote returns the session's last EvNote of kind, reading the session's
+// events from its start (a scheduled check asks once after a start). ok is
+// false when there is none; an error is a failed read of the store.
+func (a *Agent) LastNote(session, kind string) (p NotePayload, ok bool, err error) {
+	for e, err := range a.cfg.Store.Events(session, 1) {
+		if err != nil {
+			return NotePayload{}, false, fmt.Errorf("read session %s: %w", session, err)
+		}
+		var n NotePayload
+		if e.Type == EvNote && json.Unmarshal(e.Payload, &n) == nil && n.Kind == kind {
+			p, ok = n, true
+		}
+	}
+	return p, ok, nil
+}

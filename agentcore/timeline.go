@@ -153,6 +153,40 @@ func (t *timeline) event(e store.Event) {
 			text += " severity " + textfmt.CodeSpan(sev, 40)
 		}
 		t.line(e, text+fmt.Sprintf(", %d of %d alert(s) firing", firing, len(p.Alerts)))
+	case EvAlertAck:
+		var p AlertAckPayload
+		if json.Unmarshal(e.Payload, &p) != nil {
+			return
+		}
+		t.line(e, "**acknowledged** by "+textfmt.CodeSpan(e.Actor, 80))
+	case EvAlertSilence:
+		var p AlertSilencePayload
+		if json.Unmarshal(e.Payload, &p) != nil {
+			return
+		}
+		text := fmt.Sprintf("**silence %s** in Alertmanager", textfmt.CodeSpan(p.Action, 20))
+		if p.SilenceID != "" {
+			text += " " + textfmt.CodeSpan(p.SilenceID, 60)
+		}
+		if !p.EndsAt.IsZero() && p.Action == "created" {
+			text += " until " + p.EndsAt.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		text += ", request `" + p.RequestID + "`"
+		if p.Error != "" {
+			text += ": " + textfmt.CodeSpan(p.Error, 200)
+		}
+		t.line(e, text)
+	case EvApprovalReminder:
+		var p ApprovalReminderPayload
+		if json.Unmarshal(e.Payload, &p) != nil {
+			return
+		}
+		what := map[string]string{"remind": "reminder", "escalate": "escalation"}[p.Stage]
+		if what == "" {
+			what = "reminder"
+		}
+		t.line(e, fmt.Sprintf("**%s** of request `%s` after %s, to %d user(s)", what, p.RequestID,
+			time.Duration(p.After*float64(time.Second)).Round(time.Second), len(p.Mentioned)))
 	case EvUserMessage:
 		var p UserMessagePayload
 		if json.Unmarshal(e.Payload, &p) != nil {

@@ -82,6 +82,10 @@ type Post struct {
 	Requester User
 	// File, if set, is uploaded into the thread with this post.
 	File *File
+	// Mentions, if set, are the user ids the post notifies: the adapter
+	// writes each in front of the text in its platform's form (Mattermost
+	// @username, Slack <@ID>, the console @name). Update ignores them.
+	Mentions []string
 }
 
 // Click is a press of a post's button.

@@ -151,6 +151,9 @@ type AlertRoute struct {
 	MaxWall  time.Duration
 	// MaxInvestigations bounds the route's concurrent first looks; 0 means 2.
 	MaxInvestigations int
+	// Acknowledgers are user ids who may acknowledge the route's alerts
+	// besides whoever may approve in its channel.
+	Acknowledgers []string
 }
 
 // AlertsConfig configures the alert receiver.
@@ -192,6 +195,9 @@ type AlertsConfig struct {
 	Deliveries []string
 	// Registerer, if set, gets thinbot_alerts_total{outcome}.
 	Registerer prometheus.Registerer
+	// Alertmanager is where /silence creates silences (silence.go); the
+	// zero value creates none.
+	Alertmanager Alertmanager
 }
 
 // AlertReceiver is the alert webhook receiver: an http.Handler (POST, JSON
@@ -210,8 +216,11 @@ type alerts struct {
 
 	mu     sync.Mutex
 	groups map[string]agentcore.AlertGroup
-	locks  map[string]*groupLock
-	seen   map[string]*delivery // by DeliveryDigest
+	// ackKeys maps an Acknowledge button's value to its group's key, set
+	// before the card is posted (alertack.go).
+	ackKeys map[string]string
+	locks   map[string]*groupLock
+	seen    map[string]*delivery // by DeliveryDigest
 	// deliveries and refusals are the token buckets of authorized
 	// deliveries and of requests with a bad token; suppressed counts the
 	// refusals not logged since the last one that was.
@@ -293,14 +302,20 @@ func NewAlertReceiver(cfg AlertsConfig, bots map[string]*Bot) (*AlertReceiver, e
 	}
 	b := bots[cfg.Platform]
 	cfg = alertDefaults(cfg)
-	a := &alerts{bots: bots, log: b.log, now: b.cfg.Now, groups: map[string]agentcore.AlertGroup{}, locks: map[string]*groupLock{},
+	a := &alerts{bots: bots, log: b.log, now: b.cfg.Now, groups: map[string]agentcore.AlertGroup{}, ackKeys: map[string]string{}, locks: map[string]*groupLock{},
 		seen:       map[string]*delivery{},
 		deliveries: bucket{rate: cfg.Rate, burst: cfg.Burst, tokens: float64(cfg.Burst), refilled: b.cfg.Now()},
 		refusals:   bucket{rate: cfg.AuthRate, burst: cfg.AuthBurst, tokens: float64(cfg.AuthBurst), refilled: b.cfg.Now()},
 		perChan:    map[string]int{}, perRoute: map[string]int{}}
 	a.cfg.Store(&cfg)
+	for _, ab := range bots {
+		ab.mu.Lock()
+		ab.alerts = a
+		ab.mu.Unlock()
+	}
 	for k, g := range cfg.Groups {
 		a.groups[k] = g
+		a.ackKeys[ackValue(k)] = k
 		t, _ := ThreadOf(g.Session)
 		if gb := bots[t.Platform]; gb != nil {
 			gb.mu.Lock()
@@ -688,12 +703,14 @@ func (a *alerts) deliver(ctx context.Context, cfg *AlertsConfig, wh Webhook, dig
 	g, known := a.groups[wh.GroupKey]
 	a.mu.Unlock()
 	p := agentcore.AlertPayload{GroupKey: wh.GroupKey, Status: wh.Status, Receiver: wh.Receiver, Route: rt.Name,
-		Delivery: digest, Truncated: wh.TruncatedAlerts, Alerts: records(wh)}
+		Delivery: digest, Truncated: wh.TruncatedAlerts, Alerts: records(wh), GroupLabels: wh.GroupLabels}
 	now, loc := b.cfg.Now(), b.zone(ch)
 	if !known {
-		card := alertCard(wh, p, now, time.Time{}, loc)
+		a.mu.Lock()
+		a.ackKeys[ackValue(wh.GroupKey)] = wh.GroupKey // a press that races the record waits for it
+		a.mu.Unlock()
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		id, err := b.cfg.Adapter.Post(pctx, Thread{Platform: rt.Platform, Channel: rt.Channel}, quiet(Post{Text: card}))
+		id, err := b.cfg.Adapter.Post(pctx, Thread{Platform: rt.Platform, Channel: rt.Channel}, cardPost(agentcore.AlertGroup{}, wh, p, now, time.Time{}, loc))
 		cancel()
 		if err != nil || id == "" {
 			b.cfg.Metrics.error("chat")
@@ -739,7 +756,7 @@ func (a *alerts) deliver(ctx context.Context, cfg *AlertsConfig, wh Webhook, dig
 	if e := earliest(p.Alerts); !e.IsZero() && (starts.IsZero() || e.Before(starts)) {
 		starts = e
 	}
-	b.update(ctx, t, g.PostID, Post{Text: alertCard(wh, p, now, starts, loc)})
+	b.update(ctx, t, g.PostID, cardPost(g, wh, p, now, starts, loc))
 	b.post(ctx, t, Post{Text: alertLine(g, wh, p, now, starts, loc)})
 	a.count("update")
 	refired := g.Status == "resolved" && wh.Status == "firing"
@@ -803,22 +820,16 @@ func alertLine(g agentcore.AlertGroup, wh Webhook, p agentcore.AlertPayload, now
 		}
 		return fmt.Sprintf("✅ **Resolved** at %s: fired for %s.", textfmt.Clock(end, loc, "2006-01-02 15:04:05"), roundDur(end.Sub(starts)))
 	case g.Status == "resolved":
+		if c := alertChanges(g.Last.Alerts, p.Alerts); c != "" {
+			return fmt.Sprintf("🔥 **Firing again**: %d alert(s): %s.", firing, c)
+		}
 		return fmt.Sprintf("🔥 **Firing again**: %d alert(s).", firing)
 	}
-	old := map[string]bool{}
-	for _, r := range g.Last.Alerts {
-		old[r.Fingerprint+"\x00"+r.Status] = true
-	}
-	changed := 0
-	for _, r := range p.Alerts {
-		if !old[r.Fingerprint+"\x00"+r.Status] {
-			changed++
-		}
-	}
-	if changed == 0 {
+	changes := alertChanges(g.Last.Alerts, p.Alerts)
+	if changes == "" {
 		return fmt.Sprintf("🔁 Still firing (repeat notification): %d alert(s), for %s so far.", firing, roundDur(now.Sub(starts)))
 	}
-	return fmt.Sprintf("🔥 Update: %d alert(s) firing, %d changed since the last notification.", firing, changed)
+	return fmt.Sprintf("🔥 Update: %s; %d alert(s) firing.", changes, firing)
 }
 
 func roundDur(d time.Duration) string {
@@ -892,6 +903,7 @@ func alertCard(wh Webhook, p agentcore.AlertPayload, now, starts time.Time, loc 
 	if len(ls) > 0 {
 		fmt.Fprintf(&b, "**Labels:** %s\n", strings.Join(ls, " "))
 	}
+	b.WriteString(alertList(p.Alerts, wh.CommonAnnotations["summary"]))
 	if !starts.IsZero() {
 		fmt.Fprintf(&b, "**Started:** %s", textfmt.Clock(starts, loc, "2006-01-02 15:04:05"))
 		if wh.Status == "resolved" {

@@ -27,6 +27,7 @@ type request struct {
 	requester User
 	expires   time.Time
 	timeout   time.Duration // what expires is now plus
+	reminders Reminders     // in force when it was asked
 	postID    string
 	decided   chan agentcore.ApprovalDecision // buffered 1; written once by whoever takes the request
 	// committed tells the click that decided whether its decision is in
@@ -66,14 +67,15 @@ var _ agentcore.Approver = (*threadApprover)(nil)
 // failure to post is an error, so nothing runs (fail closed).
 func (a *threadApprover) Ask(ctx context.Context, ap agentcore.Approval) (string, error) {
 	b := a.b
-	timeout := b.access.Load().ApprovalTimeout
+	acc := b.access.Load()
+	timeout := acc.ApprovalTimeout
 	if a.timeout > 0 {
 		timeout = min(timeout, a.timeout)
 		if dl, ok := ctx.Deadline(); ok {
 			timeout = max(min(timeout, time.Until(dl)), time.Second)
 		}
 	}
-	req := &request{ap: ap, th: a.th, ch: a.th.ch, requester: a.requester, expires: b.cfg.Now().Add(timeout), timeout: timeout,
+	req := &request{ap: ap, th: a.th, ch: a.th.ch, requester: a.requester, expires: b.cfg.Now().Add(timeout), timeout: timeout, reminders: acc.Reminders,
 		decided: make(chan agentcore.ApprovalDecision, 1), committed: make(chan error, 1), ready: make(chan struct{})}
 	b.mu.Lock()
 	b.pending[ap.RequestID] = req
@@ -106,29 +108,45 @@ func (a *threadApprover) Await(ctx context.Context, ap agentcore.Approval, _ str
 	if req == nil {
 		return agentcore.ApprovalDecision{}, fmt.Errorf("approval request %s was not asked", ap.RequestID)
 	}
+	return b.await(ctx, req)
+}
+
+// await waits for an authorised click on req, the expiry (a deny) or
+// ctx's end, which cancels the request; meanwhile it reminds (Reminders).
+func (b *Bot) await(ctx context.Context, req *request) (agentcore.ApprovalDecision, error) {
+	ap := req.ap
 	req.setReady()
 	timer := time.NewTimer(time.Until(req.expires))
 	defer timer.Stop()
-	select {
-	case d := <-req.decided:
-		req.awaited = true
-		return d, nil
-	case <-timer.C:
-		if b.take(ap.RequestID) == nil {
+	remind, escalate := req.reminders.timers(req.expires.Add(-req.timeout), req.timeout, b.cfg.Now())
+	defer remind.Stop()
+	defer escalate.Stop()
+	for {
+		select {
+		case <-remind.C:
+			b.remind(ctx, req, stageRemind)
+		case <-escalate.C:
+			b.remind(ctx, req, stageEscalate)
+		case d := <-req.decided:
 			req.awaited = true
-			return <-req.decided, nil // a click won the race
+			return d, nil
+		case <-timer.C:
+			if b.take(ap.RequestID) == nil {
+				req.awaited = true
+				return <-req.decided, nil // a click won the race
+			}
+			b.cfg.Metrics.approval("expired")
+			req.awaited, req.expired = true, true
+			return agentcore.ApprovalDecision{By: "expiry", Why: "expired after " + req.timeout.String()}, nil
+		case <-ctx.Done():
+			if b.take(ap.RequestID) == nil {
+				req.awaited = true
+				return <-req.decided, nil
+			}
+			b.cfg.Metrics.approval("cancelled")
+			b.update(ctx, req.th.t, req.postID, Post{Text: decidedText(req, cancelledOutcome(agentcore.CauseOf(ctx)))})
+			return agentcore.ApprovalDecision{}, ctx.Err()
 		}
-		b.cfg.Metrics.approval("expired")
-		req.awaited, req.expired = true, true
-		return agentcore.ApprovalDecision{By: "expiry", Why: "expired after " + req.timeout.String()}, nil
-	case <-ctx.Done():
-		if b.take(ap.RequestID) == nil {
-			req.awaited = true
-			return <-req.decided, nil
-		}
-		b.cfg.Metrics.approval("cancelled")
-		b.update(ctx, a.th.t, req.postID, Post{Text: decidedText(req, cancelledOutcome(agentcore.CauseOf(ctx)))})
-		return agentcore.ApprovalDecision{}, ctx.Err()
 	}
 }
 
@@ -172,8 +190,12 @@ func (b *Bot) take(id string) *request {
 }
 
 // HandleClick implements Handler: it authorises a click on an approval
-// button and hands the decision to the waiting run.
+// button and hands the decision to the waiting run, or a click on an alert
+// card's Acknowledge (alertack.go).
 func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
+	if c.ActionID == ActionAck {
+		return b.acknowledge(ctx, c)
+	}
 	b.mu.Lock()
 	req := b.pending[c.Value]
 	b.mu.Unlock()

@@ -64,6 +64,9 @@ type Config struct {
 	// ApprovalTimeout is how long an approval request stays open; 0 means
 	// 15 minutes. An unanswered request is a deny.
 	ApprovalTimeout time.Duration
+	// Reminders remind and escalate a request nobody decides; the zero
+	// value reminds nobody.
+	Reminders Reminders
 	// UpdateInterval throttles progress-message updates; 0 means 1s.
 	UpdateInterval time.Duration
 	// Sessions are thread keys of sessions that already exist (replies in
@@ -122,6 +125,9 @@ type Bot struct {
 	// shutdownRuns are the sessions whose runs Run's ctx (the shutdown)
 	// cancelled, for its last log line.
 	shutdownRuns []string
+	// alerts is the alert receiver whose cards this Bot posts, for their
+	// Acknowledge buttons (nil without one).
+	alerts *alerts
 }
 
 // Access is who may talk to the Bot and how long an approval request
@@ -133,11 +139,14 @@ type Access struct {
 	MentionInThread bool
 	// ApprovalTimeout is a request's life; 0 means 15 minutes.
 	ApprovalTimeout time.Duration
+	// Reminders are a request's reminders (approval.go).
+	Reminders Reminders
 }
 
-// SetAccess replaces the Bot's Users, AllowBots, MentionInThread and
-// ApprovalTimeout, for the messages and approval requests that come after
-// it; a request already open keeps its expiry. Safe to call while the Bot
+// SetAccess replaces the Bot's Users, AllowBots, MentionInThread,
+// ApprovalTimeout and Reminders, for the messages and approval requests
+// that come after it; a request already open keeps its expiry and
+// reminders. Safe to call while the Bot
 // runs. (Config.Channel is a function: the caller swaps what it returns.)
 func (b *Bot) SetAccess(a Access) {
 	if a.ApprovalTimeout <= 0 {
@@ -197,7 +206,8 @@ func New(cfg Config) (*Bot, error) {
 	b := &Bot{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.MaxConcurrent),
 		threads: map[string]*thread{}, known: map[string]bool{}, seen: NewDedupe(maxSeen), pending: map[string]*request{},
 		notEnabled: map[string]time.Time{}}
-	b.SetAccess(Access{Users: cfg.Users, AllowBots: cfg.AllowBots, MentionInThread: cfg.MentionInThread, ApprovalTimeout: cfg.ApprovalTimeout})
+	b.SetAccess(Access{Users: cfg.Users, AllowBots: cfg.AllowBots, MentionInThread: cfg.MentionInThread, ApprovalTimeout: cfg.ApprovalTimeout,
+		Reminders: cfg.Reminders})
 	for _, k := range cfg.Sessions {
 		b.known[k] = true
 	}
@@ -690,7 +700,11 @@ func (b *Bot) Recover(ctx context.Context, u agentcore.Unfinished) {
 			continue
 		}
 		b.cfg.Metrics.approval("expired")
-		text := fmt.Sprintf("**Expired** — thinbot restarted before anyone decided. Nothing was run.\n```\n%s\n```", pa.Command)
+		why := "thinbot restarted"
+		if u.LeaderLost {
+			why = "the cluster's leader was lost"
+		}
+		text := fmt.Sprintf("**Expired** — %s before anyone decided. Nothing was run.\n```\n%s\n```", why, pa.Command)
 		if pa.PostID == "" {
 			// The process died between posting the buttons and recording
 			// the post: say so in the thread, since the old message
@@ -705,6 +719,10 @@ func (b *Bot) Recover(ctx context.Context, u agentcore.Unfinished) {
 		if !ok {
 			continue
 		}
-		b.post(ctx, t, Post{Text: "thinbot restarted while working on this thread, so that run was interrupted. The session is kept: send a message to continue."})
+		text := "thinbot restarted while working on this thread, so that run was interrupted. The session is kept: send a message to continue."
+		if u.LeaderLost {
+			text = "The cluster's leader was lost while working on this thread (another node took over), so that run was interrupted. The session is kept: send a message to continue."
+		}
+		b.post(ctx, t, Post{Text: text})
 	}
 }

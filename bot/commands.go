@@ -21,7 +21,7 @@ func commandName(text string) (string, bool) {
 	}
 	name := strings.ToLower(strings.Fields(text[1:])[0])
 	switch name {
-	case "stop", "clear", "compact", "skills", "status", "help", "audit", "timeline":
+	case "stop", "clear", "compact", "skills", "status", "help", "audit", "timeline", "silence", "unsilence":
 		return name, true
 	}
 	return "", false
@@ -38,7 +38,8 @@ const HelpCommands = "- `/stop` stop the current run (the session stays)\n" +
 	"- `/status` what is running, budgets, pending approvals\n" +
 	"- `/skills` the skills I can use, and hidden ones with the reason\n" +
 	"- `/audit` the last commands of this thread: verdict, approver, exit code\n" +
-	"- `/timeline` this thread's postmortem timeline from the audit chain (as a file too); `/timeline summary` adds the model's summary, marked as its words\n"
+	"- `/timeline` this thread's postmortem timeline from the audit chain (as a file too); `/timeline summary` adds the model's summary, marked as its words\n" +
+	"- `/silence 2h [comment]` (in an alert's thread) silence its group in Alertmanager, once approved; `/unsilence` expires that silence, once approved\n"
 
 // command handles an in-thread command. /stop acts at once, ahead of the
 // queue; /clear and /compact wait their turn in the queue.
@@ -82,6 +83,21 @@ func (b *Bot) command(ctx context.Context, m Message, ch Channel, name string) {
 			text = "Could not read this thread's record; operators can see the details in the log."
 		}
 		reply(text)
+	case "silence", "unsilence":
+		// Off the adapter's goroutine: it waits for an approval. It ends
+		// with Run, as a run's request does.
+		b.mu.Lock()
+		closing, base := b.closing, b.runCtx
+		if !closing && base != nil {
+			b.wg.Add(1)
+		}
+		b.mu.Unlock()
+		if !closing && base != nil {
+			go func() {
+				defer b.wg.Done()
+				b.silenceCommand(base, m, ch, name)
+			}()
+		}
 	case "timeline":
 		// Off the adapter's goroutine: it verifies the whole chain, and a
 		// summary waits for the thread's run and a model call.

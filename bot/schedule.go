@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -42,12 +43,17 @@ func ParseSpec(spec string) error {
 	return err
 }
 
-// scheduleState is what a schedule remembers between runs.
+// scheduleState is what a schedule remembers between runs: the last
+// result, which the chain keeps too (a NoteScheduleResult after each run),
+// so that the first run after a start compares with the last before it.
 type scheduleState struct {
 	mu     sync.Mutex
 	runs   int
+	loaded bool     // the last result was read from the chain
 	digest [32]byte // of the last result
-	failed bool
+	// outcome is the last run's: agentcore.ScheduleOK, ScheduleFailed or
+	// ScheduleNotRun ("" before the first).
+	outcome string
 }
 
 // Scheduler runs schedules; NewScheduler checks them.
@@ -145,10 +151,12 @@ func (s *Scheduler) RunUntil(ctx context.Context, stop <-chan struct{}) {
 // scheduleQuestion frames a scheduled question so that its answer can be
 // compared from one run to the next.
 const scheduleQuestion = "This is a scheduled check, run without a human: use read-only commands only. " +
-	"Answer with OK or FAIL alone on the first line (FAIL if anything needs a human), then at most a few lines saying why.\n\nThe check: "
+	"Answer with OK, FAIL or CANNOT alone on the first line (FAIL if anything needs a human; CANNOT if you could not check: " +
+	"a command you needed was refused, a tool or skill is missing), then at most a few lines saying why.\n\nThe check: "
 
-// runSchedule runs one check and posts when it fails or its result
-// changed since the last run.
+// runSchedule runs one check and posts when it fails, could not run, or
+// its result changed since the last run (the last before a restart too:
+// the chain keeps each run's outcome).
 func (b *Bot) runSchedule(ctx context.Context, s Schedule, st *scheduleState) {
 	ch, ok := b.cfg.Channel(s.Channel)
 	if !ok || ctx.Err() != nil {
@@ -156,15 +164,34 @@ func (b *Bot) runSchedule(ctx context.Context, s Schedule, st *scheduleState) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	b.lastSchedule(ch, s, st)
 	failed := false
+	// ran: a command ran (a question's or the skill command); refused: the
+	// gate refused one (no approver in a scheduled run, or a deny).
+	var ran, refused bool
+	refusedCmds := map[string]bool{}
 	t := agentcore.Turn{Session: scheduleSession(s), Actor: "schedule:" + s.Name, Dir: ch.Workspace,
 		Instructions: []string{ch.Instructions}, FleetGroups: ch.FleetGroups,
-		Hooks: agentcore.Hooks{Result: func(_ agentcore.CommandInfo, _ string, isErr bool) { failed = failed || isErr }}}
+		Hooks: agentcore.Hooks{
+			Command: func(c agentcore.CommandInfo) {
+				if c.Action == "refuse" {
+					refused, refusedCmds[c.Command] = true, true
+				}
+			},
+			Result: func(c agentcore.CommandInfo, content string, isErr bool) {
+				// A refused command's result is its refusal; "error: ..."
+				// is a command that could not start.
+				ran = ran || (!refusedCmds[c.Command] && !(isErr && strings.HasPrefix(content, "error: ")))
+				failed = failed || isErr
+			}}}
 	var res agentcore.Result
 	var err error
+	notRun := false
 	if s.Command != "" {
 		t.Text = s.Command
 		res, err = ch.Agent.RunSkillCommand(ctx, t)
+		// A missing skill command, bad arguments or a refusal ran nothing.
+		notRun = !ran
 	} else {
 		steps, wall := s.MaxSteps, s.MaxWall
 		if steps <= 0 {
@@ -174,29 +201,43 @@ func (b *Bot) runSchedule(ctx context.Context, s Schedule, st *scheduleState) {
 			wall = 5 * time.Minute
 		}
 		t.Text, t.Budgets = scheduleQuestion+s.Question, agentcore.Budgets{MaxSteps: steps, MaxModelCalls: 2*steps + 1, MaxWall: wall}
-		failed = false // a question's commands may fail on the way; its answer decides
-		t.Hooks.Result = nil
 		if why := b.scheduleBudget(s, ch, &t); why != "" {
-			// Not run: the chain says so, and the check fails with why.
+			// Not run: the chain says so, and the check could not run.
 			if _, err := ch.Agent.Note(t.Session, agentcore.EvNote, t.Actor, agentcore.NotePayload{
 				Kind: agentcore.NoteRunRefused, Detail: why, Text: s.Question}); err != nil {
 				b.log.Error("record refused schedule", "schedule", s.Name, "err", err)
 			}
-			res.Answer = why
+			res.Answer, notRun = why, true
 		} else {
 			res, err = ch.Agent.Run(ctx, t)
 			if u := res.Usage; u.PromptTokens+u.CompletionTokens > 0 {
 				b.cfg.Metrics.tokensUsed(s.Channel, u)
 			}
 		}
+		// A question's commands may fail on the way; its answer decides.
 		first, _, _ := strings.Cut(strings.TrimSpace(res.Answer), "\n")
-		failed = !strings.EqualFold(strings.Trim(strings.TrimSpace(first), "*_`."), "OK")
+		switch strings.ToUpper(strings.Trim(strings.TrimSpace(first), "*_`.")) {
+		case "OK":
+			failed = false
+		case "FAIL":
+			// Refused and nothing checked: the model could not look.
+			failed, notRun = true, notRun || (refused && !ran)
+		default: // CANNOT, or no verdict
+			notRun = true
+		}
 	}
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return
 	}
 	if err != nil || res.Status == agentcore.StatusError || res.Status == agentcore.StatusBudget {
-		failed = true
+		notRun = true
+	}
+	outcome := agentcore.ScheduleOK
+	switch {
+	case notRun:
+		outcome = agentcore.ScheduleNotRun
+	case failed:
+		outcome = agentcore.ScheduleFailed
 	}
 	what := res.Answer
 	if err != nil {
@@ -211,22 +252,55 @@ func (b *Bot) runSchedule(ctx context.Context, s Schedule, st *scheduleState) {
 		key, _, _ = strings.Cut(strings.TrimSpace(what), "\n")
 	}
 	digest := sha256.Sum256([]byte(key))
-	changed := st.runs > 0 && digest != st.digest
-	repeat := st.runs > 0 && failed && st.failed && digest == st.digest
+	last := st.outcome
+	changed := last != "" && digest != st.digest
+	repeat := last == outcome && outcome != agentcore.ScheduleOK && digest == st.digest
 	st.runs++
-	st.digest, st.failed = digest, failed
-	b.log.Info("scheduled check", "schedule", s.Name, "failed", failed, "changed", changed, "status", res.Status)
-	if repeat || (!failed && !changed) {
+	st.digest, st.outcome = digest, outcome
+	if _, err := ch.Agent.Note(t.Session, agentcore.EvNote, t.Actor, agentcore.NotePayload{
+		Kind: agentcore.NoteScheduleResult, Detail: outcome, Text: hex.EncodeToString(digest[:])}); err != nil {
+		b.log.Error("record schedule result", "schedule", s.Name, "err", err)
+	}
+	b.log.Info("scheduled check", "schedule", s.Name, "outcome", outcome, "changed", changed, "status", res.Status)
+	recovered := outcome == agentcore.ScheduleOK && last != "" && last != agentcore.ScheduleOK
+	if repeat || (outcome == agentcore.ScheduleOK && !changed && !recovered) {
 		return
 	}
 	head := fmt.Sprintf("⏰ Scheduled check `%s` ", oneLineMD(s.Name))
 	switch {
-	case failed:
+	case outcome == agentcore.ScheduleNotRun:
+		head += "**could not run**"
+	case outcome == agentcore.ScheduleFailed:
 		head += "**failed**"
-	case st.runs > 1:
+	case recovered:
+		head += "**recovered** (it passes again)"
+	default:
 		head += "changed (it passes)"
 	}
 	b.post(ctx, Thread{Platform: s.Platform, Channel: s.Channel}, Post{Text: head + fmt.Sprintf(" (`%s`, chain session `schedule:%s`):\n%s", oneLineMD(s.Spec), oneLineMD(s.Name), what)})
+}
+
+// lastSchedule fills st, before a schedule's first run in this process,
+// with the last result the chain records for it (a run before a restart).
+func (b *Bot) lastSchedule(ch Channel, s Schedule, st *scheduleState) {
+	if st.loaded {
+		return
+	}
+	st.loaded = true
+	if st.outcome != "" {
+		return
+	}
+	p, ok, err := ch.Agent.LastNote(scheduleSession(s), agentcore.NoteScheduleResult)
+	if err != nil {
+		b.log.Error("read the schedule's last result", "schedule", s.Name, "err", err)
+		return
+	}
+	sum, derr := hex.DecodeString(p.Text)
+	if !ok || derr != nil || len(sum) != len(st.digest) {
+		return
+	}
+	copy(st.digest[:], sum)
+	st.outcome = p.Detail
 }
 
 // cronLogger passes cron's own messages (a panic recovered, a run skipped)

@@ -38,8 +38,8 @@ func (f *fakeAdapter) count(sub string) int {
 }
 
 // A scheduled question posts when it fails (once while the failure stays
-// the same) and when its verdict changes; a passing, unchanged check is
-// silent. Every run is in the chain.
+// the same) and when it recovers; a passing, unchanged check is silent.
+// Every run is in the chain.
 func TestScheduledQuestion(t *testing.T) {
 	m := &verdictModel{verdicts: []string{"OK\nall fine", "OK\nstill fine", "FAIL\ndisk 97%", "FAIL\ndisk 97%", "OK\nfreed"}}
 	r := newRig(t, m, Channel{}, Config{})
@@ -52,7 +52,7 @@ func TestScheduledQuestion(t *testing.T) {
 			t.Fatalf("after run %d: %d posts, want %d: %+v", i+1, n, w, r.ad.posts)
 		}
 	}
-	if r.ad.count("**failed**") != 1 || r.ad.count("changed (it passes)") != 1 {
+	if r.ad.count("**failed**") != 1 || r.ad.count("**recovered** (it passes again)") != 1 {
 		t.Errorf("posts: %+v", r.ad.posts)
 	}
 	runs := 0

@@ -102,6 +102,13 @@ type Options struct {
 	// RebuildAudit makes Open rewrite the JSONL export from the store instead
 	// of reconciling it; a differing old file is kept as PATH.replaced-TIME.
 	RebuildAudit bool
+	// Replicate, if set, is how a batch of Appends commits: it gets the
+	// batch's stored lines, sequenced on the chain head, and returns nil
+	// once they are committed and applied to this store through
+	// ApplyLines (a replicated log does both, store/replica), or an error
+	// if they are not committed (ErrStale: formed on an old head, and then
+	// formed again). nil means the store commits alone.
+	Replicate func(lines [][]byte) error
 
 	// durable does the store's syncs, renames and removals; tests set it
 	// to observe and fail them (the zero value does each directly).
@@ -121,8 +128,11 @@ type DB struct {
 	lastSeq atomic.Uint64
 	commits atomic.Uint64 // transactions committed (see Commits)
 	syncs   atomic.Uint64 // durable commits (see Syncs)
-	// lastHash is owned by the committer goroutine.
+	// lastHash is the chain head's hash, guarded by auditMu.
 	lastHash string
+	// replicate, if set, commits a batch through a replicated log
+	// (Options.Replicate; replicate.go).
+	replicate func(lines [][]byte) error
 
 	reqs     chan *request
 	loopDone chan struct{}
@@ -262,7 +272,7 @@ func Open(path string, opts *Options) (*DB, error) {
 	bdb.AllocSize = 1 << 20
 	db := &DB{
 		path: path, bolt: bdb, log: o.Logger, now: o.Now, payloadCap: o.PayloadCap,
-		readOnly: o.ReadOnly, auditPath: o.AuditPath, bootID: boot, state: state, fs: o.durable,
+		readOnly: o.ReadOnly, auditPath: o.AuditPath, bootID: boot, state: state, fs: o.durable, replicate: o.Replicate,
 		closing: make(chan struct{}), notify: make(chan struct{}),
 	}
 	fail := func(err error) (*DB, error) {
@@ -682,6 +692,10 @@ func (db *DB) commit(batch []*request) {
 	if len(live) == 0 {
 		return
 	}
+	if db.replicate != nil {
+		db.commitReplicated(live)
+		return
+	}
 	db.auditMu.Lock()
 	defer db.auditMu.Unlock()
 
@@ -689,12 +703,16 @@ func (db *DB) commit(batch []*request) {
 		db.answer(live, db.failed)
 		return
 	}
+	evs, lines, sync := db.sequence(live)
+	db.answer(live, db.writeBatch(evs, lines, sync))
+}
+
+// sequence gives the events of live their places after the chain head (seq,
+// time, prev, hash) and returns them with their stored lines, and whether
+// one of the callers asked for a sync. The caller holds auditMu.
+func (db *DB) sequence(live []*request) (evs []*Event, lines [][]byte, sync bool) {
 	now := db.now().UTC().Round(0)
 	seq, prev := db.lastSeq.Load(), db.lastHash
-	first := seq + 1
-	var evs []*Event
-	var lines [][]byte
-	sync := false
 	for _, r := range live {
 		sync = sync || r.sync
 		for i := range r.evs {
@@ -706,14 +724,22 @@ func (db *DB) commit(batch []*request) {
 			evs, lines = append(evs, ev), append(lines, line)
 		}
 	}
+	return evs, lines, sync
+}
+
+// writeBatch commits evs, whose stored lines are lines and which continue
+// the chain head, to the journal and bbolt, and moves the head. The
+// caller holds auditMu. Its error means "not committed", except the one
+// that also sets db.failed (see commit).
+func (db *DB) writeBatch(evs []*Event, lines [][]byte, sync bool) error {
+	first, seq, prev := evs[0].Seq, evs[len(evs)-1].Seq, evs[len(evs)-1].Hash
 	journal := db.auditFile != nil
 	off0, seq0 := db.auditOff, db.auditSeq
 	if journal {
 		// The journal first: once it is on disk the events are committed
 		// (the store is rebuilt from it if need be); bbolt only indexes.
 		if err := db.appendJournal(first, lines, sync); err != nil {
-			db.answer(live, fmt.Errorf("store: append: %w", err))
-			return
+			return fmt.Errorf("store: append: %w", err)
 		}
 	}
 	var mark []byte
@@ -741,8 +767,7 @@ func (db *DB) commit(batch []*request) {
 				err = db.failed
 			}
 		}
-		db.answer(live, err)
-		return
+		return err
 	}
 	db.lastSeq.Store(seq)
 	db.lastHash = prev
@@ -750,11 +775,11 @@ func (db *DB) commit(batch []*request) {
 	if !journal {
 		db.syncs.Add(1) // bbolt's own
 	}
-	db.answer(live, nil)
 	db.notifyMu.Lock()
 	close(db.notify)
 	db.notify = make(chan struct{})
 	db.notifyMu.Unlock()
+	return nil
 }
 
 // answer ends the callers' waits with err (nil: committed).

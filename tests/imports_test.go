@@ -13,7 +13,7 @@ var allowedImports = map[string][]string{
 	"gate":              {},
 	"store":             {},
 	"skills":            {},
-	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox", "agentcore/fleet", "agentcore/textfmt"},
+	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox", "agentcore/fleet", "agentcore/textfmt", "agentcore/mcp"},
 	"agentcore/sandbox": {"agentcore/textfmt"},
 	// Inventory, host patterns and the OpenSSH fan-out; below agentcore
 	// like the sandbox, whose Mode (read-only or approved) it takes.
@@ -33,6 +33,12 @@ var allowedImports = map[string][]string{
 	// thinbot as an MCP server: a front end beside the chat adapters,
 	// whose calls go through bot.ExternalThread to agentcore.CallTool.
 	"bot/mcp": {"bot", "agentcore", "agentcore/textfmt"},
+	// MCP servers as a client: their processes run in the sandbox's
+	// tiers; agentcore decides and records every call.
+	"agentcore/mcp": {"agentcore/sandbox"},
+	// The chain replicated over raft: the store is its state machine,
+	// and the store knows nothing of raft.
+	"store/replica": {"store"},
 }
 
 // sdkOwners: only these packages may import the SDK, and each of them does
@@ -50,8 +56,14 @@ var sdkOwners = map[string][]string{
 	// The bot counts runs, commands and approvals (bot.Metrics); cmd
 	// registers the process and store collectors and serves /metrics.
 	"github.com/prometheus/client_golang": {"bot", "cmd/thinbot"},
-	// The official MCP Go SDK (issue 34): thinbot as an MCP server.
-	"github.com/modelcontextprotocol/go-sdk": {"bot/mcp"},
+	// The official MCP Go SDK (issue 34): as a client (MCP servers'
+	// tools) and as a server (thinbot mcp and the daemon's endpoint).
+	"github.com/modelcontextprotocol/go-sdk": {"agentcore/mcp", "bot/mcp"},
+	// The replicated chain (issue 36): raft, its bbolt log store and
+	// the logger type raft takes.
+	"github.com/hashicorp/raft":           {"store/replica"},
+	"github.com/hashicorp/raft-boltdb/v2": {"store/replica"},
+	"github.com/hashicorp/go-hclog":       {"store/replica"},
 }
 
 func TestImportMap(t *testing.T) {

@@ -464,6 +464,12 @@ type rigOpts struct {
 	ApprovalTimeout string
 	// Extra is appended to the config verbatim.
 	Extra string
+	// Addr is the listen address; "" means a free port. CallbackAddr is
+	// where the chat's callbacks go; "" means Addr.
+	Addr, CallbackAddr string
+	// ReadyLine is the log message start waits for; "" means "thinbot
+	// serving", and then start waits for the chat connection too.
+	ReadyLine string
 }
 
 // rig is one thinbot serve process with its config, state and chat fake.
@@ -479,6 +485,9 @@ type rig struct {
 	log      *logBuffer
 	proc     *proc
 	hc       *http.Client
+	ready    string // rigOpts.ReadyLine
+	from     int    // where the current process's output starts in log
+	startErr string // why startQuiet failed
 }
 
 // proc is a started thinbot process.
@@ -556,10 +565,24 @@ func freeAddr(t *testing.T) string {
 // its chat connection. The process is killed at cleanup if still running.
 func newRig(t *testing.T, chat chatSide, modelURL string, o rigOpts) *rig {
 	t.Helper()
+	r := newRigNoStart(t, chat, modelURL, o)
+	r.start()
+	return r
+}
+
+// newRigNoStart is newRig without the start.
+func newRigNoStart(t *testing.T, chat chatSide, modelURL string, o rigOpts) *rig {
+	t.Helper()
 	dir := t.TempDir()
-	r := &rig{t: t, chat: chat, dir: dir, addr: freeAddr(t), stateDir: filepath.Join(dir, "state"),
+	if o.Addr == "" {
+		o.Addr = freeAddr(t)
+	}
+	if o.CallbackAddr == "" {
+		o.CallbackAddr = o.Addr
+	}
+	r := &rig{t: t, chat: chat, dir: dir, addr: o.Addr, stateDir: filepath.Join(dir, "state"),
 		ws: filepath.Join(dir, "ws"), sandbox: filepath.Join(dir, "sandbox"), log: &logBuffer{},
-		hc: &http.Client{Timeout: 10 * time.Second}}
+		hc: &http.Client{Timeout: 10 * time.Second}, ready: o.ReadyLine}
 	for _, d := range []string{r.ws, r.sandbox} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -571,7 +594,7 @@ func newRig(t *testing.T, chat chatSide, modelURL string, o rigOpts) *rig {
 	// systemd_unit names no unit: a thinbot.service installed on this
 	// machine (the release test's package, for a moment) is not this
 	// daemon's, and its User= must not judge the rig's secret files.
-	cfg := chat.Config(t, dir, r.addr) + fmt.Sprintf(`model:
+	cfg := chat.Config(t, dir, o.CallbackAddr) + fmt.Sprintf(`model:
   base_url: %s
   model: test-model
   max_retries: 0
@@ -603,7 +626,6 @@ channels:
 			t.Logf("thinbot output:\n%s", tail(r.log.String(), 6000))
 		}
 	})
-	r.start()
 	return r
 }
 
@@ -615,6 +637,7 @@ func (r *rig) start() {
 	cmd.Env = baseEnv()
 	cmd.Stdout, cmd.Stderr = r.log, r.log
 	from := r.log.Len() // a restart logs after the first run's lines
+	r.from = from
 	if err := cmd.Start(); err != nil {
 		r.t.Fatalf("start thinbot serve: %v", err)
 	}
@@ -628,9 +651,16 @@ func (r *rig) start() {
 		close(p.done)
 	}()
 	r.proc = p
-	waitLogged(r.t, "thinbot serve", r.log, from, `"msg":"thinbot serving"`, p.done)
+	ready := `"msg":"thinbot serving"`
+	if r.ready != "" {
+		ready = `"msg":"` + r.ready + `"`
+	}
+	waitLogged(r.t, "thinbot serve", r.log, from, ready, p.done)
 	if code, body := r.get("/healthz"); code != http.StatusOK {
 		r.t.Fatalf("thinbot logged that it serves, and /healthz answers %d %q", code, body)
+	}
+	if r.ready != "" {
+		return
 	}
 	r.waitUntil(startDeadline(r.t), "thinbot to connect to "+r.chat.Platform(), r.chat.Connected)
 }

@@ -97,6 +97,10 @@
 // processes together. Mounts made by an approved command stay in its
 // namespace.
 //
+// A command reads /dev/null and writes its stdout and stderr to one stream,
+// unless Cmd.Stdin or Cmd.Stderr says otherwise: a server that speaks over
+// stdio (an MCP server, package mcp) runs in a tier like any command.
+//
 // Where the kernel refuses user namespaces, mount_setattr or Landlock, Start
 // fails and the caller fails closed (every command needs an approval).
 // CheckSandbox probes a running sandbox for `thinbot sandbox check`.

@@ -451,17 +451,18 @@ func restrictApproved() error {
 	return cfg.Restrict(landlock.PathAccess(cfg.HandledAccessFS, "/"))
 }
 
-// command is the exec.Cmd for m reading null (/dev/null, opened once by
-// serve rather than by exec.Cmd for each command) and writing to out, in
-// its own process group.
-func command(m message, null, out *os.File) *exec.Cmd {
+// command is the exec.Cmd for m reading in (/dev/null, opened once by
+// serve rather than by exec.Cmd for each command, unless the daemon passed
+// a standard input) and writing to out (standard error to errOut), in its
+// own process group.
+func command(m message, in, out, errOut *os.File) *exec.Cmd {
 	cmd := exec.Command(m.Args[0], m.Args[1:]...)
 	cmd.Dir, cmd.Env = m.Dir, m.Env
 	if cmd.Env == nil {
 		cmd.Env = []string{}
 	}
-	cmd.Stdin = null
-	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Stdin = in
+	cmd.Stdout, cmd.Stderr = out, errOut
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
 }
@@ -473,11 +474,12 @@ func command(m message, null, out *os.File) *exec.Cmd {
 type spare chan spareJob
 
 type spareJob struct {
-	m    message
-	null *os.File
-	out  *os.File
-	grp  *cgroup
-	done chan<- startResult
+	m      message
+	in     *os.File
+	out    *os.File
+	errOut *os.File
+	grp    *cgroup
+	done   chan<- startResult
 }
 
 type startResult struct {
@@ -512,7 +514,7 @@ func newSpare(hc helperConfig, keeps []string) spare {
 			}
 			return
 		}
-		cmd := command(j.m, j.null, j.out)
+		cmd := command(j.m, j.in, j.out, j.errOut)
 		if err == nil {
 			err = enter(hc, cmd)
 		}
@@ -536,9 +538,9 @@ func newSpare(hc helperConfig, keeps []string) spare {
 // process signal or ptrace only processes in its own domain or one nested
 // below it, and every command's domain is nested below none of the
 // helper's threads.
-func startReadOnly(s spare, m message, null, out *os.File, g *cgroup) (*exec.Cmd, int, error) {
+func startReadOnly(s spare, m message, in, out, errOut *os.File, g *cgroup) (*exec.Cmd, int, error) {
 	done := make(chan startResult, 1)
-	s <- spareJob{m: m, null: null, out: out, grp: g, done: done}
+	s <- spareJob{m: m, in: in, out: out, errOut: errOut, grp: g, done: done}
 	r := <-done
 	return r.cmd, r.ns, r.err
 }
@@ -802,16 +804,36 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 			mu.Unlock()
 			closeAll(fds)
 		case "run":
-			if len(fds) != 1 || len(m.Args) == 0 {
+			if len(fds) != ioFiles(m) || len(m.Args) == 0 {
 				closeAll(fds)
-				reply(message{ID: m.ID, Op: "error", Err: "run needs a program and one output descriptor"})
+				reply(message{ID: m.ID, Op: "error", Err: "run needs a program and one output descriptor (and one each for stdin and stderr when asked)"})
 				continue
 			}
 			// Each command starts on its own goroutine: a slow fork must
 			// not hold the next command or a kill.
 			wg.Add(1)
-			go func(m message, out *os.File) {
+			go func(m message, fds []int) {
 				defer wg.Done()
+				out, in, errOut := os.NewFile(uintptr(fds[0]), "output"), null, (*os.File)(nil)
+				if m.Stdin {
+					in = os.NewFile(uintptr(fds[1]), "stdin")
+				}
+				if m.Stderr {
+					errOut = os.NewFile(uintptr(fds[len(fds)-1]), "stderr")
+				}
+				// The command holds its own copies once started.
+				closeIO := func() {
+					out.Close()
+					if m.Stdin {
+						in.Close()
+					}
+					if m.Stderr {
+						errOut.Close()
+					}
+				}
+				if errOut == nil {
+					errOut = out
+				}
 				var cmd *exec.Cmd
 				var err error
 				var exited <-chan unix.WaitStatus
@@ -825,7 +847,7 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 				// Landlock domain (see cgroup_linux.go).
 				grp, err := newCommandGroup(hc)
 				if err != nil {
-					out.Close()
+					closeIO()
 					reply(message{ID: m.ID, Op: "error", Err: "start: " + err.Error()})
 					return
 				}
@@ -835,9 +857,9 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 					s := next
 					next = newSpare(hc, keeps)
 					spareMu.Unlock()
-					cmd, ns, err = startReadOnly(s, m, null, out, grp)
+					cmd, ns, err = startReadOnly(s, m, in, out, errOut, grp)
 				} else {
-					cmd = command(m, null, out)
+					cmd = command(m, in, out, errOut)
 					// The tracer is this thread: it must stay the same
 					// from the start to the detach.
 					runtime.LockOSThread()
@@ -853,7 +875,7 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 					exited = rp.registerLocked(cmd.Process.Pid)
 				}
 				rp.mu.Unlock()
-				out.Close()
+				closeIO()
 				if errors.Is(err, errStranded) {
 					// Fail closed: this command fails, the helper exits,
 					// and the daemon sweeps its groups and starts a new
@@ -891,7 +913,7 @@ func serve(conn *net.UnixConn, hc helperConfig, keeps []string) {
 				// Emptied above; keeping or removing it need not hold
 				// the reply.
 				grp.release()
-			}(m, os.NewFile(uintptr(fds[0]), "output"))
+			}(m, fds)
 		default:
 			closeAll(fds)
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -411,6 +412,15 @@ type Cmd struct {
 	Args []string
 	Dir  string
 	Env  []string
+	// Stdin, when set, is the command's standard input (the helper gets
+	// a duplicate; the caller keeps and closes its own); nil means
+	// /dev/null. A server that speaks over stdio (an MCP server) reads
+	// its requests from it.
+	Stdin *os.File
+	// Stderr, when set, takes the command's standard error apart from
+	// what Run writes to out (the caller keeps and closes it); nil sends
+	// it to out with standard output.
+	Stderr *os.File
 }
 
 // Result is how a command ended.
@@ -463,10 +473,27 @@ type message struct {
 	// Stop, on error: the helper exits after this reply (it could not
 	// go on safely), and the next command starts a new one.
 	Stop bool `json:"stop,omitempty"`
+	// Stdin and Stderr, on run, say that descriptors for them follow the
+	// output's, in that order (Cmd.Stdin, Cmd.Stderr).
+	Stdin  bool `json:"stdin,omitempty"`
+	Stderr bool `json:"stderr,omitempty"`
 	// lost marks the error reply readLoop gives a command whose helper
 	// went away (never on the wire): a reply the helper sent itself, even
 	// one read just before the helper exited, keeps its own error.
 	lost bool
+}
+
+// ioFiles is how many descriptors a run message m carries: the output's,
+// and one each for stdin and stderr when it says so.
+func ioFiles(m message) int {
+	n := 1
+	if m.Stdin {
+		n++
+	}
+	if m.Stderr {
+		n++
+	}
+	return n
 }
 
 // maxMessage bounds one datagram; a command line plus environment beyond it
@@ -628,9 +655,18 @@ func (h *helper) run(ctx context.Context, c Cmd, out io.Writer) (Result, error) 
 	h.waiting[id] = replies
 	h.mu.Unlock()
 
+	fds := []int{w}
+	if c.Stdin != nil {
+		fds = append(fds, int(c.Stdin.Fd()))
+	}
+	if c.Stderr != nil {
+		fds = append(fds, int(c.Stderr.Fd()))
+	}
 	h.wmu.Lock()
-	err = send(h.conn, message{ID: id, Op: "run", Args: c.Args, Dir: c.Dir, Env: c.Env}, w)
+	err = send(h.conn, message{ID: id, Op: "run", Args: c.Args, Dir: c.Dir, Env: c.Env, Stdin: c.Stdin != nil, Stderr: c.Stderr != nil}, fds...)
 	h.wmu.Unlock()
+	runtime.KeepAlive(c.Stdin)
+	runtime.KeepAlive(c.Stderr)
 	closeAll([]int{w})
 	if err != nil {
 		h.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/mattermost/mattermost/server/public/model"
 
@@ -22,7 +23,7 @@ func (a *Adapter) Post(ctx context.Context, t bot.Thread, p bot.Post) (string, e
 	if t.Channel == "" {
 		return "", errors.New("mattermost: post: thread has no channel")
 	}
-	text, cut := fitText(p.Text, truncatedNotice)
+	text, cut := fitText(a.mentions(ctx, p.Mentions)+p.Text, truncatedNotice)
 	var fileIDs model.StringArray
 	upload := func(f bot.File) error {
 		name := f.Name
@@ -55,6 +56,18 @@ func (a *Adapter) Post(ctx context.Context, t bot.Thread, p bot.Post) (string, e
 		return "", err
 	}
 	return created.Id, nil
+}
+
+// mentions writes user ids as Mattermost mentions ("@alice @bob "); an id
+// whose name cannot be looked up is left out (the lookup logs why).
+func (a *Adapter) mentions(ctx context.Context, ids []string) string {
+	var b strings.Builder
+	for _, id := range ids {
+		if name := a.userName(ctx, id); name != "" {
+			b.WriteString("@" + name + " ")
+		}
+	}
+	return b.String()
 }
 
 // Update replaces the text and buttons of the bot's post postID in t. The

@@ -184,3 +184,12 @@ func BenchmarkAcceptEvent(b *testing.B) {
 		}
 	}
 }
+
+// TestMentions: user ids become Slack mentions; what is no Slack id
+// (markup, a channel-wide word) is left out.
+func TestMentions(t *testing.T) {
+	got := mentions([]string{"U012AB3CDE", "W1", "<!channel>", "u1", "", "U2|x"})
+	if want := "<@U012AB3CDE> <@W1> "; got != want {
+		t.Errorf("mentions = %q, want %q", got, want)
+	}
+}

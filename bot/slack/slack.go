@@ -371,12 +371,28 @@ func (a *Adapter) Update(ctx context.Context, t bot.Thread, postID string, p bot
 // msgOptions renders a post. Updates always carry blocks so that an update
 // without buttons removes the old ones.
 func (a *Adapter) msgOptions(channel, markdown string, p bot.Post, update bool) []slack.MsgOption {
-	text := truncate(Mrkdwn(markdown), maxTextLen)
+	text := Mrkdwn(markdown)
+	if !update {
+		text = mentions(p.Mentions) + text
+	}
+	text = truncate(text, maxTextLen)
 	opts := []slack.MsgOption{slack.MsgOptionText(text, false), slack.MsgOptionDisableLinkUnfurl(), slack.MsgOptionDisableMediaUnfurl()}
 	if len(p.Buttons) > 0 || update {
 		opts = append(opts, slack.MsgOptionBlocks(a.blocks(channel, text, p)...))
 	}
 	return opts
+}
+
+// mentions writes user ids as Slack mentions ("<@U1> <@U2> "); what is
+// no Slack id is left out, so that it cannot write markup.
+func mentions(ids []string) string {
+	var b strings.Builder
+	for _, id := range ids {
+		if id != "" && strings.Trim(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") == "" {
+			b.WriteString("<@" + id + "> ")
+		}
+	}
+	return b.String()
 }
 
 // truncate cuts s to at most n bytes on a rune boundary, closing an open

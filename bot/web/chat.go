@@ -198,9 +198,13 @@ func (s *Server) Post(_ context.Context, t bot.Thread, p bot.Post) (string, erro
 	if err != nil {
 		return "", err
 	}
-	wp := &wpost{ID: s.newPostID(), Author: "thinbot", Bot: true, Text: p.Text, Buttons: buttons(p.Buttons),
+	text := p.Text
+	for i := len(p.Mentions) - 1; i >= 0; i-- {
+		text = "@" + p.Mentions[i] + " " + text // the console's user ids are their names
+	}
+	wp := &wpost{ID: s.newPostID(), Author: "thinbot", Bot: true, Text: text, Buttons: buttons(p.Buttons),
 		Time: s.cfg.Now(), value: p.Value, expires: p.Expires}
-	if p.Value != "" {
+	if p.Value != "" && !p.Expires.IsZero() {
 		// The console's user ids are their names.
 		wp.requester = p.Requester.ID
 		s.pending[wp] = th
@@ -229,7 +233,9 @@ func (s *Server) Update(_ context.Context, t bot.Thread, postID string, p bot.Po
 	if len(p.Buttons) > 0 {
 		wp.value, wp.expires = p.Value, p.Expires
 	}
-	if wp.value == "" {
+	if wp.value == "" || wp.expires.IsZero() {
+		// Only an approval request expires; an alert card's Acknowledge
+		// is not one the inbox lists.
 		delete(s.pending, wp)
 	} else {
 		s.pending[wp] = th

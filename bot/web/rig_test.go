@@ -129,6 +129,7 @@ type rig struct {
 
 	// The running console; start replaces them.
 	srv    *Server
+	bot    *bot.Bot
 	hs     *httptest.Server
 	url    string
 	cancel context.CancelFunc
@@ -215,7 +216,7 @@ func (r *rig) start(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.srv = srv
+	r.srv, r.bot = srv, b
 	r.hs = httptest.NewServer(srv.Handler())
 	r.url = r.hs.URL
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -33,14 +35,76 @@ type alertsConfig struct {
 	// DedupeWindow is how long a delivery is remembered; "" means 10m.
 	DedupeWindow duration           `yaml:"dedupe_window"`
 	Routes       []alertRouteConfig `yaml:"routes"`
+	// Alertmanager is where /silence creates silences; unset, there is
+	// no /silence.
+	Alertmanager alertmanagerConfig `yaml:"alertmanager"`
+}
+
+// alertmanagerConfig is alerts.alertmanager: Alertmanager's API and the
+// credentials thinbot sends it, from files the commands never see.
+type alertmanagerConfig struct {
+	URL             string `yaml:"url"`
+	BearerTokenFile string `yaml:"bearer_token_file" secret:"file"`
+	BasicAuth       struct {
+		Username     string `yaml:"username"`
+		PasswordFile string `yaml:"password_file" secret:"file"`
+	} `yaml:"basic_auth"`
+}
+
+// check reports the section's problems through bad.
+func (am alertmanagerConfig) check(bad func(string, ...any)) {
+	if am.URL == "" {
+		if am.BearerTokenFile != "" || am.BasicAuth.PasswordFile != "" {
+			bad("alerts.alertmanager: credentials without a url")
+		}
+		return
+	}
+	if u, err := url.Parse(am.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("alerts.alertmanager.url %q: want Alertmanager's base URL, like http://127.0.0.1:9093", am.URL)
+	}
+	if am.BearerTokenFile != "" && am.BasicAuth.PasswordFile != "" {
+		bad("alerts.alertmanager: bearer_token_file or basic_auth, not both")
+	}
+	if (am.BasicAuth.Username == "") != (am.BasicAuth.PasswordFile == "") {
+		bad("alerts.alertmanager.basic_auth: username and password_file go together")
+	}
+	for key, f := range map[string]string{"bearer_token_file": am.BearerTokenFile, "basic_auth.password_file": am.BasicAuth.PasswordFile} {
+		if f == "" {
+			continue
+		}
+		if err := checkSecretFile(f); err != nil {
+			bad("alerts.alertmanager.%s: %v", key, err)
+		}
+	}
+}
+
+// client is the bot's Alertmanager of the section, its secrets read.
+func (am alertmanagerConfig) client() (bot.Alertmanager, error) {
+	out := bot.Alertmanager{URL: am.URL, BasicUser: am.BasicAuth.Username}
+	tok, err := readSecret(am.BearerTokenFile)
+	if err != nil {
+		return out, fmt.Errorf("alerts.alertmanager.bearer_token_file: %w", err)
+	}
+	pw, err := readSecret(am.BasicAuth.PasswordFile)
+	if err != nil {
+		return out, fmt.Errorf("alerts.alertmanager.basic_auth.password_file: %w", err)
+	}
+	if tok != "" {
+		out.BearerToken = []byte(tok)
+	}
+	if pw != "" {
+		out.BasicPassword = []byte(pw)
+	}
+	return out, nil
 }
 
 type alertRouteConfig struct {
 	Name string `yaml:"name"`
 	// Matchers are Alertmanager-style: severity="critical", team=~"db|ops".
 	Matchers []string `yaml:"matchers"`
-	// Channel is a configured channel's id or name; with platform web,
-	// "" (the console).
+	// Channel is a configured channel's id or its name on the chat
+	// platform (resolved at start, so a channel configured by id may be
+	// routed to by name); with platform web, "" (the console).
 	Channel string `yaml:"channel"`
 	// Platform "web" opens the route's threads in the web console
 	// instead of the chat platform (it needs web.users).
@@ -50,6 +114,9 @@ type alertRouteConfig struct {
 	MaxSteps          int      `yaml:"max_steps"`
 	MaxWall           duration `yaml:"max_wall"`
 	MaxInvestigations int      `yaml:"max_investigations"`
+	// Acknowledgers are user ids who may press the card's Acknowledge
+	// besides whoever may approve in the route's channel.
+	Acknowledgers []string `yaml:"acknowledgers"`
 }
 
 func (a *alertsConfig) configured() bool { return a.TokenFile != "" || len(a.Routes) > 0 }
@@ -73,6 +140,7 @@ func (a *alertsConfig) check(bad func(string, ...any), channels []channelConfig,
 		bad("alerts: max_body_bytes, rate, burst and max_investigations_per_channel must not be negative")
 	}
 	a.DedupeWindow.check(bad, "alerts.dedupe_window", "10m")
+	a.Alertmanager.check(bad)
 	if len(a.Routes) == 0 {
 		bad("alerts.routes is empty: say which channel alerts go to")
 	}
@@ -90,9 +158,24 @@ func (a *alertsConfig) check(bad func(string, ...any), channels []channelConfig,
 				bad("%s.matchers: %v", where, err)
 			}
 		}
-		switch r.Platform {
-		case "", platform:
-		case "web":
+		for _, u := range r.Acknowledgers {
+			p := platform
+			if r.Platform == "web" {
+				p = "web"
+			}
+			if why := notUserID(p, u); why != "" {
+				bad("%s.acknowledgers: %q is not %s; acknowledgers are matched by id", where, u, why)
+			}
+		}
+		switch cmp.Or(r.Platform, platform) {
+		case platform:
+			if platform == web.Platform {
+				if r.Channel != "" && r.Channel != "console" {
+					bad("%s.channel %q: with platform web a route has no channel (its threads open in the console)", where, r.Channel)
+				}
+				continue
+			}
+		case web.Platform:
 			if w.Listen == "" || len(w.Users) == 0 {
 				bad("%s.platform web: the web console is not served (web.listen and web.users)", where)
 			}
@@ -104,14 +187,14 @@ func (a *alertsConfig) check(bad func(string, ...any), channels []channelConfig,
 			bad("%s.platform %q: want %s or web", where, r.Platform, platform)
 			continue
 		}
-		found := false
-		for _, ch := range channels {
-			if r.Channel != "" && r.Channel != "*" && (ch.ID == r.Channel || (ch.Name != "" && strings.TrimLeft(ch.Name, "#~") == strings.TrimLeft(r.Channel, "#~"))) {
-				found = true
-			}
-		}
-		if !found {
-			bad("%s.channel %q is not one of the configured channels (by id or name)", where, r.Channel)
+		// A channel's id, or a name: a name is resolved on the chat
+		// platform at start (receiverConfig), and the id it names must
+		// then be a configured channel's, however that channel is
+		// configured (by id or by name). Only the platform knows which id
+		// a name has, so a name no channel is configured by is checked
+		// there.
+		if r.Channel == "" || r.Channel == "*" {
+			bad("%s.channel %q: give a configured channel's id or name", where, r.Channel)
 		}
 		r.MaxWall.check(bad, where+".max_wall", "5m")
 		if r.MaxSteps < 0 || r.MaxInvestigations < 0 {
@@ -175,10 +258,13 @@ func receiverConfig(ctx context.Context, c *daemonConfig, webServed bool, adapte
 	}
 	cfg := bot.AlertsConfig{Token: []byte(token), Platform: c.Platform, MaxBody: a.MaxBodyBytes, Rate: a.Rate, Burst: a.Burst,
 		MaxPerChannel: a.MaxPerChannel, DedupeWindow: a.DedupeWindow.or(10 * time.Minute)}
+	if cfg.Alertmanager, err = a.Alertmanager.client(); err != nil {
+		return bot.AlertsConfig{}, err
+	}
 	for _, r := range a.Routes {
 		rt := bot.AlertRoute{Name: r.Name, Channel: ids[r.Channel], Investigate: r.Investigate == nil || *r.Investigate,
-			MaxSteps: r.MaxSteps, MaxInvestigations: r.MaxInvestigations}
-		if r.Platform == web.Platform {
+			MaxSteps: r.MaxSteps, MaxInvestigations: r.MaxInvestigations, Acknowledgers: r.Acknowledgers}
+		if cmp.Or(r.Platform, c.Platform) == web.Platform {
 			rt.Platform, rt.Channel = web.Platform, "console"
 			if !webServed {
 				return bot.AlertsConfig{}, fmt.Errorf("alerts route %q: the web console is not served", r.Name)

@@ -42,13 +42,18 @@ channels:
   routes:
     - name: ops
       matchers: ['severity=~"("', 'team=db']
-      channel: nowhere
+      channel: "*"
       max_wall: soon
     - name: ops
       channel: abcdefghijklmnopqrstuvwxyz
+      acknowledgers: [bob]
+  alertmanager:
+    url: localhost:9093
+    basic_auth: {username: thinbot}
 `)
-	for _, want := range []string{"alerts.token_file is empty", "alerts.routes[0].matchers: matcher", "alerts.routes[0].channel \"nowhere\"",
-		"alerts.routes[0].max_wall", "alerts.routes[1].name \"ops\" is used twice"} {
+	for _, want := range []string{"alerts.token_file is empty", "alerts.routes[0].matchers: matcher", "alerts.routes[0].channel \"*\"",
+		"alerts.routes[0].max_wall", "alerts.routes[1].name \"ops\" is used twice", "alerts.routes[1].acknowledgers: \"bob\" is not a Mattermost user id",
+		"alerts.alertmanager.url \"localhost:9093\": want Alertmanager's base URL", "basic_auth: username and password_file go together"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("config check output lacks %q:\n%s", want, out)
 		}
@@ -80,5 +85,10 @@ channels:
 	os.WriteFile(long, []byte("0123456789abcdef0123"), 0o600)
 	if out := check("alerts:\n  token_file: " + long + "\n  routes: [{name: a, channel: abcdefghijklmnopqrstuvwxyz, matchers: ['severity=\"critical\"']}]\n"); strings.Contains(out, "alerts") {
 		t.Errorf("good alerts section refused:\n%s", out)
+	}
+	// A route may name a channel configured by its id: the name is
+	// resolved on the platform at start (issue 33: `channel: ops` failed).
+	if out := check("alerts:\n  token_file: " + long + "\n  routes: [{name: a, channel: ops}]\n"); strings.Contains(out, "alerts") {
+		t.Errorf("a route naming a channel configured by id refused:\n%s", out)
 	}
 }

@@ -78,6 +78,9 @@ func cmdAuditArchive(ctx context.Context, e *env, args []string) error {
 	if ao.Before.IsZero() && ao.UpTo == 0 {
 		return fmt.Errorf("%w: audit archive needs --before DATE or --upto SEQ", errUsage)
 	}
+	if err := refuseClusterArchive(*db); err != nil {
+		return err
+	}
 	start := time.Now()
 	opts := &store.Options{Logger: slog.New(slog.NewTextHandler(e.stderr, nil))}
 	res, err := store.Archive(ctx, *db, opts, ao)

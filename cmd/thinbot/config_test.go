@@ -156,7 +156,7 @@ channels:
 	for _, want := range []string{
 		`line 5: unknown key "bot_token" in slack (known: api_url, app_token_file, bot_token_file, mode, signing_secret_file)`,
 		`unknown key "temprature" in model (known: api_key_file, base_url,`,
-		`line 9: unknown key "chanels" at the top level (known: alerts, allow_bots, approval_timeout,`,
+		`line 9: unknown key "chanels" at the top level (known: alerts, allow_bots, approval_reminders, approval_timeout,`,
 		`unknown key "approver" in channels[0] (known: allow_all, any_member_approves, approvers,`,
 	} {
 		if !strings.Contains(out, want) {
@@ -485,5 +485,30 @@ channels:
 	}
 	if w := listenWarning("127.0.0.1:8079") + listenWarning("[::1]:8079") + listenWarning("localhost:8079"); w != "" {
 		t.Errorf("a loopback listen address warned: %s", w)
+	}
+}
+
+// TestConfigCheckApprovalReminders: reminders after the expiry, an
+// escalation without whom to mention, or mentioning a name instead of an
+// id are refused; a good section passes.
+func TestConfigCheckApprovalReminders(t *testing.T) {
+	ch := `  - {id: "*", workspace: "WS", approvers: [k9xq3bobbobbobbobbobbobbob]}` + "\n"
+	out, err := checkConfig(t, ch+`approval_timeout: 10m
+approval_reminders: {remind_after: 10m, escalate_after: 5m, escalate_to: [bob]}
+`)
+	if err == nil {
+		t.Fatalf("config check passed bad reminders:\n%s", out)
+	}
+	for _, want := range []string{"approval_reminders.remind_after 10m0s is not before approval_timeout", "escalate_after 5m0s: want it after remind_after",
+		`approval_reminders.escalate_to: "bob" is not a Mattermost user id`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if out, err := checkConfig(t, ch+"approval_reminders: {escalate_after: 5m}\n"); err == nil || !strings.Contains(out, "escalate_after and escalate_to go together") {
+		t.Errorf("an escalation to nobody: %v\n%s", err, out)
+	}
+	if out, err := checkConfig(t, ch+"approval_reminders: {remind_after: 5m, escalate_after: 10m, escalate_to: [k9xq3carolcarolcarolcarol1]}\n"); err != nil {
+		t.Errorf("good reminders refused: %v\n%s", err, out)
 	}
 }

@@ -31,7 +31,7 @@ import (
 // Prometheus and Alertmanager do it) reads the config file again and puts
 // in force what can change while the daemon runs: the channels and their
 // workspaces, approvers and token budgets (the routes), users, allow_bots,
-// mention_in_thread, approval_timeout, the policy file, the instruction
+// mention_in_thread, approval_timeout, approval_reminders, the policy file, the instruction
 // files, the skills (dirs, lock and the skill folders themselves), the
 // run budgets, env_allow, command_path, the schedules and the alert
 // routes with the receiver's token and limits. Everything else
@@ -63,9 +63,15 @@ import (
 //     hides (every secret file) and its limits;
 //   - max_concurrent_runs: the run slots; timezone: every bot's clock;
 //   - log_level: the logger; web: the console's listener, logins and bot;
-//   - fleet: its SSH connections.
+//   - fleet: its SSH connections;
+//   - mcp_servers: the servers' processes and the tools they offer, fixed
+//     at start so that the model's tool list (a stable prompt prefix) does
+//     not change under running sessions, and their env_file and
+//     headers_file, which the kernel sandbox hides from the start on.
 //
-// Within alerts (reloadable), three changes need a restart (alertsKey):
+// Within alerts (reloadable), these changes need a restart (alertsKey),
+// and so does any change of alerts.alertmanager but its url and
+// basic_auth.username (its files are secrets, like the token file):
 // the section added or removed (the receiver is mounted on the listener at
 // start, or not), alerts.path (the listener's route) and alerts.token_file
 // (the kernel sandbox hides the secret files it was started with; one
@@ -78,7 +84,7 @@ func reloadable(key string) bool { return slices.Contains(reloadableKeys(), key)
 
 // reloadableKeys are the top-level keys reloadable accepts.
 func reloadableKeys() []string {
-	return []string{"channels", "users", "allow_bots", "mention_in_thread", "approval_timeout",
+	return []string{"channels", "users", "allow_bots", "mention_in_thread", "approval_timeout", "approval_reminders",
 		"policy_file", "instructions_file", "skills_dirs", "skills_lock",
 		"budgets", "env_allow", "command_path", "schedules", "alerts"}
 }
@@ -86,6 +92,11 @@ func reloadableKeys() []string {
 // alertsKey reports whether a changed key of the alerts section (a path
 // of changedKeys) can take effect while the daemon runs; see reloadable.
 func alertsKey(key string) bool {
+	if strings.HasPrefix(key, "alerts.alertmanager") {
+		// Its url and user name may change; its files are secrets the
+		// sandbox hides from the start, as alerts.token_file.
+		return key == "alerts.alertmanager.url" || key == "alerts.alertmanager.basic_auth.username"
+	}
 	return key != "alerts" && key != "alerts.path" && key != "alerts.token_file"
 }
 
@@ -213,6 +224,7 @@ func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.Con
 	}
 	base.cfg.Exec = d.sbx.exec(base.cfg.Exec)
 	base.cfg.Fleet = d.fleet
+	base.cfg.MCP = d.mcp
 	rt, err := buildAgents(r.e, c, base, logger)
 	if err != nil {
 		return rec, err
@@ -241,9 +253,12 @@ func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.Con
 		return rec, err
 	}
 	d.routes.Store(rt)
-	d.bot.SetAccess(bot.Access{Users: c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread, ApprovalTimeout: c.ApprovalTimeout.Duration})
+	if d.bot != nil {
+		d.bot.SetAccess(bot.Access{Users: c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread, ApprovalTimeout: c.ApprovalTimeout.Duration,
+			Reminders: c.ApprovalReminders.reminders(false)})
+	}
 	if d.webBot != nil {
-		d.webBot.SetAccess(bot.Access{ApprovalTimeout: c.ApprovalTimeout.Duration}) // the console's users are web's roles
+		d.webBot.SetAccess(bot.Access{ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(true)}) // the console's users are web's roles
 	}
 	if d.alerts != nil {
 		// Checked above against the new channels, now in force: this
@@ -256,7 +271,7 @@ func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.Con
 		// Checked above against the new channels: this cannot fail. A
 		// schedule's channel is looked up at each of its runs, so only
 		// a change of the schedules replaces them.
-		if sched, err := newScheduler(c, d.bot); err != nil {
+		if sched, err := newScheduler(c, d.chat()); err != nil {
 			logger.Error("schedules after a reload", "err", err)
 		} else {
 			r.sched.replace(sched)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/agentcore/fleet"
+	"github.com/thinbot/thinbot/agentcore/mcp"
 	"github.com/thinbot/thinbot/agentcore/openai"
 	"github.com/thinbot/thinbot/bot"
 	"github.com/thinbot/thinbot/bot/mattermost"
@@ -32,6 +33,7 @@ import (
 	"github.com/thinbot/thinbot/bot/web"
 	"github.com/thinbot/thinbot/skills"
 	"github.com/thinbot/thinbot/store"
+	"github.com/thinbot/thinbot/store/replica"
 )
 
 // chatAdapter is what serve needs of an adapter beyond bot.Adapter.
@@ -84,7 +86,11 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	d := &daemon{c: c, logger: logger, hup: hup}
 	err = d.open(ctx, e, *path)
 	if err == nil {
-		err = d.run(ctx)
+		runCtx, stopLeading := d.leading(ctx)
+		err = errors.Join(d.run(runCtx), stopLeading())
+	}
+	if errors.Is(err, errStopped) {
+		err = nil
 	}
 	if cerr := d.close(); cerr != nil {
 		err = errors.Join(err, cerr)
@@ -103,10 +109,12 @@ type daemon struct {
 	db      *store.DB
 	sbx     *sandboxSetup
 	fleet   *fleet.Fleet
+	mcp     *mcp.Set
 	model   *openai.Client
 	adapter chatAdapter
 	mux     *http.ServeMux
 	reg     *prometheus.Registry
+	metrics *bot.Metrics // the chat bot's and the console's
 	bot     *bot.Bot
 	webBot  *bot.Bot // the web console's, if it serves one
 	// alerts is the alert receiver, if the config has an alerts section;
@@ -122,6 +130,12 @@ type daemon struct {
 	// hup delivers SIGHUP; reload is the state of config reloads.
 	hup    <-chan os.Signal
 	reload reloadState
+
+	// node is the cluster's raft node (cluster.go); nil alone.
+	node *replica.Node
+	// leaderSince is when this node became the cluster's leader;
+	// catchUpFrom the time of the chain's last event then.
+	leaderSince, catchUpFrom time.Time
 }
 
 // open builds the daemon from d.c; configPath is the config file's path.
@@ -138,7 +152,7 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 	pyWG.Go(func() { py.Version() })
 	defer pyWG.Wait()
 	var err error
-	if d.db, err = store.Open(filepath.Join(c.StateDir, "events.db"), &store.Options{Logger: logger}); err != nil {
+	if d.db, err = d.openStore(); err != nil {
 		return err
 	}
 	if err := d.reload.start(e, configPath); err != nil {
@@ -162,6 +176,13 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 		return err
 	}
 	base.cfg.Fleet = d.fleet
+	// MCP servers: started now, in the sandbox, so that the model's tool
+	// list is fixed before the first run.
+	if d.mcp, err = c.mcpServers(logger); err != nil {
+		return err
+	}
+	startMCP(ctx, d.mcp, d.sbx)
+	base.cfg.MCP = d.mcp
 	rt, err := buildAgents(e, c, base, logger)
 	if err != nil {
 		return err
@@ -169,28 +190,42 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 	if err := rt.noteHidden(logger); err != nil {
 		return err
 	}
-	if d.unfinished, d.sessions, d.seen, err = recoverChain(d.db); err != nil {
+	// A cluster's node goes on only once it leads (cluster.go).
+	if err := d.follow(ctx); err != nil {
+		return err
+	}
+	if d.unfinished, d.sessions, d.seen, err = d.recoverChain(); err != nil {
+		return err
+	}
+	if err := d.recordLeader(); err != nil {
 		return err
 	}
 
-	// The chat adapter and its bot.
+	// The chat adapter and its bot; with platform web, none: the web
+	// console's bot (run) is the only one.
 	d.mux = http.NewServeMux()
-	if d.adapter, err = newAdapter(c, d.db, d.mux, logger); err != nil {
-		return err
-	}
-	if err := resolveChannels(ctx, d.adapter, rt.named, rt.channels); err != nil {
-		return err
+	if c.Platform != web.Platform {
+		if d.adapter, err = newAdapter(c, d.db, d.mux, logger, d.clusterChat()); err != nil {
+			return err
+		}
+		if err := resolveChannels(ctx, d.adapter, rt.named, rt.channels); err != nil {
+			return err
+		}
 	}
 	rt.zones(c)
 	d.routes.Store(rt)
 	d.reload.running(c, rt)
 	d.reg = newRegistry(d.db, d.adapter)
+	d.metrics = bot.NewMetrics(d.reg)
+	if d.adapter == nil {
+		return nil
+	}
 	d.bot, err = bot.New(bot.Config{
 		Adapter: d.adapter,
 		Channel: func(id string) (bot.Channel, bool) { return d.routes.Load().channel(id) },
 		Users:   c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread,
-		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout.Duration, Location: c.Timezone.loc,
-		Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db), Metrics: bot.NewMetrics(d.reg), Logger: logger,
+		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(false), Location: c.Timezone.loc,
+		Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db), Metrics: d.metrics, Logger: logger,
 	})
 	return err
 }
@@ -206,15 +241,20 @@ func (d *daemon) run(ctx context.Context) error {
 	defer stopWeb()
 	agents := func() map[string]*agentcore.Agent { return d.routes.Load().agents }
 	zoneOf := func(session string) *time.Location { return d.routes.Load().zoneOf(session) }
-	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, agents, d.unfinished, zoneOf, bot.Config{MaxConcurrent: c.MaxConcurrent,
-		ApprovalTimeout: c.ApprovalTimeout.Duration, Location: c.Timezone.loc, Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db)},
+	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, c.Web.budgets(c.Channels), agents, d.unfinished, zoneOf, bot.Config{MaxConcurrent: c.MaxConcurrent,
+		ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(true), Location: c.Timezone.loc, Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db),
+		Metrics: d.metrics},
 		d.db, c.StateDir, logger, &d.webBot)
 	if err != nil {
 		return err
 	}
 	defer func() { stopWeb(); waitWeb() }()
-	b.Recover(ctx, unfinished)
-	if d.alerts, err = serveAlerts(ctx, c, d.db, map[string]*bot.Bot{c.Platform: b, web.Platform: d.webBot}, d.adapter, d.mux, d.reg, logger); err != nil {
+	bots := map[string]*bot.Bot{web.Platform: d.webBot}
+	if b != nil {
+		b.Recover(ctx, unfinished)
+		bots[c.Platform] = b
+	}
+	if d.alerts, err = serveAlerts(ctx, c, d.db, bots, d.adapter, d.mux, d.reg, logger); err != nil {
 		return err
 	}
 
@@ -229,6 +269,7 @@ func (d *daemon) run(ctx context.Context) error {
 	d.reg.MustRegister(modelUpGauge(ready))
 	d.mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
 	d.mux.HandleFunc("POST /-/reload", d.serveReload)
+	d.mountCluster(d.mux)
 	d.reload.register(d.reg)
 	// It stays up until the bot has stopped.
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
@@ -240,7 +281,7 @@ func (d *daemon) run(ctx context.Context) error {
 	logger.Info("thinbot serving", "sandbox", d.sbx.summary, "platform", c.Platform, "listen", addr.String(), "channels", len(c.Channels),
 		"recovered_approvals", len(unfinished.Approvals), "interrupted_runs", len(unfinished.Runs))
 	waitHead := logChainHead(httpCtx, d.db, logger)
-	sched, err := newScheduler(c, b)
+	sched, err := newScheduler(c, d.chat())
 	if err != nil {
 		d.reload.sched.stopped()
 		stopHTTP()
@@ -250,7 +291,12 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 	waitSched := d.runSchedules(ctx, sched)
 	waitReloads := d.reloadOnHangup(ctx)
-	runErr := b.Run(ctx)
+	var runErr error
+	if b != nil {
+		runErr = b.Run(ctx)
+	} else {
+		<-ctx.Done() // the console's bot stops with it (serveWeb)
+	}
 	waitReloads()
 	waitSched()
 	stopHTTP()
@@ -261,6 +307,15 @@ func (d *daemon) run(ctx context.Context) error {
 	return runErr
 }
 
+// chat is the bot of the config's platform: the chat platform's, or with
+// platform web the console's.
+func (d *daemon) chat() *bot.Bot {
+	if d.bot != nil {
+		return d.bot
+	}
+	return d.webBot
+}
+
 // close releases what open acquired, in reverse order: the fleet's
 // connections, the sandbox's helpers, the store.
 func (d *daemon) close() error {
@@ -268,9 +323,13 @@ func (d *daemon) close() error {
 	if d.fleet != nil {
 		errs = append(errs, d.fleet.Close())
 	}
+	if d.mcp != nil {
+		errs = append(errs, d.mcp.Close())
+	}
 	if d.sbx != nil {
 		d.sbx.close()
 	}
+	errs = append(errs, d.closeNode())
 	if d.db != nil {
 		errs = append(errs, d.db.Close())
 	}
@@ -441,7 +500,7 @@ func buildAgents(e *env, c *daemonConfig, base daemonBase, logger *slog.Logger) 
 		}
 		ch := bot.Channel{Agent: ag, Workspace: ws, Approvers: cc.Approvers, AnyMember: cc.AnyMember,
 			TwoPerson: cc.TwoPerson, AllowAll: cc.AllowAll, FleetGroups: cc.FleetGroups, Location: cc.Timezone.loc,
-			Tokens: bot.TokenBudgets{PerRun: cc.Tokens.PerRun, PerThread: cc.Tokens.PerThread, PerDay: cc.Tokens.PerDay}}
+			Tokens: cc.Tokens.budgets()}
 		if cc.InstructionsFile != "" {
 			ch.Instructions = readText(cc.InstructionsFile)
 		}
@@ -468,14 +527,17 @@ func newRegistry(db *store.DB, adapter chatAdapter) *prometheus.Registry {
 			Help: "Batches of events committed since start, synced or not (each one bbolt transaction)."}, func() float64 { return float64(db.Commits()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_build_info",
 			Help:        "Always 1; its labels say which thinbot runs.",
-			ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()}}, func() float64 { return 1 }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_chat_connected",
-			Help: "1 while the chat connection (WebSocket, Socket Mode) is up, else 0."}, func() float64 {
-			if adapter.Connected() {
-				return 1
-			}
-			return 0
-		}))
+			ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()}}, func() float64 { return 1 }))
+	if adapter == nil { // platform web: no chat connection
+		return reg
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thinbot_chat_connected",
+		Help: "1 while the chat connection (WebSocket, Socket Mode) is up, else 0."}, func() float64 {
+		if adapter.Connected() {
+			return 1
+		}
+		return 0
+	}))
 	return reg
 }
 
@@ -534,7 +596,7 @@ func chatHTTPClient() *http.Client {
 
 // newAdapter builds the configured chat adapter and mounts its HTTP
 // handlers on mux.
-func newAdapter(c *daemonConfig, db *store.DB, mux *http.ServeMux, logger *slog.Logger) (chatAdapter, error) {
+func newAdapter(c *daemonConfig, db *store.DB, mux *http.ServeMux, logger *slog.Logger, cl clusterChat) (chatAdapter, error) {
 	switch c.Platform {
 	case "mattermost":
 		token, err := readSecret(c.Mattermost.TokenFile)
@@ -542,11 +604,14 @@ func newAdapter(c *daemonConfig, db *store.DB, mux *http.ServeMux, logger *slog.
 			return nil, fmt.Errorf("mattermost token: %w", err)
 		}
 		secret, err := actionSecret(filepath.Join(c.StateDir, "action.key"))
+		if c.Cluster.configured() {
+			secret, err = clusterActionKey(c.Cluster.ActionKeyFile)
+		}
 		if err != nil {
 			return nil, err
 		}
-		var since time.Time
-		if n := db.LastSeq(); n > 0 {
+		since := cl.since
+		if n := db.LastSeq(); n > 0 && since.IsZero() {
 			for ev, err := range db.All(n) {
 				if err == nil {
 					since = ev.Time
@@ -554,7 +619,7 @@ func newAdapter(c *daemonConfig, db *store.DB, mux *http.ServeMux, logger *slog.
 			}
 		}
 		a, err := mattermost.New(mattermost.Config{URL: c.Mattermost.URL, Token: token, CallbackURL: c.Mattermost.CallbackURL,
-			ActionSecret: secret, Since: since, Logger: logger, HTTPClient: chatHTTPClient()})
+			ActionSecret: secret, Since: since, Logger: logger, HTTPClient: cl.client(chatHTTPClient())})
 		if err != nil {
 			return nil, err
 		}
@@ -634,7 +699,7 @@ type readiness struct {
 
 func (r *readiness) serve(w http.ResponseWriter, req *http.Request) {
 	var problems []string
-	if !r.adapter.Connected() {
+	if r.adapter != nil && !r.adapter.Connected() {
 		problems = append(problems, "chat: not connected")
 	}
 	if p := r.sandbox.problem(req.Context()); p != "" {
@@ -762,4 +827,14 @@ func resolveChannels(ctx context.Context, adapter bot.Adapter, named []namedChan
 		channels[id] = n.ch
 	}
 	return nil
+}
+
+// reminders is the section for the chat platform's bot; web is the web
+// console's, which reminds its approvers but has none of the platform's
+// users to escalate to.
+func (r approvalReminders) reminders(web bool) bot.Reminders {
+	if web {
+		return bot.Reminders{RemindAfter: r.RemindAfter.Duration}
+	}
+	return bot.Reminders{RemindAfter: r.RemindAfter.Duration, EscalateAfter: r.EscalateAfter.Duration, EscalateTo: r.EscalateTo}
 }

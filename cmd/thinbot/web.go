@@ -53,6 +53,26 @@ type webConfig struct {
 	Workspace string `yaml:"workspace"`
 	// TwoPerson forbids a requester approving their own request.
 	TwoPerson bool `yaml:"two_person_rule"`
+	// Tokens bounds the console threads' model tokens as a channel's
+	// tokens: bound its threads (the console is one channel, its day
+	// its own); unset means those of the first channel whose workspace
+	// is Workspace.
+	Tokens tokensConfig `yaml:"tokens"`
+}
+
+// budgets are the console's token budgets: the section's, or those of the
+// first of channels whose workspace is the console's.
+func (w *webConfig) budgets(channels []channelConfig) bot.TokenBudgets {
+	if w.Tokens != (tokensConfig{}) {
+		return w.Tokens.budgets()
+	}
+	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
+	for _, ch := range channels {
+		if w.Workspace != "" && abs(ch.Workspace) == abs(w.Workspace) {
+			return ch.Tokens.budgets()
+		}
+	}
+	return bot.TokenBudgets{}
 }
 
 // check reports the web section's problems; workspaces are the channels'.
@@ -76,6 +96,9 @@ func (w *webConfig) check(bad func(string, ...any), channels []channelConfig, wh
 	}
 	if len(w.Auditors)+len(w.Users) == 0 {
 		bad("web has no auditors and no users: nobody could use the console")
+	}
+	if w.Tokens.negative() {
+		bad("web.tokens: budgets must not be negative (0 means none)")
 	}
 	if len(w.Users) > 0 {
 		if len(w.Approvers) == 0 {
@@ -232,7 +255,7 @@ func sessionStore(stateDir string) (saved []byte, save func([]byte) error) {
 // *webBot (alert routes to the console open threads through it). The
 // audit viewer's timelines take their zone from zoneOf, the console's
 // texts from bc.Location.
-func serveWeb(ctx context.Context, w webConfig, agents func() map[string]*agentcore.Agent, u agentcore.Unfinished, zoneOf func(string) *time.Location, bc bot.Config,
+func serveWeb(ctx context.Context, w webConfig, tokens bot.TokenBudgets, agents func() map[string]*agentcore.Agent, u agentcore.Unfinished, zoneOf func(string) *time.Location, bc bot.Config,
 	db *store.DB, stateDir string, logger *slog.Logger, webBot **bot.Bot) (agentcore.Unfinished, func(), error) {
 	if w.Listen == "" {
 		return u, func() {}, nil
@@ -263,9 +286,11 @@ func serveWeb(ctx context.Context, w webConfig, agents func() map[string]*agentc
 		// The workspace's agent is the one in force: a config reload
 		// replaces it (and keeps web.workspace a channel's workspace).
 		bc.Channel = func(id string) (bot.Channel, bool) {
-			return bot.Channel{Agent: agents()[ws], Workspace: ws, Approvers: w.Approvers, TwoPerson: w.TwoPerson}, id == "console"
+			return bot.Channel{Agent: agents()[ws], Workspace: ws, Approvers: w.Approvers, TwoPerson: w.TwoPerson, Tokens: tokens}, id == "console"
 		}
-		bc.Users, bc.Metrics, bc.Logger = nil, nil, logger // roles decide who writes; the chat bot owns the metrics
+		// Roles decide who writes; bc.Metrics are the chat bot's, so
+		// the console's runs and tokens count beside its channels'.
+		bc.Users, bc.Logger = nil, logger
 		b, err := bot.New(bc)
 		if err != nil {
 			return u, nil, err

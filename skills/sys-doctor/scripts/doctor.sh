@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # doctor.sh - read-only machine check-up for thinbot's sys-doctor skill.
-# Usage: bash doctor.sh [load|mem|disk|inodes|units|procs|ports|oom]...
+# Usage: bash doctor.sh [--problems] [load|mem|disk|inodes|units|procs|ports|oom]...
 # Reads /proc (or $DOCTOR_PROC, for tests) and runs read-only listing commands.
 # It writes nothing and changes nothing. Lines starting with "!!" are problems.
 set -u
@@ -91,13 +91,32 @@ sec_oom() {
 	echo "$lines" | sed 's/^/!! /'
 }
 
-sections=("$@")
+# --problems prints only the problems ("!!" lines), or that there are none,
+# and exits 1 when there are some: a check whose output changes only when
+# its result does (the skill command "health", for scheduled checks).
+problems=""
+if [ "${1:-}" = "--problems" ]; then problems=1; shift; fi
+sections=()
+for s in "$@"; do [ -n "$s" ] && sections+=("$s"); done
 [ ${#sections[@]} -gt 0 ] || sections=(load mem disk inodes units procs ports oom)
 status=0
-for s in "${sections[@]}"; do
-	case "$s" in
-	load | mem | disk | inodes | units | procs | ports | oom) "sec_$s" ;;
-	*) echo "doctor.sh: unknown section $s (load mem disk inodes units procs ports oom)" >&2; status=2 ;;
-	esac
-done
-exit $status
+run() {
+	for s in "${sections[@]}"; do
+		case "$s" in
+		load | mem | disk | inodes | units | procs | ports | oom) "sec_$s" ;;
+		*) echo "doctor.sh: unknown section $s (load mem disk inodes units procs ports oom)" >&2; return 2 ;;
+		esac
+	done
+}
+if [ -z "$problems" ]; then
+	run || status=$?
+	exit $status
+fi
+out=$(run) || status=$?
+[ $status -eq 0 ] || exit $status
+found=$(printf '%s\n' "$out" | grep '^!!')
+if [ -n "$found" ]; then
+	printf '%s\n' "$found"
+	exit 1
+fi
+echo "no problems found (${sections[*]})"

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestConfigCheckCluster: the cluster section's mistakes are each named:
+// a node that is not among the peers, two nodes (which cannot outvote each
+// other), a raft address without a port, a missing TLS file and key.
+func TestConfigCheckCluster(t *testing.T) {
+	out, err := checkConfig(t, `  - {id: "*", workspace: "WS", approvers: [k9xq3bobbobbobbobbobbobbob]}
+cluster:
+  id: prod
+  node_id: n9
+  peers:
+    - {id: n1, raft_address: "127.0.0.1", http_address: "http://127.0.0.1:8081"}
+    - {id: n2, raft_address: "127.0.0.1:7302", http_address: "ftp://x"}
+`)
+	if err == nil {
+		t.Fatal("config check passed")
+	}
+	for _, want := range []string{
+		`cluster.node_id "n9" is not one of cluster.peers`,
+		"two nodes cannot outvote each other",
+		`cluster.peers[0]: raft_address "127.0.0.1" is not a unique host:port`,
+		`cluster.peers[1]: http_address "ftp://x" is not an http(s) URL`,
+		"cluster.tls.key_file is required",
+		"cluster.action_key_file is required",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestArchiveRefusesAClusterNode: audit archive does not cut a cluster
+// node's store (the cut is not replicated).
+func TestArchiveRefusesAClusterNode(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "events.db")
+	os.WriteFile(clusterMark(db), []byte("cluster c1 node n1 data_dir x\n"), 0o600)
+	var out bytes.Buffer
+	e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+	err := run(t.Context(), e, []string{"audit", "archive", "--db", db, "--upto", "5", "--dir", dir})
+	if err == nil || !strings.Contains(err.Error(), "cluster node") {
+		t.Fatalf("audit archive of a cluster node's store = %v", err)
+	}
+	if _, serr := os.Stat(db); serr == nil {
+		t.Error("the store was opened")
+	}
+}
