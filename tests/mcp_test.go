@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -56,18 +57,64 @@ func newMCPRig(t *testing.T) *mcpRig {
 	return &mcpRig{rig: r, token: tok, otherToken: other, tokenFile: writeSecret(t, dir, "ci.token", tok), url: "http://" + r.addr + "/mcp"}
 }
 
+// codexServer is the MCP server deploy/mcp.md's Codex block configures:
+// its command and args, with the guide's URL and token file replaced by
+// url and tokenFile, and the command by the binary under test.
+func codexServer(t *testing.T, url, tokenFile string) []string {
+	t.Helper()
+	b, err := os.ReadFile("../deploy/mcp.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(b), "<!-- guide-test: codex -->\n```toml\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("deploy/mcp.md has no codex block")
+	}
+	var command string
+	var args []string
+	timeout := false
+	for _, line := range strings.Split(block, "\n") {
+		k, v, found := strings.Cut(line, " = ")
+		switch {
+		case !found:
+		case k == "command":
+			if err := json.Unmarshal([]byte(v), &command); err != nil {
+				t.Fatalf("command %s: %v", v, err)
+			}
+		case k == "args":
+			if err := json.Unmarshal([]byte(v), &args); err != nil {
+				t.Fatalf("args %s: %v", v, err)
+			}
+		case k == "tool_timeout_sec":
+			timeout = true
+		}
+	}
+	if command != "thinbot" || len(args) == 0 || args[0] != "mcp" || !timeout {
+		t.Fatalf("the codex block starts %q %q (tool_timeout_sec set: %v), want thinbot mcp with a tool timeout", command, args, timeout)
+	}
+	out := []string{thinbotBin}
+	for _, a := range args {
+		a = strings.ReplaceAll(a, "https://thinbot.example.com/mcp", url)
+		out = append(out, strings.ReplaceAll(a, "/home/me/.config/thinbot/mcp.token", tokenFile))
+	}
+	return out
+}
+
 // inspector starts the Inspector CLI calling tool with args through
-// `thinbot mcp` (stdio), as deploy/mcp.md configures it.
+// `thinbot mcp` (stdio), started as deploy/mcp.md's Codex block says.
 func (r *mcpRig) inspector(t *testing.T, ctx context.Context, tool string, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
 	cli := inspectorCLI(t)
-	// The server's command comes first, its flags after "--" (the
-	// Inspector's own flags come between).
-	a := []string{cli, thinbotBin, "mcp", "--method", "tools/call", "--tool-name", tool}
+	server := codexServer(t, r.url, r.tokenFile)
+	// The server's command and first argument come first, its flags after
+	// "--" (the Inspector's own flags come between).
+	a := append([]string{cli}, server[:2]...)
+	a = append(a, "--method", "tools/call", "--tool-name", tool)
 	for _, kv := range args {
 		a = append(a, "--tool-arg", kv)
 	}
-	a = append(a, "--", "--url", r.url, "--token-file", r.tokenFile)
+	a = append(append(a, "--"), server[2:]...)
 	cmd := exec.CommandContext(ctx, "node", a...)
 	cmd.Env = baseEnv()
 	var out bytes.Buffer

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -127,11 +128,25 @@ func TestProxyClientGoneCancelsTheCall(t *testing.T) {
 	go cs.CallTool(context.WithoutCancel(t.Context()), &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"command": "wait"}})
 	<-fc.waiting
 	closer.Close()
-	if err := <-fc.ended; !errors.Is(err, context.Canceled) {
-		t.Errorf("the waiting call ended with %v, want cancelled", err)
+	// Bounded, so that a call nobody cancels fails the test rather than
+	// hanging it.
+	bound, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	select {
+	case err := <-fc.ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the waiting call ended with %v, want cancelled", err)
+		}
+	case <-bound.Done():
+		t.Fatal("the call still waits after its client went away")
 	}
-	if err := <-done; err != nil {
-		t.Errorf("Proxy = %v", err)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Proxy = %v", err)
+		}
+	case <-bound.Done():
+		t.Fatal("Proxy still runs after its client went away")
 	}
 }
 
