@@ -295,3 +295,124 @@ func TestMCPEndpointTokens(t *testing.T) {
 		t.Errorf("tools/list: %d %s", resp.StatusCode, body)
 	}
 }
+
+// codexBin is Codex CLI as .ci/run installs it from npm; the test fails
+// under CI=1 when it is missing, and skips elsewhere.
+func codexBin(t *testing.T) string {
+	t.Helper()
+	p := "/var/cache/thinbot-test/codex/node_modules/.bin/codex"
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("Codex CLI is not installed (.ci/run installs it): %v", err)
+		}
+		t.Skipf("Codex CLI is not installed in %s (.ci/run installs it)", p)
+	}
+	return p
+}
+
+// codexConfig is a Codex config.toml: the scripted model as its provider,
+// then deploy/mcp.md's Codex block as it is written, with the daemon's URL
+// and the token file put in for the guide's, and the binary under test
+// for "thinbot".
+func codexConfig(t *testing.T, modelURL, url, tokenFile string) string {
+	t.Helper()
+	codexServer(t, url, tokenFile) // the block's shape
+	b, err := os.ReadFile("../deploy/mcp.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, _ := strings.Cut(string(b), "<!-- guide-test: codex -->\n```toml\n")
+	block, _, _ = strings.Cut(block, "```")
+	block = strings.NewReplacer("https://thinbot.example.com/mcp", url, "/home/me/.config/thinbot/mcp.token", tokenFile,
+		`command = "thinbot"`, fmt.Sprintf("command = %q", thinbotBin)).Replace(block)
+	return fmt.Sprintf(`model = "fake"
+model_provider = "fake"
+
+[model_providers.fake]
+name = "fake"
+base_url = %q
+env_key = "FAKE_MODEL_KEY"
+wire_api = "responses"
+
+`, modelURL) + block
+}
+
+// Codex CLI, configured as deploy/mcp.md says and driven by the scripted
+// model, runs a write through thinbot: the write waits for bob's approval
+// in chat, runs once approved, and Codex's model reads its result; a
+// second write, denied, never runs and Codex's model reads the refusal.
+func TestMCPCodexThroughTheGate(t *testing.T) {
+	codex := codexBin(t)
+	r := newMCPRig(t)
+	call := func(cmd string) fakemodel.Reply {
+		return fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "mcp__thinbot__run", Args: fmt.Sprintf(`{"command":%q,"reason":"codex was asked to"}`, cmd)}}}
+	}
+	model := fakemodel.Start(t, call("touch codex-approved.txt"), fakemodel.Reply{Content: "made it"},
+		call("touch codex-denied.txt"), fakemodel.Reply{Content: "it was refused"})
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(codexConfig(t, model.URL, r.url, r.tokenFile)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	exec1 := func(prompt string) (*exec.Cmd, *bytes.Buffer) {
+		cmd := exec.CommandContext(t.Context(), codex, "exec", "--strict-config", "--skip-git-repo-check", prompt)
+		cmd.Dir = work
+		cmd.Env = append(baseEnv(), "CODEX_HOME="+home, "HOME="+home, "FAKE_MODEL_KEY=test")
+		cmd.Stdin = strings.NewReader("")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, &out
+	}
+
+	cmd, out := exec1("create codex-approved.txt")
+	root, card := r.card(1)
+	if !strings.Contains(card.Text, "touch codex-approved.txt") || !strings.Contains(card.Text, "codex was asked to") {
+		t.Errorf("card %q", card.Text)
+	}
+	if roots := r.sessionRoots(); !strings.Contains(roots[0].Text, "codex") {
+		t.Errorf("the session's thread is not named after Codex: %q", roots[0].Text)
+	}
+	r.chat.Click(t, r.chat.Ops(), "", card.ID, "approve", "bob")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("codex exec: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(r.ws, "codex-approved.txt")); err != nil {
+		t.Fatalf("the approved write did not run: %v\n%s", err, out)
+	}
+	reqs := model.Requests()
+	if len(reqs) < 2 || !strings.Contains(toolOutputs(reqs[1]), "exit code: 0") {
+		t.Errorf("Codex's model did not read the command's result: %+v", reqs)
+	}
+
+	cmd, out = exec1("create codex-denied.txt")
+	_, card = r.card(2)
+	r.chat.Click(t, r.chat.Ops(), "", card.ID, "deny", "bob")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("codex exec: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(r.ws, "codex-denied.txt")); err == nil {
+		t.Fatal("a denied write ran")
+	}
+	reqs = model.Requests()
+	if !strings.Contains(toolOutputs(reqs[len(reqs)-1]), "refused") {
+		t.Errorf("Codex's model did not read the refusal: %s", toolOutputs(reqs[len(reqs)-1]))
+	}
+	tl := thinbot(t, r.dir, nil, "audit", "timeline", "mattermost/"+r.chat.Ops()+"/"+root, "--config", r.cfgPath)
+	if tl.code != 0 || !strings.Contains(tl.stdout, "touch codex-approved.txt") || !strings.Contains(tl.stdout, "mcp:ci") {
+		t.Errorf("timeline (exit %d):\n%s%s", tl.code, tl.stdout, tl.stderr)
+	}
+}
+
+// toolOutputs are the tool results a model request carries.
+func toolOutputs(req fakemodel.Request) string {
+	var b strings.Builder
+	for _, m := range req.Messages {
+		if m.Role == "tool" {
+			b.WriteString(m.Content + "\n")
+		}
+	}
+	return b.String()
+}

@@ -642,7 +642,7 @@ var table = []mutation{
 	// thinbot as an MCP server (issue 34, mcpout): who may call, and that
 	// every call of another agent is gated and recorded as its own.
 	{ID: "O1", File: "bot/mcp/server.go", What: "any bearer token reaches the MCP endpoint: anyone on the listener runs commands through thinbot",
-		Old: "if subtle.ConstantTimeCompare(got[:], want[:]) == 1 && t.Secret != \"\" {", New: "if t.Secret != \"\" {",
+		Old: "if subtle.ConstantTimeCompare(got[:], want[:]) == 1 && t.Secret != \"\" {", New: "if subtle.ConstantTimeCompare(got[:], want[:]) >= 0 && t.Secret != \"\" {",
 		Pkgs: []string{"./bot/mcp"}, Run: "TestProxyWrongToken"},
 	{ID: "O2", File: "bot/mcp/server.go", What: "every token is one identity: one client's session is another's, and the chain cannot tell them apart",
 		Old: "return &auth.TokenInfo{UserID: name}, nil", New: "return &auth.TokenInfo{UserID: \"mcp\"}, nil",
