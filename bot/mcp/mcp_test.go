@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ type fakeCaller struct {
 	calls   []agentcore.ExternalCall
 	waiting chan struct{} // closed when a "wait" call blocks
 	ended   chan error    // the ctx error a "wait" call ended with
+	stop    chan struct{} // closed when the test ends: a "wait" call gives up
 }
 
 func (f *fakeCaller) Call(ctx context.Context, text string, c agentcore.ExternalCall) (agentcore.ExternalResult, error) {
@@ -31,7 +33,11 @@ func (f *fakeCaller) Call(ctx context.Context, text string, c agentcore.External
 	f.mu.Unlock()
 	if c.Command == "wait" {
 		close(f.waiting)
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-f.stop:
+			return agentcore.ExternalResult{}, errors.New("the test ended")
+		}
 		f.ended <- ctx.Err()
 		return agentcore.ExternalResult{Result: agentcore.Result{Status: agentcore.StatusCancelled}, Content: "not run: cancelled", IsError: true}, ctx.Err()
 	}
@@ -59,6 +65,7 @@ func daemon(t *testing.T, fc *fakeCaller) (*httptest.Server, *[]bot.User) {
 		},
 	}))
 	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(fc.stop) }) // first: a call left waiting gives up
 	return srv, &opened
 }
 
@@ -95,7 +102,7 @@ func text(r *mcp.CallToolResult) string {
 // daemon's endpoint under the client's name, in one session of the
 // token's identity.
 func TestProxyForwards(t *testing.T) {
-	fc := &fakeCaller{waiting: make(chan struct{}), ended: make(chan error, 1)}
+	fc := &fakeCaller{waiting: make(chan struct{}), ended: make(chan error, 1), stop: make(chan struct{})}
 	srv, opened := daemon(t, fc)
 	cs, closer, done := proxied(t, srv.URL, "ci-secret-0123456789")
 	tools, err := cs.ListTools(t.Context(), nil)
@@ -122,7 +129,7 @@ func TestProxyForwards(t *testing.T) {
 // A client that goes away while its call waits (for an approval): the call
 // is cancelled on the daemon's side, and the proxy returns.
 func TestProxyClientGoneCancelsTheCall(t *testing.T) {
-	fc := &fakeCaller{waiting: make(chan struct{}), ended: make(chan error, 1)}
+	fc := &fakeCaller{waiting: make(chan struct{}), ended: make(chan error, 1), stop: make(chan struct{})}
 	srv, _ := daemon(t, fc)
 	cs, closer, done := proxied(t, srv.URL, "ci-secret-0123456789")
 	go cs.CallTool(context.WithoutCancel(t.Context()), &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"command": "wait"}})
@@ -152,7 +159,7 @@ func TestProxyClientGoneCancelsTheCall(t *testing.T) {
 
 // A wrong token reaches nothing: the proxy's call is an error result.
 func TestProxyWrongToken(t *testing.T) {
-	fc := &fakeCaller{waiting: make(chan struct{}), ended: make(chan error, 1)}
+	fc := &fakeCaller{waiting: make(chan struct{}), ended: make(chan error, 1), stop: make(chan struct{})}
 	srv, opened := daemon(t, fc)
 	cs, closer, _ := proxied(t, srv.URL, "ci-secret-0123456789x")
 	defer closer.Close()
@@ -162,5 +169,51 @@ func TestProxyWrongToken(t *testing.T) {
 	}
 	if len(*opened) != 0 || len(fc.calls) != 0 {
 		t.Errorf("a wrong token opened %v, called %v", *opened, fc.calls)
+	}
+}
+
+// A client that ends its session (DELETE) while a call of it waits: the
+// call is cancelled, so an approval given later runs nothing.
+func TestSessionEndCancelsTheWaitingCall(t *testing.T) {
+	fc := &fakeCaller{waiting: make(chan struct{}), ended: make(chan error, 1), stop: make(chan struct{})}
+	srv, _ := daemon(t, fc)
+	hc := &http.Client{Transport: bearer{token: "ci-secret-0123456789"}}
+	c := mcp.NewClient(&mcp.Implementation{Name: "raw"}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go cs.CallTool(context.WithoutCancel(t.Context()), &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"command": "wait"}})
+	<-fc.waiting
+	// The DELETE as the client sends it (the SDK's Close waits for its
+	// own calls first).
+	closed := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodDelete, srv.URL, nil)
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		resp, err := hc.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		closed <- err
+	}()
+	bound, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	select {
+	case err := <-fc.ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the waiting call ended with %v, want cancelled", err)
+		}
+	case <-bound.Done():
+		t.Fatal("the call still waits after its session ended")
+	}
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("DELETE: %v", err)
+		}
+	case <-bound.Done():
+		t.Fatal("ending the session does not return")
 	}
 }

@@ -35,8 +35,9 @@ type ProxyConfig struct {
 // gated, approved in chat and recorded. It connects on the first call,
 // under the name the client gave in its initialize request, so that the
 // session's thread is named after the client. It returns when the client
-// closes its side (or ctx ends); the daemon's session is then closed,
-// which cancels a call still waiting for an approval (recorded so).
+// closes its side (or ctx ends): the SDK then cancels the calls under way,
+// which cancels them at the daemon (a call waiting for an approval is
+// refused, recorded so), and the daemon's session is closed.
 func Proxy(ctx context.Context, cfg ProxyConfig) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -45,20 +46,10 @@ func Proxy(ctx context.Context, cfg ProxyConfig) error {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	// The client's closing its side (stdin's end: it exited, or was
-	// killed) ends the calls it left waiting: the SDK would otherwise wait
-	// for them before it returns, and a call waits for an approval.
-	proxyCtx, gone := context.WithCancel(ctx)
-	defer gone()
-	in := &eofReader{r: cfg.In, eof: gone}
 	up := &upstream{cfg: cfg, http: &http.Client{Transport: bearer{token: cfg.Token, next: hc.Transport}, Timeout: hc.Timeout}}
 	defer up.close()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "thinbot", Title: "thinbot gate", Version: cfg.Version}, &mcp.ServerOptions{Logger: cfg.Logger})
 	addTools(srv, func(ctx context.Context, req *mcp.CallToolRequest, _ agentcore.ExternalCall) (*mcp.CallToolResult, any, error) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		stop := context.AfterFunc(proxyCtx, cancel)
-		defer stop()
 		cs, err := up.session(ctx, req.Session)
 		if err != nil {
 			cfg.Logger.Error("mcp proxy: connect to the daemon", "url", cfg.URL, "err", err)
@@ -75,7 +66,7 @@ func Proxy(ctx context.Context, cfg ProxyConfig) error {
 		}
 		return res, nil, nil
 	})
-	err := srv.Run(ctx, &mcp.IOTransport{Reader: in, Writer: cfg.Out})
+	err := srv.Run(ctx, &mcp.IOTransport{Reader: cfg.In, Writer: cfg.Out})
 	if errors.Is(err, io.EOF) || (err != nil && ctx.Err() != nil) {
 		return nil
 	}
@@ -136,19 +127,3 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return next.RoundTrip(r)
 }
-
-// eofReader calls eof when its reader ends (EOF or an error).
-type eofReader struct {
-	r   io.ReadCloser
-	eof context.CancelFunc
-}
-
-func (e *eofReader) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	if err != nil {
-		e.eof()
-	}
-	return n, err
-}
-
-func (e *eofReader) Close() error { return e.r.Close() }
