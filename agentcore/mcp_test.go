@@ -16,6 +16,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/thinbot/thinbot/agentcore/mcp"
+	"github.com/thinbot/thinbot/agentcore/sandbox"
 )
 
 // The MCP tests run the two reference servers from npm (installed by
@@ -476,5 +477,74 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	}
 	if unauthorized.Load() != 0 {
 		t.Errorf("%d requests came without the configured header", unauthorized.Load())
+	}
+}
+
+// BenchmarkMCPCall measures one call of the reference everything server's
+// echo tool over a running stdio connection: as a plain child process,
+// and in the kernel sandbox's read-only tier (deploy/measurements.md).
+func BenchmarkMCPCall(b *testing.B) {
+	cmd := npmServerB(b, "server-everything", "stdio")
+	for _, tier := range []string{"unconfined", "read-only"} {
+		b.Run(tier, func(b *testing.B) {
+			var r mcp.Runner
+			if tier == "read-only" {
+				sb, err := sandbox.Start(b.Context(), sandbox.Config{})
+				if err != nil {
+					b.Skipf("no sandbox here: %v", err)
+				}
+				b.Cleanup(func() { sb.Close() })
+				r = sb
+			}
+			set, err := mcp.New(mcp.Config{Servers: []mcp.Server{{Name: "everything", Command: cmd, Env: []string{"PATH=/usr/bin:/bin"}, ReadOnly: true}}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { set.Close() })
+			set.Start(b.Context(), r)
+			tool, ok := set.Tool("everything__echo")
+			if !ok {
+				b.Fatalf("no echo tool: %v", set.Problems())
+			}
+			args := json.RawMessage(`{"message":"ping"}`)
+			for b.Loop() {
+				if res, err := set.Call(b.Context(), r, sandbox.ReadOnly, tool, args); err != nil || !strings.Contains(res.Text, "ping") {
+					b.Fatalf("call: %+v, %v", res, err)
+				}
+			}
+		})
+	}
+}
+
+// npmServerB is npmServer for a benchmark.
+func npmServerB(b *testing.B, name string, args ...string) []string {
+	b.Helper()
+	js := filepath.Join(mcpNPMDir(), "node_modules", "@modelcontextprotocol", name, "dist", "index.js")
+	node, err := exec.LookPath("node")
+	if _, serr := os.Stat(js); err != nil || serr != nil {
+		b.Skipf("@modelcontextprotocol/%s is not installed in %s: node %v, %v", name, mcpNPMDir(), err, serr)
+	}
+	return append([]string{node, js}, args...)
+}
+
+// TestMCPEverythingContent: the reference everything server's kinds of
+// content come back as text the model can read (an image and a resource
+// link as a line saying what they are).
+func TestMCPEverythingContent(t *testing.T) {
+	set := mcpSet(t, nil, 0, mcp.Server{Name: "everything", Command: npmServer(t, "server-everything", "stdio"), Env: []string{"PATH=/usr/bin:/bin"}})
+	for _, c := range []struct{ tool, args, want string }{
+		{"get-sum", `{"a":2,"b":3}`, "5"},
+		{"get-tiny-image", `{}`, "[image image/png"},
+		{"get-resource-links", `{"count":2}`, "[resource link "},
+		{"echo", `{"message":"after"}`, "after"},
+	} {
+		tool, ok := set.Tool("everything__" + c.tool)
+		if !ok {
+			t.Fatalf("no tool %s", c.tool)
+		}
+		res, err := set.Call(t.Context(), nil, sandbox.ReadOnly, tool, json.RawMessage(c.args))
+		if err != nil || !strings.Contains(res.Text, c.want) {
+			t.Errorf("%s: %.300q, %v; want %q", c.tool, res.Text, err, c.want)
+		}
 	}
 }

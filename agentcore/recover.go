@@ -43,6 +43,11 @@ const (
 	// is compared from one run to the next (Text, hex), so that a restart
 	// knows the last result (LastNote).
 	NoteScheduleResult = "schedule_result"
+	// NoteFirstLook records what became of an alert group's automatic
+	// first look when it did not start at once (Detail: "queued",
+	// "skipped", "dropped" when its group resolved while queued, or
+	// "requested" by User's tap), and the text the thread showed (Text).
+	NoteFirstLook = "first_look"
 )
 
 // The outcomes a NoteScheduleResult records.

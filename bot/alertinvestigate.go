@@ -1,14 +1,19 @@
 package bot
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/agentcore/textfmt"
 )
 
 // alertRun is an alert's first look: a run of the thread's session without
@@ -64,40 +69,116 @@ func (ar *alertRun) after(ctx context.Context, b *Bot, t Thread) {
 	b.post(ctx, t, Post{Text: s.String()})
 }
 
-// investigate starts the route's first look in the group's thread, unless
-// the channel or the route already has its limit of first looks running;
-// then the thread says it was skipped.
-func (a *alerts) investigate(ctx context.Context, cfg *AlertsConfig, t Thread, ch Channel, rt AlertRoute, wh Webhook) {
+// ActionFirstLook is the button id of Run first look, offered in the
+// thread of a group whose automatic first look was skipped.
+const ActionFirstLook = "first_look"
+
+// A group's first-look states (alerts.looks).
+const (
+	lookRunning = "running"
+	lookQueued  = "queued"
+	lookSkipped = "skipped"
+	lookDone    = "ran"
+	lookDropped = "dropped"
+)
+
+// pendingLook is a first look waiting in its channel's queue.
+type pendingLook struct {
+	key string // the group's
+	t   Thread
+	rt  AlertRoute
+	wh  Webhook
+}
+
+// busy says why rt's channel or rt itself has no room for another first
+// look, or "". The caller holds a.mu.
+func (a *alerts) busy(cfg *AlertsConfig, rt AlertRoute) string {
 	limitRoute := rt.MaxInvestigations
 	if limitRoute <= 0 {
 		limitRoute = 2
 	}
-	a.mu.Lock()
-	why := ""
 	switch {
 	case a.perChan[rt.Channel] >= cfg.MaxPerChannel:
-		why = fmt.Sprintf("%d first looks are already running in this channel (the limit)", a.perChan[rt.Channel])
+		return fmt.Sprintf("%d first looks are already running in this channel (the limit)", a.perChan[rt.Channel])
 	case a.perRoute[rt.Name] >= limitRoute:
-		why = fmt.Sprintf("%d first looks of route %q are already running (the limit)", a.perRoute[rt.Name], rt.Name)
-	default:
+		return fmt.Sprintf("%d first looks of route %q are already running (the limit)", a.perRoute[rt.Name], rt.Name)
+	}
+	return ""
+}
+
+// investigate starts the route's first look in the group's thread, or,
+// when the channel or the route already has its limit of first looks
+// running, queues it (at most MaxQueued per channel; it starts when one
+// ends) or, beyond that, skips it: the thread then says so and offers Run
+// first look. The chain records a queued or skipped look (NoteFirstLook).
+func (a *alerts) investigate(ctx context.Context, cfg *AlertsConfig, t Thread, ch Channel, rt AlertRoute, wh Webhook) {
+	a.mu.Lock()
+	why, queued := a.busy(cfg, rt), 0
+	switch {
+	case why == "":
 		a.perChan[rt.Channel]++
 		a.perRoute[rt.Name]++
+		a.looks[wh.GroupKey] = lookRunning
+	case len(a.waiting[rt.Channel]) < cfg.MaxQueued:
+		a.waiting[rt.Channel] = append(a.waiting[rt.Channel], pendingLook{key: wh.GroupKey, t: t, rt: rt, wh: wh})
+		queued = len(a.waiting[rt.Channel])
+		a.looks[wh.GroupKey] = lookQueued
+	default:
+		a.looks[wh.GroupKey] = lookSkipped
 	}
 	a.mu.Unlock()
 	b := a.bots[rt.Platform]
-	if why != "" {
-		a.count("investigation_skipped")
-		b.log.Info("alert first look skipped", "conv", t.Key(), "route", rt.Name, "why", why)
-		b.post(ctx, t, Post{Text: "Skipped the automatic first look: " + why + ". Mention me in this thread to investigate."})
+	switch {
+	case why == "":
+		a.start(ctx, t, ch, rt, wh, true)
 		return
+	case queued > 0:
+		a.count("investigation_queued")
+		text := fmt.Sprintf("Queued the automatic first look: %s. It starts when one of them ends (number %d in this channel's queue of at most %d).", why, queued, cfg.MaxQueued)
+		b.log.Info("alert first look queued", "conv", t.Key(), "route", rt.Name, "position", queued)
+		a.noteLook(ch, t, "alert:"+rt.Name, lookQueued, text)
+		b.post(ctx, t, Post{Text: text})
+	default:
+		a.count("investigation_skipped")
+		text := fmt.Sprintf("Skipped the automatic first look: %s, and this channel's queue of first looks is full (%d waiting, the limit). "+
+			"Tap **Run first look** to run it now, or mention me in this thread to investigate.", why, cfg.MaxQueued)
+		b.log.Info("alert first look skipped", "conv", t.Key(), "route", rt.Name, "why", why)
+		a.noteLook(ch, t, "alert:"+rt.Name, lookSkipped, text)
+		b.post(ctx, t, Post{Text: text, Buttons: []Button{{ID: ActionFirstLook, Label: "Run first look", Style: "primary"}}, Value: lookValue(wh.GroupKey)})
 	}
+	a.stormChanged(ctx, rt, wh.GroupKey, false, true)
+}
+
+// noteLook records what became of a group's first look in its thread.
+func (a *alerts) noteLook(ch Channel, t Thread, actor, state, text string) {
+	if _, err := ch.Agent.NoteUnlocked(t.Key(), agentcore.EvNote, actor, agentcore.NotePayload{
+		Kind: agentcore.NoteFirstLook, Detail: state, Text: text}); err != nil {
+		a.log.Error("record first look", "conv", t.Key(), "state", state, "err", err)
+	}
+}
+
+// start enqueues the first look on the thread. An automatic one (auto)
+// holds its slot of the channel's and the route's limits until it ends,
+// then hands it to the channel's next queued look; one a person asked for
+// (Run first look) holds none, as a mention's run would not.
+func (a *alerts) start(ctx context.Context, t Thread, ch Channel, rt AlertRoute, wh Webhook, auto bool) {
+	b := a.bots[rt.Platform]
 	var once sync.Once
 	release := func() {
 		once.Do(func() {
 			a.mu.Lock()
-			a.perChan[rt.Channel]--
-			a.perRoute[rt.Name]--
+			if a.looks[wh.GroupKey] == lookRunning {
+				a.looks[wh.GroupKey] = lookDone
+			}
+			if auto {
+				a.perChan[rt.Channel]--
+				a.perRoute[rt.Name]--
+			}
 			a.mu.Unlock()
+			a.stormChanged(context.Background(), rt, wh.GroupKey, false, false)
+			if auto {
+				a.next(rt.Channel)
+			}
 		})
 	}
 	steps, wall := rt.MaxSteps, rt.MaxWall
@@ -114,6 +195,9 @@ func (a *alerts) investigate(ctx context.Context, cfg *AlertsConfig, t Thread, c
 	closing, base := b.closing, b.runCtx
 	b.mu.Unlock()
 	if closing {
+		a.mu.Lock()
+		a.waiting = map[string][]pendingLook{} // nothing more starts
+		a.mu.Unlock()
 		release()
 		return
 	}
@@ -125,6 +209,159 @@ func (a *alerts) investigate(ctx context.Context, cfg *AlertsConfig, t Thread, c
 	// the bot's, so that a shutdown ends the first look as it ends every
 	// run, with its cause, instead of waiting out the look's wall time.
 	b.enqueue(base, m, ch, item{msg: m, alert: ar})
+}
+
+// next starts the oldest first look queued in channel that its route has
+// room for. A look whose group resolved meanwhile is dropped, and said.
+func (a *alerts) next(channel string) {
+	cfg := a.cfg.Load()
+	for {
+		a.mu.Lock()
+		q := a.waiting[channel]
+		i := slices.IndexFunc(q, func(pl pendingLook) bool { return a.busy(cfg, pl.rt) == "" })
+		if i < 0 {
+			a.mu.Unlock()
+			return
+		}
+		pl := q[i]
+		a.waiting[channel] = append(q[:i:i], q[i+1:]...)
+		firing := a.groups[pl.key].Status == "firing"
+		if firing {
+			a.perChan[pl.rt.Channel]++
+			a.perRoute[pl.rt.Name]++
+			a.looks[pl.key] = lookRunning
+		} else {
+			a.looks[pl.key] = lookDropped
+		}
+		a.mu.Unlock()
+		b := a.bots[pl.rt.Platform]
+		ch, ok := b.cfg.Channel(pl.rt.Channel)
+		if !firing || !ok || ch.Agent == nil {
+			if firing { // its channel is gone (a config reload)
+				a.mu.Lock()
+				a.perChan[pl.rt.Channel]--
+				a.perRoute[pl.rt.Name]--
+				a.looks[pl.key] = lookDropped
+				a.mu.Unlock()
+			} else if ok && ch.Agent != nil {
+				text := "Dropped the queued first look: the alert group resolved while it waited."
+				a.noteLook(ch, pl.t, "alert:"+pl.rt.Name, lookDropped, text)
+				b.post(context.Background(), pl.t, Post{Text: text})
+			}
+			a.stormChanged(context.Background(), pl.rt, pl.key, false, false)
+			continue
+		}
+		a.stormChanged(context.Background(), pl.rt, pl.key, false, false)
+		a.start(context.Background(), pl.t, ch, pl.rt, pl.wh, true)
+		return
+	}
+}
+
+// lookValue is the value a Run first look button carries: a digest of the
+// group key (a key may be 4 KiB; button values are short), bound to the
+// thread when pressed.
+func lookValue(groupKey string) string {
+	sum := sha256.Sum256([]byte(groupKey))
+	return "look:" + hex.EncodeToString(sum[:12])
+}
+
+// runFirstLook handles a press of Run first look: a person who may
+// approve in the channel starts the group's read-only first look, which
+// the chain records as requested by them; the button's post then says who
+// ran it. It runs once: a look queued, running or run already is said.
+func (b *Bot) runFirstLook(ctx context.Context, c Click) ClickResult {
+	b.mu.Lock()
+	a := b.alerts
+	b.mu.Unlock()
+	if a == nil {
+		return ClickResult{Ephemeral: "This alert is not known (thinbot receives no alerts now). Nothing was run."}
+	}
+	var key string
+	var g agentcore.AlertGroup
+	a.mu.Lock()
+	for k, gg := range a.groups {
+		if gg.Session == c.Thread.Key() && lookValue(k) == c.Value {
+			key, g = k, gg
+		}
+	}
+	a.mu.Unlock()
+	if key == "" {
+		return ClickResult{Ephemeral: "This thread's alert group is not known. Nothing was run."}
+	}
+	ch, ok := b.cfg.Channel(c.Thread.Channel)
+	if !ok || ch.Agent == nil {
+		return ClickResult{Ephemeral: "This channel is not configured. Nothing was run."}
+	}
+	var rt AlertRoute
+	for _, r := range a.cfg.Load().Routes {
+		if r.Name == g.Route {
+			rt = r
+		}
+	}
+	if rt.Name == "" {
+		return ClickResult{Ephemeral: "The alert route of this group is no longer configured. Nothing was run."}
+	}
+	if why := b.mayRunLook(ctx, ch, c); why != "" {
+		b.log.Warn("first look click refused", "conv", g.Session, "user", c.User.ID, "name", c.User.Name, "why", why)
+		if _, err := ch.Agent.NoteUnlocked(g.Session, agentcore.EvNote, actor(c.User), agentcore.NotePayload{
+			Kind: agentcore.NoteClickRefused, User: c.User.ID, Name: c.User.Name, Detail: "run first look: " + why}); err != nil {
+			b.log.Error("record refused click", "err", err)
+		}
+		return ClickResult{Ephemeral: "You cannot run this first look: " + why + ". Nothing was run."}
+	}
+	a.mu.Lock()
+	state := a.looks[key]
+	firing := a.groups[key].Status == "firing"
+	ok = firing && (state == lookSkipped || state == "") // "": a look skipped before a restart
+	if ok {
+		a.looks[key] = lookRunning
+	}
+	a.mu.Unlock()
+	switch {
+	case !firing:
+		return ClickResult{Ephemeral: "This alert group is resolved. Nothing was run; mention me in the thread to investigate."}
+	case !ok:
+		return ClickResult{Ephemeral: "This group's first look is " + state + " already. Nothing more was run."}
+	}
+	loc := b.zone(ch)
+	text := fmt.Sprintf("Run first look: started by @%s at %s.", textfmt.OneLine(cmp.Or(c.User.Name, c.User.ID), 80), textfmt.Clock(b.cfg.Now(), loc, "15:04:05"))
+	a.noteLook(ch, c.Thread, actor(c.User), "requested", text)
+	b.log.Info("first look run by tap", "conv", g.Session, "user", c.User.ID)
+	a.start(ctx, c.Thread, ch, rt, lastWebhook(key, g.Last), false)
+	a.stormChanged(ctx, rt, key, false, false)
+	return ClickResult{Update: &Post{Text: "Skipped the automatic first look (the channel's limit and queue were full).\n" + text}}
+}
+
+// mayRunLook returns why c's user may not run a first look in ch, or "":
+// whoever may approve there may (its approvers, or its members with
+// AnyMember), as for every other button.
+func (b *Bot) mayRunLook(ctx context.Context, ch Channel, c Click) string {
+	if c.User.ID != "" && isApprover(ch.Approvers, c.User) {
+		return ""
+	}
+	if ch.AnyMember {
+		ok, err := b.cfg.Adapter.IsMember(ctx, c.Thread.Channel, c.User.ID)
+		if err != nil {
+			b.log.Warn("check channel membership", "channel", c.Thread.Channel, "user", c.User.ID, "err", err)
+			return "your channel membership could not be checked"
+		}
+		if ok {
+			return ""
+		}
+		return "only members of this channel may run it"
+	}
+	return "you are not an approver for this channel"
+}
+
+// lastWebhook is the notification a group's last payload records, as the
+// first look's question reads it.
+func lastWebhook(key string, p agentcore.AlertPayload) Webhook {
+	wh := Webhook{GroupKey: key, Status: p.Status, Receiver: p.Receiver, TruncatedAlerts: p.Truncated}
+	for _, r := range p.Alerts {
+		wh.Alerts = append(wh.Alerts, WebhookAlert{Status: r.Status, Labels: r.Labels, Annotations: r.Annotations,
+			StartsAt: r.StartsAt, EndsAt: r.EndsAt, GeneratorURL: r.GeneratorURL, Fingerprint: r.Fingerprint})
+	}
+	return wh
 }
 
 // alertQuestion is the first look's question: the instructions are ours;

@@ -184,6 +184,10 @@ type AlertsConfig struct {
 	ReadTimeout time.Duration
 	// MaxPerChannel bounds concurrent first looks per channel; 0 means 2.
 	MaxPerChannel int
+	// MaxQueued bounds the first looks that wait, per channel, for one
+	// under way to end; 0 means 20, negative none. A group beyond it is
+	// skipped: its thread offers a Run first look button instead.
+	MaxQueued int
 	// DedupeWindow is how long a handled delivery is remembered (by its
 	// content: DeliveryDigest), so that a retried delivery is handled once;
 	// 0 means 10 minutes. A repeat notification after it lands in the
@@ -216,11 +220,8 @@ type alerts struct {
 
 	mu     sync.Mutex
 	groups map[string]agentcore.AlertGroup
-	// ackKeys maps an Acknowledge button's value to its group's key, set
-	// before the card is posted (alertack.go).
-	ackKeys map[string]string
-	locks   map[string]*groupLock
-	seen    map[string]*delivery // by DeliveryDigest
+	locks  map[string]*groupLock
+	seen   map[string]*delivery // by DeliveryDigest
 	// deliveries and refusals are the token buckets of authorized
 	// deliveries and of requests with a bad token; suppressed counts the
 	// refusals not logged since the last one that was.
@@ -230,6 +231,16 @@ type alerts struct {
 	perRoute             map[string]int
 	lastSweep            time.Time
 	counter              *prometheus.CounterVec
+
+	// ackKeys maps an Acknowledge button's value to its group's key, set
+	// before the card is posted (alertack.go).
+	ackKeys map[string]string
+	// waiting are the first looks queued per channel (AlertRoute.Channel),
+	// oldest first; looks is each group's first-look state (look*);
+	// storms are the channels' storm summaries (alertstorm.go).
+	waiting map[string][]pendingLook
+	looks   map[string]string
+	storms  map[string]*storm
 }
 
 // count counts a delivery's or a first look's outcome.
@@ -302,12 +313,14 @@ func NewAlertReceiver(cfg AlertsConfig, bots map[string]*Bot) (*AlertReceiver, e
 	}
 	b := bots[cfg.Platform]
 	cfg = alertDefaults(cfg)
-	a := &alerts{bots: bots, log: b.log, now: b.cfg.Now, groups: map[string]agentcore.AlertGroup{}, ackKeys: map[string]string{}, locks: map[string]*groupLock{},
+	a := &alerts{bots: bots, log: b.log, now: b.cfg.Now, groups: map[string]agentcore.AlertGroup{}, locks: map[string]*groupLock{},
 		seen:       map[string]*delivery{},
 		deliveries: bucket{rate: cfg.Rate, burst: cfg.Burst, tokens: float64(cfg.Burst), refilled: b.cfg.Now()},
 		refusals:   bucket{rate: cfg.AuthRate, burst: cfg.AuthBurst, tokens: float64(cfg.AuthBurst), refilled: b.cfg.Now()},
-		perChan:    map[string]int{}, perRoute: map[string]int{}}
+		perChan:    map[string]int{}, perRoute: map[string]int{},
+		waiting: map[string][]pendingLook{}, looks: map[string]string{}, storms: map[string]*storm{}}
 	a.cfg.Store(&cfg)
+	a.ackKeys = map[string]string{}
 	for _, ab := range bots {
 		ab.mu.Lock()
 		ab.alerts = a
@@ -325,7 +338,7 @@ func NewAlertReceiver(cfg AlertsConfig, bots map[string]*Bot) (*AlertReceiver, e
 	}
 	if cfg.Registerer != nil {
 		a.counter = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "thinbot_alerts_total",
-			Help: "Alert deliveries and first looks by outcome (opened, update, duplicate, unauthorized, rate_limited, rejected, no_route, failed, investigation_started, investigation_skipped)."},
+			Help: "Alert deliveries and first looks by outcome (opened, update, duplicate, unauthorized, rate_limited, rejected, no_route, failed, investigation_started, investigation_queued, investigation_skipped)."},
 			[]string{"outcome"})
 		if err := cfg.Registerer.Register(a.counter); err != nil {
 			return nil, fmt.Errorf("alerts: metrics: %w", err)
@@ -378,7 +391,7 @@ func botChannels(bots map[string]*Bot) func(platform, id string) (Channel, bool)
 }
 
 // Reconfigure puts cfg's token, routes and limits (MaxBody, Rate, Burst,
-// AuthRate, AuthBurst, ReadTimeout, MaxPerChannel, DedupeWindow) in force
+// AuthRate, AuthBurst, ReadTimeout, MaxPerChannel, MaxQueued, DedupeWindow) in force
 // for the deliveries that arrive after it; a delivery being handled
 // finishes under the configuration it began with, and first looks under
 // way keep their route's budgets (they still count against the limits).
@@ -434,6 +447,12 @@ func alertDefaults(cfg AlertsConfig) AlertsConfig {
 	}
 	if cfg.MaxPerChannel <= 0 {
 		cfg.MaxPerChannel = 2
+	}
+	switch {
+	case cfg.MaxQueued == 0:
+		cfg.MaxQueued = 20
+	case cfg.MaxQueued < 0:
+		cfg.MaxQueued = 0
 	}
 	if cfg.DedupeWindow <= 0 {
 		cfg.DedupeWindow = 10 * time.Minute
@@ -737,6 +756,7 @@ func (a *alerts) deliver(ctx context.Context, cfg *AlertsConfig, wh Webhook, dig
 		if wh.Status == "firing" && rt.Investigate {
 			a.investigate(ctx, cfg, t, ch, rt, wh)
 		}
+		a.stormChanged(ctx, rt, wh.GroupKey, true, false)
 		return http.StatusOK, "opened a thread"
 	}
 	t, ok := ThreadOf(g.Session)
@@ -767,6 +787,7 @@ func (a *alerts) deliver(ctx context.Context, cfg *AlertsConfig, wh Webhook, dig
 	if refired && rt.Investigate {
 		a.investigate(ctx, cfg, t, ch, rt, wh)
 	}
+	a.stormChanged(ctx, rt, wh.GroupKey, false, false)
 	return http.StatusOK, "posted to the group's thread"
 }
 

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -97,7 +98,23 @@ func (f *fakeAdapter) rootPosts() []fakePost {
 	defer f.mu.Unlock()
 	var out []fakePost
 	for _, p := range f.posts {
-		if p.thread.Root == "" {
+		if p.thread.Root == "" && !strings.HasPrefix(p.post.Text, stormHead) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// stormHead starts a storm summary (which rootPosts leaves out).
+const stormHead = "⛈️ **Alert storm**"
+
+// stormPosts are the storm summaries in the channel, as last updated.
+func (f *fakeAdapter) stormPosts() []fakePost {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []fakePost
+	for _, p := range f.posts {
+		if p.thread.Root == "" && strings.HasPrefix(p.post.Text, stormHead) {
 			out = append(out, p)
 		}
 	}
@@ -224,10 +241,14 @@ func TestAlertReceiverLimits(t *testing.T) {
 	}
 }
 
+// TestAlertStormBounded: 20 groups fire at once in a channel that runs 2
+// first looks and queues 10: 2 run, 10 queue and run as the others end, 8
+// are skipped with a Run first look button; the chain records each queued
+// and skipped look, and one storm summary lists the groups.
 func TestAlertStormBounded(t *testing.T) {
 	model := &recModel{m: cmdModel{cmd: "true"}, gate: make(chan struct{})}
 	r := newRig(t, model, Channel{}, Config{MaxConcurrent: 8})
-	h := r.alerts(t, AlertsConfig{MaxPerChannel: 2})
+	h := r.alerts(t, AlertsConfig{MaxPerChannel: 2, MaxQueued: 10})
 	const n = 20
 	for i := range n {
 		a := diskAlert("firing")
@@ -240,22 +261,61 @@ func TestAlertStormBounded(t *testing.T) {
 	if len(roots) != n {
 		t.Fatalf("%d threads for %d groups", len(roots), n)
 	}
-	skipped := 0
-	for _, p := range roots {
-		th := Thread{Platform: "fake", Channel: "C1", Root: p.id}
+	told := func(th Thread, want string) *fakePost {
 		r.ad.mu.Lock()
+		defer r.ad.mu.Unlock()
 		for _, q := range r.ad.posts {
-			if q.thread == th && strings.Contains(q.post.Text, "Skipped the automatic first look: 2 first looks are already running in this channel") {
-				skipped++
+			if q.thread == th && strings.Contains(q.post.Text, want) {
+				return &q
 			}
 		}
-		r.ad.mu.Unlock()
+		return nil
 	}
-	if skipped != n-2 {
-		t.Errorf("skipped %d first looks, want %d", skipped, n-2)
+	var queued, skipped []Thread
+	for _, p := range roots {
+		th := Thread{Platform: "fake", Channel: "C1", Root: p.id}
+		if told(th, "Queued the automatic first look: 2 first looks are already running in this channel") != nil {
+			queued = append(queued, th)
+		}
+		if q := told(th, "Skipped the automatic first look: 2 first looks are already running in this channel"); q != nil {
+			skipped = append(skipped, th)
+			if len(q.post.Buttons) != 1 || q.post.Buttons[0].ID != ActionFirstLook || q.post.Value == "" {
+				t.Errorf("a skipped look's notice has no Run first look button: %+v", q.post)
+			}
+		}
+	}
+	if len(queued) != 10 || len(skipped) != n-2-10 {
+		t.Fatalf("%d first looks queued, %d skipped; want 10 and %d", len(queued), len(skipped), n-2-10)
+	}
+	notes := map[string]int{}
+	for e, err := range r.db.All(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p agentcore.NotePayload
+		if e.Type == agentcore.EvNote && json.Unmarshal(e.Payload, &p) == nil && p.Kind == agentcore.NoteFirstLook {
+			notes[p.Detail]++
+		}
+	}
+	if notes[lookQueued] != 10 || notes[lookSkipped] != n-2-10 {
+		t.Errorf("the chain records first looks %v; want 10 queued and %d skipped", notes, n-2-10)
 	}
 	close(model.gate)
-	r.ad.waitPost(t, Thread{Platform: "fake", Channel: "C1", Root: roots[1].id}, contains("finished: exit code: 0"))
+	// The queue drains: every queued look runs as the running ones end.
+	for _, th := range append([]Thread{{Platform: "fake", Channel: "C1", Root: roots[0].id}, {Platform: "fake", Channel: "C1", Root: roots[1].id}}, queued...) {
+		r.ad.waitPost(t, th, contains("finished: exit code: 0"))
+	}
+	for _, th := range skipped {
+		if told(th, "finished: exit code: 0") != nil {
+			t.Errorf("a skipped first look ran in %s", th.Root)
+		}
+	}
+	r.ad.waitPost(t, Thread{Platform: "fake", Channel: "C1"}, func(p Post) bool {
+		return strings.HasPrefix(p.Text, stormHead) && strings.Contains(p.Text, "First looks: 12 ran, 8 skipped.")
+	})
+	if s := r.ad.stormPosts(); len(s) != 1 || !strings.Contains(s[0].post.Text, "20 alert groups opened in this channel") {
+		t.Errorf("storm summaries: %+v", s)
+	}
 }
 
 func must[T any](v T, err error) T {
@@ -705,7 +765,7 @@ func TestAlertFirstLooksPerRoute(t *testing.T) {
 			model := &recModel{m: cmdModel{cmd: "true"}, gate: make(chan struct{})}
 			r := newRig(t, model, Channel{}, Config{MaxConcurrent: 8})
 			t.Cleanup(func() { close(model.gate) }) // before the rig stops
-			h := r.alerts(t, AlertsConfig{MaxPerChannel: 8, Routes: []AlertRoute{{Name: "ops", Channel: "C1", Investigate: true,
+			h := r.alerts(t, AlertsConfig{MaxPerChannel: 8, MaxQueued: -1, Routes: []AlertRoute{{Name: "ops", Channel: "C1", Investigate: true,
 				MaxInvestigations: tc.limit, Matchers: []Matcher{must(ParseMatcher(`severity="critical"`))}}}})
 			const n = 5
 			for i := range n {
@@ -833,4 +893,54 @@ func TestAlertReconfigure(t *testing.T) {
 	r.ad.waitPost(t, Thread{Platform: "fake", Channel: "C1", Root: roots[len(roots)-1].id}, contains(`1 first looks of route "ops" are already running`))
 	release()
 	r.ad.waitPost(t, first, contains("Stopped: the run used its budget of 2 steps."))
+}
+
+// TestRunFirstLookByTap: a group whose first look was skipped (the
+// channel's limit reached, no queue) offers Run first look; a tap by
+// someone who may not approve is refused and recorded, an approver's tap
+// runs the read-only first look in the thread, recorded as requested by
+// them, and a second tap runs nothing more.
+func TestRunFirstLookByTap(t *testing.T) {
+	model := &recModel{m: cmdModel{cmd: "true"}, gate: make(chan struct{})}
+	r := newRig(t, model, Channel{Approvers: []string{"U2"}}, Config{MaxConcurrent: 8})
+	h := r.alerts(t, AlertsConfig{MaxPerChannel: 1, MaxQueued: -1})
+	for i := range 2 {
+		a := diskAlert("firing")
+		a.Fingerprint = fmt.Sprint("f", i)
+		if w := deliver(h, testAlertToken, alertBody(fmt.Sprint("g", i), "firing", a)); w.Code != http.StatusOK {
+			t.Fatalf("alert %d: %d %s", i, w.Code, w.Body)
+		}
+	}
+	roots := r.ad.rootPosts()
+	th := Thread{Platform: "fake", Channel: "C1", Root: roots[1].id}
+	notice := r.ad.waitPost(t, th, contains("Skipped the automatic first look"))
+	click := func(u User) ClickResult {
+		return r.b.HandleClick(r.ctx, Click{Thread: th, PostID: notice.id, ActionID: ActionFirstLook, Value: notice.post.Value, User: u})
+	}
+	if res := click(eve); !strings.Contains(res.Ephemeral, "You cannot run this first look") || res.Update != nil {
+		t.Fatalf("a non-approver's tap: %+v", res)
+	}
+	res := click(bob)
+	if res.Update == nil || !strings.Contains(res.Update.Text, "started by @bob") || len(res.Update.Buttons) != 0 {
+		t.Fatalf("an approver's tap: %+v", res)
+	}
+	if res := click(bob); !strings.Contains(res.Ephemeral, "already") {
+		t.Errorf("a second tap: %+v", res)
+	}
+	close(model.gate)
+	r.ad.waitPost(t, th, contains("finished: exit code: 0"))
+	var kinds []string
+	for e, err := range r.db.Events(th.Key(), 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p agentcore.NotePayload
+		if e.Type == agentcore.EvNote && json.Unmarshal(e.Payload, &p) == nil {
+			kinds = append(kinds, p.Kind+":"+p.Detail+":"+e.Actor)
+		}
+	}
+	want := []string{"first_look:skipped:alert:ops", "click_refused:run first look: you are not an approver for this channel:user:U3 (eve)", "first_look:requested:user:U2 (bob)"}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("the thread's notes: %q, want %q", kinds, want)
+	}
 }

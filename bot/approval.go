@@ -193,6 +193,9 @@ func (b *Bot) take(id string) *request {
 // button and hands the decision to the waiting run, or a click on an alert
 // card's Acknowledge (alertack.go).
 func (b *Bot) HandleClick(ctx context.Context, c Click) ClickResult {
+	if c.ActionID == ActionFirstLook {
+		return b.runFirstLook(ctx, c)
+	}
 	if c.ActionID == ActionAck {
 		return b.acknowledge(ctx, c)
 	}
@@ -281,7 +284,11 @@ func (b *Bot) authorize(ctx context.Context, req *request, u User) string {
 // approvalText is the approval card; its expiry is in loc.
 func approvalText(req *request, loc *time.Location) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "**Approval needed** — @%s's request wants to run:\n```\n%s\n```\n", displayName(req.requester), req.ap.Command)
+	what := "wants to run"
+	if req.ap.Rule == silenceRule {
+		what = "asks thinbot to change Alertmanager"
+	}
+	fmt.Fprintf(&b, "**Approval needed** — @%s's request %s:\n```\n%s\n```\n", displayName(req.requester), what, req.ap.Command)
 	if len(req.ap.Targets) > 0 {
 		fmt.Fprintf(&b, "**On %s** (%s)\n", agentcore.TargetSummary(req.ap.Targets), agentcore.LoginSummary(req.ap.Logins))
 	}

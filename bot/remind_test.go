@@ -73,3 +73,15 @@ func TestApprovalReminders(t *testing.T) {
 		}
 	}
 }
+
+// TestRemindersFollowSetAccess: a config reload's reminders (SetAccess)
+// apply to the requests asked after it.
+func TestRemindersFollowSetAccess(t *testing.T) {
+	r := newRig(t, cmdModel{cmd: "touch z"}, Channel{Approvers: []string{"U2"}}, Config{ApprovalTimeout: time.Second})
+	r.b.SetAccess(Access{ApprovalTimeout: time.Second, Reminders: Reminders{RemindAfter: 20 * time.Millisecond}})
+	r.say(alice, th1, "m1", "go", true)
+	p := r.ad.waitPost(t, th1, contains("**Reminder**"))
+	if len(p.post.Mentions) != 1 || p.post.Mentions[0] != "U2" {
+		t.Errorf("reminder after SetAccess = %+v", p.post)
+	}
+}

@@ -173,7 +173,7 @@ func (b *Bot) silenceCommand(ctx context.Context, m Message, ch Channel, name st
 			comment = "silenced from thinbot thread " + key
 		}
 		sil = amSilence{Matchers: ms, CreatedBy: displayName(m.User) + " (thinbot)", Comment: comment}
-		desc := fmt.Sprintf("silence in Alertmanager for %s, from the approval: %s\ncomment: %s", dur, strings.Join(matcherTexts(ms), " "), comment)
+		desc := fmt.Sprintf("silence in Alertmanager for %s (from the approval)\nmatchers: %s\ncomment: %s", dur, strings.Join(matcherTexts(ms), " "), comment)
 		ap = agentcore.Approval{Command: desc, Reason: "an alert silence asked for in the thread"}
 	default:
 		if g.Silence == nil {

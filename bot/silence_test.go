@@ -88,7 +88,7 @@ func TestAlertSilence(t *testing.T) {
 
 	// Denied: nothing reaches Alertmanager.
 	req := ask("m1", "/silence 2h m1 cleanup under way")
-	for _, want := range []string{"silence in Alertmanager for 2h0m0s", `alertname="DiskFull"`, "comment: m1 cleanup under way", "alertmanager-silence"} {
+	for _, want := range []string{"request asks thinbot to change Alertmanager:", "silence in Alertmanager for 2h0m0s", `alertname="DiskFull"`, "comment: m1 cleanup under way", "alertmanager-silence"} {
 		if !strings.Contains(req.post.Text, want) {
 			t.Errorf("approval card lacks %q:\n%s", want, req.post.Text)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -125,8 +126,14 @@ alerts:
 	// A silence nobody decides at first: reminded, escalated, then approved.
 	chat.Mention("alice", ops, root, "/silence 1h disk cleanup under way")
 	ask = r.waitPost(ops, root, "comment: disk cleanup under way")
-	remind := r.waitPost(ops, root, "this request has waited")
-	escalate := r.waitPost(ops, root, "nobody decided this request in")
+	// This request's reminders (the denied one may have had one too, on
+	// a slow machine).
+	reqID := requestRe.FindStringSubmatch(ask.Text)
+	if reqID == nil {
+		t.Fatalf("no request id on the card: %q", ask.Text)
+	}
+	remind := waitPostBoth(r, ops, root, "has waited", reqID[1])
+	escalate := waitPostBoth(r, ops, root, "nobody decided this request in", reqID[1])
 	for _, want := range []string{"alice", "bob"} {
 		if !strings.Contains(remind.Text, mentionOf(chat, want)) {
 			t.Errorf("the reminder does not mention %s: %q", want, remind.Text)
@@ -164,9 +171,12 @@ alerts:
 		return len(roots) == 1 && strings.Contains(roots[0].Text, "RESOLVED") && strings.Contains(roots[0].Text, "Acknowledged")
 	})
 
-	// The chain, in order.
+	// The chain, in order (the reminders of the second request).
 	var seq []string
 	for _, ev := range journalEvents(t, filepath.Join(r.stateDir, "audit.jsonl")) {
+		if ev.Type == "approval_reminder" && ev.str("request_id") != reqID[1] {
+			continue
+		}
 		switch ev.Type {
 		case "alert", "alert_ack", "approval_reminder", "alert_silence", "approval_requested", "approval_decision":
 			what := ev.Type
@@ -198,6 +208,26 @@ alerts:
 		}
 	}
 	r.stop()
+}
+
+// requestRe finds the request id on an approval card.
+var requestRe = regexp.MustCompile("request `(s[0-9a-f]+)`")
+
+// waitPostBoth waits for a bot post in the thread that contains both a
+// and b.
+func waitPostBoth(r *rig, channel, root, a, b string) chatPost {
+	r.t.Helper()
+	var found chatPost
+	r.waitFor(fmt.Sprintf("a post containing %q and %q", a, b), func() bool {
+		for _, p := range r.chat.BotPosts(channel, root) {
+			if strings.Contains(p.Text, a) && strings.Contains(p.Text, b) {
+				found = p
+				return true
+			}
+		}
+		return false
+	})
+	return found
 }
 
 // hasButton reports whether the bot's post id in channel has a button

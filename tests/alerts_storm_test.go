@@ -13,9 +13,12 @@ import (
 
 // TestAlertStorm: 200 alerts of 200 groups reach thinbot through a real
 // Alertmanager at once. Every group gets its own thread and card; the first
-// looks are bounded (max_investigations_per_channel 2) and the others say
-// they were skipped. It logs the figures (threads opened, first looks run
-// and skipped, the daemon's peak RSS, card and answer latency) and asserts
+// looks are bounded (max_investigations_per_channel 2): 20 more queue and
+// run as the others end (max_queued_first_looks, the default), the rest
+// say they were skipped and offer Run first look, which a tap runs; one
+// storm summary in the channel lists the groups with links to their
+// threads. It logs the figures (threads opened, first looks run and
+// skipped, the daemon's peak RSS, card and answer latency) and asserts
 // none of them against a clock (without the race detector's memory):
 //
 //	THINBOT_E2E_NORACE=1 go test -count=1 -v -run TestAlertStorm ./tests/
@@ -53,14 +56,14 @@ alerts:
 	before, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", r.proc.cmd.Process.Pid))
 	start := time.Now()
 	am.post(t, alerts...)
-	r.waitFor(fmt.Sprintf("%d cards", n), func() bool { return len(botRoots(chat, ops)) >= n })
+	r.waitFor(fmt.Sprintf("%d cards", n), func() bool { return len(cardRoots(chat, ops)) >= n })
 	opened := time.Since(start)
 	// Every thread ends with a first look's answer or a skip notice.
 	var ran, skipped int
 	var latencies []time.Duration
 	r.waitFor("every thread's first look answered or skipped", func() bool {
 		ran, skipped, latencies = 0, 0, latencies[:0]
-		for _, root := range botRoots(chat, ops) {
+		for _, root := range cardRoots(chat, ops) {
 			card, _ := mm.s.Post(root.ID)
 			for _, p := range mm.s.Thread(root.ID) {
 				switch {
@@ -74,13 +77,45 @@ alerts:
 		}
 		return ran+skipped == n
 	})
-	cards := len(botRoots(chat, ops))
+	cards := len(cardRoots(chat, ops))
 	if cards != n {
 		t.Errorf("%d cards for %d groups", cards, n)
 	}
-	if ran == 0 || ran == n {
-		t.Errorf("first looks: %d ran, %d skipped: not bounded", ran, skipped)
+	// 2 at once, then the 20 queued as they end; the others skipped.
+	if ran != 2+20 || skipped != n-2-20 {
+		t.Errorf("first looks: %d ran, %d skipped; want %d and %d", ran, skipped, 2+20, n-2-20)
 	}
+	// One storm summary, bounded, with a permalink per listed group.
+	var summaries []chatPost
+	for _, p := range botRoots(chat, ops) {
+		if strings.Contains(p.Text, "Alert storm") {
+			summaries = append(summaries, p)
+		}
+	}
+	if len(summaries) != 1 {
+		t.Fatalf("%d storm summaries in the channel, want 1", len(summaries))
+	}
+	r.waitFor("the storm summary's final counts", func() bool {
+		p, _ := mm.s.Post(summaries[0].ID)
+		return strings.Contains(p.Message, fmt.Sprintf("%d alert groups opened in this channel", n)) &&
+			strings.Contains(p.Message, fmt.Sprintf("First looks: 22 ran, %d skipped.", n-22))
+	})
+	sum, _ := mm.s.Post(summaries[0].ID)
+	if links := strings.Count(sum.Message, "]("+mm.s.URL+"/_redirect/pl/"); links != 30 || !strings.Contains(sum.Message, fmt.Sprintf("… and %d more", n-30)) {
+		t.Errorf("the storm summary lists %d groups with links, want 30 and %d more:\n%s", links, n-30, sum.Message)
+	}
+	// A tap on a skipped group's Run first look runs it.
+	var tapped string
+	for _, root := range cardRoots(chat, ops) {
+		for _, p := range mm.s.Thread(root.ID) {
+			if strings.Contains(p.Message, "Skipped the automatic first look") && tapped == "" {
+				tapped = root.ID
+				chat.Click(t, ops, root.ID, p.ID, "firstlook", "bob") // Mattermost action ids are alphanumeric
+			}
+		}
+	}
+	r.waitPost(ops, tapped, "Findings: nothing unusual.")
+	r.waitPost(ops, tapped, "Run first look: started by @bob")
 	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", r.proc.cmd.Process.Pid))
 	rss := func(key string) string { return procField(status, key) }
 	// Go's own view: the race detector's shadow memory (the tests build
@@ -97,7 +132,7 @@ alerts:
 	if len(latencies) > 0 {
 		lat = fmt.Sprintf("min %v, median %v, max %v", latencies[0], latencies[len(latencies)/2], latencies[len(latencies)-1])
 	}
-	t.Logf("storm of %d alerts (%d groups) through Alertmanager: %d threads opened in %v; first looks: %d ran, %d skipped (limit 2 per channel); "+
+	t.Logf("storm of %d alerts (%d groups) through Alertmanager: %d threads opened in %v; first looks: %d ran, %d skipped (limit 2 per channel, 20 queued); "+
 		"card -> answer latency of the first looks: %s; daemon RSS before %s (anonymous %s), after %s (anonymous %s, file-backed %s: the store's mmap), peak %s; Go heap in use %s bytes, %s goroutines",
 		n, n, cards, opened.Round(time.Millisecond), ran, skipped, lat, procField(before, "VmRSS"), procField(before, "RssAnon"),
 		rss("VmRSS"), rss("RssAnon"), rss("RssFile"), rss("VmHWM"), goMem["go_memstats_heap_inuse_bytes"], goMem["go_goroutines"])
@@ -112,4 +147,16 @@ func procField(status []byte, key string) string {
 		}
 	}
 	return "?"
+}
+
+// cardRoots are the bot's top-level posts in a channel but its storm
+// summaries: the alert cards.
+func cardRoots(c chatSide, channel string) []chatPost {
+	var out []chatPost
+	for _, p := range botRoots(c, channel) {
+		if !strings.Contains(p.Text, "Alert storm") {
+			out = append(out, p)
+		}
+	}
+	return out
 }

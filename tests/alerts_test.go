@@ -241,7 +241,11 @@ func scAlertThread(t *testing.T, newChat func(*testing.T) chatSide) {
 	disk2 := disk
 	disk2.Labels = map[string]string{"alertname": "DiskFull", "severity": "critical", "instance": "db2:9100"}
 	am.post(t, disk, disk2)
-	r.waitPost(ops, root, "2 alert(s) firing")
+	r.waitPost(ops, root, "`instance=db2:9100` joined; 2 alert(s) firing")
+	r.waitFor("the card to list both instances", func() bool {
+		roots := botRoots(chat, ops)
+		return len(roots) == 1 && strings.Contains(roots[0].Text, "`instance=db1:9100`") && strings.Contains(roots[0].Text, "`instance=db2:9100`")
+	})
 	// Resolved: the card says so and how long it fired.
 	now := time.Now().UTC()
 	disk.EndsAt, disk2.EndsAt = now, now

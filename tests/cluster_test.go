@@ -872,7 +872,7 @@ channels:
 }
 
 // TestClusterMembership: an administrator adds a fourth node (started with
-// join: true) through any node's listener and a token of
+// join: true) through a follower's listener (forwarded to the leader) and a token of
 // reload_token_file; it catches up to the same head; then removes it. A
 // request without a good token changes nothing. Each change is recorded
 // (cluster_membership) with the token's name.
@@ -881,10 +881,12 @@ func TestClusterMembership(t *testing.T) {
 	chat := newMMChat(t)
 	tokens := writeSecret(t, t.TempDir(), "admin.tokens", "ops-admin 0123456789abcdef0123456789abcdef")
 	cr := newClusterRig(t, chat, m.URL, "reload_token_file: "+tokens+"\n")
-	cr.leader()
+	l := cr.leader()
+	// The requests go to a follower, which forwards them to the leader.
+	follower := cr.nodes[(l+1)%3]
 	n4, raftAddr := cr.addNode()
 	admin := func(method, path, token, body string) (int, string) {
-		req, _ := http.NewRequest(method, cr.lb.URL+path, strings.NewReader(body))
+		req, _ := http.NewRequest(method, "http://"+follower.addr+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -911,7 +913,6 @@ func TestClusterMembership(t *testing.T) {
 	if code != http.StatusOK || strings.Contains(body, "n4=") {
 		t.Fatalf("remove n4: %d %s", code, body)
 	}
-	l := cr.leader()
 	var changes []string
 	b, _ := os.ReadFile(filepath.Join(cr.nodes[l].stateDir, "audit.jsonl"))
 	for _, line := range strings.Split(string(b), "\n") {

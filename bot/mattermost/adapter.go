@@ -377,6 +377,7 @@ func (e *APIError) Error() string {
 func (e *APIError) Unwrap() error { return e.Err }
 
 var _ bot.ChannelResolver = (*Adapter)(nil)
+var _ bot.ThreadLinker = (*Adapter)(nil)
 
 // CheckChannel implements bot.ChannelResolver: it returns an error unless
 // the bot is a member of the channel id, so that a channel configured by
@@ -429,4 +430,13 @@ func (a *Adapter) ChannelID(ctx context.Context, name string) (string, error) {
 		return ids[0], nil
 	}
 	return "", fmt.Errorf("mattermost: %d channels are named %q (ids %s); give the channel id", len(ids), name, strings.Join(ids, ", "))
+}
+
+// ThreadLink implements bot.ThreadLinker: the thread's permalink, which
+// Mattermost redirects to the team the channel is in.
+func (a *Adapter) ThreadLink(t bot.Thread) string {
+	if t.Root == "" {
+		return ""
+	}
+	return strings.TrimRight(a.cfg.URL, "/") + "/_redirect/pl/" + url.PathEscape(t.Root)
 }

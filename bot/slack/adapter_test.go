@@ -502,3 +502,16 @@ func TestHungCallTimesOut(t *testing.T) {
 		t.Fatal("a hung chat.postMessage hung the caller")
 	}
 }
+
+// ThreadLink is the thread's permalink in the workspace auth.test named,
+// as Slack writes them (the storm summary's links).
+func TestThreadLink(t *testing.T) {
+	e := start(t, "socket", nil)
+	got := e.a.ThreadLink(bot.Thread{Platform: "slack", Channel: "C1", Root: "1700000000.000100"})
+	if want := "https://fake.slack.com/archives/C1/p1700000000000100"; got != want {
+		t.Errorf("ThreadLink = %q, want %q", got, want)
+	}
+	if got := e.a.ThreadLink(bot.Thread{Platform: "slack", Channel: "C1"}); got != "" {
+		t.Errorf("ThreadLink of a channel = %q, want none", got)
+	}
+}

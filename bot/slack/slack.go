@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,7 +109,9 @@ type Adapter struct {
 }
 
 // identity is who the bot is, from auth.test.
-type identity struct{ userID, botID, teamID string }
+// identity is the bot's as auth.test tells it; url is the workspace's
+// ("https://team.slack.com/"), for permalinks.
+type identity struct{ userID, botID, teamID, url string }
 
 // nameEntry is a user's name, or its lookup while done is open. A failed
 // lookup leaves name "" and is retried after nameRetry.
@@ -247,7 +250,7 @@ func (a *Adapter) authenticate(ctx context.Context) error {
 		})
 		if err == nil {
 			a.mu.Lock()
-			a.self = identity{userID: res.UserID, botID: res.BotID, teamID: res.TeamID}
+			a.self = identity{userID: res.UserID, botID: res.BotID, teamID: res.TeamID, url: res.URL}
 			a.mu.Unlock()
 			a.log.Info("slack: authenticated", "user_id", res.UserID, "bot_id", res.BotID, "team", res.Team)
 			return nil
@@ -624,4 +627,18 @@ func (a *Adapter) ChannelID(ctx context.Context, name string) (string, error) {
 		params.Cursor = next
 	}
 	return "", fmt.Errorf("slack: the bot is a member of no channel named %q (invite it with /invite, or give the channel id)", name)
+}
+
+var _ bot.ThreadLinker = (*Adapter)(nil)
+
+// ThreadLink implements bot.ThreadLinker: the thread's permalink in the
+// workspace auth.test named ("" before it did), as Slack writes them.
+func (a *Adapter) ThreadLink(t bot.Thread) string {
+	a.mu.Lock()
+	base := a.self.url
+	a.mu.Unlock()
+	if base == "" || t.Root == "" || t.Channel == "" {
+		return ""
+	}
+	return strings.TrimRight(base, "/") + "/archives/" + url.PathEscape(t.Channel) + "/p" + strings.ReplaceAll(t.Root, ".", "")
 }

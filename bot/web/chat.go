@@ -571,3 +571,14 @@ func writeEvent(w http.ResponseWriter, ev event) error {
 	_, err = fmt.Fprintf(w, "data: %s\n\n", b)
 	return err
 }
+
+var _ bot.ThreadLinker = (*Server)(nil)
+
+// ThreadLink implements bot.ThreadLinker: the thread in the console, a
+// link within the page (its hash).
+func (s *Server) ThreadLink(t bot.Thread) string {
+	if t.Platform != Platform || t.Root == "" {
+		return ""
+	}
+	return "#" + t.Root
+}

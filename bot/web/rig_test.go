@@ -64,6 +64,9 @@ func script(req fakemodel.Request) fakemodel.Reply {
 		return fakemodel.Reply{Content: "Let me do that.", ToolCalls: []fakemodel.Call{{Name: "run", Args: string(args)}}}
 	}
 	switch {
+	case strings.Contains(user, "StormHold"):
+		// An alert's first look that holds its slot until the test ends.
+		return fakemodel.Reply{Content: "Never shown.", Delay: time.Hour}
 	case strings.Contains(user, "stream the disk report"):
 		// Written over about 1.3 s: several stream ticks of a 400 ms
 		// UpdateInterval see it being written.

@@ -32,6 +32,9 @@ type alertsConfig struct {
 	Burst int     `yaml:"burst"`
 	// MaxPerChannel bounds concurrent first looks per channel; 0 means 2.
 	MaxPerChannel int `yaml:"max_investigations_per_channel"`
+	// MaxQueued bounds the first looks waiting per channel for one to
+	// end; 0 means 20, -1 none (a look beyond the limits is skipped).
+	MaxQueued int `yaml:"max_queued_first_looks"`
 	// DedupeWindow is how long a delivery is remembered; "" means 10m.
 	DedupeWindow duration           `yaml:"dedupe_window"`
 	Routes       []alertRouteConfig `yaml:"routes"`
@@ -138,6 +141,9 @@ func (a *alertsConfig) check(bad func(string, ...any), channels []channelConfig,
 	}
 	if a.MaxBodyBytes < 0 || a.Rate < 0 || a.Burst < 0 || a.MaxPerChannel < 0 {
 		bad("alerts: max_body_bytes, rate, burst and max_investigations_per_channel must not be negative")
+	}
+	if a.MaxQueued < -1 {
+		bad("alerts.max_queued_first_looks %d: want a number of first looks, 0 for the default (20) or -1 for no queue", a.MaxQueued)
 	}
 	a.DedupeWindow.check(bad, "alerts.dedupe_window", "10m")
 	a.Alertmanager.check(bad)
@@ -257,7 +263,7 @@ func receiverConfig(ctx context.Context, c *daemonConfig, webServed bool, adapte
 		}
 	}
 	cfg := bot.AlertsConfig{Token: []byte(token), Platform: c.Platform, MaxBody: a.MaxBodyBytes, Rate: a.Rate, Burst: a.Burst,
-		MaxPerChannel: a.MaxPerChannel, DedupeWindow: a.DedupeWindow.or(10 * time.Minute)}
+		MaxPerChannel: a.MaxPerChannel, MaxQueued: a.MaxQueued, DedupeWindow: a.DedupeWindow.or(10 * time.Minute)}
 	if cfg.Alertmanager, err = a.Alertmanager.client(); err != nil {
 		return bot.AlertsConfig{}, err
 	}

@@ -243,14 +243,7 @@ func (d *daemon) follow(ctx context.Context) error {
 				continue
 			}
 		}
-		bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := d.node.Barrier(bctx)
-		cancel()
-		if err == nil {
-			err = d.node.CatchUpLog()
-		}
-		if err != nil {
-			logger.Warn("new leader could not apply the log before serving", "err", err)
+		if !d.prepareToLead(ctx) {
 			continue
 		}
 		d.leaderSince = time.Now()
@@ -267,6 +260,31 @@ func (d *daemon) follow(ctx context.Context) error {
 	}
 }
 
+// prepareToLead applies every committed entry (a barrier) and puts what the
+// store holds beyond the log into it (CatchUpLog), retrying each second
+// while this node leads: a leader that gave up would lead without serving.
+// It reports whether the node is ready to serve as the leader.
+func (d *daemon) prepareToLead(ctx context.Context) bool {
+	for d.node.IsLeader() {
+		bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := d.node.Barrier(bctx)
+		cancel()
+		if err == nil {
+			err = d.node.CatchUpLog()
+		}
+		if err == nil {
+			return true
+		}
+		d.logger.Warn("new leader could not apply the log before serving; trying again", "err", err)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Second):
+		}
+	}
+	return false
+}
+
 // forwarder sends a follower's requests to the leader's listener: alert
 // webhooks, chat callbacks (button clicks), console logins, reloads.
 func (d *daemon) forwarder() http.Handler {
@@ -276,22 +294,27 @@ func (d *daemon) forwarder() http.Handler {
 			peers[p.ID] = u
 		}
 	}
-	return &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			id, _ := d.node.Leader()
-			target := peers[id]
-			if target == nil || id == d.c.Cluster.NodeID {
-				target = &url.URL{Scheme: "http", Host: "leader.invalid"}
-			}
-			pr.SetURL(target)
-			pr.SetXForwarded()
-			pr.Out.Host = pr.In.Host
-		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			d.logger.Warn("forward to the leader", "path", r.URL.Path, "err", err)
-			http.Error(w, "no cluster leader reachable; try again", http.StatusServiceUnavailable)
-		},
+	fail := func(w http.ResponseWriter, r *http.Request, err error) {
+		d.logger.Warn("forward to the leader", "path", r.URL.Path, "err", err)
+		http.Error(w, "no cluster leader reachable; try again", http.StatusServiceUnavailable)
 	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, _ := d.node.Leader()
+		target := peers[id]
+		if target == nil || id == d.c.Cluster.NodeID {
+			fail(w, r, fmt.Errorf("no leader known (leader id %q)", id))
+			return
+		}
+		p := &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.SetURL(target)
+				pr.SetXForwarded()
+				pr.Out.Host = pr.In.Host
+			},
+			ErrorHandler: fail,
+		}
+		p.ServeHTTP(w, r)
+	})
 }
 
 // leading returns ctx, cancelled also when this node stops leading or its
@@ -432,7 +455,21 @@ func (l leaderOnly) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		return nil, errNotLeader
 	}
-	return l.base.RoundTrip(r)
+	base := l.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return base.RoundTrip(r)
+}
+
+// slackClient is the Slack adapter's Web API client: nil (the adapter's
+// own) alone, the leader-only gate in a cluster. Slack's Web API is POST
+// throughout, so a node that is not the leader makes no call at all.
+func (cl clusterChat) slackClient() *http.Client {
+	if cl.leader == nil {
+		return nil
+	}
+	return cl.client(&http.Client{})
 }
 
 // mountCluster mounts the leader's membership admin endpoints on mux (in a

@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,5 +55,35 @@ func TestArchiveRefusesAClusterNode(t *testing.T) {
 	}
 	if _, serr := os.Stat(db); serr == nil {
 		t.Error("the store was opened")
+	}
+}
+
+// TestLeaderOnlyChatClient: the chat client of a node that is not the
+// leader refuses writes (and lets reads through); the leader's passes
+// both. A lone node's client is not wrapped.
+func TestLeaderOnlyChatClient(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, r.Method) }))
+	defer srv.Close()
+	leading := false
+	hc := clusterChat{leader: func() bool { return leading }}.client(srv.Client())
+	if _, err := hc.Post(srv.URL, "text/plain", strings.NewReader("x")); !errors.Is(err, errNotLeader) {
+		t.Errorf("a follower's POST = %v, want errNotLeader", err)
+	}
+	if resp, err := hc.Get(srv.URL); err != nil {
+		t.Errorf("a follower's GET: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+	leading = true
+	resp, err := hc.Post(srv.URL, "text/plain", strings.NewReader("x"))
+	if err != nil {
+		t.Fatalf("the leader's POST: %v", err)
+	}
+	resp.Body.Close()
+	if c := (clusterChat{}).client(srv.Client()); c != srv.Client() {
+		t.Error("a lone node's client was wrapped")
+	}
+	if (clusterChat{}).slackClient() != nil {
+		t.Error("a lone node's Slack client is not the adapter's own")
 	}
 }

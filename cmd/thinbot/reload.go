@@ -258,10 +258,10 @@ func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.Con
 	d.routes.Store(rt)
 	if d.bot != nil {
 		d.bot.SetAccess(bot.Access{Users: c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread, ApprovalTimeout: c.ApprovalTimeout.Duration,
-			Reminders: c.ApprovalReminders.reminders(false)})
+			Reminders: c.ApprovalReminders.reminders(true)})
 	}
 	if d.webBot != nil {
-		d.webBot.SetAccess(bot.Access{ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(true)}) // the console's users are web's roles
+		d.webBot.SetAccess(bot.Access{ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(c.Platform == web.Platform)}) // the console's users are web's roles
 	}
 	if d.alerts != nil {
 		// Checked above against the new channels, now in force: this

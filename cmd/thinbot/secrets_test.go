@@ -94,7 +94,7 @@ func TestEverySecretFileKeyIsHidden(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"model.api_key_file", "mattermost.token_file", "slack.bot_token_file", "slack.app_token_file",
-		"slack.signing_secret_file", "web.tokens_file", "secret_files"} {
+		"slack.signing_secret_file", "web.tokens_file", "secret_files", "alerts.alertmanager.bearer_token_file", "alerts.alertmanager.basic_auth.password_file"} {
 		if keys[want] != "file" {
 			t.Errorf("%s is not tagged secret:\"file\" (tag %q)", want, keys[want])
 		}

@@ -224,7 +224,7 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 		Adapter: d.adapter,
 		Channel: func(id string) (bot.Channel, bool) { return d.routes.Load().channel(id) },
 		Users:   c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread,
-		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(false), Location: c.Timezone.loc,
+		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(true), Location: c.Timezone.loc,
 		Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db), Metrics: d.metrics, Logger: logger,
 	})
 	return err
@@ -242,7 +242,7 @@ func (d *daemon) run(ctx context.Context) error {
 	agents := func() map[string]*agentcore.Agent { return d.routes.Load().agents }
 	zoneOf := func(session string) *time.Location { return d.routes.Load().zoneOf(session) }
 	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, c.Web.budgets(c.Channels), agents, d.unfinished, zoneOf, bot.Config{MaxConcurrent: c.MaxConcurrent,
-		ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(true), Location: c.Timezone.loc, Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db),
+		ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(c.Platform == web.Platform), Location: c.Timezone.loc, Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db),
 		Metrics: d.metrics},
 		d.db, c.StateDir, logger, &d.webBot)
 	if err != nil {
@@ -644,7 +644,7 @@ func newAdapter(c *daemonConfig, db *store.DB, mux *http.ServeMux, logger *slog.
 			return nil, fmt.Errorf("slack signing secret: %w", err)
 		}
 		a, err := slack.New(slack.Config{BotToken: botToken, AppToken: appToken, SigningSecret: signing,
-			Mode: c.Slack.Mode, APIURL: c.Slack.APIURL, Logger: logger})
+			Mode: c.Slack.Mode, APIURL: c.Slack.APIURL, Logger: logger, HTTPClient: cl.slackClient()})
 		if err != nil {
 			return nil, err
 		}
@@ -829,11 +829,11 @@ func resolveChannels(ctx context.Context, adapter bot.Adapter, named []namedChan
 	return nil
 }
 
-// reminders is the section for the chat platform's bot; web is the web
-// console's, which reminds its approvers but has none of the platform's
-// users to escalate to.
-func (r approvalReminders) reminders(web bool) bot.Reminders {
-	if web {
+// reminders is the section for a bot; escalate is false for the web
+// console beside a chat platform, which reminds its approvers but has
+// none of the platform's users to escalate to.
+func (r approvalReminders) reminders(escalate bool) bot.Reminders {
+	if !escalate {
 		return bot.Reminders{RemindAfter: r.RemindAfter.Duration}
 	}
 	return bot.Reminders{RemindAfter: r.RemindAfter.Duration, EscalateAfter: r.EscalateAfter.Duration, EscalateTo: r.EscalateTo}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -74,6 +75,10 @@ type Config struct {
 	// Trace adds the daemon's execution trace and block profile to
 	// Profile (THINBOT_PROFILE_TRACE), which slows it much more.
 	Trace bool
+	// Cluster runs three daemons of one cluster (deploy/cluster.md) on
+	// loopback instead of one: the load goes to the leader, whose figures
+	// (memory, CPU) are the ones measured.
+	Cluster bool
 	// Logger receives progress lines; nil discards them.
 	Logger *slog.Logger
 }
@@ -192,11 +197,22 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}()
 
-	d, err := startDaemon(dir, bin, f, cfg)
-	if err != nil {
-		return res, err
+	var nodes []*daemon
+	if cfg.Cluster {
+		if nodes, err = startCluster(dir, bin, f, cfg); err != nil {
+			return res, err
+		}
+	} else {
+		d, err := startDaemon(dir, bin, f, cfg, "", nil)
+		if err != nil {
+			return res, err
+		}
+		nodes = []*daemon{d}
 	}
-	defer d.kill()
+	for _, n := range nodes {
+		defer n.kill()
+	}
+	d := nodes[0]
 
 	loadCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -208,6 +224,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		case <-loadCtx.Done():
 		}
 	}()
+	if cfg.Cluster {
+		if d, err = waitLeader(loadCtx, nodes); err != nil {
+			return res, d.explain(fmt.Errorf("loadtest: no leader: %w", err))
+		}
+	}
 	if err := d.waitReady(loadCtx, f); err != nil {
 		return res, d.explain(fmt.Errorf("loadtest: daemon not ready: %w", err))
 	}
@@ -249,9 +270,27 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	res.Split, _ = cpuSplit(d.cmd.Process.Pid)
 	res.Syncs, res.Commits = d.storeCounters(sctx)
+	var followers []*daemon
+	for _, n := range nodes {
+		if n != d {
+			followers = append(followers, n)
+		}
+	}
+	if cfg.Cluster {
+		// The followers must have applied every committed event before
+		// they stop (their chains are verified too). One stops before the
+		// leader, so that the leader's hand-over finds no majority to
+		// commit a new leader's events with, and one after it (a node
+		// left without a majority exits 1: not an error here).
+		waitSameHeads(sctx, nodes)
+		followers[0].stop(10 * time.Second)
+	}
 	stopErr := d.stop(10 * time.Second)
 	if st := d.cmd.ProcessState; st != nil {
 		res.DaemonCPU = st.UserTime() + st.SystemTime()
+	}
+	for _, n := range followers {
+		n.stop(10 * time.Second)
 	}
 	if fst2, err := f.stats(sctx); err == nil {
 		fst.WebSockets, fst.Failures, fst.ModelCalls, fst.ModelErr = fst2.WebSockets, fst2.Failures, fst2.ModelCalls, fst2.ModelErr
@@ -296,13 +335,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	vctx, vcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer vcancel()
-	dbPath := filepath.Join(dir, "state", "events.db")
+	dbPath := filepath.Join(d.dir, "state", "events.db")
 	if err := verifyStore(vctx, dbPath, res); err != nil {
 		errs = append(errs, err)
 	}
 	res.AuditVerify, res.AuditErr = auditVerify(vctx, bin, dbPath)
 	if res.AuditErr != nil {
 		errs = append(errs, res.AuditErr)
+	}
+	if cfg.Cluster {
+		if err := sameChains(vctx, bin, nodes, res.AuditVerify); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return res, errors.Join(errs...)
 }
@@ -388,6 +432,7 @@ func scriptedModel(steps int, latency time.Duration, rec *calls) func(fakemodel.
 
 // daemon is a running `thinbot serve` child process.
 type daemon struct {
+	dir     string // its work directory (state, config, log)
 	cmd     *exec.Cmd
 	addr    string
 	logPath string
@@ -395,7 +440,9 @@ type daemon struct {
 	waitErr error
 }
 
-func startDaemon(dir, bin string, f *fakes, cfg Config) (*daemon, error) {
+// startDaemon starts `thinbot serve` in dir against the fakes, listening on
+// addr ("" means a free port), with extra merged into its config.
+func startDaemon(dir, bin string, f *fakes, cfg Config, addr string, extra map[string]any) (*daemon, error) {
 	channel, approver, modelURL := f.Channel, f.AliceID, f.ModelURL
 	ws := filepath.Join(dir, "workspace")
 	if err := os.MkdirAll(ws, 0o700); err != nil {
@@ -405,9 +452,11 @@ func startDaemon(dir, bin string, f *fakes, cfg Config) (*daemon, error) {
 	if err := os.WriteFile(tokenFile, []byte(f.BotToken+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("loadtest: %w", err)
 	}
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
+	if addr == "" {
+		var err error
+		if addr, err = freeAddr(); err != nil {
+			return nil, err
+		}
 	}
 	conf := map[string]any{
 		"model":    map[string]any{"base_url": modelURL, "model": "fake"},
@@ -423,6 +472,7 @@ func startDaemon(dir, bin string, f *fakes, cfg Config) (*daemon, error) {
 	if cfg.Cgroup != "" {
 		conf["limits"] = map[string]any{"cgroup": cfg.Cgroup}
 	}
+	maps.Copy(conf, extra)
 	b, err := yaml.Marshal(conf)
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: config: %w", err)
@@ -457,7 +507,7 @@ func startDaemon(dir, bin string, f *fakes, cfg Config) (*daemon, error) {
 		logFile.Close()
 		return nil, fmt.Errorf("loadtest: start daemon: %w", err)
 	}
-	d := &daemon{cmd: cmd, addr: addr, logPath: logPath, exited: make(chan struct{})}
+	d := &daemon{dir: dir, cmd: cmd, addr: addr, logPath: logPath, exited: make(chan struct{})}
 	go func() {
 		d.waitErr = cmd.Wait()
 		logFile.Close()

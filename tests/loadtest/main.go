@@ -15,6 +15,7 @@
 //	go run ./tests/loadtest -threads 200 -latency 200ms -steps 1 -messages 3
 //	go run ./tests/loadtest -threads 200 -latency 200ms -ramp 1s
 //	go run ./tests/loadtest -threads 200 -latency 200ms -steps 3 -cgroup off
+//	go run ./tests/loadtest -threads 200 -latency 200ms -steps 1 -cluster
 //	go run ./tests/loadtest -threads 200 -latency 200ms -profile /tmp/prof [-trace]
 //
 // With -profile the daemon writes its CPU profile and its heap, allocation
@@ -91,6 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Profile, "profile", "", "write the daemon's CPU profile, execution trace and heap/mutex/block profiles into this `directory`")
 	fs.BoolVar(&cfg.Trace, "trace", false, "with -profile, also the daemon's execution trace and block profile (slow)")
 	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", 0, "the daemon's max_concurrent_runs (default max(256, threads))")
+	fs.BoolVar(&cfg.Cluster, "cluster", false, "run three daemons of one cluster (deploy/cluster.md) and load the leader")
 	fs.StringVar(&cfg.Cgroup, "cgroup", "", "the daemon's limits.cgroup: auto, v1, v2 or off (default: the daemon's)")
 	genN := fs.Int("gen", 0, "build a store of this many events in the shape of a year of on-call into -dir (events.db, audit.jsonl) and exit")
 	table := fs.String("table", "", "comma-separated store sizes (e.g. 1000,200000,1000000): build each under -dir/N/state once and print the start-up, audit viewer and verify timings")

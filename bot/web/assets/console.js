@@ -16,14 +16,19 @@
     return e;
   }
 
-  // inline renders `code`, **bold** and _italic_ into parent.
+  // inline renders `code`, **bold**, _italic_ and links to the console's
+  // own threads ([text](#id), the storm summary's) into parent.
   function inline(parent, s) {
-    const re = /(`[^`]+`|\*\*[^*]+\*\*|(?:^|(?<=\s))_[^_]+_(?=\s|$|[.,;:!?)]))/g;
+    const re = /(`[^`]+`|\*\*[^*]+\*\*|\[[^\]]+\]\(#[A-Za-z0-9-]+\)|(?:^|(?<=\s))_[^_]+_(?=\s|$|[.,;:!?)]))/g;
     let last = 0, m;
     while ((m = re.exec(s)) !== null) {
       if (m.index > last) parent.appendChild(document.createTextNode(s.slice(last, m.index)));
       const t = m[0];
-      if (t[0] === "`") parent.appendChild(el("code", "", t.slice(1, -1)));
+      if (t[0] === "[") {
+        const a = el("a", "thread-link", t.slice(1, t.indexOf("](")));
+        a.href = t.slice(t.indexOf("](") + 2, -1);
+        parent.appendChild(a);
+      } else if (t[0] === "`") parent.appendChild(el("code", "", t.slice(1, -1)));
       else if (t[0] === "*") parent.appendChild(el("strong", "", t.slice(2, -2)));
       else parent.appendChild(el("em", "", t.slice(1, -1)));
       last = m.index + t.length;
