@@ -416,3 +416,63 @@ func toolOutputs(req fakemodel.Request) string {
 	}
 	return b.String()
 }
+
+// With platform web, a client session's thread opens in the web console,
+// and the person on call approves its write from the console's inbox.
+func TestMCPWebConsoleApproval(t *testing.T) {
+	inspectorCLI(t)
+	chat := newMMChat(t)
+	m := fakemodel.Start(t)
+	dir := t.TempDir()
+	tok := "ci-0123456789abcdef0123456789abcdef"
+	webAddr := freeAddr(t)
+	r := newRig(t, chat, m.URL, rigOpts{Extra: fmt.Sprintf(`web:
+  listen: %s
+  trusted_proxies: [127.0.0.1/32]
+  users: [alice]
+  approvers: [bob]
+  workspace: ws
+mcp:
+  tokens_file: %s
+  platform: web
+`, webAddr, writeSecret(t, dir, "mcp-tokens", "ci "+tok))})
+	mr := &mcpRig{rig: r, token: tok, tokenFile: writeSecret(t, dir, "ci.token", tok), url: "http://" + r.addr + "/mcp"}
+	api := func(method, path, body string) string {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), method, "http://"+webAddr+path, strings.NewReader(body))
+		req.Header.Set("X-Forwarded-User", "bob")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Origin", "http://"+webAddr) // as the console's page sends it
+		resp, err := r.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	cmd, out := mr.inspector(t, t.Context(), "run", "command=touch console.txt", "reason=from the console")
+	var item struct{ Thread, Post, Text string }
+	r.waitFor("the request in the console's inbox", func() bool {
+		var inbox struct {
+			Items []struct{ Thread, Post, Text string }
+		}
+		json.Unmarshal([]byte(api("GET", "/api/inbox", "")), &inbox)
+		for _, it := range inbox.Items {
+			if strings.Contains(it.Text, "touch console.txt") {
+				item = it
+				return true
+			}
+		}
+		return false
+	})
+	if res := api("POST", "/api/threads/"+item.Thread+"/posts/"+item.Post+"/click", `{"action":"approve"}`); !strings.Contains(res, `"updated":true`) {
+		t.Fatalf("click: %s", res)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("inspector: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(r.dir, "ws", "console.txt")); err != nil {
+		t.Fatalf("the write approved in the console did not run: %v\n%s", err, out)
+	}
+}
