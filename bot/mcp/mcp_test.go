@@ -217,3 +217,31 @@ func TestSessionEndCancelsTheWaitingCall(t *testing.T) {
 		t.Fatal("ending the session does not return")
 	}
 }
+
+// BenchmarkProxyCall is one run call through thinbot mcp's proxy and the
+// daemon's endpoint (streamable HTTP, bearer token) to a caller that
+// answers at once: what MCP adds to a call, before the gate and the
+// sandbox.
+func BenchmarkProxyCall(b *testing.B) {
+	fc := &fakeCaller{waiting: make(chan struct{}), ended: make(chan error, 1), stop: make(chan struct{})}
+	srv := httptest.NewServer(Handler(Config{
+		Open:   func(context.Context, bot.User, string) (Caller, error) { return fc, nil },
+		Tokens: func() []Token { return []Token{{Name: "ci", Secret: "ci-secret-0123456789"}} },
+	}))
+	defer srv.Close()
+	cin, pout := io.Pipe()
+	pin, cout := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- Proxy(b.Context(), ProxyConfig{URL: srv.URL, Token: "ci-secret-0123456789", In: pin, Out: pout}) }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(b.Context(), &mcp.IOTransport{Reader: cin, Writer: cout}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := cs.CallTool(b.Context(), &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"command": "uptime"}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cout.Close()
+	<-done
+}
