@@ -239,6 +239,7 @@ func TestMCPInspectorThroughTheGate(t *testing.T) {
 
 	// The auditor's timeline of each session has the calls and decisions.
 	tl := thinbot(t, r.dir, nil, "audit", "timeline", "mattermost/"+r.chat.Ops()+"/"+deniedRoot, "--config", r.cfgPath)
+	t.Logf("timeline:\n%s", tl.stdout)
 	if tl.code != 0 || !strings.Contains(tl.stdout, "touch denied.txt") || !strings.Contains(tl.stdout, "mcp:ci") || !strings.Contains(tl.stdout, "denied") {
 		t.Errorf("timeline of the denied call (exit %d):\n%s%s", tl.code, tl.stdout, tl.stderr)
 	}

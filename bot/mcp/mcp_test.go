@@ -232,7 +232,9 @@ func BenchmarkProxyCall(b *testing.B) {
 	cin, pout := io.Pipe()
 	pin, cout := io.Pipe()
 	done := make(chan error, 1)
-	go func() { done <- Proxy(b.Context(), ProxyConfig{URL: srv.URL, Token: "ci-secret-0123456789", In: pin, Out: pout}) }()
+	go func() {
+		done <- Proxy(b.Context(), ProxyConfig{URL: srv.URL, Token: "ci-secret-0123456789", In: pin, Out: pout})
+	}()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(b.Context(), &mcp.IOTransport{Reader: cin, Writer: cout}, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -244,4 +246,34 @@ func BenchmarkProxyCall(b *testing.B) {
 	}
 	cout.Close()
 	<-done
+}
+
+// Behind a reverse proxy on the same host a request reaches the loopback
+// address with the public Host: it is served (the token is what counts),
+// and one without a token is not.
+func TestEndpointBehindAProxy(t *testing.T) {
+	fc := &fakeCaller{waiting: make(chan struct{}), ended: make(chan error, 1), stop: make(chan struct{})}
+	srv, _ := daemon(t, fc)
+	initialize := func(token string) int {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`))
+		req.Host = "thinbot.example.com"
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := initialize("ci-secret-0123456789"); code != http.StatusOK {
+		t.Errorf("initialize through a proxy: %d, want 200", code)
+	}
+	if code := initialize(""); code != http.StatusUnauthorized {
+		t.Errorf("initialize without a token: %d, want 401", code)
+	}
 }

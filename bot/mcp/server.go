@@ -113,7 +113,12 @@ func Handler(cfg Config) http.Handler {
 			return nil
 		}
 		return newServer(cfg, &session{cfg: cfg, identity: ti.UserID}, w)
-	}, &mcp.StreamableHTTPOptions{SessionTimeout: cfg.SessionTimeout, Logger: cfg.Logger, PropagateRequestCancellation: true})
+	}, &mcp.StreamableHTTPOptions{SessionTimeout: cfg.SessionTimeout, Logger: cfg.Logger, PropagateRequestCancellation: true,
+		// The SDK refuses a request that reached a loopback address with
+		// another Host (DNS rebinding); a TLS reverse proxy on the same
+		// host sends exactly that. Every request here needs a bearer
+		// token, which a rebinding page does not have.
+		DisableLocalhostProtection: true})
 	ended := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		// A client that ends its session (DELETE; `thinbot mcp` does when
 		// its client goes away) gives up the calls it left waiting: they
