@@ -82,9 +82,10 @@ func (x *ExternalThread) Thread() Thread { return x.th.t }
 // and the call waits for a click, the expiry (a deny) or ctx's end (the
 // client went away or gave up: the request is cancelled, recorded, and
 // nothing runs); the thread's status message shows the call and the first
-// lines of its result. text is recorded as the call's user_message. The
-// Bot's stop cancels a call under way. An error is a store failure,
-// ErrNotServing, or ctx's.
+// lines of its result. text is recorded as the call's user_message. A
+// call takes one of the Bot's run slots (Config.MaxConcurrent), waiting
+// for one if need be. The Bot's stop cancels a call under way. An error
+// is a store failure, ErrNotServing, or ctx's.
 func (x *ExternalThread) Call(ctx context.Context, text string, c agentcore.ExternalCall) (agentcore.ExternalResult, error) {
 	b, th := x.b, x.th
 	ch, ok := b.cfg.Channel(th.t.Channel)
@@ -106,6 +107,15 @@ func (x *ExternalThread) Call(ctx context.Context, text string, c agentcore.Exte
 		stop := context.AfterFunc(runCtx, func() { cancel(context.Cause(runCtx)) })
 		defer stop()
 	}
+	// A call is a run: it takes one of the global run slots
+	// (max_concurrent_runs), so that agents outside cannot run more
+	// commands at once than the chat may.
+	select {
+	case b.slots <- struct{}{}:
+	case <-callCtx.Done():
+		return agentcore.ExternalResult{Result: agentcore.Result{Status: agentcore.StatusCancelled}}, context.Cause(callCtx)
+	}
+	defer func() { <-b.slots }()
 	b.cfg.Metrics.activeRuns(1)
 	defer b.cfg.Metrics.activeRuns(-1)
 
