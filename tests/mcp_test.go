@@ -369,6 +369,14 @@ func TestMCPCodexThroughTheGate(t *testing.T) {
 	}
 
 	cmd, out := exec1("create codex-approved.txt")
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, q := range model.Requests() {
+				t.Logf("model request %d: tool results %q", q.N, toolOutputs(q))
+			}
+			t.Logf("codex output:\n%s", out)
+		}
+	})
 	root, card := r.card(1)
 	if !strings.Contains(card.Text, "touch codex-approved.txt") || !strings.Contains(card.Text, "codex was asked to") {
 		t.Errorf("card %q", card.Text)

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -63,6 +64,7 @@ func daemon(t *testing.T, fc *fakeCaller) (*httptest.Server, *[]bot.User) {
 		Tokens: func() []Token {
 			return []Token{{Name: "ci", Secret: "ci-secret-0123456789"}, {Name: "other", Secret: "other-secret-0123456789"}}
 		},
+		ProgressEvery: 10 * time.Millisecond,
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(fc.stop) }) // first: a call left waiting gives up
@@ -71,7 +73,7 @@ func daemon(t *testing.T, fc *fakeCaller) (*httptest.Server, *[]bot.User) {
 
 // proxied starts Proxy on pipes and connects an SDK client to it as
 // "codex"; closing the returned writer is the client going away.
-func proxied(t *testing.T, url, token string) (*mcp.ClientSession, io.Closer, <-chan error) {
+func proxied(t *testing.T, url, token string, opts ...*mcp.ClientOptions) (*mcp.ClientSession, io.Closer, <-chan error) {
 	t.Helper()
 	cin, pout := io.Pipe() // proxy -> client
 	pin, cout := io.Pipe() // client -> proxy
@@ -80,7 +82,11 @@ func proxied(t *testing.T, url, token string) (*mcp.ClientSession, io.Closer, <-
 		done <- Proxy(t.Context(), ProxyConfig{URL: url, Token: token, In: pin, Out: pout})
 		pout.Close()
 	}()
-	c := mcp.NewClient(&mcp.Implementation{Name: "codex"}, nil)
+	var o *mcp.ClientOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "codex"}, o)
 	cs, err := c.Connect(t.Context(), &mcp.IOTransport{Reader: cin, Writer: cout}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +117,7 @@ func TestProxyForwards(t *testing.T) {
 	}
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"command": "uptime", "reason": "load"}})
 	if err != nil || res.IsError || !strings.Contains(text(res), "ran uptime") || !strings.Contains(text(res), "codex") {
-		t.Fatalf("run = %+v, %v", res, err)
+		t.Fatalf("run = %+v %q, %v", res, text(res), err)
 	}
 	res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "read_file", Arguments: map[string]any{"path": "/etc/hostname"}})
 	if err != nil || res.IsError || !strings.Contains(text(res), "ran /etc/hostname") {
@@ -275,5 +281,36 @@ func TestEndpointBehindAProxy(t *testing.T) {
 	}
 	if code := initialize(""); code != http.StatusUnauthorized {
 		t.Errorf("initialize without a token: %d, want 401", code)
+	}
+}
+
+// A call that waits (for an approval) is reported as under way to a client
+// that asked for progress, through the proxy.
+func TestWaitingCallReportsProgress(t *testing.T) {
+	fc := &fakeCaller{waiting: make(chan struct{}), ended: make(chan error, 1), stop: make(chan struct{})}
+	srv, _ := daemon(t, fc)
+	got := make(chan string, 100)
+	cs, closer, _ := proxied(t, srv.URL, "ci-secret-0123456789", &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			select {
+			case got <- fmt.Sprint(r.Params.ProgressToken) + " " + r.Params.Message:
+			default:
+			}
+		}})
+	defer closer.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	p := &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"command": "wait"}}
+	p.SetProgressToken(7) // a number, as Codex sends it: JSON gives the proxy a float64
+	go cs.CallTool(ctx, p)
+	bound, stop := context.WithTimeout(t.Context(), 30*time.Second)
+	defer stop()
+	select {
+	case msg := <-got:
+		if !strings.HasPrefix(msg, "7 ") || !strings.Contains(msg, "approval") {
+			t.Errorf("progress %q", msg)
+		}
+	case <-bound.Done():
+		t.Fatal("no progress while the call waits")
 	}
 }

@@ -57,7 +57,16 @@ func Proxy(ctx context.Context, cfg ProxyConfig) error {
 		}
 		// The arguments go on as the client wrote them: the daemon reads
 		// them with the same schema.
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments})
+		p := &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments}
+		// The client's progress token goes on (and nothing else of its
+		// _meta, which speaks of its own connection): the daemon's
+		// progress notifications come back with it, and are passed on.
+		// (Set as it came: SetProgressToken would panic on the float64
+		// that JSON makes of a numeric token.)
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			p.Meta = mcp.Meta{"progressToken": tok}
+		}
+		res, err := cs.CallTool(ctx, p)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, nil, ctx.Err()
@@ -93,7 +102,10 @@ func (u *upstream) session(ctx context.Context, ss *mcp.ServerSession) (*mcp.Cli
 	if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
 		name, version = p.ClientInfo.Name, p.ClientInfo.Version
 	}
-	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: version}, nil)
+	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: version}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(ctx context.Context, r *mcp.ProgressNotificationClientRequest) {
+			_ = ss.NotifyProgress(ctx, r.Params) // best effort, as the daemon's
+		}})
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.http, DisableStandaloneSSE: true}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", u.cfg.URL, err)

@@ -57,6 +57,11 @@ type Config struct {
 	// SessionTimeout closes a session that sent nothing for this long
 	// (no call waiting); 0 means 30 minutes.
 	SessionTimeout time.Duration
+	// ProgressEvery is how often a call whose request carries a progress
+	// token is reported as still under way (a client may count that as
+	// life, and a human reads it while an approval is pending); 0 means
+	// 15 seconds.
+	ProgressEvery time.Duration
 	// Version is thinbot's, reported to clients.
 	Version string
 	// Logger; nil means discard.
@@ -100,6 +105,9 @@ func Handler(cfg Config) http.Handler {
 	}
 	if cfg.SessionTimeout <= 0 {
 		cfg.SessionTimeout = 30 * time.Minute
+	}
+	if cfg.ProgressEvery <= 0 {
+		cfg.ProgressEvery = 15 * time.Second
 	}
 	w := &waiting{calls: map[string]map[*int]context.CancelFunc{}}
 	idle := newServer(cfg, nil, w) // answers the requests of sessions that exist
@@ -272,6 +280,10 @@ func call(ctx context.Context, cfg Config, s *session, req *mcp.CallToolRequest,
 	}
 	args, _ := json.Marshal(req.Params.Arguments)
 	text := fmt.Sprintf("MCP client %s calls %s %s", textfmt.OneLine(client, 80), c.Tool, textfmt.OneLine(string(args), 400))
+	if tok := req.Params.GetProgressToken(); tok != nil {
+		stop := progress(ctx, cfg.ProgressEvery, req.Session, tok)
+		defer stop()
+	}
 	res, err := caller.Call(ctx, text, c)
 	switch {
 	case err != nil && res.Status == agentcore.StatusCancelled:
@@ -280,6 +292,29 @@ func call(ctx context.Context, cfg Config, s *session, req *mcp.CallToolRequest,
 		return errResult(fmt.Sprintf("thinbot could not record this call, so nothing ran (ref %d); the operators can see why in its log.", res.LastSeq)), nil, nil
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Content}}, IsError: res.IsError}, nil, nil
+}
+
+// progress tells the client, every interval until stop, that its call is
+// still under way: it may wait for a human's approval in chat. stop
+// returns once the reporting goroutine has ended.
+func progress(ctx context.Context, every time.Duration, ss *mcp.ServerSession, token any) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			// Best effort: a client that cannot take it still gets its result.
+			_ = ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(n),
+				Message: "thinbot: still under way (a command that changes something waits for an approval in chat)"})
+		}
+	})
+	return func() { cancel(); wg.Wait() }
 }
 
 func errResult(text string) *mcp.CallToolResult {
