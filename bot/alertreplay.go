@@ -68,22 +68,15 @@ func (r *AlertReplay) Silence(s agentcore.AlertSilencePayload, at time.Time) (ca
 }
 
 // Look returns the line a NoteFirstLook posted (state: its Detail, text:
-// its Text), and the card after it when the note changed the card, at
-// time at: a skipped look puts Run first look on the card, a tap on it
-// (state "requested") takes the button off again, as they did live.
+// its Text), and the card after it, at time at: a skipped or queued look
+// puts Run first look on the card, any later state of the look takes it
+// off, as agentcore.AlertGroups reads the notes.
 func (r *AlertReplay) Look(state, text string, at time.Time) (line, card Post, redrawn bool) {
 	line = Post{Text: text}
 	if !r.known {
 		return line, Post{}, false
 	}
-	switch state {
-	case lookSkipped:
-		r.g.LookSkipped = true
-	case "requested":
-		r.g.LookSkipped = false
-	default:
-		return line, Post{}, false
-	}
+	r.g.LookOffered = state == lookSkipped || state == "queued"
 	return line, r.redraw(at), true
 }
 
