@@ -266,7 +266,7 @@ func (c *daemonConfig) check(path string) error {
 	c.Alerts.check(bad, c.Channels, c.Platform, c.Web)
 	checkSchedules(bad, c.Schedules, c.Channels)
 	c.checkMCP(bad, who)
-	c.Cluster.check(bad, who)
+	c.Cluster.check(bad, who, c.Web.Listen)
 	c.checkChannels(bad)
 	if c.Fleet.configured() {
 		errs = append(errs, c.Fleet.check(filepath.Dir(path))...)
