@@ -657,4 +657,7 @@ var table = []mutation{
 	{ID: "X10", File: "bot/resume.go", What: "a request carried over a leader change forgets who asked: the requester approves their own write (two-person rule off)",
 		Old: "\treq := &request{ap: c.Approval, th: a.th, ch: a.th.ch, requester: a.requester,", New: "\treq := &request{ap: c.Approval, th: a.th, ch: a.th.ch, requester: User{},",
 		Pkgs: []string{"./tests"}, Run: "TestClusterLeaderKilledDuringApproval"},
+	{ID: "X11", File: "cmd/thinbot/secrets.go", What: "a cluster's raft data dir outside the state dir is readable by every command (the chain's copy in the raft log)",
+		Old: "\t\tout = append(out, abs(c.Cluster.dataDir(c.StateDir)))\n", New: "",
+		Pkgs: []string{"./cmd/thinbot"}, Run: "TestClusterDataDirIsProtected"},
 }
