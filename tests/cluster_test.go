@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thinbot/thinbot/store"
 	"github.com/thinbot/thinbot/tests/fakemodel"
 )
 
@@ -1006,5 +1007,43 @@ func TestClusterConsoleForwarded(t *testing.T) {
 	}
 	if !strings.Contains(cr.nodes[l].log.String(), `"msg":"console login"`) {
 		t.Error("the leader did not log carol's login")
+	}
+}
+
+// TestClusterRefusesDivergedNode: a follower whose store is replaced by
+// another chain (a restore from the wrong backup) refuses to start, and
+// names the first seq where its chain and the cluster's log differ.
+func TestClusterRefusesDivergedNode(t *testing.T) {
+	m := fakemodel.Start(t)
+	chat := newMMChat(t)
+	cr := newClusterRig(t, chat, m.URL, "")
+	l := cr.leader()
+	f := cr.nodes[(l+1)%3]
+	waitUntil(t, "the follower to hold the leader's first event", func() bool { return cr.journalHead((l+1)%3) == cr.journalHead(l) })
+	if code := f.signal(syscall.SIGTERM); code != 0 {
+		t.Fatalf("the follower exited %d after SIGTERM", code)
+	}
+	other := t.TempDir()
+	db, err := store.Open(filepath.Join(other, "events.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Append(t.Context(), store.Event{Session: "system:cluster", Type: "note", Actor: "user:mallory", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for _, name := range []string{"events.db", "events.db.state", "audit.jsonl"} {
+		b, err := os.ReadFile(filepath.Join(other, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(f.stateDir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.startQuiet()
+	<-f.proc.done
+	if out := f.log.String()[f.from:]; f.proc.code == 0 || !strings.Contains(out, "disagrees with the replicated log from seq 1 on") {
+		t.Errorf("the node with another chain exited %d:\n%s", f.proc.code, tail(out, 2000))
 	}
 }
