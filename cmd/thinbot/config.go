@@ -274,7 +274,7 @@ func (c *daemonConfig) check(path string) error {
 	c.MCP.check(bad, c.Channels, c.Platform, c.Web, who)
 	checkSchedules(bad, c.Schedules, c.Channels)
 	c.checkMCP(bad, who)
-	c.Cluster.check(bad, who)
+	c.Cluster.check(bad, who, c.Web.Listen)
 	c.checkDatasources(bad, who)
 	c.checkChannels(bad)
 	if c.Fleet.configured() {

@@ -805,4 +805,7 @@ var table = []mutation{
 	{ID: "O7", File: "bot/external.go", What: "an MCP client's writes run without an approval in a channel that asks for one",
 		Old: "\t\tAllowAll: ch.AllowAll,\n\t\tApprover: approver,", New: "\t\tAllowAll: true,\n\t\tApprover: approver,",
 		Pkgs: []string{"./tests"}, Run: "TestMCPInspectorThroughTheGate"},
+	{ID: "X11", File: "cmd/thinbot/secrets.go", What: "a cluster's raft data dir outside the state dir is readable by every command (the chain's copy in the raft log)",
+		Old: "\t\tout = append(out, abs(c.Cluster.dataDir(c.StateDir)))\n", New: "",
+		Pkgs: []string{"./cmd/thinbot"}, Run: "TestClusterDataDirIsProtected"},
 }
