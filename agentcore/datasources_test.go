@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,12 +17,12 @@ import (
 
 // fakeProm answers Prometheus's query API in its wire format; the source
 // "bad" answers as mode says (500, hang, huge).
-func fakeProm(t *testing.T, mode *string) *httptest.Server {
+func fakeProm(t *testing.T, mode *atomic.Value) *httptest.Server {
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.ParseForm()
 		if strings.HasPrefix(r.URL.Path, "/bad/") {
-			switch *mode {
+			switch mode.Load() {
 			case "500":
 				http.Error(w, "storage is on fire", http.StatusInternalServerError)
 			case "hang":
@@ -55,7 +56,8 @@ func fakeProm(t *testing.T, mode *string) *httptest.Server {
 // and the tool result; a source that answers 500, hangs or answers 100 MB
 // gives the model a clear error each, recorded too, and the run goes on.
 func TestDatasourceToolsRecordAndSurviveBadAnswers(t *testing.T) {
-	mode := ""
+	var mode atomic.Value // the handler of a timed-out request may still read it
+	mode.Store("")
 	srv := fakeProm(t, &mode)
 	good, _ := datasource.New(datasource.Config{Name: "prom", Kind: datasource.Prometheus, URL: srv.URL})
 	bad, _ := datasource.New(datasource.Config{Name: "bad", Kind: datasource.Prometheus, URL: srv.URL + "/bad", Timeout: 300 * time.Millisecond, MaxBytes: 1 << 20})
@@ -67,7 +69,7 @@ func TestDatasourceToolsRecordAndSurviveBadAnswers(t *testing.T) {
 		}
 	}
 	setMode := func(m string, next func(Request) (Response, error)) func(Request) (Response, error) {
-		return func(r Request) (Response, error) { mode = m; return next(r) }
+		return func(r Request) (Response, error) { mode.Store(m); return next(r) }
 	}
 	f := newFixture(t, Config{Datasources: []*datasource.Source{good, bad}},
 		func(r Request) (Response, error) {
@@ -133,7 +135,8 @@ func TestDatasourceToolsRecordAndSurviveBadAnswers(t *testing.T) {
 // TestDatasourceToolInTextProtocol: a model without tool calling is told
 // how to call the datasource tools and its text-form call runs.
 func TestDatasourceToolInTextProtocol(t *testing.T) {
-	mode := ""
+	var mode atomic.Value
+	mode.Store("")
 	srv := fakeProm(t, &mode)
 	good, _ := datasource.New(datasource.Config{Name: "prom", Kind: datasource.Prometheus, URL: srv.URL})
 	var prompt, saw string
@@ -158,7 +161,8 @@ func TestDatasourceToolInTextProtocol(t *testing.T) {
 // datasource tool without the model, recorded as the model's calls are
 // (decision, datasource_query, result), and answers with the summary.
 func TestPromqlSkillCommand(t *testing.T) {
-	mode := ""
+	var mode atomic.Value
+	mode.Store("")
 	srv := fakeProm(t, &mode)
 	good, _ := datasource.New(datasource.Config{Name: "prom", Kind: datasource.Prometheus, URL: srv.URL})
 	set := skills.Load([]string{"../skills"}, skills.Options{Probe: skills.Probe{UID: -1}})

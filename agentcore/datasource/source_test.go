@@ -36,10 +36,11 @@ func huge(w http.ResponseWriter, written *atomic.Int64) {
 // reads no more than its limit of the huge answer.
 func TestBadAnswers(t *testing.T) {
 	var written atomic.Int64
-	mode := ""
+	var mode atomic.Value // the handler of a timed-out request may still read it
+	mode.Store("")
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch mode {
+		switch mode.Load() {
 		case "hang":
 			select { // until the client gives up, or the test ends
 			case <-r.Context().Done():
@@ -80,7 +81,7 @@ func TestBadAnswers(t *testing.T) {
 			{"500", ErrStatus, "500"},
 			{"huge", ErrTooLarge, "more than 1048576 bytes"},
 		} {
-			mode = c.mode
+			mode.Store(c.mode)
 			written.Store(0)
 			err := ask()
 			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.text) || !strings.Contains(err.Error(), `"x"`) {
