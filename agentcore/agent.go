@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/thinbot/thinbot/agentcore/datasource"
 	"github.com/thinbot/thinbot/agentcore/fleet"
 	"github.com/thinbot/thinbot/agentcore/mcp"
 	"github.com/thinbot/thinbot/gate"
@@ -55,6 +56,9 @@ type Config struct {
 	// reached over OpenSSH (see package fleet). Nil offers no target.
 	Fleet   *fleet.Fleet
 	Budgets Budgets
+	// Datasources are the Prometheus, Loki and Alertmanager sources the
+	// datasource tools read (datasources.go); none offers no such tool.
+	Datasources []*datasource.Source
 	// MCP, if set, adds the tools of its MCP servers (started) to the
 	// model's tools; each call is decided like a command (callMCP).
 	MCP *mcp.Set

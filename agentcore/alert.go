@@ -118,16 +118,31 @@ type AlertGroup struct {
 	// Silence is the group's silence created last, nil if none or it was
 	// expired through thinbot.
 	Silence *AlertSilencePayload
+	// LookSkipped: the group's automatic first look was skipped and
+	// nobody has run it since (its last NoteFirstLook in the thread).
+	LookSkipped bool
 }
 
 // AlertGroups reads every alert group's thread from the chain, and the
 // deliveries recorded since `since` (for deduplication after a restart).
 func AlertGroups(db *store.DB, since time.Time) (map[string]AlertGroup, []string, error) {
 	groups := map[string]AlertGroup{}
+	bySession := map[string]string{} // a thread's group key
 	var deliveries []string
 	for e, err := range db.All(1) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("scan chain: %w", err)
+		}
+		if e.Type == EvNote {
+			if k, ok := bySession[e.Session]; ok {
+				var n NotePayload
+				if json.Unmarshal(e.Payload, &n) == nil && n.Kind == NoteFirstLook {
+					g := groups[k]
+					g.LookSkipped = n.Detail == "skipped"
+					groups[k] = g
+				}
+			}
+			continue
 		}
 		if e.Type == EvAlertSilence {
 			var sp AlertSilencePayload
@@ -167,6 +182,7 @@ func AlertGroups(db *store.DB, since time.Time) (map[string]AlertGroup, []string
 		g, ok := groups[p.GroupKey]
 		if !ok {
 			g = AlertGroup{Session: e.Session, PostID: p.PostID, Route: p.Route, Opened: e.Time}
+			bySession[e.Session] = p.GroupKey
 		}
 		g.Status, g.Last = p.Status, p
 		for _, a := range p.Alerts {

@@ -16,6 +16,9 @@ func RecordLeaderElected(db *store.DB, p LeaderElectedPayload) (store.Event, err
 	if p.Approvals == nil {
 		p.Approvals = []string{}
 	}
+	if p.Expired == nil {
+		p.Expired = []string{}
+	}
 	evs, err := write(db, nil, durable, []store.Event{{Session: ClusterSession, Type: EvLeaderElected, Actor: "system", Payload: mustJSON(p)}})
 	if err != nil {
 		return store.Event{}, err

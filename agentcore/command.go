@@ -2,9 +2,11 @@ package agentcore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
+	"github.com/thinbot/thinbot/skills"
 	"github.com/thinbot/thinbot/store"
 )
 
@@ -49,11 +51,28 @@ func (a *Agent) RunSkillCommand(ctx context.Context, t Turn) (Result, error) {
 		return a.RunCommand(ctx, t, "", fmt.Sprintf("There is no skill command %q; send /help for the list.", name))
 	}
 	c, _ := a.cfg.Skills.Command(name)
+	if c.Tool != "" {
+		return a.runToolCommand(ctx, t, c, args)
+	}
 	line, err := c.Line(args)
 	if err != nil {
 		return a.RunCommand(ctx, t, "", "Not run: "+err.Error())
 	}
 	return a.RunCommand(ctx, t, line, fmt.Sprintf("skill command %s of skill %s, run by %s", c.Name, c.Skill, t.Actor))
+}
+
+// runToolCommand runs a skill command that calls a tool (metadata.thinbot
+// commands' tool: a datasource tool) with the person's arguments, recorded
+// as RunCommand records a command line.
+func (a *Agent) runToolCommand(ctx context.Context, t Turn, c skills.Command, args []string) (Result, error) {
+	if datasourceKind[c.Tool] == "" {
+		return a.RunCommand(ctx, t, "", fmt.Sprintf("Not run: skill command %s calls the tool %q; a skill command may call only the datasource tools.", c.Name, c.Tool))
+	}
+	targs, err := c.ToolArgs(args)
+	if err != nil {
+		return a.RunCommand(ctx, t, "", "Not run: "+err.Error())
+	}
+	return a.runFor(ctx, t, ToolCall{Name: c.Tool, Arguments: string(mustJSON(targs))}, "")
 }
 
 // RunCommand runs one command line for a person, without the model, through
@@ -65,6 +84,16 @@ func (a *Agent) RunSkillCommand(ctx context.Context, t Turn) (Result, error) {
 // answers why with reason (a refused skill command). An error is a store
 // failure.
 func (a *Agent) RunCommand(ctx context.Context, t Turn, command, reason string) (Result, error) {
+	if command == "" {
+		return a.runFor(ctx, t, ToolCall{}, reason)
+	}
+	return a.runFor(ctx, t, ToolCall{Name: ToolRun, Arguments: string(mustJSON(map[string]string{"command": command, "reason": reason}))}, reason)
+}
+
+// runFor is RunCommand for one tool call: run (a command line) or a
+// datasource tool; a call without a name records the message and answers
+// reason.
+func (a *Agent) runFor(ctx context.Context, t Turn, call ToolCall, reason string) (Result, error) {
 	s := a.session(t.Session)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -80,17 +109,35 @@ func (a *Agent) RunCommand(ctx context.Context, t Turn, command, reason string) 
 		{Type: EvUserMessage, Actor: t.Actor, Payload: mustJSON(UserMessagePayload{Text: t.Text, MessageID: t.MessageID})},
 	}
 	res := Result{Status: StatusAnswered}
-	if command == "" {
+	if call.Name == "" {
 		res.Answer = reason
 	} else {
-		call := ToolCall{ID: fmt.Sprintf("cmd%d", s.last+1), Name: ToolRun, Arguments: string(mustJSON(map[string]string{"command": command, "reason": reason}))}
+		call.ID = fmt.Sprintf("cmd%d", s.last+1)
+		var args toolArgs
+		json.Unmarshal([]byte(call.Arguments), &args)
+		command := args.Command
 		ap := AssistantPayload{ToolCalls: []ToolCall{call}, Model: ModelSkillCommand, FinishReason: "tool_calls", Protocol: "tools"}
 		if r.textProtocol() {
-			ap = AssistantPayload{Content: "```bash\n" + command + "\n```", Model: ModelSkillCommand, Protocol: "text"}
+			text := "```bash\n" + command + "\n```"
+			if call.Name != ToolRun {
+				text = `<tool_call>{"name": ` + string(mustJSON(call.Name)) + `, "arguments": ` + call.Arguments + `}</tool_call>`
+			}
+			ap = AssistantPayload{Content: text, Model: ModelSkillCommand, Protocol: "text"}
 		}
 		r.pending = append(evs, store.Event{Type: EvAssistantMessage, Actor: t.Actor, Payload: mustJSON(ap)})
 		evs = nil
-		content, isErr, ex, err := r.runCommand(ctx, call, command, reason, "")
+		var (
+			content string
+			isErr   bool
+			ex      *ExecResult
+			err     error
+		)
+		if call.Name == ToolRun {
+			content, isErr, ex, err = r.runCommand(ctx, call, command, reason, "")
+		} else {
+			content, isErr, err = r.queryDatasource(ctx, call, args)
+			command = strings.Join(strings.Fields(call.Name+" "+args.Window+" "+args.Query), " ")
+		}
 		if err != nil {
 			return Result{Status: StatusError}, err
 		}

@@ -48,8 +48,9 @@
 // Projector turns a session's events into the model's messages; Sessions,
 // OpenSessions, SeenMessages, KnownSession, IndexedTopic and
 // IndexedApprovals answer from the chain's state index (stateindex.go);
-// AlertGroups rebuilds the alert threads; WriteTimeline renders a
-// session's timeline; Verify checks the store, the checkpoints recorded
+// AlertGroups rebuilds the alert threads; ReadTimeline reads a session's
+// timeline rows, which WriteTimeline renders as a postmortem and a
+// verified appendix; Verify checks the store, the checkpoints recorded
 // in it, its journal, an export and archive files, in that order.
 //
 // # Concurrency

@@ -34,6 +34,7 @@ const (
 	EvChainVerified    = "chain_verified"    // a good full verification of the chain, the checkpoint a restart verifies from (checkpoint.go)
 	EvApprovalReminder = "approval_reminder" // an open approval request's reminder or escalation, posted in its thread (ApprovalReminderPayload)
 	EvMCPCall          = "mcp_call"          // one call of an MCP server's tool that was let through: what was called, in which tier, how it ended
+	EvDatasourceQuery  = "datasource_query"  // a datasource tool's read (tool, source, endpoint, query, window, answer size): datasources.go
 )
 
 // Run statuses recorded in EvRunFinished.
@@ -102,6 +103,8 @@ func Decode(ev store.Event) (any, error) {
 		p = new(LeaderElectedPayload)
 	case EvClusterMembership:
 		p = new(ClusterMembershipPayload)
+	case EvDatasourceQuery:
+		p = new(DatasourcePayload)
 	default:
 		return nil, nil
 	}
@@ -355,9 +358,11 @@ type LeaderElectedPayload struct {
 	Term uint64 `json:"term"`
 	// Interrupted are the sessions whose runs the old leader left open and
 	// that were closed as interrupted ("leader lost"); Approvals the
-	// approval requests it left open, which stay open under this leader.
+	// approval requests it left open that stay open under this leader
+	// (their runs go on once decided), Expired those that were closed.
 	Interrupted []string `json:"interrupted"`
 	Approvals   []string `json:"approvals"`
+	Expired     []string `json:"expired"`
 }
 
 // EvClusterMembership is an administrator's change of a cluster's members
@@ -378,4 +383,36 @@ type ClusterMembershipPayload struct {
 	Error string `json:"error,omitempty"`
 	// Members are the cluster's members after it: "id=raft_address".
 	Members []string `json:"members"`
+}
+
+// DatasourcePayload is an EvDatasourceQuery's: one read of a datasource
+// by a datasource tool, after its gate_decision (verdict pass, rule
+// datasource) and before its tool_result (the model's summary).
+type DatasourcePayload struct {
+	CallID     string `json:"call_id"`
+	Tool       string `json:"tool"`
+	Datasource string `json:"datasource"`
+	Kind       string `json:"kind"`
+	// Endpoint is the API path asked ("/api/v1/query_range").
+	Endpoint string `json:"endpoint"`
+	Query    string `json:"query,omitempty"`
+	Filter   string `json:"filter,omitempty"`
+	// Start and End (RFC 3339) are the window of a range query (End alone
+	// the time of an instant query); Step its resolution.
+	Start string `json:"start,omitempty"`
+	End   string `json:"end,omitempty"`
+	Step  string `json:"step,omitempty"`
+	// Series counts the series, streams, alerts or silences answered.
+	Series int `json:"series"`
+	// ResultSize and ResultSHA are the answer's data's (JSON) size and
+	// SHA-256; Result is that data, cut at 1 MiB (ResultCut), for the
+	// console's full view.
+	ResultSize int64  `json:"result_size"`
+	ResultSHA  string `json:"result_sha256,omitempty"`
+	Result     string `json:"result,omitempty"`
+	ResultCut  bool   `json:"result_cut,omitempty"`
+	// Error is why the query failed: a timeout, an error answer, an
+	// answer over the size limit, a bad query.
+	Error      string `json:"error,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
 }

@@ -80,6 +80,7 @@ func (r *run) systemPrompt() string {
 	if r.textProtocol() && r.cfg.MCP != nil {
 		b.WriteString(mcpPrompt(r.cfg.MCP.Tools()))
 	}
+	b.WriteString(datasourcePrompt(r.cfg.Datasources, r.textProtocol()))
 	if r.cfg.Fleet != nil {
 		b.WriteString(fleetPrompt(r.cfg.Fleet.Inventory(), r.t.FleetGroups))
 	}

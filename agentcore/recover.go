@@ -108,6 +108,9 @@ type Unfinished struct {
 	// LeaderLost says that a cluster's new leader closed them: the node
 	// that left them open lost its leadership (RecoverLeaderLost).
 	LeaderLost bool
+	// Carried are the approval requests RecoverLeaderLost left open, and
+	// with them their runs, for the new leader to go on with (Resume).
+	Carried []CarriedApproval
 }
 
 // Recover closes what a previous process left open in db: every approval
@@ -122,7 +125,10 @@ func Recover(db *store.DB) (Unfinished, error) {
 
 // RecoverLeaderLost is Recover for a node that takes over a cluster's
 // leadership: what the old leader left open is closed the same way, and
-// recorded as left by the leader's loss ("interrupted: leader lost").
+// recorded as left by the leader's loss ("interrupted: leader lost"),
+// except the approval requests whose buttons were posted for a command of
+// this host (Unfinished.Carried): those, and their runs, stay open for the
+// new leader to go on with (Agent.Resume), at most one per session.
 func RecoverLeaderLost(db *store.DB) (Unfinished, error) {
 	return recoverAs(db, true)
 }
@@ -145,8 +151,20 @@ func recoverAs(db *store.DB, leaderLost bool) (Unfinished, error) {
 		return err
 	}
 	u := Unfinished{Queued: open.Queued, LeaderLost: leaderLost}
+	goesOn := map[string]bool{} // sessions whose run a carried request keeps open
 	for i, pa := range open.Approvals {
 		p := pend[i]
+		if leaderLost && !goesOn[pa.Session] {
+			c, ok, err := carried(db, pa)
+			if err != nil {
+				return u, err
+			}
+			if ok {
+				u.Carried = append(u.Carried, c)
+				goesOn[pa.Session] = true
+				continue
+			}
+		}
 		if err := record(pa.Session, store.Event{Type: EvApprovalDecided, Actor: "system", Payload: mustJSON(ApprovalDecidedPayload{
 			CallID: p.CallID, RequestID: pa.RequestID, Approved: false, By: "system", Why: approvalWhy, SHA256: p.SHA256})}); err != nil {
 			return u, err
@@ -154,6 +172,9 @@ func recoverAs(db *store.DB, leaderLost bool) (Unfinished, error) {
 		u.Approvals = append(u.Approvals, pa)
 	}
 	for _, sid := range open.Runs {
+		if goesOn[sid] {
+			continue
+		}
 		if err := record(sid, store.Event{Type: EvRunFinished, Actor: "system", Payload: mustJSON(RunPayload{
 			Status: StatusInterrupted, Detail: runDetail})}); err != nil {
 			return u, err
@@ -253,8 +274,8 @@ type AuditRow struct {
 	// Approval is "approved by WHO" or "refused: WHY" when a human was
 	// asked, else "".
 	Approval string
-	// Result is "exit N", "timed out", "not run" or "done"; "" while no
-	// result is recorded.
+	// Result is ToolResultPayload.Outcome; "" while no result is
+	// recorded.
 	Result string
 }
 
@@ -294,16 +315,7 @@ func (a *Agent) Audit(session string, n int) ([]AuditRow, error) {
 		case EvToolResult:
 			var p ToolResultPayload
 			if json.Unmarshal(e.Payload, &p) == nil && byCall[p.CallID] != nil {
-				switch {
-				case p.TimedOut:
-					byCall[p.CallID].Result = "timed out"
-				case p.ExitCode != nil:
-					byCall[p.CallID].Result = fmt.Sprintf("exit %d", *p.ExitCode)
-				case p.IsError:
-					byCall[p.CallID].Result = "not run"
-				default:
-					byCall[p.CallID].Result = "done"
-				}
+				byCall[p.CallID].Result = p.Outcome()
 			}
 		}
 	}

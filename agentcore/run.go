@@ -84,6 +84,13 @@ func (a *Agent) Run(ctx context.Context, t Turn) (Result, error) {
 		return Result{Status: StatusError}, err
 	}
 	res, runErr := r.loop(runCtx)
+	return r.end(ctx, runCtx, res, runErr)
+}
+
+// end records the run's end (run_finished: its status, steps and cause)
+// and returns its Result: ctx is the caller's, runCtx the run's own.
+func (r *run) end(ctx, runCtx context.Context, res Result, runErr error) (Result, error) {
+	a, t := r.Agent, r.t
 	res.Answer = a.scrub.scrub(res.Answer)
 	if runErr != nil && ctx.Err() != nil {
 		res.Status = StatusCancelled
@@ -370,7 +377,8 @@ func (r *run) toolCall(ctx context.Context, call ToolCall) (done bool, summary s
 
 // tools are the tools the run offers.
 func (r *run) tools() []Tool {
-	return append(toolDefs(r.t.Goal, len(r.cfg.Skills.Skills) > 0, r.cfg.Fleet != nil), r.mcpTools()...)
+	tools := append(toolDefs(r.t.Goal, len(r.cfg.Skills.Skills) > 0, r.cfg.Fleet != nil), datasourceTools(r.cfg.Datasources)...)
+	return append(tools, r.mcpTools()...)
 }
 
 // result records a tool's result (what the model sees) and counts errors.

@@ -1,317 +1,366 @@
 package agentcore
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
+	"maps"
+	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/thinbot/thinbot/agentcore/textfmt"
 	"github.com/thinbot/thinbot/store"
 )
 
-// TimelineOptions shape a postmortem timeline.
-type TimelineOptions struct {
-	// Summary, if set, is the model's own summary of the session, shown
-	// under a heading of its own that marks it as the model's words.
-	Summary string
-	// Now is when the timeline was made; zero means time.Now.
-	Now time.Time
-	// Location is the time zone of the timeline's times; nil means UTC.
-	// Outside UTC each day's heading names the zone's abbreviation and
-	// offset, and a new heading starts where they change (daylight
-	// saving), so that every line's time reads one way; the lines keep
-	// their shape (time, seq, hash) for tools that parse them.
-	Location *time.Location
+// OutputLines is how many lines of a command's output a timeline row
+// keeps (TimelineRow.Output).
+const OutputLines = 5
+
+// Timeline is a session's timeline read from the chain: one row per event
+// and what the rows add up to (the alerts' lives, the milestones, the first
+// look's findings, the links). The Markdown (WriteTimeline) and the web
+// console's pages render the same rows.
+type Timeline struct {
+	Session string
+	Rows    []TimelineRow
+	// Alerts are the alerts the session's notifications named, in the
+	// order they first came.
+	Alerts []*TimelineAlert
+	// Milestones are the incident's steps that the chain shows, in time
+	// order (ties in the order of MilestoneFired .. MilestoneResolved); a
+	// step not reached is missing.
+	Milestones []Milestone
+	// Findings is the first look's final answer (the model's words), ""
+	// when there was none.
+	Findings string
+	// Route names the alert route whose notifications the session holds.
+	Route string
+	// Links are the alerts' runbook, source and dashboard links, as the
+	// alerting system sent them (not checked: a renderer must).
+	Links []Link
 }
 
-// Timeline writes the session's postmortem timeline in Markdown: the whole
-// chain's verification and head at the top, then one line per human
-// message, alert, command with its verdict, approval and result, each with
-// its time, sequence number and the first 12 hex digits of its hash. It
-// first syncs what a running turn appended buffered.
-func (a *Agent) Timeline(ctx context.Context, session string, opt TimelineOptions) (string, error) {
-	db := a.cfg.Store
-	if err := db.Sync(); err != nil && !errors.Is(err, store.ErrReadOnly) {
-		return "", fmt.Errorf("timeline of %s: %w", session, err)
-	}
-	rep, err := db.Verify(ctx, nil)
-	if err != nil {
-		return "", fmt.Errorf("timeline of %s: verify: %w", session, err)
-	}
-	var b strings.Builder
-	if err := WriteTimeline(&b, session, db.Events(session, 1), rep, opt); err != nil {
-		return "", err
-	}
-	return b.String(), nil
+// TimelineRow is one event of a timeline with what the events before it
+// say about it. Payload is Decode's typed payload; it is nil for a type
+// Decode does not know, and nil with Problem set for a payload that is
+// capped or does not decode.
+type TimelineRow struct {
+	store.Event
+	Payload any
+	Problem string
+	// Command is what a gate decision, an approval or a tool result is
+	// about: the command, or "read_file PATH".
+	Command string
+	// Result is a tool result's outcome: "exit N", "timed out",
+	// "interrupted", "not run" or "done".
+	Result string
+	// Detail is a tool result's status line, or why it did not run (its
+	// content's first line without the "not run: " it starts with).
+	Detail string
+	// Output is the first lines of a command's output (at most
+	// OutputLines, each on one line), as the chain holds them: masked.
+	Output []string
+	// FirstLook marks the first look's question (an alert route's
+	// message); Findings marks the first look's final answer.
+	FirstLook, Findings bool
+	// Joined and Resolved are, for an alert notification, the alerts new
+	// to the session (all of its first notification's, or those that
+	// fired again) and those it reports resolved.
+	Joined, Resolved []*TimelineAlert
+	// Listed reports whether the timeline documents list the row; the
+	// console's session page shows every row.
+	Listed bool
 }
 
-// WriteTimeline writes the timeline of session's events (in chain order)
-// with rep, the chain's verification, at the top. Every text taken from
-// an event (a message, a command, an alert's labels) is quoted in a code
-// span on one line, so the timeline's own lines cannot be forged by it.
-func WriteTimeline(w io.Writer, session string, events iter.Seq2[store.Event, error], rep store.Report, opt TimelineOptions) error {
-	if opt.Now.IsZero() {
-		opt.Now = time.Now()
-	}
-	loc := opt.Location
-	if loc == nil {
-		loc = time.UTC
-	}
-	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "# Incident timeline: %s\n\n", textfmt.CodeSpan(session, 200))
-	if rep.OK {
-		fmt.Fprintf(bw, "**Chain verified:** %d events, head #%d `%s` (at %s).\n", rep.Events, rep.LastSeq, rep.LastHash, opt.Now.UTC().Format(time.RFC3339))
-	} else {
-		fmt.Fprintf(bw, "**CHAIN VERIFICATION FAILED** at #%d: %s. Good events up to #%d `%s`. Do not rely on the lines below without an auditor.\n",
-			rep.BadSeq, textfmt.CodeSpan(rep.Problem, 300), rep.LastSeq, rep.LastHash)
-	}
-	if loc == time.UTC {
-		bw.WriteString("Times are UTC.")
-	} else {
-		fmt.Fprintf(bw, "Times are %s time (zone and offset in each day's heading).", textfmt.CodeSpan(loc.String(), 80))
-	}
-	bw.WriteString(" Each line: time, the event's sequence number, the first 12 hex digits of its hash " +
-		"(`thinbot audit export --session` shows the whole event).\n\n## Events\n\n")
-	t := &timeline{w: bw, loc: loc, calls: map[string]string{}, requests: map[string]string{}}
-	n := 0
+// TimelineAlert is one alert of a session's notifications.
+type TimelineAlert struct {
+	// Name is its alertname label; Labels are its other labels but
+	// severity, "k=v" sorted.
+	Name   string
+	Labels []string
+	// StartsAt and EndsAt are the alerting system's own times (EndsAt is
+	// zero while it fires).
+	StartsAt, EndsAt time.Time
+	// Seen is when the first notification naming it was recorded,
+	// ResolvedSeen when the one saying it resolved was (zero while it
+	// fires).
+	Seen, ResolvedSeen time.Time
+	// Joined reports that it came after the session's first notification.
+	Joined bool
+}
+
+// Link is a named link of a timeline.
+type Link struct{ Name, URL string }
+
+// Milestone is an incident step the chain shows: when, from which event,
+// and a note on what it was ("the alerts' startsAt", who), Markdown whose
+// text from the chain is in code spans.
+type Milestone struct {
+	Name string
+	At   time.Time
+	Seq  uint64
+	Note string
+}
+
+// The milestones of an incident, in their order.
+const (
+	MilestoneFired        = "fired"        // the earliest startsAt of the alerts
+	MilestoneCard         = "card"         // the first notification was recorded (the card posted)
+	MilestoneFirstLook    = "first look"   // the first look answered
+	MilestoneAcknowledged = "acknowledged" // a person took the incident (the card's Acknowledge)
+	MilestoneFirstHuman   = "first human"  // a person first wrote, acknowledged or decided in the session
+	MilestoneApproval     = "approval"     // the first approved command
+	MilestoneResolved     = "resolved"     // the group resolved: its alerts' latest endsAt
+)
+
+var milestoneOrder = []string{MilestoneFired, MilestoneCard, MilestoneFirstLook, MilestoneAcknowledged, MilestoneFirstHuman, MilestoneApproval, MilestoneResolved}
+
+// unlisted are the event types the timeline documents leave out: the
+// machinery of a run. A type not here is listed, one Decode does not know
+// in a generic line, so that a newer kind shows without a renderer's help.
+var unlisted = map[string]bool{EvSystemPrompt: true, EvRunStarted: true, EvProtocolSwitch: true, EvMemory: true,
+	EvSkillFiltered: true, EvSkillOpened: true, EvChainVerified: true, EvConfigReloaded: true, EvConfigReloadRefused: true}
+
+// ReadTimeline reads the timeline of session from its events, in chain
+// order. It returns the first error events yields.
+func ReadTimeline(session string, events iter.Seq2[store.Event, error]) (*Timeline, error) {
+	tl := &Timeline{Session: session}
+	b := timelineBuilder{tl: tl, calls: map[string]string{}, requests: map[string]string{}, alerts: map[string]*TimelineAlert{},
+		reached: map[string]Milestone{}}
 	for e, err := range events {
 		if err != nil {
-			return fmt.Errorf("timeline of %s: %w", session, err)
+			return nil, fmt.Errorf("timeline of %s: %w", session, err)
 		}
-		n++
-		t.event(e)
+		tl.Rows = append(tl.Rows, b.row(e))
 	}
-	if t.lines == 0 {
-		bw.WriteString("No events in this session.\n")
-	}
-	fmt.Fprintf(bw, "\n%d of the session's %d events listed.\n", t.lines, n)
-	if opt.Summary != "" {
-		bw.WriteString("\n## The model's summary (the model's words, not evidence)\n\n")
-		for _, l := range strings.Split(strings.TrimSpace(opt.Summary), "\n") {
-			bw.WriteString("> " + l + "\n")
+	for _, name := range milestoneOrder {
+		if m, ok := b.reached[name]; ok {
+			tl.Milestones = append(tl.Milestones, m)
 		}
 	}
-	return bw.Flush()
+	// In time order, so that each step's duration is from the one before
+	// (a person may write before the first look answers).
+	slices.SortStableFunc(tl.Milestones, func(x, y Milestone) int { return x.At.Compare(y.At) })
+	return tl, nil
 }
 
-type timeline struct {
-	w        *bufio.Writer
-	loc      *time.Location
-	day      string // the last day's heading
-	lines    int
+// Milestone returns the named milestone and whether the chain shows it.
+func (tl *Timeline) Milestone(name string) (Milestone, bool) {
+	for _, m := range tl.Milestones {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Milestone{}, false
+}
+
+type timelineBuilder struct {
+	tl       *Timeline
 	calls    map[string]string // call id -> command, for results
 	requests map[string]string // request id -> command, for decisions
+	alerts   map[string]*TimelineAlert
+	reached  map[string]Milestone
+	// inLook is set from the first look's question until its answer or
+	// a person's message.
+	inLook, looked bool
 }
 
-func (t *timeline) line(e store.Event, text string) {
-	at := e.Time.In(t.loc)
-	day := at.Format("**2006-01-02**")
-	if t.loc != time.UTC {
-		day += at.Format(" (MST, UTC-07:00)")
+func (b *timelineBuilder) reach(name string, e store.Event, at time.Time, note string) {
+	if _, ok := b.reached[name]; !ok && !at.IsZero() {
+		b.reached[name] = Milestone{Name: name, At: at, Seq: e.Seq, Note: note}
 	}
-	if day != t.day {
-		fmt.Fprintf(t.w, "%s\n\n", day)
-		t.day = day
-	}
-	h := e.Hash
-	if len(h) > 12 {
-		h = h[:12]
-	}
-	fmt.Fprintf(t.w, "- %s #%d `%s` %s\n", at.Format("15:04:05"), e.Seq, h, text)
-	t.lines++
 }
 
-func (t *timeline) event(e store.Event) {
-	switch e.Type {
-	case EvAlert:
-		var p AlertPayload
-		if json.Unmarshal(e.Payload, &p) != nil {
-			return
+func (b *timelineBuilder) row(e store.Event) TimelineRow {
+	r := TimelineRow{Event: e, Listed: !unlisted[e.Type]}
+	if c, ok := store.Capped(e.Payload); ok {
+		r.Problem = fmt.Sprintf("payload capped: %d bytes, sha256 %.12s…", c.Size, c.SHA256)
+		return r
+	}
+	p, err := Decode(e)
+	if err != nil {
+		r.Problem = err.Error()
+		return r
+	}
+	r.Payload = p
+	if strings.HasPrefix(e.Actor, "user:") && e.Type != EvNote {
+		b.reach(MilestoneFirstHuman, e, e.Time, textfmt.CodeSpan(who(e.Actor), 80))
+	}
+	switch p := p.(type) {
+	case *AlertPayload:
+		b.alert(&r, p)
+	case *UserMessagePayload:
+		if strings.HasPrefix(e.Actor, "alert:") && !b.looked {
+			r.FirstLook, b.inLook, b.looked = true, true, true
+		} else if !strings.HasPrefix(e.Actor, "alert:") {
+			b.inLook = false
 		}
-		name, sev := "", ""
-		firing := 0
-		for _, a := range p.Alerts {
-			if name == "" {
-				name, sev = a.Labels["alertname"], a.Labels["severity"]
-			}
-			if a.Status == "firing" {
-				firing++
-			}
-		}
-		what := map[string]string{"opened": "alert opened this thread", "update": "alert notification", "resolved": "alert resolved"}[p.Kind]
-		if what == "" {
-			what = "alert"
-		}
-		text := fmt.Sprintf("**%s** (%s): %s", what, p.Status, textfmt.CodeSpan(name, 80))
-		if sev != "" {
-			text += " severity " + textfmt.CodeSpan(sev, 40)
-		}
-		t.line(e, text+fmt.Sprintf(", %d of %d alert(s) firing", firing, len(p.Alerts)))
-	case EvAlertAck:
-		var p AlertAckPayload
-		if json.Unmarshal(e.Payload, &p) != nil {
-			return
-		}
-		t.line(e, "**acknowledged** by "+textfmt.CodeSpan(e.Actor, 80))
-	case EvAlertSilence:
-		var p AlertSilencePayload
-		if json.Unmarshal(e.Payload, &p) != nil {
-			return
-		}
-		text := fmt.Sprintf("**silence %s** in Alertmanager", textfmt.CodeSpan(p.Action, 20))
-		if p.SilenceID != "" {
-			text += " " + textfmt.CodeSpan(p.SilenceID, 60)
-		}
-		if !p.EndsAt.IsZero() && p.Action == "created" {
-			text += " until " + p.EndsAt.UTC().Format("2006-01-02 15:04 UTC")
-		}
-		text += ", request `" + p.RequestID + "`"
-		if p.Error != "" {
-			text += ": " + textfmt.CodeSpan(p.Error, 200)
-		}
-		t.line(e, text)
-	case EvApprovalReminder:
-		var p ApprovalReminderPayload
-		if json.Unmarshal(e.Payload, &p) != nil {
-			return
-		}
-		what := map[string]string{"remind": "reminder", "escalate": "escalation"}[p.Stage]
-		if what == "" {
-			what = "reminder"
-		}
-		t.line(e, fmt.Sprintf("**%s** of request `%s` after %s, to %d user(s)", what, p.RequestID,
-			time.Duration(p.After*float64(time.Second)).Round(time.Second), len(p.Mentioned)))
-	case EvUserMessage:
-		var p UserMessagePayload
-		if json.Unmarshal(e.Payload, &p) != nil {
-			return
-		}
-		if strings.HasPrefix(e.Actor, "alert:") {
-			t.line(e, fmt.Sprintf("**first look** started by %s (read-only, the alert as its question)", textfmt.CodeSpan(e.Actor, 80)))
-			return
-		}
-		t.line(e, fmt.Sprintf("**message** from %s: %s", textfmt.CodeSpan(e.Actor, 80), textfmt.CodeSpan(p.Text, 200)))
-	case EvGateDecision:
-		var p GatePayload
-		if json.Unmarshal(e.Payload, &p) != nil {
-			return
-		}
-		what := p.what()
-		t.calls[p.CallID] = what
-		target := ""
-		if p.TargetCount > 0 {
-			target = fmt.Sprintf(" on %d host(s)", p.TargetCount)
-		}
-		t.line(e, fmt.Sprintf("**command** %s%s: verdict %s (%s), %s", textfmt.CodeSpan(what, 200), target, p.Verdict, textfmt.CodeSpan(p.Rule, 60), p.Action))
-	case EvApprovalAsked:
-		var p ApprovalAskedPayload
-		if json.Unmarshal(e.Payload, &p) != nil {
-			return
-		}
-		t.requests[p.RequestID] = p.Command
-		t.line(e, fmt.Sprintf("**approval asked** %s for %s, requested by %s (sha256 %s)", p.RequestID, textfmt.CodeSpan(p.Command, 200), textfmt.CodeSpan(p.Requester, 80), short(p.SHA256)))
-	case EvApprovalDecided:
-		var p ApprovalDecidedPayload
-		if json.Unmarshal(e.Payload, &p) != nil {
-			return
-		}
-		verdict := "**denied**"
+	case *GatePayload:
+		r.Command = p.what()
+		b.calls[p.CallID] = r.Command
+	case *ApprovalAskedPayload:
+		r.Command = p.Command
+		b.requests[p.RequestID] = p.Command
+	case *AlertAckPayload:
+		b.reach(MilestoneAcknowledged, e, e.Time, textfmt.CodeSpan(who(e.Actor), 80))
+	case *ApprovalReminderPayload:
+		r.Command = b.requests[p.RequestID]
+	case *ApprovalDecidedPayload:
+		r.Command = b.requests[p.RequestID]
 		if p.Approved {
-			verdict = "**approved**"
+			b.reach(MilestoneApproval, e, e.Time, textfmt.CodeSpan(who(p.By), 80)+" approved "+textfmt.CodeSpan(r.Command, 80))
 		}
-		text := fmt.Sprintf("%s %s: %s by %s", verdict, p.RequestID, textfmt.CodeSpan(t.requests[p.RequestID], 200), textfmt.CodeSpan(orSystem(p.By), 80))
-		if p.Why != "" {
-			text += " (" + textfmt.CodeSpan(p.Why, 120) + ")"
-		}
-		t.line(e, text+fmt.Sprintf(" (sha256 %s)", short(p.SHA256)))
-	case EvToolResult:
-		var p ToolResultPayload
-		if json.Unmarshal(e.Payload, &p) != nil || p.Tool == ToolSkill {
-			return
-		}
-		res := "done"
+	case *ToolResultPayload:
+		r.Listed = r.Listed && p.Tool != ToolSkill
+		r.Command, r.Result = b.calls[p.CallID], p.Outcome()
+		status, rest, _ := strings.Cut(p.Content, "\n")
 		switch {
-		case p.TimedOut:
-			res = "timed out"
-		case p.Cause != "":
-			res = "interrupted"
-		case p.ExitCode != nil:
-			res = fmt.Sprintf("exit %d", *p.ExitCode)
-		case p.IsError:
-			res = "not run"
+		case r.Result == "not run":
+			r.Detail = strings.TrimPrefix(firstLine(p.Content), "not run: ")
+		case p.ExitCode != nil || p.TimedOut || p.Cause != "":
+			r.Detail, r.Output = status, headLines(rest, OutputLines, outputWidth)
+		default:
+			r.Output = headLines(p.Content, OutputLines, outputWidth)
 		}
-		text := fmt.Sprintf("**result** of %s: %s", textfmt.CodeSpan(t.calls[p.CallID], 120), res)
-		if p.OutputSize > 0 {
-			text += fmt.Sprintf(", %d bytes", p.OutputSize)
+	case *AssistantPayload:
+		r.Listed = r.Listed && len(p.ToolCalls) == 0 && strings.TrimSpace(p.Content) != ""
+		if r.Listed && b.inLook {
+			r.Findings, b.inLook, b.tl.Findings = true, false, strings.TrimSpace(p.Content)
+			b.reach(MilestoneFirstLook, e, e.Time, "the first look's answer")
 		}
-		if p.DurationMS > 0 {
-			text += fmt.Sprintf(", %d ms", p.DurationMS)
+	case *NotePayload:
+		r.Listed = p.Kind == NoteClickRefused || p.Kind == NoteRunRefused || p.Kind == NoteIncidentSummary
+	}
+	return r
+}
+
+// alert notes an alert notification's news: the alerts that joined and
+// those that resolved, the group's first card and its resolve.
+func (b *timelineBuilder) alert(r *TimelineRow, p *AlertPayload) {
+	first := len(b.alerts) == 0
+	if b.tl.Route == "" {
+		b.tl.Route = p.Route
+	}
+	var fired, ended time.Time
+	for _, a := range p.Alerts {
+		k := a.Fingerprint
+		if k == "" {
+			k = fmt.Sprint(a.Labels)
 		}
-		if first := firstLine(p.Content); first != "" {
-			text += ": " + textfmt.CodeSpan(first, 120)
+		ta, ok := b.alerts[k]
+		if !ok {
+			ta = &TimelineAlert{Name: a.Labels["alertname"], StartsAt: a.StartsAt, Seen: r.Time, Joined: !first}
+			for _, l := range slices.Sorted(maps.Keys(a.Labels)) {
+				if l != "alertname" && l != "severity" {
+					ta.Labels = append(ta.Labels, l+"="+a.Labels[l])
+				}
+			}
+			b.alerts[k] = ta
+			b.tl.Alerts = append(b.tl.Alerts, ta)
+			r.Joined = append(r.Joined, ta)
+			b.links(a)
 		}
-		t.line(e, text)
-	case EvRunFinished:
-		var p RunPayload
-		if json.Unmarshal(e.Payload, &p) != nil {
-			return
+		switch {
+		case a.Status == "resolved" && ta.ResolvedSeen.IsZero():
+			ta.EndsAt, ta.ResolvedSeen = a.EndsAt, r.Time
+			r.Resolved = append(r.Resolved, ta)
+		case a.Status == "firing" && !ta.ResolvedSeen.IsZero():
+			// It fired again: a new life, seen now.
+			ta.StartsAt, ta.EndsAt, ta.ResolvedSeen, ta.Seen, ta.Joined = a.StartsAt, time.Time{}, time.Time{}, r.Time, true
+			r.Joined = append(r.Joined, ta)
 		}
-		text := fmt.Sprintf("run finished: %s after %d step(s)", p.Status, p.Steps)
-		if p.Cause != "" {
-			text += ": " + stopLine(p.Cause, p.CauseBy)
+		if !a.StartsAt.IsZero() && (fired.IsZero() || a.StartsAt.Before(fired)) {
+			fired = a.StartsAt
 		}
-		t.line(e, text)
-	case EvAssistantMessage:
-		var p AssistantPayload
-		if json.Unmarshal(e.Payload, &p) != nil || len(p.ToolCalls) > 0 || strings.TrimSpace(p.Content) == "" {
-			return
+		if a.EndsAt.After(ended) {
+			ended = a.EndsAt
 		}
-		t.line(e, fmt.Sprintf("model answered (%d characters; the answer is in the thread and the chain)", len(p.Content)))
-	case EvClear:
-		t.line(e, fmt.Sprintf("history cleared by %s (a new branch)", textfmt.CodeSpan(e.Actor, 80)))
-	case EvCompacted:
-		t.line(e, "conversation compacted")
-	case EvNote:
-		var p NotePayload
-		if json.Unmarshal(e.Payload, &p) != nil {
-			return
-		}
-		switch p.Kind {
-		case NoteClickRefused:
-			t.line(e, fmt.Sprintf("**click refused**: %s (%s)", textfmt.CodeSpan(p.User+" "+p.Name, 80), textfmt.CodeSpan(p.Detail, 120)))
-		case NoteRunRefused:
-			t.line(e, fmt.Sprintf("**message not run** from %s: %s (%s)", textfmt.CodeSpan(e.Actor, 80), textfmt.CodeSpan(p.Text, 200), textfmt.CodeSpan(p.Detail, 200)))
-		case NoteIncidentSummary:
-			t.line(e, fmt.Sprintf("the model wrote a summary (%d characters; shown apart, as the model's words)", len(p.Detail)))
+	}
+	b.reach(MilestoneFired, r.Event, fired, "the alerts' startsAt")
+	b.reach(MilestoneCard, r.Event, r.Time, "the first notification")
+	if p.Status == "resolved" {
+		if ended.IsZero() {
+			b.reach(MilestoneResolved, r.Event, r.Time, "the resolved notification")
+		} else {
+			b.reach(MilestoneResolved, r.Event, ended, "the alerts' endsAt")
 		}
 	}
 }
 
-// stopLine says why a run stopped, from run_finished's cause and cause_by,
-// the who or what (untrusted: a chat name) in a code span.
-func stopLine(kind, by string) string {
-	switch kind {
-	case StopShutdown:
-		return "**thinbot shut down** (" + textfmt.CodeSpan(by, 40) + ")"
-	case StopUser:
-		return "**stopped** by " + textfmt.CodeSpan(by, 80)
-	case StopBudget:
-		return "**budget ran out** (" + textfmt.CodeSpan(by, 80) + ")"
+// links keeps the first runbook, source and dashboard link the alerts give.
+func (b *timelineBuilder) links(a AlertRecord) {
+	for _, l := range []Link{{"runbook", a.Annotations["runbook_url"]}, {"source", a.GeneratorURL}, {"dashboard", a.Annotations["dashboard_url"]}} {
+		l.URL = strings.TrimSpace(l.URL)
+		if l.URL != "" && !slices.ContainsFunc(b.tl.Links, func(k Link) bool { return k.Name == l.Name }) {
+			b.tl.Links = append(b.tl.Links, l)
+		}
 	}
-	return textfmt.CodeSpan(kind, 40) + " " + textfmt.CodeSpan(by, 80)
+	slices.SortStableFunc(b.tl.Links, func(x, y Link) int { return linkRank(x.Name) - linkRank(y.Name) })
 }
 
-func short(h string) string {
-	if len(h) > 12 {
-		return h[:12]
+func linkRank(name string) int {
+	return map[string]int{"runbook": 0, "source": 1, "dashboard": 2}[name]
+}
+
+// Outcome says how a tool call ended: "timed out", "interrupted" (the
+// run's cancellation ended it), "exit N", "not run" (refused, or an
+// error before it ran) or "done".
+func (p *ToolResultPayload) Outcome() string {
+	switch {
+	case p.TimedOut:
+		return "timed out"
+	case p.Cause != "" && p.ExitCode != nil:
+		return "interrupted"
+	case p.ExitCode != nil:
+		return fmt.Sprintf("exit %d", *p.ExitCode)
+	case p.IsError:
+		return "not run"
 	}
-	return h
+	return "done"
+}
+
+// who is a person's name from an actor: "alice" of "user:U1 (alice)",
+// the actor without "user:" when it names no one else.
+func who(actor string) string {
+	actor = strings.TrimPrefix(actor, "user:")
+	if i := strings.LastIndex(actor, " ("); i > 0 && strings.HasSuffix(actor, ")") {
+		return actor[i+2 : len(actor)-1]
+	}
+	return actor
+}
+
+// outputWidth is how many bytes of an output line a row keeps.
+const outputWidth = 160
+
+// headLines are the first n non-empty lines of s, then "…" if more
+// follow: each cut to width bytes, its control characters (a terminal's
+// escapes, a carriage return) made spaces, its indentation kept, so that
+// columns (df, ps) still line up.
+func headLines(s string, n, width int) []string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		l = strings.TrimRightFunc(strings.Map(func(r rune) rune {
+			if r < ' ' && r != '\t' || r == 0x7f {
+				return ' '
+			}
+			return r
+		}, strings.ToValidUTF8(l, "?")), unicode.IsSpace)
+		if l == "" {
+			continue
+		}
+		if len(out) == n {
+			out = append(out, "…")
+			break
+		}
+		if h, rest := textfmt.Ends(l, width, 0); rest != "" || len(h) < len(l) {
+			l = h + "…"
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // firstLine is the first non-empty line of s.
@@ -322,6 +371,29 @@ func firstLine(s string) string {
 		}
 	}
 	return ""
+}
+
+// Timeline writes the session's postmortem timeline in Markdown
+// (WriteTimeline), with the whole chain's verification. It first syncs
+// what a running turn appended buffered.
+func (a *Agent) Timeline(ctx context.Context, session string, opt TimelineOptions) (string, error) {
+	db := a.cfg.Store
+	if err := db.Sync(); err != nil && !errors.Is(err, store.ErrReadOnly) {
+		return "", fmt.Errorf("timeline of %s: %w", session, err)
+	}
+	rep, err := db.Verify(ctx, nil)
+	if err != nil {
+		return "", fmt.Errorf("timeline of %s: verify: %w", session, err)
+	}
+	tl, err := ReadTimeline(session, db.Events(session, 1))
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	if err := WriteTimeline(&b, tl, rep, opt); err != nil {
+		return "", err
+	}
+	return b.String(), nil
 }
 
 // NoteIncidentSummary marks a note holding the model's summary of a

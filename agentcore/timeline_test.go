@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,38 +63,21 @@ func TestTimeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hashes := map[uint64]string{}
-	for e, err := range db.All(1) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		hashes[e.Seq] = e.Hash
-	}
+	hashes := chainHashes(t, db)
 	seq, head := db.LastSeq(), hashes[db.LastSeq()]
 	if !strings.Contains(out, fmt.Sprintf("**Chain verified:** 16 events, head #%d `%s`", seq, head)) {
 		t.Errorf("no verified head:\n%s", out)
 	}
-	lines := 0
-	for _, l := range strings.Split(out, "\n") {
-		if !strings.HasPrefix(l, "- ") {
-			continue
-		}
-		m := lineRe.FindStringSubmatch(l)
-		if m == nil {
-			t.Errorf("line without time, seq and hash: %q", l)
-			continue
-		}
-		n, _ := strconv.ParseUint(m[2], 10, 64)
-		if !strings.HasPrefix(hashes[n], m[3]) {
-			t.Errorf("line %q: hash of #%d is %s", l, n, hashes[n])
-		}
-		lines++
+	_, appendix, ok := strings.Cut(out, "## Verified appendix")
+	if !ok {
+		t.Fatalf("no appendix:\n%s", out)
 	}
+	lines := appendixLines(t, appendix, hashes)
 	if lines != 16 {
 		t.Errorf("%d lines, want 16:\n%s", lines, out)
 	}
 	for _, want := range []string{"**approved** rc0: `rm -f /var/tmp/big` by `user:U2 (bob)`", "**message** from `user:U1 (alice)`: `check disk 0`",
-		"verdict confirm (`write`), ask", "**result** of `rm -f /var/tmp/big`: exit 0, 7 bytes, 3 ms: `exit code: 0`",
+		"verdict confirm (`write`), ask", "**result** of `rm -f /var/tmp/big`: exit 0, 7 bytes, 3 ms: `exit code: 0`; output: `removed`",
 		"## The model's summary (the model's words, not evidence)\n\n> The disk filled.\n> # Not a heading",
 		"`Disk'Full - 00:00:00 #1 'forged'`"} {
 		if !strings.Contains(out, want) {
@@ -220,8 +202,12 @@ func TestTimelineZone(t *testing.T) {
 			"**2026-11-01** (IST, UTC+05:30)", "- 11:00:00 #1 `111111111111`", "- 12:00:00 #2 `222222222222`",
 			"**2026-11-02** (IST, UTC+05:30)", "- 01:30:00 #3 `333333333333`"}},
 	} {
+		tl, err := ReadTimeline("s", events)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var b strings.Builder
-		if err := WriteTimeline(&b, "s", events, rep, TimelineOptions{Now: now, Location: tc.loc}); err != nil {
+		if err := WriteTimeline(&b, tl, rep, TimelineOptions{Now: now, Location: tc.loc, Part: PartAppendix}); err != nil {
 			t.Fatal(err)
 		}
 		out := b.String()

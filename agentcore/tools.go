@@ -53,6 +53,15 @@ type toolArgs struct {
 	Note    string `json:"note"`
 	Summary string `json:"summary"`
 	Target  string `json:"target"`
+	// The datasource tools' (datasources.go).
+	Query      string `json:"query"`
+	Datasource string `json:"datasource"`
+	Window     string `json:"window"`
+	End        string `json:"end"`
+	Time       string `json:"time"`
+	Step       string `json:"step"`
+	Filter     string `json:"filter"`
+	Top        int    `json:"top"`
 }
 
 // parseArgs validates a tool call's arguments. The error text goes back to
@@ -112,6 +121,8 @@ func example(tool string) string {
 		return `{"note":"db01 is the primary"}`
 	case ToolAgentDone:
 		return `{"summary":"what was done"}`
+	case ToolPromQuery, ToolPromRange, ToolLogQuery:
+		return `{"query":"up","window":"1h"}`
 	}
 	return "{}"
 }
@@ -147,6 +158,8 @@ func (r *run) dispatch(ctx context.Context, call ToolCall, args toolArgs) (outco
 		o.content, o.isErr, err = r.remember(args.Note)
 	case ToolAgentDone:
 		o.content, o.done, o.summary = "done", true, args.Summary
+	case ToolPromQuery, ToolPromRange, ToolLogQuery, ToolAlerts, ToolSilences:
+		o.content, o.isErr, err = r.queryDatasource(ctx, call, args)
 	default:
 		o.content, o.isErr = "error: unknown tool "+call.Name, true
 	}

@@ -3,14 +3,14 @@ package bot
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/agentcore/textfmt"
@@ -70,8 +70,8 @@ func (ar *alertRun) after(ctx context.Context, b *Bot, t Thread) {
 	b.post(ctx, t, Post{Text: s.String()})
 }
 
-// ActionFirstLook is the button id of Run first look, offered in the
-// thread of a group whose automatic first look was skipped.
+// ActionFirstLook is the button id of Run first look, offered on the card
+// of a group whose automatic first look was skipped.
 const ActionFirstLook = "first_look"
 
 // A group's first-look states (alerts.looks).
@@ -110,11 +110,16 @@ func (a *alerts) busy(cfg *AlertsConfig, rt AlertRoute) string {
 // investigate starts the route's first look in the group's thread, or,
 // when the channel or the route already has its limit of first looks
 // running, queues it (at most MaxQueued per channel; it starts when one
-// ends) or, beyond that, skips it: the thread then says so and offers Run
-// first look. The chain records a queued or skipped look (NoteFirstLook).
+// ends) or, beyond that, skips it: the thread then says so and the card
+// offers Run first look. The chain records a queued or skipped look
+// (NoteFirstLook).
 func (a *alerts) investigate(ctx context.Context, cfg *AlertsConfig, t Thread, ch Channel, rt AlertRoute, wh Webhook) {
 	a.mu.Lock()
 	why, queued := a.busy(cfg, rt), 0
+	if g, ok := a.groups[wh.GroupKey]; ok && g.LookSkipped { // skipped when it fired before
+		g.LookSkipped = false
+		a.groups[wh.GroupKey] = g
+	}
 	switch {
 	case why == "":
 		a.perChan[rt.Channel]++
@@ -126,6 +131,9 @@ func (a *alerts) investigate(ctx context.Context, cfg *AlertsConfig, t Thread, c
 		a.looks[wh.GroupKey] = lookQueued
 	default:
 		a.looks[wh.GroupKey] = lookSkipped
+		g := a.groups[wh.GroupKey]
+		g.LookSkipped = true
+		a.groups[wh.GroupKey] = g
 	}
 	a.mu.Unlock()
 	b := a.bots[rt.Platform]
@@ -142,10 +150,15 @@ func (a *alerts) investigate(ctx context.Context, cfg *AlertsConfig, t Thread, c
 	default:
 		a.count("investigation_skipped")
 		text := fmt.Sprintf("Skipped the automatic first look: %s, and this channel's queue of first looks is full (%d waiting, the limit). "+
-			"Tap **Run first look** to run it now, or ask me in this thread to investigate.", why, cfg.MaxQueued)
+			"Tap **Run first look** on the card to run it now, or ask me in this thread to investigate.", why, cfg.MaxQueued)
 		b.log.Info("alert first look skipped", "conv", t.Key(), "route", rt.Name, "why", why)
 		a.noteLook(ch, t, "alert:"+rt.Name, lookSkipped, text)
-		b.post(ctx, t, Post{Text: text, Buttons: []Button{{ID: ActionFirstLook, Label: "Run first look", Style: "primary"}}, Value: lookValue(wh.GroupKey)})
+		b.post(ctx, t, Post{Text: text})
+		// The card gets its Run first look (cardPost).
+		a.mu.Lock()
+		g := a.groups[wh.GroupKey]
+		a.mu.Unlock()
+		b.update(ctx, t, g.PostID, cardPost(g, payloadWebhook(g.Last), g.Last, b.cfg.Now(), g.StartsAt, b.zone(ch)))
 	}
 	a.stormChanged(ctx, rt, wh.GroupKey, false, true)
 }
@@ -191,7 +204,7 @@ func (a *alerts) start(ctx context.Context, t Thread, ch Channel, rt AlertRoute,
 	}
 	ar := &alertRun{actor: "alert:" + rt.Name, release: release,
 		budgets: agentcore.Budgets{MaxSteps: steps, MaxModelCalls: 2*steps + 1, MaxWall: wall}}
-	m := Message{Thread: t, User: User{ID: "alert:" + rt.Name, Name: "alert"}, Text: alertQuestion(wh, ch.Agent.Skills()), Time: b.cfg.Now()}
+	m := Message{Thread: t, User: User{ID: "alert:" + rt.Name, Name: "alert"}, Text: alertQuestion(wh, ch.Agent.Skills(), ch.Agent.HasDatasource("prometheus")), Time: b.cfg.Now()}
 	b.mu.Lock()
 	closing, base := b.closing, b.runCtx
 	b.mu.Unlock()
@@ -258,18 +271,10 @@ func (a *alerts) next(channel string) {
 	}
 }
 
-// lookValue is the value a Run first look button carries: a digest of the
-// group key (a key may be 4 KiB; button values are short), bound to the
-// thread when pressed.
-func lookValue(groupKey string) string {
-	sum := sha256.Sum256([]byte(groupKey))
-	return "look:" + hex.EncodeToString(sum[:12])
-}
-
-// runFirstLook handles a press of Run first look: a person who may
-// approve in the channel starts the group's read-only first look, which
-// the chain records as requested by them; the button's post then says who
-// ran it. It runs once: a look queued, running or run already is said.
+// runFirstLook handles a press of Run first look on a group's card: a
+// person who may approve in the channel starts the group's read-only first
+// look, which the chain records as requested by them; the card is redrawn
+// without the button and the thread says who ran it. It runs once.
 func (b *Bot) runFirstLook(ctx context.Context, c Click) ClickResult {
 	b.mu.Lock()
 	a := b.alerts
@@ -277,17 +282,21 @@ func (b *Bot) runFirstLook(ctx context.Context, c Click) ClickResult {
 	if a == nil {
 		return ClickResult{Ephemeral: "This alert is not known (thinbot receives no alerts now). Nothing was run."}
 	}
-	var key string
-	var g agentcore.AlertGroup
 	a.mu.Lock()
-	for k, gg := range a.groups {
-		if gg.Session == c.Thread.Key() && lookValue(k) == c.Value {
-			key, g = k, gg
-		}
-	}
+	key := a.ackKeys[c.Value] // the card's value, Acknowledge's too
 	a.mu.Unlock()
 	if key == "" {
-		return ClickResult{Ephemeral: "This thread's alert group is not known. Nothing was run."}
+		return ClickResult{Ephemeral: "This card's alert group is not known. Nothing was run."}
+	}
+	// A press that races the card's redraw waits for the delivery, which
+	// holds the group's lock.
+	unlock := a.lock(key)
+	defer unlock()
+	a.mu.Lock()
+	g, ok := a.groups[key]
+	a.mu.Unlock()
+	if !ok || g.Session != c.Thread.Key() || (c.PostID != "" && c.PostID != g.PostID) {
+		return ClickResult{Ephemeral: "This card's alert group is not known. Nothing was run."}
 	}
 	ch, ok := b.cfg.Channel(c.Thread.Channel)
 	if !ok || ch.Agent == nil {
@@ -311,32 +320,30 @@ func (b *Bot) runFirstLook(ctx context.Context, c Click) ClickResult {
 		return ClickResult{Ephemeral: "You cannot run this first look: " + why + ". Nothing was run."}
 	}
 	a.mu.Lock()
+	g = a.groups[key]
 	state := a.looks[key]
-	firing := a.groups[key].Status == "firing"
-	ok = firing && (state == lookSkipped || state == "") // "": a look skipped before a restart
+	ok = g.Status == "firing" && g.LookSkipped
 	if ok {
+		g.LookSkipped = false
+		a.groups[key] = g
 		a.looks[key] = lookRunning
 	}
 	a.mu.Unlock()
 	switch {
-	case !firing:
+	case g.Status != "firing":
 		return ClickResult{Ephemeral: "This alert group is resolved. Nothing was run; ask me in the thread to investigate."}
 	case !ok:
-		return ClickResult{Ephemeral: "This group's first look is " + state + " already. Nothing more was run."}
+		return ClickResult{Ephemeral: "This group's first look is " + cmp.Or(state, "under way") + " already. Nothing more was run."}
 	}
 	loc := b.zone(ch)
 	text := fmt.Sprintf("Run first look: started by @%s at %s.", textfmt.OneLine(cmp.Or(c.User.Name, c.User.ID), 80), textfmt.Clock(b.cfg.Now(), loc, "15:04:05"))
 	a.noteLook(ch, c.Thread, actor(c.User), "requested", text)
 	b.log.Info("first look run by tap", "conv", g.Session, "user", c.User.ID)
-	a.start(ctx, c.Thread, ch, rt, lastWebhook(key, g.Last), false)
+	b.post(ctx, c.Thread, Post{Text: text})
+	a.start(ctx, c.Thread, ch, rt, payloadWebhook(g.Last), false)
 	a.stormChanged(ctx, rt, key, false, false)
-	return ClickResult{Update: &Post{Text: requestedLook(text)}}
-}
-
-// requestedLook is the skipped look's notice once a person tapped Run
-// first look (text says who and when).
-func requestedLook(text string) string {
-	return "Skipped the automatic first look (the channel's limit and queue were full).\n" + text
+	post := cardPost(g, payloadWebhook(g.Last), g.Last, b.cfg.Now(), g.StartsAt, loc)
+	return ClickResult{Update: &post}
 }
 
 // mayRunLook returns why c's user may not run a first look in ch, or "":
@@ -360,27 +367,19 @@ func (b *Bot) mayRunLook(ctx context.Context, ch Channel, c Click) string {
 	return "you are not an approver for this channel"
 }
 
-// lastWebhook is the notification a group's last payload records, as the
-// first look's question reads it.
-func lastWebhook(key string, p agentcore.AlertPayload) Webhook {
-	wh := Webhook{GroupKey: key, Status: p.Status, Receiver: p.Receiver, TruncatedAlerts: p.Truncated}
-	for _, r := range p.Alerts {
-		wh.Alerts = append(wh.Alerts, WebhookAlert{Status: r.Status, Labels: r.Labels, Annotations: r.Annotations,
-			StartsAt: r.StartsAt, EndsAt: r.EndsAt, GeneratorURL: r.GeneratorURL, Fingerprint: r.Fingerprint})
-	}
-	return wh
-}
-
 // alertQuestion is the first look's question: the instructions are ours;
 // the alert is JSON between markers that JSON cannot contain (its encoder
-// escapes < and >), labelled as untrusted data.
-func alertQuestion(wh Webhook, skills []agentcore.SkillInfo) string {
+// escapes < and >), labelled as untrusted data. With a Prometheus
+// datasource (prom), each alert carries its rule's expression (expr, from
+// its generatorURL) and the first look queries it over the last hour.
+func alertQuestion(wh Webhook, skills []agentcore.SkillInfo, prom bool) string {
 	type alertData struct {
 		Status       string            `json:"status"`
 		Labels       map[string]string `json:"labels,omitempty"`
 		Annotations  map[string]string `json:"annotations,omitempty"`
 		StartsAt     time.Time         `json:"startsAt"`
 		GeneratorURL string            `json:"generatorURL,omitempty"`
+		Expr         string            `json:"expr,omitempty"`
 	}
 	data := struct {
 		Status       string            `json:"status"`
@@ -393,7 +392,11 @@ func alertQuestion(wh Webhook, skills []agentcore.SkillInfo) string {
 			data.More = len(wh.Alerts) - 10 + wh.TruncatedAlerts
 			break
 		}
-		data.Alerts = append(data.Alerts, alertData{Status: al.Status, Labels: al.Labels, Annotations: al.Annotations, StartsAt: al.StartsAt, GeneratorURL: al.GeneratorURL})
+		ad := alertData{Status: al.Status, Labels: al.Labels, Annotations: al.Annotations, StartsAt: al.StartsAt, GeneratorURL: al.GeneratorURL}
+		if prom {
+			ad.Expr = AlertExpr(al.GeneratorURL)
+		}
+		data.Alerts = append(data.Alerts, ad)
 	}
 	js, _ := json.MarshalIndent(data, "", " ")
 	var s strings.Builder
@@ -401,6 +404,10 @@ func alertQuestion(wh Webhook, skills []agentcore.SkillInfo) string {
 		"use read-only commands and skills only (anything that needs an approval is refused in this run; " +
 		"name it in your answer instead and a human will decide). Answer briefly: what you checked, what you found, " +
 		"the likely cause, and what a human should do next.\n")
+	if slices.ContainsFunc(data.Alerts, func(a alertData) bool { return a.Expr != "" }) {
+		fmt.Fprintf(&s, "Start with the alert's own expression: an alert's expr is its rule's PromQL (from its generatorURL); "+
+			"query it with %s over the last hour (its default window) and cite what it shows.\n", agentcore.ToolPromRange)
+	}
 	if sk := matchSkill(wh, skills); sk != "" {
 		fmt.Fprintf(&s, "The skill `%s` matches this alert: open it first.\n", sk)
 	}
@@ -451,4 +458,26 @@ func matchSkill(wh Webhook, skills []agentcore.SkillInfo) string {
 		}
 	}
 	return ""
+}
+
+// maxExpr bounds the expression AlertExpr takes from a generatorURL.
+const maxExpr = 2048
+
+// AlertExpr is the PromQL expression of an alert's generatorURL, as
+// Prometheus writes it (/graph?g0.expr=...&g0.tab=1), or "" when the URL
+// holds none (or one longer than 2 KiB), its whitespace folded.
+func AlertExpr(generatorURL string) string {
+	u, err := url.Parse(generatorURL)
+	if err != nil {
+		return ""
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return ""
+	}
+	expr := strings.TrimSpace(q.Get("g0.expr"))
+	if len(expr) > maxExpr || !utf8.ValidString(expr) || strings.ContainsAny(expr, "\x00") {
+		return ""
+	}
+	return strings.Join(strings.Fields(expr), " ")
 }

@@ -67,18 +67,15 @@ func (r *AlertReplay) Silence(s agentcore.AlertSilencePayload, at time.Time) (ca
 	return r.redraw(at), true
 }
 
-// Look returns the post a NoteFirstLook shows (state: its Detail, text:
-// its Text) and whether it replaces the thread's last skipped-look notice
-// (a tap on its Run first look) rather than being a post of its own. A
-// skipped look's notice carries Run first look, as it did live.
-func (r *AlertReplay) Look(state, text string) (p Post, replace bool) {
-	switch state {
-	case lookSkipped:
-		return Post{Text: text, Buttons: []Button{{ID: ActionFirstLook, Label: "Run first look", Style: "primary"}}, Value: lookValue(r.g.Last.GroupKey)}, false
-	case "requested":
-		return Post{Text: requestedLook(text)}, true
+// Look returns the card after a NoteFirstLook (state: its Detail),
+// recorded at at: a skipped look's card carries Run first look until
+// someone runs it. The note's text is a post of its own in the thread.
+func (r *AlertReplay) Look(state string, at time.Time) (card Post, ok bool) {
+	if !r.known {
+		return Post{}, false
 	}
-	return Post{Text: text}, false
+	r.g.LookSkipped = state == lookSkipped
+	return r.redraw(at), true
 }
 
 func (r *AlertReplay) redraw(at time.Time) Post {

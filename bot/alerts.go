@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -956,44 +955,17 @@ func alertCard(wh Webhook, p agentcore.AlertPayload, now, starts time.Time, loc 
 }
 
 // cardLink is a link of the alert card: "[name](url)" for an http(s) URL
-// (safeURL), any other text shown as text in a code span, so that it
+// (textfmt.LinkURL), any other text shown as text in a code span, so that it
 // neither links nor formats ("" when empty).
 func cardLink(name, raw string) string {
 	raw = strings.TrimSpace(raw)
 	if raw == "" {
 		return ""
 	}
-	if u := safeURL(raw); u != "" {
+	if u := textfmt.LinkURL(raw); u != "" {
 		return "[" + name + "](" + u + ")"
 	}
 	return name + " " + textfmt.CodeSpan(raw, 200)
-}
-
-// safeURL returns u if it is an absolute http(s) URL with a host, with the
-// characters that could end a Markdown link or start markup
-// percent-encoded, else "". Any other scheme (javascript:, data:, file:,
-// mattermost's own) is refused.
-func safeURL(u string) string {
-	u = strings.TrimSpace(u)
-	if len(u) > 2000 {
-		return ""
-	}
-	pu, err := url.Parse(u)
-	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-		// url.Parse lowers the scheme: HTTPS:// is https.
-		return ""
-	}
-	scheme, rest, _ := strings.Cut(u, ":")
-	u = strings.ToLower(scheme) + ":" + rest
-	var b strings.Builder
-	for _, c := range []byte(u) {
-		if c <= ' ' || c >= 0x7f || strings.IndexByte("()<>[]|`\"'\\*_~{}", c) >= 0 {
-			fmt.Fprintf(&b, "%%%02X", c)
-			continue
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
 }
 
 func sortedKeys(m map[string]string) []string {

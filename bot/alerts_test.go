@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -103,6 +104,18 @@ func (f *fakeAdapter) rootPosts() []fakePost {
 		}
 	}
 	return out
+}
+
+// post is the post id as last updated.
+func (f *fakeAdapter) post(id string) fakePost {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.posts {
+		if p.id == id {
+			return p
+		}
+	}
+	return fakePost{}
 }
 
 // stormHead starts a storm summary (which rootPosts leaves out).
@@ -277,11 +290,13 @@ func TestAlertStormBounded(t *testing.T) {
 		if told(th, "Queued the automatic first look: 2 first looks are already running in this channel") != nil {
 			queued = append(queued, th)
 		}
-		if q := told(th, "Skipped the automatic first look: 2 first looks are already running in this channel"); q != nil {
+		if told(th, "Skipped the automatic first look: 2 first looks are already running in this channel") != nil {
 			skipped = append(skipped, th)
-			if len(q.post.Buttons) != 1 || q.post.Buttons[0].ID != ActionFirstLook || q.post.Value == "" {
-				t.Errorf("a skipped look's notice has no Run first look button: %+v", q.post)
+			if card := r.ad.post(p.id); !slices.ContainsFunc(card.post.Buttons, func(b Button) bool { return b.ID == ActionFirstLook }) || card.post.Value == "" {
+				t.Errorf("a skipped look's card has no Run first look button: %+v", card.post)
 			}
+		} else if card := r.ad.post(p.id); slices.ContainsFunc(card.post.Buttons, func(b Button) bool { return b.ID == ActionFirstLook }) {
+			t.Errorf("the card of a look not skipped offers Run first look: %+v", card.post)
 		}
 	}
 	if len(queued) != 10 || len(skipped) != n-2-10 {
@@ -387,26 +402,51 @@ func FuzzAlertCard(f *testing.F) {
 				t.Fatalf("unbalanced code span in %q", line)
 			}
 		}
-		q := alertQuestion(wh, nil)
+		q := alertQuestion(wh, nil, false)
 		if strings.Count(q, "ALERT DATA>>>") != 1 || strings.Count(q, "<<<ALERT DATA") != 1 {
 			t.Fatalf("alert text forged a marker: %q", q)
 		}
 	})
 }
 
+// TestTimelineCommand: /timeline shows the postmortem, with the console's
+// link to the session, and attaches it with the verified appendix;
+// /status names the session for the CLI; /timeline appendix shows the
+// appendix.
 func TestTimelineCommand(t *testing.T) {
-	r := newRig(t, cmdModel{cmd: "echo hi"}, Channel{}, Config{})
+	r := newRig(t, cmdModel{cmd: "echo hi"}, Channel{}, Config{Console: "https://thinbot.example/"})
 	r.say(alice, th1, "m1", "say hi", true)
 	r.ad.waitPost(t, th1, contains("finished: exit code: 0"))
 	r.say(alice, th1, "m2", "/timeline", true)
 	p := r.ad.waitPost(t, th1, contains("# Incident timeline"))
-	for _, want := range []string{"**Chain verified:**", "**message** from `user:U1 (alice)`: `say hi`", "**command** `echo hi`: verdict pass", "**result** of `echo hi`: exit 0"} {
+	postmortem := []string{"`alice` wrote: `say hi`", "`echo hi`: **exit 0**", "**Links:** [console](https://thinbot.example/audit/session?id=" + url.QueryEscape(th1.Key()) + ")"}
+	appendix := []string{"**Chain verified:**", "**message** from `user:U1 (alice)`: `say hi`", "**command** `echo hi`: verdict pass", "**result** of `echo hi`: exit 0"}
+	for _, want := range postmortem {
 		if !strings.Contains(p.post.Text, want) {
 			t.Errorf("timeline lacks %q:\n%s", want, p.post.Text)
 		}
 	}
-	if p.post.File == nil || string(p.post.File.Data) != p.post.Text || p.post.File.Name != "timeline-R1.md" {
-		t.Errorf("attachment = %+v", p.post.File)
+	if strings.Contains(p.post.Text, "Chain verified") {
+		t.Errorf("the message shows the appendix:\n%s", p.post.Text)
+	}
+	if p.post.File == nil || !strings.HasPrefix(string(p.post.File.Data), p.post.Text) || p.post.File.Name != "timeline-R1.md" {
+		t.Fatalf("attachment = %+v", p.post.File)
+	}
+	for _, want := range append(postmortem, appendix...) {
+		if !strings.Contains(string(p.post.File.Data), want) {
+			t.Errorf("the attached timeline lacks %q:\n%s", want, p.post.File.Data)
+		}
+	}
+	// /status names the session as the CLI takes it.
+	r.say(alice, th1, "m4", "/status", true)
+	r.ad.waitPost(t, th1, contains("Session: `fake/C1/R1` (on the host: `thinbot audit timeline fake/C1/R1`)"))
+	// /timeline appendix shows the verified appendix.
+	r.say(alice, th1, "m3", "/timeline appendix", true)
+	p = r.ad.waitPost(t, th1, contains("**Chain verified:**"))
+	for _, want := range appendix {
+		if !strings.Contains(p.post.Text, want) {
+			t.Errorf("/timeline appendix lacks %q:\n%s", want, p.post.Text)
+		}
 	}
 }
 
@@ -427,7 +467,7 @@ func TestTimelineSummary(t *testing.T) {
 	r.say(alice, th1, "m2", "/timeline summary", true)
 	p := r.ad.waitPost(t, th1, contains("# Incident timeline"))
 	if !strings.Contains(p.post.Text, "## The model's summary (the model's words, not evidence)\n\n> The disk filled; **@\u200bchannel** nothing else.") ||
-		!strings.Contains(p.post.Text, "the model wrote a summary") {
+		p.post.File == nil || !strings.Contains(string(p.post.File.Data), "the model wrote a summary") {
 		t.Errorf("timeline:\n%s", p.post.Text)
 	}
 }
@@ -913,17 +953,19 @@ func TestRunFirstLookByTap(t *testing.T) {
 	}
 	roots := r.ad.rootPosts()
 	th := Thread{Platform: "fake", Channel: "C1", Root: roots[1].id}
-	notice := r.ad.waitPost(t, th, contains("Skipped the automatic first look"))
+	r.ad.waitPost(t, th, contains("Skipped the automatic first look"))
+	card := r.ad.post(roots[1].id)
 	click := func(u User) ClickResult {
-		return r.b.HandleClick(r.ctx, Click{Thread: th, PostID: notice.id, ActionID: ActionFirstLook, Value: notice.post.Value, User: u})
+		return r.b.HandleClick(r.ctx, Click{Thread: th, PostID: card.id, ActionID: ActionFirstLook, Value: card.post.Value, User: u})
 	}
 	if res := click(eve); !strings.Contains(res.Ephemeral, "You cannot run this first look") || res.Update != nil {
 		t.Fatalf("a non-approver's tap: %+v", res)
 	}
 	res := click(bob)
-	if res.Update == nil || !strings.Contains(res.Update.Text, "started by @bob") || len(res.Update.Buttons) != 0 {
+	if res.Update == nil || !strings.Contains(res.Update.Text, "FIRING") || slices.ContainsFunc(res.Update.Buttons, func(b Button) bool { return b.ID == ActionFirstLook }) {
 		t.Fatalf("an approver's tap: %+v", res)
 	}
+	r.ad.waitPost(t, th, contains("Run first look: started by @bob"))
 	if res := click(bob); !strings.Contains(res.Ephemeral, "already") {
 		t.Errorf("a second tap: %+v", res)
 	}
@@ -943,4 +985,56 @@ func TestRunFirstLookByTap(t *testing.T) {
 	if !slices.Equal(kinds, want) {
 		t.Errorf("the thread's notes: %q, want %q", kinds, want)
 	}
+}
+
+// TestCutOutsideFence: a long timeline is cut at a line outside a command's
+// output fence, so that the chat does not show the rest as code.
+func TestCutOutsideFence(t *testing.T) {
+	s := "- a\n\n````\nout\n```\nmore\n````\n\n- b\n"
+	for _, tc := range []struct {
+		limit int
+		want  string
+	}{
+		{len(s), s},
+		{len(s) - 1, "- a\n\n````\nout\n```\nmore\n````\n\n"},
+		{20, "- a\n\n"},
+		{3, ""},
+	} {
+		if got := cutOutsideFence(s, tc.limit); got != tc.want {
+			t.Errorf("cutOutsideFence(%d) = %q, want %q", tc.limit, got, tc.want)
+		}
+	}
+}
+
+// TestRunFirstLookAfterARestart: a group skipped before a restart keeps its
+// Run first look (the chain's first_look note, read back by
+// agentcore.AlertGroups), and a tap after the restart runs the look.
+func TestRunFirstLookAfterARestart(t *testing.T) {
+	model := &recModel{m: cmdModel{cmd: "true"}, gate: make(chan struct{})}
+	rr := newRestartRig(t, model, Channel{Approvers: []string{"U2"}}, time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC))
+	h := rr.r.alerts(t, AlertsConfig{MaxPerChannel: 1, MaxQueued: -1})
+	for i := range 2 {
+		a := diskAlert("firing")
+		a.Fingerprint = fmt.Sprint("f", i)
+		if w := deliver(h, testAlertToken, alertBody(fmt.Sprint("g", i), "firing", a)); w.Code != http.StatusOK {
+			t.Fatalf("alert %d: %d %s", i, w.Code, w.Body)
+		}
+	}
+	th := Thread{Platform: "fake", Channel: "C1", Root: rr.r.ad.rootPosts()[1].id}
+	rr.r.ad.waitPost(t, th, contains("Skipped the automatic first look"))
+	close(model.gate)
+	rr.reopen()
+	groups, _, err := agentcore.AlertGroups(rr.db, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := groups["g1"]; !g.LookSkipped || groups["g0"].LookSkipped {
+		t.Fatalf("after the restart: g0 skipped %v, g1 skipped %v; want false, true", groups["g0"].LookSkipped, g.LookSkipped)
+	}
+	rr.r.alerts(t, AlertsConfig{MaxPerChannel: 1, MaxQueued: -1, Groups: groups})
+	res := rr.r.b.HandleClick(rr.r.ctx, Click{Thread: th, PostID: th.Root, ActionID: ActionFirstLook, Value: ackValue("g1"), User: bob})
+	if res.Update == nil {
+		t.Fatalf("a tap after the restart: %+v", res)
+	}
+	rr.r.ad.waitPost(t, th, contains("finished: exit code: 0"))
 }

@@ -92,6 +92,9 @@ type Config struct {
 	// that has none of its own; nil means UTC. Times in logs and in the
 	// chain stay UTC.
 	Location *time.Location
+	// Console is the web console's origin as browsers see it, for the
+	// console link of /timeline's postmortem; "" means none.
+	Console string
 }
 
 // Bot is the chat daemon: it implements Handler for an Adapter.
@@ -120,6 +123,9 @@ type Bot struct {
 	// recovered are messages a previous process queued but never handled;
 	// Run queues them again.
 	recovered []agentcore.QueuedMessage
+	// carried are the approval requests a cluster's old leader left open,
+	// whose runs this bot goes on with (resume.go).
+	carried []agentcore.CarriedApproval
 	// tokens is what threads and channels have used (budget.go).
 	tokens tokenTally
 	// shutdownRuns are the sessions whose runs Run's ctx (the shutdown)
@@ -176,6 +182,8 @@ type item struct {
 	cmd string  // "", "clear", "compact" or "skill" (a skill command, run without the model)
 	// alert, if set, makes the run an alert's first look (alertinvestigate.go).
 	alert *alertRun
+	// carried, with cmd "resume", is a run to go on with (resume.go).
+	carried *agentcore.CarriedApproval
 }
 
 const maxSeen = 100000
@@ -455,6 +463,7 @@ func (b *Bot) noteRefused(th *thread, m Message, why string) {
 
 // requeue queues the messages a previous process left waiting.
 func (b *Bot) requeue(ctx context.Context) {
+	b.resumeCarried(ctx)
 	b.mu.Lock()
 	rec := b.recovered
 	b.recovered = nil
@@ -511,6 +520,8 @@ func (b *Bot) work(ctx context.Context, th *thread) {
 			b.clear(ctx, th, it.msg)
 		case "compact":
 			b.compact(ctx, th)
+		case "resume":
+			b.resume(ctx, th, it)
 		default:
 			b.turn(ctx, th, it)
 		}
@@ -593,6 +604,12 @@ func (b *Bot) turn(ctx context.Context, th *thread, it item) {
 		return
 	}
 	res, err := run(runCtx, t)
+	b.ended(ctx, th, r, res, err)
+}
+
+// ended counts a run's tokens and outcome and shows its end in the
+// thread.
+func (b *Bot) ended(ctx context.Context, th *thread, r *renderer, res agentcore.Result, err error) {
 	b.spent(th, res.Usage)
 	b.cfg.Metrics.run(res.Status)
 	out := context.WithoutCancel(ctx)
@@ -711,6 +728,7 @@ func ThreadOf(key string) (Thread, bool) {
 func (b *Bot) Recover(ctx context.Context, u agentcore.Unfinished) {
 	b.mu.Lock()
 	b.recovered = append(b.recovered, u.Queued...)
+	b.carried = append(b.carried, u.Carried...)
 	b.mu.Unlock()
 	for _, pa := range u.Approvals {
 		t, ok := ThreadOf(pa.Session)

@@ -443,6 +443,9 @@ func TestRunGetsTheSmallestTokenBudget(t *testing.T) {
 			for i, th := range tc.before {
 				r.say(alice, th, fmt.Sprint("b", i), "answer", true)
 				r.ad.waitPost(t, th, contains("answered"))
+				// The answer shows before its run is finished and its
+				// model call counted: the run below must see it spent.
+				waitFor(t, th.Key()+"'s run_finished", func() bool { return runFinished(t, r, th) })
 			}
 			before := len(fm.Requests())
 			r.say(alice, th1, "m1", "go on", true)
@@ -576,4 +579,18 @@ func TestScheduledQuestionsCountInTheDay(t *testing.T) {
 	if got := rr.ask(th2, "m2"); !strings.Contains(got, "has used its budget of 1000 model tokens for today") {
 		t.Fatalf("after a restart, a thread's run: %q", got)
 	}
+}
+
+// runFinished says whether thread th's session has a run_finished event.
+func runFinished(t *testing.T, r *rig, th Thread) bool {
+	t.Helper()
+	for e, err := range r.db.Events(th.Key(), 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type == agentcore.EvRunFinished {
+			return true
+		}
+	}
+	return false
 }

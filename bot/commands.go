@@ -194,6 +194,8 @@ func (b *Bot) status(key string, ch Channel) string {
 	}
 	b.mu.Unlock()
 	fmt.Fprintf(&s, "Kernel sandbox: %s\n", ch.Agent.SandboxState())
+	// The session id is what the audit commands on the host take.
+	fmt.Fprintf(&s, "Session: `%s` (on the host: `thinbot audit timeline %s`)\n", oneLineMD(key), oneLineMD(key))
 	return s.String()
 }
 

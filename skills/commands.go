@@ -21,6 +21,10 @@ const (
 	ArgInt    = "int"    // a decimal integer
 	ArgHost   = "host"   // a host name or IP address
 	ArgEnum   = "enum"   // one of Values
+	// ArgText is the rest of the line (up to 1024 bytes, its words joined
+	// by single spaces): a query. Only the last argument of a command that
+	// calls a tool may be text.
+	ArgText = "text"
 )
 
 // reservedCommands are the in-thread commands of the bot; a skill command
@@ -50,7 +54,11 @@ type Command struct {
 	// Template is a command line in which {ARG} is replaced by the quoted
 	// argument and {SKILL_DIR} by the quoted skill folder.
 	Template string
-	Args     []Arg
+	// Tool, instead of Script and Template, is a tool the command calls
+	// with its arguments by name (ToolArgs): a datasource tool such as
+	// promql_query, which the agent checks when the command runs.
+	Tool string
+	Args []Arg
 }
 
 // Arg is one positional argument of a Command.
@@ -127,8 +135,44 @@ func (c Command) Line(args []string) (string, error) {
 	return strings.TrimSpace(line), nil
 }
 
+// ToolArgs checks args against the declaration of a command that calls a
+// tool and returns them by name, a text argument taking the rest of the
+// words and an int argument as a number.
+func (c Command) ToolArgs(args []string) (map[string]any, error) {
+	if n := len(c.Args); n > 0 && c.Args[n-1].Type == ArgText && len(args) > n {
+		args = append(args[:n-1:n-1], strings.Join(args[n-1:], " "))
+	}
+	required := 0
+	for _, a := range c.Args {
+		if !a.Optional {
+			required++
+		}
+	}
+	if len(args) < required || len(args) > len(c.Args) {
+		return nil, fmt.Errorf("%w: %s takes %d to %d arguments, got %d (usage: %s)", ErrCommandArgs, c.Name, required, len(c.Args), len(args), c.Usage())
+	}
+	out := map[string]any{}
+	for i, v := range args {
+		a := c.Args[i]
+		if err := a.check(v); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v (usage: %s)", ErrCommandArgs, a.Name, err, c.Usage())
+		}
+		out[a.Name] = v
+		if a.Type == ArgInt {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			out[a.Name] = n
+		}
+	}
+	return out, nil
+}
+
 func (a Arg) check(v string) error {
 	switch a.Type {
+	case ArgText:
+		if v == "" || len(v) > 1024 || strings.ContainsAny(v, "\x00\r\n") {
+			return errors.New("want one line of 1 to 1024 bytes")
+		}
+		return nil
 	case ArgInt:
 		if _, err := strconv.ParseInt(v, 10, 64); err != nil {
 			return fmt.Errorf("%q is not an integer", v)
@@ -213,7 +257,14 @@ func (l *loader) command(sk *Skill, item any) (Command, error) {
 		return c, fmt.Errorf("name %q is an in-thread command of thinbot", c.Name)
 	}
 	script := text(m["script"])
+	c.Tool = strings.TrimSpace(text(m["tool"]))
 	switch {
+	case c.Tool != "" && (script != "" || c.Template != ""):
+		return c, errors.New("give tool, script or command, not two of them")
+	case c.Tool != "":
+		if !nameRule.MatchString(strings.ReplaceAll(c.Tool, "_", "-")) {
+			return c, fmt.Errorf("tool %q is not a tool name", c.Tool)
+		}
 	case script != "" && c.Template != "":
 		return c, errors.New("give script or command, not both")
 	case script == "" && c.Template == "":
@@ -248,8 +299,10 @@ func (l *loader) command(sk *Skill, item any) (Command, error) {
 		switch {
 		case !placeholderName(a.Name) || a.Name == "SKILL_DIR":
 			return c, fmt.Errorf("argument name %q: want letters, digits, - and _", a.Name)
-		case !slices.Contains([]string{ArgString, ArgInt, ArgHost, ArgEnum}, a.Type):
-			return c, fmt.Errorf("argument %s: type %q is not string, int, host or enum", a.Name, a.Type)
+		case !slices.Contains([]string{ArgString, ArgInt, ArgHost, ArgEnum, ArgText}, a.Type):
+			return c, fmt.Errorf("argument %s: type %q is not string, int, host, enum or text", a.Name, a.Type)
+		case a.Type == ArgText && c.Tool == "":
+			return c, fmt.Errorf("argument %s: text is for commands that call a tool", a.Name)
 		case a.Type == ArgEnum && len(a.Values) == 0:
 			return c, fmt.Errorf("argument %s: an enum needs values", a.Name)
 		case optional && !a.Optional:
@@ -263,7 +316,12 @@ func (l *loader) command(sk *Skill, item any) (Command, error) {
 		optional = optional || a.Optional
 		c.Args = append(c.Args, a)
 	}
-	if c.Script == "" {
+	for i, a := range c.Args {
+		if a.Type == ArgText && i != len(c.Args)-1 {
+			return c, fmt.Errorf("argument %s: only the last argument may be text", a.Name)
+		}
+	}
+	if c.Script == "" && c.Tool == "" {
 		for _, m := range placeholder.FindAllStringSubmatch(c.Template, -1) {
 			if m[1] != "SKILL_DIR" && !slices.ContainsFunc(c.Args, func(a Arg) bool { return a.Name == m[1] }) {
 				return c, fmt.Errorf("command uses {%s}, which is not an argument", m[1])

@@ -2,6 +2,7 @@ package skills
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -106,5 +107,42 @@ func TestCommandLine(t *testing.T) {
 				t.Fatalf("Line = %q, %v; want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestToolCommands: the promql pack's commands call the datasource tools
+// with their arguments by name, a text argument taking the rest of the
+// line; declarations that mix a tool with a command line, or put text
+// before the last argument, are refused.
+func TestToolCommands(t *testing.T) {
+	set := Load([]string{"."}, Options{Probe: Probe{UID: 4242424}})
+	c, ok := set.Command("promql")
+	if !ok || c.Tool != "promql_query" {
+		t.Fatalf("promql command: %+v %v", c, ok)
+	}
+	args, err := c.ToolArgs([]string{"sum", "by", "(job)", "(up)"})
+	if err != nil || args["query"] != "sum by (job) (up)" || len(args) != 1 {
+		t.Errorf("ToolArgs = %v, %v", args, err)
+	}
+	if _, err := c.ToolArgs(nil); !errors.Is(err, ErrCommandArgs) {
+		t.Errorf("no query: %v", err)
+	}
+	r, _ := set.Command("promql-range")
+	args, err = r.ToolArgs([]string{"6h", "rate(x[5m])", "*", "2"})
+	if err != nil || args["window"] != "6h" || args["query"] != "rate(x[5m]) * 2" {
+		t.Errorf("promql-range ToolArgs = %v, %v", args, err)
+	}
+	for _, decl := range []string{
+		"{name: x, tool: promql_query, command: echo hi}",
+		"{name: x, tool: promql_range, args: [{name: q, type: text}, {name: w}]}",
+		"{name: x, command: 'echo {q}', args: [{name: q, type: text}]}",
+	} {
+		dir := t.TempDir()
+		os.MkdirAll(filepath.Join(dir, "s"), 0o755)
+		os.WriteFile(filepath.Join(dir, "s", "SKILL.md"), []byte("---\nname: s\ndescription: d\nmetadata:\n  thinbot:\n    commands:\n      - "+decl+"\n---\nbody\n"), 0o644)
+		set := Load([]string{dir}, Options{Probe: Probe{UID: 4242424}})
+		if len(set.Skills) != 1 || len(set.Skills[0].Commands) != 0 || len(set.Skills[0].Warnings) == 0 {
+			t.Errorf("%s: loaded %+v", decl, set.Skills)
+		}
 	}
 }

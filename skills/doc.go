@@ -44,7 +44,7 @@
 // See README.md in this folder for the authoring rules.
 //
 // The sub-folders of this package's directory are the skill packs shipped
-// with thinbot (csv-stats, sys-doctor, log-triage, skill-author). They are
+// with thinbot (csv-stats, sys-doctor, log-triage, promql, skill-author). They are
 // embedded in the binary; Install writes them out (thinbot skills install
 // DIR) owned by the installing user and not writable by the bot's user.
 package skills

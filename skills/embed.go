@@ -18,7 +18,7 @@ import (
 // can install them (thinbot skills install). Test data and Go tests inside
 // the pack folders are embedded too but never installed.
 //
-//go:embed csv-stats log-triage skill-author sys-doctor
+//go:embed csv-stats log-triage promql skill-author sys-doctor
 var packFS embed.FS
 
 // ErrInstallUnsafe is returned by Install when the bot's user could change

@@ -198,13 +198,21 @@ alerts:
 	if got := strings.Join(seq, " "); got != want {
 		t.Errorf("chain:\n got %s\nwant %s", got, want)
 	}
-	chat.Mention("bob", ops, root, "/timeline")
-	tl := r.waitPost(ops, root, "Incident timeline")
+	chat.Mention("bob", ops, root, "/timeline appendix")
+	tl := r.waitPost(ops, root, "Chain verified")
 	plain := strings.ReplaceAll(tl.Text, "*", "") // Slack writes bold with one
 	for _, w := range []string{"acknowledged by `user:" + chat.UserID("bob") + " (bob)`", "reminder of request", "escalation of request",
 		"silence `created` in Alertmanager `" + sil[0].ID} {
 		if !strings.Contains(plain, w) {
 			t.Errorf("the timeline lacks %q:\n%s", w, tl.Text)
+		}
+	}
+	// The postmortem counts the acknowledgement among the milestones.
+	chat.Mention("bob", ops, root, "/timeline")
+	pm := strings.ReplaceAll(r.waitPost(ops, root, "Durations").Text, "*", "")
+	for _, w := range []string{"acknowledged by `bob`", "after card (`bob`)", "escalation of the approval for ", "silence `created` in Alertmanager"} {
+		if !strings.Contains(pm, w) {
+			t.Errorf("the postmortem lacks %q:\n%s", w, pm)
 		}
 	}
 	r.stop()

@@ -110,7 +110,8 @@ alerts:
 		for _, p := range mm.s.Thread(root.ID) {
 			if strings.Contains(p.Message, "Skipped the automatic first look") && tapped == "" {
 				tapped = root.ID
-				chat.Click(t, ops, root.ID, p.ID, "firstlook", "bob") // Mattermost action ids are alphanumeric
+				// On the card; Mattermost action ids are alphanumeric.
+				chat.Click(t, ops, root.ID, root.ID, "firstlook", "bob")
 			}
 		}
 	}

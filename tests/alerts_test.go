@@ -281,8 +281,8 @@ func scAlertThread(t *testing.T, newChat func(*testing.T) chatSide) {
 	}
 	r.waitFor("the second group's card", func() bool { return len(botRoots(chat, ops)) == 2 })
 
-	// /timeline: every line's hash is the chain's.
-	chat.Mention("bob", ops, root, "/timeline")
+	// /timeline appendix: every line's hash is the chain's.
+	chat.Mention("bob", ops, root, "/timeline appendix")
 	tl := r.waitPost(ops, root, "Incident timeline")
 	hashes := journalHashes(t, filepath.Join(r.stateDir, "audit.jsonl"))
 	lineRe := regexp.MustCompile("(?m)^[-•] (\\d\\d:\\d\\d:\\d\\d) #(\\d+) `([0-9a-f]{12})` ")
@@ -300,6 +300,22 @@ func scAlertThread(t *testing.T, newChat func(*testing.T) chatSide) {
 		if !strings.Contains(tl.Text, want) {
 			t.Errorf("timeline lacks %q:\n%s", want, tl.Text)
 		}
+	}
+	// /timeline: the postmortem of the same chain, without hashes: the
+	// links, the alerts' own start and end and which joined, the
+	// durations, the first look's findings as text, each command's outcome.
+	chat.Mention("bob", ops, root, "/timeline")
+	pm := r.waitPost(ops, root, "Durations")
+	for _, want := range []string{"runbooks.example/disk-full", "prometheus.example/graph", "after fired (the first notification)",
+		"(the first look's answer)", "(`bob`)", "(the alerts' endsAt)", "fired to resolved: ", "`DiskFull` `instance=db1:9100`: started ",
+		"`DiskFull` `instance=db2:9100`: started ", ", joined ", "Findings: the load is normal", "`uptime`: ", "exit 0",
+		"`touch fixed.txt`: ", "wrote: `what now?`"} {
+		if !strings.Contains(pm.Text, want) {
+			t.Errorf("the postmortem lacks %q:\n%s", want, pm.Text)
+		}
+	}
+	if lineRe.MatchString(pm.Text) {
+		t.Errorf("the postmortem shows hashes:\n%s", pm.Text)
 	}
 	if n := len(botRoots(chat, ops)); n != 2 {
 		t.Errorf("%d cards for two groups", n)

@@ -144,6 +144,34 @@ func TestCLISessionPersists(t *testing.T) {
 	verifyChain(t, dbOf(dir))
 }
 
+// 5b. audit timeline: a session's postmortem (no hashes) and its verified
+// appendix; an unknown session is an error (exit non-zero, saying so),
+// from the store and from a JSONL export alike, not an empty timeline.
+func TestCLIAuditTimeline(t *testing.T) {
+	m := fakemodel.Start(t, fakemodel.Reply{Content: "The answer is 42."})
+	dir := t.TempDir()
+	if r := thinbot(t, dir, modelEnv(m), "ask", "-s", "what is the answer?"); r.code != 0 {
+		t.Fatalf("ask: %s", r.stderr)
+	}
+	r := thinbot(t, dir, nil, "audit", "timeline", "cli", "--db", dbOf(dir), "--part", "postmortem")
+	if r.code != 0 || !strings.Contains(r.stdout, "`tester` wrote: `what is the answer?`") || strings.Contains(r.stdout, "Chain verified") {
+		t.Errorf("postmortem: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = thinbot(t, dir, nil, "audit", "timeline", "cli", "--db", dbOf(dir), "--part", "appendix")
+	if r.code != 0 || !strings.Contains(r.stdout, "**Chain verified:**") || !strings.Contains(r.stdout, "**message** from `user:tester`: `what is the answer?`") {
+		t.Errorf("appendix: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, args := range [][]string{{"--db", dbOf(dir)}, {"--jsonl", filepath.Join(filepath.Dir(dbOf(dir)), "audit.jsonl")}} {
+		r := thinbot(t, dir, nil, append([]string{"audit", "timeline", "web/console/nope"}, args...)...)
+		if r.code == 0 || r.stdout != "" || !strings.Contains(r.stderr, `no session "web/console/nope" in the chain`) {
+			t.Errorf("an unknown session %v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := thinbot(t, dir, nil, "audit", "timeline", "cli", "--db", dbOf(dir), "--part", "hashes"); r.code == 0 || !strings.Contains(r.stderr, "postmortem or appendix") {
+		t.Errorf("--part hashes: exit %d, %s", r.code, r.stderr)
+	}
+}
+
 // 6. The server rejects tools (400) and the run completes through the text protocol.
 func TestCLITextProtocolFallback(t *testing.T) {
 	m := fakemodel.Start(t,

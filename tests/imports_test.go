@@ -10,11 +10,13 @@ import (
 // package may import. Packages not listed (cmd/thinbot, tests/...) may
 // import anything.
 var allowedImports = map[string][]string{
-	"gate":              {},
-	"store":             {},
-	"skills":            {},
-	"agentcore":         {"gate", "store", "skills", "agentcore/sandbox", "agentcore/fleet", "agentcore/textfmt", "agentcore/mcp"},
-	"agentcore/sandbox": {"agentcore/textfmt"},
+	"gate":      {},
+	"store":     {},
+	"skills":    {},
+	"agentcore": {"gate", "store", "skills", "agentcore/sandbox", "agentcore/fleet", "agentcore/textfmt", "agentcore/mcp", "agentcore/datasource"},
+	// Prometheus, Loki and Alertmanager reads for the datasource tools.
+	"agentcore/datasource": {},
+	"agentcore/sandbox":    {"agentcore/textfmt"},
 	// Inventory, host patterns and the OpenSSH fan-out; below agentcore
 	// like the sandbox, whose Mode (read-only or approved) it takes.
 	"agentcore/fleet":  {"agentcore/sandbox", "agentcore/textfmt"},
@@ -52,7 +54,8 @@ var sdkOwners = map[string][]string{
 	"github.com/gorilla/websocket": {"bot/mattermost", "bot/slack"},
 	// The bot counts runs, commands and approvals (bot.Metrics); cmd
 	// registers the process and store collectors and serves /metrics.
-	"github.com/prometheus/client_golang": {"bot", "cmd/thinbot"},
+	// agentcore/datasource asks Prometheus through its API client (api/).
+	"github.com/prometheus/client_golang": {"bot", "cmd/thinbot", "agentcore/datasource"},
 	// The official MCP Go SDK (issue 34).
 	"github.com/modelcontextprotocol/go-sdk": {"agentcore/mcp"},
 	// The replicated chain (issue 36): raft, its bbolt log store and

@@ -51,7 +51,7 @@ func scAlertSecret(t *testing.T, newChat func(*testing.T) chatSide) {
 		return root != ""
 	})
 	found := r.waitPost(ops, root, "Findings: the deploy token is")
-	chat.Mention("bob", ops, root, "/timeline")
+	chat.Mention("bob", ops, root, "/timeline appendix")
 	tl := r.waitPost(ops, root, "Incident timeline")
 	if !strings.Contains(tl.Text, "`grep -h TOKEN notes.txt`: verdict pass") || !strings.Contains(found.Text, "[MASKED:github-pat]") {
 		t.Errorf("the first look did not run the read or answer as scripted: %q\n%s", found.Text, tl.Text)

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/tests/fakemodel"
 )
 
@@ -175,4 +176,40 @@ func installSkills(t *testing.T) string {
 		t.Fatalf("skills install: %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 	return dir
+}
+
+// TestScheduleBudgetCountedAndEnforced: a scheduled question runs under its
+// channel's day budget and its tokens count in thinbot_tokens_total; once
+// the day is spent it does not run and the channel hears that it could not
+// (issue 33: a scheduled question ran after the day was spent, uncounted).
+func TestScheduleBudgetCountedAndEnforced(t *testing.T) {
+	used := &agentcore.Usage{PromptTokens: 600, CompletionTokens: 100}
+	m := fakemodel.NewFunc(func(fakemodel.Request) fakemodel.Reply {
+		return fakemodel.Reply{Content: "OK\nall disks below 50%", Usage: used}
+	})
+	t.Cleanup(m.Close)
+	chat := newMMChat(t)
+	sb := chat.Sandbox()
+	// Extra continues the rig's last channel, the sandbox's.
+	r := newRig(t, chat, m.URL, rigOpts{Extra: fmt.Sprintf(`    tokens: {per_day: 1000}
+schedules:
+  - name: disk
+    cron: "@every 1s"
+    channel: %s
+    question: Is any disk over 90%% full?
+`, sb)})
+	r.waitFor("the check refused for the spent day", func() bool {
+		return botChannelPosts(chat, sb, "Scheduled check `disk` **could not run**") == 1
+	})
+	if n := botChannelPosts(chat, sb, "has used its budget of 1000 model tokens for today"); n != 1 {
+		t.Errorf("%d posts say the day is spent, want 1", n)
+	}
+	// Two runs of 700 tokens (the second starts at 700 < 1000), then none.
+	if n := len(m.Requests()); n != 2 {
+		t.Errorf("%d model calls, want 2: the schedule ran after its channel's day was spent", n)
+	}
+	if got := r.metric(fmt.Sprintf(`thinbot_tokens_total{channel=%q,kind="prompt"}`, sb)); got != "1200" {
+		t.Errorf("thinbot_tokens_total of the schedule's channel: %q, want 1200", got)
+	}
+	r.stop()
 }

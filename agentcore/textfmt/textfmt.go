@@ -1,6 +1,7 @@
 // Package textfmt shapes text for the people and the model that read it:
 // output cut to its head and tail, untrusted text put on one line or into
-// a code span, a word quoted for a POSIX shell. It is below every package
+// a code span, a word quoted for a POSIX shell, a URL checked and
+// escaped for a Markdown link. It is below every package
 // of ours that uses it (agentcore and its sandbox and fleet, bot, cmd) and
 // imports none of them.
 //
@@ -10,6 +11,7 @@ package textfmt
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -100,4 +102,32 @@ func Clock(t time.Time, loc *time.Location, layout string) string {
 		loc = time.UTC
 	}
 	return t.In(loc).Format(layout + " MST")
+}
+
+// LinkURL returns u, trimmed, if it is an absolute http(s) URL with a
+// host, its scheme lowered and the characters that could end a Markdown
+// link or start markup percent-encoded, else "". Any other scheme
+// (javascript:, data:, file:, a chat client's own) is refused, as is a URL
+// over 2,000 bytes. An alert card's and a timeline's links go through it.
+func LinkURL(u string) string {
+	u = strings.TrimSpace(u)
+	if len(u) > 2000 {
+		return ""
+	}
+	pu, err := url.Parse(u)
+	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		// url.Parse lowers the scheme: HTTPS:// is https.
+		return ""
+	}
+	scheme, rest, _ := strings.Cut(u, ":")
+	u = strings.ToLower(scheme) + ":" + rest
+	var b strings.Builder
+	for _, c := range []byte(u) {
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("()<>[]|`\"'\\*_~{}", c) >= 0 {
+			fmt.Fprintf(&b, "%%%02X", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }

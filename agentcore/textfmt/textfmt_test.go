@@ -209,3 +209,22 @@ func TestClock(t *testing.T) {
 		}
 	}
 }
+
+// FuzzLinkURL: whatever the input, LinkURL gives "" or an http(s) URL with
+// nothing that could end a Markdown link or start markup.
+//
+//	go test -run XXX -fuzz FuzzLinkURL -fuzztime 20s ./agentcore/textfmt/
+func FuzzLinkURL(f *testing.F) {
+	for _, s := range []string{"https://h/x", "HTTPS://h/a)b](c", "javascript:alert(1)", "http://h/x\n@channel", "https://"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u := LinkURL(s)
+		if u == "" {
+			return
+		}
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") || strings.ContainsAny(u, "()<>[]|`\"'\\*_~{} \t\r\n") {
+			t.Errorf("LinkURL(%q) = %q", s, u)
+		}
+	})
+}

@@ -556,24 +556,39 @@ type trow struct {
 	Meta              []string // small facts: rule, reason, duration, hashes
 }
 
-// timelineRow renders one event.
-func timelineRow(ev store.Event) trow {
+// timelineRow renders one row of agentcore's timeline.
+func timelineRow(tr agentcore.TimelineRow) trow {
+	ev := tr.Event
 	r := trow{Seq: ev.Seq, Time: ev.Time, Type: ev.Type, Actor: ev.Actor, Branch: ev.Branch, Class: "misc", Title: ev.Type}
-	if c, ok := store.Capped(ev.Payload); ok {
-		r.Meta = append(r.Meta, fmt.Sprintf("payload capped: %d bytes, sha256 %.12s…", c.Size, c.SHA256))
+	if tr.Problem != "" {
+		r.Meta = append(r.Meta, tr.Problem)
+		if _, capped := store.Capped(ev.Payload); !capped {
+			r.Output = string(ev.Payload)
+		}
 		return r
 	}
-	pl, err := agentcore.Decode(ev)
-	if err != nil {
-		r.Meta = append(r.Meta, err.Error())
-		r.Output = string(ev.Payload)
-		return r
-	}
-	switch p := pl.(type) {
+	switch p := tr.Payload.(type) {
 	case *agentcore.UserMessagePayload:
 		r.Class, r.Title, r.Text = "msg", "Message from "+strings.TrimPrefix(ev.Actor, "user:"), p.Text
+		if tr.FirstLook {
+			r.Title = "First look (read-only): the alert's question"
+		}
+	case *agentcore.AlertPayload:
+		r.Class, r.Title, r.Badge, r.BadgeClass = "run", "Alert notification ("+p.Kind+")", p.Status, "v-confirm"
+		if p.Status == "resolved" {
+			r.BadgeClass = "v-pass"
+		}
+		for _, a := range tr.Joined {
+			r.Meta = append(r.Meta, alertMeta("new", a, a.StartsAt))
+		}
+		for _, a := range tr.Resolved {
+			r.Meta = append(r.Meta, alertMeta("resolved", a, a.EndsAt))
+		}
 	case *agentcore.AssistantPayload:
 		r.Class, r.Title, r.Text = "answer", "Model", p.Content
+		if tr.Findings {
+			r.Title = "Model: the first look's findings"
+		}
 		for _, tc := range p.ToolCalls {
 			r.Meta = append(r.Meta, "calls "+tc.Name)
 		}
@@ -602,7 +617,7 @@ func timelineRow(ev store.Event) trow {
 			r.Meta = append(r.Meta, "requested for "+p.Requester)
 		}
 	case *agentcore.ApprovalDecidedPayload:
-		r.Class, r.Title = "approval", "Approval decision"
+		r.Class, r.Title, r.Code = "approval", "Approval decision", tr.Command
 		if p.Approved {
 			r.Badge, r.BadgeClass = "approved", "v-pass"
 		} else {
@@ -615,18 +630,13 @@ func timelineRow(ev store.Event) trow {
 		r.Meta = append(r.Meta, "request "+p.RequestID)
 	case *agentcore.ToolResultPayload:
 		r.Class, r.Title, r.Output = "result", "Result of "+p.Tool, p.Content
-		switch {
-		case p.TimedOut:
-			r.Badge, r.BadgeClass = "timed out", "v-deny"
-		case p.Cause != "":
-			r.Badge, r.BadgeClass = "interrupted", "v-deny"
-		case p.ExitCode != nil:
-			r.Badge, r.BadgeClass = fmt.Sprintf("exit %d", *p.ExitCode), "v-pass"
-			if *p.ExitCode != 0 {
-				r.BadgeClass = "v-deny"
-			}
-		case p.IsError:
-			r.Badge, r.BadgeClass = "not run", "v-deny"
+		if tr.Command != "" {
+			r.Code = tr.Command
+		}
+		if r.Badge, r.BadgeClass = tr.Result, "v-deny"; tr.Result == "exit 0" {
+			r.BadgeClass = "v-pass"
+		} else if tr.Result == "done" {
+			r.Badge = ""
 		}
 		if p.DurationMS > 0 {
 			r.Meta = append(r.Meta, fmt.Sprintf("%d ms", p.DurationMS))
@@ -649,6 +659,29 @@ func timelineRow(ev store.Event) trow {
 		if p.Cause != "" {
 			r.Meta = append(r.Meta, stopMeta(p.Cause, p.CauseBy))
 		}
+	case *agentcore.DatasourcePayload:
+		r.Class, r.Title, r.Code = "cmd", "Datasource query ("+p.Datasource+")", strings.TrimSpace(p.Endpoint+" "+p.Query)
+		if p.Error != "" {
+			r.Badge, r.BadgeClass = "error", "v-deny"
+			r.Text = p.Error
+		}
+		r.Meta = append(r.Meta, p.Tool, fmt.Sprintf("%d series, %d bytes", p.Series, p.ResultSize), fmt.Sprintf("%d ms", p.DurationMS))
+		if p.Start != "" {
+			r.Meta = append(r.Meta, p.Start+" .. "+p.End)
+		}
+	case *agentcore.AlertAckPayload:
+		r.Class, r.Title, r.Text = "approval", "Acknowledged", "by "+ev.Actor
+		r.Meta = append(r.Meta, p.Alerts...)
+	case *agentcore.AlertSilencePayload:
+		r.Class, r.Title, r.Badge, r.BadgeClass = "approval", "Silence in Alertmanager", p.Action, "v-confirm"
+		r.Text = strings.Join(p.Matchers, " ")
+		r.Meta = append(r.Meta, nonEmpty("request "+p.RequestID, p.SilenceID, p.Error)...)
+		if !p.EndsAt.IsZero() {
+			r.Meta = append(r.Meta, "until "+p.EndsAt.UTC().Format("2006-01-02 15:04:05")+" UTC")
+		}
+	case *agentcore.ApprovalReminderPayload:
+		r.Class, r.Title, r.Code = "approval", "Approval reminder ("+p.Stage+")", tr.Command
+		r.Meta = append(r.Meta, "request "+p.RequestID, fmt.Sprintf("%d user(s) mentioned", len(p.Mentioned)))
 	case *agentcore.ClearPayload:
 		r.Class, r.Title = "run", "New topic (/clear)"
 	case *agentcore.CompactedPayload:
@@ -667,6 +700,16 @@ func timelineRow(ev store.Event) trow {
 		r.Output = string(ev.Payload)
 	}
 	return r
+}
+
+// alertMeta is one alert of a notification: what happened to it, its
+// name and labels, and the alerting system's own time of it.
+func alertMeta(what string, a *agentcore.TimelineAlert, at time.Time) string {
+	s := what + ": " + strings.TrimSpace(a.Name+" "+strings.Join(a.Labels, " "))
+	if !at.IsZero() {
+		s += " (" + map[string]string{"new": "started", "resolved": "ended"}[what] + " " + at.UTC().Format("2006-01-02 15:04:05") + " UTC)"
+	}
+	return s
 }
 
 // stopMeta says why a run or a command was stopped: a shutdown and its
@@ -716,21 +759,30 @@ func (s *Server) auditSession(w http.ResponseWriter, r *http.Request, _ identity
 		s.page(w, r, "session.html", data)
 		return
 	}
-	rows := make([]trow, 0, s.cfg.PageSize)
 	var last uint64
 	more := false
-	for ev, err := range s.cfg.Chain.Events(sid, after+1) {
-		if err != nil {
-			s.log.Error("audit: read session", "conv", sid, "err", err)
-			http.Error(w, "could not read the session; operators can see the details in the log", http.StatusInternalServerError)
-			return
+	tl, err := agentcore.ReadTimeline(sid, func(yield func(store.Event, error) bool) {
+		n := 0
+		for ev, err := range s.cfg.Chain.Events(sid, after+1) {
+			if err == nil && n == s.cfg.PageSize {
+				more = true
+				return
+			}
+			n++
+			if !yield(ev, err) {
+				return
+			}
 		}
-		if len(rows) == s.cfg.PageSize {
-			more = true
-			break
-		}
-		rows = append(rows, timelineRow(ev))
-		last = ev.Seq
+	})
+	if err != nil {
+		s.log.Error("audit: read session", "conv", sid, "err", err)
+		http.Error(w, "could not read the session; operators can see the details in the log", http.StatusInternalServerError)
+		return
+	}
+	rows := make([]trow, 0, len(tl.Rows))
+	for _, tr := range tl.Rows {
+		rows = append(rows, timelineRow(tr))
+		last = tr.Seq
 	}
 	link := func(a uint64) string {
 		return "/audit/session?id=" + url.QueryEscape(sid) + "&after=" + strconv.FormatUint(a, 10)

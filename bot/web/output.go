@@ -1,6 +1,8 @@
 package web
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,7 +17,8 @@ import (
 // agent's capture limit, with its sha256). GET
 // /api/threads/{id}/output?command=C&after=T&n=N answers the output of the
 // N-th (from 0) command C of the run that made the status post of time T, read from the chain: what the page shows is what the chain
-// holds, never a copy kept by the console.
+// holds, never a copy kept by the console. For a datasource tool's read
+// it is the answer's data the datasource_query event keeps.
 
 // maxOutputAnswer bounds the output sent to the page.
 const maxOutputAnswer = 8 << 20
@@ -48,7 +51,8 @@ func (s *Server) output(w http.ResponseWriter, r *http.Request, _ identity) {
 		return
 	}
 	session := bot.Thread{Platform: Platform, Channel: s.cfg.Channel, Root: tid}.Key()
-	calls := map[string]bool{} // call ids of the command, in order of the gate's decisions
+	calls := map[string]bool{}                           // call ids of the command, in order of the gate's decisions
+	answers := map[string]*agentcore.DatasourcePayload{} // a datasource tool's call: its answer
 	seen, inRun := 0, false
 	for ev, err := range s.cfg.Chain.Events(session, 1) {
 		if err != nil {
@@ -79,12 +83,21 @@ func (s *Server) output(w http.ResponseWriter, r *http.Request, _ identity) {
 				}
 				seen++
 			}
+		case *agentcore.DatasourcePayload:
+			if calls[p.CallID] {
+				answers[p.CallID] = p
+			}
 		case *agentcore.ToolResultPayload:
 			if !calls[p.CallID] {
 				continue
 			}
 			out := fullOutput(p)
 			verified := out != p.Content // the output's sha256 matched
+			if a := answers[p.CallID]; a != nil && a.Result != "" {
+				// A datasource read: the whole answer, as the chain keeps it.
+				sum := sha256.Sum256([]byte(a.Result))
+				out, verified = a.Result, hex.EncodeToString(sum[:]) == a.ResultSHA
+			}
 			truncated := false
 			if len(out) > maxOutputAnswer {
 				out, truncated = strings.ToValidUTF8(out[:maxOutputAnswer], ""), true

@@ -74,7 +74,6 @@ type replay struct {
 	th *wthread
 
 	titled bool            // th has its title (an alert card's, or its first message's)
-	look   *wpost          // the notice of a skipped first look, which its Run first look rewrites
 	card   *wpost          // the alert card, the root post of a thread an alert opened
 	alerts bot.AlertReplay // the card and notices of its deliveries
 
@@ -263,16 +262,13 @@ func (rp *replay) event(ev store.Event) {
 		}
 	case *agentcore.NotePayload:
 		if p.Kind == agentcore.NoteFirstLook {
-			// What became of an alert's first look, as the thread showed it.
-			lp, replace := rp.alerts.Look(p.Detail, p.Text)
-			if replace && rp.look != nil {
-				rp.look.Text, rp.look.Buttons, rp.look.value = lp.Text, nil, ""
-				return
+			// What became of an alert's first look, as the thread showed
+			// it: a notice, and the card's Run first look while skipped.
+			if card, ok := rp.alerts.Look(p.Detail, ev.Time); ok {
+				rp.redraw(card)
 			}
-			wp := rp.bot(lp.Text, ev.Time)
-			wp.Buttons, wp.value = buttons(lp.Buttons), lp.Value
-			if len(lp.Buttons) > 0 {
-				rp.look = wp
+			if p.Text != "" {
+				rp.bot(p.Text, ev.Time)
 			}
 			return
 		}

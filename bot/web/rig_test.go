@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/thinbot/thinbot/agentcore"
+	"github.com/thinbot/thinbot/agentcore/datasource"
 	"github.com/thinbot/thinbot/agentcore/openai"
 	"github.com/thinbot/thinbot/bot"
 	"github.com/thinbot/thinbot/gate"
@@ -97,6 +98,10 @@ func script(req fakemodel.Request) fakemodel.Reply {
 	case strings.Contains(user, "show me the links"):
 		return fakemodel.Reply{Content: "The [runbook](https://runbooks.example.com/nginx/down) says restart; see also https://grafana.example.com/d/nginx-overview-for-the-whole-frontend-fleet-and-its-upstreams?orgId=1&from=now-6h. " +
 			"Not links: [click me](javascript:alert(document.cookie)), [data](data:text/html,hi) and `https://in.a.code.span/`."}
+	case strings.Contains(user, "query the metrics") && afterTool:
+		return fakemodel.Reply{Content: "Queried."}
+	case strings.Contains(user, "query the metrics"):
+		return fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "promql_range", Args: `{"query":"up"}`}}}
 	case strings.Contains(user, "break the model"):
 		return fakemodel.Reply{Status: 500}
 	case strings.Contains(user, "think hard"):
@@ -133,6 +138,8 @@ type rigOpts struct {
 	// and audit.jsonl) to start from, as a process started over the files
 	// a killed one left.
 	StateDir string
+	// Datasources are the agent's (its datasource tools).
+	Datasources []*datasource.Source
 }
 
 type rig struct {
@@ -198,7 +205,7 @@ func newRig(t testing.TB, o rigOpts) *rig {
 		}
 	}
 	ag, err := agentcore.New(agentcore.Config{Store: db, Model: model, Policy: gate.DefaultPolicy(),
-		Exec: agentcore.ExecConfig{Environ: []string{"PATH=" + os.Getenv("PATH")}}})
+		Exec: agentcore.ExecConfig{Environ: []string{"PATH=" + os.Getenv("PATH")}}, Datasources: o.Datasources})
 	if err != nil {
 		t.Fatal(err)
 	}

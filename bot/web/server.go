@@ -68,9 +68,10 @@ type Config struct {
 	// rebuilds old threads from). The Server writes one kind of event to
 	// it: the checkpoint of a good full verification (CheckpointMin).
 	Chain *store.DB
-	// Timeline, if set, writes a session's postmortem timeline in Markdown
-	// (the audit viewer's Timeline button, /audit/timeline).
-	Timeline func(ctx context.Context, session string) (string, error)
+	// Timeline, if set, writes a session's timeline in Markdown: part is
+	// agentcore.PartBoth, PartPostmortem or PartAppendix (the audit
+	// viewer's Timeline button, /audit/timeline?part=).
+	Timeline func(ctx context.Context, session, part string) (string, error)
 	// Chat serves the console's chat pages; without it the Server is the
 	// audit viewer alone (beside a chat platform) and Run is never called.
 	Chat bool

@@ -20,10 +20,10 @@ import (
 // console that runs one first look and queues one. The storm summary
 // opens a thread listing the three groups with links to their threads; on
 // a desktop and on a phone (390x844, no sideways scroll) the link opens the
-// skipped group's thread, whose Run first look (at least 44 px on the
-// phone) is refused for a user who may not approve and runs the first look
+// skipped group's thread, whose card's Run first look (at least 44 px on
+// the phone) is refused for a user who may not approve and runs the first look
 // for an approver, recorded in the chain. With THINBOT_SCREENSHOTS=1 it
-// writes testdata/screens/{desktop-storm-summary,phone-storm-summary,phone-first-look}.png.
+// writes testdata/screens/{desktop-storm-summary,phone-storm-summary,phone-run-first-look,phone-first-look}.png.
 func TestBrowserStormAndRunFirstLook(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	h, err := r.bot.AlertHandler(bot.AlertsConfig{Token: []byte("alert-token-0123456789"), Platform: Platform, MaxPerChannel: 1, MaxQueued: 1,
@@ -59,8 +59,8 @@ func TestBrowserStormAndRunFirstLook(t *testing.T) {
 		return tid
 	}
 	summary, skipped := thread("Alert storm"), thread("StormSkipped")
-	notice := r.waitPost(skipped, "Skipped the automatic first look")
-	run := fmt.Sprintf("#post-%s button[data-action=%q]", notice.ID, bot.ActionFirstLook)
+	r.waitPost(skipped, "Skipped the automatic first look")
+	run := fmt.Sprintf("#post-%s button[data-action=%q]", skipped, bot.ActionFirstLook) // on the card
 	link := fmt.Sprintf(`#post-%s a.thread-link[href="#%s"]`, summary, skipped)
 	save := func(ctx context.Context, name string) {
 		t.Helper()
@@ -88,7 +88,7 @@ func TestBrowserStormAndRunFirstLook(t *testing.T) {
 	do(t, carol, "carol, no approver, follows the link and taps Run first look", chromedp.Navigate(r.url+"/#"+summary),
 		chromedp.WaitVisible(chromedp.CSS(link)), chromedp.Click(chromedp.CSS(link)), chromedp.WaitVisible(chromedp.CSS(run)),
 		chromedp.Click(chromedp.CSS(run)))
-	waitText(t, carol, "#post-"+notice.ID, "You cannot run this first look")
+	waitText(t, carol, "#post-"+skipped, "You cannot run this first look")
 
 	phone(t, bob)
 	do(t, bob, "bob opens the storm summary on a phone", chromedp.Navigate(r.url+"/#"+summary), chromedp.WaitVisible(chromedp.CSS(link)))
@@ -105,12 +105,13 @@ func TestBrowserStormAndRunFirstLook(t *testing.T) {
 		t.Errorf("Run first look is %.0f x %.0f px on a phone, want at least 44 x 44", w, h)
 	}
 	noSideScroll(t, bob, "the skipped group's thread")
+	save(bob, "phone-run-first-look")
 	do(t, bob, "bob taps Run first look", chromedp.Click(chromedp.CSS(run)))
-	waitText(t, bob, "#post-"+notice.ID, "started by @bob")
+	waitText(t, bob, "#posts", "Run first look: started by @bob")
 	waitText(t, bob, "#posts", "I only know the test script.")
 	save(bob, "phone-first-look")
 	if n := eval[int](t, bob, `document.querySelectorAll('`+run+`').length`); n != 0 {
-		t.Errorf("the notice still has %d Run first look buttons after the tap", n)
+		t.Errorf("the card still has %d Run first look buttons after the tap", n)
 	}
 	var notes []string
 	for ev, err := range r.db.Events("web/console/"+skipped, 1) {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/thinbot/thinbot/agentcore"
 	"github.com/thinbot/thinbot/bot"
 )
 
@@ -20,22 +21,36 @@ func (s *Server) timelineLink(session string) string {
 	return "/audit/timeline?session=" + url.QueryEscape(session)
 }
 
-// auditTimeline serves a session's postmortem timeline as a Markdown file.
+// auditTimeline serves a session's timeline as a Markdown file: both
+// parts, or ?part=postmortem or ?part=appendix alone. A session the chain
+// does not hold is not found.
 func (s *Server) auditTimeline(w http.ResponseWriter, r *http.Request, id identity) {
-	sid := r.URL.Query().Get("session")
+	sid, part := r.URL.Query().Get("session"), r.URL.Query().Get("part")
 	if sid == "" || s.cfg.Timeline == nil {
 		http.Error(w, "which session? (?session=ID)", http.StatusBadRequest)
 		return
 	}
-	text, err := s.cfg.Timeline(r.Context(), sid)
+	if part != agentcore.PartBoth && part != agentcore.PartPostmortem && part != agentcore.PartAppendix {
+		http.Error(w, "part is postmortem or appendix (or none, for both)", http.StatusBadRequest)
+		return
+	}
+	if _, ok, err := s.cfg.Chain.Session(sid); err == nil && !ok {
+		http.Error(w, "no such session in the chain", http.StatusNotFound)
+		return
+	}
+	text, err := s.cfg.Timeline(r.Context(), sid, part)
 	if err != nil {
 		s.log.Error("audit timeline", "conv", sid, "err", err)
 		http.Error(w, "could not build the timeline; operators can see the details in the log", http.StatusInternalServerError)
 		return
 	}
 	s.log.Info("audit timeline", "user", id.Name, "conv", sid)
+	name := "timeline-" + strings.Map(safeFileRune, sid)
+	if part != agentcore.PartBoth {
+		name += "-" + part
+	}
 	w.Header().Set("Content-Type", "text/markdown; charset=utf-8")
-	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", "timeline-"+strings.Map(safeFileRune, sid)+".md"))
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", name+".md"))
 	fmt.Fprint(w, text)
 }
 

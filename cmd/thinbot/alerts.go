@@ -46,6 +46,11 @@ type alertsConfig struct {
 // alertmanagerConfig is alerts.alertmanager: Alertmanager's API and the
 // credentials thinbot sends it, from files the commands never see.
 type alertmanagerConfig struct {
+	// Datasource, instead of url and the credentials, names an entry of
+	// type alertmanager of the datasources: section whose URL and
+	// credentials files to use (not its read-only transport: a silence
+	// is a write).
+	Datasource      string `yaml:"datasource"`
 	URL             string `yaml:"url"`
 	BearerTokenFile string `yaml:"bearer_token_file" secret:"file"`
 	BasicAuth       struct {
@@ -54,8 +59,46 @@ type alertmanagerConfig struct {
 	} `yaml:"basic_auth"`
 }
 
+// source applies a Datasource reference: am with the entry's URL and
+// credentials files; ok is false when there is no such entry of type
+// alertmanager.
+func (am alertmanagerConfig) source(sources []datasourceConfig) (alertmanagerConfig, bool) {
+	if am.Datasource == "" {
+		return am, true
+	}
+	for _, ds := range sources {
+		if ds.Name == am.Datasource && ds.Type == "alertmanager" {
+			am.URL, am.BearerTokenFile = ds.URL, ds.BearerTokenFile
+			am.BasicAuth.Username, am.BasicAuth.PasswordFile = ds.Username, ds.PasswordFile
+			return am, true
+		}
+	}
+	return am, false
+}
+
+// checkSource reports a Datasource reference's problems through bad.
+func (am alertmanagerConfig) checkSource(bad func(string, ...any), sources []datasourceConfig) {
+	if am.Datasource == "" {
+		return
+	}
+	if am.URL != "" || am.BearerTokenFile != "" || am.BasicAuth.Username != "" || am.BasicAuth.PasswordFile != "" {
+		bad("alerts.alertmanager: datasource or url and credentials, not both")
+	}
+	if _, ok := am.source(sources); !ok {
+		bad("alerts.alertmanager.datasource %q: no datasources entry of type alertmanager has that name", am.Datasource)
+	}
+	for _, ds := range sources {
+		if ds.Name == am.Datasource && (ds.TLS.CAFile != "" || ds.TLS.CertFile != "" || ds.TLS.InsecureSkipVerify) {
+			bad("alerts.alertmanager.datasource %q: its TLS settings are not used for silences; give alerts.alertmanager a url instead", am.Datasource)
+		}
+	}
+}
+
 // check reports the section's problems through bad.
 func (am alertmanagerConfig) check(bad func(string, ...any)) {
+	if am.Datasource != "" {
+		return // checkSource, and the datasources section's own check
+	}
 	if am.URL == "" {
 		if am.BearerTokenFile != "" || am.BasicAuth.PasswordFile != "" {
 			bad("alerts.alertmanager: credentials without a url")
@@ -264,7 +307,8 @@ func receiverConfig(ctx context.Context, c *daemonConfig, webServed bool, adapte
 	}
 	cfg := bot.AlertsConfig{Token: []byte(token), Platform: c.Platform, MaxBody: a.MaxBodyBytes, Rate: a.Rate, Burst: a.Burst,
 		MaxPerChannel: a.MaxPerChannel, MaxQueued: a.MaxQueued, DedupeWindow: a.DedupeWindow.or(10 * time.Minute)}
-	if cfg.Alertmanager, err = a.Alertmanager.client(); err != nil {
+	am, _ := a.Alertmanager.source(c.Datasources) // config check refused a missing entry
+	if cfg.Alertmanager, err = am.client(); err != nil {
 		return bot.AlertsConfig{}, err
 	}
 	for _, r := range a.Routes {

@@ -17,6 +17,8 @@ func TestConfigCheckAlerts(t *testing.T) {
 	os.WriteFile(token, []byte("secret"), 0o600)
 	short := filepath.Join(dir, "short")
 	os.WriteFile(short, []byte("short"), 0o600)
+	long := filepath.Join(dir, "long")
+	os.WriteFile(long, []byte("0123456789abcdef0123"), 0o600)
 	ws := t.TempDir()
 	check := func(alerts string) string {
 		cfg := filepath.Join(dir, "c.yaml")
@@ -61,6 +63,30 @@ channels:
 	if out := check("alerts:\n  token_file: " + short + "\n  routes: [{name: a, channel: abcdefghijklmnopqrstuvwxyz}]\n"); !strings.Contains(out, "use at least 16 random bytes") {
 		t.Errorf("short token accepted:\n%s", out)
 	}
+	// alerts.alertmanager may name a datasources entry of type alertmanager.
+	out = check(`datasources:
+  - {name: prom, type: prometheus, url: "http://127.0.0.1:9090"}
+alerts:
+  token_file: ` + long + `
+  alertmanager: {datasource: prom, url: "http://127.0.0.1:9093"}
+  routes: [{name: a, channel: abcdefghijklmnopqrstuvwxyz}]
+`)
+	for _, want := range []string{"alerts.alertmanager: datasource or url and credentials, not both",
+		`alerts.alertmanager.datasource "prom": no datasources entry of type alertmanager has that name`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config check output lacks %q:\n%s", want, out)
+		}
+	}
+	out = check(`datasources:
+  - {name: am, type: alertmanager, url: "http://127.0.0.1:9093"}
+alerts:
+  token_file: ` + long + `
+  alertmanager: {datasource: am}
+  routes: [{name: a, channel: abcdefghijklmnopqrstuvwxyz}]
+`)
+	if strings.Contains(out, "alertmanager") {
+		t.Errorf("a datasource reference refused:\n%s", out)
+	}
 	out = check(`schedules:
   - name: disk
     cron: "every minute"
@@ -81,8 +107,6 @@ channels:
 	if strings.Contains(out, "schedules[1].cron") {
 		t.Errorf("a good spec refused:\n%s", out)
 	}
-	long := filepath.Join(dir, "long")
-	os.WriteFile(long, []byte("0123456789abcdef0123"), 0o600)
 	if out := check("alerts:\n  token_file: " + long + "\n  routes: [{name: a, channel: abcdefghijklmnopqrstuvwxyz, matchers: ['severity=\"critical\"']}]\n"); strings.Contains(out, "alerts") {
 		t.Errorf("good alerts section refused:\n%s", out)
 	}
@@ -90,5 +114,25 @@ channels:
 	// resolved on the platform at start (issue 33: `channel: ops` failed).
 	if out := check("alerts:\n  token_file: " + long + "\n  routes: [{name: a, channel: ops}]\n"); strings.Contains(out, "alerts") {
 		t.Errorf("a route naming a channel configured by id refused:\n%s", out)
+	}
+}
+
+// TestAlertmanagerFromDatasource: alerts.alertmanager.datasource takes the
+// entry's URL and credentials, read from its files.
+func TestAlertmanagerFromDatasource(t *testing.T) {
+	tok := filepath.Join(t.TempDir(), "am.token")
+	os.WriteFile(tok, []byte("am-bearer-0123456789\n"), 0o600)
+	sources := []datasourceConfig{{Name: "prom", Type: "prometheus", URL: "http://127.0.0.1:9090"},
+		{Name: "am", Type: "alertmanager", URL: "http://127.0.0.1:9093", BearerTokenFile: tok}}
+	am, ok := alertmanagerConfig{Datasource: "am"}.source(sources)
+	if !ok {
+		t.Fatal("the entry was not found")
+	}
+	c, err := am.client()
+	if err != nil || c.URL != "http://127.0.0.1:9093" || string(c.BearerToken) != "am-bearer-0123456789" {
+		t.Fatalf("client = %+v, %v", c, err)
+	}
+	if _, ok := (alertmanagerConfig{Datasource: "prom"}).source(sources); ok {
+		t.Error("a prometheus entry was taken for Alertmanager")
 	}
 }

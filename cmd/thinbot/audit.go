@@ -43,7 +43,7 @@ func (b brokenError) ExitCode() int { return 2 }
 //	thinbot audit tail    [--db PATH | --config FILE | --jsonl FILE] [--session ID] [--since SEQ] [--json]
 //	thinbot audit rebuild [--db PATH | --config FILE]   (rewrites audit.jsonl from the store;
 //	                                    with only audit.jsonl, builds the store from it)
-//	thinbot audit timeline SESSION [--db PATH | --config FILE | --jsonl FILE]   (timeline.go)
+//	thinbot audit timeline SESSION [--db PATH | --config FILE | --jsonl FILE] [--part postmortem|appendix]   (timeline.go)
 //	thinbot audit verify  --archive FILE [--archive FILE...] [--db PATH | --config FILE]
 //	thinbot audit archive (--before DATE | --upto SEQ) [--db PATH | --config FILE] [--dir DIR]   (archive.go)
 //	thinbot audit restore FILE... --to DIR                                                     (archive.go)
@@ -69,7 +69,7 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 	var jsonl, session *string
 	var since *uint64
 	var asJSON *bool
-	var from, timezone *string
+	var from, timezone, part *string
 	var archives stringsFlag
 	switch args[0] {
 	case "verify":
@@ -88,6 +88,7 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 	case "timeline":
 		jsonl = fs.String("jsonl", "", "read this JSONL export `FILE` (default with --config: audit.jsonl when the daemon holds the store)")
 		timezone = fs.String("timezone", "", "show times in this IANA `ZONE` (Europe/Berlin; default: with --config the session's channel's timezone, else UTC)")
+		part = fs.String("part", "", "print only the `postmortem` (readable, no hashes) or the `appendix` (seq and hash per line); default: both")
 	default:
 		return fmt.Errorf("%w: unknown audit command %q\n%s", errUsage, args[0], auditUsage)
 	}
@@ -104,6 +105,7 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: audit %s takes no arguments, got %q", errUsage, args[0], fs.Args())
 	}
 	zoneOf := func(string) *time.Location { return nil }
+	console := ""
 	if *config != "" {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -115,7 +117,7 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		*db = filepath.Join(c.StateDir, "events.db")
-		zoneOf = configZones(c)
+		zoneOf, console = configZones(c), c.Web.PublicOrigin
 	}
 	if timezone != nil && *timezone != "" {
 		loc, err := loadZone(*timezone)
@@ -183,7 +185,11 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 		}
 		return tailJSONL(ctx, e.stdout, path, *session, *since, *asJSON)
 	case "timeline":
-		return auditTimeline(ctx, e, *db, *jsonl, timelineSession, zoneOf(timelineSession))
+		if *part != agentcore.PartPostmortem && *part != agentcore.PartAppendix && *part != agentcore.PartBoth {
+			return fmt.Errorf("%w: audit timeline --part %q: postmortem or appendix (default: both)", errUsage, *part)
+		}
+		return auditTimeline(ctx, e, *db, *jsonl, timelineSession,
+			agentcore.TimelineOptions{Part: *part, Location: zoneOf(timelineSession), Console: console})
 	default:
 		return rebuildAudit(ctx, e, *db)
 	}
@@ -227,7 +233,7 @@ const auditUsage = `thinbot audit COMMAND [flags]   ('thinbot audit COMMAND -h' 
   verify    check the chain and its journal (exit 2 if broken)
   export    the chain as JSONL on stdout
   tail      follow the chain as events are appended
-  timeline  a session's postmortem timeline (Markdown)
+  timeline  a session's postmortem timeline and its verified appendix (Markdown)
   rebuild   rewrite audit.jsonl from the store, or the store from it
   archive   move old events into a sealed archive file
   restore   bring archived events back into a store of their own

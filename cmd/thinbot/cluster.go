@@ -357,8 +357,11 @@ func (d *daemon) recordLeader() error {
 		return nil
 	}
 	p := agentcore.LeaderElectedPayload{Node: d.c.Cluster.NodeID, Term: d.node.Term(), Interrupted: d.unfinished.Runs}
-	for _, a := range d.unfinished.Approvals {
+	for _, a := range d.unfinished.Carried {
 		p.Approvals = append(p.Approvals, a.RequestID)
+	}
+	for _, a := range d.unfinished.Approvals {
+		p.Expired = append(p.Expired, a.RequestID)
 	}
 	ev, err := agentcore.RecordLeaderElected(d.db, p)
 	if err != nil {
@@ -399,7 +402,8 @@ func clusterActionKey(path string) ([]byte, error) {
 }
 
 // recoverChain is the package's recoverChain, for a cluster's new leader:
-// what the old one left open is closed as "leader lost".
+// what the old one left open is closed as "leader lost", but for the
+// approval requests it carries over (agentcore.RecoverLeaderLost).
 func (d *daemon) recoverChain() (u agentcore.Unfinished, sessions, seen []string, err error) {
 	if d.node == nil {
 		return recoverChain(d.db)

@@ -107,6 +107,9 @@ type daemonConfig struct {
 	// MCPServers: MCP servers whose tools the model may call
 	// (mcpservers.go, deploy/mcp.md).
 	MCPServers []mcpServerConfig `yaml:"mcp_servers"`
+	// Datasources: Prometheus, Loki and Alertmanager for the model's
+	// read-only query tools (datasources.go).
+	Datasources []datasourceConfig `yaml:"datasources"`
 	// SecretFiles are more files holding secrets the daemon uses (an
 	// EnvironmentFile thinbot cannot find on its own, say): hidden from
 	// every command like the *_file keys.
@@ -221,6 +224,7 @@ func (c *daemonConfig) resolvePaths(base string) {
 		*p = rel(base, *p)
 	}
 	c.Cluster.resolvePaths(base)
+	c.resolveDatasourcePaths(base)
 }
 
 // defaults fills what the file leaves out: the model from the environment
@@ -264,9 +268,11 @@ func (c *daemonConfig) check(path string) error {
 	c.checkReload(bad, who)
 	c.Web.check(bad, c.Channels, who)
 	c.Alerts.check(bad, c.Channels, c.Platform, c.Web)
+	c.Alerts.Alertmanager.checkSource(bad, c.Datasources)
 	checkSchedules(bad, c.Schedules, c.Channels)
 	c.checkMCP(bad, who)
 	c.Cluster.check(bad, who)
+	c.checkDatasources(bad, who)
 	c.checkChannels(bad)
 	if c.Fleet.configured() {
 		errs = append(errs, c.Fleet.check(filepath.Dir(path))...)

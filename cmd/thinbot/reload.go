@@ -78,6 +78,11 @@ import (
 // named later would be open to every command). The token file itself is
 // read again at every reload: a rotated token takes effect then.
 //
+// The datasources section reloads whole (the sources are built anew),
+// except that a credentials file the daemon did not start with needs a
+// restart (newSecretFiles): the sandbox hides only the files it was
+// started with.
+//
 // A key not listed here needs a restart, so that a key added later is
 // never half applied by accident.
 func reloadable(key string) bool { return slices.Contains(reloadableKeys(), key) }
@@ -86,7 +91,7 @@ func reloadable(key string) bool { return slices.Contains(reloadableKeys(), key)
 func reloadableKeys() []string {
 	return []string{"channels", "users", "allow_bots", "mention_in_thread", "approval_timeout", "approval_reminders",
 		"policy_file", "instructions_file", "skills_dirs", "skills_lock",
-		"budgets", "env_allow", "command_path", "schedules", "alerts"}
+		"budgets", "env_allow", "command_path", "schedules", "alerts", "datasources"}
 }
 
 // alertsKey reports whether a changed key of the alerts section (a path
@@ -213,6 +218,7 @@ func (d *daemon) tryReload(ctx context.Context, by, actor string) (agentcore.Con
 	}
 	rec.Changed = slices.Compact(rec.Changed) // keys are sorted
 	restart = append(restart, d.sandboxBinds(c)...)
+	restart = append(restart, newSecretFiles(r.c, c, r.path)...)
 	if len(restart) > 0 {
 		return rec, &errNeedsRestart{keys: restart}
 	}

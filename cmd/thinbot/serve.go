@@ -226,6 +226,7 @@ func (d *daemon) open(ctx context.Context, e *env, configPath string) error {
 		Users:   c.Users, AllowBots: c.AllowBots, MentionInThread: c.MentionInThread,
 		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(true), Location: c.Timezone.loc,
 		Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db), Metrics: d.metrics, Logger: logger,
+		Console: c.Web.PublicOrigin,
 	})
 	return err
 }
@@ -410,10 +411,14 @@ func agentBase(e *env, c *daemonConfig, configPath string, db *store.DB, model *
 	if err != nil {
 		return daemonBase{}, nil, err
 	}
+	sources, err := c.datasources()
+	if err != nil {
+		return daemonBase{}, nil, err
+	}
 	return daemonBase{
 		cfg: agentcore.Config{
 			Store: db, Model: model, Policy: policy, GlobalInstructions: global, CompactPrompt: compactPrompt,
-			Secrets:      secrets,
+			Secrets: secrets, Datasources: sources,
 			TextProtocol: c.Model.TextProtocol, ContextWindow: c.Model.ContextWindow, CompactAt: c.Model.CompactAt,
 			Exec: agentcore.ExecConfig{Timeout: c.Budgets.CommandTimeout.Duration, Environ: os.Environ(), AllowEnv: c.EnvAllow, Path: c.CommandPath,
 				// Chat attaches long outputs whole, up to its limit.

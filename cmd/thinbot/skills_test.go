@@ -140,7 +140,7 @@ func TestCmdSkillsInstall(t *testing.T) {
 	if err := run(t.Context(), e, []string{"skills", "install", "--bot-user", "4242424", dir}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "csv-stats, log-triage, skill-author, sys-doctor") {
+	if !strings.Contains(out.String(), "csv-stats, log-triage, promql, skill-author, sys-doctor") {
 		t.Errorf("output %q", out)
 	}
 	e, out, _ = skillsEnv(nil)

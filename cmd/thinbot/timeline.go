@@ -51,17 +51,18 @@ func configZones(c *daemonConfig) func(session string) *time.Location {
 	return sessionZones(c.Platform, zones, c.Timezone.loc)
 }
 
-// auditTimeline prints a session's postmortem timeline in Markdown. It
-// reads the store, or, when a running daemon holds the store's lock (or
-// --jsonl names one), the JSONL export, which it verifies first. Its times
-// are in loc (nil: UTC).
-func auditTimeline(ctx context.Context, e *env, dbPath, jsonl, session string, loc *time.Location) error {
+// auditTimeline prints a session's timeline in Markdown, as opt says
+// (agentcore.WriteTimeline). It reads the store, or, when a running daemon
+// holds the store's lock (or --jsonl names one), the JSONL export, which
+// it verifies first. A session none of them has is an error.
+func auditTimeline(ctx context.Context, e *env, dbPath, jsonl, session string, opt agentcore.TimelineOptions) error {
+	var events iter.Seq2[store.Event, error]
+	var rep store.Report
 	if jsonl == "" {
 		db, err := openReadOnly(dbPath)
 		if err == nil {
 			defer db.Close()
-			rep, err := db.Verify(ctx, nil)
-			if err != nil {
+			if rep, err = db.Verify(ctx, nil); err != nil {
 				return err
 			}
 			a, archived, err := db.Archived(session)
@@ -81,51 +82,62 @@ func auditTimeline(ctx context.Context, e *env, dbPath, jsonl, session string, l
 				}
 				return noSession(session)
 			}
-			return agentcore.WriteTimeline(e.stdout, session, db.Events(session, 1), rep, agentcore.TimelineOptions{Location: loc})
-		}
-		if !errors.Is(err, store.ErrLocked) {
+			events = db.Events(session, 1)
+		} else if !errors.Is(err, store.ErrLocked) {
 			return err
+		} else {
+			// A running daemon holds the store: its journal, verified.
+			j, err := openLiveJournal(ctx, dbPath)
+			if err != nil {
+				return err
+			}
+			defer j.Close()
+			fmt.Fprintln(e.stderr, j.note(dbPath))
+			var evs []store.Event
+			if err := j.each(ctx, func(ev store.Event, _ []byte) error {
+				if ev.Session == session {
+					evs = append(evs, ev)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			events, rep = eventsOf(evs), j.rep
 		}
-		// A running daemon holds the store: its journal, verified.
-		j, err := openLiveJournal(ctx, dbPath)
+	} else {
+		f, err := os.Open(jsonl)
+		if err != nil {
+			return fmt.Errorf("audit timeline: %w", err)
+		}
+		defer f.Close()
+		vr, err := store.VerifyFile(ctx, f, nil)
 		if err != nil {
 			return err
 		}
-		defer j.Close()
-		fmt.Fprintln(e.stderr, j.note(dbPath))
-		var evs []store.Event
-		if err := j.each(ctx, func(ev store.Event, _ []byte) error {
-			if ev.Session == session {
-				evs = append(evs, ev)
-			}
-			return nil
-		}); err != nil {
+		if _, err := f.Seek(0, 0); err != nil {
 			return err
 		}
-		if len(evs) == 0 {
-			return noSession(session)
-		}
-		return agentcore.WriteTimeline(e.stdout, session, func(yield func(store.Event, error) bool) {
-			for _, ev := range evs {
-				if !yield(ev, nil) {
-					return
-				}
+		events, rep = jsonlEvents(f, session, vr.LastSeq), vr.Report
+	}
+	tl, err := agentcore.ReadTimeline(session, events)
+	if err != nil {
+		return err
+	}
+	if len(tl.Rows) == 0 {
+		return noSession(session)
+	}
+	return agentcore.WriteTimeline(e.stdout, tl, rep, opt)
+}
+
+// eventsOf yields evs.
+func eventsOf(evs []store.Event) iter.Seq2[store.Event, error] {
+	return func(yield func(store.Event, error) bool) {
+		for _, ev := range evs {
+			if !yield(ev, nil) {
+				return
 			}
-		}, j.rep, agentcore.TimelineOptions{Location: loc})
+		}
 	}
-	f, err := os.Open(jsonl)
-	if err != nil {
-		return fmt.Errorf("audit timeline: %w", err)
-	}
-	defer f.Close()
-	rep, err := store.VerifyFile(ctx, f, nil)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Seek(0, 0); err != nil {
-		return err
-	}
-	return agentcore.WriteTimeline(e.stdout, session, jsonlEvents(f, session, rep.LastSeq), rep.Report, agentcore.TimelineOptions{Location: loc})
 }
 
 // jsonlEvents are the session's events of a JSONL export up to seq last
@@ -154,15 +166,20 @@ func jsonlEvents(f *os.File, session string, last uint64) iter.Seq2[store.Event,
 
 // chainTimeline is the web console's Timeline: a session's timeline from
 // the daemon's store, with the whole chain verified, its times in the zone
-// zoneOf gives for the session.
-func chainTimeline(db *store.DB, zoneOf func(session string) *time.Location) func(ctx context.Context, session string) (string, error) {
-	return func(ctx context.Context, session string) (string, error) {
+// zoneOf gives for the session, its console links to console (an origin;
+// "" for none).
+func chainTimeline(db *store.DB, zoneOf func(session string) *time.Location, console string) func(ctx context.Context, session, part string) (string, error) {
+	return func(ctx context.Context, session, part string) (string, error) {
 		rep, err := db.Verify(ctx, nil)
 		if err != nil {
 			return "", err
 		}
+		tl, err := agentcore.ReadTimeline(session, db.Events(session, 1))
+		if err != nil {
+			return "", err
+		}
 		var b strings.Builder
-		if err := agentcore.WriteTimeline(&b, session, db.Events(session, 1), rep, agentcore.TimelineOptions{Location: zoneOf(session)}); err != nil {
+		if err := agentcore.WriteTimeline(&b, tl, rep, agentcore.TimelineOptions{Part: part, Location: zoneOf(session), Console: console}); err != nil {
 			return "", err
 		}
 		return b.String(), nil

@@ -58,6 +58,34 @@ func TestAuditTimeline(t *testing.T) {
 	if err := run(t.Context(), e, []string{"audit", "timeline", "--db", path}); err == nil {
 		t.Error("a timeline without a session")
 	}
+	// An unknown session is an error, from the store and from an export,
+	// and prints no timeline.
+	for _, args := range [][]string{{"--db", path}, {"--jsonl", filepath.Join(dir, "audit.jsonl")}} {
+		var out bytes.Buffer
+		e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+		err := run(t.Context(), e, append([]string{"audit", "timeline", "mattermost/C1/NOPE"}, args...))
+		if err == nil || !strings.Contains(err.Error(), `no session "mattermost/C1/NOPE"`) || out.Len() != 0 {
+			t.Errorf("an unknown session %v: %v\n%s", args, err, out.String())
+		}
+	}
+	// --part prints one part: the postmortem without hashes, or the
+	// appendix alone.
+	for part, tc := range map[string]struct{ has, hasNot string }{
+		"postmortem": {"`alice` wrote: `what now?`", "Chain verified"},
+		"appendix":   {"**Chain verified:**", "wrote:"},
+	} {
+		var out bytes.Buffer
+		e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+		if err := run(t.Context(), e, []string{"audit", "timeline", "mattermost/C1/R1", "--db", path, "--part", part}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), tc.has) || strings.Contains(out.String(), tc.hasNot) {
+			t.Errorf("--part %s: want %q and not %q:\n%s", part, tc.has, tc.hasNot, out.String())
+		}
+	}
+	if err := run(t.Context(), e, []string{"audit", "timeline", "mattermost/C1/R1", "--db", path, "--part", "hashes"}); !errors.Is(err, errUsage) {
+		t.Errorf("--part hashes: %v", err)
+	}
 }
 
 // TestAuditTimelineZone: `audit timeline --config` shows times in the

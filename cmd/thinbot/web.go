@@ -277,7 +277,7 @@ func serveWeb(ctx context.Context, w webConfig, tokens bot.TokenBudgets, agents 
 	bc.Location = nil
 	chat := len(w.Users) > 0
 	saved, save := sessionStore(stateDir)
-	srv, err := web.New(web.Config{Listen: w.Listen, Auth: auth, Chain: db, Timeline: chainTimeline(db, zoneOf), Chat: chat, PublicOrigin: w.PublicOrigin,
+	srv, err := web.New(web.Config{Listen: w.Listen, Auth: auth, Chain: db, Timeline: chainTimeline(db, zoneOf, w.PublicOrigin), Chat: chat, PublicOrigin: w.PublicOrigin,
 		Secret: secret, Sessions: saved, SaveSessions: save, Logger: logger, Location: bc.Location})
 	if err != nil {
 		return u, nil, err
@@ -288,7 +288,7 @@ func serveWeb(ctx context.Context, w webConfig, tokens bot.TokenBudgets, agents 
 		if agents()[ws] == nil {
 			return u, nil, fmt.Errorf("web.workspace %s is not the workspace of a channel", w.Workspace)
 		}
-		bc.Adapter = srv
+		bc.Adapter, bc.Console = srv, w.PublicOrigin
 		// The workspace's agent is the one in force: a config reload
 		// replaces it (and keeps web.workspace a channel's workspace).
 		bc.Channel = func(id string) (bot.Channel, bool) {
@@ -471,7 +471,7 @@ func serveConsole(ctx context.Context, e *env, listen, stateDir string, hup <-ch
 	if err != nil {
 		return err
 	}
-	srv, err := web.New(web.Config{Listen: listen, LocalUser: user, Chain: db, Timeline: chainTimeline(db, func(string) *time.Location { return nil }), Chat: true, ModelProblem: problem,
+	srv, err := web.New(web.Config{Listen: listen, LocalUser: user, Chain: db, Timeline: chainTimeline(db, func(string) *time.Location { return nil }, ""), Chat: true, ModelProblem: problem,
 		Secret: secret, Logger: logger})
 	if err != nil {
 		return fmt.Errorf("%w\n(thinbot serve without --config is the local operator's console; a shared console goes behind a login: see the web section of deploy/thinbot.example.yaml)", err)
