@@ -342,6 +342,7 @@ func TestMCPBadServers(t *testing.T) {
 	}
 	for i, w := range want {
 		c, r := calls[i], results[i]
+		t.Logf("%s: %d ms, error %q", c.Tool, c.DurationMS, c.Error)
 		if c.Tool != w.tool || !strings.Contains(c.Error, w.err) || (w.err == "" && c.Error != "") {
 			t.Errorf("call %d: %s error %q, want %s with %q", i, c.Tool, c.Error, w.tool, w.err)
 		}
@@ -423,15 +424,19 @@ func TestMCPReadOnlyTierCannotWrite(t *testing.T) {
 }
 
 // TestMCPStreamableHTTP: a server behind a streamable HTTP URL gets the
-// configured headers with every request; its read-only tool runs at once
-// (tier "remote"), and its other tool, which the server calls read-only,
-// waits for an approval and is not called when it is denied.
+// configured headers with every request; an 8 MiB answer over the 1 MiB
+// limit is refused and the next call works; its read-only tool runs at
+// once (tier "remote"), and its other tool, which the server calls
+// read-only, waits for an approval and is not called when it is denied.
 func TestMCPStreamableHTTP(t *testing.T) {
 	s := sdk.NewServer(&sdk.Implementation{Name: "remote", Version: "1"}, nil)
 	type in struct {
 		Q string `json:"q"`
 	}
 	var deleted atomic.Bool
+	sdk.AddTool(s, &sdk.Tool{Name: "huge"}, func(ctx context.Context, _ *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.Repeat("h", 8<<20)}}}, nil, nil
+	})
 	sdk.AddTool(s, &sdk.Tool{Name: "query"}, func(ctx context.Context, _ *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "rows for " + a.Q}}}, nil, nil
 	})
@@ -440,7 +445,8 @@ func TestMCPStreamableHTTP(t *testing.T) {
 			deleted.Store(true)
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "deleted"}}}, nil, nil
 		})
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil)
+	// JSON answers: the SDK reads one whole, so thinbot bounds it.
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, &sdk.StreamableHTTPOptions{JSONResponse: true})
 	var unauthorized atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer tkn-0123456789" {
@@ -451,10 +457,11 @@ func TestMCPStreamableHTTP(t *testing.T) {
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	set := mcpSet(t, nil, 0, mcp.Server{Name: "db", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer tkn-0123456789"},
-		ReadOnlyTools: []string{"query"}})
+	set := mcpSet(t, nil, 1<<20, mcp.Server{Name: "db", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer tkn-0123456789"},
+		ReadOnlyTools: []string{"query", "huge"}})
 	var saw string
 	f := newFixture(t, Config{MCP: set},
+		call("db__huge", `{"q":"all"}`),
 		call("db__query", `{"q":"errors"}`), call("db__delete", `{"q":"everything"}`),
 		func(r Request) (Response, error) { saw = lastToolContent(r); return Response{Content: "ok"}, nil })
 	var asked []Approval
@@ -466,10 +473,11 @@ func TestMCPStreamableHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := mcpCallOf(t, f, "s")
-	if len(calls) != 1 || calls[0].Tool != "query" || calls[0].Tier != "remote" || calls[0].Error != "" {
-		t.Errorf("mcp_call events = %+v; want the query alone, remote", calls)
+	if len(calls) != 2 || calls[0].Tool != "huge" || !strings.Contains(calls[0].Error, "exceeded the configured maximum size") ||
+		calls[1].Tool != "query" || calls[1].Tier != "remote" || calls[1].Error != "" {
+		t.Errorf("mcp_call events = %+v; want the huge answer refused, then the query, remote; results %+v", calls, toolResults(t, f, "s"))
 	}
-	if res := toolResults(t, f, "s"); len(res) != 2 || !strings.Contains(res[0].Content, "rows for errors") {
+	if res := toolResults(t, f, "s"); len(res) != 3 || !strings.Contains(res[1].Content, "rows for errors") {
 		t.Errorf("results = %+v", res)
 	}
 	if deleted.Load() || len(asked) != 1 || !strings.Contains(asked[0].Command, "mcp db delete") || !strings.Contains(saw, "refused") {
@@ -546,5 +554,37 @@ func TestMCPEverythingContent(t *testing.T) {
 		if err != nil || !strings.Contains(res.Text, c.want) {
 			t.Errorf("%s: %.300q, %v; want %q", c.tool, res.Text, err, c.want)
 		}
+	}
+}
+
+// TestMCPServerEnvHiddenFromReadOnlyCommands: a read-only command cannot
+// read the environment of a stdio server's read-only process (where its
+// env_file's secrets are): each runs in a Landlock domain of its own,
+// which scopes /proc/PID/environ (and a root daemon's server process of
+// the approved tier is root's). A control run shows that the command's
+// scan reads what it may (its own environment).
+func TestMCPServerEnvHiddenFromReadOnlyCommands(t *testing.T) {
+	root := t.TempDir()
+	sb := startSandbox(t, root)
+	const marker = "MCPENVMARKER=0123456789abcdef"
+	set := mcpSet(t, sb, 0, mcp.Server{Name: "everything", Command: npmServer(t, "server-everything", "stdio"),
+		Env: []string{"PATH=/usr/bin:/bin", marker}, ReadOnly: true})
+	if _, ok := set.Tool("everything__echo"); !ok {
+		t.Fatal("the server did not start in the read-only tier")
+	}
+	count := func(pattern string) string {
+		var out strings.Builder
+		script := `for f in /proc/[0-9]*/environ; do { tr '\0' '\n' < "$f"; } 2>/dev/null; done | grep -c '^` + pattern + `'`
+		if _, err := sb.Run(t.Context(), sandbox.ReadOnly, sandbox.Cmd{Args: []string{"/bin/sh", "-c", script}, Dir: root,
+			Env: []string{"PATH=/usr/bin:/bin", "OWNMARKER=1"}}, &out); err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out.String())
+	}
+	if n := count("OWNMARKER="); n == "0" || n == "" {
+		t.Fatalf("the command does not see even its own environment (%q): the check proves nothing", n)
+	}
+	if n := count("MCPENVMARKER="); n != "0" {
+		t.Errorf("a read-only command read the MCP server's environment %s times", n)
 	}
 }

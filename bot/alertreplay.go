@@ -67,15 +67,17 @@ func (r *AlertReplay) Silence(s agentcore.AlertSilencePayload, at time.Time) (ca
 	return r.redraw(at), true
 }
 
-// Look returns the card after a NoteFirstLook (state: its Detail),
-// recorded at at: a skipped look's card carries Run first look until
-// someone runs it. The note's text is a post of its own in the thread.
-func (r *AlertReplay) Look(state string, at time.Time) (card Post, ok bool) {
+// Look returns the line a NoteFirstLook posted (state: its Detail, text:
+// its Text), and the card after it, at time at: a skipped or queued look
+// puts Run first look on the card, any later state of the look takes it
+// off, as agentcore.AlertGroups reads the notes.
+func (r *AlertReplay) Look(state, text string, at time.Time) (line, card Post, redrawn bool) {
+	line = Post{Text: text}
 	if !r.known {
-		return Post{}, false
+		return line, Post{}, false
 	}
-	r.g.LookSkipped = state == lookSkipped
-	return r.redraw(at), true
+	r.g.LookOffered = state == lookSkipped || state == "queued"
+	return line, r.redraw(at), true
 }
 
 func (r *AlertReplay) redraw(at time.Time) Post {

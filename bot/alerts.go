@@ -776,6 +776,9 @@ func (a *alerts) deliver(ctx context.Context, cfg *AlertsConfig, wh Webhook, dig
 	if e := earliest(p.Alerts); !e.IsZero() && (starts.IsZero() || e.Before(starts)) {
 		starts = e
 	}
+	if g.Status == "resolved" && wh.Status == "firing" {
+		g.LookOffered = false // it fires again: investigate decides anew
+	}
 	b.update(ctx, t, g.PostID, cardPost(g, wh, p, now, starts, loc))
 	b.post(ctx, t, Post{Text: alertLine(g, wh, p, now, starts, loc)})
 	b.showAlert(t, wh.Status)

@@ -54,6 +54,10 @@ type threadApprover struct {
 	requester User
 	r         *renderer           // shows the decision on the waiting step
 	asked     map[string]*request // by request id, from Ask to Decided
+	// timeout, if set, shortens the Bot's approval timeout, and so does
+	// the deadline of Ask's ctx (an external agent's call: the time its
+	// client allows).
+	timeout time.Duration
 }
 
 var _ agentcore.Approver = (*threadApprover)(nil)
@@ -65,6 +69,12 @@ func (a *threadApprover) Ask(ctx context.Context, ap agentcore.Approval) (string
 	b := a.b
 	acc := b.access.Load()
 	timeout := acc.ApprovalTimeout
+	if a.timeout > 0 {
+		timeout = min(timeout, a.timeout)
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = max(min(timeout, time.Until(dl)), time.Second)
+		}
+	}
 	req := &request{ap: ap, th: a.th, ch: a.th.ch, requester: a.requester, expires: b.cfg.Now().Add(timeout), timeout: timeout, reminders: acc.Reminders,
 		decided: make(chan agentcore.ApprovalDecision, 1), committed: make(chan error, 1), ready: make(chan struct{})}
 	b.mu.Lock()

@@ -26,7 +26,8 @@
 //
 // Every call has a time limit (Server.Timeout); a server that does not
 // answer in time is stopped, and so is one whose answer is larger than
-// Config.MaxResult (one JSON-RPC message). A server process that exited
+// Config.MaxResult (one JSON-RPC message; over HTTP, a JSON answer or one
+// event of a stream). A server process that exited
 // or was stopped is started again at its tier's next call. Notifications
 // (log messages, progress) are dropped. The error of a failed call says
 // what happened, with the end of the server's standard error.

@@ -46,7 +46,9 @@ type Server struct {
 	// readOnlyHint counts for nothing here.
 	ReadOnly      bool
 	ReadOnlyTools []string
-	// Timeout bounds each call, and the start; 0 means 60s.
+	// Timeout bounds each call; 0 means 60s. A start (the process, the
+	// handshake, the tool list) may take Timeout or a minute, whichever
+	// is longer: a loaded host starts slowly.
 	Timeout time.Duration
 }
 
@@ -196,7 +198,7 @@ func (s *Set) Start(ctx context.Context, r Runner) {
 
 // list starts sv's ReadOnly connection and reads its tools.
 func (s *Set) list(ctx context.Context, sv *server, r Runner) ([]Tool, error) {
-	ctx, cancel := context.WithTimeout(ctx, sv.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, startTimeout(sv.cfg))
 	defer cancel()
 	c, err := s.conn(ctx, sv, r, sandbox.ReadOnly)
 	if err != nil {
@@ -230,6 +232,9 @@ func (s *Set) list(ctx context.Context, sv *server, r Runner) ([]Tool, error) {
 	}
 	return tools, nil
 }
+
+// startTimeout bounds a server's start (Server.Timeout).
+func startTimeout(sc Server) time.Duration { return max(sc.Timeout, time.Minute) }
 
 func toolName(n string) string {
 	b := []byte(n)
@@ -291,12 +296,14 @@ func (s *Set) Call(ctx context.Context, r Runner, m sandbox.Mode, t Tool, args j
 	if sv.cfg.URL != "" {
 		m = sandbox.Approved // one connection
 	}
-	ctx, cancel := context.WithTimeout(ctx, sv.cfg.Timeout)
-	defer cancel()
-	c, err := s.conn(ctx, sv, r, m)
+	sctx, cancelStart := context.WithTimeout(ctx, startTimeout(sv.cfg))
+	c, err := s.conn(sctx, sv, r, m)
+	cancelStart()
 	if err != nil {
 		return Result{}, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, sv.cfg.Timeout)
+	defer cancel()
 	res, err := c.session.CallTool(ctx, &sdk.CallToolParams{Name: t.Tool, Arguments: args})
 	if err != nil {
 		var rpcErr *jsonrpc.Error
@@ -456,7 +463,7 @@ func client() *sdk.Client {
 // dial connects to sc: over HTTP, or by starting its command in tier m.
 func (s *Set) dial(ctx context.Context, sc Server, r Runner, m sandbox.Mode) (*conn, error) {
 	if sc.URL != "" {
-		hc := &http.Client{Transport: headers{sc.Headers, http.DefaultTransport}}
+		hc := &http.Client{Transport: headers{h: sc.Headers, max: int64(s.cfg.MaxResult), next: http.DefaultTransport}}
 		t := &sdk.StreamableClientTransport{Endpoint: sc.URL, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true, MaxEventSize: s.cfg.MaxResult}
 		cs, err := client().Connect(ctx, t, nil)
 		if err != nil {
@@ -521,9 +528,12 @@ func (s *Set) dial(ctx context.Context, sc Server, r Runner, m sandbox.Mode) (*c
 	return c, nil
 }
 
-// headers adds configured headers to every request.
+// headers adds configured headers to every request, and bounds a JSON
+// answer to max bytes: the SDK reads one whole (an event stream's events
+// it bounds itself, MaxEventSize).
 type headers struct {
 	h    map[string]string
+	max  int64
 	next http.RoundTripper
 }
 
@@ -534,8 +544,32 @@ func (h headers) RoundTrip(req *http.Request) (*http.Response, error) {
 			req.Header.Set(k, v)
 		}
 	}
-	return h.next.RoundTrip(req)
+	resp, err := h.next.RoundTrip(req)
+	if err == nil && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		resp.Body = &limitedBody{ReadCloser: resp.Body, left: h.max}
+	}
+	return resp, err
 }
+
+// limitedBody fails a read past its limit.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errTooLarge
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return n, errTooLarge
+	}
+	return n, err
+}
+
+var errTooLarge = errors.New("the server's answer exceeded the configured maximum size")
 
 // tail keeps the last bytes written to it (a server's stderr).
 type tail struct {

@@ -262,13 +262,11 @@ func (rp *replay) event(ev store.Event) {
 		}
 	case *agentcore.NotePayload:
 		if p.Kind == agentcore.NoteFirstLook {
-			// What became of an alert's first look, as the thread showed
-			// it: a notice, and the card's Run first look while skipped.
-			if card, ok := rp.alerts.Look(p.Detail, ev.Time); ok {
+			// What became of an alert's first look, as the thread showed it.
+			line, card, redrawn := rp.alerts.Look(p.Detail, p.Text, ev.Time)
+			rp.bot(line.Text, ev.Time)
+			if redrawn {
 				rp.redraw(card)
-			}
-			if p.Text != "" {
-				rp.bot(p.Text, ev.Time)
 			}
 			return
 		}

@@ -89,6 +89,10 @@ func script(req fakemodel.Request) fakemodel.Reply {
 		return fakemodel.Reply{Content: "That was long."}
 	case strings.Contains(user, "show the big log"):
 		return run("seq 1 2000", "show the log")
+	case strings.Contains(user, "query the metrics") && afterTool:
+		return fakemodel.Reply{Content: "Queried."}
+	case strings.Contains(user, "query the metrics"):
+		return fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "promql_range", Args: `{"query":"up"}`}}}
 	case strings.Contains(user, "An alert fired and opened this thread") && strings.Contains(user, "HoldsTheLook"):
 		return fakemodel.Reply{Content: "Never shown.", Delay: time.Hour} // holds the channel's first look
 	case strings.Contains(user, "An alert fired and opened this thread") && strings.Contains(user, "NginxDown") && !afterTool:
@@ -98,10 +102,6 @@ func script(req fakemodel.Request) fakemodel.Reply {
 	case strings.Contains(user, "show me the links"):
 		return fakemodel.Reply{Content: "The [runbook](https://runbooks.example.com/nginx/down) says restart; see also https://grafana.example.com/d/nginx-overview-for-the-whole-frontend-fleet-and-its-upstreams?orgId=1&from=now-6h. " +
 			"Not links: [click me](javascript:alert(document.cookie)), [data](data:text/html,hi) and `https://in.a.code.span/`."}
-	case strings.Contains(user, "query the metrics") && afterTool:
-		return fakemodel.Reply{Content: "Queried."}
-	case strings.Contains(user, "query the metrics"):
-		return fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "promql_range", Args: `{"query":"up"}`}}}
 	case strings.Contains(user, "break the model"):
 		return fakemodel.Reply{Status: 500}
 	case strings.Contains(user, "think hard"):
@@ -130,6 +130,8 @@ type rigOpts struct {
 	Location *time.Location
 	// Tokens are the console channel's token budgets.
 	Tokens bot.TokenBudgets
+	// Datasources are the agent's (its datasource tools).
+	Datasources []*datasource.Source
 	// Investigate starts an alert's first look (the rig's alert route).
 	Investigate bool
 	// Storm allows one first look at a time and one queued (Investigate).
@@ -138,8 +140,6 @@ type rigOpts struct {
 	// and audit.jsonl) to start from, as a process started over the files
 	// a killed one left.
 	StateDir string
-	// Datasources are the agent's (its datasource tools).
-	Datasources []*datasource.Source
 }
 
 type rig struct {

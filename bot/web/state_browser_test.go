@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -662,8 +663,27 @@ func TestStormThreadsAfterRestart(t *testing.T) {
 }
 
 // TestSkippedLookAfterRestart: a storm's skipped first look comes back
-// after a restart with its notice and the card's Run first look, which
-// still runs the look; once run, a restart shows the card without it.
+// after a restart with its notice and its Run first look, which still
+// runs the look; a tap's outcome comes back too, without the button.
+// lookCard waits until thread tid's alert card (its root post) offers Run
+// first look (want) or no longer does, and returns the card.
+func (r *rig) lookCard(tid string, want bool) wpost {
+	r.t.Helper()
+	var card wpost
+	waitFor(r.t, fmt.Sprintf("the card with Run first look %v", want), func() bool {
+		for _, p := range r.posts(tid) {
+			if p.ID != tid {
+				continue
+			}
+			has := slices.ContainsFunc(p.Buttons, func(b button) bool { return b.ID == bot.ActionFirstLook })
+			card = p
+			return has == want
+		}
+		return false
+	})
+	return card
+}
+
 func TestSkippedLookAfterRestart(t *testing.T) {
 	r := newRig(t, rigOpts{Storm: true})
 	for _, name := range []string{"HoldsTheLook", "WaitsInQueue", "SkippedLook"} {
@@ -681,43 +701,23 @@ func TestSkippedLookAfterRestart(t *testing.T) {
 		return tid != ""
 	})
 	notice := r.waitPost(tid, "Skipped the automatic first look")
-	card := func() wpost {
-		t.Helper()
-		for _, p := range r.posts(tid) {
-			if p.ID == tid {
-				return p
-			}
-		}
-		t.Fatal("no card")
-		return wpost{}
-	}
-	hasRun := func(p wpost) bool {
-		for _, b := range p.Buttons {
-			if b.ID == bot.ActionFirstLook {
-				return true
-			}
-		}
-		return false
-	}
-	waitFor(t, "Run first look on the card", func() bool { return hasRun(card()) })
-	live := card()
+	card := r.lookCard(tid, true)
 	r.restart(t)
-	if again := r.waitPost(tid, "Skipped the automatic first look"); again.Text != notice.Text {
-		t.Errorf("after a restart the notice is %q, want %q", again.Text, notice.Text)
+	if again := r.waitPost(tid, "Skipped the automatic first look"); again.Text != notice.Text || len(again.Buttons) != 0 {
+		t.Errorf("after a restart the notice is %+v\nwant as live: %+v", again, notice)
 	}
-	restored := card()
-	if restored.Text != live.Text || !hasRun(restored) || restored.value != live.value || len(restored.Buttons) != len(live.Buttons) {
-		t.Fatalf("after a restart the card is %+v\nwant as live: %+v", restored, live)
+	again := r.lookCard(tid, true)
+	if again.Text != card.Text || again.value != card.value || !slices.Equal(again.Buttons, card.Buttons) {
+		t.Fatalf("after a restart the card is %+v\nwant as live: %+v", again, card)
 	}
-	code, body := r.do("bob", "POST", "/api/threads/"+tid+"/posts/"+tid+"/click", `{"action":"`+bot.ActionFirstLook+`"}`)
+	code, body := r.do("bob", "POST", "/api/threads/"+tid+"/posts/"+again.ID+"/click", `{"action":"`+bot.ActionFirstLook+`"}`)
 	if code != http.StatusOK || !strings.Contains(body, `"updated":true`) {
 		t.Fatalf("Run first look after a restart: %d %s", code, body)
 	}
 	r.waitPost(tid, "Run first look: started by @bob")
 	r.waitPost(tid, "I only know the test script.")
+	r.lookCard(tid, false)
 	r.restart(t)
 	r.waitPost(tid, "Run first look: started by @bob")
-	if hasRun(card()) {
-		t.Errorf("after the look ran and a restart, the card still offers Run first look: %+v", card())
-	}
+	r.lookCard(tid, false)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/thinbot/thinbot/agentcore"
@@ -36,7 +37,8 @@ type mcpServerConfig struct {
 	// the tools named: those run without an approval.
 	ReadOnly      bool     `yaml:"read_only"`
 	ReadOnlyTools []string `yaml:"read_only_tools"`
-	// Timeout bounds each call and the start; unset means 60s.
+	// Timeout bounds each call; unset means 60s. A start may take it or
+	// a minute, whichever is longer.
 	Timeout duration `yaml:"timeout"`
 }
 
@@ -63,6 +65,11 @@ func (c *daemonConfig) checkMCP(bad func(string, ...any), who daemonUser) {
 		}
 		if s.URL != "" && (len(s.Env) > 0 || s.EnvFile != "" || s.Dir != "") {
 			bad("%s: env, env_file and dir are for a stdio server (command), not a url", key)
+		}
+		if s.Dir != "" && !filepath.IsAbs(s.Dir) {
+			bad("%s: dir %q is not an absolute path", key, s.Dir)
+		} else if st, err := os.Stat(s.Dir); s.Dir != "" && (err != nil || !st.IsDir()) {
+			bad("%s: dir %s is not a directory", key, s.Dir)
 		}
 		if s.URL == "" && s.HeadersFile != "" {
 			bad("%s: headers_file is for a url, not a command", key)

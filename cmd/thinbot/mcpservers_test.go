@@ -38,6 +38,7 @@ mcp_servers:
     headers_file: loose.headers
   - name: missing
     command: [/does/not/exist]
+    dir: srv
 `), 0o600)
 	var out bytes.Buffer
 	e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
@@ -46,7 +47,7 @@ mcp_servers:
 	}
 	for _, want := range []string{`mcp server "Bad_Name"`, `command "node" is not an absolute path`, "set command or url, not both",
 		"GITHUB_TOKEN looks like a secret", "mcp_servers gh: timeout", "mcp_servers gh: named twice",
-		"headers_file: ", "readable or writable by other users", "mcp_servers missing: command:"} {
+		"headers_file: ", "readable or writable by other users", "mcp_servers missing: command:", `dir "srv" is not an absolute path`} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("config check output lacks %q:\n%s", want, out.String())
 		}
