@@ -118,9 +118,11 @@ type AlertGroup struct {
 	// Silence is the group's silence created last, nil if none or it was
 	// expired through thinbot.
 	Silence *AlertSilencePayload
-	// LookSkipped: the group's automatic first look was skipped and
-	// nobody has run it since (its last NoteFirstLook in the thread).
-	LookSkipped bool
+	// LookOffered: the group's card offers Run first look: its automatic
+	// first look was skipped, or waits in the queue (or waited when the
+	// daemon stopped, which drops the queue), and nobody has run it since
+	// (its last NoteFirstLook in the thread).
+	LookOffered bool
 }
 
 // AlertGroups reads every alert group's thread from the chain, and the
@@ -138,7 +140,9 @@ func AlertGroups(db *store.DB, since time.Time) (map[string]AlertGroup, []string
 				var n NotePayload
 				if json.Unmarshal(e.Payload, &n) == nil && n.Kind == NoteFirstLook {
 					g := groups[k]
-					g.LookSkipped = n.Detail == "skipped"
+					// A look still queued when the daemon stopped was
+					// dropped with its memory: as good as skipped.
+					g.LookOffered = n.Detail == "skipped" || n.Detail == "queued"
 					groups[k] = g
 				}
 			}

@@ -261,7 +261,10 @@ func (r *run) queryDatasource(ctx context.Context, call ToolCall, a toolArgs) (s
 	var content string
 	if err != nil {
 		p.Error = err.Error()
-		content = "error: " + err.Error() + datasourceHint(err)
+		content = r.maskOutput("error: " + err.Error() + datasourceHint(err))
+		if ctx.Err() != nil { // /stop or shutdown: the result says whose
+			r.stopped = CauseOf(ctx)
+		}
 	} else {
 		sum := sha256.Sum256(res.Data)
 		p.ResultSHA = hex.EncodeToString(sum[:])
@@ -292,8 +295,7 @@ func datasourceHint(err error) string {
 	return ""
 }
 
-// datasourceLine is an EvDatasourceQuery as one line of text: the
-// timeline's and the audit's.
+// line is an EvDatasourceQuery as one line of text, for the timeline.
 func (p DatasourcePayload) line() string {
 	s := p.Tool + " " + p.Datasource + " " + p.Endpoint
 	if p.Query != "" {

@@ -1,6 +1,7 @@
 package agentcore
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -182,5 +183,36 @@ func TestPromqlSkillCommand(t *testing.T) {
 	res, err = f2.a.RunSkillCommand(t.Context(), Turn{Session: "s", Actor: "user:al", Text: "!promql up", Dir: f2.dir})
 	if err != nil || !strings.Contains(res.Answer, "no prometheus datasource is configured") {
 		t.Errorf("without a source: %+v, %v", res, err)
+	}
+}
+
+// TestDatasourceReadStoppedByAPerson: a /stop while a read waits for its
+// source ends the read, and its result records who stopped it.
+func TestDatasourceReadStoppedByAPerson(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cancel(&StopCause{Kind: StopUser, By: "user:U1 (alice)", Via: "/stop"})
+		<-release
+	}))
+	defer srv.Close()
+	defer close(release)
+	src, _ := datasource.New(datasource.Config{Name: "prom", Kind: datasource.Prometheus, URL: srv.URL})
+	f := newFixture(t, Config{Datasources: []*datasource.Source{src}}, call(ToolPromQuery, `{"query":"up"}`))
+	res, _ := f.a.Run(ctx, Turn{Session: "s", Actor: "user:al", Text: "up?", Dir: f.dir})
+	if res.Status != StatusCancelled {
+		t.Fatalf("status %q", res.Status)
+	}
+	var got *ToolResultPayload
+	for _, ev := range f.events(t, "s") {
+		if p, _ := Decode(ev); p != nil {
+			if tr, ok := p.(*ToolResultPayload); ok {
+				got = tr
+			}
+		}
+	}
+	if got == nil || got.Cause != StopUser || got.CauseBy != "user:U1 (alice)" || !got.IsError {
+		t.Errorf("tool result: %+v", got)
 	}
 }

@@ -1,6 +1,7 @@
 package agentcore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -54,10 +55,13 @@ func (r *run) decide(ctx context.Context, call ToolCall, info CommandInfo, d gat
 		if d.Verdict == gate.Deny {
 			return false, fmt.Sprintf("refused by policy (%s): %s. Do not try to get around this; choose another way or tell the user.", d.Rule, info.Reason), nil
 		}
-		return false, fmt.Sprintf("not run: %s (%s). It needs a human's approval, and this run has no approver (non-interactive, without --allow-all).", info.Reason, d.Rule), nil
+		// The rule's name is in the gate decision; the words are for the
+		// model and for the person who reads the thread.
+		why := cmp.Or(r.t.NoApprover, "this run has no approver (non-interactive, without --allow-all)")
+		return false, fmt.Sprintf("not run: %s. It needs a human's approval, and %s.", info.Reason, why), nil
 	}
 	ap := Approval{Session: r.t.Session, RequestID: fmt.Sprintf("r%d", evs[0].Seq), Command: info.Command,
-		Targets: info.Targets, Logins: info.Logins, SHA256: binding, Reason: reason, Rule: d.Rule, Requester: r.t.Actor, Dir: r.t.Dir}
+		Targets: info.Targets, Logins: info.Logins, SHA256: binding, Reason: reason, Rule: d.Rule, Why: info.Reason, Requester: r.t.Actor, Dir: r.t.Dir}
 	if info.Tool == ToolReadFile {
 		ap.Command = "read_file " + info.Command
 	}

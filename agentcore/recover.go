@@ -45,8 +45,9 @@ const (
 	NoteScheduleResult = "schedule_result"
 	// NoteFirstLook records what became of an alert group's automatic
 	// first look when it did not start at once (Detail: "queued",
-	// "skipped", "dropped" when its group resolved while queued, or
-	// "requested" by User's tap), and the text the thread showed (Text).
+	// "started" out of the queue, "skipped", "dropped" when its group
+	// resolved while queued, or "requested" by a person's tap), and the
+	// text the thread showed (Text).
 	NoteFirstLook = "first_look"
 )
 

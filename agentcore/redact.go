@@ -499,7 +499,7 @@ type scrubApprover struct {
 }
 
 func (s scrubApprover) approval(a Approval) Approval {
-	a.Command, a.Reason = s.x.scrub(a.Command), s.x.scrub(a.Reason)
+	a.Command, a.Reason, a.Why = s.x.scrub(a.Command), s.x.scrub(a.Reason), s.x.scrub(a.Why)
 	return a
 }
 

@@ -151,7 +151,7 @@ func TestSecretsRedactedInEveryWayOut(t *testing.T) {
 	var status string
 	var shown []string
 	approver := approverFunc(func(ctx context.Context, a Approval) (ApprovalDecision, error) {
-		shown = append(shown, a.Command, a.Reason)
+		shown = append(shown, a.Command, a.Reason, a.Why)
 		return ApprovalDecision{Approved: true, By: "user:bob"}, nil
 	})
 	f := newFixture(t, Config{Secrets: []string{key}},

@@ -18,9 +18,12 @@ type Approval struct {
 	Logins []string
 	// SHA256 is of Command alone for a local command; for a remote one, of
 	// Command, a NUL byte and the Targets joined by newlines (BindingSHA).
-	SHA256    string
-	Reason    string // the model's reason
-	Rule      string // the gate rule that asked for confirmation
+	SHA256 string
+	Reason string // the model's reason
+	Rule   string // the gate rule that asked for confirmation
+	// Why is the gate's reason for asking, in words ("`kubectl rollout`
+	// is not a read-only subcommand"), the bot's secrets redacted.
+	Why       string
 	Requester string // the turn's actor
 	Dir       string
 }
@@ -121,6 +124,11 @@ type Turn struct {
 	AllowAll bool
 	// Approver asks a human about confirm verdicts; nil refuses them.
 	Approver Approver
+	// NoApprover says, in words for the model and the person reading the
+	// thread, why a run without an Approver cannot ask for an approval
+	// ("an automatic first look cannot ask for one"); "" means a
+	// non-interactive run without --allow-all.
+	NoApprover string
 	// FleetGroups, when not empty, are the only inventory groups whose
 	// hosts this turn may target (a chat channel limited to some groups).
 	FleetGroups []string

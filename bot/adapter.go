@@ -183,3 +183,19 @@ type ChannelResolver interface {
 type HelpWriter interface {
 	Help(commands string) string
 }
+
+// StateShower is an optional Adapter interface for a front end that shows a
+// thread's state beside its title (the web console's badge). The bot calls
+// it as the state changes; implementations must not block. Mattermost and
+// Slack have no place for such a badge on a thread a user started (the bot
+// may edit only its own posts), so their adapters do not implement it: an
+// alert thread's root post there is the card, which the bot edits from
+// FIRING to RESOLVED, and the run's status post says what runs and what
+// waits for approval.
+type StateShower interface {
+	// RunState says that a run started (running) or ended in t.
+	RunState(t Thread, running bool)
+	// AlertState says that the alert group whose thread t is is now
+	// status ("firing" or "resolved").
+	AlertState(t Thread, status string)
+}

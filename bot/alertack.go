@@ -57,8 +57,9 @@ func cardPost(g agentcore.AlertGroup, wh Webhook, p agentcore.AlertPayload, now,
 		post.Buttons = []Button{{ID: ActionAck, Label: "Acknowledge", Style: "primary"}}
 		post.Value = ackValue(wh.GroupKey)
 	}
-	if wh.Status == "firing" && g.LookSkipped {
-		// Its automatic first look was skipped in a storm (alertinvestigate.go).
+	if wh.Status == "firing" && g.LookOffered {
+		// Its automatic first look was skipped or waits in a storm's
+		// queue (alertinvestigate.go).
 		post.Buttons = append(post.Buttons, Button{ID: ActionFirstLook, Label: "Run first look"})
 		post.Value = ackValue(wh.GroupKey)
 	}

@@ -34,6 +34,7 @@ func (ar *alertRun) prepare(t *agentcore.Turn) {
 	t.Actor = ar.actor
 	t.Approver = nil
 	t.AllowAll = false
+	t.NoApprover = "this automatic first look cannot ask for one (name it in your answer)"
 	t.Budgets = ar.budgets
 	cmd := t.Hooks.Command
 	t.Hooks.Command = func(c agentcore.CommandInfo) {
@@ -65,7 +66,7 @@ func (ar *alertRun) after(ctx context.Context, b *Bot, t Thread) {
 		}
 		fmt.Fprintf(&s, "- `%s`\n", oneLineMD(c))
 	}
-	s.WriteString("Mention me in this thread to run one; an approver then decides.")
+	s.WriteString("Ask me in this thread to run one; an approver then decides.")
 	b.post(ctx, t, Post{Text: s.String()})
 }
 
@@ -115,10 +116,6 @@ func (a *alerts) busy(cfg *AlertsConfig, rt AlertRoute) string {
 func (a *alerts) investigate(ctx context.Context, cfg *AlertsConfig, t Thread, ch Channel, rt AlertRoute, wh Webhook) {
 	a.mu.Lock()
 	why, queued := a.busy(cfg, rt), 0
-	if g, ok := a.groups[wh.GroupKey]; ok && g.LookSkipped { // skipped when it fired before
-		g.LookSkipped = false
-		a.groups[wh.GroupKey] = g
-	}
 	switch {
 	case why == "":
 		a.perChan[rt.Channel]++
@@ -130,8 +127,10 @@ func (a *alerts) investigate(ctx context.Context, cfg *AlertsConfig, t Thread, c
 		a.looks[wh.GroupKey] = lookQueued
 	default:
 		a.looks[wh.GroupKey] = lookSkipped
+	}
+	if why != "" { // the card offers Run first look
 		g := a.groups[wh.GroupKey]
-		g.LookSkipped = true
+		g.LookOffered = true
 		a.groups[wh.GroupKey] = g
 	}
 	a.mu.Unlock()
@@ -142,24 +141,31 @@ func (a *alerts) investigate(ctx context.Context, cfg *AlertsConfig, t Thread, c
 		return
 	case queued > 0:
 		a.count("investigation_queued")
-		text := fmt.Sprintf("Queued the automatic first look: %s. It starts when one of them ends (number %d in this channel's queue of at most %d).", why, queued, cfg.MaxQueued)
+		text := fmt.Sprintf("Queued the automatic first look: %s. It starts when one of them ends (number %d in this channel's queue of at most %d); "+
+			"tap **Run first look** on the card to run it now.", why, queued, cfg.MaxQueued)
 		b.log.Info("alert first look queued", "conv", t.Key(), "route", rt.Name, "position", queued)
 		a.noteLook(ch, t, "alert:"+rt.Name, lookQueued, text)
 		b.post(ctx, t, Post{Text: text})
+		a.redrawCard(ctx, b, ch, t, wh.GroupKey)
 	default:
 		a.count("investigation_skipped")
 		text := fmt.Sprintf("Skipped the automatic first look: %s, and this channel's queue of first looks is full (%d waiting, the limit). "+
-			"Tap **Run first look** on the card to run it now, or mention me in this thread to investigate.", why, cfg.MaxQueued)
+			"Tap **Run first look** on the card to run it now, or ask me in this thread to investigate.", why, cfg.MaxQueued)
 		b.log.Info("alert first look skipped", "conv", t.Key(), "route", rt.Name, "why", why)
 		a.noteLook(ch, t, "alert:"+rt.Name, lookSkipped, text)
 		b.post(ctx, t, Post{Text: text})
-		// The card gets its Run first look (cardPost).
-		a.mu.Lock()
-		g := a.groups[wh.GroupKey]
-		a.mu.Unlock()
-		b.update(ctx, t, g.PostID, cardPost(g, payloadWebhook(g.Last), g.Last, b.cfg.Now(), g.StartsAt, b.zone(ch)))
+		a.redrawCard(ctx, b, ch, t, wh.GroupKey)
 	}
 	a.stormChanged(ctx, rt, wh.GroupKey, false, true)
+}
+
+// redrawCard draws the group's card again (cardPost: with or without Run
+// first look). The caller holds the group's lock.
+func (a *alerts) redrawCard(ctx context.Context, b *Bot, ch Channel, t Thread, key string) {
+	a.mu.Lock()
+	g := a.groups[key]
+	a.mu.Unlock()
+	b.update(ctx, t, g.PostID, cardPost(g, payloadWebhook(g.Last), g.Last, b.cfg.Now(), g.StartsAt, b.zone(ch)))
 }
 
 // noteLook records what became of a group's first look in its thread.
@@ -238,7 +244,10 @@ func (a *alerts) next(channel string) {
 		}
 		pl := q[i]
 		a.waiting[channel] = append(q[:i:i], q[i+1:]...)
-		firing := a.groups[pl.key].Status == "firing"
+		g := a.groups[pl.key]
+		firing := g.Status == "firing"
+		g.LookOffered = false
+		a.groups[pl.key] = g
 		if firing {
 			a.perChan[pl.rt.Channel]++
 			a.perRoute[pl.rt.Name]++
@@ -265,15 +274,25 @@ func (a *alerts) next(channel string) {
 			continue
 		}
 		a.stormChanged(context.Background(), pl.rt, pl.key, false, false)
+		b.mu.Lock()
+		closing := b.closing
+		b.mu.Unlock()
+		if !closing { // a shutdown drops the queue (start): not started
+			a.noteLook(ch, pl.t, "alert:"+pl.rt.Name, "started", "")
+			unlock := a.lock(pl.key)
+			a.redrawCard(context.Background(), b, ch, pl.t, pl.key) // without Run first look
+			unlock()
+		}
 		a.start(context.Background(), pl.t, ch, pl.rt, pl.wh, true)
 		return
 	}
 }
 
-// runFirstLook handles a press of Run first look on a group's card: a
-// person who may approve in the channel starts the group's read-only first
-// look, which the chain records as requested by them; the card is redrawn
-// without the button and the thread says who ran it. It runs once.
+// runFirstLook handles a press of Run first look on a group's card (its
+// first look skipped or queued): a person who may approve in the channel
+// starts the group's read-only first look now (out of the queue), which
+// the chain records as requested by them; the card is redrawn without the
+// button and the thread says who ran it. It runs once.
 func (b *Bot) runFirstLook(ctx context.Context, c Click) ClickResult {
 	b.mu.Lock()
 	a := b.alerts
@@ -321,16 +340,18 @@ func (b *Bot) runFirstLook(ctx context.Context, c Click) ClickResult {
 	a.mu.Lock()
 	g = a.groups[key]
 	state := a.looks[key]
-	ok = g.Status == "firing" && g.LookSkipped
+	ok = g.Status == "firing" && g.LookOffered
 	if ok {
-		g.LookSkipped = false
+		g.LookOffered = false
 		a.groups[key] = g
 		a.looks[key] = lookRunning
+		// Out of the queue, if it waits there: it runs now.
+		a.waiting[rt.Channel] = slices.DeleteFunc(a.waiting[rt.Channel], func(pl pendingLook) bool { return pl.key == key })
 	}
 	a.mu.Unlock()
 	switch {
 	case g.Status != "firing":
-		return ClickResult{Ephemeral: "This alert group is resolved. Nothing was run; mention me in the thread to investigate."}
+		return ClickResult{Ephemeral: "This alert group is resolved. Nothing was run; ask me in the thread to investigate."}
 	case !ok:
 		return ClickResult{Ephemeral: "This group's first look is " + cmp.Or(state, "under way") + " already. Nothing more was run."}
 	}

@@ -750,6 +750,7 @@ func (a *alerts) deliver(ctx context.Context, cfg *AlertsConfig, wh Webhook, dig
 		b.mu.Lock()
 		b.known[t.Key()] = true
 		b.mu.Unlock()
+		b.showAlert(t, wh.Status)
 		a.count("opened")
 		b.log.Info("alert group opened a thread", "group", wh.GroupKey, "conv", t.Key(), "route", rt.Name, "status", wh.Status)
 		if wh.Status == "firing" && rt.Investigate {
@@ -775,8 +776,12 @@ func (a *alerts) deliver(ctx context.Context, cfg *AlertsConfig, wh Webhook, dig
 	if e := earliest(p.Alerts); !e.IsZero() && (starts.IsZero() || e.Before(starts)) {
 		starts = e
 	}
+	if g.Status == "resolved" && wh.Status == "firing" {
+		g.LookOffered = false // it fires again: investigate decides anew
+	}
 	b.update(ctx, t, g.PostID, cardPost(g, wh, p, now, starts, loc))
 	b.post(ctx, t, Post{Text: alertLine(g, wh, p, now, starts, loc)})
+	b.showAlert(t, wh.Status)
 	a.count("update")
 	refired := g.Status == "resolved" && wh.Status == "firing"
 	g.Status, g.Last, g.StartsAt = wh.Status, p, starts

@@ -106,6 +106,11 @@ func (f *fakeAdapter) rootPosts() []fakePost {
 	return out
 }
 
+// offersRun reports whether a card offers Run first look.
+func offersRun(p fakePost) bool {
+	return slices.ContainsFunc(p.post.Buttons, func(b Button) bool { return b.ID == ActionFirstLook }) && p.post.Value != ""
+}
+
 // post is the post id as last updated.
 func (f *fakeAdapter) post(id string) fakePost {
 	f.mu.Lock()
@@ -290,13 +295,13 @@ func TestAlertStormBounded(t *testing.T) {
 		if told(th, "Queued the automatic first look: 2 first looks are already running in this channel") != nil {
 			queued = append(queued, th)
 		}
+		waiting := told(th, "Queued the automatic first look") != nil
 		if told(th, "Skipped the automatic first look: 2 first looks are already running in this channel") != nil {
 			skipped = append(skipped, th)
-			if card := r.ad.post(p.id); !slices.ContainsFunc(card.post.Buttons, func(b Button) bool { return b.ID == ActionFirstLook }) || card.post.Value == "" {
-				t.Errorf("a skipped look's card has no Run first look button: %+v", card.post)
-			}
-		} else if card := r.ad.post(p.id); slices.ContainsFunc(card.post.Buttons, func(b Button) bool { return b.ID == ActionFirstLook }) {
-			t.Errorf("the card of a look not skipped offers Run first look: %+v", card.post)
+			waiting = true
+		}
+		if card := r.ad.post(p.id); offersRun(card) != waiting {
+			t.Errorf("a card offers Run first look: %v; its look waits (queued or skipped): %v; %+v", offersRun(card), waiting, card.post)
 		}
 	}
 	if len(queued) != 10 || len(skipped) != n-2-10 {
@@ -323,6 +328,11 @@ func TestAlertStormBounded(t *testing.T) {
 	for _, th := range skipped {
 		if told(th, "finished: exit code: 0") != nil {
 			t.Errorf("a skipped first look ran in %s", th.Root)
+		}
+	}
+	for _, th := range queued {
+		if card := r.ad.post(th.Root); offersRun(card) {
+			t.Errorf("the card of a queued look that ran still offers Run first look: %+v", card.post)
 		}
 	}
 	r.ad.waitPost(t, Thread{Platform: "fake", Channel: "C1"}, func(p Post) bool {
@@ -1012,8 +1022,8 @@ func TestCutOutsideFence(t *testing.T) {
 func TestRunFirstLookAfterARestart(t *testing.T) {
 	model := &recModel{m: cmdModel{cmd: "true"}, gate: make(chan struct{})}
 	rr := newRestartRig(t, model, Channel{Approvers: []string{"U2"}}, time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC))
-	h := rr.r.alerts(t, AlertsConfig{MaxPerChannel: 1, MaxQueued: -1})
-	for i := range 2 {
+	h := rr.r.alerts(t, AlertsConfig{MaxPerChannel: 1, MaxQueued: 1})
+	for i := range 3 {
 		a := diskAlert("firing")
 		a.Fingerprint = fmt.Sprint("f", i)
 		if w := deliver(h, testAlertToken, alertBody(fmt.Sprint("g", i), "firing", a)); w.Code != http.StatusOK {
@@ -1021,15 +1031,18 @@ func TestRunFirstLookAfterARestart(t *testing.T) {
 		}
 	}
 	th := Thread{Platform: "fake", Channel: "C1", Root: rr.r.ad.rootPosts()[1].id}
-	rr.r.ad.waitPost(t, th, contains("Skipped the automatic first look"))
-	close(model.gate)
+	rr.r.ad.waitPost(t, th, contains("Queued the automatic first look"))
+	rr.r.ad.waitPost(t, Thread{Platform: "fake", Channel: "C1", Root: rr.r.ad.rootPosts()[2].id}, contains("Skipped the automatic first look"))
+	// The restart drops g1's queued look (g0's look holds the slot until
+	// the shutdown stops it).
 	rr.reopen()
+	close(model.gate)
 	groups, _, err := agentcore.AlertGroups(rr.db, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := groups["g1"]; !g.LookSkipped || groups["g0"].LookSkipped {
-		t.Fatalf("after the restart: g0 skipped %v, g1 skipped %v; want false, true", groups["g0"].LookSkipped, g.LookSkipped)
+	if g0, g1, g2 := groups["g0"].LookOffered, groups["g1"].LookOffered, groups["g2"].LookOffered; g0 || !g1 || !g2 {
+		t.Fatalf("after the restart: g0, g1, g2 skipped %v, %v, %v; want false, true (queued, dropped by the restart), true", g0, g1, g2)
 	}
 	rr.r.alerts(t, AlertsConfig{MaxPerChannel: 1, MaxQueued: -1, Groups: groups})
 	res := rr.r.b.HandleClick(rr.r.ctx, Click{Thread: th, PostID: th.Root, ActionID: ActionFirstLook, Value: ackValue("g1"), User: bob})
@@ -1037,4 +1050,102 @@ func TestRunFirstLookAfterARestart(t *testing.T) {
 		t.Fatalf("a tap after the restart: %+v", res)
 	}
 	rr.r.ad.waitPost(t, th, contains("finished: exit code: 0"))
+}
+
+// TestSkippedLookClearedWhenTheGroupFiresAgain: a group whose first look
+// was skipped, then resolved, fires again with room for a look: its card
+// no longer offers Run first look, and the look runs.
+func TestSkippedLookClearedWhenTheGroupFiresAgain(t *testing.T) {
+	model := &recModel{m: cmdModel{cmd: "true"}, gate: make(chan struct{})}
+	r := newRig(t, model, Channel{Approvers: []string{"U2"}}, Config{MaxConcurrent: 8})
+	h := r.alerts(t, AlertsConfig{MaxPerChannel: 1, MaxQueued: -1})
+	alert := func(i int, status string) WebhookAlert {
+		a := diskAlert(status)
+		a.Fingerprint = fmt.Sprint("f", i)
+		return a
+	}
+	for i := range 2 {
+		if w := deliver(h, testAlertToken, alertBody(fmt.Sprint("g", i), "firing", alert(i, "firing"))); w.Code != http.StatusOK {
+			t.Fatalf("alert %d: %d %s", i, w.Code, w.Body)
+		}
+	}
+	card := r.ad.rootPosts()[1].id
+	hasRun := func() bool {
+		return slices.ContainsFunc(r.ad.post(card).post.Buttons, func(b Button) bool { return b.ID == ActionFirstLook })
+	}
+	if !hasRun() {
+		t.Fatalf("the skipped group's card: %+v", r.ad.post(card).post)
+	}
+	close(model.gate) // g0's look ends: a slot is free
+	r.ad.waitPost(t, Thread{Platform: "fake", Channel: "C1", Root: r.ad.rootPosts()[0].id}, contains("finished: exit code: 0"))
+	if w := deliver(h, testAlertToken, alertBody("g1", "resolved", alert(1, "resolved"))); w.Code != http.StatusOK {
+		t.Fatalf("resolve: %d %s", w.Code, w.Body)
+	}
+	again := alert(1, "firing")
+	again.StartsAt = again.StartsAt.Add(time.Hour)
+	if w := deliver(h, testAlertToken, alertBody("g1", "firing", again)); w.Code != http.StatusOK {
+		t.Fatalf("fires again: %d %s", w.Code, w.Body)
+	}
+	r.ad.waitPost(t, Thread{Platform: "fake", Channel: "C1", Root: card}, contains("finished: exit code: 0"))
+	if hasRun() {
+		t.Errorf("the card of a group whose new first look ran offers Run first look: %+v", r.ad.post(card).post)
+	}
+}
+
+// TestRunQueuedFirstLookByTap: a queued first look's card offers Run first
+// look too; a tap runs it now and takes it out of the queue, so it runs
+// once.
+func TestRunQueuedFirstLookByTap(t *testing.T) {
+	model := &recModel{m: cmdModel{cmd: "true"}, gate: make(chan struct{})}
+	r := newRig(t, model, Channel{Approvers: []string{"U2"}}, Config{MaxConcurrent: 8})
+	h := r.alerts(t, AlertsConfig{MaxPerChannel: 1, MaxQueued: 1})
+	for i := range 2 {
+		a := diskAlert("firing")
+		a.Fingerprint = fmt.Sprint("f", i)
+		if w := deliver(h, testAlertToken, alertBody(fmt.Sprint("g", i), "firing", a)); w.Code != http.StatusOK {
+			t.Fatalf("alert %d: %d %s", i, w.Code, w.Body)
+		}
+	}
+	card := r.ad.rootPosts()[1]
+	th := Thread{Platform: "fake", Channel: "C1", Root: card.id}
+	r.ad.waitPost(t, th, contains("Queued the automatic first look"))
+	if !offersRun(r.ad.post(card.id)) {
+		t.Fatalf("the queued look's card: %+v", r.ad.post(card.id).post)
+	}
+	res := r.b.HandleClick(r.ctx, Click{Thread: th, PostID: card.id, ActionID: ActionFirstLook, Value: r.ad.post(card.id).post.Value, User: bob})
+	if res.Update == nil || slices.ContainsFunc(res.Update.Buttons, func(b Button) bool { return b.ID == ActionFirstLook }) {
+		t.Fatalf("the tap: %+v", res)
+	}
+	close(model.gate)
+	first := Thread{Platform: "fake", Channel: "C1", Root: r.ad.rootPosts()[0].id}
+	r.ad.waitPost(t, first, contains("finished: exit code: 0"))
+	r.ad.waitPost(t, th, contains("finished: exit code: 0"))
+	// g0's end hands its slot on to the queue, which the tap emptied: no
+	// look runs or waits any more (a second run of g1's would hold the
+	// slot first).
+	a := r.b.alerts
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		a.mu.Lock()
+		idle := a.perChan["C1"] == 0 && len(a.waiting["C1"]) == 0 && a.looks["g0"] == lookDone
+		a.mu.Unlock()
+		if idle {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the channel's first looks did not end")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	n := 0
+	r.ad.mu.Lock()
+	for _, p := range r.ad.posts {
+		if p.thread == th && strings.Contains(p.post.Text, "finished: exit code: 0") {
+			n++
+		}
+	}
+	r.ad.mu.Unlock()
+	if n != 1 {
+		t.Errorf("the tapped queued look ran %d times, want once", n)
+	}
 }

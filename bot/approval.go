@@ -54,6 +54,10 @@ type threadApprover struct {
 	requester User
 	r         *renderer           // shows the decision on the waiting step
 	asked     map[string]*request // by request id, from Ask to Decided
+	// timeout, if set, shortens the Bot's approval timeout, and so does
+	// the deadline of Ask's ctx (an external agent's call: the time its
+	// client allows).
+	timeout time.Duration
 }
 
 var _ agentcore.Approver = (*threadApprover)(nil)
@@ -65,6 +69,12 @@ func (a *threadApprover) Ask(ctx context.Context, ap agentcore.Approval) (string
 	b := a.b
 	acc := b.access.Load()
 	timeout := acc.ApprovalTimeout
+	if a.timeout > 0 {
+		timeout = min(timeout, a.timeout)
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = max(min(timeout, time.Until(dl)), time.Second)
+		}
+	}
 	req := &request{ap: ap, th: a.th, ch: a.th.ch, requester: a.requester, expires: b.cfg.Now().Add(timeout), timeout: timeout, reminders: acc.Reminders,
 		decided: make(chan agentcore.ApprovalDecision, 1), committed: make(chan error, 1), ready: make(chan struct{})}
 	b.mu.Lock()
@@ -285,8 +295,15 @@ func approvalText(req *request, loc *time.Location) string {
 	if req.ap.Reason != "" {
 		fmt.Fprintf(&b, "Reason: %s\n", req.ap.Reason)
 	}
-	fmt.Fprintf(&b, "Gate rule: `%s` · expires %s · request `%s` · sha256 `%s`", req.ap.Rule,
-		textfmt.Clock(req.expires, loc, "15:04"), req.ap.RequestID, req.ap.SHA256[:12])
+	// The gate's words, not its rule's name (which the chain records):
+	// the person on call reads this card.
+	if req.ap.Why != "" {
+		fmt.Fprintf(&b, "Why it needs approval: %s\n", textfmt.OneLine(req.ap.Why, 300))
+	} else {
+		fmt.Fprintf(&b, "Rule: `%s`\n", req.ap.Rule) // a request no gate decision made (a /silence)
+	}
+	fmt.Fprintf(&b, "Request `%s` · expires %s · sha256 `%s`", req.ap.RequestID,
+		textfmt.Clock(req.expires, loc, "15:04"), req.ap.SHA256[:12])
 	return b.String()
 }
 

@@ -227,6 +227,22 @@ func New(cfg Config) (*Bot, error) {
 
 // zone is the time zone of ch's chat texts: its own, else the Bot's,
 // else UTC.
+// showState tells an adapter that shows thread states (StateShower) that
+// t's run started or ended.
+func (b *Bot) showState(t Thread, running bool) {
+	if s, ok := b.cfg.Adapter.(StateShower); ok {
+		s.RunState(t, running)
+	}
+}
+
+// showAlert tells an adapter that shows thread states (StateShower) the
+// status of t's alert group.
+func (b *Bot) showAlert(t Thread, status string) {
+	if s, ok := b.cfg.Adapter.(StateShower); ok {
+		s.AlertState(t, status)
+	}
+}
+
 func (b *Bot) zone(ch Channel) *time.Location {
 	switch {
 	case ch.Location != nil:
@@ -552,6 +568,8 @@ func (b *Bot) turn(ctx context.Context, th *thread, it item) {
 	}()
 	b.cfg.Metrics.activeRuns(1)
 	defer b.cfg.Metrics.activeRuns(-1)
+	b.showState(th.t, true)
+	defer b.showState(th.t, false)
 
 	r := newRenderer(b, th.t)
 	if it.alert != nil {
@@ -718,11 +736,10 @@ func (b *Bot) Recover(ctx context.Context, u agentcore.Unfinished) {
 			continue
 		}
 		b.cfg.Metrics.approval("expired")
-		why := "thinbot restarted"
+		text := RestartExpiredCard(pa.Command)
 		if u.LeaderLost {
-			why = "the cluster's leader was lost"
+			text = LeaderLostExpiredCard(pa.Command)
 		}
-		text := fmt.Sprintf("**Expired** — %s before anyone decided. Nothing was run.\n```\n%s\n```", why, pa.Command)
 		if pa.PostID == "" {
 			// The process died between posting the buttons and recording
 			// the post: say so in the thread, since the old message
@@ -737,9 +754,9 @@ func (b *Bot) Recover(ctx context.Context, u agentcore.Unfinished) {
 		if !ok {
 			continue
 		}
-		text := "thinbot restarted while working on this thread, so that run was interrupted. The session is kept: send a message to continue."
+		text := InterruptedText
 		if u.LeaderLost {
-			text = "The cluster's leader was lost while working on this thread (another node took over), so that run was interrupted. The session is kept: send a message to continue."
+			text = LeaderLostText
 		}
 		b.post(ctx, t, Post{Text: text})
 	}

@@ -23,9 +23,11 @@ import (
 // writes the mention themselves. The cost is an invisible character when
 // such a word is copied out of the chat (a command containing "@here", say,
 // as an approval card shows it; the chain keeps the command as judged). The
-// web console has no channel-wide notification and links nothing; it shows
-// the same text live (a thread it rebuilds from the chain after a restart
-// shows the chain's text, which notifies nobody there either).
+// web console has no channel-wide notification; it shows the same text
+// live (a thread it rebuilds from the chain after a restart shows the
+// chain's text, which notifies nobody there either). It links http(s) URLs
+// outside code, as chat clients do, so PlainLinks holds there too (and a
+// rebuilt unwatched run goes through it again).
 //
 // Links in a thread no human watches (an alert's first look, a scheduled
 // check) are shown, not made clickable (PlainLinks): whoever wrote the

@@ -304,7 +304,8 @@ func (p *Progress) Decided(approved bool, by, why string) bool {
 	state := " — running, approved by @" + deciderName(by) + " ("
 	switch {
 	case approved:
-	case by == "expiry":
+	case by == "expiry" || by == "system":
+		// system: a restart expired it (agentcore.Recover).
 		state = " — not run: " + oneLineMD(why) + " ("
 	default:
 		state = " — not run: denied by @" + deciderName(by) + " ("
@@ -417,8 +418,14 @@ func (r *renderer) hooks() agentcore.Hooks {
 // live thread did.
 const (
 	StoppedText  = "Stopped by `/stop`. The session is kept; send a new message to continue."
-	ShutdownText = "Stopped: thinbot is shutting down. The session is kept; mention me again after the restart."
+	ShutdownText = "Stopped: thinbot is shutting down. The session is kept; ask me again in this thread after the restart."
 	BudgetSuffix = " Send a new message to continue."
+	// InterruptedText is posted after a restart into a thread whose run
+	// the previous process left unfinished.
+	InterruptedText = "thinbot restarted while working on this thread, so that run was interrupted. The session is kept: send a message to continue."
+	// LeaderLostText is InterruptedText when a cluster's new leader
+	// closed the run (agentcore.RecoverLeaderLost).
+	LeaderLostText = "The cluster's leader was lost while working on this thread (another node took over), so that run was interrupted. The session is kept: send a message to continue."
 )
 
 // DecisionOutcome is the first line of a decided approval card: who
@@ -435,6 +442,19 @@ func DecisionOutcome(approved bool, by, why string, at time.Time, loc *time.Loca
 	return "**Denied** by @" + deciderName(by) + ". Nothing was run."
 }
 
+// RestartExpiredCard is an approval card that a restart left undecided
+// (agentcore.Recover expired it): what Recover writes into it, and what a
+// thread rebuilt from the chain shows.
+func RestartExpiredCard(command string) string {
+	return fmt.Sprintf("**Expired** — thinbot restarted before anyone decided. Nothing was run.\n```\n%s\n```", command)
+}
+
+// LeaderLostExpiredCard is RestartExpiredCard when a cluster's new leader
+// expired the request (agentcore.RecoverLeaderLost).
+func LeaderLostExpiredCard(command string) string {
+	return fmt.Sprintf("**Expired** — the cluster's leader was lost before anyone decided. Nothing was run.\n```\n%s\n```", command)
+}
+
 // CancelledOutcome is the card's first line for a request whose run was
 // stopped before anyone decided.
 const CancelledOutcome = "**Cancelled** — the run was stopped. Nothing was run."
@@ -448,12 +468,16 @@ func CancelledText(c *agentcore.StopCause, stopped bool) string {
 	case c != nil && c.Kind == agentcore.StopUser:
 		return "Stopped by `/stop` from @" + deciderName(c.By) + ". The session is kept; send a new message to continue."
 	case c != nil && c.Kind == agentcore.StopShutdown:
-		return "Stopped: thinbot is shutting down (" + oneLineMD(c.By) + "). The session is kept; mention me again after the restart."
+		return "Stopped: thinbot is shutting down (" + oneLineMD(c.By) + "). The session is kept; ask me again in this thread after the restart."
 	case stopped:
 		return StoppedText
 	}
 	return ShutdownText
 }
+
+// CancelledOutcomeOf is the first line of the card of a request whose run
+// was stopped (c: why) before anyone decided, as the live card shows it.
+func CancelledOutcomeOf(c *agentcore.StopCause) string { return cancelledOutcome(c) }
 
 // cancelledOutcome is CancelledOutcome saying why the run stopped.
 func cancelledOutcome(c *agentcore.StopCause) string {

@@ -170,7 +170,7 @@ func (b *Bot) runSchedule(ctx context.Context, s Schedule, st *scheduleState) {
 	// gate refused one (no approver in a scheduled run, or a deny).
 	var ran, refused bool
 	refusedCmds := map[string]bool{}
-	t := agentcore.Turn{Session: scheduleSession(s), Actor: "schedule:" + s.Name, Dir: ch.Workspace,
+	t := agentcore.Turn{Session: scheduleSession(s), Actor: "schedule:" + s.Name, Dir: ch.Workspace, NoApprover: "a scheduled question cannot ask for one",
 		Instructions: []string{ch.Instructions}, FleetGroups: ch.FleetGroups,
 		Hooks: agentcore.Hooks{
 			Command: func(c agentcore.CommandInfo) {

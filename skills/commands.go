@@ -77,6 +77,8 @@ func (c Command) Usage() string {
 		s := a.Name
 		if a.Type == ArgEnum {
 			s = strings.Join(a.Values, "|")
+		} else if a.Type == ArgText {
+			s += "..."
 		} else if a.Type != ArgString {
 			s += ":" + a.Type
 		}

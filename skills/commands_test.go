@@ -127,6 +127,9 @@ func TestToolCommands(t *testing.T) {
 	if _, err := c.ToolArgs(nil); !errors.Is(err, ErrCommandArgs) {
 		t.Errorf("no query: %v", err)
 	}
+	if u := c.Usage(); u != "promql query..." {
+		t.Errorf("usage %q", u)
+	}
 	r, _ := set.Command("promql-range")
 	args, err = r.ToolArgs([]string{"6h", "rate(x[5m])", "*", "2"})
 	if err != nil || args["window"] != "6h" || args["query"] != "rate(x[5m]) * 2" {

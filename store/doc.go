@@ -10,9 +10,10 @@
 // is the SHA-256 of its canonical body, which includes Prev, so changing,
 // removing, swapping or inserting any event breaks every link after it.
 //
-// Append and AppendBuffered are the only writers. Concurrent calls are
-// group-committed: one committer goroutine, owned by the DB and stopped by
-// Close, collects the calls waiting at that moment into one batch. It
+// Append and AppendBuffered are the only writers (with ApplyLines, see
+// Replication). Concurrent calls are group-committed: one committer
+// goroutine, owned by the DB and stopped by Close, collects the calls
+// waiting at that moment into one batch. It
 // writes the batch's lines to the journal and, if the batch has an Append,
 // fdatasyncs it (the commit point: one sync per batch), then indexes them
 // in one bbolt transaction without a sync of its own. The chain order is
@@ -25,6 +26,19 @@
 // other events. DurableSeq says how far the chain is durable. Without an
 // export (Options.AuditPath "-") bbolt commits durably itself (two
 // fdatasyncs, data then meta page) and AppendBuffered is Append.
+//
+// # Replication
+//
+// With Options.Replicate (a cluster: store/replica) the committer forms
+// each batch on the chain head as above and hands its lines to the
+// replicated log instead of writing them; the log applies every committed
+// batch, on every node and this one too, through ApplyLines, which writes
+// it as a commit writes an Append's (journal, sync, bbolt, the state
+// index), after checking that lines it already holds are byte-identical
+// (else a DivergedError names the first seq that is not) and that the rest
+// continue the head. A batch formed on a head that moved meanwhile is
+// refused by the log (ErrStale) and formed again. The store knows nothing
+// of raft.
 //
 // # Canonical encoding
 //

@@ -389,11 +389,11 @@ alerts:
 		t.Fatalf("delivery: %d %s", code, msg)
 	}
 	var threads struct {
-		Threads []struct{ ID, Title, By string }
+		Threads []struct{ ID, Title, By, Alert string }
 	}
 	_, list := call("alice", "GET", base+"/api/threads", "")
 	json.Unmarshal([]byte(list), &threads)
-	if len(threads.Threads) != 1 || !strings.Contains(threads.Threads[0].Title, "FIRING") {
+	if len(threads.Threads) != 1 || !strings.HasPrefix(threads.Threads[0].Title, "WebCheck · severity warning") || threads.Threads[0].Alert != "firing" {
 		t.Fatalf("console threads: %s", list)
 	}
 	sid := "web/console/" + threads.Threads[0].ID

@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thinbot/thinbot/store"
 	"github.com/thinbot/thinbot/tests/fakemodel"
 )
 
@@ -51,6 +52,9 @@ type clusterRig struct {
 	// lbAddr and modelURL are the cluster's, for a node added later.
 	nodeConfig              func(i int, id, peers, more string) string
 	peers, lbAddr, modelURL string
+	// consoles are the nodes' web console addresses, when extra has a
+	// web section ({{WEB}} in extra stands for each node's).
+	consoles []string
 }
 
 // addNode starts n4 with join: true (it waits to be added) and returns it
@@ -204,10 +208,14 @@ func newClusterRigNet(t *testing.T, chat chatSide, modelURL, extra string, parti
 	if err := os.WriteFile(actionKey, key, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var listen, raftAddr, raftBind []string
+	var listen, raftAddr, raftBind, consoles []string
 	for range cr.ids {
 		listen, raftAddr = append(listen, freeAddr(t)), append(raftAddr, freeAddr(t))
+		if strings.Contains(extra, "{{WEB}}") {
+			consoles = append(consoles, freeAddr(t))
+		}
 	}
+	cr.consoles = consoles
 	if partitionable {
 		cr.net = &raftNet{conns: map[net.Conn]string{}}
 		raftAddr = raftAddr[:0]
@@ -238,8 +246,15 @@ func newClusterRigNet(t *testing.T, chat chatSide, modelURL, extra string, parti
 		if raftBind != nil {
 			fmt.Fprintf(&peers, "      raft_bind: %s\n", raftBind[i])
 		}
+		if consoles != nil {
+			fmt.Fprintf(&peers, "      console_address: http://%s\n", consoles[i])
+		}
 	}
 	cr.nodeConfig = func(i int, id, peers, more string) string {
+		extra := extra
+		if consoles != nil {
+			extra = strings.ReplaceAll(extra, "{{WEB}}", consoles[i])
+		}
 		return fmt.Sprintf(`cluster:
   id: e2e-cluster
   node_id: %s
@@ -944,5 +959,91 @@ func TestClusterMembership(t *testing.T) {
 	want := []string{"user:ops-admin add n4 ", "user:ops-admin remove n4 "}
 	if !slices.Equal(changes, want) {
 		t.Errorf("recorded membership changes = %q, want %q", changes, want)
+	}
+}
+
+// TestClusterConsoleForwarded: a follower's web console listener forwards
+// to the leader's console: a login with a good token through a follower
+// gets the leader's session cookie, which then opens the audit viewer
+// through that follower; a wrong token is refused the same way.
+func TestClusterConsoleForwarded(t *testing.T) {
+	m := fakemodel.Start(t)
+	chat := newMMChat(t)
+	tokens := writeSecret(t, t.TempDir(), "console.tokens", "carol 0123456789abcdef-console-token")
+	cr := newClusterRig(t, chat, m.URL, fmt.Sprintf("web:\n  listen: {{WEB}}\n  tokens_file: %s\n  auditors: [carol]\n", tokens))
+	l := cr.leader()
+	f := (l + 1) % 3
+	base := "http://" + cr.consoles[f]
+	hc := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	login := func(token string) *http.Response {
+		req, _ := http.NewRequest("POST", base+"/login", strings.NewReader("token="+token))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", base) // as a browser on the follower's console page sends it
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if resp := login("wrong-token-0123456789"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a wrong token through a follower: %s", resp.Status)
+	}
+	resp := login("0123456789abcdef-console-token")
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) == 0 {
+		t.Fatalf("a login through a follower: %s, cookies %v", resp.Status, resp.Cookies())
+	}
+	req, _ := http.NewRequest("GET", base+"/audit", nil)
+	for _, c := range resp.Cookies() {
+		req.AddCookie(c)
+	}
+	page, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page.Body.Close()
+	if page.StatusCode != http.StatusOK {
+		t.Errorf("the audit viewer through a follower with the leader's cookie: %s", page.Status)
+	}
+	if !strings.Contains(cr.nodes[l].log.String(), `"msg":"console login"`) {
+		t.Error("the leader did not log carol's login")
+	}
+}
+
+// TestClusterRefusesDivergedNode: a follower whose store is replaced by
+// another chain (a restore from the wrong backup) refuses to start, and
+// names the first seq where its chain and the cluster's log differ.
+func TestClusterRefusesDivergedNode(t *testing.T) {
+	m := fakemodel.Start(t)
+	chat := newMMChat(t)
+	cr := newClusterRig(t, chat, m.URL, "")
+	l := cr.leader()
+	f := cr.nodes[(l+1)%3]
+	waitUntil(t, "the follower to hold the leader's first event", func() bool { return cr.journalHead((l+1)%3) == cr.journalHead(l) })
+	if code := f.signal(syscall.SIGTERM); code != 0 {
+		t.Fatalf("the follower exited %d after SIGTERM", code)
+	}
+	other := t.TempDir()
+	db, err := store.Open(filepath.Join(other, "events.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Append(t.Context(), store.Event{Session: "system:cluster", Type: "note", Actor: "user:mallory", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for _, name := range []string{"events.db", "events.db.state", "audit.jsonl"} {
+		b, err := os.ReadFile(filepath.Join(other, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(f.stateDir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.startQuiet()
+	<-f.proc.done
+	if out := f.log.String()[f.from:]; f.proc.code == 0 || !strings.Contains(out, "disagrees with the replicated log from seq 1 on") {
+		t.Errorf("the node with another chain exited %d:\n%s", f.proc.code, tail(out, 2000))
 	}
 }

@@ -362,3 +362,54 @@ func mustSessions(t *testing.T, db *store.DB) []string {
 	}
 	return out
 }
+
+// TestDatasourcesReload: a SIGHUP that adds a datasource gives the model
+// its tools at the next message; one that names a credentials file the
+// daemon did not start with is refused (the sandbox would not hide it),
+// and the running sources stay.
+func TestDatasourcesReload(t *testing.T) {
+	t.Parallel()
+	chat := newMMChat(t)
+	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"job":"db"},"value":[1700000000,"42"]}]}}`)
+	}))
+	defer prom.Close()
+	m := modelFunc(t, func(r fakemodel.Request) fakemodel.Reply {
+		last := r.Messages[len(r.Messages)-1]
+		if last.Role == "tool" {
+			return fakemodel.Reply{Content: "GOT " + last.Content}
+		}
+		for _, tl := range r.Tools {
+			if tl.Function.Name == agentcore.ToolPromQuery {
+				return fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: agentcore.ToolPromQuery, Args: `{"query":"up"}`}}}
+			}
+		}
+		return fakemodel.Reply{Content: "NO DATASOURCE TOOLS"}
+	})
+	r := newRig(t, chat, m.URL, rigOpts{})
+	ops := chat.Ops()
+	first := chat.Mention("alice", ops, "", "metrics?")
+	r.waitPost(ops, first, "NO DATASOURCE TOOLS")
+
+	start, err := os.ReadFile(r.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withProm := string(start) + "datasources:\n  - {name: prom, type: prometheus, url: \"" + prom.URL + "\"}\n"
+	r.writeConfig(withProm)
+	r.hangup()
+	r.waitReloaded(1)
+	second := chat.Mention("alice", ops, "", "metrics now?")
+	r.waitPost(ops, second, "GOT prometheus prom answered (/api/v1/query):")
+
+	pw := writeSecret(t, t.TempDir(), "loki.pw", "a-loki-password-0123")
+	r.writeConfig(withProm + "  - {name: logs, type: loki, url: \"http://127.0.0.1:9\", username: u, password_file: \"" + pw + "\"}\n")
+	r.hangup()
+	r.waitFor("the refusal naming the new password file", func() bool {
+		return strings.Contains(r.log.String(), "cannot change without a restart") && strings.Contains(r.log.String(), "datasources[1].password_file")
+	})
+	third := chat.Mention("alice", ops, "", "and now?")
+	r.waitPost(ops, third, "GOT prometheus prom answered")
+	r.stop()
+}

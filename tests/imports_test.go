@@ -32,6 +32,9 @@ var allowedImports = map[string][]string{
 	// state index (approvals, topics) and rebuilds console threads from
 	// agentcore's payloads.
 	"bot/web": {"bot", "agentcore", "store"},
+	// thinbot as an MCP server: a front end beside the chat adapters,
+	// whose calls go through bot.ExternalThread to agentcore.CallTool.
+	"bot/mcp": {"bot", "agentcore", "agentcore/textfmt"},
 	// MCP servers as a client: their processes run in the sandbox's
 	// tiers; agentcore decides and records every call.
 	"agentcore/mcp": {"agentcore/sandbox"},
@@ -56,8 +59,9 @@ var sdkOwners = map[string][]string{
 	// registers the process and store collectors and serves /metrics.
 	// agentcore/datasource asks Prometheus through its API client (api/).
 	"github.com/prometheus/client_golang": {"bot", "cmd/thinbot", "agentcore/datasource"},
-	// The official MCP Go SDK (issue 34).
-	"github.com/modelcontextprotocol/go-sdk": {"agentcore/mcp"},
+	// The official MCP Go SDK (issue 34): as a client (MCP servers'
+	// tools) and as a server (thinbot mcp and the daemon's endpoint).
+	"github.com/modelcontextprotocol/go-sdk": {"agentcore/mcp", "bot/mcp"},
 	// The replicated chain (issue 36): raft, its bbolt log store and
 	// the logger type raft takes.
 	"github.com/hashicorp/raft":           {"store/replica"},

@@ -2,10 +2,13 @@ package datasource
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -194,4 +197,43 @@ func TestNewRefuses(t *testing.T) {
 			t.Errorf("New(%+v) = nil error", c)
 		}
 	}
+}
+
+// TestTLS: an https source is verified against ca_file (and only against
+// it: the system's roots do not vouch for a test CA); without it the
+// answer is refused, with insecure_skip_verify it is read.
+func TestTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "[]") }))
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	pem.Encode(mustCreate(t, ca), &pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	for _, c := range []struct {
+		cfg  Config
+		fail string
+	}{
+		{Config{CAFile: ca}, ""},
+		{Config{}, "certificate"},
+		{Config{InsecureSkipVerify: true}, ""},
+		{Config{CAFile: ca, ServerName: "other.example"}, "certificate"},
+	} {
+		c.cfg.Name, c.cfg.Kind, c.cfg.URL = "am", Alertmanager, srv.URL
+		s, err := New(c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Silences(context.Background(), 0)
+		if (c.fail == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.fail)) {
+			t.Errorf("%+v: err = %v; want failure %q", c.cfg, err, c.fail)
+		}
+	}
+}
+
+func mustCreate(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }

@@ -554,6 +554,16 @@ type trow struct {
 	Code              string   // a command
 	Output            string   // a tool's output, folded
 	Meta              []string // small facts: rule, reason, duration, hashes
+	// Times are the facts that hold a time, shown after Meta in the
+	// console's rule for times (the "time" template function).
+	Times []metaTime
+}
+
+// metaTime is a fact of a row around a time: Before, the time, After.
+type metaTime struct {
+	Before string
+	At     time.Time
+	After  string
 }
 
 // timelineRow renders one row of agentcore's timeline.
@@ -579,10 +589,10 @@ func timelineRow(tr agentcore.TimelineRow) trow {
 			r.BadgeClass = "v-pass"
 		}
 		for _, a := range tr.Joined {
-			r.Meta = append(r.Meta, alertMeta("new", a, a.StartsAt))
+			r.Times = append(r.Times, alertMeta("new", a, a.StartsAt))
 		}
 		for _, a := range tr.Resolved {
-			r.Meta = append(r.Meta, alertMeta("resolved", a, a.EndsAt))
+			r.Times = append(r.Times, alertMeta("resolved", a, a.EndsAt))
 		}
 	case *agentcore.AssistantPayload:
 		r.Class, r.Title, r.Text = "answer", "Model", p.Content
@@ -677,7 +687,7 @@ func timelineRow(tr agentcore.TimelineRow) trow {
 		r.Text = strings.Join(p.Matchers, " ")
 		r.Meta = append(r.Meta, nonEmpty("request "+p.RequestID, p.SilenceID, p.Error)...)
 		if !p.EndsAt.IsZero() {
-			r.Meta = append(r.Meta, "until "+p.EndsAt.UTC().Format("2006-01-02 15:04:05")+" UTC")
+			r.Times = append(r.Times, metaTime{Before: "until ", At: p.EndsAt})
 		}
 	case *agentcore.ApprovalReminderPayload:
 		r.Class, r.Title, r.Code = "approval", "Approval reminder ("+p.Stage+")", tr.Command
@@ -704,12 +714,13 @@ func timelineRow(tr agentcore.TimelineRow) trow {
 
 // alertMeta is one alert of a notification: what happened to it, its
 // name and labels, and the alerting system's own time of it.
-func alertMeta(what string, a *agentcore.TimelineAlert, at time.Time) string {
-	s := what + ": " + strings.TrimSpace(a.Name+" "+strings.Join(a.Labels, " "))
+func alertMeta(what string, a *agentcore.TimelineAlert, at time.Time) metaTime {
+	m := metaTime{Before: what + ": " + strings.TrimSpace(a.Name+" "+strings.Join(a.Labels, " "))}
 	if !at.IsZero() {
-		s += " (" + map[string]string{"new": "started", "resolved": "ended"}[what] + " " + at.UTC().Format("2006-01-02 15:04:05") + " UTC)"
+		m.Before += " (" + map[string]string{"new": "started", "resolved": "ended"}[what] + " "
+		m.At, m.After = at, ")"
 	}
-	return s
+	return m
 }
 
 // stopMeta says why a run or a command was stopped: a shutdown and its

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -146,7 +147,14 @@ func (s *Server) need(h func(http.ResponseWriter, *http.Request, identity), role
 		id, ok := s.identify(r)
 		if !ok {
 			if r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/api/") && !s.open {
-				http.Redirect(w, r, "/login", http.StatusSeeOther)
+				// Back here after the sign-in: the page asked for (the
+				// browser keeps a thread's #fragment through the
+				// redirects, login.js through the form).
+				to := "/login"
+				if u := r.URL.RequestURI(); u != "/" {
+					to += "?next=" + url.QueryEscape(u)
+				}
+				http.Redirect(w, r, to, http.StatusSeeOther)
 				return
 			}
 			http.Error(w, "not signed in", http.StatusUnauthorized)
@@ -164,7 +172,19 @@ func (s *Server) need(h func(http.ResponseWriter, *http.Request, identity), role
 }
 
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
-	s.page(w, r, "login.html", map[string]any{"Open": s.open, "Tokens": s.hasTokens()})
+	s.page(w, r, "login.html", map[string]any{"Open": s.open, "Tokens": s.hasTokens(), "Next": localPath(r.URL.Query().Get("next"))})
+}
+
+// localPath is next if it is a path on this console ("/audit?x=1"), else
+// "/": a sign-in must never send the browser to another site (an open
+// redirect through a crafted link).
+func localPath(next string) string {
+	u, err := url.Parse(next)
+	if err != nil || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n\t") ||
+		u.Scheme != "" || u.Host != "" || u.User != nil {
+		return "/"
+	}
+	return next
 }
 
 func (s *Server) hasTokens() bool {
@@ -183,7 +203,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		secs = max(secs, 1)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		w.WriteHeader(http.StatusTooManyRequests)
-		s.page(w, r, "login.html", map[string]any{"Tokens": s.hasTokens(), "Wait": secs})
+		s.page(w, r, "login.html", map[string]any{"Tokens": s.hasTokens(), "Wait": secs, "Next": localPath(r.PostFormValue("next"))})
 		return
 	}
 	token := r.PostFormValue("token")
@@ -201,7 +221,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		n := s.backoff.failed(client, s.cfg.Now())
 		s.log.Warn("console login refused", "remote", r.RemoteAddr, "client", client.String(), "failures", n)
 		w.WriteHeader(http.StatusUnauthorized)
-		s.page(w, r, "login.html", map[string]any{"Tokens": s.hasTokens(), "Failed": true})
+		s.page(w, r, "login.html", map[string]any{"Tokens": s.hasTokens(), "Failed": true, "Next": localPath(r.PostFormValue("next"))})
 		return
 	}
 	s.backoff.succeeded(client)
@@ -210,7 +230,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("console login", "user", name)
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.makeCookie(name, until, sid),
 		Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.https(r), MaxAge: int(loginFor.Seconds())})
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	http.Redirect(w, r, localPath(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
 // logout ends the login server-side (the session leaves the table, so a

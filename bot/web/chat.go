@@ -38,6 +38,7 @@ type wpost struct {
 	expires   time.Time // Post.Expires: when that request expires
 	requester string    // who asked for what the buttons decide (the inbox)
 	data      []byte    // the attached file
+	restored  bool      // rebuilt from the chain at start (restore)
 }
 
 // button is a bot.Button as the page reads it.
@@ -57,22 +58,34 @@ func buttons(bs []bot.Button) []button {
 
 // wthread is one console thread: its posts and the pages following it.
 type wthread struct {
-	ID      string    `json:"id"`
-	Title   string    `json:"title"`
-	By      string    `json:"by"`
+	ID string `json:"id"`
+	// Title is plain text (plainTitle): the first line of the alert card
+	// for a thread an alert opened, else the first message.
+	Title string `json:"title"`
+	By    string `json:"by"`
+	// Alert is the status of the alert group whose thread this is
+	// ("firing", "resolved"), "" for a thread no alert opened.
+	Alert string `json:"alert,omitempty"`
+	// State is what the thread does: "waiting for approval", "running"
+	// or "idle" (stateOf).
+	State   string    `json:"state"`
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
 
-	posts []*wpost
-	subs  map[chan event]struct{}
+	running bool // a run is in progress (RunState)
+	posts   []*wpost
+	subs    map[chan event]struct{}
 }
 
 // event is one Server-Sent Event for a thread's pages.
 type event struct {
-	Type  string  `json:"type"` // snapshot, post, update, append
-	Post  *wpost  `json:"post,omitempty"`
-	Posts []wpost `json:"posts,omitempty"`
-	Delta string  `json:"delta,omitempty"`
+	Type string `json:"type"` // snapshot, post, update, append, thread
+	Post *wpost `json:"post,omitempty"`
+	// Thread is the thread's title and state (snapshot, and thread: they
+	// changed).
+	Thread *wthread `json:"thread,omitempty"`
+	Posts  []wpost  `json:"posts,omitempty"`
+	Delta  string   `json:"delta,omitempty"`
 }
 
 // Run delivers the messages typed in the console to h until ctx is done,
@@ -103,10 +116,70 @@ func (s *Server) thread(t bot.Thread) (*wthread, error) {
 	}
 	th := s.threads[t.Root]
 	if th == nil {
-		// A thread of a previous process (recovery notices): it comes back.
-		th = s.addThread(t.Root, "(earlier thread)", "", s.cfg.Now())
+		// A thread of a previous process that restore did not bring back
+		// (beyond maxRestored): a recovery notice brings it back.
+		th = s.addThread(t.Root, "Earlier thread", "", s.cfg.Now())
 	}
 	return th, nil
+}
+
+// stateOf is what th does: waiting for an approver's decision, running,
+// or idle; the caller holds s.mu.
+func (s *Server) stateOf(th *wthread) string {
+	for _, pt := range s.pending {
+		if pt == th {
+			return "waiting for approval"
+		}
+	}
+	if th.running {
+		return "running"
+	}
+	return "idle"
+}
+
+// restate recomputes th's state and tells its pages when its title or
+// state changed; the caller holds s.mu.
+func (s *Server) restate(th *wthread, title string) {
+	st := s.stateOf(th)
+	if st == th.State && title == th.Title {
+		return
+	}
+	th.State, th.Title = st, title
+	s.tell(th)
+}
+
+// tell sends th's title and state to every page, whichever thread it
+// follows: each page's list of threads shows them; the caller holds s.mu.
+func (s *Server) tell(th *wthread) {
+	ev := event{Type: "thread", Thread: th.meta()}
+	for _, o := range s.threads {
+		s.broadcast(o, ev)
+	}
+}
+
+// meta is th's title and state, without its posts.
+func (th *wthread) meta() *wthread {
+	return &wthread{ID: th.ID, Title: th.Title, By: th.By, Alert: th.Alert, State: th.State, Created: th.Created, Updated: th.Updated}
+}
+
+// RunState implements bot.StateShower.
+func (s *Server) RunState(t bot.Thread, running bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if th, err := s.thread(t); err == nil {
+		th.running = running
+		s.restate(th, th.Title)
+	}
+}
+
+// AlertState implements bot.StateShower.
+func (s *Server) AlertState(t bot.Thread, status string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if th, err := s.thread(t); err == nil && th.Alert != status {
+		th.Alert, th.State = status, s.stateOf(th)
+		s.tell(th)
+	}
 }
 
 // maxThreads bounds the threads kept in memory; older ones stay in the
@@ -116,7 +189,7 @@ const maxThreads = 500
 // addThread registers a thread, forgetting the oldest beyond maxThreads;
 // the caller holds s.mu.
 func (s *Server) addThread(id, title, by string, at time.Time) *wthread {
-	th := &wthread{ID: id, Title: title, By: by, Created: at, Updated: at, subs: map[chan event]struct{}{}}
+	th := &wthread{ID: id, Title: plainTitle(title), By: by, State: "idle", Created: at, Updated: at, subs: map[chan event]struct{}{}}
 	s.threads[id] = th
 	s.order = append(s.order, id)
 	if len(s.order) > maxThreads {
@@ -131,9 +204,12 @@ func (s *Server) addThread(id, title, by string, at time.Time) *wthread {
 	return th
 }
 
+// newPostID is a post id unique across restarts (the process's idPrefix):
+// the chain records the ids of the approval cards a restart updates, and a
+// new post must never take an earlier process's id.
 func (s *Server) newPostID() string {
 	s.nextID++
-	return "p" + strconv.FormatUint(s.nextID, 10)
+	return s.idPrefix + strconv.FormatUint(s.nextID, 10)
 }
 
 // add appends p to th and tells its pages; the caller holds s.mu.
@@ -198,6 +274,12 @@ func (s *Server) Post(_ context.Context, t bot.Thread, p bot.Post) (string, erro
 	if err != nil {
 		return "", err
 	}
+	if n := len(th.posts); n > 0 && th.posts[n-1].restored && th.posts[n-1].Text == p.Text && (p.Text == bot.InterruptedText || p.Text == bot.LeaderLostText) {
+		// The restart notice of an interrupted run (bot.Recover), which
+		// the thread rebuilt from the chain already ends with.
+		th.posts[n-1].restored = false
+		return th.posts[n-1].ID, nil
+	}
 	text := p.Text
 	for i := len(p.Mentions) - 1; i >= 0; i-- {
 		text = "@" + p.Mentions[i] + " " + text // the console's user ids are their names
@@ -213,6 +295,7 @@ func (s *Server) Post(_ context.Context, t bot.Thread, p bot.Post) (string, erro
 		wp.FileName, wp.FileSize, wp.data = p.File.Name, len(p.File.Data), p.File.Data
 	}
 	s.add(th, wp)
+	s.restate(th, th.Title)
 	return wp.ID, nil
 }
 
@@ -241,6 +324,13 @@ func (s *Server) Update(_ context.Context, t bot.Thread, postID string, p bot.Po
 		s.pending[wp] = th
 	}
 	s.broadcast(th, event{Type: "update", Post: wp.clone()})
+	title := th.Title
+	if wp.ID == th.ID {
+		// The root post of a thread the bot opened (an alert's card): the
+		// title follows it.
+		title = plainTitle(wp.Text)
+	}
+	s.restate(th, title)
 	return nil
 }
 
@@ -327,7 +417,7 @@ func (s *Server) listThreads(w http.ResponseWriter, _ *http.Request, _ identity)
 	out := make([]wthread, 0, len(s.order))
 	for i := len(s.order) - 1; i >= 0; i-- {
 		th := s.threads[s.order[i]]
-		out = append(out, wthread{ID: th.ID, Title: th.Title, By: th.By, Created: th.Created, Updated: th.Updated})
+		out = append(out, *th.meta())
 	}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{"threads": out})
@@ -518,7 +608,7 @@ func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request, _ identity
 		apiError(w, http.StatusNotFound, "no such thread")
 		return
 	}
-	snap := event{Type: "snapshot", Posts: make([]wpost, 0, len(th.posts))}
+	snap := event{Type: "snapshot", Posts: make([]wpost, 0, len(th.posts)), Thread: th.meta()}
 	for _, p := range th.posts {
 		snap.Posts = append(snap.Posts, *p.clone())
 	}

@@ -314,8 +314,8 @@ func TestBrowserOnCallDetails(t *testing.T) {
 		const d = new Date(e.dateTime); return [e.textContent, e.title, String(d.getUTCHours()), String(d.getUTCMinutes()), String(d.getUTCSeconds())]; })()`)
 	h, m, sec := atoi(tm[2]), atoi(tm[3]), atoi(tm[4])
 	mins := (h*60 + m + 330) % (24 * 60)
-	if want := fmt.Sprintf("%02d:%02d:%02d", mins/60, mins%60, sec); tm[0] != want {
-		t.Errorf("a post's time reads %q, want the local %q", tm[0], want)
+	if want := fmt.Sprintf("%02d:%02d:%02d GMT+5:30", mins/60, mins%60, sec); tm[0] != want {
+		t.Errorf("a post's time reads %q, want the local %q, the zone named", tm[0], want)
 	}
 	if want := fmt.Sprintf("%02d:%02d:%02d UTC", h, m, sec); !strings.HasSuffix(tm[1], want) {
 		t.Errorf("a post's time's title is %q, want it to end in %q", tm[1], want)

@@ -3,9 +3,11 @@ package web
 import (
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // FuzzLoginCookie: a cookie value the server did not make never names a
@@ -113,6 +115,53 @@ func FuzzClientKey(f *testing.F) {
 		b[7] ^= 1
 		if clientKey(netip.AddrFrom16(b)) == k {
 			t.Fatalf("%s and %s, of two /64s: one key %s", ip, netip.AddrFrom16(b), k)
+		}
+	})
+}
+
+// FuzzLocalPath: where a sign-in sends the browser is a path on the
+// console, whatever next says: one slash first, no host, no scheme, no
+// byte a browser would read as a way elsewhere.
+func FuzzLocalPath(f *testing.F) {
+	for _, s := range []string{"/", "/audit?x=1", "//evil.example", "/\\evil.example", "https://evil.example", "javascript:alert(1)",
+		"/%2F%2Fevil", "\t//x", "/ok\r\nLocation: //x", "/#frag", "/audit/session?id=web/console/x&after=5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, next string) {
+		got := localPath(next)
+		if got == "/" {
+			return
+		}
+		if got != next {
+			t.Fatalf("localPath(%q) = %q: neither next nor /", next, got)
+		}
+		u, err := url.Parse(got)
+		if err != nil || !strings.HasPrefix(got, "/") || strings.HasPrefix(got, "//") || u.Host != "" || u.Scheme != "" ||
+			strings.ContainsAny(got, "\\\r\n\t") {
+			t.Fatalf("localPath(%q) lets through %q", next, got)
+		}
+		// What a browser does with it: resolved against the console, it
+		// stays on the console.
+		base, _ := url.Parse("https://console.example/login")
+		if r := base.ResolveReference(u); r.Host != "console.example" || r.Scheme != "https" {
+			t.Fatalf("localPath(%q) = %q leads to %s", next, got, r)
+		}
+	})
+}
+
+// FuzzPlainTitle: a thread's title is one line of valid UTF-8, bounded,
+// without Markdown's bold and code marks.
+func FuzzPlainTitle(f *testing.F) {
+	for _, s := range []string{"🔥 **FIRING** `NginxDown` · severity `critical`", "please check the `disk` **now**", "", "\n\n", "_a_ b_c_", strings.Repeat("é", 100)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, md string) {
+		got := plainTitle(md)
+		if got == "" || strings.ContainsAny(got, "\n\r`") || strings.Contains(got, "**") || len(got) > titleLen+len("…") {
+			t.Fatalf("plainTitle(%q) = %q", md, got)
+		}
+		if utf8.ValidString(md) && !utf8.ValidString(got) {
+			t.Fatalf("plainTitle(%q) = %q: not valid UTF-8", md, got)
 		}
 	})
 }

@@ -55,7 +55,8 @@ func (s *Server) restore() error {
 				return err
 			}
 			if rp.th == nil {
-				rp.th = s.addThread(strings.TrimPrefix(sid, prefix), "(earlier thread)", "", ev.Time)
+				rp.th = s.addThread(strings.TrimPrefix(sid, prefix), "Earlier thread", "", ev.Time)
+				rp.alerts.Location = s.cfg.Location
 			}
 			rp.event(ev)
 			rp.th.Updated = ev.Time
@@ -72,6 +73,10 @@ type replay struct {
 	s  *Server
 	th *wthread
 
+	titled bool            // th has its title (an alert card's, or its first message's)
+	card   *wpost          // the alert card, the root post of a thread an alert opened
+	alerts bot.AlertReplay // the card and notices of its deliveries
+
 	// The run being replayed.
 	prog    bot.Progress
 	status  *wpost // its status message, once it has a step
@@ -81,6 +86,18 @@ type replay struct {
 	args    map[string]string // call id -> the skill tool's name
 	cards   map[string]*card  // request id -> its card
 	stopped bool              // a /stop was sent during the run
+	// unwatched is a run no human watches (an alert's first look, a
+	// schedule's question): the live renderer showed the model's links
+	// as text (bot.PlainLinks), and so does the rebuilt thread.
+	unwatched bool
+}
+
+// shown is the model's text as the live renderer showed it.
+func (rp *replay) shown(s string) string {
+	if rp.unwatched {
+		return bot.PlainLinks(s)
+	}
+	return s
 }
 
 type card struct {
@@ -89,6 +106,7 @@ type card struct {
 	targets   []string
 	requester string
 	decided   bool
+	cancelled bool // undecided when its run was stopped: finish says why
 }
 
 // userName is the name in an actor ("user:alice", "user:U1 (alice)").
@@ -101,7 +119,7 @@ func userName(actor string) string {
 }
 
 func (rp *replay) post(p *wpost) *wpost {
-	p.ID = rp.s.newPostID()
+	p.ID, p.restored = rp.s.newPostID(), true
 	rp.th.posts = append(rp.th.posts, p)
 	return p
 }
@@ -112,7 +130,7 @@ func (rp *replay) bot(text string, at time.Time) *wpost {
 
 // begin starts a run's replay.
 func (rp *replay) begin() {
-	rp.prog, rp.status, rp.intent, rp.answer, rp.stopped = bot.Progress{}, nil, "", "", false
+	rp.prog, rp.status, rp.intent, rp.answer, rp.stopped, rp.unwatched = bot.Progress{}, nil, "", "", false, false
 	rp.calls, rp.args, rp.cards = map[string]bot.CommandInfo{}, map[string]string{}, map[string]*card{}
 }
 
@@ -140,10 +158,39 @@ func (rp *replay) event(ev store.Event) {
 		} else {
 			rp.finish(p, ev)
 		}
+	case *agentcore.AlertPayload:
+		// As the receiver showed it: the card is the thread's root post,
+		// whose id is the thread's (openThread); each later delivery
+		// rewrites it and posts a line.
+		card, line := rp.alerts.Event(*p, ev.Time)
+		if rp.card == nil {
+			rp.card = rp.bot("", ev.Time)
+			rp.card.ID = rp.th.ID
+		}
+		rp.redraw(card)
+		if line != "" {
+			rp.bot(line, ev.Time)
+		}
+		rp.th.Alert = p.Status
+		rp.th.Title, rp.th.By, rp.titled = plainTitle(card.Text), "thinbot", true
+	case *agentcore.AlertAckPayload:
+		if card, ok := rp.alerts.Ack(*p, ev.Time); ok {
+			rp.redraw(card)
+		}
+	case *agentcore.AlertSilencePayload:
+		if card, ok := rp.alerts.Silence(*p, ev.Time); ok {
+			rp.redraw(card)
+		}
 	case *agentcore.UserMessagePayload:
+		if strings.HasPrefix(ev.Actor, "alert:") || strings.HasPrefix(ev.Actor, "schedule:") {
+			// An alert's first look, a schedule's question: never shown
+			// in the thread, only its run, which no human watches.
+			rp.unwatched = true
+			return
+		}
 		name := userName(ev.Actor)
-		if rp.th.Title == "(earlier thread)" {
-			rp.th.Title, rp.th.By = shorten(p.Text, titleLen), name
+		if !rp.titled {
+			rp.th.Title, rp.th.By, rp.titled = plainTitle(shorten(p.Text, titleLen)), name, true
 		}
 		rp.post(&wpost{Author: name, Text: p.Text, Time: ev.Time})
 	case *agentcore.AssistantPayload:
@@ -167,7 +214,7 @@ func (rp *replay) event(ev store.Event) {
 			c.Command = p.Path
 		}
 		rp.calls[p.CallID] = c
-		rp.prog.Intent(rp.intent)
+		rp.prog.Intent(rp.shown(rp.intent))
 		rp.intent = ""
 		rp.prog.Command(c)
 		rp.step(ev.Time)
@@ -178,6 +225,16 @@ func (rp *replay) event(ev store.Event) {
 	case *agentcore.ApprovalDecidedPayload:
 		if c := rp.cards[p.RequestID]; c != nil {
 			c.post.Text = bot.DecidedCard(bot.DecisionOutcome(p.Approved, p.By, p.Why, ev.Time, rp.s.cfg.Location), c.command, c.targets, c.requester, p.RequestID)
+			switch {
+			case p.By == "system" && strings.HasPrefix(p.Why, "expired: thinbot restarted"):
+				// Expired by a restart (agentcore.Recover): as bot.Recover wrote it.
+				c.post.Text = bot.RestartExpiredCard(c.command)
+			case p.By == "system" && strings.HasPrefix(p.Why, "expired: the cluster's leader was lost"):
+				c.post.Text = bot.LeaderLostExpiredCard(c.command)
+			case p.By == "system" && strings.HasPrefix(p.Why, "cancelled before a decision"):
+				// Its run was stopped: finish knows by whom.
+				c.post.Text, c.cancelled = bot.DecidedCard(bot.CancelledOutcome, c.command, c.targets, c.requester, p.RequestID), true
+			}
 			c.decided = true
 		}
 		if rp.prog.Decided(p.Approved, p.By, p.Why) {
@@ -190,7 +247,7 @@ func (rp *replay) event(ev store.Event) {
 		}
 		if p.Tool == agentcore.ToolSkill {
 			c.Tool = agentcore.ToolSkill
-			rp.prog.Intent(rp.intent)
+			rp.prog.Intent(rp.shown(rp.intent))
 			rp.intent = ""
 		}
 		rp.prog.Result(c, p.Content, p.IsError)
@@ -204,6 +261,21 @@ func (rp *replay) event(ev store.Event) {
 			}
 		}
 	case *agentcore.NotePayload:
+		if p.Kind == agentcore.NoteFirstLook {
+			// What became of an alert's first look, as the thread showed it.
+			line, card, redrawn := rp.alerts.Look(p.Detail, p.Text, ev.Time)
+			rp.bot(line.Text, ev.Time)
+			if redrawn {
+				rp.redraw(card)
+			}
+			return
+		}
+		if c := rp.cards[p.RequestID]; p.Kind == agentcore.NoteApprovalPosted && c != nil && p.PostID != "" {
+			// The card keeps its live id: a restart's bot.Recover updates
+			// the card of a request it expired by that id.
+			c.post.ID = p.PostID
+			return
+		}
 		if p.Kind == agentcore.NoteRunRefused { // a message no run was started for, and the reply saying why
 			if p.Text != "" { // recorded since the note has it
 				rp.post(&wpost{Author: userName(ev.Actor), Text: p.Text, Time: ev.Time})
@@ -233,6 +305,15 @@ func (rp *replay) event(ev store.Event) {
 	}
 }
 
+// redraw shows an alert's card as the receiver last drew it: its text, and
+// its Acknowledge button while the group fires and nobody took it.
+func (rp *replay) redraw(card bot.Post) {
+	if rp.card == nil {
+		return
+	}
+	rp.card.Text, rp.card.Buttons, rp.card.value = card.Text, buttons(card.Buttons), card.Value
+}
+
 // fullOutput is a result's output as the live thread attached it when the
 // chain holds all of it: the model's view after its first line ("exit
 // code: 0"), if its SHA-256 is the recorded one; else the model's view.
@@ -252,24 +333,36 @@ var budgetDetail = regexp.MustCompile(`: (\d+) ([a-z ]+)$`)
 func (rp *replay) finish(p *agentcore.RunPayload, ev store.Event) {
 	if rp.status != nil {
 		rp.status.Text = rp.prog.Text(true, "")
+		if p.Status == agentcore.StatusInterrupted {
+			// Not "Working on it…", and not "Done" either.
+			rp.status.Text = strings.Replace(rp.status.Text, "_Done: ", "_Interrupted by a restart of thinbot after ", 1)
+		}
 	}
 	var answer string
 	switch p.Status {
 	case agentcore.StatusAnswered, agentcore.StatusDone:
-		answer = strings.TrimSpace(rp.answer)
+		answer = strings.TrimSpace(rp.shown(rp.answer))
 	case agentcore.StatusCancelled:
 		var c *agentcore.StopCause
 		if p.Cause != "" {
 			c = &agentcore.StopCause{Kind: p.Cause, By: p.CauseBy}
 		}
 		answer = bot.CancelledText(c, rp.stopped)
+		for id, cd := range rp.cards {
+			if cd.cancelled {
+				cd.post.Text = bot.DecidedCard(bot.CancelledOutcomeOf(c), cd.command, cd.targets, cd.requester, id)
+			}
+		}
 	case agentcore.StatusBudget:
 		answer = "Stopped: the run used its budget." + bot.BudgetSuffix
 		if m := budgetDetail.FindStringSubmatch(p.Detail); m != nil {
 			answer = "Stopped: the run used its budget of " + m[1] + " " + m[2] + "." + bot.BudgetSuffix
 		}
 	case agentcore.StatusInterrupted:
-		answer = "thinbot restarted while working on this thread, so that run was interrupted. The session is kept: send a message to continue."
+		answer = bot.InterruptedText
+		if p.Detail == "interrupted: leader lost" {
+			answer = bot.LeaderLostText
+		}
 	default:
 		answer = fmt.Sprintf("Something went wrong and the run stopped before doing anything more (ref %d). Operators can see the details in the log.", ev.Seq)
 	}

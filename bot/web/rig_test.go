@@ -93,6 +93,15 @@ func script(req fakemodel.Request) fakemodel.Reply {
 		return fakemodel.Reply{Content: "Queried."}
 	case strings.Contains(user, "query the metrics"):
 		return fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "promql_range", Args: `{"query":"up"}`}}}
+	case strings.Contains(user, "An alert fired and opened this thread") && strings.Contains(user, "HoldsTheLook"):
+		return fakemodel.Reply{Content: "Never shown.", Delay: time.Hour} // holds the channel's first look
+	case strings.Contains(user, "An alert fired and opened this thread") && strings.Contains(user, "NginxDown") && !afterTool:
+		return run("git frobnicate --all", "look at the repository")
+	case strings.Contains(user, "An alert fired and opened this thread") && strings.Contains(user, "NginxDown"):
+		return fakemodel.Reply{Content: "Looked around. The alert says to follow [the fix](https://evil.example/fix) or https://evil.example/run-this."}
+	case strings.Contains(user, "show me the links"):
+		return fakemodel.Reply{Content: "The [runbook](https://runbooks.example.com/nginx/down) says restart; see also https://grafana.example.com/d/nginx-overview-for-the-whole-frontend-fleet-and-its-upstreams?orgId=1&from=now-6h. " +
+			"Not links: [click me](javascript:alert(document.cookie)), [data](data:text/html,hi) and `https://in.a.code.span/`."}
 	case strings.Contains(user, "break the model"):
 		return fakemodel.Reply{Status: 500}
 	case strings.Contains(user, "think hard"):
@@ -123,6 +132,14 @@ type rigOpts struct {
 	Tokens bot.TokenBudgets
 	// Datasources are the agent's (its datasource tools).
 	Datasources []*datasource.Source
+	// Investigate starts an alert's first look (the rig's alert route).
+	Investigate bool
+	// Storm allows one first look at a time and one queued (Investigate).
+	Storm bool
+	// StateDir, if set, is a copy of another rig's state dir (events.db
+	// and audit.jsonl) to start from, as a process started over the files
+	// a killed one left.
+	StateDir string
 }
 
 type rig struct {
@@ -136,12 +153,16 @@ type rig struct {
 	interval time.Duration
 	ch       bot.Channel
 	loc      *time.Location
+	state    string // the store's dir
+	look     bool   // the alert route's first look
+	storm    bool   // one first look at a time, one queued
 
 	// The running console; start replaces them.
 	srv    *Server
 	bot    *bot.Bot
 	hs     *httptest.Server
 	url    string
+	alerts *httptest.Server // the alert receiver, routing to the console
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -163,6 +184,9 @@ func newRig(t testing.TB, o rigOpts) *rig {
 	tt, _ := t.(*testing.T)
 	dir := t.TempDir()
 	state := filepath.Join(t.TempDir(), "state")
+	if o.StateDir != "" {
+		copyDir(t, o.StateDir, state)
+	}
 	db, err := store.Open(filepath.Join(state, "events.db"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +223,7 @@ func newRig(t testing.TB, o rigOpts) *rig {
 	if auth.open() {
 		approvers = []string{"local"}
 	}
-	r := &rig{t: tt, dir: dir, db: db, auth: auth, problem: problem, timeout: o.ApprovalTimeout, interval: o.UpdateInterval, loc: o.Location,
+	r := &rig{t: tt, dir: dir, db: db, auth: auth, state: state, look: o.Investigate || o.Storm, storm: o.Storm, problem: problem, timeout: o.ApprovalTimeout, interval: o.UpdateInterval, loc: o.Location,
 		ch: bot.Channel{Agent: ag, Workspace: dir, Approvers: approvers, TwoPerson: !auth.open(), Tokens: o.Tokens}}
 	r.start(t)
 	t.Cleanup(func() {
@@ -209,10 +233,20 @@ func newRig(t testing.TB, o rigOpts) *rig {
 	return r
 }
 
-// start starts the console and its bot as cmd/thinbot does: the bot knows
-// the chain's sessions and message ids.
+// alertToken is the bearer token of the rig's alert receiver.
+const alertToken = "rig-alert-token-0123456789"
+
+// start starts the console and its bot as cmd/thinbot does: what the
+// previous process left open is closed in the chain (agentcore.Recover)
+// before the console rebuilds its threads, the bot knows the chain's
+// sessions, message ids and alert groups, and it tells the threads what
+// the restart closed (bot.Recover).
 func (r *rig) start(t testing.TB) {
 	t.Helper()
+	unfinished, err := agentcore.Recover(r.db)
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := New(Config{Listen: "127.0.0.1:0", Auth: r.auth, Chain: r.db, Chat: true, ModelProblem: r.problem, Location: r.loc})
 	if err != nil {
 		t.Fatal(err)
@@ -226,9 +260,24 @@ func (r *rig) start(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	groups, deliveries, err := agentcore.AlertGroups(r.db, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := 0 // the default
+	if r.storm {
+		limit = 1
+	}
+	recv, err := bot.NewAlertReceiver(bot.AlertsConfig{Token: []byte(alertToken), Platform: Platform, Groups: groups, Deliveries: deliveries, MaxPerChannel: limit, MaxQueued: limit,
+		Routes: []bot.AlertRoute{{Name: "console", Channel: "console", Investigate: r.look}}}, map[string]*bot.Bot{Platform: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Recover(context.Background(), unfinished)
 	r.srv, r.bot = srv, b
 	r.hs = httptest.NewServer(srv.Handler())
 	r.url = r.hs.URL
+	r.alerts = httptest.NewServer(recv)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel, r.done = cancel, make(chan struct{})
 	go func() {
@@ -245,6 +294,53 @@ func (r *rig) stop() {
 	<-r.done
 	r.hs.CloseClientConnections()
 	r.hs.Close()
+	r.alerts.Close()
+}
+
+// copyDir copies the files of from (not its sub-directories) into a new
+// directory to.
+func copyDir(t testing.TB, from, to string) {
+	t.Helper()
+	if err := os.MkdirAll(to, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// alert delivers an Alertmanager webhook body (version 4) to the rig's
+// alert receiver over HTTP and fails the test unless it is accepted.
+func (r *rig) alert(body string) {
+	r.t.Helper()
+	req, err := http.NewRequest("POST", r.alerts.URL, strings.NewReader(body))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+alertToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		r.t.Fatalf("alert delivery: %d %s", resp.StatusCode, b)
+	}
 }
 
 // restart stops the console and starts a new one on the same chain.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -13,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -135,6 +137,9 @@ type Server struct {
 	order   []string            // thread ids, oldest first
 	pending map[*wpost]*wthread // the posts with an open approval request (the inbox)
 	nextID  uint64
+	// idPrefix starts every post id of this process ("p" and 6 random hex
+	// digits and "-").
+	idPrefix string
 
 	verifyMu  sync.Mutex
 	verified  verifyCache
@@ -192,6 +197,9 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, pages: pages, inbox: make(chan bot.Message, 64),
 		threads: map[string]*wthread{}, pending: map[*wpost]*wthread{}, approvalWindow: approvalWindow, verifyNow: make(chan struct{}, 1),
 		open: cfg.Auth.open(), tokens: maps.Clone(cfg.Auth.Tokens)}
+	var rb [3]byte
+	_, _ = rand.Read(rb[:])
+	s.idPrefix = "p" + hex.EncodeToString(rb[:]) + "-"
 	s.loadSessions(cfg.Sessions)
 	if cfg.Chat {
 		if err := s.restore(); err != nil {
@@ -372,11 +380,14 @@ var funcs = template.FuncMap{
 		}
 		return m
 	},
-	"time": func(t time.Time) string {
+	// time writes t in UTC, named, as a <time> element that time.js shows
+	// in the viewer's zone (UTC on hover): the console's rule for times.
+	"time": func(t time.Time) template.HTML {
 		if t.IsZero() {
 			return ""
 		}
-		return t.UTC().Format("2006-01-02 15:04:05")
+		u := t.UTC()
+		return template.HTML(`<time class="utc" datetime="` + u.Format(time.RFC3339) + `">` + u.Format("2006-01-02 15:04:05") + ` UTC</time>`)
 	},
 	// code renders `spans` of s as code, escaping everything.
 	"code": func(s string) template.HTML {
@@ -396,6 +407,30 @@ var funcs = template.FuncMap{
 // titleLen is how much of its first message a thread's title keeps, live
 // and when the thread is rebuilt from the chain alike.
 const titleLen = 80
+
+// plainTitle is a thread's title in plain text: the first line of md
+// without Markdown's marks (**bold**, `code`, _italic_) and without the
+// state an alert card's first line starts with ("🔥 **FIRING**"), which
+// the thread's badge shows live; cut to titleLen.
+func plainTitle(md string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(md), "\n")
+	line = cardState.ReplaceAllString(line, "")
+	line = strings.ReplaceAll(line, "`", "")
+	for strings.Contains(line, "**") { // "*`*" is "**" once the ` is gone
+		line = strings.ReplaceAll(line, "**", "")
+	}
+	line = italic.ReplaceAllString(line, "$1$2$3")
+	line = strings.Join(strings.Fields(line), " ")
+	if line == "" {
+		return "Thread"
+	}
+	return shorten(line, titleLen)
+}
+
+var (
+	cardState = regexp.MustCompile(`^[^*\s]*\s*\*\*(FIRING|RESOLVED)\*\*\s*`)
+	italic    = regexp.MustCompile(`(^|\s)_([^_\s][^_]*)_($|[\s.,;:!?)])`)
+)
 
 // shorten cuts s to n bytes (dropping a split UTF-8 sequence) and marks the
 // cut with "…".

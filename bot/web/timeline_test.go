@@ -173,7 +173,7 @@ func TestSessionPageRendersTimelineRows(t *testing.T) {
 		"2": {"First look (read-only): the alert&#39;s question"},
 		"4": {`<span class="badge v-deny">exit 1</span>`, `<pre class="code">systemctl status &lt;nginx&gt;</pre>`},
 		"5": {"Model: the first look&#39;s findings", "nginx is inactive"},
-		"6": {"Alert notification (update)", "new: NginxDown instance=web-02 (started 2026-12-03 19:10:07 UTC)"},
+		"6": {"Alert notification (update)", "new: NginxDown instance=web-02 (started " + `<time class="utc" datetime="2026-12-03T19:10:07Z">2026-12-03 19:10:07 UTC</time>)`},
 		"7": {"Acknowledged", "by user:U1 (oncall)", "NginxDown instance=web-01"},
 		"8": {"Datasource query (prom)", `<pre class="code">/api/v1/query up</pre>`, "3 series, 120 bytes"},
 	} {

@@ -213,8 +213,8 @@ func TestForgedProxyHeaderIsIgnored(t *testing.T) {
 		if w.Code != tc.want {
 			t.Errorf("%s from %s: status %d, want %d", tc.header, tc.remote, w.Code, tc.want)
 		}
-		if tc.want == http.StatusSeeOther && w.Header().Get("Location") != "/login" {
-			t.Errorf("%s from %s: redirected to %q, want /login", tc.header, tc.remote, w.Header().Get("Location"))
+		if tc.want == http.StatusSeeOther && w.Header().Get("Location") != "/login?next=%2Faudit" {
+			t.Errorf("%s from %s: redirected to %q, want /login?next=%%2Faudit", tc.header, tc.remote, w.Header().Get("Location"))
 		}
 	}
 }

@@ -61,6 +61,10 @@ type clusterPeer struct {
 	// RaftBind is where the node listens for raft, when raft_address is
 	// not its own (NAT, a proxy); "" means raft_address.
 	RaftBind string `yaml:"raft_bind"`
+	// ConsoleAddress is the URL of the node's web console (web.listen),
+	// as the others reach it: a follower's console listener forwards to
+	// the leader's. Required when the config has web.listen.
+	ConsoleAddress string `yaml:"console_address"`
 }
 
 func (cc *clusterConfig) configured() bool {
@@ -92,7 +96,7 @@ func (cc *clusterConfig) self() (clusterPeer, bool) {
 }
 
 // check checks the cluster section.
-func (cc *clusterConfig) check(bad func(string, ...any), who daemonUser) {
+func (cc *clusterConfig) check(bad func(string, ...any), who daemonUser, consoleListen string) {
 	if !cc.configured() {
 		return
 	}
@@ -111,6 +115,9 @@ func (cc *clusterConfig) check(bad func(string, ...any), who daemonUser) {
 		addrs[p.RaftAddress] = true
 		if u, err := url.Parse(p.HTTPAddress); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad("cluster.peers[%d]: http_address %q is not an http(s) URL", i, p.HTTPAddress)
+		}
+		if u, err := url.Parse(p.ConsoleAddress); consoleListen != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+			bad("cluster.peers[%d]: console_address %q is not an http(s) URL (web.listen is set: followers forward the console to the leader's)", i, p.ConsoleAddress)
 		}
 	}
 	if _, ok := cc.self(); !ok {
@@ -223,14 +230,22 @@ func (d *daemon) follow(ctx context.Context) error {
 		}
 		fmt.Fprintf(w, "follower, in sync (leader: %s)\n", id)
 	})
-	mux.Handle("/", d.forwarder())
+	mux.Handle("/", d.forwarder(func(p clusterPeer) string { return p.HTTPAddress }))
 	srvCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	addr, wait, err := listenAndServe(srvCtx, d.c.Listen, mux, logger)
 	if err != nil {
 		stop()
 		return fmt.Errorf("listen: %w", err)
 	}
-	defer func() { stop(); wait() }()
+	waitConsole := func() {}
+	defer func() { stop(); wait(); waitConsole() }()
+	if d.c.Web.Listen != "" {
+		// The console: logins and everything else, at the leader's.
+		if _, waitConsole, err = listenAndServe(srvCtx, d.c.Web.Listen, d.forwarder(func(p clusterPeer) string { return p.ConsoleAddress }), logger); err != nil {
+			waitConsole = func() {}
+			return fmt.Errorf("web console listen: %w", err)
+		}
+	}
 	logger.Info("thinbot following", "node", d.c.Cluster.NodeID, "listen", addr.String())
 	for {
 		select {
@@ -285,12 +300,14 @@ func (d *daemon) prepareToLead(ctx context.Context) bool {
 	return false
 }
 
-// forwarder sends a follower's requests to the leader's listener: alert
-// webhooks, chat callbacks (button clicks), console logins, reloads.
-func (d *daemon) forwarder() http.Handler {
+// forwarder sends a follower's requests to the leader's listener at the
+// address addr gives of a peer: alert webhooks, chat callbacks (button
+// clicks), reloads and admin requests on the main listener; logins and the
+// rest on the console's.
+func (d *daemon) forwarder(addr func(clusterPeer) string) http.Handler {
 	peers := map[string]*url.URL{}
 	for _, p := range d.c.Cluster.Peers {
-		if u, err := url.Parse(p.HTTPAddress); err == nil {
+		if u, err := url.Parse(addr(p)); err == nil && u.Host != "" {
 			peers[p.ID] = u
 		}
 	}

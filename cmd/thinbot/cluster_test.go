@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -85,5 +86,15 @@ func TestLeaderOnlyChatClient(t *testing.T) {
 	}
 	if (clusterChat{}).slackClient() != nil {
 		t.Error("a lone node's Slack client is not the adapter's own")
+	}
+}
+
+// TestClusterDataDirIsProtected: a raft data dir outside the state dir is
+// hidden from commands like the state dir (it holds the chain too).
+func TestClusterDataDirIsProtected(t *testing.T) {
+	c := &daemonConfig{StateDir: "/var/lib/thinbot"}
+	c.Cluster.ID, c.Cluster.DataDir = "c1", "/srv/raft"
+	if p := c.protectedPaths("/etc/thinbot/thinbot.yaml"); !slices.Contains(p, "/srv/raft") {
+		t.Errorf("protected paths %v lack the raft data dir", p)
 	}
 }

@@ -102,6 +102,8 @@ type daemonConfig struct {
 	Fleet fleetConfig `yaml:"fleet"`
 	// Alerts: the Alertmanager/Grafana webhook receiver (alerts.go).
 	Alerts alertsConfig `yaml:"alerts"`
+	// MCP: thinbot as an MCP server on the listener (mcp.go).
+	MCP mcpConfig `yaml:"mcp"`
 	// Schedules: checks on a cron spec (schedules.go).
 	Schedules []scheduleConfig `yaml:"schedules"`
 	// MCPServers: MCP servers whose tools the model may call
@@ -207,7 +209,7 @@ func (c *daemonConfig) resolvePaths(base string) {
 	paths := []*string{&c.Model.APIKeyFile, &c.Model.CompactPromptFile, &c.Mattermost.TokenFile,
 		&c.Slack.BotTokenFile, &c.Slack.AppTokenFile, &c.Slack.SigningSecretFile,
 		&c.StateDir, &c.PolicyFile, &c.InstructionsFile, &c.SkillsLock,
-		&c.Web.TokensFile, &c.Web.Workspace, &c.Alerts.TokenFile}
+		&c.Web.TokensFile, &c.Web.Workspace, &c.Alerts.TokenFile, &c.MCP.TokensFile}
 	for i := range c.SkillsDirs {
 		paths = append(paths, &c.SkillsDirs[i])
 	}
@@ -269,9 +271,10 @@ func (c *daemonConfig) check(path string) error {
 	c.Web.check(bad, c.Channels, who)
 	c.Alerts.check(bad, c.Channels, c.Platform, c.Web)
 	c.Alerts.Alertmanager.checkSource(bad, c.Datasources)
+	c.MCP.check(bad, c.Channels, c.Platform, c.Web, who)
 	checkSchedules(bad, c.Schedules, c.Channels)
 	c.checkMCP(bad, who)
-	c.Cluster.check(bad, who)
+	c.Cluster.check(bad, who, c.Web.Listen)
 	c.checkDatasources(bad, who)
 	c.checkChannels(bad)
 	if c.Fleet.configured() {

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // TestConfigCheckDatasources: config check names each problem of the
@@ -81,5 +84,36 @@ func TestDatasourceSecretsHiddenAndReload(t *testing.T) {
 	more.Datasources = append(slices.Clone(same.Datasources), datasourceConfig{Name: "a", Type: "alertmanager", URL: "http://a", BearerTokenFile: "/etc/thinbot/am.token"})
 	if got := newSecretFiles(old, &more, "/etc/thinbot/thinbot.yaml"); len(got) != 1 || !strings.Contains(got[0], "datasources[2].bearer_token_file") {
 		t.Errorf("a reload naming a new secret file: %q; want it refused", got)
+	}
+}
+
+// TestDatasourcesGuideConfig: the config block of deploy/datasources.md
+// decodes with every key known, and config check finds in it only what a
+// reader's machine lacks (the credentials and CA files).
+func TestDatasourcesGuideConfig(t *testing.T) {
+	guide, err := os.ReadFile("../../deploy/datasources.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(guide), "```yaml\n")
+	block, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("the guide has no yaml block")
+	}
+	var c daemonConfig
+	dec := yaml.NewDecoder(strings.NewReader(block))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		t.Fatalf("the guide's config: %v", err)
+	}
+	if len(c.Datasources) != 3 || c.Datasources[0].Type != "prometheus" || c.Datasources[1].PasswordFile == "" || c.Datasources[2].BearerTokenFile == "" {
+		t.Errorf("decoded %+v", c.Datasources)
+	}
+	var problems []string
+	c.checkDatasources(func(f string, a ...any) { problems = append(problems, fmt.Sprintf(f, a...)) }, currentUser())
+	for _, p := range problems {
+		if !strings.Contains(p, "no such file or directory") {
+			t.Errorf("config check: %s", p)
+		}
 	}
 }

@@ -86,6 +86,7 @@ func commands() []command {
 		{"config", "check a daemon config file", cmdConfig},
 		{"sandbox", "show what kernel sandbox this host supports (sandbox check)", cmdSandbox},
 		{"hosts", "list the fleet's hosts, groups and logins (remote targets over SSH)", cmdHosts},
+		{"mcp", "MCP server on stdio for coding agents: each call goes to the daemon's gate, approvals and audit log", cmdMCP},
 		{"version", "print the version", cmdVersion},
 		{"help", "show this help", nil},
 	}

@@ -67,7 +67,10 @@ import (
 //   - mcp_servers: the servers' processes and the tools they offer, fixed
 //     at start so that the model's tool list (a stable prompt prefix) does
 //     not change under running sessions, and their env_file and
-//     headers_file, which the kernel sandbox hides from the start on.
+//     headers_file, which the kernel sandbox hides from the start on;
+//   - mcp: the MCP endpoint's route on the listener and its channel, and
+//     its tokens_file, hidden by the sandbox (the file itself is read
+//     again whenever it changes).
 //
 // Within alerts (reloadable), these changes need a restart (alertsKey),
 // and so does any change of alerts.alertmanager but its url and

@@ -87,6 +87,10 @@ func (c *daemonConfig) protectedPaths(configPath string) []string {
 	}
 	// The fleet's SSH keys are the daemon's, never a local command's.
 	out = append(out, c.Fleet.keyFiles(filepath.Dir(abs(configPath)))...)
+	// A cluster's raft log and snapshots hold the chain too.
+	if c.Cluster.configured() {
+		out = append(out, abs(c.Cluster.dataDir(c.StateDir)))
+	}
 	out = append(out, c.systemd.hide()...)
 	slices.Sort(out)
 	return slices.Compact(out)

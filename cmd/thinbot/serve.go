@@ -259,6 +259,10 @@ func (d *daemon) run(ctx context.Context) error {
 		return err
 	}
 
+	if err := serveMCP(ctx, c, map[string]*bot.Bot{c.Platform: b, web.Platform: d.webBot}, d.adapter, d.mux, logger); err != nil {
+		return err
+	}
+
 	// The HTTP server: the adapter's callbacks, health, readiness, metrics.
 	healthz(d.mux)
 	ready := &readiness{adapter: d.adapter, db: d.db, model: d.model, stateDir: c.StateDir, sandbox: d.sbx}

@@ -253,8 +253,9 @@ func sessionStore(stateDir string) (saved []byte, save func([]byte) error) {
 // chat platform's bot still has to recover, and a function that waits until
 // everything it started has stopped. The console's bot, if any, is put in
 // *webBot (alert routes to the console open threads through it). The
-// audit viewer's timelines take their zone from zoneOf, the console's
-// texts from bc.Location.
+// audit viewer's timelines take their zone from zoneOf; the console's
+// texts are in UTC (bc.Location is not used), which its pages show in the
+// viewer's zone.
 func serveWeb(ctx context.Context, w webConfig, tokens bot.TokenBudgets, agents func() map[string]*agentcore.Agent, u agentcore.Unfinished, zoneOf func(string) *time.Location, bc bot.Config,
 	db *store.DB, stateDir string, logger *slog.Logger, webBot **bot.Bot) (agentcore.Unfinished, func(), error) {
 	if w.Listen == "" {
@@ -269,6 +270,11 @@ func serveWeb(ctx context.Context, w webConfig, tokens bot.TokenBudgets, agents 
 		return u, nil, err
 	}
 	logger = logger.With("component", "web")
+	// The console's texts (cards, approvals) are written in UTC, and the
+	// page shows every time in the viewer's own zone, named, with UTC on
+	// hover: one rule for the console and the audit pages. The daemon's
+	// timezone is the chat platforms' (their readers' zones are unknown).
+	bc.Location = nil
 	chat := len(w.Users) > 0
 	saved, save := sessionStore(stateDir)
 	srv, err := web.New(web.Config{Listen: w.Listen, Auth: auth, Chain: db, Timeline: chainTimeline(db, zoneOf, w.PublicOrigin), Chat: chat, PublicOrigin: w.PublicOrigin,

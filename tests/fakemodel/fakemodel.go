@@ -228,7 +228,8 @@ func (h *Handler) fail(w http.ResponseWriter, status int, msg string) {
 	writeError(w, status, "fakemodel: "+msg)
 }
 
-// ServeHTTP answers /v1/chat/completions and /v1/models (with or without /v1).
+// ServeHTTP answers /v1/chat/completions, /v1/responses (responses.go)
+// and /v1/models (with or without /v1).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimPrefix(r.URL.Path, "/v1")
 	switch {
@@ -237,6 +238,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"object":"list","data":[{"id":"fake","object":"model","owned_by":"fakemodel"}]}`)
 	case path == "/chat/completions" && r.Method == http.MethodPost:
 		h.complete(w, r)
+	case path == "/responses" && r.Method == http.MethodPost:
+		h.respond(w, r)
 	default:
 		h.fail(w, http.StatusNotFound, fmt.Sprintf("unexpected %s %s", r.Method, r.URL.Path))
 	}

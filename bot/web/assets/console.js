@@ -16,24 +16,80 @@
     return e;
   }
 
-  // inline renders `code`, **bold**, _italic_ and links to the console's
-  // own threads ([text](#id), the storm summary's) into parent.
-  function inline(parent, s) {
-    const re = /(`[^`]+`|\*\*[^*]+\*\*|\[[^\]]+\]\(#[A-Za-z0-9-]+\)|(?:^|(?<=\s))_[^_]+_(?=\s|$|[.,;:!?)]))/g;
+  // link is an <a> to url opening in a new tab, or null unless url is an
+  // absolute http(s) URL: a javascript: or data: link in an answer or an
+  // alert's text must never become something to tap.
+  function link(text, url) {
+    let u;
+    try { u = new URL(url); } catch (e) { return null; }
+    if (u.protocol !== "https:" && u.protocol !== "http:") return null;
+    const a = el("a", "ext", text);
+    a.href = u.href; a.target = "_blank"; a.rel = "noopener noreferrer";
+    a.title = u.href;
+    return a;
+  }
+
+  // ---- one time-zone rule: every time in the viewer's zone, the zone
+  // named, UTC on hover. The bot writes the console's texts in UTC
+  // ("10:00:00 UTC", "2026-12-04 10:00:00 UTC"); withTimes shows each such
+  // time in the browser's zone. A time without a date is the one nearest
+  // the post's own time (anchor).
+  let anchor = null;
+  const utcRe = /\b(?:(\d{4})-(\d\d)-(\d\d) )?(\d\d):(\d\d)(?::(\d\d))? UTC\b/g;
+  function zone(d) {
+    const p = new Intl.DateTimeFormat(undefined, { timeZoneName: "short" }).formatToParts(d).find((x) => x.type === "timeZoneName");
+    return p ? p.value : "";
+  }
+  function utcTime(m) {
+    const h = +m[4], mi = +m[5], sec = m[6] ? +m[6] : 0;
+    if (m[1]) return new Date(Date.UTC(+m[1], +m[2] - 1, +m[3], h, mi, sec));
+    const a = anchor ? new Date(anchor) : new Date();
+    let best = null;
+    for (const off of [-1, 0, 1]) {
+      const d = new Date(Date.UTC(a.getUTCFullYear(), a.getUTCMonth(), a.getUTCDate() + off, h, mi, sec));
+      if (!best || Math.abs(d - a) < Math.abs(best - a)) best = d;
+    }
+    return best;
+  }
+  function withTimes(parent, s) {
     let last = 0, m;
-    while ((m = re.exec(s)) !== null) {
+    utcRe.lastIndex = 0;
+    while ((m = utcRe.exec(s)) !== null) {
+      const d = utcTime(m);
+      if (isNaN(d)) continue;
       if (m.index > last) parent.appendChild(document.createTextNode(s.slice(last, m.index)));
-      const t = m[0];
-      if (t[0] === "[") {
-        const a = el("a", "thread-link", t.slice(1, t.indexOf("](")));
-        a.href = t.slice(t.indexOf("](") + 2, -1);
-        parent.appendChild(a);
-      } else if (t[0] === "`") parent.appendChild(el("code", "", t.slice(1, -1)));
-      else if (t[0] === "*") parent.appendChild(el("strong", "", t.slice(2, -2)));
-      else parent.appendChild(el("em", "", t.slice(1, -1)));
-      last = m.index + t.length;
+      const hm = pad(d.getHours()) + ":" + pad(d.getMinutes()) + (m[6] ? ":" + pad(d.getSeconds()) : "");
+      const t = el("time", "tz", (m[1] ? day(d) + " " : "") + hm + " " + zone(d));
+      t.dateTime = d.toISOString(); t.title = utc(d);
+      parent.appendChild(t);
+      last = m.index + m[0].length;
     }
     if (last < s.length) parent.appendChild(document.createTextNode(s.slice(last)));
+  }
+
+  // inline renders `code`, **bold**, _italic_, [links](url) and bare
+  // http(s) URLs, and links to the console's own threads ([text](#id), the
+  // storm summary's), into parent.
+  function inline(parent, s) {
+    const re = /(`[^`]+`|\*\*[^*]+\*\*|(?:^|(?<=\s))_[^_]+_(?=\s|$|[.,;:!?)])|\[[^\]\n]+\]\([^()\s]+\)|\bhttps?:\/\/[^\s<>()`]*[^\s<>()`.,;:!?'"])/g;
+    let last = 0, m;
+    while ((m = re.exec(s)) !== null) {
+      if (m.index > last) withTimes(parent, s.slice(last, m.index));
+      const t = m[0];
+      if (t[0] === "`") parent.appendChild(el("code", "", t.slice(1, -1)));
+      else if (t[0] === "*") parent.appendChild(el("strong", "", t.slice(2, -2)));
+      else if (t[0] === "[") {
+        const [, text, url] = t.match(/^\[([^\]]+)\]\((.*)\)$/);
+        if (/^#[A-Za-z0-9-]+$/.test(url)) {
+          const a = el("a", "thread-link", text);
+          a.href = url;
+          parent.appendChild(a);
+        } else parent.appendChild(link(text, url) || document.createTextNode(t));
+      } else if (t[0] === "h") parent.appendChild(link(t, t) || document.createTextNode(t));
+      else { const em = el("em"); withTimes(em, t.slice(1, -1)); parent.appendChild(em); }
+      last = m.index + t.length;
+    }
+    if (last < s.length) withTimes(parent, s.slice(last));
   }
 
   // markdown renders the subset of Markdown the bot writes.
@@ -139,13 +195,15 @@
     return root;
   }
 
-  // Times show in local time, 24 hours, with the UTC time on hover.
+  // Times show in the viewer's zone, 24 hours, the zone named, with the
+  // UTC time on hover.
   function pad(n) { return String(n).padStart(2, "0"); }
+  function day(d) { return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()); }
   function clock(t) { const d = new Date(t); return pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()); }
   function when(t) {
     const d = new Date(t), now = new Date();
-    if (d.toDateString() === now.toDateString()) return clock(d);
-    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " + clock(d);
+    if (d.toDateString() === now.toDateString()) return clock(d) + " " + zone(d);
+    return day(d) + " " + clock(d) + " " + zone(d);
   }
   function utc(t) { return new Date(t).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC"); }
   function timeEl(t) { const e = el("time", "", when(t)); e.dateTime = new Date(t).toISOString(); e.title = utc(t); return e; }
@@ -162,6 +220,7 @@
     head.appendChild(el("strong", "", p.author));
     head.appendChild(timeEl(p.time));
     b.appendChild(head);
+    anchor = p.time;
     b.appendChild(markdown(p.text || "", p));
     if (p.file) {
       const a = el("a", "", "⤓ " + p.file + " (" + p.file_size + " bytes)");
@@ -321,7 +380,7 @@
     if (x && it.expires) {
       const left = new Date(it.expires) - Date.now();
       x.className = "expires" + (left < 5 * 60000 ? " late" : "");
-      x.textContent = "expires " + clock(it.expires) + " (in " + ago(Date.now() - Math.max(0, left)) + ")";
+      x.textContent = "expires " + clock(it.expires) + " " + zone(new Date(it.expires)) + " (in " + ago(Date.now() - Math.max(0, left)) + ")";
       x.title = utc(it.expires);
     }
   }
@@ -339,6 +398,7 @@
     meta.appendChild(el("span", "age", ""));
     if (it.expires) meta.appendChild(el("span", "expires", ""));
     li.appendChild(meta);
+    anchor = it.asked;
     li.appendChild(markdown(it.text));
     if (mayDecide) {
       const acts = el("div", "actions");
@@ -398,12 +458,16 @@
     for (const a of list.querySelectorAll("a")) a.classList.toggle("on", a.dataset.id === id);
     const a = list.querySelector("a[data-id='" + CSS.escape(id) + "']");
     titleEl.textContent = a ? a.querySelector(".t-title").textContent : "Thread";
+    $("thread-state").replaceChildren();
     source = new EventSource("/api/threads/" + encodeURIComponent(id) + "/events");
     source.onopen = () => { conn.textContent = "live"; conn.className = "conn live"; };
     source.onerror = () => { conn.textContent = "reconnecting…"; conn.className = "conn"; };
     source.onmessage = (m) => {
       const ev = JSON.parse(m.data);
       const atEnd = postsEl.scrollHeight - postsEl.scrollTop - postsEl.clientHeight < 40;
+      // Every page hears of every thread's title and state ("thread").
+      if (ev.thread) showMeta(ev.thread);
+      if (ev.type === "thread") return;
       if (ev.type === "snapshot") {
         posts.clear(); postsEl.replaceChildren();
         for (const p of ev.posts) upsert(p);
@@ -423,6 +487,32 @@
     };
   }
 
+  // states renders a thread's state as badges: its alert's (firing,
+  // resolved), and what it does (waiting for approval, running), or idle.
+  function states(t) {
+    const box = el("span", "states");
+    const badge = (s) => { const b = el("span", "state s-" + s.split(" ")[0], s); box.appendChild(b); };
+    if (t.alert) badge(t.alert);
+    if ((t.state && t.state !== "idle") || !t.alert) badge(t.state || "idle");
+    return box;
+  }
+
+  // showMeta shows a thread's title and state, in the list and, for the
+  // open thread, in the header.
+  function showMeta(t) {
+    const a = list.querySelector("a[data-id='" + CSS.escape(t.id) + "']");
+    if (a) {
+      a.querySelector(".t-title").textContent = t.title;
+      a.querySelector(".states").replaceWith(states(t));
+    } else {
+      loadThreads(); // a thread the list does not have yet
+    }
+    if (t.id === current) {
+      titleEl.textContent = t.title;
+      $("thread-state").replaceWith(Object.assign(states(t), { id: "thread-state" }));
+    }
+  }
+
   async function loadThreads(select) {
     let data;
     try { data = await api("GET", "/api/threads"); } catch (e) { return; }
@@ -432,15 +522,17 @@
       const li = el("li"), a = el("a");
       a.href = "#" + t.id; a.dataset.id = t.id;
       a.appendChild(el("span", "t-title", t.title));
-      const meta = el("span", "t-meta", t.by ? t.by + " · " : "");
+      const meta = el("span", "t-meta");
+      meta.appendChild(states(t));
+      meta.appendChild(document.createTextNode(t.by ? t.by + " · " : ""));
       meta.appendChild(timeEl(t.updated));
       a.appendChild(meta);
       if (t.id === current) a.classList.add("on");
       li.appendChild(a); list.appendChild(li);
     }
     if (select && select !== current) open(select); // the hashchange may have opened it
-    const on = current && list.querySelector("a[data-id='" + CSS.escape(current) + "'] .t-title");
-    if (on) titleEl.textContent = on.textContent;
+    const on = current && data.threads.find((t) => t.id === current);
+    if (on) showMeta(on);
   }
 
   function fromHash() {
@@ -453,6 +545,7 @@
     source = null; current = null; posts.clear();
     history.replaceState(null, "", "/");
     titleEl.textContent = "New thread"; conn.textContent = ""; conn.className = "conn";
+    $("thread-state").replaceChildren();
     postsEl.replaceChildren();
     for (const a of list.querySelectorAll("a")) a.classList.remove("on");
     showThread(true);
@@ -507,6 +600,6 @@
   window.addEventListener("hashchange", fromHash);
   loadThreads().then(fromHash);
   refreshInbox();
-  setInterval(() => loadThreads(), 10000);
+  setInterval(() => loadThreads(), 5000);
   setInterval(refreshInbox, 4000);
 })();
