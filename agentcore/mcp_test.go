@@ -185,6 +185,10 @@ func TestMCPReadOnlyToolRunsAtOnce(t *testing.T) {
 	if len(calls) != 1 || !strings.HasPrefix(calls[0].Tier, "read-only") || !calls[0].ReadOnly || calls[0].ResultSize == 0 || calls[0].ResultSHA == "" {
 		t.Errorf("mcp_call events = %+v", calls)
 	}
+	// The postmortem timeline shows the call.
+	if md, err := f.a.Timeline(t.Context(), "s", TimelineOptions{}); err != nil || !strings.Contains(md, "**MCP call** `fs read_text_file` in the read-only") {
+		t.Errorf("the timeline does not show the MCP call (%v):\n%s", err, md)
+	}
 	// Masked like command output: the result records what was masked.
 	if res := toolResults(t, f, "s"); len(res) != 1 || len(res[0].Masked) == 0 || len(calls) != 1 || len(calls[0].Masked) == 0 {
 		t.Errorf("the result does not record the masked secret: %+v", res)

@@ -487,6 +487,12 @@ func appendixText(r TimelineRow) string {
 			time.Duration(p.After*float64(time.Second)).Round(time.Second), len(p.Mentioned))
 	case *DatasourcePayload:
 		return fmt.Sprintf("**datasource query** %s, %d ms", textfmt.CodeSpan(p.line(), 300), p.DurationMS)
+	case *MCPCallPayload:
+		text := fmt.Sprintf("**MCP call** %s in the %s tier, %d ms", textfmt.CodeSpan(p.Server+" "+p.Tool, 120), p.Tier, p.DurationMS)
+		if p.Error != "" {
+			return text + ": error: " + textfmt.CodeSpan(p.Error, 200)
+		}
+		return text + fmt.Sprintf(", %d bytes (sha256 %s)", p.ResultSize, short(p.ResultSHA))
 	case *ClearPayload:
 		return fmt.Sprintf("history cleared by %s (a new branch)", textfmt.CodeSpan(r.Actor, 80))
 	case *CompactedPayload:
