@@ -16,7 +16,7 @@ import (
 )
 
 // fakeProm answers Prometheus's query API in its wire format; the source
-// "bad" answers as mode says (500, hang, huge).
+// sources at /bad ("bad", "slow") answer as mode says (500, hang, huge).
 func fakeProm(t *testing.T, mode *atomic.Value) *httptest.Server {
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -60,7 +60,11 @@ func TestDatasourceToolsRecordAndSurviveBadAnswers(t *testing.T) {
 	mode.Store("")
 	srv := fakeProm(t, &mode)
 	good, _ := datasource.New(datasource.Config{Name: "prom", Kind: datasource.Prometheus, URL: srv.URL})
-	bad, _ := datasource.New(datasource.Config{Name: "bad", Kind: datasource.Prometheus, URL: srv.URL + "/bad", Timeout: 300 * time.Millisecond, MaxBytes: 1 << 20})
+	// "slow" is the one to time out; "bad" gets a timeout a loaded
+	// machine under -race cannot reach while it reads the huge answer's
+	// first MiB (over 300 ms there).
+	bad, _ := datasource.New(datasource.Config{Name: "bad", Kind: datasource.Prometheus, URL: srv.URL + "/bad", Timeout: time.Minute, MaxBytes: 1 << 20})
+	slow, _ := datasource.New(datasource.Config{Name: "slow", Kind: datasource.Prometheus, URL: srv.URL + "/bad", Timeout: 300 * time.Millisecond, MaxBytes: 1 << 20})
 	var saw []string
 	see := func(next func(Request) (Response, error)) func(Request) (Response, error) {
 		return func(r Request) (Response, error) {
@@ -71,7 +75,7 @@ func TestDatasourceToolsRecordAndSurviveBadAnswers(t *testing.T) {
 	setMode := func(m string, next func(Request) (Response, error)) func(Request) (Response, error) {
 		return func(r Request) (Response, error) { mode.Store(m); return next(r) }
 	}
-	f := newFixture(t, Config{Datasources: []*datasource.Source{good, bad}},
+	f := newFixture(t, Config{Datasources: []*datasource.Source{good, bad, slow}},
 		func(r Request) (Response, error) {
 			if !hasTool(r.Tools, ToolPromRange) || !hasTool(r.Tools, ToolPromQuery) || hasTool(r.Tools, ToolLogQuery) {
 				t.Errorf("tools offered: %v", r.Tools)
@@ -80,7 +84,7 @@ func TestDatasourceToolsRecordAndSurviveBadAnswers(t *testing.T) {
 		},
 		see(call(ToolPromQuery, `{"query":"up"}`)), // two sources: which?
 		see(setMode("500", call(ToolPromQuery, `{"query":"up","datasource":"bad"}`))),
-		see(setMode("hang", call(ToolPromQuery, `{"query":"up","datasource":"bad"}`))),
+		see(setMode("hang", call(ToolPromQuery, `{"query":"up","datasource":"slow"}`))),
 		see(setMode("huge", call(ToolPromQuery, `{"query":"up","datasource":"bad"}`))),
 		see(say("done")))
 	res, err := f.a.Run(t.Context(), Turn{Session: "s", Actor: "user:al", Text: "is up up?", Dir: f.dir})
@@ -89,7 +93,7 @@ func TestDatasourceToolsRecordAndSurviveBadAnswers(t *testing.T) {
 	}
 	for i, want := range []string{
 		"2 series, 5 points",
-		"several prometheus datasources are configured (prom, bad)",
+		"several prometheus datasources are configured (prom, bad, slow)",
 		"500: storage is on fire",
 		"no answer within 300ms",
 		"answer too large (more than 1048576 bytes); thinbot stopped reading it. Narrow the query",
