@@ -15,7 +15,7 @@ import (
 	"github.com/thinbot/thinbot/skills"
 )
 
-// fakeProm answers Prometheus's query API in its wire format; the source
+// fakeProm answers Prometheus's query API in its wire format; the
 // sources at /bad ("bad", "slow") answer as mode says (500, hang, huge).
 func fakeProm(t *testing.T, mode *atomic.Value) *httptest.Server {
 	release := make(chan struct{})
