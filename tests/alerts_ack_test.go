@@ -219,7 +219,7 @@ alerts:
 }
 
 // requestRe finds the request id on an approval card.
-var requestRe = regexp.MustCompile("request `(s[0-9a-f]+)`")
+var requestRe = regexp.MustCompile("[Rr]equest `(s[0-9a-f]+)`")
 
 // waitPostBoth waits for a bot post in the thread that contains both a
 // and b.
