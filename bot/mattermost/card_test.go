@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,6 +39,20 @@ func (c crashAfterPost) Post(ctx context.Context, t bot.Thread, p bot.Post) (str
 		return "", err
 	}
 	return "", errors.New("connection reset by peer") // killed here
+}
+
+// failFirstList fails the first listing of a channel's posts, as a
+// network that drops a request does.
+type failFirstList struct {
+	base   http.RoundTripper
+	failed atomic.Bool
+}
+
+func (f *failFirstList) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/posts") && f.failed.CompareAndSwap(false, true) {
+		return nil, errors.New("connection reset by peer")
+	}
+	return f.base.RoundTrip(r)
 }
 
 type noModel struct{}
@@ -97,7 +112,9 @@ func cardLife(t *testing.T, path string, ad bot.Adapter, channel string) (*store
 // (one card is lost on its way instead). The next daemon over the same
 // store gets Alertmanager's retries: it finds each card by the mark its
 // props carry (FindPost) and adopts it, and posts anew only the card that
-// never arrived: one card per group, each the thread the chain names.
+// never arrived: one card per group, each the thread the chain names. A
+// look for a card that fails is answered 503 (the notifier retries), not
+// taken for "not there", which would post a second card.
 func TestAlertCardAdoptedAfterCrash(t *testing.T) {
 	e := newEnv(t, nil)
 	path := filepath.Join(t.TempDir(), "events.db")
@@ -119,12 +136,24 @@ func TestAlertCardAdoptedAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	a2, err := New(e.a.cfg) // the next daemon's adapter, over the same server
+	// The next daemon's adapter, over the same server; its first look for
+	// a card fails.
+	cfg := e.a.cfg
+	fail := &failFirstList{base: http.DefaultTransport}
+	cfg.HTTPClient = &http.Client{Transport: fail}
+	a2, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	db, deliver = cardLife(t, path, a2, e.ch)
 	storetest.CloseChecked(t, db, agentcore.Decode)
+	before := len(e.mm.Posts(e.ch))
+	if code := deliver(groups[0]); code != http.StatusServiceUnavailable || !fail.failed.Load() {
+		t.Fatalf("%s: a retry whose look for the card failed answered %d, want 503", groups[0], code)
+	}
+	if n := len(e.mm.Posts(e.ch)); n != before {
+		t.Fatalf("a retry whose look for the card failed posted %d posts; a failed look is not \"not there\"", n-before)
+	}
 	for _, g := range append(groups, "NewAfterRestart") {
 		if code := deliver(g); code != http.StatusOK {
 			t.Fatalf("%s: the retry answered %d, want 200", g, code)
