@@ -1060,4 +1060,3 @@ func TestClusterRefusesDivergedNode(t *testing.T) {
 		t.Errorf("the node with another chain exited %d:\n%s", f.proc.code, tail(out, 2000))
 	}
 }
-
