@@ -198,3 +198,61 @@ func AlertGroups(db *store.DB, since time.Time) (map[string]AlertGroup, []string
 	}
 	return groups, deliveries, nil
 }
+
+// EvAlertCard records that a front end is about to post a new alert
+// group's card (AlertCardPayload), before it posts it: the card carries
+// the event's Mark where the platform keeps it unseen, so that when the
+// card reached the chat but its EvAlert "opened" (which names the card's
+// post as the thread) was never committed, because the daemon died in
+// between or the chat's answer was lost, the group's next delivery finds
+// the card by its mark and adopts it instead of posting a second one. It
+// lives in AlertCardSession and never enters a projection.
+const EvAlertCard = "alert_card"
+
+// AlertCardSession is the session the EvAlertCard events are recorded in:
+// the card's thread does not exist before the card is posted. Like the
+// other "system:" sessions it has no user message and never becomes a
+// chat thread.
+const AlertCardSession = "system:alerts"
+
+// AlertCardPayload is an EvAlertCard's: which group's card is posted
+// where, and the mark it carries.
+type AlertCardPayload struct {
+	GroupKey string `json:"group_key"`
+	// Route is the route that matched; Platform and Channel where the
+	// card is posted (the route's then).
+	Route    string `json:"route,omitempty"`
+	Platform string `json:"platform"`
+	Channel  string `json:"channel"`
+	// Mark is a random value the card carries unseen (Mattermost post
+	// props, Slack message metadata).
+	Mark string `json:"mark"`
+	// Delivery is the delivery's digest (AlertPayload.Delivery).
+	Delivery string `json:"delivery,omitempty"`
+}
+
+// AlertCard is an EvAlertCard as the chain holds it: the payload and when
+// it was committed, which is before the card was posted.
+type AlertCard struct {
+	AlertCardPayload
+	At time.Time
+}
+
+// AlertCards reads the last EvAlertCard of each alert group from
+// AlertCardSession (one session's index, not the chain). A group whose
+// EvAlert "opened" is in the chain too (AlertGroups) has its card; one
+// without is a card that may be in the chat with no thread recorded.
+func AlertCards(db *store.DB) (map[string]AlertCard, error) {
+	cards := map[string]AlertCard{}
+	for e, err := range db.Events(AlertCardSession, 1) {
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", AlertCardSession, err)
+		}
+		var p AlertCardPayload
+		if e.Type != EvAlertCard || json.Unmarshal(e.Payload, &p) != nil || p.GroupKey == "" {
+			continue
+		}
+		cards[p.GroupKey] = AlertCard{AlertCardPayload: p, At: e.Time}
+	}
+	return cards, nil
+}

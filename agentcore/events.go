@@ -93,6 +93,8 @@ func Decode(ev store.Event) (any, error) {
 		p = new(AlertAckPayload)
 	case EvAlertSilence:
 		p = new(AlertSilencePayload)
+	case EvAlertCard:
+		p = new(AlertCardPayload)
 	case EvApprovalReminder:
 		p = new(ApprovalReminderPayload)
 	case EvConfigReloaded, EvConfigReloadRefused:

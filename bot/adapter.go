@@ -86,6 +86,11 @@ type Post struct {
 	// writes each in front of the text in its platform's form (Mattermost
 	// @username, Slack <@ID>, the console @name). Update ignores them.
 	Mentions []string
+	// Mark, if set, is carried with a new post where the platform keeps
+	// it unseen (Mattermost post props, Slack message metadata), so that
+	// a PostFinder finds the post by it. Update ignores it (and may drop
+	// it: Mattermost replaces a post's props whole).
+	Mark string
 }
 
 // Click is a press of a post's button.
@@ -174,6 +179,25 @@ type ChannelResolver interface {
 	// CheckChannel returns an error unless the bot is a member of the
 	// channel id (it would never see the channel's messages otherwise).
 	CheckChannel(ctx context.Context, id string) error
+}
+
+// PostFinder is an optional Adapter interface for a platform that keeps a
+// post's Post.Mark and can list a channel's recent posts: the alert
+// receiver commits a new group's card (agentcore.EvAlertCard, with a
+// random mark) before it posts it, and when the group's alert event that
+// names the card was never committed (the daemon died, or the chat's
+// answer to the post was lost), the group's next delivery asks FindPost
+// for the card and adopts it instead of posting a second card. An adapter
+// without it (the web console, whose threads are rebuilt from the chain
+// alone, so that a card the chain does not name is gone after a restart)
+// gets a new card in that case.
+type PostFinder interface {
+	// FindPost returns the id of the bot's own top-level post in channel
+	// that carries mark and was posted at or after since (which allows for
+	// the clocks of thinbot and the chat server to differ by a little),
+	// or "" when there is none. An error means that the channel could not
+	// be searched.
+	FindPost(ctx context.Context, channel, mark string, since time.Time) (string, error)
 }
 
 // HelpWriter is an optional Adapter interface for an adapter whose users

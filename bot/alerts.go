@@ -3,6 +3,7 @@ package bot
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -196,6 +197,10 @@ type AlertsConfig struct {
 	// Deliveries the delivery digests recorded within DedupeWindow.
 	Groups     map[string]agentcore.AlertGroup
 	Deliveries []string
+	// Cards are the cards the chain says were about to be posted
+	// (agentcore.AlertCards); those of groups not in Groups are looked for
+	// in the chat by the group's next delivery (PostFinder).
+	Cards map[string]agentcore.AlertCard
 	// Registerer, if set, gets thinbot_alerts_total{outcome}.
 	Registerer prometheus.Registerer
 	// Alertmanager is where /silence creates silences (silence.go); the
@@ -240,6 +245,9 @@ type alerts struct {
 	waiting map[string][]pendingLook
 	looks   map[string]string
 	storms  map[string]*storm
+	// cards are the EvAlertCard records of groups whose alert event
+	// "opened" is not committed: their card may be in the chat already.
+	cards map[string]agentcore.AlertCard
 }
 
 // count counts a delivery's or a first look's outcome.
@@ -317,7 +325,8 @@ func NewAlertReceiver(cfg AlertsConfig, bots map[string]*Bot) (*AlertReceiver, e
 		deliveries: bucket{rate: cfg.Rate, burst: cfg.Burst, tokens: float64(cfg.Burst), refilled: b.cfg.Now()},
 		refusals:   bucket{rate: cfg.AuthRate, burst: cfg.AuthBurst, tokens: float64(cfg.AuthBurst), refilled: b.cfg.Now()},
 		perChan:    map[string]int{}, perRoute: map[string]int{},
-		waiting: map[string][]pendingLook{}, looks: map[string]string{}, storms: map[string]*storm{}}
+		waiting: map[string][]pendingLook{}, looks: map[string]string{}, storms: map[string]*storm{},
+		cards: map[string]agentcore.AlertCard{}}
 	a.cfg.Store(&cfg)
 	a.ackKeys = map[string]string{}
 	for _, ab := range bots {
@@ -333,6 +342,11 @@ func NewAlertReceiver(cfg AlertsConfig, bots map[string]*Bot) (*AlertReceiver, e
 			gb.mu.Lock()
 			gb.known[g.Session] = true
 			gb.mu.Unlock()
+		}
+	}
+	for k, c := range cfg.Cards {
+		if _, ok := cfg.Groups[k]; !ok {
+			a.cards[k] = c
 		}
 	}
 	if cfg.Registerer != nil {
@@ -395,7 +409,7 @@ func botChannels(bots map[string]*Bot) func(platform, id string) (Channel, bool)
 // finishes under the configuration it began with, and first looks under
 // way keep their route's budgets (they still count against the limits).
 // The alert groups and deliveries it knows stay known. cfg.Platform must
-// be the receiver's; Groups, Deliveries and Registerer are ignored. It
+// be the receiver's; Groups, Deliveries, Cards and Registerer are ignored. It
 // checks cfg as NewAlertReceiver does, against the bots' channels as they
 // are now, and changes nothing when that fails. Safe to call while the
 // receiver serves.
@@ -408,7 +422,7 @@ func (r *AlertReceiver) Reconfigure(cfg AlertsConfig) error {
 		return err
 	}
 	cfg = alertDefaults(cfg)
-	cfg.Groups, cfg.Deliveries, cfg.Registerer = nil, nil, nil
+	cfg.Groups, cfg.Deliveries, cfg.Cards, cfg.Registerer = nil, nil, nil, nil
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.deliveries.resize(cfg.Rate, cfg.Burst)
@@ -727,13 +741,10 @@ func (a *alerts) deliver(ctx context.Context, cfg *AlertsConfig, wh Webhook, dig
 		a.mu.Lock()
 		a.ackKeys[ackValue(wh.GroupKey)] = wh.GroupKey // a press that races the record waits for it
 		a.mu.Unlock()
-		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		id, err := b.cfg.Adapter.Post(pctx, Thread{Platform: rt.Platform, Channel: rt.Channel}, cardPost(agentcore.AlertGroup{}, wh, p, now, time.Time{}, loc))
-		cancel()
-		if err != nil || id == "" {
-			b.cfg.Metrics.error("chat")
-			b.log.Error("post alert card", "group", wh.GroupKey, "channel", rt.Channel, "err", err)
-			return http.StatusServiceUnavailable, "could not post to the chat; retry later"
+		card := cardPost(agentcore.AlertGroup{}, wh, p, now, time.Time{}, loc)
+		id, adopted, status, msg := a.postCard(ctx, b, ch, rt, wh, digest, card)
+		if status != 0 {
+			return status, msg
 		}
 		t := Thread{Platform: rt.Platform, Channel: rt.Channel, Root: id}
 		p.PostID, p.Kind = id, "opened"
@@ -746,7 +757,13 @@ func (a *alerts) deliver(ctx context.Context, cfg *AlertsConfig, wh Webhook, dig
 		g = agentcore.AlertGroup{Session: t.Key(), PostID: id, Route: rt.Name, Status: wh.Status, Opened: ev.Time, StartsAt: earliest(p.Alerts), Last: p}
 		a.mu.Lock()
 		a.groups[wh.GroupKey] = g
+		delete(a.cards, wh.GroupKey)
 		a.mu.Unlock()
+		if adopted {
+			// The card shows the delivery that posted it; this one may
+			// differ (a retry of it does not).
+			b.update(ctx, t, id, card)
+		}
 		b.mu.Lock()
 		b.known[t.Key()] = true
 		b.mu.Unlock()
@@ -793,6 +810,63 @@ func (a *alerts) deliver(ctx context.Context, cfg *AlertsConfig, wh Webhook, dig
 	}
 	a.stormChanged(ctx, rt, wh.GroupKey, false, false)
 	return http.StatusOK, "posted to the group's thread"
+}
+
+// cardSkew is how long before its EvAlertCard a card is looked for: the
+// chat server's clock may be behind thinbot's (Mattermost stamps a post
+// with its own clock, Slack's ts is Slack's).
+const cardSkew = 2 * time.Minute
+
+// postCard puts a new group's card into the chat and returns its post id.
+// When the chain holds an EvAlertCard of the group (a delivery before this
+// one was about to post it and its alert event "opened" was never
+// committed) and the adapter is a PostFinder, the card is looked for by
+// its mark and adopted if it is there. Otherwise a new card is posted: an
+// adapter that can find it later gets its EvAlertCard committed first and
+// the mark with it, so that nothing the chain did not know of reaches the
+// chat and a card whose thread is not recorded is found again. status is
+// 0, or the HTTP status to answer (with msg) when there is no card: a
+// finder that fails is not taken for "not there", which would post a
+// second card.
+func (a *alerts) postCard(ctx context.Context, b *Bot, ch Channel, rt AlertRoute, wh Webhook, digest string, card Post) (id string, adopted bool, status int, msg string) {
+	pf, _ := b.cfg.Adapter.(PostFinder)
+	a.mu.Lock()
+	prev, pending := a.cards[wh.GroupKey]
+	a.mu.Unlock()
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if pf != nil && pending && prev.Platform == rt.Platform && prev.Channel == rt.Channel {
+		id, err := pf.FindPost(pctx, rt.Channel, prev.Mark, prev.At.Add(-cardSkew))
+		if err != nil {
+			b.cfg.Metrics.error("chat")
+			b.log.Error("look for the alert card posted before", "group", wh.GroupKey, "channel", rt.Channel, "err", err)
+			return "", false, http.StatusServiceUnavailable, "could not look for the group's card in the chat; retry later"
+		}
+		if id != "" {
+			b.log.Info("alert card found in the chat and adopted", "group", wh.GroupKey, "channel", rt.Channel, "post", id)
+			return id, true, 0, ""
+		}
+	}
+	if pf != nil {
+		cp := agentcore.AlertCardPayload{GroupKey: wh.GroupKey, Route: rt.Name, Platform: rt.Platform, Channel: rt.Channel,
+			Mark: rand.Text(), Delivery: digest}
+		ev, err := ch.Agent.NoteUnlocked(agentcore.AlertCardSession, agentcore.EvAlertCard, "alert:"+rt.Name, cp)
+		if err != nil {
+			b.log.Error("record alert card", "group", wh.GroupKey, "err", err)
+			return "", false, http.StatusInternalServerError, "could not record the alert"
+		}
+		a.mu.Lock()
+		a.cards[wh.GroupKey] = agentcore.AlertCard{AlertCardPayload: cp, At: ev.Time}
+		a.mu.Unlock()
+		card.Mark = cp.Mark
+	}
+	id, err := b.cfg.Adapter.Post(pctx, Thread{Platform: rt.Platform, Channel: rt.Channel}, card)
+	if err != nil || id == "" {
+		b.cfg.Metrics.error("chat")
+		b.log.Error("post alert card", "group", wh.GroupKey, "channel", rt.Channel, "err", err)
+		return "", false, http.StatusServiceUnavailable, "could not post to the chat; retry later"
+	}
+	return id, false, 0, ""
 }
 
 func records(wh Webhook) []agentcore.AlertRecord {

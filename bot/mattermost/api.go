@@ -116,6 +116,16 @@ func (c *apiClient) getPostsSince(ctx context.Context, channelID string, since i
 	return l, nil
 }
 
+// getRootPostsSince lists the root posts of a channel changed after since
+// (Unix ms): collapsedThreads=true leaves replies out.
+func (c *apiClient) getRootPostsSince(ctx context.Context, channelID string, since int64) (*model.PostList, error) {
+	l, resp, err := c.c4.GetPostsSince(ctx, channelID, since, true)
+	if err != nil {
+		return nil, c.apiError("get root posts since", resp, err)
+	}
+	return l, nil
+}
+
 func (c *apiClient) createPost(ctx context.Context, p *model.Post) (*model.Post, error) {
 	out, resp, err := c.c4.CreatePost(ctx, p)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mattermost/mattermost/server/public/model"
 
@@ -48,14 +49,60 @@ func (a *Adapter) Post(ctx context.Context, t bot.Thread, p bot.Post) (string, e
 		}
 	}
 	np := &model.Post{ChannelId: t.Channel, RootId: t.Root, Message: text, FileIds: fileIDs}
+	props := model.StringInterface{}
 	if len(p.Buttons) > 0 {
-		np.SetProps(a.props(t.Channel, t.Root, p))
+		props = a.props(t.Channel, t.Root, p)
+	}
+	if p.Mark != "" {
+		props[propMark] = p.Mark
+	}
+	if len(props) > 0 {
+		np.SetProps(props)
 	}
 	created, err := a.client.createPost(ctx, np)
 	if err != nil {
 		return "", err
 	}
 	return created.Id, nil
+}
+
+// propMark is the post prop that carries a bot.Post's Mark: props that
+// Mattermost does not know are kept with the post and never shown.
+const propMark = "thinbot_mark"
+
+var _ bot.PostFinder = (*Adapter)(nil)
+
+// FindPost implements bot.PostFinder: the bot's own root posts of channel
+// changed after since (GET /channels/{id}/posts?since=, collapsed threads,
+// so that replies do not count against the server's page of 1000) are
+// searched for the one whose props carry mark. A channel with more root
+// posts than that since since is searched only in the newest 1000 (the
+// miss is logged): the card is then posted again.
+func (a *Adapter) FindPost(ctx context.Context, channel, mark string, since time.Time) (string, error) {
+	if channel == "" || mark == "" {
+		return "", errors.New("mattermost: find post: no channel or mark")
+	}
+	botID, _, err := a.me(ctx)
+	if err != nil {
+		return "", err
+	}
+	from := since.UnixMilli()
+	list, err := a.client.getRootPostsSince(ctx, channel, from)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range list.Posts {
+		if p == nil || p.UserId != botID || p.RootId != "" || p.DeleteAt != 0 || p.CreateAt < from {
+			continue
+		}
+		if m, _ := p.GetProp(propMark).(string); m == mark {
+			return p.Id, nil
+		}
+	}
+	if len(list.Posts) >= postsSinceLimit {
+		a.log.Warn("mattermost: a post looked for by its mark may be older than the server's page of posts", "channel_id", channel, "posts", len(list.Posts))
+	}
+	return "", nil
 }
 
 // mentions writes user ids as Mattermost mentions ("@alice @bob "); an id

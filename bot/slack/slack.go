@@ -336,6 +336,9 @@ func (a *Adapter) Post(ctx context.Context, t bot.Thread, p bot.Post) (string, e
 	if t.Root != "" {
 		opts = append(opts, slack.MsgOptionTS(t.Root))
 	}
+	if p.Mark != "" {
+		opts = append(opts, slack.MsgOptionMetadata(slack.SlackMetadata{EventType: markEvent, EventPayload: map[string]any{"mark": p.Mark}}))
+	}
 	var ts string
 	err := a.call(ctx, "chat.postMessage", func() error {
 		var err error
@@ -355,6 +358,82 @@ func (a *Adapter) Post(ctx context.Context, t bot.Thread, p bot.Post) (string, e
 		}
 	}
 	return ts, nil
+}
+
+// markEvent is the metadata event type of a message that carries a
+// bot.Post's Mark (message metadata: chat.postMessage's metadata, never
+// shown; chat.update keeps it when it sends none).
+const markEvent = "thinbot_mark"
+
+// findPages bounds the conversations.history pages FindPost reads.
+const findPages = 20
+
+var _ bot.PostFinder = (*Adapter)(nil)
+
+// FindPost implements bot.PostFinder: the channel's top-level messages
+// since since (conversations.history with oldest and
+// include_all_metadata, newest first, 200 a page, at most findPages pages)
+// are searched for the bot's own message whose metadata carries mark. It
+// needs the history scope of the channel's kind (channels:history,
+// groups:history), which the manifest asks for.
+func (a *Adapter) FindPost(ctx context.Context, channel, mark string, since time.Time) (string, error) {
+	if channel == "" || mark == "" {
+		return "", errors.New("slack: find post: no channel or mark")
+	}
+	self, err := a.identity(ctx)
+	if err != nil {
+		return "", err
+	}
+	oldest := fmt.Sprintf("%d.%06d", since.Unix(), since.Nanosecond()/1000)
+	if since.Unix() <= 0 {
+		oldest = "0"
+	}
+	cursor := ""
+	for range findPages {
+		var res *slack.GetConversationHistoryResponse
+		err := a.call(ctx, "conversations.history", func() error {
+			var err error
+			res, err = a.api.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{ChannelID: channel,
+				Oldest: oldest, Limit: 200, Cursor: cursor, IncludeAllMetadata: true})
+			return err
+		})
+		if err != nil {
+			return "", fmt.Errorf("slack: conversations.history: %w", err)
+		}
+		for _, m := range res.Messages {
+			mine := (self.userID != "" && m.User == self.userID) || (self.botID != "" && m.BotID == self.botID)
+			top := m.ThreadTimestamp == "" || m.ThreadTimestamp == m.Timestamp
+			if got, _ := m.Metadata.EventPayload["mark"].(string); mine && top && m.Metadata.EventType == markEvent && got == mark {
+				return m.Timestamp, nil
+			}
+		}
+		cursor = res.ResponseMetaData.NextCursor
+		if !res.HasMore || cursor == "" {
+			return "", nil
+		}
+	}
+	a.log.Warn("slack: a message looked for by its mark may be older than the pages read", "channel", channel, "pages", findPages)
+	return "", nil
+}
+
+// identity returns the bot's ids, asking auth.test when Run has not yet.
+func (a *Adapter) identity(ctx context.Context) (identity, error) {
+	a.mu.Lock()
+	self := a.self
+	a.mu.Unlock()
+	if self.userID != "" {
+		return self, nil
+	}
+	var res *slack.AuthTestResponse
+	err := a.call(ctx, "auth.test", func() error {
+		var err error
+		res, err = a.api.AuthTestContext(ctx)
+		return err
+	})
+	if err != nil {
+		return identity{}, fmt.Errorf("slack: auth.test: %w", err)
+	}
+	return identity{userID: res.UserID, botID: res.BotID, teamID: res.TeamID, url: res.URL}, nil
 }
 
 // Update replaces the text and buttons of the bot's message postID with

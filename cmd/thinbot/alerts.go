@@ -269,6 +269,9 @@ func serveAlerts(ctx context.Context, c *daemonConfig, db *store.DB, bots map[st
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Cards, err = agentcore.AlertCards(db); err != nil {
+		return nil, err
+	}
 	cfg.Registerer = reg
 	for p, b := range bots {
 		if b == nil {

@@ -288,10 +288,13 @@ func (s *Server) getPostsSince(w http.ResponseWriter, r *http.Request, caller *U
 		writeErr(w, newErr(http.StatusBadRequest, "api.context.invalid_url_param.app_error", "Invalid since parameter."))
 		return
 	}
+	// collapsedThreads=true answers root posts only, as Mattermost's
+	// getPostsSinceCollapsedThreads does (RootId = '').
+	roots := r.URL.Query().Get("collapsedThreads") == "true"
 	s.mu.Lock()
 	var list []*storedPost
 	for _, p := range s.posts {
-		if p.ChannelID == c.ID && p.UpdateAt > since {
+		if p.ChannelID == c.ID && p.UpdateAt > since && (!roots || p.RootID == "") {
 			list = append(list, p)
 		}
 	}

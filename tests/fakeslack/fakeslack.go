@@ -18,7 +18,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -47,6 +46,10 @@ type Message struct {
 	Subtype  string
 	Text     string
 	Blocks   json.RawMessage // as posted; nil without blocks
+	// Metadata is the message metadata (event_type, event_payload) as
+	// posted; nil without. conversations.history answers it only with
+	// include_all_metadata.
+	Metadata json.RawMessage
 	Edited   bool
 	// Streaming is true from chat.startStream until chat.stopStream; Text
 	// is then the Markdown streamed so far.
@@ -219,7 +222,6 @@ func New(t testing.TB) *Server {
 		rateLimit:      map[string]int{},
 		failures:       map[string]*failure{},
 		hang:           map[string]bool{},
-		clock:          1700000000,
 		httpKick:       make(chan struct{}, 1),
 		tickets:        map[string]bool{},
 		done:           make(chan struct{}),
@@ -328,10 +330,11 @@ func (f *Server) AddIM(id, user string) {
 	f.channels[id] = &channel{id: id, im: true, members: []string{BotUserID, user}}
 }
 
-// tsLocked returns a fresh, increasing message ts.
+// tsLocked returns a fresh, increasing message ts: as Slack's, the time
+// of the message (seconds and microseconds), unique in the workspace.
 func (f *Server) tsLocked() string {
-	f.clock++
-	return strconv.FormatInt(f.clock, 10) + ".000100"
+	f.clock = max(f.clock+1, time.Now().UnixMicro())
+	return fmt.Sprintf("%d.%06d", f.clock/1e6, f.clock%1e6)
 }
 
 func (f *Server) idLocked(prefix string) string {
@@ -450,7 +453,7 @@ func (f *Server) callbackLocked(ev map[string]any) json.RawMessage {
 	b, _ := json.Marshal(map[string]any{
 		"token": "legacy-verification-token", "team_id": TeamID, "api_app_id": AppID,
 		"event": ev, "type": "event_callback", "event_id": f.idLocked("Ev"),
-		"event_time": f.clock, "authorizations": []map[string]any{{"team_id": TeamID, "user_id": BotUserID, "is_bot": true}},
+		"event_time": f.clock / 1e6, "authorizations": []map[string]any{{"team_id": TeamID, "user_id": BotUserID, "is_bot": true}},
 	})
 	return b
 }

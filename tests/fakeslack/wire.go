@@ -133,6 +133,8 @@ func (f *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		res = f.postEphemeralLocked(p)
 	case "conversations.members":
 		res = f.membersLocked(p)
+	case "conversations.history":
+		res = f.historyLocked(p)
 	case "users.conversations":
 		res = f.userConversationsLocked(p)
 	case "users.info":
@@ -171,13 +173,111 @@ func (f *Server) postMessageLocked(p map[string]string) map[string]any {
 	if p["thread_ts"] != "" && f.findLocked(ch, p["thread_ts"]) == nil {
 		return fail("thread_not_found")
 	}
-	m := &Message{Channel: ch.id, TS: f.tsLocked(), ThreadTS: p["thread_ts"], User: BotUserID, BotID: BotID, Text: p["text"]}
+	md, ok := metadata(p["metadata"])
+	if !ok {
+		return fail("invalid_metadata_format")
+	}
+	m := &Message{Channel: ch.id, TS: f.tsLocked(), ThreadTS: p["thread_ts"], User: BotUserID, BotID: BotID, Text: p["text"], Metadata: md}
 	if p["blocks"] != "" {
 		m.Blocks = json.RawMessage(p["blocks"])
 	}
 	ch.messages = append(ch.messages, m)
 	f.emitMessageLocked(ch, m) // Slack echoes the bot's own posts
 	return map[string]any{"ok": true, "channel": ch.id, "ts": m.TS, "message": map[string]any{"type": "message", "text": m.Text, "user": m.User, "bot_id": m.BotID, "ts": m.TS, "thread_ts": m.ThreadTS}}
+}
+
+// metadata checks a metadata parameter as Slack does: an object with an
+// event_type and an event_payload object, or an empty object (none).
+func metadata(v string) (json.RawMessage, bool) {
+	if v == "" {
+		return nil, true
+	}
+	var md struct {
+		EventType    *string         `json:"event_type"`
+		EventPayload json.RawMessage `json:"event_payload"`
+	}
+	if err := json.Unmarshal([]byte(v), &md); err != nil {
+		return nil, false
+	}
+	if md.EventType == nil && md.EventPayload == nil {
+		return nil, true
+	}
+	var payload map[string]any
+	if md.EventType == nil || *md.EventType == "" || json.Unmarshal(md.EventPayload, &payload) != nil || payload == nil {
+		return nil, false
+	}
+	return json.RawMessage(v), true
+}
+
+// historyLocked is conversations.history: a channel's top-level messages,
+// newest first, after oldest and before latest (both exclusive unless
+// inclusive), limit a page (default 100, at most 999) with an opaque
+// cursor, each message's metadata only with include_all_metadata. The bot
+// must be a member of the channel.
+func (f *Server) historyLocked(p map[string]string) map[string]any {
+	ch, ok := f.channels[p["channel"]]
+	if !ok {
+		return fail("channel_not_found")
+	}
+	if !slices.Contains(ch.members, BotUserID) {
+		return fail("not_in_channel")
+	}
+	limit, err := strconv.Atoi(p["limit"])
+	if err != nil || limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, 999)
+	inclusive := p["inclusive"] == "1" || p["inclusive"] == "true"
+	withMeta := p["include_all_metadata"] == "1" || p["include_all_metadata"] == "true"
+	in := func(ts string) bool {
+		t, _ := strconv.ParseFloat(ts, 64)
+		if o := p["oldest"]; o != "" {
+			ot, _ := strconv.ParseFloat(o, 64)
+			if t < ot || (t == ot && !inclusive) {
+				return false
+			}
+		}
+		if l := p["latest"]; l != "" && l != "now" {
+			lt, _ := strconv.ParseFloat(l, 64)
+			if t > lt || (t == lt && !inclusive) {
+				return false
+			}
+		}
+		return true
+	}
+	var list []*Message
+	for i := len(ch.messages) - 1; i >= 0; i-- {
+		if m := ch.messages[i]; (m.ThreadTS == "" || m.ThreadTS == m.TS) && in(m.TS) {
+			list = append(list, m)
+		}
+	}
+	start := 0
+	if c := p["cursor"]; c != "" {
+		if start, err = strconv.Atoi(strings.TrimPrefix(c, "h")); err != nil || start > len(list) {
+			return fail("invalid_cursor")
+		}
+	}
+	end := min(start+limit, len(list))
+	msgs := make([]map[string]any, 0, end-start)
+	for _, m := range list[start:end] {
+		js := f.eventLocked(ch, m)
+		delete(js, "channel")
+		delete(js, "event_ts")
+		delete(js, "channel_type")
+		if m.Blocks != nil {
+			js["blocks"] = m.Blocks
+		}
+		if withMeta && m.Metadata != nil {
+			js["metadata"] = m.Metadata
+		}
+		msgs = append(msgs, js)
+	}
+	next := ""
+	if end < len(list) {
+		next = "h" + strconv.Itoa(end)
+	}
+	return map[string]any{"ok": true, "messages": msgs, "has_more": next != "", "pin_count": 0,
+		"response_metadata": map[string]any{"next_cursor": next}}
 }
 
 func (f *Server) updateLocked(p map[string]string) map[string]any {
@@ -194,6 +294,15 @@ func (f *Server) updateLocked(p map[string]string) map[string]any {
 	}
 	if p["text"] == "" && p["blocks"] == "" {
 		return fail("no_text")
+	}
+	// chat.update keeps the message's metadata unless it sends some; an
+	// empty object removes it.
+	if v, sent := p["metadata"]; sent {
+		md, ok := metadata(v)
+		if !ok {
+			return fail("invalid_metadata_format")
+		}
+		m.Metadata = md
 	}
 	m.Text, m.Edited = p["text"], true
 	if p["blocks"] != "" {
