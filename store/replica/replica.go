@@ -303,6 +303,12 @@ func (n *Node) precheck(db *store.DB) error {
 		return fmt.Errorf("replica: raft log: %w", err)
 	}
 	held := db.LastSeq()
+	// Events up to base were archived here: the log's line at base is
+	// compared with the prev of the store's first event.
+	base, basePrev, err := db.Base()
+	if err != nil {
+		return fmt.Errorf("replica: %w", err)
+	}
 	for i := max(first, from+1); i <= last && i > 0; i++ {
 		var l raft.Log
 		if err := n.logs.GetLog(i, &l); err != nil {
@@ -322,6 +328,12 @@ func (n *Node) precheck(db *store.DB) error {
 		for _, k := range ls {
 			if k.Seq > held {
 				break
+			}
+			if k.Seq <= base {
+				if k.Seq == base && k.Hash != basePrev {
+					return fmt.Errorf("replica: raft log entry %d: %w", i, &store.DivergedError{Seq: k.Seq})
+				}
+				continue
 			}
 			ev, ok, err := db.Event(k.Seq)
 			if err != nil {
