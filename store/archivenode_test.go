@@ -216,6 +216,14 @@ func TestApplyLinesAfterAnArchive(t *testing.T) {
 	if err := fresh.ApplyLinesAfter(lines[0], lines); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("with another event as the archive's = %v, want ErrInvalid", err)
 	}
+	// An archive event that records the right range but is not the
+	// chain's line at its seq is refused once the lines reach that seq.
+	forged, _ := encodeLine(&Event{Seq: res.Event.Seq, Time: res.Event.Time, Session: ArchiveSession, Type: TypeArchive,
+		Actor: "user:mallory", Payload: res.Event.Payload, Prev: res.Event.Prev})
+	var de *DivergedError
+	if err := openTest(t, t.TempDir(), nil).ApplyLinesAfter(forged, lines); !errors.As(err, &de) || de.Seq != res.Event.Seq {
+		t.Fatalf("with a forged archive event = %v, want a DivergedError at seq %d", err, res.Event.Seq)
+	}
 	if err := fresh.ApplyLinesAfter(vouch, lines[:3]); err != nil {
 		t.Fatal(err)
 	}
