@@ -34,6 +34,18 @@
 // A snapshot is the chain up to the head the log has built (a header line,
 // then the stored lines), read from the store when raft persists it. A node
 // that is new, or far behind, is sent one and appends what it lacks.
+//
+// # Archives
+//
+// The state machine applies an archive event (store.TypeArchive, recorded
+// on the leader by store.DB.ArchiveReplicated) on every node with
+// store.DB.ApplyArchive: the node writes the archive file from its own
+// store, which must be the file recorded (or the node fails, as for any
+// divergence), and its store is cut at its next start. A snapshot of a cut
+// store starts after the archive; its header carries the archive event
+// that vouches for that start, which an empty store needs to take it
+// (store.DB.ApplyLinesAfter). A node whose store ends before the archive
+// cannot take such a snapshot: it fails, saying to move its store aside.
 package replica
 
 import (
