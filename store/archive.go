@@ -280,7 +280,6 @@ func fileSize(p string) int64 {
 }
 
 func (db *DB) archive(ctx context.Context, ao ArchiveOptions, crash func(string) error) (ArchiveResult, error) {
-	res := ArchiveResult{DBBefore: fileSize(db.path), JournalBefore: fileSize(db.auditPath)}
 	step := func(name string) error {
 		if err := crash(name); err != nil {
 			return fmt.Errorf("store: archive: %w at %s: %w", errCrash, name, err)
@@ -288,60 +287,18 @@ func (db *DB) archive(ctx context.Context, ao ArchiveOptions, crash func(string)
 		return nil
 	}
 	if err := db.Sync(); err != nil {
-		return res, fmt.Errorf("store: archive: %w", err)
+		return ArchiveResult{}, fmt.Errorf("store: archive: %w", err)
 	}
-	var keep []string
-	if ao.Keep != nil {
-		var err error
-		if keep, err = ao.Keep(db); err != nil {
-			return res, fmt.Errorf("store: archive: %w", err)
-		}
+	if pending, err := readPending(db.path); err != nil || len(pending) > 0 {
+		// A cluster node's archive, applied but not cut yet: the next
+		// writable Open cuts it (and said why it did not, if it did not).
+		return ArchiveResult{}, fmt.Errorf("store: archive: the cut of an archive already recorded is pending (%s); open the store once writable (thinbot audit rebuild) and see its log: %v", archivePending(db.path), err)
 	}
-	base, baseHash, err := db.base()
+	res, sessions, err := db.recordArchive(ctx, ao, step)
 	if err != nil {
 		return res, err
 	}
-	cut, err := db.archiveCut(ao, keep, base)
-	if err != nil {
-		return res, err
-	}
-	if cut <= base {
-		return res, fmt.Errorf("store: archive: %w (the live chain starts at seq %d; the cut is at seq %d)", ErrNothingToArchive, base+1, cut)
-	}
-	dir := ao.Dir
-	if dir == "" {
-		dir = filepath.Join(filepath.Dir(db.path), "archive")
-	}
-	if err := mkdirAllSynced(db.fs, dir); err != nil {
-		return res, fmt.Errorf("store: archive: %w", err)
-	}
-	rec, sessions, err := db.writeArchive(ctx, filepath.Join(dir, archiveName(base+1, cut)), base, baseHash, cut)
-	if err != nil {
-		return res, err
-	}
-	res.Path = filepath.Join(dir, rec.File)
-	if err := step("archive-written"); err != nil {
-		return res, err
-	}
-	// A run that crashed after recording this very file (the same bytes:
-	// the file is deterministic) is finished, not recorded twice.
-	recorded, ok, err := db.recorded(rec)
-	if err != nil {
-		return res, err
-	}
-	if !ok {
-		actor := cmp.Or(ao.Actor, "operator")
-		evs, err := db.Append(ctx, Event{Session: ArchiveSession, Type: TypeArchive, Actor: actor, Payload: mustMarshal(rec)})
-		if err != nil {
-			return res, fmt.Errorf("store: archive: record: %w", err)
-		}
-		recorded = evs[0]
-	}
-	res.Record, res.Event = rec, recorded
-	if err := step("recorded"); err != nil {
-		return res, err
-	}
-	if err := db.buildCut(ctx, cut, sessions); err != nil {
+	if err := db.buildCut(ctx, res.Record.Last, sessions); err != nil {
 		return res, err
 	}
 	if err := step("built"); err != nil {
@@ -355,6 +312,71 @@ func (db *DB) archive(ctx context.Context, ao ArchiveOptions, crash func(string)
 	}
 	return res, nil
 }
+
+// recordArchive is the first half of an archive, a lone store's and a
+// replicated one's: the cut (after the archives already recorded), the
+// archive file, and the archive event that records it, appended (once: a
+// run that crashed after recording this very file finds its event). It
+// returns the sessions the archive took, which the cut records.
+func (db *DB) recordArchive(ctx context.Context, ao ArchiveOptions, step func(string) error) (ArchiveResult, map[string]*ArchivedSession, error) {
+	res := ArchiveResult{DBBefore: fileSize(db.path), JournalBefore: fileSize(db.auditPath)}
+	var keep []string
+	if ao.Keep != nil {
+		var err error
+		if keep, err = ao.Keep(db); err != nil {
+			return res, nil, fmt.Errorf("store: archive: %w", err)
+		}
+	}
+	base, baseHash, err := db.archiveBase()
+	if err != nil {
+		return res, nil, err
+	}
+	cut, err := db.archiveCut(ao, keep, base)
+	if err != nil {
+		return res, nil, err
+	}
+	if cut <= base {
+		return res, nil, fmt.Errorf("store: archive: %w (the live chain starts at seq %d; the cut is at seq %d)", ErrNothingToArchive, base+1, cut)
+	}
+	dir := ao.Dir
+	if dir == "" {
+		dir = archiveDir(db.path)
+	}
+	if err := mkdirAllSynced(db.fs, dir); err != nil {
+		return res, nil, fmt.Errorf("store: archive: %w", err)
+	}
+	rec, sessions, err := db.writeArchive(ctx, filepath.Join(dir, archiveName(base+1, cut)), base, baseHash, cut, nil)
+	if err != nil {
+		return res, nil, err
+	}
+	res.Path = filepath.Join(dir, rec.File)
+	if err := step("archive-written"); err != nil {
+		return res, nil, err
+	}
+	// A run that crashed after recording this very file (the same bytes:
+	// the file is deterministic) is finished, not recorded twice.
+	recorded, ok, err := db.recorded(rec)
+	if err != nil {
+		return res, nil, err
+	}
+	if !ok {
+		actor := cmp.Or(ao.Actor, "operator")
+		evs, err := db.Append(ctx, Event{Session: ArchiveSession, Type: TypeArchive, Actor: actor, Payload: mustMarshal(rec)})
+		if err != nil {
+			return res, nil, fmt.Errorf("store: archive: record: %w", err)
+		}
+		recorded = evs[0]
+	}
+	res.Record, res.Event = rec, recorded
+	if err := step("recorded"); err != nil {
+		return res, nil, err
+	}
+	return res, sessions, nil
+}
+
+// archiveDir is the default archive dir of the store at path: "archive"
+// beside it.
+func archiveDir(path string) string { return filepath.Join(filepath.Dir(path), "archive") }
 
 // recorded returns the live chain's archive event that records rec, if
 // there is one.
@@ -377,6 +399,11 @@ func mustMarshal(v any) json.RawMessage {
 	}
 	return b
 }
+
+// Base returns the seq before the live chain's first event and that
+// event's prev: 0 and ZeroHash for a chain from seq 1 (or an empty one);
+// after an archive's cut, the archive's last seq and head.
+func (db *DB) Base() (seq uint64, prev string, err error) { return db.base() }
 
 // base returns the seq before the live chain's first event and that
 // event's prev (0 and ZeroHash for a chain from seq 1).
@@ -540,8 +567,10 @@ func writeFileChecked(d durable, path string, fill func(w io.Writer) error, chec
 }
 
 // writeArchive writes events base+1..last to the archive file at p and
-// returns its record.
-func (db *DB) writeArchive(ctx context.Context, p string, base uint64, baseHash string, last uint64) (ArchiveRecord, map[string]*ArchivedSession, error) {
+// returns its record. With want (an archive event's record of this file)
+// the file must be the one want records, or it is not put in place and the
+// error wraps ErrArchiveDiffers.
+func (db *DB) writeArchive(ctx context.Context, p string, base uint64, baseHash string, last uint64, want *ArchiveRecord) (ArchiveRecord, map[string]*ArchivedSession, error) {
 	rec := ArchiveRecord{File: filepath.Base(p), First: base + 1, Last: last, Count: last - base, Prev: baseHash}
 	sessions := map[string]*ArchivedSession{}
 	fileSum := sha256.New()
@@ -566,6 +595,21 @@ func (db *DB) writeArchive(ctx context.Context, p string, base uint64, baseHash 
 			return fmt.Errorf("%s exists and holds another archive (file sha256 %x): move it away, or archive into another --dir", p, h.Sum(nil))
 		}
 		return nil
+	}
+	// The file is deterministic: a store that holds the events the record
+	// was made from writes it byte for byte (head, digests, sessions).
+	same := func() error {
+		got := rec
+		got.FileSHA256 = hex.EncodeToString(fileSum.Sum(nil))
+		if got != *want {
+			return fmt.Errorf("%w: this store's events %d..%d make head %.12s…, digest %.12s…, file sha256 %.12s…, %d sessions; the archive event records head %.12s…, digest %.12s…, file sha256 %.12s…, %d sessions",
+				ErrArchiveDiffers, got.First, got.Last, got.Head, got.SHA256, got.FileSHA256, got.Sessions, want.Head, want.SHA256, want.FileSHA256, want.Sessions)
+		}
+		return nil
+	}
+	check := noClobber
+	if want != nil {
+		check = func() error { return errors.Join(same(), noClobber()) }
 	}
 	err := writeFileChecked(db.fs, p, func(w io.Writer) error {
 		zw, err := gzip.NewWriterLevel(io.MultiWriter(w, fileSum), gzip.BestSpeed)
@@ -626,7 +670,7 @@ func (db *DB) writeArchive(ctx context.Context, p string, base uint64, baseHash 
 			return err
 		}
 		return zw.Close()
-	}, noClobber)
+	}, check)
 	if err != nil {
 		return ArchiveRecord{}, nil, fmt.Errorf("store: archive: write %s: %w", p, err)
 	}

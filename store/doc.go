@@ -164,6 +164,16 @@
 // the marker removed; Open finishes a cut whose marker it finds, and
 // removes the leftovers of one that never reached it.
 //
+// A replicated store (Options.Replicate) archives on every node: the
+// leader records the archive (ArchiveReplicated), each node writes the
+// same file from its own store as it applies the archive event
+// (ApplyArchive: a file that is not the one recorded is refused with
+// ErrArchiveDiffers) and lists the archive in PATH.archive-pending; the
+// next writable Open makes the cut with the steps above. ApplyLines
+// passes over lines at seqs a store has archived, and an empty store
+// takes lines that start after seq 1 only with the archive event that
+// vouches for them (ApplyLinesAfter).
+//
 // # The journal and recovery
 //
 // audit.jsonl (Options.AuditPath) holds every committed event in order, one

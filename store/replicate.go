@@ -60,8 +60,26 @@ func (db *DB) commitReplicated(live []*request) {
 // continue the chain head (seq and prev), or it wraps ErrInvalid. Those are
 // committed like an Append's events (journal, sync, bbolt, the state
 // index). Of the lines already held only the last is compared unless it
-// differs: the chain's hashes link every earlier one to it.
+// differs: the chain's hashes link every earlier one to it. Lines before
+// the live chain's first event (archived here) are passed over, the one
+// just before it checked against its prev.
 func (db *DB) ApplyLines(lines [][]byte) error {
+	return db.applyLines(lines, nil)
+}
+
+// ApplyLinesAfter is ApplyLines for an empty store whose lines start after
+// seq 1: a replicated log's snapshot of a chain whose earlier events were
+// archived. vouch is the stored line of the archive event, later in the
+// chain, that records the events before the first line (ArchiveRecordOf:
+// its Last is the first line's seq - 1, its Head that line's prev), as
+// Verify requires of a chain that starts after seq 1. Until the store
+// holds vouch's seq, this and later calls refuse any other line there
+// (*DivergedError).
+func (db *DB) ApplyLinesAfter(vouch []byte, lines [][]byte) error {
+	return db.applyLines(lines, vouch)
+}
+
+func (db *DB) applyLines(lines [][]byte, vouch []byte) error {
 	if db.readOnly {
 		return ErrReadOnly
 	}
@@ -79,26 +97,67 @@ func (db *DB) ApplyLines(lines [][]byte) error {
 		return db.failed
 	}
 	head := db.lastSeq.Load()
+	seq, prev := head, db.lastHash
+	if vouch != nil {
+		if head != 0 || len(evs) == 0 {
+			return fmt.Errorf("store: apply: %w: lines that start after an archive go only into an empty store", ErrInvalid)
+		}
+		v, err := parseLine(vouch)
+		if err != nil {
+			return fmt.Errorf("store: apply: the archive event: %w: %v", ErrInvalid, err)
+		}
+		r, ok := ArchiveRecordOf(v)
+		if !ok || r.Last != evs[0].Seq-1 || r.Head != evs[0].Prev || v.Seq <= r.Last {
+			return fmt.Errorf("store: apply: %w: the archive event given does not record the events before seq %d", ErrInvalid, evs[0].Seq)
+		}
+		seq, prev = r.Last, r.Head
+		db.vouch, db.vouchSeq = bytes.Clone(vouch), v.Seq
+		if db.auditFile != nil && db.auditOff == 0 {
+			db.auditSeq = r.Last // the journal starts after the archive too
+		}
+	}
 	held := 0
 	for held < len(evs) && evs[held].Seq <= head {
 		held++
 	}
 	if held > 0 {
-		if err := db.sameLines(evs[:held], lines[:held]); err != nil {
+		base, basePrev, err := db.base()
+		if err != nil {
 			return err
 		}
+		skip := 0
+		for skip < held && evs[skip].Seq <= base {
+			skip++
+		}
+		if skip > 0 && evs[skip-1].Seq == base && evs[skip-1].Hash != basePrev {
+			return &DivergedError{Seq: base}
+		}
+		if skip < held {
+			if err := db.sameLines(evs[skip:held], lines[skip:held]); err != nil {
+				return err
+			}
+		}
 	}
-	seq, prev := head, db.lastHash
 	for i := held; i < len(evs); i += maxBatchEvents {
 		end := min(i+maxBatchEvents, len(evs))
-		for _, ev := range evs[i:end] {
+		vouched := false
+		for j, ev := range evs[i:end] {
 			if ev.Seq != seq+1 || ev.Prev != prev {
 				return fmt.Errorf("store: apply: seq %d: %w: does not continue the chain at seq %d", ev.Seq, ErrInvalid, seq)
+			}
+			if ev.Seq == db.vouchSeq {
+				if !bytes.Equal(lines[i+j], db.vouch) {
+					return &DivergedError{Seq: ev.Seq}
+				}
+				vouched = true
 			}
 			seq, prev = ev.Seq, ev.Hash
 		}
 		if err := db.writeBatch(evs[i:end], lines[i:end], true); err != nil {
 			return err
+		}
+		if vouched {
+			db.vouch, db.vouchSeq = nil, 0
 		}
 	}
 	return nil

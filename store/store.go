@@ -173,6 +173,15 @@ type DB struct {
 	durableSeq atomic.Uint64
 	// indexer keeps the state index (UseIndex). Guarded by auditMu.
 	indexer *Indexer
+	// vouch is the stored line of the archive event that vouches for an
+	// empty store's first lines (ApplyLinesAfter) until the store holds
+	// it, vouchSeq its seq (0: none). Guarded by auditMu.
+	vouch    []byte
+	vouchSeq uint64
+	// archiving serialises ArchiveReplicated; pendingMu guards the
+	// pending archives' file (ApplyArchive).
+	archiving sync.Mutex
+	pendingMu sync.Mutex
 }
 
 type request struct {
@@ -188,7 +197,41 @@ type request struct {
 // with an error wrapping ErrLocked when another process holds the file, with
 // ErrCorrupt when the file is not a thinbot store, and with ErrAuditMismatch
 // when the export was tampered with.
+//
+// A writable Open also makes the cut of the archives a replicated store
+// has applied (ApplyArchive) and not cut yet: it builds the new files,
+// closes the store and opens it again, which puts them in place. A cut it
+// cannot make is logged (Options.Logger); the store then opens with its
+// events, and the next Open tries again.
 func Open(path string, opts *Options) (*DB, error) {
+	db, err := open(path, opts)
+	if err != nil || db.readOnly || db.auditPath == "" {
+		return db, err
+	}
+	cut, err := db.cutPending(context.Background(), true)
+	if err != nil {
+		db.log.Warn("store: the cut of an archive applied here is not made; the store keeps the archived events until it is", "err", err)
+	}
+	if !cut {
+		return db, nil
+	}
+	if err := db.Close(); err != nil {
+		return nil, err
+	}
+	if db, err = open(path, opts); err != nil {
+		return nil, err
+	}
+	if _, err := db.cutPending(context.Background(), false); err != nil {
+		db.log.Warn("store: the cut of an archive applied here is not made; the store keeps the archived events until it is", "err", err)
+	} else {
+		base, _, _ := db.base()
+		db.log.Info("store: the archived events are out of the store and its journal", "live_from", base+1,
+			"db_bytes", fileSize(db.path), "journal_bytes", fileSize(db.auditPath))
+	}
+	return db, nil
+}
+
+func open(path string, opts *Options) (*DB, error) {
 	var o Options
 	if opts != nil {
 		o = *opts

@@ -1060,3 +1060,124 @@ func TestClusterRefusesDivergedNode(t *testing.T) {
 		t.Errorf("the node with another chain exited %d:\n%s", f.proc.code, tail(out, 2000))
 	}
 }
+
+// TestClusterArchive: an administrator archives the cluster's chain with
+// thinbot audit archive --config of a follower (its listener forwards the
+// request to the leader). Every node writes the same archive file as it
+// applies the archive event, and keeps the events until its next start;
+// started again one at a time, each node's store begins after the archive,
+// all verify to one head, and each node's file verifies with the store. A
+// node added afterwards catches up and, started again, is cut the same way.
+func TestClusterArchive(t *testing.T) {
+	m := modelFunc(t, func(req fakemodel.Request) fakemodel.Reply { return fakemodel.Reply{Content: "ANSWER(archive)"} })
+	chat := newMMChat(t)
+	tokens := writeSecret(t, t.TempDir(), "admin.tokens", "ops-admin 0123456789abcdef0123456789abcdef")
+	cr := newClusterRig(t, chat, m.URL, "reload_token_file: "+tokens+"\n")
+	l := cr.leader()
+	sb := chat.Sandbox()
+	root := chat.Mention("alice", sb, "", "a question before the archive")
+	cr.nodes[l].waitPost(sb, root, "ANSWER(archive)")
+	cr.sameHeads()
+
+	f := (l + 1) % 3
+	before := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	res := thinbot(t, cr.nodes[f].dir, nil, "audit", "archive", "--config", cr.nodes[f].cfgPath, "--before", before)
+	if res.code != 0 || !strings.Contains(res.stdout, "cluster-wide: leader "+cr.ids[l]) {
+		t.Fatalf("audit archive through follower %s: exit %d\n%s\n%s", cr.ids[f], res.code, res.stdout, res.stderr)
+	}
+	t.Logf("audit archive: %s", res.stdout)
+	file := regexp.MustCompile(`archive-\d{12}-\d{12}\.jsonl\.gz`).FindString(res.stdout)
+	last, _ := strconv.ParseUint(regexp.MustCompile(`archived events 1\.\.(\d+) `).FindStringSubmatch(res.stdout)[1], 10, 64)
+	if file == "" || last == 0 {
+		t.Fatalf("no archive named:\n%s", res.stdout)
+	}
+	cr.sameHeads()
+	var want []byte
+	checkFiles := func(nodes []int) {
+		t.Helper()
+		for _, i := range nodes {
+			n := cr.nodes[i]
+			p := filepath.Join(n.stateDir, "archive", file)
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatalf("%s: %v", cr.ids[i], err)
+			}
+			if want == nil {
+				want = b
+			} else if !bytes.Equal(b, want) {
+				t.Errorf("%s: its archive file differs", cr.ids[i])
+			}
+			// The file alone: the running daemon holds the store.
+			r := thinbot(t, n.dir, nil, "audit", "verify", "--archive", p)
+			if r.code != 0 || !strings.Contains(r.stdout, ": ok, events 1..") {
+				t.Errorf("%s: audit verify --archive: exit %d\n%s\n%s", cr.ids[i], r.code, r.stdout, r.stderr)
+			}
+		}
+	}
+	firstSeq := func(i int) string {
+		b, _ := os.ReadFile(filepath.Join(cr.nodes[i].stateDir, "audit.jsonl"))
+		line, _, _ := strings.Cut(string(b), "\n")
+		return regexp.MustCompile(`^\{"seq":(\d+),`).FindStringSubmatch(line)[1]
+	}
+	checkFiles([]int{0, 1, 2})
+	for i := range 3 {
+		if s := firstSeq(i); s != "1" {
+			t.Errorf("%s cut its store while it ran (its journal starts at seq %s)", cr.ids[i], s)
+		}
+	}
+
+	// Each node starts again in turn (the leader last): its store is cut
+	// at its start.
+	for _, i := range []int{(l + 1) % 3, (l + 2) % 3, l} {
+		n := cr.nodes[i]
+		if code := n.signal(syscall.SIGTERM); code != 0 {
+			t.Fatalf("%s exited %d after SIGTERM", cr.ids[i], code)
+		}
+		n.startQuiet()
+		if n.startErr != "" {
+			t.Fatal(n.startErr)
+		}
+		cr.leader()
+		if s := firstSeq(i); s != strconv.FormatUint(last+1, 10) {
+			t.Errorf("%s after its restart: its journal starts at seq %s, want %d", cr.ids[i], s, last+1)
+		}
+	}
+	l = cr.leader()
+	root = chat.Mention("alice", sb, "", "a question after the archive")
+	cr.nodes[l].waitPost(sb, root, "ANSWER(archive)")
+	cr.sameHeads()
+	checkFiles([]int{0, 1, 2})
+	r := thinbot(t, cr.nodes[0].dir, nil, "audit", "verify", "--db", filepath.Join(cr.nodes[0].stateDir, "events.db"))
+	if !strings.Contains(r.stdout, fmt.Sprintf("events 1..%d archived in %s", last, file)) {
+		t.Errorf("audit verify after the cut:\n%s", r.stdout)
+	}
+
+	// A fourth node, added after the archive, catches up to the same head.
+	n4, raftAddr := cr.addNode()
+	req, _ := http.NewRequest("POST", "http://"+cr.nodes[(l+1)%3].addr+"/-/cluster/members", strings.NewReader(fmt.Sprintf(`{"id": "n4", "raft_address": %q}`, raftAddr)))
+	req.Header.Set("Authorization", "Bearer 0123456789abcdef0123456789abcdef")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("add n4: %s", resp.Status)
+	}
+	n4.waitFor("n4 to follow in sync", func() bool {
+		c, b := n4.get("/readyz")
+		return c == http.StatusOK && strings.Contains(b, "follower, in sync")
+	})
+	cr.sameHeads()
+	if code := n4.signal(syscall.SIGTERM); code != 0 {
+		t.Fatalf("n4 exited %d", code)
+	}
+	n4.startQuiet()
+	if n4.startErr != "" {
+		t.Fatal(n4.startErr)
+	}
+	cr.sameHeads()
+	if s := firstSeq(3); s != strconv.FormatUint(last+1, 10) {
+		t.Errorf("n4 after its restart: its journal starts at seq %s, want %d", s, last+1)
+	}
+}

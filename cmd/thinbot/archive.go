@@ -1,13 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,22 +23,27 @@ import (
 
 // cmdAuditArchive archives the oldest events and brings archives back:
 //
-//	thinbot audit archive (--before DATE | --upto SEQ) [--db PATH | --config FILE] [--dir DIR]
+//	thinbot audit archive (--before DATE | --upto SEQ) [--db PATH | --config FILE] [--dir DIR] [--as NAME]
 //	thinbot audit restore FILE... --to DIR
 //
-// archive needs the store to itself: stop the daemon first (it takes the
-// store's lock and says so if a daemon holds it).
+// archive of a lone store needs the store to itself: stop the daemon first
+// (it takes the store's lock and says so if a daemon holds it). A cluster
+// node's config (--config with a cluster section) archives the cluster's
+// chain instead, through the node's running daemon (POST
+// /-/cluster/archive on its listener, with a token of reload_token_file:
+// --as names it when the file has several).
 func cmdAuditArchive(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("audit "+args[0], flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	db := fs.String("db", defaultDB, "event store `PATH`")
 	config := fs.String("config", "", "a daemon's config `FILE`: the event store in its state_dir")
-	var before, dir, to *string
+	var before, dir, to, as *string
 	var upto *uint64
 	if args[0] == "archive" {
 		before = fs.String("before", "", "archive the events before this `DATE` (2006-01-02 or RFC 3339, UTC)")
 		upto = fs.Uint64("upto", 0, "archive the events up to this `SEQ`")
 		dir = fs.String("dir", "", "write the archive file into `DIR` (default: archive/ beside the store)")
+		as = fs.String("as", "", "a cluster node: send reload_token_file's token of this `NAME` (default: its only one)")
 	} else {
 		to = fs.String("to", "", "restore into this new `DIR` (events.db and audit.jsonl)")
 	}
@@ -60,12 +71,16 @@ func cmdAuditArchive(ctx context.Context, e *env, args []string) error {
 	if len(files) > 0 {
 		return fmt.Errorf("%w: audit archive takes no arguments, got %q", errUsage, files)
 	}
+	var cluster *daemonConfig
 	if *config != "" {
-		d, err := configStateDir(*config, e.getenv)
+		c, err := stateConfig(*config, e.getenv)
 		if err != nil {
 			return err
 		}
-		*db = filepath.Join(d, "events.db")
+		*db = filepath.Join(c.StateDir, "events.db")
+		if c.Cluster.configured() {
+			cluster = c
+		}
 	}
 	ao := store.ArchiveOptions{Dir: *dir, UpTo: *upto, Keep: agentcore.OpenSessions, Log: agentcore.LogSession, Actor: "operator:thinbot audit archive"}
 	if *before != "" {
@@ -77,6 +92,12 @@ func cmdAuditArchive(ctx context.Context, e *env, args []string) error {
 	}
 	if ao.Before.IsZero() && ao.UpTo == 0 {
 		return fmt.Errorf("%w: audit archive needs --before DATE or --upto SEQ", errUsage)
+	}
+	if cluster != nil {
+		if *dir != "" {
+			return fmt.Errorf("%w: audit archive --dir: a cluster node's archives go into archive/ in each node's state_dir", errUsage)
+		}
+		return archiveCluster(ctx, e, cluster, *config, clusterArchiveRequest{UpTo: *upto, Before: *before}, *as)
 	}
 	if err := refuseClusterArchive(*db); err != nil {
 		return err
@@ -105,6 +126,86 @@ func cmdAuditArchive(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "thinbot: warning: the state index was not built (the next start builds it): %v\n", err)
 	}
 	return nil
+}
+
+// archiveCluster archives a cluster's chain through the running daemon of
+// the node whose config c is (read from path): its listener forwards the
+// request to the leader, which records the archive; every node writes the
+// file as it applies the archive event.
+func archiveCluster(ctx context.Context, e *env, c *daemonConfig, path string, body clusterArchiveRequest, as string) error {
+	if c.ReloadTokenFile == "" {
+		return fmt.Errorf("config %s has no reload_token_file: a cluster's archive is an admin request to its running nodes, which need one (deploy/cluster.md)", path)
+	}
+	token, err := adminToken(c.ReloadTokenFile, as)
+	if err != nil {
+		return err
+	}
+	addr := localAddr(c.Listen)
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/-/cluster/archive", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("no thinbot answers on %s, this node's listen address (%w): a cluster's chain is archived through its running nodes: start this node (thinbot serve --config %s), or run this with the config of a node that runs", addr, err, path)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the cluster refused the archive (%s): %s", resp.Status, strings.TrimSpace(string(raw)))
+	}
+	var a clusterArchiveAnswer
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return fmt.Errorf("the cluster's answer: %w", err)
+	}
+	r := a.Record
+	fmt.Fprintf(e.stdout, "archived events %d..%d (%d events, %d sessions) cluster-wide: leader %s wrote %s; every node writes it into archive/ in its state_dir as it applies the record\n",
+		r.First, r.Last, r.Count, r.Sessions, a.Node, a.Path)
+	fmt.Fprintf(e.stdout, "  head seq %d hash %s\n  file sha256 %s\n", r.Last, r.Head, r.FileSHA256)
+	fmt.Fprintf(e.stdout, "  recorded by event %d of the cluster's chain; took %s\n", a.EventSeq, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(e.stdout, "each node's store starts at seq %d after its next restart (restart the nodes one at a time to get the space back)\n", r.Last+1)
+	fmt.Fprintf(e.stdout, "copy a node's file off the cluster and check it there: thinbot audit verify --archive %s (file sha256 %s on every node)\n", r.File, r.FileSHA256)
+	return nil
+}
+
+// adminToken is reload_token_file's token of name, or its only one.
+func adminToken(file, name string) (string, error) {
+	tokens, err := readTokenFile("reload_token_file", file, currentUser())
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	for tok, n := range tokens {
+		if name == "" && len(tokens) == 1 || n == name {
+			return tok, nil
+		}
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if name != "" {
+		return "", fmt.Errorf("reload_token_file %s has no token of %q (it has %s)", file, name, strings.Join(names, ", "))
+	}
+	return "", fmt.Errorf("reload_token_file %s has %d tokens (%s): name one with --as NAME", file, len(tokens), strings.Join(names, ", "))
+}
+
+// localAddr is where this host reaches a listen address: its own loopback
+// for an address of every interface.
+func localAddr(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // indexStore builds the state index of the store at path.

@@ -45,7 +45,7 @@ func (b brokenError) ExitCode() int { return 2 }
 //	                                    with only audit.jsonl, builds the store from it)
 //	thinbot audit timeline SESSION [--db PATH | --config FILE | --jsonl FILE] [--part postmortem|appendix]   (timeline.go)
 //	thinbot audit verify  --archive FILE [--archive FILE...] [--db PATH | --config FILE]
-//	thinbot audit archive (--before DATE | --upto SEQ) [--db PATH | --config FILE] [--dir DIR]   (archive.go)
+//	thinbot audit archive (--before DATE | --upto SEQ) [--db PATH | --config FILE] [--dir DIR] [--as NAME]   (archive.go; a cluster node: cluster-wide)
 //	thinbot audit restore FILE... --to DIR                                                     (archive.go)
 //
 // --config names a daemon's config file: the store is events.db in its
@@ -235,7 +235,7 @@ const auditUsage = `thinbot audit COMMAND [flags]   ('thinbot audit COMMAND -h' 
   tail      follow the chain as events are appended
   timeline  a session's postmortem timeline and its verified appendix (Markdown)
   rebuild   rewrite audit.jsonl from the store, or the store from it
-  archive   move old events into a sealed archive file
+  archive   move old events into a sealed archive file (a cluster node: cluster-wide)
   restore   bring archived events back into a store of their own
 
 Every command takes --db PATH (default ` + "./.thinbot/events.db" + `) or --config FILE (a daemon's

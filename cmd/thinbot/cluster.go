@@ -545,6 +545,67 @@ func (d *daemon) mountCluster(mux *http.ServeMux) {
 		}
 		d.changeMembers(w, agentcore.ClusterMembershipPayload{Op: "remove", Node: id, By: by}, func() error { return d.node.RemoveServer(id) })
 	})
+	mux.HandleFunc("POST /-/cluster/archive", d.serveClusterArchive)
+}
+
+// clusterArchiveRequest is POST /-/cluster/archive's body: the cut's
+// limits, as thinbot audit archive's --upto and --before.
+type clusterArchiveRequest struct {
+	UpTo   uint64 `json:"upto,omitempty"`
+	Before string `json:"before,omitempty"`
+}
+
+// clusterArchiveAnswer is its answer: the archive event's record, the
+// event's seq, and the file on the leader.
+type clusterArchiveAnswer struct {
+	Record   store.ArchiveRecord `json:"record"`
+	EventSeq uint64              `json:"event_seq"`
+	Path     string              `json:"path"`
+	Node     string              `json:"node"`
+}
+
+// serveClusterArchive is POST /-/cluster/archive (on the leader; a
+// follower forwards it): with a token of reload_token_file, it archives
+// the oldest events cluster-wide (store.DB.ArchiveReplicated: the cut as
+// thinbot audit archive makes it, the archive file, the archive event as a
+// raft entry). Every node writes the same file into STATE_DIR/archive as
+// it applies the event; each node's store shrinks at its next start. It
+// answers 200 with a clusterArchiveAnswer, 409 when there is nothing to
+// archive.
+func (d *daemon) serveClusterArchive(w http.ResponseWriter, r *http.Request) {
+	by, ok := d.clusterAdmin(w, r)
+	if !ok {
+		return
+	}
+	var body clusterArchiveRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil || (body.UpTo == 0 && body.Before == "") {
+		http.Error(w, `send JSON {"upto": SEQ} or {"before": "2006-01-02"} (or both)`, http.StatusBadRequest)
+		return
+	}
+	ao := store.ArchiveOptions{UpTo: body.UpTo, Keep: agentcore.OpenSessions, Log: agentcore.LogSession, Actor: "user:" + by}
+	if body.Before != "" {
+		t, err := parseDate(body.Before)
+		if err != nil {
+			http.Error(w, "before: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		ao.Before = t
+	}
+	res, err := d.db.ArchiveReplicated(r.Context(), ao)
+	switch {
+	case errors.Is(err, store.ErrNothingToArchive):
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	case err != nil:
+		d.logger.Error("cluster archive", "by", by, "err", err)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	rec := res.Record
+	d.logger.Info("cluster archive recorded", "by", by, "first", rec.First, "last", rec.Last, "file", rec.File,
+		"file_sha256", rec.FileSHA256, "event_seq", res.Event.Seq)
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(clusterArchiveAnswer{Record: rec, EventSeq: res.Event.Seq, Path: res.Path, Node: d.c.Cluster.NodeID})
 }
 
 // clusterAdmin authenticates an admin request with reload_token_file's
@@ -603,13 +664,14 @@ func (d *daemon) members() ([]string, error) {
 // clusterMark is the file beside a cluster node's store that says so.
 func clusterMark(dbPath string) string { return filepath.Join(filepath.Dir(dbPath), "cluster-node") }
 
-// refuseClusterArchive refuses to archive a cluster node's store: the cut
-// is not replicated, so the node's chain would start where the others' and
-// the log's do not (deploy/cluster.md, "Archives").
+// refuseClusterArchive refuses to archive a cluster node's store alone
+// (thinbot audit archive --db): the cut would not be replicated, so the
+// node's chain would start where the others' and the log's do not. The
+// cluster archives through its running daemons (--config).
 func refuseClusterArchive(dbPath string) error {
 	b, err := os.ReadFile(clusterMark(dbPath))
 	if err != nil {
 		return nil
 	}
-	return fmt.Errorf("%s is the store of a cluster node (%s): audit archive is not cluster-wide yet and would cut this node's chain alone; see deploy/cluster.md", dbPath, strings.TrimSpace(string(b)))
+	return fmt.Errorf("%s is the store of a cluster node (%s): archive the cluster's chain through its running nodes, with thinbot audit archive --config FILE (this node's config); see deploy/cluster.md", dbPath, strings.TrimSpace(string(b)))
 }

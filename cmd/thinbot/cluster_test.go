@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/thinbot/thinbot/store"
 )
 
 // TestConfigCheckCluster: the cluster section's mistakes are each named:
@@ -42,20 +45,88 @@ cluster:
 	}
 }
 
-// TestArchiveRefusesAClusterNode: audit archive does not cut a cluster
-// node's store (the cut is not replicated).
-func TestArchiveRefusesAClusterNode(t *testing.T) {
+// TestArchiveRefusesAClusterNodeStore: audit archive --db does not cut a
+// cluster node's store alone (the cut would not be replicated); it says
+// to go through the running cluster with the node's config.
+func TestArchiveRefusesAClusterNodeStore(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "events.db")
 	os.WriteFile(clusterMark(db), []byte("cluster c1 node n1 data_dir x\n"), 0o600)
 	var out bytes.Buffer
 	e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
 	err := run(t.Context(), e, []string{"audit", "archive", "--db", db, "--upto", "5", "--dir", dir})
-	if err == nil || !strings.Contains(err.Error(), "cluster node") {
+	if err == nil || !strings.Contains(err.Error(), "cluster node") || !strings.Contains(err.Error(), "--config") {
 		t.Fatalf("audit archive of a cluster node's store = %v", err)
 	}
 	if _, serr := os.Stat(db); serr == nil {
 		t.Error("the store was opened")
+	}
+}
+
+// clusterNodeConfig writes a cluster node's config whose listener is
+// listen, with a reload_token_file of tokens ("name token" lines).
+func clusterNodeConfig(t *testing.T, listen, tokens string) string {
+	t.Helper()
+	dir := t.TempDir()
+	tf := filepath.Join(dir, "admin.tokens")
+	if err := os.WriteFile(tf, []byte(tokens), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "thinbot.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`state_dir: %s
+listen: %s
+reload_token_file: %s
+cluster:
+  id: c1
+  node_id: n1
+  peers:
+    - {id: n1, raft_address: "127.0.0.1:7301", http_address: "http://%s"}
+`, filepath.Join(dir, "state"), listen, tf, listen)), 0o600)
+	return cfg
+}
+
+// TestArchiveClusterAsksTheRunningNode: audit archive --config of a
+// cluster node sends the admin request to the node's own listener with the
+// token of reload_token_file and prints the cluster's answer; --dir is
+// refused, and without a daemon on the listener it says to start one.
+func TestArchiveClusterAsksTheRunningNode(t *testing.T) {
+	var got clusterArchiveRequest
+	var auth string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/-/cluster/archive" {
+			http.NotFound(w, r)
+			return
+		}
+		auth = r.Header.Get("Authorization")
+		json.NewDecoder(r.Body).Decode(&got)
+		json.NewEncoder(w).Encode(clusterArchiveAnswer{Node: "n2", Path: "/var/lib/thinbot/archive/archive-000000000001-000000000020.jsonl.gz", EventSeq: 51,
+			Record: store.ArchiveRecord{File: "archive-000000000001-000000000020.jsonl.gz", First: 1, Last: 20, Count: 20, Sessions: 2, FileSHA256: strings.Repeat("f", 64)}})
+	}))
+	defer srv.Close()
+	listen := strings.TrimPrefix(srv.URL, "http://")
+	cfg := clusterNodeConfig(t, listen, "ops 0123456789abcdef0123456789abcdef\n")
+	out, errb, code := runAudit(t, "archive", "--config", cfg, "--upto", "25", "--before", "2025-01-02")
+	if code != 0 || !strings.Contains(out, "archived events 1..20 (20 events, 2 sessions) cluster-wide: leader n2") ||
+		!strings.Contains(out, "recorded by event 51") || !strings.Contains(out, "starts at seq 21 after its next restart") {
+		t.Fatalf("exit %d\n%s%s", code, out, errb)
+	}
+	if auth != "Bearer 0123456789abcdef0123456789abcdef" || got.UpTo != 25 || got.Before != "2025-01-02" {
+		t.Errorf("the request: %q, %+v", auth, got)
+	}
+	if _, errb, code := runAudit(t, "archive", "--config", cfg, "--upto", "25", "--dir", t.TempDir()); code == 0 || !strings.Contains(errb, "--dir") {
+		t.Errorf("--dir on a cluster node: exit %d: %s", code, errb)
+	}
+	two := clusterNodeConfig(t, listen, "ops 0123456789abcdef0123456789abcdef\nbob 0123456789abcdef-bob-0123456789\n")
+	if _, errb, code := runAudit(t, "archive", "--config", two, "--upto", "25"); code == 0 || !strings.Contains(errb, "--as NAME") {
+		t.Errorf("two tokens, no --as: exit %d: %s", code, errb)
+	}
+	if out, errb, code := runAudit(t, "archive", "--config", two, "--upto", "25", "--as", "bob"); code != 0 || auth != "Bearer 0123456789abcdef-bob-0123456789" {
+		t.Errorf("--as bob: exit %d, %q\n%s%s", code, auth, out, errb)
+	}
+	down := clusterNodeConfig(t, freeAddr(t), "ops 0123456789abcdef0123456789abcdef\n")
+	if _, errb, code := runAudit(t, "archive", "--config", down, "--upto", "25"); code == 0 || !strings.Contains(errb, "no thinbot answers") ||
+		!strings.Contains(errb, "thinbot serve --config") {
+		t.Errorf("no daemon: exit %d: %s", code, errb)
 	}
 }
 

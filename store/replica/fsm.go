@@ -3,6 +3,7 @@ package replica
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -97,12 +98,39 @@ func (f *fsm) Apply(l *raft.Log) any {
 	if ls[0].Seq != f.head.Seq+1 || ls[0].Prev != f.head.Hash {
 		return fmt.Errorf("raft entry %d: seq %d after head %d: %w", l.Index, ls[0].Seq, f.head.Seq, store.ErrStale)
 	}
-	if err := f.db.ApplyLines(lines); err != nil {
+	err = f.db.ApplyLines(lines)
+	if err == nil {
+		err = f.applyArchives(lines)
+	}
+	if err != nil {
 		err = fmt.Errorf("raft entry %d: %w", l.Index, err)
 		f.fail(err)
 		return err
 	}
 	f.head = ls[len(ls)-1]
+	return nil
+}
+
+// archiveMark is in the stored line of every archive event (its session).
+var archiveMark = []byte(`"session":"` + store.ArchiveSession + `"`)
+
+// applyArchives applies the archive events among lines, which the store
+// holds: the node writes the archive file from its own store, which must
+// be the file recorded (store.ErrArchiveDiffers: its store is not the
+// log's), and its cut is due at its next start (store.DB.ApplyArchive).
+func (f *fsm) applyArchives(lines [][]byte) error {
+	for _, l := range lines {
+		if !bytes.Contains(l, archiveMark) {
+			continue
+		}
+		var ev store.Event
+		if err := json.Unmarshal(l, &ev); err != nil {
+			return fmt.Errorf("archive event: %w", err)
+		}
+		if err := f.db.ApplyArchive(context.Background(), ev); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -112,6 +140,13 @@ type snapshotHeader struct {
 	Format string `json:"format"`
 	Seq    uint64 `json:"seq"`
 	Hash   string `json:"hash"`
+	// Base is set when the lines start after seq 1 (the store was cut
+	// after an archive): the seq before the first line; Vouch is then the
+	// stored line of the archive event that records the events up to it
+	// (a node with an empty store needs it to take the lines:
+	// store.DB.ApplyLinesAfter).
+	Base  uint64 `json:"base,omitempty"`
+	Vouch string `json:"vouch,omitempty"`
 }
 
 const snapshotFormat = "thinbot-chain-snapshot/1"
@@ -119,7 +154,30 @@ const snapshotFormat = "thinbot-chain-snapshot/1"
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return &snapshot{db: f.db, head: f.head}, nil
+	s := &snapshot{db: f.db, head: f.head}
+	base, _, err := f.db.Base()
+	if err != nil || base == 0 {
+		return s, err
+	}
+	// The store was cut after an archive: the snapshot carries the archive
+	// event that vouches for its start, which the log must have reached.
+	_, seq, ok, err := f.db.ArchivedBefore()
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("snapshot: %w", err)
+	case !ok:
+		return nil, fmt.Errorf("snapshot: no archive event of the store records the events before its first (seq %d)", base+1)
+	case seq > f.head.Seq:
+		return nil, fmt.Errorf("snapshot: the log has not reached the archive event (seq %d) the store's start needs yet", seq)
+	}
+	for chunk, err := range f.db.Lines(seq) {
+		if err != nil {
+			return nil, fmt.Errorf("snapshot: %w", err)
+		}
+		s.base, s.vouch = base, string(chunk[0])
+		break
+	}
+	return s, nil
 }
 
 // Restore makes the store hold the snapshot's chain: the lines it already
@@ -134,12 +192,31 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if h.Base > 0 {
+		if held := f.db.LastSeq(); held > 0 && held < h.Base {
+			// Its store lacks events the cluster has archived: it cannot
+			// catch up from this snapshot, nor from the log.
+			err := fmt.Errorf("restore snapshot: this node's store ends at seq %d; the cluster archived the events up to seq %d and its snapshot starts after them: "+
+				"stop the node, move its store (events.db, audit.jsonl) aside and start it again: it catches up from the snapshot", held, h.Base)
+			f.fail(err)
+			return err
+		}
+	}
 	var batch [][]byte
+	after := h.Base > 0 && f.db.LastSeq() == 0
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		err := f.db.ApplyLines(batch)
+		var err error
+		if after {
+			err, after = f.db.ApplyLinesAfter([]byte(h.Vouch), batch), false
+		} else {
+			err = f.db.ApplyLines(batch)
+		}
+		if err == nil {
+			err = f.applyArchives(batch)
+		}
 		batch = batch[:0]
 		return err
 	}
@@ -163,6 +240,18 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err := flush(); err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
+	if h.Base > 0 {
+		// The archive event that vouches for the store's start is in it.
+		var v link
+		if err := json.Unmarshal([]byte(h.Vouch), &v); err != nil {
+			return fmt.Errorf("restore snapshot: the archive event: %w", err)
+		}
+		if ev, ok, err := f.db.Event(v.Seq); err != nil || !ok || ev.Hash != v.Hash {
+			err = fmt.Errorf("restore snapshot: the store's event %d is not the archive event the snapshot names (%v)", v.Seq, err)
+			f.fail(err)
+			return err
+		}
+	}
 	f.head = link{Seq: h.Seq, Hash: h.Hash}
 	return nil
 }
@@ -184,6 +273,9 @@ func readSnapshotHeader(br *bufio.Reader) (snapshotHeader, error) {
 type snapshot struct {
 	db   *store.DB
 	head link
+	// base and vouch: see snapshotHeader.
+	base  uint64
+	vouch string
 }
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
@@ -197,7 +289,7 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 
 func (s *snapshot) write(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
-	h, _ := json.Marshal(snapshotHeader{Format: snapshotFormat, Seq: s.head.Seq, Hash: s.head.Hash})
+	h, _ := json.Marshal(snapshotHeader{Format: snapshotFormat, Seq: s.head.Seq, Hash: s.head.Hash, Base: s.base, Vouch: s.vouch})
 	bw.Write(append(h, '\n'))
 	if s.head.Seq > 0 {
 	read:

@@ -34,6 +34,18 @@
 // A snapshot is the chain up to the head the log has built (a header line,
 // then the stored lines), read from the store when raft persists it. A node
 // that is new, or far behind, is sent one and appends what it lacks.
+//
+// # Archives
+//
+// The state machine applies an archive event (store.TypeArchive, recorded
+// on the leader by store.DB.ArchiveReplicated) on every node with
+// store.DB.ApplyArchive: the node writes the archive file from its own
+// store, which must be the file recorded (or the node fails, as for any
+// divergence), and its store is cut at its next start. A snapshot of a cut
+// store starts after the archive; its header carries the archive event
+// that vouches for that start, which an empty store needs to take it
+// (store.DB.ApplyLinesAfter). A node whose store ends before the archive
+// cannot take such a snapshot: it fails, saying to move its store aside.
 package replica
 
 import (
@@ -303,6 +315,12 @@ func (n *Node) precheck(db *store.DB) error {
 		return fmt.Errorf("replica: raft log: %w", err)
 	}
 	held := db.LastSeq()
+	// Events up to base were archived here: the log's line at base is
+	// compared with the prev of the store's first event.
+	base, basePrev, err := db.Base()
+	if err != nil {
+		return fmt.Errorf("replica: %w", err)
+	}
 	for i := max(first, from+1); i <= last && i > 0; i++ {
 		var l raft.Log
 		if err := n.logs.GetLog(i, &l); err != nil {
@@ -322,6 +340,12 @@ func (n *Node) precheck(db *store.DB) error {
 		for _, k := range ls {
 			if k.Seq > held {
 				break
+			}
+			if k.Seq <= base {
+				if k.Seq == base && k.Hash != basePrev {
+					return fmt.Errorf("replica: raft log entry %d: %w", i, &store.DivergedError{Seq: k.Seq})
+				}
+				continue
 			}
 			ev, ok, err := db.Event(k.Seq)
 			if err != nil {

@@ -826,4 +826,18 @@ var table = []mutation{
 	{ID: "X11", File: "cmd/thinbot/secrets.go", What: "a cluster's raft data dir outside the state dir is readable by every command (the chain's copy in the raft log)",
 		Old: "\t\tout = append(out, abs(c.Cluster.dataDir(c.StateDir)))\n", New: "",
 		Pkgs: []string{"./cmd/thinbot"}, Run: "TestClusterDataDirIsProtected"},
+	// Cluster-wide archives (issue 36): each node's file is its own
+	// store's, and a chain that starts after an archive is vouched for.
+	{ID: "Z1", File: "store/archive.go", What: "a node puts in place and cuts by an archive file that is not the one its archive event records (its store differs from the cluster's, unnoticed)",
+		Old: "if got != *want {", New: "if false {",
+		Pkgs: []string{"./store"}, Run: "TestApplyArchiveRefusesAnotherFile"},
+	{ID: "Z2", File: "store/replica/fsm.go", What: "followers apply an archive event as any other: no archive file on them, their stores never cut",
+		Old: "err = f.applyArchives(lines)", New: "err = nil",
+		Pkgs: []string{"./store/replica"}, Run: "TestClusterArchives"},
+	{ID: "Z3", File: "store/replicate.go", What: "an empty store takes a chain that starts after seq 1 on the word of an archive event that is not the chain's (a forged snapshot header)",
+		Old: "if !bytes.Equal(lines[i+j], db.vouch) {", New: "if !bytes.Equal(lines[i+j], db.vouch) && false {",
+		Pkgs: []string{"./store"}, Run: "TestApplyLinesAfterAnArchive"},
+	{ID: "Z4", File: "store/replicate.go", What: "a cut store takes another event at its cut's seq from the log without a word",
+		Old: "evs[skip-1].Hash != basePrev", New: "evs[skip-1].Hash != basePrev && false",
+		Pkgs: []string{"./store"}, Run: "TestArchiveReplicated"},
 }
