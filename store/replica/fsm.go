@@ -19,30 +19,54 @@ import (
 // follow, each ended by "\n".
 const entryMagic = "thinbot-chain/1\n"
 
-// encodeEntry is the raft entry of one batch of stored lines.
-func encodeEntry(lines [][]byte) []byte {
-	n := len(entryMagic)
+// entryAfterMagic starts the entry that puts into an empty log a chain
+// whose earlier events were archived (CatchUpLog on a store cut by an
+// archive): its first line is the stored line of the archive event, later
+// in the chain, that records the events before the chain's first line
+// (the vouch); the chain's lines follow, each ended by "\n".
+const entryAfterMagic = "thinbot-chain-after/1\n"
+
+// encodeEntry is the raft entry of one batch of stored lines, after the
+// archive event vouch if it is not nil.
+func encodeEntry(vouch []byte, lines [][]byte) []byte {
+	magic := entryMagic
+	if vouch != nil {
+		magic = entryAfterMagic
+		lines = append([][]byte{vouch}, lines...)
+	}
+	n := len(magic)
 	for _, l := range lines {
 		n += len(l) + 1
 	}
 	b := make([]byte, 0, n)
-	b = append(b, entryMagic...)
+	b = append(b, magic...)
 	for _, l := range lines {
 		b = append(append(b, l...), '\n')
 	}
 	return b
 }
 
-// decodeEntry splits an entry into its lines.
-func decodeEntry(b []byte) ([][]byte, error) {
+// decodeEntry splits an entry into its vouch (nil but in an entry that
+// starts after an archive) and its lines.
+func decodeEntry(b []byte) (vouch []byte, lines [][]byte, err error) {
 	rest, ok := bytes.CutPrefix(b, []byte(entryMagic))
+	after := false
 	if !ok {
-		return nil, errors.New("not a thinbot chain entry")
+		if rest, after = bytes.CutPrefix(b, []byte(entryAfterMagic)); !after {
+			return nil, nil, errors.New("not a thinbot chain entry")
+		}
 	}
 	if len(rest) == 0 || rest[len(rest)-1] != '\n' {
-		return nil, errors.New("chain entry: no line, or the last one unended")
+		return nil, nil, errors.New("chain entry: no line, or the last one unended")
 	}
-	return bytes.Split(rest[:len(rest)-1], []byte("\n")), nil
+	lines = bytes.Split(rest[:len(rest)-1], []byte("\n"))
+	if after {
+		if len(lines) < 2 {
+			return nil, nil, errors.New("chain entry: an archive event and no line after it")
+		}
+		return lines[0], lines[1:], nil
+	}
+	return nil, lines, nil
 }
 
 // link is where one stored line sits in the chain.
@@ -67,25 +91,57 @@ func links(lines [][]byte) ([]link, error) {
 	return out, nil
 }
 
+// continues says whether an entry (its vouch and its lines' links)
+// continues the head the log has built: it starts at the next seq, on the
+// head's hash. Before anything is applied (head 0) an entry may instead
+// start after seq 1 when it names the archive event that vouches for that
+// start (vouch: its record ends at the seq before the first line, on the
+// first line's prev, and it comes later in the chain); after is then that
+// event's link, which the log must carry at its seq. A vouch is taken at
+// head 0 only, an entry without one only on the head: the answer depends
+// on the entry and the head alone, the same on every node.
+func continues(head link, vouch []byte, ls []link) (after *link, ok bool) {
+	if vouch == nil {
+		return nil, ls[0].Seq == head.Seq+1 && ls[0].Prev == head.Hash
+	}
+	if head.Seq != 0 || ls[0].Seq < 2 {
+		return nil, false
+	}
+	var ev store.Event
+	if err := json.Unmarshal(vouch, &ev); err != nil {
+		return nil, false
+	}
+	r, isRec := store.ArchiveRecordOf(ev)
+	if !isRec || r.Last != ls[0].Seq-1 || r.Head != ls[0].Prev || ev.Seq <= r.Last {
+		return nil, false
+	}
+	return &link{Seq: ev.Seq, Prev: ev.Prev, Hash: ev.Hash}, true
+}
+
 // fsm is the raft state machine: the store. It keeps the chain head the
-// log has built so far (cursor): an entry that does not continue it was
-// formed on an old head (by a leader that had not yet applied every
-// committed entry, or had lost its leadership) and is refused with
-// store.ErrStale on every node alike; one that does is applied to the store
-// (store.ApplyLines), which compares what it already holds.
+// log has built so far (cursor): an entry that does not continue it
+// (continues) was formed on an old head (by a leader that had not yet
+// applied every committed entry, or had lost its leadership) and is
+// refused with store.ErrStale on every node alike; one that does is
+// applied to the store (store.ApplyLines), which compares what it already
+// holds.
 type fsm struct {
 	db   *store.DB
 	fail func(error) // this node's store cannot follow the log
 
 	mu   sync.Mutex
 	head link // Seq, Hash: the cursor
+	// vouch is the archive event the log's first entry named (it started
+	// after an archive) until the log reaches its seq: the log's line there
+	// must be it.
+	vouch *link
 }
 
 func (f *fsm) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	lines, err := decodeEntry(l.Data)
+	vouch, lines, err := decodeEntry(l.Data)
 	if err != nil {
 		return err
 	}
@@ -95,10 +151,26 @@ func (f *fsm) Apply(l *raft.Log) any {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if ls[0].Seq != f.head.Seq+1 || ls[0].Prev != f.head.Hash {
+	after, ok := continues(f.head, vouch, ls)
+	if !ok {
 		return fmt.Errorf("raft entry %d: seq %d after head %d: %w", l.Index, ls[0].Seq, f.head.Seq, store.ErrStale)
 	}
-	err = f.db.ApplyLines(lines)
+	if after != nil {
+		f.vouch = after
+	}
+	if v := f.vouch; v != nil && v.Seq >= ls[0].Seq && v.Seq <= ls[len(ls)-1].Seq {
+		if k := ls[v.Seq-ls[0].Seq]; k.Hash != v.Hash {
+			err = fmt.Errorf("raft entry %d: the log's event %d is not the archive event its first entry named: %w", l.Index, v.Seq, &store.DivergedError{Seq: v.Seq})
+			f.fail(err)
+			return err
+		}
+	}
+	switch {
+	case after != nil && f.db.LastSeq() == 0:
+		err = f.db.ApplyLinesAfter(vouch, lines)
+	default:
+		err = f.db.ApplyLines(lines)
+	}
 	if err == nil {
 		err = f.applyArchives(lines)
 	}
@@ -108,6 +180,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 		return err
 	}
 	f.head = ls[len(ls)-1]
+	if f.vouch != nil && f.vouch.Seq <= f.head.Seq {
+		f.vouch = nil
+	}
 	return nil
 }
 
@@ -161,23 +236,34 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	// The store was cut after an archive: the snapshot carries the archive
 	// event that vouches for its start, which the log must have reached.
-	_, seq, ok, err := f.db.ArchivedBefore()
+	seq, line, err := vouchOf(f.db, base)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("snapshot: %w", err)
-	case !ok:
-		return nil, fmt.Errorf("snapshot: no archive event of the store records the events before its first (seq %d)", base+1)
 	case seq > f.head.Seq:
 		return nil, fmt.Errorf("snapshot: the log has not reached the archive event (seq %d) the store's start needs yet", seq)
 	}
-	for chunk, err := range f.db.Lines(seq) {
-		if err != nil {
-			return nil, fmt.Errorf("snapshot: %w", err)
-		}
-		s.base, s.vouch = base, string(chunk[0])
-		break
-	}
+	s.base, s.vouch = base, string(line)
 	return s, nil
+}
+
+// vouchOf returns the seq and stored line of the archive event of db's
+// chain that records the events before its first, which is after base.
+func vouchOf(db *store.DB, base uint64) (uint64, []byte, error) {
+	_, seq, ok, err := db.ArchivedBefore()
+	if err != nil {
+		return 0, nil, err
+	}
+	if !ok {
+		return 0, nil, fmt.Errorf("no archive event of the store records the events before its first (seq %d)", base+1)
+	}
+	for chunk, err := range db.Lines(seq) {
+		if err != nil {
+			return 0, nil, err
+		}
+		return seq, chunk[0], nil
+	}
+	return 0, nil, fmt.Errorf("the store lost its archive event (seq %d)", seq)
 }
 
 // Restore makes the store hold the snapshot's chain: the lines it already
@@ -252,7 +338,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 			return err
 		}
 	}
-	f.head = link{Seq: h.Seq, Hash: h.Hash}
+	f.head, f.vouch = link{Seq: h.Seq, Hash: h.Hash}, nil
 	return nil
 }
 

@@ -268,6 +268,20 @@ func (n *Node) CatchUpLog() error {
 		if head >= db.LastSeq() {
 			return nil
 		}
+		// A store cut by an archive starts after seq 1: the log's first
+		// entry names the archive event that vouches for that start.
+		var vouch []byte
+		if head == 0 {
+			base, _, err := db.Base()
+			if err != nil {
+				return fmt.Errorf("replica: catch up the log: %w", err)
+			}
+			if base > 0 {
+				if _, vouch, err = vouchOf(db, base); err != nil {
+					return fmt.Errorf("replica: catch up the log: %w", err)
+				}
+			}
+		}
 		var lines [][]byte
 		for chunk, err := range db.Lines(head + 1) {
 			if err != nil {
@@ -281,7 +295,7 @@ func (n *Node) CatchUpLog() error {
 		if len(lines) == 0 {
 			return nil
 		}
-		if err := n.Replicate(lines); err != nil {
+		if err := n.replicate(vouch, lines); err != nil {
 			return fmt.Errorf("replica: catch up the log from seq %d: %w", head+1, err)
 		}
 		n.log.Info("the log caught up with the store", "to_seq", head+uint64(len(lines)))
@@ -329,12 +343,15 @@ func (n *Node) precheck(db *store.DB) error {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		lines, err := decodeEntry(l.Data)
+		vouch, lines, err := decodeEntry(l.Data)
 		if err != nil {
 			continue
 		}
 		ls, err := links(lines)
-		if err != nil || ls[0].Seq != head.Seq+1 || ls[0].Prev != head.Hash {
+		if err != nil {
+			continue
+		}
+		if _, ok := continues(head, vouch, ls); !ok {
 			continue // refused by the state machine too
 		}
 		for _, k := range ls {
@@ -366,11 +383,17 @@ func (n *Node) precheck(db *store.DB) error {
 // lost its majority before the entry committed (it may still commit under
 // the next leader), or the state machine's answer (store.ErrStale).
 func (n *Node) Replicate(lines [][]byte) error {
+	return n.replicate(nil, lines)
+}
+
+// replicate is Replicate of an entry that starts after the archive event
+// vouch, or an ordinary one when vouch is nil.
+func (n *Node) replicate(vouch []byte, lines [][]byte) error {
 	r := n.r()
 	if r == nil {
 		return ErrNotStarted
 	}
-	f := r.Apply(encodeEntry(lines), n.cfg.ApplyTimeout)
+	f := r.Apply(encodeEntry(vouch, lines), n.cfg.ApplyTimeout)
 	if err := f.Error(); err != nil {
 		return fmt.Errorf("replica: %w", err)
 	}
