@@ -171,3 +171,95 @@ func TestClusterArchives(t *testing.T) {
 		t.Errorf("the node behind the archive took events: head %d", me.db.LastSeq())
 	}
 }
+
+// TestArchivedLoneNodeSeedsCluster: a lone store archived by `thinbot audit
+// archive` (its chain starts after seq 1) becomes a cluster's chain as a
+// lone store does: its leader puts its events into the log, the first
+// entry naming the archive event that vouches for the start. A node added
+// next copies them from the log, one added after a snapshot from the
+// snapshot; the three verify to the same head, each saying where the
+// archive ends.
+func TestArchivedLoneNodeSeedsCluster(t *testing.T) {
+	ca := newCA(t)
+	dir := t.TempDir()
+	seed, _, rec := archivedLone(t, dir)
+	seed.Close()
+
+	a := Peer{ID: "a", Addr: freeAddr(t)}
+	// A snapshot keeps one entry in the log: c must be sent the snapshot.
+	ma, err := startMember(t, Config{ClusterID: "c1", ID: "a", Addr: a.Addr, Peers: []Peer{a}, TLS: ca.tlsFor(t, "a"), TrailingLogs: 1}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader(t, []*member{ma})
+	if err := ma.node.CatchUpLog(); err != nil {
+		t.Fatal(err)
+	}
+	if !ma.logs.has("the log caught up with the store") {
+		t.Error("a did not put its store into the log")
+	}
+	appendN(t, ma.db, 2, "after") // 21, 22
+
+	join := func(id string) *member {
+		t.Helper()
+		p := Peer{ID: id, Addr: freeAddr(t)}
+		m, err := startMember(t, Config{ClusterID: "c1", ID: id, Addr: p.Addr, Join: true, TLS: ca.tlsFor(t, id)}, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ma.node.AddVoter(p); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	mb := join("b")
+	appendN(t, ma.db, 1, "two nodes") // 23: b's configuration is committed
+	waitHead(t, mb, 23)
+	if mb.logs.has("snapshot restore progress") {
+		t.Error("b installed a snapshot; it should have replayed the log")
+	}
+	if err := ma.node.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, ma.db, 1, "after-snapshot") // 24
+	mc := join("c")
+	waitHead(t, mc, 24)
+	if !mc.logs.has("snapshot restore progress") {
+		t.Error("c did not install a snapshot")
+	}
+	appendN(t, ma.db, 1, "three nodes") // 25
+	var heads []string
+	for _, m := range []*member{ma, mb, mc} {
+		waitHead(t, m, 25)
+		rep, err := m.db.Verify(t.Context(), nil)
+		if err != nil || !rep.OK || rep.ArchivedSeq != rec.Last || rep.LastSeq != 25 {
+			t.Fatalf("%s: %+v, %v", m.id, rep, err)
+		}
+		if m.node.Err() != nil {
+			t.Errorf("%s failed: %v", m.id, m.node.Err())
+		}
+		heads = append(heads, rep.LastHash)
+	}
+	if heads[0] != heads[1] || heads[1] != heads[2] {
+		t.Fatalf("heads differ: %v", heads)
+	}
+	servers, err := ma.node.Servers()
+	if err != nil || len(servers) != 3 {
+		t.Fatalf("Servers = %v, %v", servers, err)
+	}
+
+	// b starts again: it replays the log over its store, which starts
+	// after the archive too.
+	bdir, baddr := mb.dir, mb.node.Addr()
+	mb.stop()
+	mb, err = startMember(t, Config{ClusterID: "c1", ID: "b", Addr: baddr, Join: true, TLS: ca.tlsFor(t, "b")}, bdir)
+	if err != nil {
+		t.Fatalf("restart b: %v", err)
+	}
+	l := leader(t, []*member{ma, mb, mc})
+	appendN(t, l.db, 1, "after b's restart") // 26
+	waitHead(t, mb, 26)
+	if s, h := verified(t, mb); s != 26 {
+		t.Fatalf("b after its restart: %d %s", s, h)
+	}
+}
