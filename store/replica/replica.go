@@ -46,6 +46,11 @@
 // that vouches for that start, which an empty store needs to take it
 // (store.DB.ApplyLinesAfter). A node whose store ends before the archive
 // cannot take such a snapshot: it fails, saying to move its store aside.
+//
+// A store cut by an archive while it ran alone seeds a cluster too
+// (CatchUpLog): the log's first entry names the archive event that
+// vouches for the chain's start, and the state machine takes an entry
+// that starts after seq 1 only so, and only as the log's first.
 package replica
 
 import (
