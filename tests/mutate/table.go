@@ -535,7 +535,7 @@ var table = []mutation{
 		Old: "\tif err := CheckAlerts(cfg, botChannels(a.bots)); err != nil {", New: "\tif err := CheckAlerts(cfg, botChannels(a.bots)); false {",
 		Pkgs: []string{"./bot"}, Run: "TestAlertReconfigure"},
 	{ID: "B21", File: "bot/alerts.go", What: "a rotated alert token is not taken: the old one keeps working after a reload",
-		Old: "\tcfg.Groups, cfg.Deliveries, cfg.Registerer = nil, nil, nil\n", New: "\tcfg.Groups, cfg.Deliveries, cfg.Registerer = nil, nil, nil\n\tcfg.Token = a.cfg.Load().Token\n",
+		Old: "\tcfg.Groups, cfg.Deliveries, cfg.Cards, cfg.Registerer = nil, nil, nil, nil\n", New: "\tcfg.Groups, cfg.Deliveries, cfg.Cards, cfg.Registerer = nil, nil, nil, nil\n\tcfg.Token = a.cfg.Load().Token\n",
 		Pkgs: []string{"./bot", "./tests"}, Run: "TestAlertReconfigure|TestReloadAlertRoutes"},
 	{ID: "B22", File: "bot/budget.go", What: "a scheduled question's tokens do not count in its channel's day: schedules spend past tokens.per_day unseen",
 		Old: "} else if k, ok := tt.schedules[u.Session]; ok {", New: "} else if k, ok := tt.schedules[u.Session]; ok && false {",
