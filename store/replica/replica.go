@@ -235,6 +235,14 @@ func (n *Node) Start(db *store.DB) error {
 	if err != nil {
 		return fmt.Errorf("replica: %w", err)
 	}
+	if !has && !n.cfg.Join && len(n.cfg.Peers) > 1 && db.LastSeq() > 0 {
+		// A store with a chain starting a new log among other nodes: an
+		// empty peer could win the first election and begin another chain
+		// at seq 1, which this store then refuses as diverged. Alone it
+		// leads for sure and puts its chain into the log; the others join.
+		return fmt.Errorf("replica: this store holds a chain (up to seq %d) and the cluster's log is new: "+
+			"start this node as the cluster's only peer, then add the others with join: true (deploy/cluster.md, \"Losing a majority\")", db.LastSeq())
+	}
 	if !has && !n.cfg.Join {
 		var servers []raft.Server
 		for _, p := range n.cfg.Peers {

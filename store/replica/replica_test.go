@@ -473,3 +473,28 @@ func TestLoneNodeBecomesClusterAndGrows(t *testing.T) {
 		t.Error("b did not install a snapshot")
 	}
 }
+
+// TestChainSeedsOnlyAlone: a store that holds a chain does not start a new
+// log among several peers (an empty peer could lead first and begin
+// another chain); it says to start it alone and add the others.
+func TestChainSeedsOnlyAlone(t *testing.T) {
+	ca := newCA(t)
+	dir := t.TempDir()
+	lone, err := store.Open(filepath.Join(dir, "events.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, lone, 3, "before")
+	lone.Close()
+	a, b := Peer{ID: "a", Addr: freeAddr(t)}, Peer{ID: "b", Addr: freeAddr(t)}
+	_, err = startMember(t, Config{ClusterID: "c1", ID: "a", Addr: a.Addr, Peers: []Peer{a, b}, TLS: ca.tlsFor(t, "a")}, dir)
+	if err == nil || !strings.Contains(err.Error(), "only peer") || !strings.Contains(err.Error(), "seq 3") {
+		t.Fatalf("start with a chain among two peers = %v; want the only-peer refusal", err)
+	}
+	// Alone it starts, and leads.
+	m, err := startMember(t, Config{ClusterID: "c1", ID: "a", Addr: a.Addr, Peers: []Peer{a}, TLS: ca.tlsFor(t, "a")}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader(t, []*member{m})
+}
