@@ -162,6 +162,13 @@ func TestChainLoginsOutliveTheLeader(t *testing.T) {
 	if code := leader().threads(again); code != http.StatusOK {
 		t.Errorf("a new login at the fourth leader: %d, want 200", code)
 	}
+	// A leader whose tokens file no longer has carol's token (changed
+	// while another node led) does not take her login.
+	noCarol := newAuthServer(t, Config{Chain: db, Secret: key, ChainLogins: true, Auth: Auth{
+		Tokens: map[string]string{"alice-token-0123456789": "alice"}, Roles: map[string][]string{"alice": {RoleUser}, "carol": {RoleUser}}}})
+	if code := noCarol.threads(again); code != http.StatusUnauthorized {
+		t.Errorf("a login whose token the new leader's file lacks: %d, want 401", code)
+	}
 	other := newAuthServer(t, Config{Chain: db, Secret: []byte("another-key-0123456789abcdef012345"), ChainLogins: true})
 	if code := other.threads(again); code != http.StatusUnauthorized {
 		t.Errorf("the cookie at a console of another key: %d, want 401", code)

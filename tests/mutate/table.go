@@ -840,4 +840,18 @@ var table = []mutation{
 	{ID: "Z4", File: "store/replicate.go", What: "a cut store takes another event at its cut's seq from the log without a word",
 		Old: "evs[skip-1].Hash != basePrev", New: "evs[skip-1].Hash != basePrev && false",
 		Pkgs: []string{"./store"}, Run: "TestArchiveReplicated"},
+	// A cluster's console logins (issue: logins per node): recorded in
+	// the chain, so that a logout holds at the next leader.
+	{ID: "I1", File: "bot/web/auth.go", What: "a console logout is not recorded in a cluster's chain: the next leader takes the logged-out cookie back",
+		Old: "\t\ts.recordLogout(se.User, k, agentcore.LogoutByUser)\n", New: "\t\t_ = se\n",
+		Pkgs: []string{"./bot/web"}, Run: "TestChainLoginsOutliveTheLeader"},
+	{ID: "I2", File: "bot/web/auth.go", What: "a tokens reload that removes a token ends its logins at this leader alone: the next leader takes them back",
+		Old: "\t\ts.recordLogout(user, k, agentcore.LogoutTokenRemoved)\n", New: "\t\t_, _ = k, user\n",
+		Pkgs: []string{"./bot/web"}, Run: "TestChainLoginsOutliveTheLeader"},
+	{ID: "I3", File: "bot/web/auth.go", What: "the next leader's console takes logins whose token is no longer in its tokens file",
+		Old: "\t\tif keep[p.Token] && len(s.sessions) < maxSessions {", New: "\t\tif len(s.sessions) < maxSessions {",
+		Pkgs: []string{"./bot/web"}, Run: "TestChainLoginsOutliveTheLeader"},
+	{ID: "I4", File: "agentcore/console.go", What: "a recorded logout does not end the login when the table is rebuilt from the chain",
+		Old: "\t\t\tdelete(out, p.Key)\n", New: "",
+		Pkgs: []string{"./bot/web"}, Run: "TestChainLoginsOutliveTheLeader"},
 }
