@@ -107,6 +107,10 @@ func Decode(ev store.Event) (any, error) {
 		p = new(ClusterMembershipPayload)
 	case EvDatasourceQuery:
 		p = new(DatasourcePayload)
+	case EvConsoleLogin:
+		p = new(ConsoleLoginPayload)
+	case EvConsoleLogout:
+		p = new(ConsoleLogoutPayload)
 	default:
 		return nil, nil
 	}
@@ -386,6 +390,43 @@ type ClusterMembershipPayload struct {
 	// Members are the cluster's members after it: "id=raft_address".
 	Members []string `json:"members"`
 }
+
+// EvConsoleLogin is a token login to a cluster's web console; it lives in
+// the chain forever: never rename it.
+const EvConsoleLogin = "console_login"
+
+// EvConsoleLogout is the end of a console login before its expiry: a
+// logout, or a reload of the tokens file without its token. It lives in
+// the chain forever: never rename it.
+const EvConsoleLogout = "console_logout"
+
+// ConsoleLoginPayload is an EvConsoleLogin's. It holds no secret: Key and
+// Token are HMACs under the console's login key, which no cookie or token
+// can be recovered from.
+type ConsoleLoginPayload struct {
+	User string `json:"user"`
+	// Key is the session's key in the console's session table (an HMAC
+	// of the session id in the cookie).
+	Key string `json:"key"`
+	// Token is an HMAC of the token that logged in.
+	Token string `json:"token"`
+	// Until is when the login expires.
+	Until time.Time `json:"until"`
+}
+
+// ConsoleLogoutPayload is an EvConsoleLogout's.
+type ConsoleLogoutPayload struct {
+	User string `json:"user"`
+	Key  string `json:"key"`
+	// Why is "logout" or "token removed".
+	Why string `json:"why"`
+}
+
+// Why a console login ended (ConsoleLogoutPayload.Why).
+const (
+	LogoutByUser       = "logout"
+	LogoutTokenRemoved = "token removed"
+)
 
 // DatasourcePayload is an EvDatasourceQuery's: one read of a datasource
 // by a datasource tool, after its gate_decision (verdict pass, rule

@@ -1181,3 +1181,69 @@ func TestClusterArchive(t *testing.T) {
 		t.Errorf("n4 after its restart: its journal starts at seq %s, want %d", s, last+1)
 	}
 }
+
+// TestClusterConsoleLoginSurvivesTakeover: a console login made at one
+// leader (through whichever node's console takes the connection, as
+// behind a load balancer) still opens the audit viewer after that leader
+// is killed with SIGKILL: every node's console checks cookies with the
+// same key (derived from the cluster's action key), and the new leader
+// takes the logins the chain recorded (console_login, in every live
+// node's chain). A logout at the new leader is recorded there too.
+func TestClusterConsoleLoginSurvivesTakeover(t *testing.T) {
+	m := fakemodel.Start(t)
+	chat := newMMChat(t)
+	tokens := writeSecret(t, t.TempDir(), "console.tokens", "carol 0123456789abcdef-console-token")
+	cr := newClusterRig(t, chat, m.URL, fmt.Sprintf("web:\n  listen: {{WEB}}\n  tokens_file: %s\n  auditors: [carol]\n", tokens))
+	l := cr.leader()
+	hc := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	// console sends a request to the first live node's console, as a
+	// load balancer in front of the three would.
+	console := func(method, path, body string, cookies []*http.Cookie) *http.Response {
+		t.Helper()
+		for _, i := range cr.live() {
+			base := "http://" + cr.consoles[i]
+			req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+			if method == http.MethodPost {
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				req.Header.Set("Origin", base)
+			}
+			for _, c := range cookies {
+				req.AddCookie(c)
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				continue
+			}
+			resp.Body.Close()
+			return resp
+		}
+		t.Fatal("no node's console answered")
+		return nil
+	}
+	login := console("POST", "/login", "token=0123456789abcdef-console-token", nil)
+	if login.StatusCode != http.StatusSeeOther || len(login.Cookies()) == 0 {
+		t.Fatalf("login: %s, cookies %v", login.Status, login.Cookies())
+	}
+	cookies := login.Cookies()
+	if resp := console("GET", "/audit", "", cookies); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the audit viewer with the cookie: %s", resp.Status)
+	}
+	nl, _ := cr.takeover(l)
+	if resp := console("GET", "/audit", "", cookies); resp.StatusCode != http.StatusOK {
+		t.Errorf("the audit viewer with the old leader's cookie after the takeover: %s, want 200 OK", resp.Status)
+	}
+	for _, i := range cr.live() {
+		if !slices.Contains(cr.chainTypes(i, "system:console"), "console_login") {
+			t.Errorf("%s's chain has no console_login", cr.ids[i])
+		}
+	}
+	if resp := console("POST", "/logout", "", cookies); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout: %s", resp.Status)
+	}
+	if resp := console("GET", "/audit", "", cookies); resp.StatusCode == http.StatusOK {
+		t.Errorf("the audit viewer with the logged-out cookie: %s", resp.Status)
+	}
+	n := cr.nodes[nl]
+	n.waitRecorded("system:console", `"console_logout"`, `"why":"logout"`)
+	cr.sameHeads()
+}

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/thinbot/thinbot/agentcore"
 )
 
 // identity is who made a request and what they may do.
@@ -226,7 +228,12 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	s.backoff.succeeded(client)
 	until := s.cfg.Now().Add(loginFor)
-	sid := s.startSession(name, token, until)
+	sid, err := s.startSession(name, token, until)
+	if err != nil {
+		s.log.Error("console login not recorded; refused", "user", name, "err", err)
+		http.Error(w, "the login could not be recorded; try again", http.StatusServiceUnavailable)
+		return
+	}
 	s.log.Info("console login", "user", name)
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.makeCookie(name, until, sid),
 		Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.https(r), MaxAge: int(loginFor.Seconds())})
@@ -295,11 +302,20 @@ func (s *Server) tokenHash(token string) string { return s.keyed("thinbot web to
 // is saved to the state dir) holds no cookie that would log anyone in.
 func (s *Server) sessionKey(sid string) string { return s.keyed("thinbot web session\x00" + sid) }
 
-// startSession adds a session for user and returns its id.
-func (s *Server) startSession(user, token string, until time.Time) string {
+// startSession adds a session for user and returns its id. With
+// Config.ChainLogins the login is recorded in the chain first; a failure
+// to record it is an error, and no session is added.
+func (s *Server) startSession(user, token string, until time.Time) (string, error) {
 	var b [24]byte
 	_, _ = rand.Read(b[:])
 	sid := base64.RawURLEncoding.EncodeToString(b[:])
+	se := loginSession{User: user, Token: s.tokenHash(token), Until: until}
+	if s.cfg.ChainLogins {
+		p := agentcore.ConsoleLoginPayload{User: user, Key: s.sessionKey(sid), Token: se.Token, Until: until}
+		if err := agentcore.RecordConsoleLogin(s.cfg.Chain, p); err != nil {
+			return "", err
+		}
+	}
 	now := s.cfg.Now()
 	s.authMu.Lock()
 	for k, se := range s.sessions {
@@ -316,10 +332,10 @@ func (s *Server) startSession(user, token string, until time.Time) string {
 		}
 		delete(s.sessions, oldest)
 	}
-	s.sessions[s.sessionKey(sid)] = loginSession{User: user, Token: s.tokenHash(token), Until: until}
+	s.sessions[s.sessionKey(sid)] = se
 	s.saveSessionsLocked()
 	s.authMu.Unlock()
-	return sid
+	return sid, nil
 }
 
 // liveSession reports whether sid is a session of user in the table.
@@ -331,16 +347,53 @@ func (s *Server) liveSession(sid, user string) bool {
 }
 
 // endSession removes sid from the table, reporting whether it was there.
+// With Config.ChainLogins the logout is recorded in the chain, so that the
+// next leader's console does not take the session back; a failure to
+// record it is logged (the session still ends here).
 func (s *Server) endSession(sid string) bool {
 	s.authMu.Lock()
-	defer s.authMu.Unlock()
 	k := s.sessionKey(sid)
-	if _, ok := s.sessions[k]; !ok {
-		return false
+	se, ok := s.sessions[k]
+	if ok {
+		delete(s.sessions, k)
+		s.saveSessionsLocked()
 	}
-	delete(s.sessions, k)
-	s.saveSessionsLocked()
-	return true
+	s.authMu.Unlock()
+	if ok {
+		s.recordLogout(se.User, k, agentcore.LogoutByUser)
+	}
+	return ok
+}
+
+// recordLogout records the end of the session key k (Config.ChainLogins).
+func (s *Server) recordLogout(user, k, why string) {
+	if !s.cfg.ChainLogins {
+		return
+	}
+	if err := agentcore.RecordConsoleLogout(s.cfg.Chain, agentcore.ConsoleLogoutPayload{User: user, Key: k, Why: why}); err != nil {
+		s.log.Error("console logout not recorded: the next leader may take the login back", "user", user, "why", why, "err", err)
+	}
+}
+
+// chainSessions starts the session table with the logins the chain holds
+// (Config.ChainLogins): those live now, not ended, and whose token is
+// still among the tokens.
+func (s *Server) chainSessions() error {
+	live, err := agentcore.ConsoleLogins(s.cfg.Chain, s.cfg.Now(), loginFor)
+	if err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for t := range s.tokens {
+		keep[s.tokenHash(t)] = true
+	}
+	s.sessions = map[string]loginSession{}
+	for k, p := range live {
+		if keep[p.Token] && len(s.sessions) < maxSessions {
+			s.sessions[k] = loginSession{User: p.User, Token: p.Token, Until: p.Until}
+		}
+	}
+	return nil
 }
 
 // SetTokens replaces the login tokens (a reload of the tokens file) and
@@ -355,19 +408,22 @@ func (s *Server) SetTokens(tokens map[string]string) int {
 		keep[s.tokenHash(t)] = true
 	}
 	s.authMu.Lock()
-	defer s.authMu.Unlock()
 	s.tokens = maps.Clone(tokens)
-	ended := 0
+	ended := map[string]string{} // key -> user
 	for k, se := range s.sessions {
 		if !keep[se.Token] {
 			delete(s.sessions, k)
-			ended++
+			ended[k] = se.User
 		}
 	}
-	if ended > 0 {
+	if len(ended) > 0 {
 		s.saveSessionsLocked()
 	}
-	return ended
+	s.authMu.Unlock()
+	for k, user := range ended {
+		s.recordLogout(user, k, agentcore.LogoutTokenRemoved)
+	}
+	return len(ended)
 }
 
 // saveSessionsLocked hands the session table to Config.SaveSessions; the

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/thinbot/thinbot/agentcore"
 )
 
 // authServer is a console with login tokens for alice (user, approver) and
@@ -31,8 +33,13 @@ func newAuthServer(t *testing.T, cfg Config) *authServer {
 			Roles:          map[string][]string{"alice": {RoleUser, RoleApprover}, "carol": {RoleUser}},
 		}
 	}
-	cfg.Listen, cfg.Chain, cfg.Chat = "0.0.0.0:8080", openStore(t), true
-	cfg.Secret = []byte("0123456789abcdef0123456789abcdef")
+	cfg.Listen, cfg.Chat = "0.0.0.0:8080", true
+	if cfg.Chain == nil {
+		cfg.Chain = openStore(t)
+	}
+	if cfg.Secret == nil {
+		cfg.Secret = []byte("0123456789abcdef0123456789abcdef")
+	}
 	cfg.Now = a.clock
 	cfg.SaveSessions = func(b []byte) error { a.saved = append([]byte(nil), b...); return nil }
 	s, err := New(cfg)
@@ -108,6 +115,80 @@ func TestLogoutEndsTheLoginServerSide(t *testing.T) {
 	a.request("POST", "/logout", "192.0.2.7:4000", "", nil, c2)
 	if a.threads(c2) != http.StatusUnauthorized || a.threads(c3) != http.StatusOK {
 		t.Errorf("logging out one session: the other %d, the ended one %d", a.threads(c3), a.threads(c2))
+	}
+}
+
+// TestChainLoginsOutliveTheLeader: a cluster's consoles share the login
+// key and record logins in the chain, so the console of the next leader (a
+// Server built over the same chain later) takes a login made at the one
+// before, and a logout at one holds at the next; the chain holds neither
+// the token nor the cookie's session id; a cookie of another key fails.
+func TestChainLoginsOutliveTheLeader(t *testing.T) {
+	db := openStore(t)
+	key := []byte("cluster-console-login-key-0123456789")
+	leader := func() *authServer { return newAuthServer(t, Config{Chain: db, Secret: key, ChainLogins: true}) }
+	first := leader()
+	carol, w := first.login("carol-token-0123456789", "192.0.2.7:4000", nil)
+	alice, _ := first.login("alice-token-0123456789", "192.0.2.7:4000", nil)
+	if carol == nil || alice == nil {
+		t.Fatalf("login: %d %s", w.Code, w.Body)
+	}
+	if first.saved != nil {
+		t.Errorf("a chain-logins console saved its table to a file too: %s", first.saved)
+	}
+	second := leader()
+	if code := second.threads(carol); code != http.StatusOK {
+		t.Fatalf("the first leader's login at the second: %d, want 200", code)
+	}
+	if w := second.request("POST", "/logout", "192.0.2.7:4000", "", nil, carol); w.Code != http.StatusSeeOther {
+		t.Fatalf("logout: %d", w.Code)
+	}
+	if code := second.threads(carol); code != http.StatusUnauthorized {
+		t.Errorf("the cookie after its logout: %d, want 401", code)
+	}
+	// The tokens file reloaded without alice's token ends her login for
+	// the leaders after, even those whose file still has it.
+	if n := second.SetTokens(map[string]string{"carol-token-0123456789": "carol"}); n != 1 {
+		t.Errorf("SetTokens ended %d sessions, want 1", n)
+	}
+	third := leader()
+	if code := third.threads(carol); code != http.StatusUnauthorized {
+		t.Errorf("the logged-out cookie at the third leader: %d, want 401", code)
+	}
+	if code := third.threads(alice); code != http.StatusUnauthorized {
+		t.Errorf("the removed token's login at the third leader: %d, want 401", code)
+	}
+	again, _ := third.login("carol-token-0123456789", "192.0.2.7:4000", nil)
+	if code := leader().threads(again); code != http.StatusOK {
+		t.Errorf("a new login at the fourth leader: %d, want 200", code)
+	}
+	// A leader whose tokens file no longer has carol's token (changed
+	// while another node led) does not take her login.
+	noCarol := newAuthServer(t, Config{Chain: db, Secret: key, ChainLogins: true, Auth: Auth{
+		Tokens: map[string]string{"alice-token-0123456789": "alice"}, Roles: map[string][]string{"alice": {RoleUser}, "carol": {RoleUser}}}})
+	if code := noCarol.threads(again); code != http.StatusUnauthorized {
+		t.Errorf("a login whose token the new leader's file lacks: %d, want 401", code)
+	}
+	other := newAuthServer(t, Config{Chain: db, Secret: []byte("another-key-0123456789abcdef012345"), ChainLogins: true})
+	if code := other.threads(again); code != http.StatusUnauthorized {
+		t.Errorf("the cookie at a console of another key: %d, want 401", code)
+	}
+	var types []string
+	for ev, err := range db.Events(agentcore.ConsoleSession, 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, ev.Type+"/"+ev.Actor)
+		for _, c := range []*http.Cookie{carol, alice, again} {
+			sid := strings.Split(c.Value, "|")[2]
+			if strings.Contains(string(ev.Payload), sid) || strings.Contains(string(ev.Payload), "token-0123456789") {
+				t.Errorf("event %d holds a session id or a token: %s", ev.Seq, ev.Payload)
+			}
+		}
+	}
+	want := "console_login/user:carol console_login/user:alice console_logout/user:carol console_logout/system console_login/user:carol"
+	if got := strings.Join(types, " "); got != want {
+		t.Errorf("the chain's console events:\n got %s\nwant %s", got, want)
 	}
 }
 

@@ -65,8 +65,9 @@ type Config struct {
 	// "local".
 	LocalUser string
 	// Chain is the event store the audit viewer reads (and the console
-	// rebuilds old threads from). The Server writes one kind of event to
-	// it: the checkpoint of a good full verification (CheckpointMin).
+	// rebuilds old threads from). The Server writes to it the checkpoint
+	// of a good full verification (CheckpointMin) and, with ChainLogins,
+	// the console's logins and logouts.
 	Chain *store.DB
 	// Timeline, if set, writes a session's timeline in Markdown: part is
 	// agentcore.PartBoth, PartPostmortem or PartAppendix (the audit
@@ -85,7 +86,8 @@ type Config struct {
 	// header; "" means the request's Host.
 	PublicOrigin string
 	// Secret signs login cookies; nil means a random key (logins then end
-	// when the process does).
+	// when the process does). The consoles of a cluster share one (derived
+	// from its action key), so that each checks the others' cookies.
 	Secret []byte
 	// Sessions is the login session table SaveSessions saved last (nil:
 	// none), so that logins survive a restart; sessions whose token is no
@@ -95,6 +97,14 @@ type Config struct {
 	// changes (a login, a logout, SetTokens ending sessions), under the
 	// Server's lock: it must not call the Server.
 	SaveSessions func([]byte) error
+	// ChainLogins records every login and its end in Chain
+	// (agentcore.EvConsoleLogin, EvConsoleLogout) and starts with the
+	// session table those events leave (Sessions and SaveSessions are
+	// then not used): a
+	// cluster's consoles, which share Secret, so that a login made at one
+	// leader works at the next, and a logout at one holds at the next. A
+	// login that cannot be recorded is refused.
+	ChainLogins bool
 	// CheckpointMin is the chain length from which a good full
 	// verification is recorded in the chain as the checkpoint the next
 	// start verifies from (agentcore.RecordChainVerified); 0 means 10,000.
@@ -200,7 +210,14 @@ func New(cfg Config) (*Server, error) {
 	var rb [3]byte
 	_, _ = rand.Read(rb[:])
 	s.idPrefix = "p" + hex.EncodeToString(rb[:]) + "-"
-	s.loadSessions(cfg.Sessions)
+	if cfg.ChainLogins {
+		s.cfg.SaveSessions = nil
+		if err := s.chainSessions(); err != nil {
+			return nil, fmt.Errorf("web: login sessions: %w", err)
+		}
+	} else {
+		s.loadSessions(cfg.Sessions)
+	}
 	if cfg.Chat {
 		if err := s.restore(); err != nil {
 			return nil, fmt.Errorf("web: restore threads: %w", err)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -416,6 +418,24 @@ func clusterActionKey(path string) ([]byte, error) {
 		return nil, fmt.Errorf("cluster action key %s: %d bytes, want at least 32 (head -c 32 /dev/urandom > FILE, copied to every node)", path, len(b))
 	}
 	return b, nil
+}
+
+// consoleLoginKey is the key of a cluster's console logins, nil for a lone
+// daemon: an HMAC of the cluster's action key (the same file on every
+// node) under a label of its own, so that every node's console checks the
+// cookies the others signed (and the session keys the chain records match)
+// while the key that signs chat buttons signs nothing else.
+func (d *daemon) consoleLoginKey() ([]byte, error) {
+	if !d.c.Cluster.configured() || d.c.Web.Listen == "" {
+		return nil, nil
+	}
+	k, err := clusterActionKey(d.c.Cluster.ActionKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	m := hmac.New(sha256.New, k)
+	m.Write([]byte("thinbot console login v1"))
+	return m.Sum(nil), nil
 }
 
 // recoverChain is the package's recoverChain, for a cluster's new leader:

@@ -242,10 +242,14 @@ func (d *daemon) run(ctx context.Context) error {
 	defer stopWeb()
 	agents := func() map[string]*agentcore.Agent { return d.routes.Load().agents }
 	zoneOf := func(session string) *time.Location { return d.routes.Load().zoneOf(session) }
+	loginKey, err := d.consoleLoginKey()
+	if err != nil {
+		return err
+	}
 	unfinished, waitWeb, err := serveWeb(webCtx, c.Web, c.Web.budgets(c.Channels), agents, d.unfinished, zoneOf, bot.Config{MaxConcurrent: c.MaxConcurrent,
 		ApprovalTimeout: c.ApprovalTimeout.Duration, Reminders: c.ApprovalReminders.reminders(c.Platform == web.Platform), Location: c.Timezone.loc, Sessions: d.sessions, Seen: d.seen, Known: agentcore.KnownSession(d.db),
 		Metrics: d.metrics},
-		d.db, c.StateDir, logger, &d.webBot)
+		d.db, c.StateDir, loginKey, logger, &d.webBot)
 	if err != nil {
 		return err
 	}

@@ -255,9 +255,12 @@ func sessionStore(stateDir string) (saved []byte, save func([]byte) error) {
 // *webBot (alert routes to the console open threads through it). The
 // audit viewer's timelines take their zone from zoneOf; the console's
 // texts are in UTC (bc.Location is not used), which its pages show in the
-// viewer's zone.
+// viewer's zone. loginKey is a cluster's console login key
+// (consoleLoginKey): the console then records its logins in the chain and
+// starts with those it holds; nil is a lone daemon's console, whose key
+// and logins stay in stateDir.
 func serveWeb(ctx context.Context, w webConfig, tokens bot.TokenBudgets, agents func() map[string]*agentcore.Agent, u agentcore.Unfinished, zoneOf func(string) *time.Location, bc bot.Config,
-	db *store.DB, stateDir string, logger *slog.Logger, webBot **bot.Bot) (agentcore.Unfinished, func(), error) {
+	db *store.DB, stateDir string, loginKey []byte, logger *slog.Logger, webBot **bot.Bot) (agentcore.Unfinished, func(), error) {
 	if w.Listen == "" {
 		return u, func() {}, nil
 	}
@@ -265,9 +268,11 @@ func serveWeb(ctx context.Context, w webConfig, tokens bot.TokenBudgets, agents 
 	if err != nil {
 		return u, nil, err
 	}
-	secret, err := actionSecret(filepath.Join(stateDir, "web.key"))
-	if err != nil {
-		return u, nil, err
+	secret := loginKey
+	if secret == nil {
+		if secret, err = actionSecret(filepath.Join(stateDir, "web.key")); err != nil {
+			return u, nil, err
+		}
 	}
 	logger = logger.With("component", "web")
 	// The console's texts (cards, approvals) are written in UTC, and the
@@ -276,9 +281,13 @@ func serveWeb(ctx context.Context, w webConfig, tokens bot.TokenBudgets, agents 
 	// timezone is the chat platforms' (their readers' zones are unknown).
 	bc.Location = nil
 	chat := len(w.Users) > 0
-	saved, save := sessionStore(stateDir)
+	var saved []byte
+	var save func([]byte) error
+	if loginKey == nil {
+		saved, save = sessionStore(stateDir)
+	}
 	srv, err := web.New(web.Config{Listen: w.Listen, Auth: auth, Chain: db, Timeline: chainTimeline(db, zoneOf, w.PublicOrigin), Chat: chat, PublicOrigin: w.PublicOrigin,
-		Secret: secret, Sessions: saved, SaveSessions: save, Logger: logger, Location: bc.Location})
+		Secret: secret, Sessions: saved, SaveSessions: save, ChainLogins: loginKey != nil, Logger: logger, Location: bc.Location})
 	if err != nil {
 		return u, nil, err
 	}

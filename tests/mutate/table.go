@@ -849,4 +849,18 @@ var table = []mutation{
 	{ID: "Z12", File: "store/replica/fsm.go", What: "the log's line at the seq of the archive event its first entry named may be another event (the seeding node never checks its vouch)",
 		Old: "k.Hash != v.Hash {", New: "k.Hash != v.Hash && false {",
 		Pkgs: []string{"./store/replica"}, Run: "TestFirstEntryAfterAnArchive"},
+	// A cluster's console logins (issue: logins per node): recorded in
+	// the chain, so that a logout holds at the next leader.
+	{ID: "I1", File: "bot/web/auth.go", What: "a console logout is not recorded in a cluster's chain: the next leader takes the logged-out cookie back",
+		Old: "\t\ts.recordLogout(se.User, k, agentcore.LogoutByUser)\n", New: "\t\t_ = se\n",
+		Pkgs: []string{"./bot/web"}, Run: "TestChainLoginsOutliveTheLeader"},
+	{ID: "I2", File: "bot/web/auth.go", What: "a tokens reload that removes a token ends its logins at this leader alone: the next leader takes them back",
+		Old: "\t\ts.recordLogout(user, k, agentcore.LogoutTokenRemoved)\n", New: "\t\t_, _ = k, user\n",
+		Pkgs: []string{"./bot/web"}, Run: "TestChainLoginsOutliveTheLeader"},
+	{ID: "I3", File: "bot/web/auth.go", What: "the next leader's console takes logins whose token is no longer in its tokens file",
+		Old: "\t\tif keep[p.Token] && len(s.sessions) < maxSessions {", New: "\t\tif len(s.sessions) < maxSessions {",
+		Pkgs: []string{"./bot/web"}, Run: "TestChainLoginsOutliveTheLeader"},
+	{ID: "I4", File: "agentcore/console.go", What: "a recorded logout does not end the login when the table is rebuilt from the chain",
+		Old: "\t\t\tdelete(out, p.Key)\n", New: "",
+		Pkgs: []string{"./bot/web"}, Run: "TestChainLoginsOutliveTheLeader"},
 }
