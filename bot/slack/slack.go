@@ -650,22 +650,11 @@ var _ bot.ChannelResolver = (*Adapter)(nil)
 // the bot user is a member of the channel id (conversations.members), so
 // that a channel configured by id but never joined stops the start.
 func (a *Adapter) CheckChannel(ctx context.Context, id string) error {
-	a.mu.Lock()
-	self := a.self.userID
-	a.mu.Unlock()
-	if self == "" {
-		var res *slack.AuthTestResponse
-		err := a.call(ctx, "auth.test", func() error {
-			var err error
-			res, err = a.api.AuthTestContext(ctx)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("slack: auth.test: %w", err)
-		}
-		self = res.UserID
+	me, err := a.identity(ctx)
+	if err != nil {
+		return err
 	}
-	ok, err := a.IsMember(ctx, id, self)
+	ok, err := a.IsMember(ctx, id, me.userID)
 	if err != nil {
 		if se, isSE := errors.AsType[slack.SlackErrorResponse](err); isSE && se.Err == "channel_not_found" {
 			return fmt.Errorf("slack: channel %s: not found, or private and the bot is not in it (invite the bot with /invite @thinbot)", id)
